@@ -1,0 +1,22 @@
+// Shared vocabulary for the rule tests: minutes since a fixed binding time.
+import type { Reading } from '../../rules/index.js'
+
+/** Binding time of every test delivery: Monday 2025-01-06 09:00:00Z. */
+export const BOUND_AT = Date.UTC(2025, 0, 6, 9, 0, 0)
+export const MINUTE = 60_000
+
+/** Epoch ms `m` minutes after binding. */
+export const at = (m: number): number => BOUND_AT + m * MINUTE
+export const iso = (m: number): string => new Date(at(m)).toISOString()
+
+/** Readings from [minute, temp_c] pairs. */
+export function readings(...points: [minute: number, temp_c: number][]): Reading[] {
+  return points.map(([m, temp_c]) => ({ ts: at(m), temp_c }))
+}
+
+/** One reading a minute from `from` to `to` (inclusive) at `temp_c`. */
+export function everyMinute(from: number, to: number, temp_c: number): Reading[] {
+  const out: Reading[] = []
+  for (let m = from; m <= to; m++) out.push({ ts: at(m), temp_c })
+  return out
+}
