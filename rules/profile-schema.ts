@@ -42,7 +42,7 @@ export const customProfileSchema = z
       .nullable()
       .optional()
       .describe(
-        'Mean kinetic temperature limit, °C (USP <1079.2>, ΔH = 83.144 kJ/mol), judged once 30 minutes of readings exist. Null or absent = not judged.',
+        'Mean kinetic temperature limit, °C (USP <1079.2>, ΔH = 83.144 kJ/mol), judged once readings cover one hour. Null or absent = not judged.',
       ),
     max_gap_s: z
       .number()
