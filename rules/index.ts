@@ -1,0 +1,42 @@
+// Public API of the cold-chain rules (SPEC §5). Pure: no I/O beyond loading the built-in
+// profiles at import, no clock — time is always passed in.
+export {
+  builtInProfiles,
+  CUSTOM_PROFILE_DEFAULTS,
+  isBuiltInProfileName,
+  ProfileError,
+  resolveProfile,
+  type BuiltInProfileName,
+  type CustomProfileInput,
+  type TemperatureProfile,
+} from './profile.js'
+export { customProfileSchema, type CustomProfile } from './profile-schema.js'
+export {
+  addToMkt,
+  DELTA_H_OVER_R_K,
+  emptyMktSums,
+  meanKineticTemperature,
+  MktAccumulator,
+  mktOf,
+  type MktSums,
+} from './mkt.js'
+export { initialColdChain, type ClosedExcursion, type ColdChainState, type OpenInterval } from './state.js'
+export { evaluate, MKT_MIN_COVERAGE_S, replay, type Reading } from './engine.js'
+export { checkSilence } from './silence.js'
+export { recompute } from './late.js'
+export { summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'
+export { ReorderBuffer, type PushResult } from './reorder.js'
+export type {
+  BreakReason,
+  BreakThreshold,
+  ColdChainBreakData,
+  ColdChainBreakEvent,
+  ExcursionEvent,
+  ExcursionEventData,
+  ExcursionKind,
+  RecoveredEvent,
+  RecoveredEventData,
+  RuleEvent,
+  SensorOfflineEvent,
+  SensorOfflineEventData,
+} from './events.js'

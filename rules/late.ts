@@ -1,0 +1,48 @@
+// Late readings (SPEC §5 "Determinism"): a reading older than what was already evaluated is
+// stored and included in the recomputed summary, and may add a break, but events already sent
+// are never retracted.
+import { replay, type Reading } from './engine.js'
+import { eventKey, type RuleEvent } from './events.js'
+import type { TemperatureProfile } from './profile.js'
+import type { ColdChainState } from './state.js'
+
+/**
+ * Rebuilds a delivery's state from all its stored readings (sorted by ts, late ones included)
+ * and reconciles it with the live state:
+ * - only readings up to live.lastTs are replayed (newer ones are still in the reorder window and
+ *   will reach evaluate() normally);
+ * - a break the live state already announced stays, with its reason and time; otherwise a
+ *   break found by the replay is returned as a new event;
+ * - an excursion that is open in the replay but was not announced live is returned too, so a
+ *   later temperature.recovered never refers to an unannounced excursion;
+ * - nothing else is re-emitted.
+ * Returns a new state to continue evaluating with; `live` is not modified.
+ */
+export function recompute(
+  live: ColdChainState,
+  profile: TemperatureProfile,
+  allReadingsSorted: readonly Reading[],
+  events: RuleEvent[] = [],
+): { state: ColdChainState; events: RuleEvent[] } {
+  const upTo = live.lastTs
+  const readings = upTo === null ? [] : allReadingsSorted.filter((r) => r.ts <= upTo)
+  const { state, events: replayed } = replay(profile, live.boundAt, readings)
+
+  const added: RuleEvent[] = []
+  const open = state.open
+  if (open !== null && open.announced && !(live.open?.announced && live.open.start === open.start)) {
+    const key = eventKey.excursion(open.start)
+    const announced = replayed.find((e) => e.key === key)
+    if (announced) added.push(announced)
+  }
+  if (live.broken !== null) {
+    state.broken = { ...live.broken }
+  } else if (state.broken !== null) {
+    const brk = replayed.find((e) => e.key === eventKey.break)
+    if (brk) added.push(brk)
+  }
+  state.offlineAnnouncedSince = live.offlineAnnouncedSince
+  added.sort((a, b) => a.at - b.at)
+  events.push(...added)
+  return { state, events }
+}
