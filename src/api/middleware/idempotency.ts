@@ -1,0 +1,82 @@
+import type { MiddlewareHandler } from 'hono'
+import type { Clock } from '../../clock.js'
+import { iso } from '../../clock.js'
+import { AppError } from '../../errors.js'
+import { sha256Hex } from '../../hashing.js'
+import type { Db } from '../../store/schema.js'
+import type { AppEnv } from '../env.js'
+
+const KEY_TTL_MS = 24 * 3_600_000 // SPEC §2: keys are kept 24 h
+// A request still "in progress" after this long died with its process; its key may be retried.
+const ABANDONED_AFTER_MS = 60_000
+const printableAscii = /^[\x20-\x7e]{1,255}$/
+
+type Stored = { request_hash: string; state: string; status: number | null; body: string | null; headers: string | null; created_at: string; expires_at: string }
+
+/**
+ * IETF Idempotency-Key semantics as Stripe implements them: the first request with a key runs,
+ * a retry with the same body gets the stored response byte for byte, a different body is 422,
+ * a retry while the first still runs is 409. Keys are scoped to the client. 5xx answers are
+ * not stored, so the caller can retry them.
+ */
+export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; requiredOn: (path: string) => boolean }): MiddlewareHandler<AppEnv> {
+  return async function idempotencyMiddleware(c, next) {
+    if (c.req.method !== 'POST') return next()
+    const key = c.req.header('idempotency-key')
+    if (key === undefined) {
+      if (requiredOn(c.req.path)) throw new AppError('idempotency_key_missing', 'This request needs an Idempotency-Key header (1–255 printable ASCII characters).')
+      return next()
+    }
+    if (!printableAscii.test(key)) {
+      throw new AppError('validation_failed', 'Idempotency-Key must be 1–255 printable ASCII characters.', { errors: [{ pointer: '/headers/idempotency-key', message: 'must be 1–255 printable ASCII characters' }] })
+    }
+    const clientId = c.get('principal').clientId
+    const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${await c.req.text()}`)
+    const now = clock.now()
+
+    const claimed = await db.insertInto('idempotency_keys').values({
+      client_id: clientId, key, request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null,
+      created_at: iso(now), expires_at: iso(now + KEY_TTL_MS),
+    }).onConflict((oc) => oc.columns(['client_id', 'key']).doNothing()).executeTakeFirst()
+
+    if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) {
+      const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
+      const reusable = stored && (Date.parse(stored.expires_at) <= now || (stored.state === 'in_progress' && Date.parse(stored.created_at) < now - ABANDONED_AFTER_MS))
+      if (stored && !reusable) return answerFromStore(stored, requestHash)
+      // Expired or abandoned: take the key over, but only if nobody else did in the meantime.
+      const taken = await db.updateTable('idempotency_keys')
+        .set({ request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) })
+        .where('client_id', '=', clientId).where('key', '=', key).where('created_at', '=', stored?.created_at ?? '')
+        .executeTakeFirst()
+      if (Number(taken.numUpdatedRows) === 0) throw inProgress()
+    }
+
+    try {
+      await next()
+    } catch (error) {
+      await release(db, clientId, key)
+      throw error
+    }
+    if (c.res.status >= 500) return void (await release(db, clientId, key))
+    const body = await c.res.clone().text()
+    const headers = JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' })
+    await db.updateTable('idempotency_keys').set({ state: 'done', status: c.res.status, body, headers })
+      .where('client_id', '=', clientId).where('key', '=', key).execute()
+  }
+}
+
+function answerFromStore(stored: Stored, requestHash: string): Response {
+  if (stored.request_hash !== requestHash) {
+    throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body.')
+  }
+  if (stored.state !== 'done') throw inProgress()
+  const headers = new Headers(JSON.parse(stored.headers ?? '{}'))
+  headers.set('Idempotent-Replayed', 'true')
+  return new Response(stored.body, { status: stored.status ?? 200, headers })
+}
+
+const inProgress = () => new AppError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.', {}, { 'Retry-After': '1' })
+
+async function release(db: Db, clientId: string, key: string): Promise<void> {
+  await db.deleteFrom('idempotency_keys').where('client_id', '=', clientId).where('key', '=', key).where('state', '=', 'in_progress').execute()
+}

@@ -1,0 +1,66 @@
+import { createRoute, z, type RouteConfig } from '@hono/zod-openapi'
+import type { Hook } from '@hono/zod-openapi'
+import { validationFailed } from '../errors.js'
+import type { AppEnv } from './env.js'
+import { requireScope } from './middleware/authenticate.js'
+
+export { z }
+
+export const Problem = z.object({
+  type: z.string(), title: z.string(), status: z.number().int(), detail: z.string(),
+  code: z.string().describe('Stable, snake_case error code'), request_id: z.string(),
+  errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
+}).openapi('Problem')
+
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
+
+/** The failures every authenticated route can answer with (SPEC §2). */
+const commonErrors = {
+  400: problem('Malformed JSON or a missing Idempotency-Key'),
+  401: problem('Missing or invalid access token'),
+  403: problem('The token lacks the required scope'),
+  404: problem('Not found, or not visible to this token'),
+  413: problem('Body larger than 256 KiB'),
+  415: problem('Body is not application/json'),
+  422: problem('Validation failed; `errors` lists JSON pointers'),
+  429: problem('Rate limited; see Retry-After'),
+}
+
+export const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } })
+export const jsonBody = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/json': { schema } }, required: true } })
+
+/** A `/v1` route: bearer token with `scope`, the common error answers, and the scope check. */
+export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'>>(scope: string, config: R) {
+  return createRoute({
+    ...config,
+    security: [{ bearer: [scope] }],
+    middleware: [requireScope(scope)] as const,
+    // Loosely typed on purpose: handlers return our service types, the schema documents them.
+    responses: { ...commonErrors, ...config.responses } as RouteConfig['responses'],
+  })
+}
+
+export const pageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(50).describe('Page size, 1–100'),
+  cursor: z.string().max(200).optional().describe('`next_cursor` of the previous page'),
+})
+
+export const pageOf = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() })
+
+export const idParam = (prefix: string) => z.object({ id: z.string().min(3).max(64).openapi({ param: { name: 'id', in: 'path' }, example: `${prefix}_01jd0000000000000000000000` }) })
+
+/** Validation failures become 422 problem+json with a JSON pointer per issue. */
+export const validationHook: Hook<any, AppEnv, any, any> = (result) => {
+  if (result.success) return
+  const target = (result as { target?: string }).target
+  const prefix = target === 'json' ? '' : `/${target === 'param' ? 'path' : target ?? 'request'}`
+  throw validationFailed(result.error.issues.map((issue) => ({
+    pointer: `${prefix}/${issue.path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/\/$/, '') || '/',
+    message: issue.message,
+  })))
+}
+
+/** A route without a token (OAuth endpoints, discovery); responses loosely typed as in v1Route. */
+export function publicRoute<R extends RouteConfig>(config: R) {
+  return createRoute({ ...config, responses: config.responses as RouteConfig['responses'] })
+}

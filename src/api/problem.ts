@@ -1,0 +1,49 @@
+import type { Context } from 'hono'
+import { HTTPException } from 'hono/http-exception'
+import { AppError } from '../errors.js'
+import type { AppEnv } from './env.js'
+
+const titles: Record<number, string> = {
+  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict',
+  413: 'Content Too Large', 415: 'Unsupported Media Type', 422: 'Unprocessable Content',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
+}
+
+/** RFC 9457 problem details for an AppError. */
+export function problemResponse(c: Context<AppEnv>, error: AppError): Response {
+  const body = {
+    type: `https://rxtrace.dev/problems/${error.code.replace(/_/g, '-')}`,
+    title: titles[error.status] ?? 'Error',
+    status: error.status,
+    detail: error.message,
+    code: error.code,
+    request_id: c.get('requestId'),
+    ...error.extra,
+  }
+  const headers = new Headers(error.headers)
+  headers.set('content-type', 'application/problem+json')
+  return new Response(JSON.stringify(body), { status: error.status, headers: mergeHeaders(c, headers) })
+}
+
+/** The one place errors become responses: ours keep their detail, anything else is a bare 500. */
+export function onError(error: Error, c: Context<AppEnv>): Response {
+  if (error instanceof AppError) return problemResponse(c, error)
+  if (error instanceof HTTPException) return problemResponse(c, fromHttpException(error))
+  c.get('log')?.error({ err: error }, 'unhandled error')
+  return problemResponse(c, new AppError('internal', 'Something went wrong on our side; quote the request_id when you contact us.'))
+}
+
+function fromHttpException(error: HTTPException): AppError {
+  if (error.status === 400) return new AppError('invalid_json', 'The request body is not valid JSON.')
+  if (error.status === 413) return new AppError('payload_too_large', 'The request body is larger than 256 KiB.')
+  if (error.status === 401) return new AppError('unauthorized', error.message)
+  return new AppError(error.status >= 500 ? 'internal' : 'validation_failed', error.status >= 500 ? 'Internal error.' : error.message)
+}
+
+// Headers set earlier on the context (request id, rate limit, API version) survive an error.
+function mergeHeaders(c: Context<AppEnv>, headers: Headers): Headers {
+  c.res.headers.forEach((value, key) => {
+    if (!headers.has(key) && key !== 'content-type' && key !== 'content-length') headers.set(key, value)
+  })
+  return headers
+}

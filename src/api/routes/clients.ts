@@ -1,0 +1,93 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { ClientRegistry } from '../../auth/clients.js'
+import type { KeyRing } from '../../auth/keys.js'
+import { allScopes, type Principal } from '../../auth/scopes.js'
+import { AppError, notFound, validationFailed } from '../../errors.js'
+import type { Db } from '../../store/schema.js'
+import type { AppEnv } from '../env.js'
+import { idParam, json, jsonBody, v1Route, z } from '../openapi.js'
+
+// RFC 7591 §2 client metadata names.
+const NewClient = z.strictObject({
+  client_name: z.string().min(1).max(200),
+  grant_types: z.array(z.literal('client_credentials')).min(1).optional().describe('Only client_credentials in this release'),
+  redirect_uris: z.array(z.url()).max(10).optional(),
+  scope: z.string().refine((s) => s.split(' ').filter(Boolean).every((x) => (allScopes as readonly string[]).includes(x)), 'contains an unknown scope').optional().describe('Space-separated; defaults to every scope of the creator'),
+  token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional(),
+  pharmacy_id: z.string().optional().describe('Restrict the client to one pharmacy'),
+  fleet_id: z.string().optional().describe('Restrict the client to one fleet'),
+}).openapi('NewClient')
+
+const Client = z.object({
+  client_id: z.string(), client_name: z.string(), grant_types: z.array(z.string()), redirect_uris: z.array(z.string()),
+  scope: z.string(), token_endpoint_auth_method: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(), created_at: z.string(),
+}).openapi('Client')
+
+/** A client can only create clients no more powerful than itself. */
+function checkDelegation(principal: Principal, input: z.infer<typeof NewClient>): void {
+  const asked = (input.scope ?? [...principal.scopes].join(' ')).split(' ').filter(Boolean)
+  const beyond = asked.filter((s) => !principal.scopes.has(s))
+  if (beyond.length) throw validationFailed([{ pointer: '/scope', message: `you cannot grant scopes you do not hold: ${beyond.join(' ')}` }])
+  if (input.pharmacy_id && input.fleet_id) throw validationFailed([{ pointer: '/fleet_id', message: 'restrict a client to a pharmacy or a fleet, not both' }])
+  if (principal.pharmacyId && input.pharmacy_id !== principal.pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: `must be ${principal.pharmacyId}` }])
+  if (principal.fleetId && input.fleet_id !== principal.fleetId) throw validationFailed([{ pointer: '/fleet_id', message: `must be ${principal.fleetId}` }])
+}
+
+export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientRegistry; keys: KeyRing }) {
+  const app = new OpenAPIHono<AppEnv>()
+  app.openapi(v1Route('clients:write', {
+    method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
+    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().describe('Shown once') }), 'The client and its secret') },
+  }), async (c) => {
+    const principal = c.get('principal')
+    const input = c.req.valid('json')
+    checkDelegation(principal, input)
+    if (input.pharmacy_id && !(await db.selectFrom('pharmacies').select('id').where('id', '=', input.pharmacy_id).executeTakeFirst())) {
+      throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${input.pharmacy_id}` }])
+    }
+    if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
+      throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
+    }
+    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') })
+    c.header('Cache-Control', 'no-store')
+    return c.json(created, 201)
+  })
+
+  app.openapi(v1Route('clients:write', {
+    method: 'get', path: '/v1/oauth/clients/{id}', tags: ['OAuth'], summary: 'Read a client (never its secret)',
+    request: { params: idParam('cl') }, responses: { 200: json(Client, 'The client') },
+  }), async (c) => {
+    const principal = c.get('principal')
+    const client = await clients.find(c.req.valid('param').id)
+    if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
+    return c.json(client, 200)
+  })
+
+  app.openapi(v1Route('clients:write', {
+    method: 'post', path: '/v1/oauth/clients/{id}/rotate-secret', tags: ['OAuth'], summary: 'New client secret; the old one works for the overlap window',
+    request: { params: idParam('cl'), body: { content: { 'application/json': { schema: z.strictObject({ overlap_s: z.number().int().min(0).max(30 * 86_400).default(86_400).describe('How long the old secret keeps working (default 24 h)') }) } }, required: false } },
+    responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string(), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
+  }), async (c) => {
+    const principal = c.get('principal')
+    const id = c.req.valid('param').id
+    const client = await clients.find(id)
+    if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
+    const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
+    const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400)
+    c.header('Cache-Control', 'no-store')
+    return c.json({ client_id: id, ...rotated! }, 200)
+  })
+
+  app.openapi(v1Route('clients:write', {
+    method: 'post', path: '/v1/oauth/signing-keys/rotate', tags: ['OAuth'], summary: 'Rotate the token signing key',
+    description: 'The new key is published in the JWKS at once and signs after `publish_ahead_s`; the old key stays published until its tokens expire.',
+    request: { body: { content: { 'application/json': { schema: z.strictObject({ publish_ahead_s: z.number().int().min(0).max(86_400).default(0) }) } }, required: false } },
+    responses: { 200: json(z.object({ kid: z.string(), activates_at: z.string(), previous_retires_at: z.string() }), 'The new key id') },
+  }), async (c) => {
+    const principal = c.get('principal')
+    if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client rotates signing keys.')
+    const body = (c.req.valid('json') ?? {}) as { publish_ahead_s?: number }
+    return c.json(await keys.rotate(body.publish_ahead_s ?? 0), 200)
+  })
+  return app
+}

@@ -1,0 +1,87 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { DeliveryService } from '../../services/deliveries.js'
+import { deliveryStatuses } from '../../domain/delivery-machine.js'
+import type { AppEnv } from '../env.js'
+import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { Location } from './pharmacies.js'
+
+const when = { occurred_at: z.iso.datetime({ offset: false }).optional().describe('When it physically happened (RFC 3339 UTC); defaults to now'), location: Location.optional() }
+const party = z.string().regex(/^((us|dr|ph)_[0-9a-z]+|patient)$/, 'must be a party id (us_…, dr_…, ph_…) or "patient"')
+const signature = z.string().min(1).max(200_000).describe('Signature image as a data URL, or a signed statement; its sha256 becomes evidence_hash')
+
+const CustodyEvent = z.object({
+  seq: z.number().int(), type: z.string(), actor: z.object({ client_id: z.string(), sub: z.string() }),
+  from: z.string().nullable(), to: z.string().nullable(), location: Location.nullable(), evidence_hash: z.string().nullable(),
+  occurred_at: z.string(), recorded_at: z.string(), prev_hash: z.string(), hash: z.string(),
+}).openapi('CustodyEvent')
+
+const Delivery = z.object({
+  id: z.string(), rx_id: z.string(), pharmacy_id: z.string(), status: z.enum(deliveryStatuses), eta: z.string(),
+  fleet_id: z.string().nullable(), driver_id: z.string().nullable(), tote_id: z.string().nullable(),
+  cold_chain: z.object({
+    required: z.boolean(), profile: z.record(z.string(), z.unknown()).nullable(),
+    state: z.enum(['OK', 'EXCURSION', 'BROKEN', 'UNMONITORED']), min_c: z.number().nullable(), max_c: z.number().nullable(),
+    mkt_c: z.number().nullable(), time_out_of_range_s: z.number(), excursions: z.array(z.record(z.string(), z.unknown())),
+    break_reason: z.string().nullable().optional(), disposition: z.record(z.string(), z.unknown()).nullable(),
+  }),
+  custody: z.array(CustodyEvent), created_at: z.string(), updated_at: z.string(),
+}).openapi('Delivery')
+
+const bodies = {
+  dispatch: z.strictObject({ fleet_id: z.string(), driver_id: z.string().optional(), tote_id: z.string().optional().describe('Required when the delivery needs a cold chain'), ...when }),
+  pickup: z.strictObject({ from: party, to: party, signature, ...when }),
+  handoff: z.strictObject({ from: party, to: party, signature, ...when }),
+  return: z.strictObject({ from: party, to: party, signature, ...when }),
+  deliver: z.strictObject({ verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }), ...when }),
+  fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
+  cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
+  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().max(2_000).optional() }),
+} as const
+
+const scopes: Record<keyof typeof bodies, string> = {
+  dispatch: 'deliveries:write', cancel: 'deliveries:write', fail: 'deliveries:write',
+  pickup: 'custody:write', handoff: 'custody:write', return: 'custody:write', deliver: 'custody:write',
+  disposition: 'cold-chain:disposition',
+}
+
+const summaries: Record<keyof typeof bodies, string> = {
+  dispatch: 'Assign a fleet, driver and tote (binds the tote)', pickup: 'Driver signs for the goods at the pharmacy',
+  handoff: 'One driver hands the goods to another', deliver: 'Patient verified; delivery complete', fail: 'Delivery attempt failed',
+  return: 'Goods handed back to the pharmacy', cancel: 'Cancel before pickup', disposition: "Pharmacist's decision on a broken cold chain",
+}
+
+const Verdict = z.object({ valid: z.boolean(), length: z.number().int(), head: z.string().optional(), first_bad_seq: z.number().int().optional(), reason: z.string().optional() }).openapi('CustodyVerdict')
+
+export function deliveryRoutes(deliveries: DeliveryService) {
+  const app = new OpenAPIHono<AppEnv>()
+  app.openapi(v1Route('deliveries:read', {
+    method: 'get', path: '/v1/deliveries/{id}', tags: ['Deliveries'], summary: 'Read a delivery with its custody chain and cold-chain status',
+    request: { params: idParam('dl') }, responses: { 200: json(Delivery, 'The delivery') },
+  }), async (c) => c.json(await deliveries.get(c.get('principal'), c.req.valid('param').id), 200))
+
+  app.openapi(v1Route('deliveries:read', {
+    method: 'get', path: '/v1/deliveries', tags: ['Deliveries'], summary: 'List deliveries',
+    request: { query: pageQuery.extend({ status: z.enum(deliveryStatuses).optional(), pharmacy_id: z.string().optional() }) },
+    responses: { 200: json(pageOf(Delivery), 'A page of deliveries') },
+  }), async (c) => {
+    const { status, pharmacy_id, ...page } = c.req.valid('query')
+    return c.json(await deliveries.list(c.get('principal'), { status, pharmacy_id }, page), 200)
+  })
+
+  app.openapi(v1Route('deliveries:read', {
+    method: 'get', path: '/v1/deliveries/{id}/custody/verify', tags: ['Deliveries'], summary: 'Recompute the custody hash chain',
+    request: { params: idParam('dl') }, responses: { 200: json(Verdict, 'Whether every link holds, or the first bad seq') },
+  }), async (c) => c.json(await deliveries.verifyCustody(c.get('principal'), c.req.valid('param').id), 200))
+
+  for (const action of Object.keys(bodies) as (keyof typeof bodies)[]) {
+    app.openapi(v1Route(scopes[action], {
+      method: 'post', path: `/v1/deliveries/{id}/${action}`, tags: ['Deliveries'], summary: summaries[action],
+      request: { params: idParam('dl'), ...jsonBody(bodies[action]) },
+      responses: { 200: json(Delivery, 'The updated delivery'), 409: json(z.any(), '`invalid_transition` (with allowed_actions) or `cold_chain_hold`') },
+    }), async (c) => {
+      const body = c.req.valid('json' as never) as object
+      return c.json(await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never), 200)
+    })
+  }
+  return app
+}

@@ -1,0 +1,42 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { FleetService } from '../../services/fleets.js'
+import type { AppEnv } from '../env.js'
+import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+
+const Branding = z.strictObject({
+  display_name: z.string().max(100).optional(), logo_url: z.url().optional(),
+  primary_color: z.string().regex(/^#[0-9a-fA-F]{6}$/, 'must be a hex colour like #0a7d5a').optional(),
+}).openapi('Branding')
+const NewFleet = z.strictObject({ name: z.string().min(1).max(200), branding: Branding.optional() }).openapi('NewFleet')
+const Fleet = z.object({ id: z.string(), name: z.string(), branding: Branding, created_at: z.string() }).openapi('Fleet')
+const NewDriver = z.strictObject({ name: z.string().min(1).max(200), phone: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be E.164, e.g. +15551234567').optional() }).openapi('NewDriver')
+const Driver = z.object({ id: z.string(), fleet_id: z.string(), name: z.string(), phone: z.string().nullable(), created_at: z.string() }).openapi('Driver')
+
+export function fleetRoutes(fleets: FleetService) {
+  const app = new OpenAPIHono<AppEnv>()
+  app.openapi(v1Route('fleet:write', {
+    method: 'post', path: '/v1/fleets', tags: ['Fleets'], summary: 'Register a fleet operator',
+    request: jsonBody(NewFleet), responses: { 201: json(Fleet, 'The fleet') },
+  }), async (c) => c.json(await fleets.create(c.get('principal'), c.req.valid('json')), 201))
+
+  app.openapi(v1Route('fleet:read', {
+    method: 'get', path: '/v1/fleets/{id}', tags: ['Fleets'], summary: 'Read a fleet',
+    request: { params: idParam('fl') }, responses: { 200: json(Fleet, 'The fleet') },
+  }), async (c) => c.json(await fleets.get(c.get('principal'), c.req.valid('param').id), 200))
+
+  app.openapi(v1Route('fleet:read', {
+    method: 'get', path: '/v1/fleets', tags: ['Fleets'], summary: 'List fleets',
+    request: { query: pageQuery }, responses: { 200: json(pageOf(Fleet), 'A page of fleets') },
+  }), async (c) => c.json(await fleets.list(c.get('principal'), c.req.valid('query')), 200))
+
+  app.openapi(v1Route('fleet:write', {
+    method: 'post', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: 'Add a driver to a fleet',
+    request: { params: idParam('fl'), ...jsonBody(NewDriver) }, responses: { 201: json(Driver, 'The driver') },
+  }), async (c) => c.json(await fleets.addDriver(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 201))
+
+  app.openapi(v1Route('fleet:read', {
+    method: 'get', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: "List a fleet's drivers",
+    request: { params: idParam('fl'), query: pageQuery }, responses: { 200: json(pageOf(Driver), 'A page of drivers') },
+  }), async (c) => c.json(await fleets.listDrivers(c.get('principal'), c.req.valid('param').id, c.req.valid('query')), 200))
+  return app
+}

@@ -1,0 +1,120 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { Context } from 'hono'
+import type { ClientRegistry, ClientRecord } from '../../auth/clients.js'
+import { grantableScopes } from '../../auth/clients.js'
+import type { KeyRing } from '../../auth/keys.js'
+import { allScopes } from '../../auth/scopes.js'
+import type { TokenService } from '../../auth/tokens.js'
+import type { AppEnv } from '../env.js'
+import { json, publicRoute, z } from '../openapi.js'
+
+/** RFC 6749 §5.2 error response (the OAuth endpoints answer in OAuth's format, not problem+json). */
+const oauthError = (c: Context, status: 400 | 401, error: string, description: string) => {
+  if (status === 401) c.header('WWW-Authenticate', 'Basic realm="rxtrace"')
+  c.header('Cache-Control', 'no-store')
+  return c.json({ error, error_description: description }, status)
+}
+
+const OAuthError = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
+const form = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true } })
+const clientAuthFields = {
+  client_id: z.string().optional().describe('client_secret_post only'),
+  client_secret: z.string().optional().describe('client_secret_post only'),
+}
+const badForm = (result: { success: boolean }, c: Context) => (result.success ? undefined : oauthError(c, 400, 'invalid_request', 'The form parameters are invalid.'))
+
+/** client_secret_basic (RFC 6749 §2.3.1: form-urlencoded id and secret) or client_secret_post. */
+async function authenticateClient(c: Context, clients: ClientRegistry, body: { client_id?: string | undefined; client_secret?: string | undefined }): Promise<ClientRecord | null> {
+  const header = c.req.header('authorization')
+  if (header?.startsWith('Basic ')) {
+    const decoded = Buffer.from(header.slice(6), 'base64').toString()
+    const colon = decoded.indexOf(':')
+    if (colon < 0) return null
+    return clients.authenticate(decodeURIComponent(decoded.slice(0, colon)), decodeURIComponent(decoded.slice(colon + 1)))
+  }
+  if (body.client_id && body.client_secret) return clients.authenticate(body.client_id, body.client_secret)
+  return null
+}
+
+export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry; tokens: TokenService; keys: KeyRing }) {
+  const app = new OpenAPIHono<AppEnv>()
+  const issuer = tokens.issuer
+
+  app.openapi(publicRoute({
+    method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], summary: 'RFC 8414 authorization server metadata',
+    responses: { 200: json(z.record(z.string(), z.unknown()), 'Metadata') },
+  }), (c) => c.json({
+    issuer,
+    token_endpoint: `${issuer}/oauth/token`,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    revocation_endpoint: `${issuer}/oauth/revoke`,
+    introspection_endpoint: `${issuer}/oauth/introspect`,
+    registration_endpoint: `${issuer}/v1/oauth/clients`,
+    grant_types_supported: ['client_credentials'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    scopes_supported: allScopes,
+    response_types_supported: [],
+    access_token_signing_alg_values_supported: ['ES256'],
+    service_documentation: `${issuer}/docs`,
+  }, 200))
+
+  app.openapi(publicRoute({
+    method: 'get', path: '/.well-known/jwks.json', tags: ['OAuth'], summary: 'RFC 7517 public signing keys',
+    responses: { 200: json(z.object({ keys: z.array(z.record(z.string(), z.unknown())) }), 'JWKS') },
+  }), (c) => {
+    c.header('Cache-Control', 'public, max-age=300')
+    return c.json(keys.jwks(), 200)
+  })
+
+  app.openapi(publicRoute({
+    method: 'post', path: '/oauth/token', tags: ['OAuth'], summary: 'Get an access token (client_credentials)',
+    request: form(z.object({ grant_type: z.string(), scope: z.string().optional(), ...clientAuthFields })),
+    responses: { 200: json(z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string() }), 'RFC 6749 §5.1 token'), 400: json(OAuthError, 'RFC 6749 §5.2 error'), 401: json(OAuthError, 'Client authentication failed') },
+  }), async (c) => {
+    const body = c.req.valid('form')
+    const client = await authenticateClient(c, clients, body)
+    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    if (body.grant_type !== 'client_credentials') return oauthError(c, 400, 'unsupported_grant_type', 'Only client_credentials is supported here.')
+    if (!client.grant_types.includes('client_credentials')) return oauthError(c, 400, 'unauthorized_client', 'This client may not use client_credentials.')
+    const scopes = grantableScopes(client, body.scope)
+    if (!scopes) return oauthError(c, 400, 'invalid_scope', 'The client is not allowed every requested scope.')
+    c.header('Cache-Control', 'no-store') // RFC 6749 §5.1
+    return c.json(await tokens.issue({ clientId: client.client_id, sub: client.client_id, scopes, pharmacyId: client.pharmacy_id, fleetId: client.fleet_id }), 200)
+  }, badForm)
+
+  app.openapi(publicRoute({
+    method: 'post', path: '/oauth/revoke', tags: ['OAuth'], summary: 'RFC 7009 token revocation',
+    request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
+    responses: { 200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' }, 401: json(OAuthError, 'Client authentication failed') },
+  }), async (c) => {
+    const body = c.req.valid('form')
+    const client = await authenticateClient(c, clients, body)
+    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    const principal = await tokens.inspect(body.token)
+    // RFC 7009 §2.1: a client revokes only its own tokens; anything else is answered 200 silently.
+    if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
+    return c.body(null, 200)
+  }, badForm)
+
+  app.openapi(publicRoute({
+    method: 'post', path: '/oauth/introspect', tags: ['OAuth'], summary: 'RFC 7662 token introspection',
+    request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
+    responses: { 200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'), 401: json(OAuthError, 'Client authentication failed') },
+  }), async (c) => {
+    const body = c.req.valid('form')
+    const client = await authenticateClient(c, clients, body)
+    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    const principal = await tokens.inspect(body.token)
+    const unrestricted = !client.pharmacy_id && !client.fleet_id && client.scope.split(' ').includes('clients:write')
+    // A client may introspect its own tokens; an unrestricted administrator, anyone's.
+    if (!principal || (principal.clientId !== client.client_id && !unrestricted)) return c.json({ active: false }, 200)
+    return c.json({
+      active: true, scope: [...principal.scopes].join(' '), client_id: principal.clientId, sub: principal.sub, token_type: 'Bearer',
+      exp: principal.exp, iss: issuer, aud: tokens.audience, jti: principal.jti,
+      ...(principal.pharmacyId ? { pharmacy_id: principal.pharmacyId } : {}), ...(principal.fleetId ? { fleet_id: principal.fleetId } : {}),
+    }, 200)
+  }, badForm)
+  return app
+}

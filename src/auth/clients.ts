@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto'
+import type { Clock } from '../clock.js'
+import { iso } from '../clock.js'
+import { hashSecret, secretMatches } from '../hashing.js'
+import { newId } from '../ids.js'
+import type { Db } from '../store/schema.js'
+import { allScopes, parseScope } from './scopes.js'
+
+export type ClientRecord = {
+  client_id: string
+  client_name: string
+  grant_types: string[]
+  redirect_uris: string[]
+  scope: string
+  token_endpoint_auth_method: string
+  pharmacy_id: string | null
+  fleet_id: string | null
+  created_at: string
+}
+
+export type NewClient = {
+  client_name: string
+  grant_types?: string[] | undefined
+  redirect_uris?: string[] | undefined
+  scope?: string | undefined
+  token_endpoint_auth_method?: 'client_secret_basic' | 'client_secret_post' | undefined
+  pharmacy_id?: string | null | undefined
+  fleet_id?: string | null | undefined
+}
+
+/** The admin client holds every scope and no tenant restriction. */
+export const ADMIN_SCOPE = allScopes.join(' ')
+
+export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')}`
+
+/** OAuth clients (RFC 7591 field names); secrets are stored as hashes only and shown once. */
+export class ClientRegistry {
+  constructor(private readonly db: Db, private readonly clock: Clock) {}
+
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }): Promise<ClientRecord & { client_secret: string }> {
+    const clientId = fixed?.clientId ?? newId('cl')
+    const secret = fixed?.secret ?? newClientSecret()
+    const row = {
+      client_id: clientId,
+      client_name: input.client_name,
+      secret_hash: hashSecret(secret),
+      previous_secret_hash: null,
+      previous_secret_expires_at: null,
+      grant_types: JSON.stringify(input.grant_types ?? ['client_credentials']),
+      redirect_uris: JSON.stringify(input.redirect_uris ?? []),
+      scope: input.scope ?? ADMIN_SCOPE,
+      token_endpoint_auth_method: input.token_endpoint_auth_method ?? 'client_secret_basic',
+      pharmacy_id: input.pharmacy_id ?? null,
+      fleet_id: input.fleet_id ?? null,
+      created_at: iso(this.clock.now()),
+    }
+    await this.db.insertInto('oauth_clients').values(row).execute()
+    return { ...toRecord(row), client_secret: secret }
+  }
+
+  async find(clientId: string): Promise<ClientRecord | undefined> {
+    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    return row && toRecord(row)
+  }
+
+  /** Checks a presented secret against the current one, or the previous one within its overlap window. */
+  async authenticate(clientId: string, secret: string): Promise<ClientRecord | null> {
+    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    if (!row) return null
+    if (secretMatches(secret, row.secret_hash)) return toRecord(row)
+    const previousValid = row.previous_secret_expires_at !== null && Date.parse(row.previous_secret_expires_at) > this.clock.now()
+    if (previousValid && secretMatches(secret, row.previous_secret_hash)) return toRecord(row)
+    return null
+  }
+
+  /** New secret now; the old one keeps working for `overlapS` so deployments can switch without downtime. */
+  async rotateSecret(clientId: string, overlapS: number): Promise<{ client_secret: string; previous_secret_expires_at: string } | null> {
+    const row = await this.db.selectFrom('oauth_clients').select('secret_hash').where('client_id', '=', clientId).executeTakeFirst()
+    if (!row) return null
+    const secret = newClientSecret()
+    const expiresAt = iso(this.clock.now() + overlapS * 1_000)
+    await this.db.updateTable('oauth_clients')
+      .set({ secret_hash: hashSecret(secret), previous_secret_hash: row.secret_hash, previous_secret_expires_at: expiresAt })
+      .where('client_id', '=', clientId).execute()
+    return { client_secret: secret, previous_secret_expires_at: expiresAt }
+  }
+
+  /** SPEC §1: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
+  async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
+    if (pinned) {
+      const existing = await this.find(pinned.clientId)
+      if (!existing) {
+        await this.create({ client_name: 'admin' }, pinned)
+      } else {
+        await this.db.updateTable('oauth_clients')
+          .set({ secret_hash: hashSecret(pinned.secret), scope: ADMIN_SCOPE, pharmacy_id: null, fleet_id: null, previous_secret_hash: null, previous_secret_expires_at: null })
+          .where('client_id', '=', pinned.clientId).execute()
+      }
+      return null
+    }
+    const any = await this.db.selectFrom('oauth_clients').select('client_id').limit(1).executeTakeFirst()
+    if (any) return null
+    const created = await this.create({ client_name: 'admin' })
+    return { clientId: created.client_id, secret: created.client_secret }
+  }
+}
+
+/** Scopes a token may carry: the requested ones, which must all belong to the client, or all of them. */
+export function grantableScopes(client: ClientRecord, requested: string | undefined): string[] | null {
+  const allowed = parseScope(client.scope)
+  if (!requested) return allowed
+  const asked = parseScope(requested)
+  return asked.every((s) => allowed.includes(s)) ? asked : null
+}
+
+function toRecord(row: {
+  client_id: string; client_name: string; grant_types: string; redirect_uris: string; scope: string
+  token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string
+}): ClientRecord {
+  return {
+    client_id: row.client_id,
+    client_name: row.client_name,
+    grant_types: JSON.parse(row.grant_types),
+    redirect_uris: JSON.parse(row.redirect_uris),
+    scope: row.scope,
+    token_endpoint_auth_method: row.token_endpoint_auth_method,
+    pharmacy_id: row.pharmacy_id,
+    fleet_id: row.fleet_id,
+    created_at: row.created_at,
+  }
+}

@@ -1,0 +1,25 @@
+/** SPEC §6: every scope a client may hold. */
+export const allScopes = [
+  'pharmacies:read', 'pharmacies:write', 'prescriptions:read', 'prescriptions:write', 'deliveries:read',
+  'deliveries:write', 'custody:write', 'telemetry:read', 'cold-chain:disposition', 'webhooks:read',
+  'webhooks:write', 'totes:write', 'fleet:read', 'fleet:write', 'clients:write', 'audit:read',
+] as const
+
+export type Scope = (typeof allScopes)[number]
+
+export const isScope = (s: string): s is Scope => (allScopes as readonly string[]).includes(s)
+
+export function parseScope(text: string | undefined | null): string[] {
+  return (text ?? '').split(' ').filter(Boolean)
+}
+
+/** Who is calling: the verified access token, reduced to what authorization needs. */
+export type Principal = {
+  clientId: string
+  sub: string
+  scopes: ReadonlySet<string>
+  pharmacyId: string | null
+  fleetId: string | null
+  jti: string
+  exp: number
+}

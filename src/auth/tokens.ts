@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto'
+import { SignJWT, errors as joseErrors, jwtVerify, decodeProtectedHeader } from 'jose'
+import type { Clock } from '../clock.js'
+import { iso } from '../clock.js'
+import { AppError } from '../errors.js'
+import type { Db } from '../store/schema.js'
+import type { KeyRing } from './keys.js'
+import { parseScope, type Principal } from './scopes.js'
+
+export type TokenSubject = { clientId: string; sub: string; scopes: string[]; pharmacyId: string | null; fleetId: string | null }
+
+export type AccessTokenResponse = { access_token: string; token_type: 'Bearer'; expires_in: number; scope: string }
+
+// Verified tokens are remembered until they expire, so a client's steady stream of requests
+// costs one ECDSA verification per token rather than one per request.
+const VERIFIED_CACHE_LIMIT = 10_000
+
+/** RFC 9068 JWT access tokens: issue, verify, revoke (RFC 7009) and introspect (RFC 7662). */
+export class TokenService {
+  private readonly verified = new Map<string, Principal>()
+  private revoked = new Set<string>()
+
+  constructor(
+    private readonly db: Db,
+    private readonly keys: KeyRing,
+    private readonly clock: Clock,
+    readonly issuer: string,
+    private readonly ttlS: number,
+  ) {}
+
+  get audience(): string {
+    return `${this.issuer}/v1`
+  }
+
+  async issue(subject: TokenSubject): Promise<AccessTokenResponse> {
+    const key = this.keys.signingKey()
+    const nowS = Math.floor(this.clock.now() / 1_000)
+    const scope = subject.scopes.join(' ')
+    const claims: Record<string, unknown> = { client_id: subject.clientId, scope }
+    if (subject.pharmacyId) claims.pharmacy_id = subject.pharmacyId
+    if (subject.fleetId) claims.fleet_id = subject.fleetId
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid }) // RFC 9068 §2.1
+      .setIssuer(this.issuer)
+      .setAudience(this.audience)
+      .setSubject(subject.sub)
+      .setIssuedAt(nowS)
+      .setExpirationTime(nowS + this.ttlS)
+      .setJti(randomUUID())
+      .sign(key.privateKey)
+    return { access_token: token, token_type: 'Bearer', expires_in: this.ttlS, scope }
+  }
+
+  /** The caller behind a bearer token, or a 401 that says why. */
+  async verify(token: string): Promise<Principal> {
+    const cached = this.verified.get(token)
+    const nowS = this.clock.now() / 1_000
+    if (cached && cached.exp > nowS && !this.revoked.has(cached.jti)) return cached
+    if (cached) this.verified.delete(token)
+    const principal = await this.verifySignature(token)
+    if (this.revoked.has(principal.jti)) throw invalidToken('The access token has been revoked.')
+    if (this.verified.size >= VERIFIED_CACHE_LIMIT) this.verified.clear()
+    this.verified.set(token, principal)
+    return principal
+  }
+
+  /** Decodes without throwing: what introspection and revocation need. */
+  async inspect(token: string): Promise<Principal | null> {
+    try {
+      return await this.verify(token)
+    } catch {
+      return null
+    }
+  }
+
+  async revoke(principal: Principal): Promise<void> {
+    await this.db.insertInto('revoked_tokens')
+      .values({ jti: principal.jti, expires_at: iso(principal.exp * 1_000) })
+      .onConflict((oc) => oc.column('jti').doNothing())
+      .execute()
+    this.revoked.add(principal.jti)
+  }
+
+  /** Reloads the revocation list (other instances may have revoked tokens) and forgets expired entries. */
+  async refreshRevocations(): Promise<void> {
+    const now = iso(this.clock.now())
+    await this.db.deleteFrom('revoked_tokens').where('expires_at', '<', now).execute()
+    const rows = await this.db.selectFrom('revoked_tokens').select('jti').execute()
+    this.revoked = new Set(rows.map((r) => r.jti))
+  }
+
+  private async verifySignature(token: string): Promise<Principal> {
+    let kid: string | undefined
+    try {
+      kid = decodeProtectedHeader(token).kid
+    } catch {
+      throw invalidToken('The access token is malformed.')
+    }
+    const key = kid ? this.keys.verificationKey(kid) : undefined
+    if (!key) throw invalidToken('The access token was signed with an unknown key.')
+    try {
+      const { payload } = await jwtVerify(token, key, {
+        algorithms: ['ES256'], // refuses `none`, HS256 and every other algorithm
+        typ: 'at+jwt',
+        issuer: this.issuer,
+        audience: this.audience,
+        currentDate: new Date(this.clock.now()),
+        requiredClaims: ['sub', 'client_id', 'jti', 'exp', 'iat'],
+      })
+      return {
+        clientId: String(payload.client_id),
+        sub: String(payload.sub),
+        scopes: new Set(parseScope(typeof payload.scope === 'string' ? payload.scope : '')),
+        pharmacyId: typeof payload.pharmacy_id === 'string' ? payload.pharmacy_id : null,
+        fleetId: typeof payload.fleet_id === 'string' ? payload.fleet_id : null,
+        jti: String(payload.jti),
+        exp: Number(payload.exp),
+      }
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw invalidToken('The access token has expired.')
+      if (error instanceof joseErrors.JWTClaimValidationFailed) throw invalidToken(`The access token's "${error.claim}" claim is not accepted.`)
+      throw invalidToken('The access token signature or header is invalid.')
+    }
+  }
+}
+
+/** RFC 6750 §3: a bad token names `invalid_token`; no token at all carries no error code. */
+export function invalidToken(detail: string): AppError {
+  return new AppError('unauthorized', detail, {}, {
+    'WWW-Authenticate': `Bearer error="invalid_token", error_description="${detail.replace(/"/g, "'")}"`,
+  })
+}

@@ -1,0 +1,57 @@
+import { AppError } from '../errors.js'
+import type { CustodyType } from './custody.js'
+
+/** SPEC §3 delivery states. */
+export const deliveryStatuses = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED'] as const
+export type DeliveryStatus = (typeof deliveryStatuses)[number]
+
+export const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
+export type DeliveryAction = (typeof deliveryActions)[number]
+
+export type ColdChainState = 'OK' | 'EXCURSION' | 'BROKEN' | 'UNMONITORED'
+
+type Move = { from: readonly DeliveryStatus[]; to: DeliveryStatus | 'unchanged'; custody: CustodyType; events: readonly string[] }
+
+/** The transition table of SPEC §3; the only place that knows which move is legal. */
+const moves: Record<DeliveryAction, Move> = {
+  dispatch: { from: ['QUEUED'], to: 'DISPATCHED', custody: 'dispatched', events: ['delivery.dispatched'] },
+  pickup: { from: ['DISPATCHED'], to: 'PICKED_UP', custody: 'picked_up', events: ['custody.handoff-signed', 'delivery.picked-up'] },
+  handoff: { from: ['PICKED_UP'], to: 'PICKED_UP', custody: 'handoff', events: ['custody.handoff-signed'] },
+  deliver: { from: ['PICKED_UP'], to: 'DELIVERED', custody: 'delivered', events: ['custody.patient-verified', 'delivery.delivered'] },
+  fail: { from: ['PICKED_UP'], to: 'FAILED', custody: 'failed', events: ['delivery.failed'] },
+  return: { from: ['PICKED_UP', 'FAILED'], to: 'RETURNED', custody: 'returned', events: ['custody.handoff-signed', 'delivery.returned'] },
+  cancel: { from: ['QUEUED', 'DISPATCHED'], to: 'CANCELLED', custody: 'cancelled', events: ['delivery.cancelled'] },
+  disposition: { from: ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'FAILED'], to: 'unchanged', custody: 'disposition', events: ['cold-chain.disposition'] },
+}
+
+/** States after which the tote is released and the delivery is over. */
+export const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
+
+export type DeliveryFacts = { status: DeliveryStatus; coldChainState: ColdChainState; released: boolean }
+
+export function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
+  return deliveryActions.filter((action) => {
+    if (!moves[action].from.includes(delivery.status)) return false
+    return action !== 'disposition' || delivery.coldChainState === 'BROKEN'
+  })
+}
+
+export type PlannedMove = { status: DeliveryStatus; custody: CustodyType; events: readonly string[]; ends: boolean }
+
+/** Decides a move or refuses it with the actions that are allowed instead. */
+export function planMove(delivery: DeliveryFacts, action: DeliveryAction): PlannedMove {
+  // SPEC §3: a broken cold chain holds the delivery before anything else is checked.
+  if (action === 'deliver' && delivery.coldChainState === 'BROKEN' && !delivery.released) {
+    throw new AppError('cold_chain_hold', 'The cold chain is broken: a pharmacist must release the delivery before it can be delivered.')
+  }
+  const allowed = allowedActions(delivery)
+  if (!allowed.includes(action)) {
+    const detail = action === 'disposition' && moves.disposition.from.includes(delivery.status)
+      ? 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
+      : `Cannot ${action} a delivery that is ${delivery.status}.`
+    throw new AppError('invalid_transition', detail, { status_now: delivery.status, allowed_actions: allowed })
+  }
+  const move = moves[action]
+  const status = move.to === 'unchanged' ? delivery.status : move.to
+  return { status, custody: move.custody, events: move.events, ends: endingStatuses.includes(status) && !endingStatuses.includes(delivery.status) }
+}

@@ -1,0 +1,19 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
+
+/** Every Prometheus series the service exports (SPEC §1), on a registry of its own per instance. */
+export function createMetrics() {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  return {
+    registry,
+    httpRequests: new Counter({ name: 'rxtrace_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
+    httpDuration: new Histogram({ name: 'rxtrace_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['method', 'route'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [registry] }),
+    readingsIngested: new Counter({ name: 'rxtrace_readings_ingested_total', help: 'Readings committed to the time series', registers: [registry] }),
+    readingsRejected: new Counter({ name: 'rxtrace_readings_rejected_total', help: 'Telemetry payloads rejected, by reason code', labelNames: ['code'], registers: [registry] }),
+    ruleEvaluation: new Histogram({ name: 'rxtrace_rule_evaluation_seconds', help: 'Rule engine evaluation latency per batch', buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], registers: [registry] }),
+    webhookAttempts: new Counter({ name: 'rxtrace_webhook_attempts_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
+    connectedTotes: new Gauge({ name: 'rxtrace_mqtt_connected_totes', help: 'Totes connected to the embedded broker', registers: [registry] }),
+  }
+}
+
+export type Metrics = ReturnType<typeof createMetrics>

@@ -1,0 +1,103 @@
+import { createAdaptorServer } from '@hono/node-server'
+import type { Server } from 'node:net'
+import type { Logger } from 'pino'
+import { createApp } from './api/app.js'
+import { auditRoutes } from './api/routes/audit.js'
+import { clientRoutes } from './api/routes/clients.js'
+import { deliveryRoutes } from './api/routes/deliveries.js'
+import { eventRoutes } from './api/routes/events.js'
+import { fleetRoutes } from './api/routes/fleets.js'
+import { pharmacyRoutes } from './api/routes/pharmacies.js'
+import { prescriptionRoutes } from './api/routes/prescriptions.js'
+import { toteRoutes } from './api/routes/totes.js'
+import { AuditLog } from './auth/audit-log.js'
+import { ClientRegistry } from './auth/clients.js'
+import { KeyRing } from './auth/keys.js'
+import { TokenService } from './auth/tokens.js'
+import { systemClock, type Clock } from './clock.js'
+import { issuerOf, type Config } from './config.js'
+import { closeServer, listen } from './listen.js'
+import { createLogger } from './logger.js'
+import { createMetrics } from './metrics.js'
+import type { ServiceDeps } from './services/context.js'
+import { DeliveryService } from './services/deliveries.js'
+import { EventService } from './services/events.js'
+import { FleetService } from './services/fleets.js'
+import { Outbox } from './services/outbox.js'
+import { PharmacyService } from './services/pharmacies.js'
+import { PrescriptionService } from './services/prescriptions.js'
+import { ToteService } from './services/totes.js'
+import { entityStoreOptions, openEntityStore, type EntityStoreOptions } from './store/database.js'
+
+export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions }
+
+// Revocations made by other instances reach this one within this long.
+const REVOCATION_REFRESH_MS = 30_000
+
+/**
+ * Builds the whole service in-process from a configuration: stores, OAuth server, application
+ * services and the HTTP app. Nothing listens until `start()`; tests use `app.request()` directly.
+ */
+export async function buildService(config: Config, overrides: ServiceOverrides = {}) {
+  const clock = overrides.clock ?? systemClock
+  const logger = overrides.logger ?? createLogger(config.LOG_LEVEL)
+  const metrics = createMetrics()
+  const store = await openEntityStore(overrides.store ?? entityStoreOptions(config))
+  const { db, dialect } = store
+
+  const keys = new KeyRing(db, clock, config.TOKEN_TTL_S)
+  await keys.load()
+  const tokens = new TokenService(db, keys, clock, issuerOf(config), config.TOKEN_TTL_S)
+  await tokens.refreshRevocations()
+  const clients = new ClientRegistry(db, clock)
+  const pinned = config.ADMIN_CLIENT_ID && config.ADMIN_CLIENT_SECRET ? { clientId: config.ADMIN_CLIENT_ID, secret: config.ADMIN_CLIENT_SECRET } : undefined
+  const newAdmin = await clients.ensureAdmin(pinned)
+  const audit = new AuditLog(db, dialect, clock)
+  const outbox = new Outbox(clock)
+
+  const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
+  const services = {
+    pharmacies: new PharmacyService(deps),
+    prescriptions: new PrescriptionService(deps),
+    deliveries: new DeliveryService(deps),
+    fleets: new FleetService(deps),
+    totes: new ToteService(deps),
+    events: new EventService(deps),
+  }
+
+  const app = createApp({
+    config, db, clock, logger, metrics, keys, tokens, clients, audit,
+    readiness: { entity_store: () => store.ping() },
+    v1: [
+      pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
+      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
+      auditRoutes(db, audit), clientRoutes({ db, clients, keys }),
+    ],
+  })
+
+  let http: Server | null = null
+  let revocationTimer: NodeJS.Timeout | null = null
+
+  return {
+    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app,
+    /** Credentials of an admin client created by this start, to print once; null otherwise. */
+    newAdmin,
+    /** Binds the listeners; resolves with the ports actually bound. */
+    async start(): Promise<{ httpPort: number }> {
+      http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
+      const httpPort = await listen(http, config.PORT, config.HOST, 'PORT')
+      revocationTimer = setInterval(() => void tokens.refreshRevocations().catch((err) => logger.warn({ err }, 'revocation refresh failed')), REVOCATION_REFRESH_MS)
+      revocationTimer.unref()
+      return { httpPort }
+    },
+    /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
+    async stop(): Promise<void> {
+      if (revocationTimer) clearInterval(revocationTimer)
+      if (http) await closeServer(http)
+      await audit.flush()
+      await store.close()
+    },
+  }
+}
+
+export type Service = Awaited<ReturnType<typeof buildService>>

@@ -1,0 +1,236 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '../domain/custody.js'
+import { planMove, type ColdChainState, type DeliveryAction, type DeliveryStatus } from '../domain/delivery-machine.js'
+import { AppError, validationFailed } from '../errors.js'
+import { jcsHash, sha256Hex } from '../hashing.js'
+import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
+import type { ServiceDeps } from './context.js'
+import { paginate, type Page, type PageRequest } from './pagination.js'
+import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
+import { visibleOr404 } from './tenancy.js'
+
+export type ColdChainSummary = {
+  state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null
+  time_out_of_range_s: number; excursions: unknown[]; break_reason?: string | null
+}
+export type Disposition = { decision: 'release' | 'return'; note: string | null; decided_by: { client_id: string; sub: string }; decided_at: string }
+
+export type Delivery = {
+  id: string; rx_id: string; pharmacy_id: string; status: DeliveryStatus; eta: string; fleet_id: string | null
+  driver_id: string | null; tote_id: string | null
+  cold_chain: ColdChainSummary & { required: boolean; profile: unknown; disposition: Disposition | null }
+  custody: CustodyEvent[]; created_at: string; updated_at: string
+}
+
+type Location = { lat: number; lng: number }
+type Common = { occurred_at?: string | undefined; location?: Location | undefined }
+export type ActionInput =
+  | ({ action: 'dispatch'; fleet_id: string; driver_id?: string | undefined; tote_id?: string | undefined } & Common)
+  | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
+  | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
+  | ({ action: 'fail' | 'cancel'; reason: string } & Common)
+  | { action: 'disposition'; decision: 'release' | 'return'; note?: string | undefined }
+
+// Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
+const CLOCK_SKEW_MS = 5_000
+// Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
+const MAX_ATTEMPTS = 5
+
+export function initialColdChain(required: boolean): ColdChainSummary {
+  return { state: required ? 'OK' : 'UNMONITORED', min_c: null, max_c: null, mkt_c: null, time_out_of_range_s: 0, excursions: [], break_reason: null }
+}
+
+/** Delivery reads and the actions of SPEC §3, each appending to the custody chain. */
+export class DeliveryService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  async get(principal: Principal, id: string): Promise<Delivery> {
+    const row = await this.deps.db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
+    return toDelivery(visibleOr404(principal, row, 'delivery'), await this.custody(this.deps.db, id))
+  }
+
+  async list(principal: Principal, filter: { status?: string | undefined; pharmacy_id?: string | undefined }, page: PageRequest): Promise<Page<Delivery>> {
+    let query = this.deps.db.selectFrom('deliveries').selectAll()
+    if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
+    if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
+    if (filter.status) query = query.where('status', '=', filter.status)
+    if (filter.pharmacy_id) query = query.where('pharmacy_id', '=', filter.pharmacy_id)
+    const result = await paginate(query, 'id', page)
+    const ids = result.data.map((r) => r.id)
+    const custody = ids.length
+      ? await this.deps.db.selectFrom('custody_events').selectAll().where('delivery_id', 'in', ids).orderBy('seq').execute()
+      : []
+    return { data: result.data.map((r) => toDelivery(r, custody.filter((c) => c.delivery_id === r.id).map(toCustodyEvent))), next_cursor: result.next_cursor }
+  }
+
+  async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
+    const row = await this.deps.db.selectFrom('deliveries').innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
+      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
+    const visible = visibleOr404(principal, row, 'delivery')
+    return verifyChain(visible.audit_hash, await this.custody(this.deps.db, id))
+  }
+
+  /** Applies one action; concurrent actions on a delivery leave one winner and an intact chain. */
+  async act(principal: Principal, id: string, input: ActionInput): Promise<Delivery> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const done = await this.tryAct(principal, id, input)
+        if (done) {
+          this.deps.outbox.committed()
+          return this.get(principal, id)
+        }
+      } catch (error) {
+        if (!isUniqueViolation(error) || attempt >= MAX_ATTEMPTS) throw error
+      }
+      if (attempt >= MAX_ATTEMPTS) throw new AppError('conflict', 'The delivery changed while this action was applied; retry.')
+    }
+  }
+
+  /** One optimistic attempt: false when another action got there first. */
+  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<boolean> {
+    const db = this.deps.db
+    const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
+    const delivery = visibleOr404(principal, row, 'delivery')
+    const chain = await this.custody(db, id)
+    const summary = fromJson<ColdChainSummary>(delivery.cold_chain)
+    const disposition = fromJson<Disposition | null>(delivery.disposition)
+    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release' }, input.action)
+
+    const now = this.deps.clock.now()
+    const head = chain.at(-1)!
+    const occurredAt = 'occurred_at' in input ? checkOccurredAt(input.occurred_at, head.occurred_at, now) : iso(now)
+    const changes: Partial<Database['deliveries']> = { status: move.status, updated_at: iso(now), version: delivery.version + 1 }
+    const parties = await this.partiesOf(principal, delivery, chain, input, occurredAt, changes)
+    if (move.ends && delivery.tote_id) changes.bound_to = occurredAt
+
+    const custodyEvent = chainEvent(head.hash, {
+      seq: head.seq + 1, type: move.custody, actor: { client_id: principal.clientId, sub: principal.sub },
+      from: parties.from, to: parties.to, location: ('location' in input && input.location) || null,
+      evidence_hash: parties.evidence_hash, occurred_at: occurredAt, recorded_at: iso(now),
+    })
+    const eventData = {
+      status: move.status, previous_status: delivery.status, action: input.action, occurred_at: occurredAt,
+      from: parties.from, to: parties.to, custody_seq: custodyEvent.seq, custody_hash: custodyEvent.hash,
+      ...('reason' in input ? { reason: input.reason } : {}),
+      ...(input.action === 'disposition' ? { decision: input.decision } : {}),
+      ...(input.action === 'deliver' ? { verification_method: input.verification.method } : {}),
+      ...(input.action === 'dispatch' ? { fleet_id: changes.fleet_id, driver_id: changes.driver_id ?? null, tote_id: changes.tote_id ?? null } : {}),
+    }
+
+    return db.transaction().execute(async (trx) => {
+      const updated = await trx.updateTable('deliveries').set(changes)
+        .where('id', '=', id).where('version', '=', delivery.version).executeTakeFirst()
+      if (Number(updated.numUpdatedRows) === 0) return false
+      await trx.insertInto('custody_events').values(custodyRow(id, custodyEvent)).execute()
+      await this.deps.outbox.append(trx, move.events.map((type) => ({
+        type, pharmacy_id: delivery.pharmacy_id, fleet_id: changes.fleet_id ?? delivery.fleet_id, delivery_id: id, rx_id: delivery.rx_id, data: eventData,
+      })))
+      return true
+    })
+  }
+
+  /** Validates who hands the goods to whom, and what each action changes besides the status. */
+  private async partiesOf(
+    principal: Principal, delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string,
+    changes: Partial<Database['deliveries']>,
+  ): Promise<{ from: string | null; to: string | null; evidence_hash: string | null }> {
+    const holder = currentHolder(chain)
+    switch (input.action) {
+      case 'dispatch': {
+        await this.checkDispatch(principal, delivery, input, occurredAt)
+        Object.assign(changes, { fleet_id: input.fleet_id, driver_id: input.driver_id ?? null, tote_id: input.tote_id ?? null, bound_from: input.tote_id ? occurredAt : null })
+        return { from: delivery.pharmacy_id, to: input.driver_id ?? input.fleet_id, evidence_hash: null }
+      }
+      case 'pickup':
+        if (!/^(us|ph)_/.test(input.from)) throw validationFailed([{ pointer: '/from', message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)' }])
+        if (input.from.startsWith('ph_') && input.from !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/from', message: "is not this delivery's pharmacy" }])
+        await this.checkDriver(delivery, input.to, '/to')
+        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
+      case 'handoff':
+        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
+        if (input.to === input.from) throw validationFailed([{ pointer: '/to', message: 'must be another driver' }])
+        await this.checkDriver(delivery, input.to, '/to')
+        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
+      case 'return':
+        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
+        if (input.to !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/to', message: `returns go back to the pharmacy ${delivery.pharmacy_id}` }])
+        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
+      case 'deliver':
+        // The method is hashed with the evidence so neither can be swapped later.
+        return { from: holder, to: 'patient', evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
+      case 'fail':
+      case 'cancel':
+        return { from: null, to: null, evidence_hash: evidenceHash(input.reason) }
+      case 'disposition': {
+        const disposition: Disposition = { decision: input.decision, note: input.note ?? null, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
+        changes.disposition = toJson(disposition)
+        return { from: null, to: null, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
+      }
+    }
+  }
+
+  private async checkDispatch(principal: Principal, delivery: Database['deliveries'], input: Extract<ActionInput, { action: 'dispatch' }>, occurredAt: string) {
+    const db = this.deps.db
+    const fleet = await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst()
+    if (!fleet || (principal.fleetId && principal.fleetId !== fleet.id)) throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
+    if (input.driver_id) await this.checkDriver({ ...delivery, fleet_id: input.fleet_id }, input.driver_id, '/driver_id')
+    if (delivery.cold_chain_required && !input.tote_id) throw validationFailed([{ pointer: '/tote_id', message: 'is required for a cold-chain delivery' }])
+    if (!input.tote_id) return
+    const tote = await db.selectFrom('totes').select(['id', 'pharmacy_id', 'fleet_id']).where('id', '=', input.tote_id).executeTakeFirst()
+    if (!tote || !(tote.pharmacy_id === delivery.pharmacy_id || tote.fleet_id === input.fleet_id)) {
+      throw validationFailed([{ pointer: '/tote_id', message: `no tote ${input.tote_id} of this pharmacy or fleet` }])
+    }
+    const open = await db.selectFrom('deliveries').select('id').where('tote_id', '=', tote.id).where('bound_to', 'is', null).executeTakeFirst()
+    if (open) throw new AppError('conflict', `Tote ${tote.id} is bound to the open delivery ${open.id}.`, { errors: [{ pointer: '/tote_id', message: `bound to ${open.id}` }] })
+    const last = await db.selectFrom('deliveries').select('bound_to').where('tote_id', '=', tote.id).orderBy('bound_to', 'desc').limit(1).executeTakeFirst()
+    if (last?.bound_to && last.bound_to > occurredAt) {
+      throw validationFailed([{ pointer: '/occurred_at', message: `tote ${tote.id} was still on another delivery until ${last.bound_to}` }])
+    }
+  }
+
+  private async checkDriver(delivery: Pick<Database['deliveries'], 'fleet_id'>, driverId: string, pointer: string) {
+    const driver = await this.deps.db.selectFrom('drivers').select('fleet_id').where('id', '=', driverId).executeTakeFirst()
+    if (!driver || driver.fleet_id !== delivery.fleet_id) throw validationFailed([{ pointer, message: `${driverId} is not a driver of fleet ${delivery.fleet_id}` }])
+  }
+
+  private async custody(db: Executor, deliveryId: string): Promise<CustodyEvent[]> {
+    const rows = await db.selectFrom('custody_events').selectAll().where('delivery_id', '=', deliveryId).orderBy('seq').execute()
+    return rows.map(toCustodyEvent)
+  }
+}
+
+/** Who physically holds the goods: the receiving party of the last handing-over event. */
+function currentHolder(chain: CustodyEvent[]): string | null {
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const e = chain[i]!
+    if (['created', 'picked_up', 'handoff', 'returned', 'delivered'].includes(e.type)) return e.to
+  }
+  return null
+}
+
+const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`
+
+function checkOccurredAt(value: string | undefined, previous: string, nowMs: number): string {
+  if (value === undefined) return iso(nowMs)
+  const at = Date.parse(value)
+  if (at > nowMs + CLOCK_SKEW_MS) throw validationFailed([{ pointer: '/occurred_at', message: 'may not be in the future' }])
+  if (at < Date.parse(previous)) throw validationFailed([{ pointer: '/occurred_at', message: `may not be before the previous custody event (${previous})` }])
+  return iso(at)
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; message?: string }
+  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE'
+}
+
+
+export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
+  const summary = fromJson<ColdChainSummary>(row.cold_chain)
+  return {
+    id: row.id, rx_id: row.rx_id, pharmacy_id: row.pharmacy_id, status: row.status as DeliveryStatus, eta: row.eta,
+    fleet_id: row.fleet_id, driver_id: row.driver_id, tote_id: row.tote_id,
+    cold_chain: { required: row.cold_chain_required === 1, profile: fromJson(row.profile), ...summary, disposition: fromJson(row.disposition) },
+    custody, created_at: row.created_at, updated_at: row.updated_at,
+  }
+}

@@ -1,0 +1,56 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { AppError, notFound } from '../errors.js'
+import { newId } from '../ids.js'
+import { fromJson, toJson } from '../store/schema.js'
+import type { ServiceDeps } from './context.js'
+import { paginate, type Page, type PageRequest } from './pagination.js'
+
+
+export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
+export type Fleet = { id: string; name: string; branding: Branding; created_at: string }
+export type Driver = { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
+
+/** Fleets and their drivers (SPEC §8): who a delivery can be dispatched to. */
+export class FleetService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  async create(principal: Principal, input: { name: string; branding?: Branding | undefined }): Promise<Fleet> {
+    if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
+    const row = { id: newId('fl'), name: input.name, branding: toJson(input.branding ?? {}), created_at: iso(this.deps.clock.now()) }
+    await this.deps.db.insertInto('fleets').values(row).execute()
+    return { ...row, branding: input.branding ?? {} }
+  }
+
+  async get(principal: Principal, id: string): Promise<Fleet> {
+    const row = await this.deps.db.selectFrom('fleets').selectAll().where('id', '=', id).executeTakeFirst()
+    if (!row || !this.visible(principal, row.id)) throw notFound('fleet')
+    return { ...row, branding: fromJson(row.branding) }
+  }
+
+  async list(principal: Principal, page: PageRequest): Promise<Page<Fleet>> {
+    let query = this.deps.db.selectFrom('fleets').selectAll()
+    if (principal.fleetId) query = query.where('id', '=', principal.fleetId)
+    const result = await paginate(query, 'id', page)
+    return { data: result.data.map((row) => ({ ...row, branding: fromJson(row.branding) })), next_cursor: result.next_cursor }
+  }
+
+  async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }): Promise<Driver> {
+    await this.get(principal, fleetId)
+    const row = { id: newId('dr'), fleet_id: fleetId, name: input.name, phone: input.phone ?? null, created_at: iso(this.deps.clock.now()) }
+    await this.deps.db.insertInto('drivers').values(row).execute()
+    return row
+  }
+
+  async listDrivers(principal: Principal, fleetId: string, page: PageRequest): Promise<Page<Driver>> {
+    await this.get(principal, fleetId)
+    return paginate(this.deps.db.selectFrom('drivers').selectAll().where('fleet_id', '=', fleetId), 'id', page)
+  }
+
+  // Pharmacy-restricted tokens dispatch to fleets, so they may read them; fleet tokens only their own.
+  private visible(principal: Principal, fleetId: string): boolean {
+    return principal.fleetId ? principal.fleetId === fleetId : true
+  }
+}
+
+

@@ -1,0 +1,96 @@
+import type { Clock } from '../clock.js'
+import { iso } from '../clock.js'
+import { newId } from '../ids.js'
+import type { Executor } from '../store/schema.js'
+import { sql } from 'kysely'
+
+/** SPEC §7 event envelope, as webhooks deliver it and GET /v1/events lists it. */
+export type EventEnvelope = {
+  id: string
+  type: string
+  created_at: string
+  api_version: 'v1'
+  pharmacy_id: string | null
+  fleet_id?: string | null
+  delivery_id?: string | null
+  rx_id?: string | null
+  seq: number | null
+  data: Record<string, unknown>
+}
+
+export type NewEvent = {
+  type: string
+  pharmacy_id: string | null
+  fleet_id?: string | null
+  delivery_id?: string | null
+  rx_id?: string | null
+  data: Record<string, unknown>
+  /** Set for events a replay could raise again (rule events): the store keeps one per delivery and key. */
+  dedupe_key?: string
+}
+
+/**
+ * The transactional outbox: events are inserted in the transaction of the change that causes
+ * them, numbered per delivery, and `committed()` wakes whoever delivers them.
+ */
+export class Outbox {
+  private readonly listeners: Array<() => void> = []
+
+  constructor(private readonly clock: Clock) {}
+
+  async append(trx: Executor, events: NewEvent[]): Promise<EventEnvelope[]> {
+    const appended: EventEnvelope[] = []
+    for (const event of events) {
+      if (event.dedupe_key && event.delivery_id) {
+        const seen = await trx.selectFrom('events').select('id')
+          .where('delivery_id', '=', event.delivery_id).where('dedupe_key', '=', event.dedupe_key).executeTakeFirst()
+        if (seen) continue
+      }
+      const seq = event.delivery_id ? await nextSeq(trx, event.delivery_id) : null
+      const envelope: EventEnvelope = {
+        id: newId('evt'),
+        type: event.type,
+        created_at: iso(this.clock.now()),
+        api_version: 'v1',
+        pharmacy_id: event.pharmacy_id,
+        fleet_id: event.fleet_id ?? null,
+        delivery_id: event.delivery_id ?? null,
+        rx_id: event.rx_id ?? null,
+        seq,
+        data: event.data,
+      }
+      await trx.insertInto('events').values({
+        id: envelope.id, type: envelope.type, created_at: envelope.created_at, pharmacy_id: envelope.pharmacy_id,
+        fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
+        seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
+      }).execute()
+      appended.push(envelope)
+    }
+    return appended
+  }
+
+  /** Call after the transaction that appended events has committed. */
+  committed(): void {
+    for (const listener of this.listeners) listener()
+  }
+
+  onCommitted(listener: () => void): void {
+    this.listeners.push(listener)
+  }
+}
+
+async function nextSeq(trx: Executor, deliveryId: string): Promise<number> {
+  const row = await trx.updateTable('deliveries').set({ event_seq: sql`event_seq + 1` })
+    .where('id', '=', deliveryId).returning('event_seq').executeTakeFirstOrThrow()
+  return row.event_seq
+}
+
+export function envelopeFromRow(row: {
+  id: string; type: string; created_at: string; pharmacy_id: string | null; fleet_id: string | null
+  delivery_id: string | null; rx_id: string | null; seq: number | null; data: string
+}): EventEnvelope {
+  return {
+    id: row.id, type: row.type, created_at: row.created_at, api_version: 'v1', pharmacy_id: row.pharmacy_id,
+    fleet_id: row.fleet_id, delivery_id: row.delivery_id, rx_id: row.rx_id, seq: row.seq, data: JSON.parse(row.data),
+  }
+}

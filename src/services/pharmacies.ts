@@ -1,0 +1,52 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { newId } from '../ids.js'
+import { fromJson, toJson, type Database } from '../store/schema.js'
+import type { ServiceDeps } from './context.js'
+import { paginate, type Page, type PageRequest } from './pagination.js'
+import { visibleOr404 } from './tenancy.js'
+import { AppError } from '../errors.js'
+
+export type Address = { line1: string; line2?: string | undefined; city: string; region: string; postal_code: string; country: string }
+export type NewPharmacy = {
+  name: string; ncpdp_id?: string | undefined; npi?: string | undefined; address: Address; timezone: string
+  location?: { lat: number; lng: number } | undefined; writeback?: { url: string } | undefined
+}
+export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & { id: string; created_at: string; ncpdp_id: string | null; npi: string | null; location: { lat: number; lng: number } | null; writeback: { url: string } | null }
+
+export class PharmacyService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  async create(principal: Principal, input: NewPharmacy): Promise<Pharmacy> {
+    if (principal.pharmacyId || principal.fleetId) {
+      throw new AppError('insufficient_scope', 'Only an unrestricted client registers pharmacies.')
+    }
+    const row = {
+      id: newId('ph'), name: input.name, ncpdp_id: input.ncpdp_id ?? null, npi: input.npi ?? null,
+      address: toJson(input.address), timezone: input.timezone, location: input.location ? toJson(input.location) : null,
+      writeback: input.writeback ? toJson(input.writeback) : null, created_at: iso(this.deps.clock.now()),
+    }
+    await this.deps.db.insertInto('pharmacies').values(row).execute()
+    return toPharmacy(row)
+  }
+
+  async get(principal: Principal, id: string): Promise<Pharmacy> {
+    const row = await this.deps.db.selectFrom('pharmacies').selectAll().where('id', '=', id).executeTakeFirst()
+    return toPharmacy(visibleOr404(principal, row && { ...row, pharmacy_id: row.id }, 'pharmacy'))
+  }
+
+  async list(principal: Principal, page: PageRequest): Promise<Page<Pharmacy>> {
+    let query = this.deps.db.selectFrom('pharmacies').selectAll()
+    if (principal.pharmacyId) query = query.where('id', '=', principal.pharmacyId)
+    if (principal.fleetId) query = query.where('id', '=', '') // fleets see no pharmacy records
+    const result = await paginate(query, 'id', page)
+    return { data: result.data.map(toPharmacy), next_cursor: result.next_cursor }
+  }
+}
+
+export function toPharmacy(row: Database['pharmacies']): Pharmacy {
+  return {
+    id: row.id, name: row.name, ncpdp_id: row.ncpdp_id, npi: row.npi, address: fromJson(row.address),
+    timezone: row.timezone, location: fromJson(row.location), writeback: fromJson(row.writeback), created_at: row.created_at,
+  }
+}

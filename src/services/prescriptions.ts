@@ -1,0 +1,127 @@
+import { resolveProfile, ProfileError, type CustomProfileInput, type TemperatureProfile } from '../../rules/profile.js'
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { auditHashOf, chainEvent } from '../domain/custody.js'
+import { notFound, validationFailed } from '../errors.js'
+import { newId } from '../ids.js'
+import { fromJson, toJson, type Database } from '../store/schema.js'
+import type { ServiceDeps } from './context.js'
+import { initialColdChain } from './deliveries.js'
+import { custodyRow } from '../store/custody-rows.js'
+import { paginate, type Page, type PageRequest } from './pagination.js'
+import { visibleOr404 } from './tenancy.js'
+
+// Without deliver_by, the ETA promises same-day delivery within this many hours of queueing.
+const DEFAULT_ETA_HOURS = 4
+
+export type NewPrescription = {
+  patient_id: string
+  cold_chain: boolean
+  pharmacy_id?: string | undefined
+  temperature_profile?: string | CustomProfileInput | undefined
+  deliver_by?: string | undefined
+  delivery_address?: Record<string, unknown> | undefined
+  items?: { description: string; ndc?: string | undefined; quantity: number }[] | undefined
+  external_ref?: string | undefined
+  metadata?: Record<string, string> | undefined
+}
+
+export type Prescription = {
+  rx_id: string; status: string; eta: string; audit_hash: string; delivery_id: string; pharmacy_id: string
+  patient_id: string; cold_chain: boolean; temperature_profile: TemperatureProfile | null; deliver_by: string | null
+  delivery_address: Record<string, unknown> | null; items: NewPrescription['items']; external_ref: string | null
+  metadata: Record<string, string>; created_at: string
+}
+
+export class PrescriptionService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  /** Queues a delivery: prescription, delivery, custody event 1 and `delivery.created` commit together. */
+  async create(principal: Principal, input: NewPrescription): Promise<Prescription> {
+    const pharmacyId = await this.pharmacyFor(principal, input.pharmacy_id)
+    const profile = resolveRequestedProfile(input)
+    const now = this.deps.clock.now()
+    const createdAt = iso(now)
+    const rxId = newId('rx')
+    const deliveryId = newId('dl')
+    const eta = input.deliver_by ?? iso(now + DEFAULT_ETA_HOURS * 3_600_000)
+    const facts = { rx_id: rxId, pharmacy_id: pharmacyId, patient_id: input.patient_id, cold_chain: input.cold_chain, temperature_profile: profile, created_at: createdAt }
+    const auditHash = auditHashOf(facts)
+    const created = chainEvent(auditHash, {
+      seq: 1, type: 'created', actor: { client_id: principal.clientId, sub: principal.sub },
+      from: null, to: pharmacyId, location: null, evidence_hash: null, occurred_at: createdAt, recorded_at: createdAt,
+    })
+    const row: Database['prescriptions'] = {
+      id: rxId, pharmacy_id: pharmacyId, patient_id: input.patient_id, cold_chain: input.cold_chain ? 1 : 0,
+      temperature_profile: profile ? toJson(profile) : null, deliver_by: input.deliver_by ?? null,
+      delivery_address: input.delivery_address ? toJson(input.delivery_address) : null, items: toJson(input.items ?? []),
+      external_ref: input.external_ref ?? null, metadata: toJson(input.metadata ?? {}), eta, audit_hash: auditHash,
+      delivery_id: deliveryId, client_id: principal.clientId, created_at: createdAt,
+    }
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('prescriptions').values(row).execute()
+      await trx.insertInto('deliveries').values({
+        id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
+        tote_id: null, cold_chain_required: input.cold_chain ? 1 : 0, profile: profile ? toJson(profile) : null,
+        cold_chain: toJson(initialColdChain(input.cold_chain)), disposition: null, bound_from: null, bound_to: null,
+        version: 1, event_seq: 0, created_at: createdAt, updated_at: createdAt,
+      }).execute()
+      await trx.insertInto('custody_events').values(custodyRow(deliveryId, created)).execute()
+      await this.deps.outbox.append(trx, [{
+        type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId,
+        data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
+      }])
+    })
+    this.deps.outbox.committed()
+    return toPrescription(row, 'QUEUED')
+  }
+
+  async get(principal: Principal, rxId: string): Promise<Prescription> {
+    const row = await this.deps.db.selectFrom('prescriptions').innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
+      .selectAll('prescriptions').select(['deliveries.status as status', 'deliveries.fleet_id as fleet_id'])
+      .where('prescriptions.id', '=', rxId).executeTakeFirst()
+    const visible = visibleOr404(principal, row, 'prescription')
+    return toPrescription(visible, visible.status)
+  }
+
+  async list(principal: Principal, page: PageRequest): Promise<Page<Prescription>> {
+    let query = this.deps.db.selectFrom('prescriptions').innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
+      .selectAll('prescriptions').select('deliveries.status as status')
+    if (principal.pharmacyId) query = query.where('prescriptions.pharmacy_id', '=', principal.pharmacyId)
+    if (principal.fleetId) query = query.where('deliveries.fleet_id', '=', principal.fleetId)
+    const result = await paginate(query, 'prescriptions.id', page)
+    return { data: result.data.map((r) => toPrescription(r, r.status)), next_cursor: result.next_cursor }
+  }
+
+  private async pharmacyFor(principal: Principal, requested: string | undefined): Promise<string> {
+    const pharmacyId = requested ?? principal.pharmacyId
+    if (!pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
+    if (principal.fleetId || (principal.pharmacyId && principal.pharmacyId !== pharmacyId)) throw notFound('pharmacy')
+    const exists = await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', pharmacyId).executeTakeFirst()
+    if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
+    return pharmacyId
+  }
+}
+
+function resolveRequestedProfile(input: NewPrescription): TemperatureProfile | null {
+  if (!input.cold_chain) {
+    if (input.temperature_profile !== undefined) throw validationFailed([{ pointer: '/temperature_profile', message: 'only applies when cold_chain is true' }])
+    return null
+  }
+  try {
+    return resolveProfile(input.temperature_profile ?? 'refrigerated') // SPEC §3: cold chain with no profile → refrigerated
+  } catch (error) {
+    if (error instanceof ProfileError) throw validationFailed([{ pointer: '/temperature_profile', message: error.message }])
+    throw error
+  }
+}
+
+
+function toPrescription(row: Database['prescriptions'], status: string): Prescription {
+  return {
+    rx_id: row.id, status, eta: row.eta, audit_hash: row.audit_hash, delivery_id: row.delivery_id, pharmacy_id: row.pharmacy_id,
+    patient_id: row.patient_id, cold_chain: row.cold_chain === 1, temperature_profile: fromJson(row.temperature_profile),
+    deliver_by: row.deliver_by, delivery_address: fromJson(row.delivery_address), items: fromJson(row.items),
+    external_ref: row.external_ref, metadata: fromJson(row.metadata), created_at: row.created_at,
+  }
+}

@@ -1,0 +1,19 @@
+import type { Principal } from '../auth/scopes.js'
+import { notFound } from '../errors.js'
+
+export type Tenanted = { pharmacy_id?: string | null; fleet_id?: string | null }
+
+/**
+ * SPEC §6: a token restricted to a pharmacy sees that pharmacy's resources; one restricted to a
+ * fleet sees that fleet's. Anything else answers 404, as if it did not exist.
+ */
+export function canSee(principal: Principal, resource: Tenanted): boolean {
+  if (principal.pharmacyId) return resource.pharmacy_id === principal.pharmacyId
+  if (principal.fleetId) return resource.fleet_id === principal.fleetId
+  return true
+}
+
+export function visibleOr404<T extends Tenanted>(principal: Principal, resource: T | undefined, what: string): T {
+  if (!resource || !canSee(principal, resource)) throw notFound(what)
+  return resource
+}

@@ -1,0 +1,54 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { AppError, validationFailed } from '../errors.js'
+import { hashSecret, newSecret, secretMatches } from '../hashing.js'
+import { newId } from '../ids.js'
+import type { ServiceDeps } from './context.js'
+import { paginate, type Page, type PageRequest } from './pagination.js'
+import { canSee, visibleOr404 } from './tenancy.js'
+
+export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
+export type ToteWithCredentials = Tote & { mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string } }
+
+export const readingsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
+export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
+
+/** Temperature-sensing totes and their MQTT credentials (SPEC §4); the password is shown once. */
+export class ToteService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }): Promise<ToteWithCredentials> {
+    const pharmacyId = input.pharmacy_id ?? (input.fleet_id ? undefined : principal.pharmacyId ?? undefined)
+    const fleetId = input.fleet_id ?? (input.pharmacy_id ? undefined : principal.fleetId ?? undefined)
+    if (!pharmacyId === !fleetId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'name exactly one owner: pharmacy_id or fleet_id' }])
+    if (!canSee(principal, { pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null })) throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
+    const owner = pharmacyId
+      ? await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', pharmacyId).executeTakeFirst()
+      : await this.deps.db.selectFrom('fleets').select('id').where('id', '=', fleetId!).executeTakeFirst()
+    if (!owner) throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
+    const duplicate = await this.deps.db.selectFrom('totes').select('id').where('serial', '=', input.serial).executeTakeFirst()
+    if (duplicate) throw new AppError('conflict', `A tote with serial "${input.serial}" is already registered.`)
+    const password = newSecret('tp_')
+    const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
+    await this.deps.db.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+    return { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
+  }
+
+  async get(principal: Principal, id: string): Promise<Tote> {
+    const row = await this.deps.db.selectFrom('totes').select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at']).where('id', '=', id).executeTakeFirst()
+    return visibleOr404(principal, row, 'tote')
+  }
+
+  async list(principal: Principal, page: PageRequest): Promise<Page<Tote>> {
+    let query = this.deps.db.selectFrom('totes').select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at'])
+    if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
+    if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
+    return paginate(query, 'id', page)
+  }
+
+  /** MQTT CONNECT: the username is the tote id, the password the one shown at registration. */
+  async authenticate(username: string, password: string): Promise<string | null> {
+    const row = await this.deps.db.selectFrom('totes').select(['id', 'mqtt_password_hash']).where('id', '=', username).executeTakeFirst()
+    return row && secretMatches(password, row.mqtt_password_hash) ? row.id : null
+  }
+}

@@ -1,0 +1,73 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import SqliteDatabase from 'better-sqlite3'
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import pg from 'pg'
+import type { Database, Db } from './schema.js'
+import { migrateToLatest } from './migrations/index.js'
+
+export type Dialect = 'sqlite' | 'postgres'
+
+/** The entity store: one kysely instance whatever the engine, so every query is written once. */
+export interface EntityStore {
+  db: Db
+  dialect: Dialect
+  ping(): Promise<void>
+  close(): Promise<void>
+}
+
+export type EntityStoreOptions =
+  | { kind: 'sqlite'; file: string /* a path, or ':memory:' */ }
+  | { kind: 'postgres'; url: string; schema?: string /* isolates test runs */ }
+
+// PostgreSQL returns int8 (bigserial, count(*)) as strings; our counts and positions fit a double.
+pg.types.setTypeParser(20, Number)
+
+export async function openEntityStore(options: EntityStoreOptions): Promise<EntityStore> {
+  const store = options.kind === 'sqlite' ? openSqlite(options.file) : await openPostgres(options.url, options.schema)
+  await migrateToLatest(store.db, store.dialect)
+  return store
+}
+
+export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: string | undefined }): EntityStoreOptions {
+  if (config.DATABASE_URL) return { kind: 'postgres', url: config.DATABASE_URL }
+  mkdirSync(config.DATA_DIR, { recursive: true })
+  return { kind: 'sqlite', file: join(config.DATA_DIR, 'rxtrace.db') }
+}
+
+function openSqlite(file: string): EntityStore {
+  const database = new SqliteDatabase(file)
+  // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes
+  // (only an OS crash can lose the last commits), the usual trade-off for WAL.
+  database.pragma('journal_mode = WAL')
+  database.pragma('synchronous = NORMAL')
+  database.pragma('busy_timeout = 5000')
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) })
+  return {
+    db,
+    dialect: 'sqlite',
+    ping: async () => void database.prepare('select 1').get(),
+    close: () => db.destroy(),
+  }
+}
+
+async function openPostgres(url: string, schema?: string): Promise<EntityStore> {
+  if (schema) {
+    const admin = new pg.Client({ connectionString: url })
+    await admin.connect()
+    await admin.query(`create schema if not exists "${schema.replace(/"/g, '')}"`)
+    await admin.end()
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
+  })
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  return {
+    db,
+    dialect: 'postgres',
+    ping: async () => void (await sql`select 1`.execute(db)),
+    close: () => db.destroy(),
+  }
+}

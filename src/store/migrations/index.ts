@@ -1,0 +1,20 @@
+import { Migrator, type Kysely, type Migration } from 'kysely'
+import type { Dialect } from '../database.js'
+import type { MigrationStep } from './types.js'
+import { up as foundation } from './0001_foundation.js'
+
+/** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
+const steps: Record<string, MigrationStep> = {
+  '0001_foundation': foundation,
+}
+
+export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<void> {
+  const migrations: Record<string, Migration> = {}
+  for (const [name, step] of Object.entries(steps)) migrations[name] = { up: (d) => step(d, dialect) }
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  const { error, results } = await migrator.migrateToLatest()
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown'
+    throw new Error(`migration ${failed} failed: ${(error as Error).message}`)
+  }
+}

@@ -1,0 +1,7 @@
+import type { Kysely } from 'kysely'
+import type { Dialect } from '../database.js'
+
+export type MigrationStep = (db: Kysely<any>, dialect: Dialect) => Promise<void>
+
+/** The column type of an auto-incrementing integer key in each dialect. */
+export const autoIncrement = (dialect: Dialect) => (dialect === 'postgres' ? 'bigserial' : 'integer')

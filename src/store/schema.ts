@@ -1,0 +1,62 @@
+import type { Generated, Kysely, Transaction } from 'kysely'
+
+/**
+ * The entity store's tables. Times are RFC 3339 UTC strings (they sort as text and come back
+ * exactly as the API shows them, which the custody hashes depend on); JSON is stored as text;
+ * booleans as 0/1, so SQLite and PostgreSQL share every query.
+ */
+export interface Database {
+  signing_keys: { kid: string; private_jwk: string; public_jwk: string; created_at: string; activates_at: string; retires_at: string | null }
+  oauth_clients: {
+    client_id: string; client_name: string; secret_hash: string; previous_secret_hash: string | null
+    previous_secret_expires_at: string | null; grant_types: string; redirect_uris: string; scope: string
+    token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string
+  }
+  revoked_tokens: { jti: string; expires_at: string }
+  pharmacies: {
+    id: string; name: string; ncpdp_id: string | null; npi: string | null; address: string; timezone: string
+    location: string | null; writeback: string | null; created_at: string
+  }
+  prescriptions: {
+    id: string; pharmacy_id: string; patient_id: string; cold_chain: number; temperature_profile: string | null
+    deliver_by: string | null; delivery_address: string | null; items: string; external_ref: string | null
+    metadata: string; eta: string; audit_hash: string; delivery_id: string; client_id: string; created_at: string
+  }
+  deliveries: {
+    id: string; rx_id: string; pharmacy_id: string; status: string; eta: string; fleet_id: string | null
+    driver_id: string | null; tote_id: string | null; cold_chain_required: number; profile: string | null
+    cold_chain: string | null; disposition: string | null; bound_from: string | null; bound_to: string | null
+    version: number; event_seq: number; created_at: string; updated_at: string
+  }
+  custody_events: {
+    delivery_id: string; seq: number; type: string; actor: string; from_party: string | null; to_party: string | null
+    location: string | null; evidence_hash: string | null; occurred_at: string; recorded_at: string
+    prev_hash: string; hash: string
+  }
+  events: {
+    pos: Generated<number>; id: string; type: string; created_at: string; pharmacy_id: string | null
+    fleet_id: string | null; delivery_id: string | null; rx_id: string | null; seq: number | null
+    data: string; dedupe_key: string | null
+  }
+  audit_events: {
+    pos: Generated<number>; at: string; jti: string | null; client_id: string | null; sub: string | null
+    method: string; path: string; status: number; request_id: string; prev_hash: string; hash: string
+  }
+  idempotency_keys: {
+    client_id: string; key: string; request_hash: string; state: string; status: number | null
+    body: string | null; headers: string | null; created_at: string; expires_at: string
+  }
+  fleets: { id: string; name: string; branding: string; created_at: string }
+  drivers: { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
+  totes: {
+    id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string
+    created_at: string
+  }
+}
+
+export type Db = Kysely<Database>
+/** Either the database or an open transaction: queries accept both. */
+export type Executor = Kysely<Database> | Transaction<Database>
+
+export const toJson = (value: unknown): string => JSON.stringify(value)
+export const fromJson = <T>(text: string | null): T => (text === null ? null : JSON.parse(text)) as T

@@ -1,0 +1,64 @@
+/**
+ * The time-series port (STYLE §4): where tote readings are stored and read back. Two adapters,
+ * SQLite (embedded default) and QuestDB (`QUESTDB_CONFIG`), pass the same contract tests
+ * (test/timeseries/sink-contract.ts).
+ *
+ * Time ranges are half-open, `fromMs <= ts < toMs`, in epoch ms of event time.
+ */
+
+export type ReadingRow = {
+  tote_id: string
+  /** The delivery whose binding interval contains `ts` (SPEC §4); null when the tote was not bound. */
+  delivery_id: string | null
+  rx_id: string | null
+  /** Event time (the sensor's clock), epoch ms. With `tote_id`, the row's identity. */
+  ts: number
+  temp_c: number
+  /** State of charge, 0..1. */
+  battery: number | null
+  /** Relative humidity, %. */
+  humidity: number | null
+  lat: number | null
+  lng: number | null
+  seq: number | null
+  /** When the broker received it, epoch ms. */
+  received_at: number
+  /** Arrived after the rule engine had already evaluated past its `ts` (SPEC §5). */
+  late: boolean
+}
+
+/** One step of a temperature trace (`GET /v1/deliveries/{id}/temperature`, SPEC §4). */
+export type TemperatureBucket = {
+  /** Bucket start, epoch ms; buckets are aligned to multiples of the step since the epoch. */
+  t: number
+  min: number
+  max: number
+  avg: number
+  /** Readings in the bucket; empty buckets are not returned. */
+  n: number
+}
+
+export interface ReadingSink {
+  /**
+   * Stores rows. Resolves only once they are durably stored, so a QoS 1 PUBACK may follow
+   * (SPEC §4). Idempotent on (tote_id, ts): writing a row again never adds a second one. Which
+   * copy survives is adapter-specific (SQLite keeps the first, QuestDB's DEDUP the last); both
+   * are retransmissions of one measurement.
+   */
+  write(rows: readonly ReadingRow[]): Promise<void>
+  /** A delivery's readings in ts order. */
+  readingsForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
+  /** A delivery's trace in steps of `stepMs`, oldest first. */
+  bucketed(deliveryId: string, fromMs: number, toMs: number, stepMs: number): Promise<TemperatureBucket[]>
+  /** A tote's readings in ts order, bound or not; rebuilds rule state after a restart. */
+  readingsForTote(toteId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
+  /** Rows stored. */
+  count(): Promise<number>
+  /** Waits for writes in progress, then releases the store. */
+  close(): Promise<void>
+}
+
+/** Rejects a step that would make a nonsense or unbounded trace. */
+export function assertStep(stepMs: number): void {
+  if (!Number.isSafeInteger(stepMs) || stepMs < 1) throw new RangeError(`step must be a whole number of ms >= 1, got ${stepMs}`)
+}

@@ -1,0 +1,237 @@
+import { setMaxListeners } from 'node:events'
+import PQueue from 'p-queue'
+import type { AttemptRecord, DeliveryQueue, PendingDelivery } from './delivery-queue.js'
+import { createAgentPool, DEFAULT_TIMEOUT_MS, sendWebhook, type AgentPool, type SendResult } from './http-sender.js'
+import { DEFAULT_RETRY_SCHEDULE_MS, nextAttemptAt, shouldDisable } from './retry-policy.js'
+import { signatureHeaders } from './signing.js'
+
+export interface DispatcherLogger {
+  warn(details: object, message: string): void
+  error(details: object, message: string): void
+}
+
+export interface DispatcherOptions {
+  queue: DeliveryQueue
+  /** `WEBHOOK_ALLOW_PRIVATE`. */
+  allowPrivate: boolean
+  /** `WEBHOOK_RETRY_SCHEDULE`, parsed. Default SPEC §7. */
+  retrySchedule?: readonly number[]
+  /** SPEC §7: 10 s. */
+  timeoutMs?: number
+  /** Attempts in flight per endpoint (SPEC §7: bounded per endpoint). A slow endpoint ties up only these. */
+  perEndpointConcurrency?: number
+  /** Deliveries held by this process at once (sending or waiting for their endpoint's slot). */
+  maxInFlight?: number
+  /** How often to look for due retries when nobody calls `wake()`; bounds retry lateness. */
+  pollIntervalMs?: number
+  agents?: AgentPool
+  clock?: () => number
+  random?: () => number
+  /** Called after each recorded attempt, e.g. for the `webhook attempts by outcome` metric. */
+  onAttempt?: (record: AttemptRecord) => void
+  logger?: DispatcherLogger
+}
+
+/** Single use: once stopped, build a new one. */
+export interface WebhookDispatcher {
+  start(): void
+  /** New events were committed: look for due deliveries now rather than at the next poll. */
+  wake(): void
+  /** Stop claiming; wait up to `graceMs` for attempts in flight, then abort them. */
+  stop(graceMs?: number): Promise<void>
+}
+
+/**
+ * Margin on top of the worst case a claimed row can take here (waiting behind one wave of
+ * its endpoint's attempts, then its own attempt), for recording and clock skew between nodes.
+ */
+const LEASE_MARGIN_MS = 60_000
+/** Storage hiccups: retry recording a little, then leave the row to its lease (re-sent later). */
+const RECORD_RETRY_DELAYS_MS = [100, 1_000]
+
+const silentLogger: DispatcherLogger = { warn() {}, error() {} }
+
+interface EndpointLane {
+  queue: PQueue
+  held: number
+}
+
+export function createDispatcher({
+  queue,
+  allowPrivate,
+  retrySchedule = DEFAULT_RETRY_SCHEDULE_MS,
+  timeoutMs = DEFAULT_TIMEOUT_MS,
+  perEndpointConcurrency = 10,
+  maxInFlight = 200,
+  pollIntervalMs = 1_000,
+  agents,
+  clock = Date.now,
+  random = Math.random,
+  onAttempt,
+  logger = silentLogger,
+}: DispatcherOptions): WebhookDispatcher {
+  const pool = agents ?? createAgentPool()
+  const lanes = new Map<string, EndpointLane>()
+  const aborter = new AbortController()
+  // Every attempt in flight listens for shutdown on this one signal.
+  setMaxListeners(0, aborter.signal)
+  // A row waits behind at most one wave of its endpoint's attempts (see `claimMore`).
+  const leaseMs = 2 * timeoutMs + LEASE_MARGIN_MS
+  const laneLowWater = Math.floor(perEndpointConcurrency / 2)
+  const globalLowWater = Math.floor(maxInFlight / 2)
+  let held = 0
+  let running = false
+  let stopped = false
+  let claiming = false
+  let claimAgain = false
+  let backlog = false
+  let poller: NodeJS.Timeout | undefined
+  let idleWaiters: Array<() => void> = []
+
+  /** Claims due rows while there is room; single-flight, re-run when asked again meanwhile. */
+  async function claimMore(): Promise<void> {
+    if (!running) return
+    if (claiming) {
+      claimAgain = true
+      return
+    }
+    claiming = true
+    try {
+      do {
+        claimAgain = false
+        const room = maxInFlight - held
+        if (room <= 0) {
+          backlog = true
+          break
+        }
+        // Endpoints holding a full wave are skipped, others get at most one wave per claim:
+        // so a row waits behind at most one wave, and a slow endpoint cannot fill the room.
+        const saturated = [...lanes].filter(([, lane]) => lane.held >= perEndpointConcurrency).map(([id]) => id)
+        const nowMs = clock()
+        const rows = await queue.claimDue({ nowMs, limit: room, perEndpointLimit: perEndpointConcurrency, excludeEndpointIds: saturated, leaseUntilMs: nowMs + leaseMs })
+        for (const row of rows) hold(row)
+        // More may be due when we hit a limit: the overall one (claim again now) or a
+        // per-endpoint one (claim again as that endpoint's attempts complete).
+        const full = rows.length >= room
+        backlog = full || saturated.length > 0 || rows.some((row) => lanes.get(row.endpointId)!.held >= perEndpointConcurrency)
+        if (full) claimAgain = true
+      } while (claimAgain && running)
+    } catch (err) {
+      logger.error({ err }, 'webhook dispatcher: claiming due deliveries failed; retrying at the next poll')
+    } finally {
+      claiming = false
+    }
+  }
+
+  function hold(row: PendingDelivery): void {
+    let lane = lanes.get(row.endpointId)
+    if (!lane) {
+      lane = { queue: new PQueue({ concurrency: perEndpointConcurrency }), held: 0 }
+      lanes.set(row.endpointId, lane)
+    }
+    const current = lane
+    current.held++
+    held++
+    void current.queue.add(() => attempt(row)).finally(() => {
+      current.held--
+      held--
+      if (current.held === 0) lanes.delete(row.endpointId)
+      if (held === 0) for (const resolve of idleWaiters.splice(0)) resolve()
+      // Refill at half-empty rather than after every attempt: one claim (a write
+      // transaction in storage) then serves many attempts.
+      if (backlog && (current.held === laneLowWater || held === globalLowWater)) void claimMore()
+    })
+  }
+
+  /** One attempt: sign → send → decide what next → record. */
+  async function attempt(row: PendingDelivery): Promise<void> {
+    if (!running) return // stopping: leave the row to its lease
+    const attemptedAtMs = clock()
+    const result = await send(row, attemptedAtMs)
+    if (result.error === 'aborted') return // outcome unknown: leave the row to its lease
+    const record = decide(row, attemptedAtMs, result)
+    await recordWithRetry(record)
+    onAttempt?.(record)
+  }
+
+  async function send(row: PendingDelivery, attemptedAtMs: number): Promise<SendResult> {
+    let headers: Record<string, string>
+    try {
+      // Fresh timestamp per attempt: receivers reject signatures older than 5 minutes.
+      headers = { ...signatureHeaders({ id: row.eventId, timestampSec: Math.floor(attemptedAtMs / 1000), body: row.body, secrets: row.secrets }) }
+    } catch (err) {
+      logger.error({ err, deliveryId: row.id, endpointId: row.endpointId }, 'webhook dispatcher: cannot sign delivery')
+      return { status: null, error: 'internal: cannot sign', durationMs: 0, retryAfterMs: null, success: false }
+    }
+    return sendWebhook({ url: row.url, headers, body: row.body, timeoutMs, allowPrivate, agentFactory: pool.agentFor, signal: aborter.signal })
+  }
+
+  function decide(row: PendingDelivery, attemptedAtMs: number, result: SendResult): AttemptRecord {
+    const nowMs = clock()
+    const disable = result.success ? null : shouldDisable({ firstFailureAtMs: row.endpointFailingSinceMs ?? attemptedAtMs, nowMs, status: result.status })
+    const nextAttemptAtMs = result.success || disable ? null : nextAttemptAt(row.attempt, nowMs, { schedule: retrySchedule, retryAfterMs: result.retryAfterMs, random })
+    return {
+      deliveryId: row.id,
+      endpointId: row.endpointId,
+      eventId: row.eventId,
+      attempt: row.attempt,
+      attemptedAtMs,
+      statusCode: result.status,
+      error: result.error,
+      durationMs: result.durationMs,
+      success: result.success,
+      nextAttemptAtMs,
+      disable,
+    }
+  }
+
+  async function recordWithRetry(record: AttemptRecord): Promise<void> {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await queue.recordAttempt(record)
+      } catch (err) {
+        const delay = RECORD_RETRY_DELAYS_MS[tries]
+        if (delay === undefined) {
+          logger.error({ err, deliveryId: record.deliveryId }, 'webhook dispatcher: recording an attempt failed; the delivery will be retried when its lease expires')
+          return
+        }
+        logger.warn({ err, deliveryId: record.deliveryId }, 'webhook dispatcher: recording an attempt failed; retrying')
+        await new Promise((resolve) => setTimeout(resolve, delay))
+      }
+    }
+  }
+
+  function whenIdle(): Promise<void> {
+    return held === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))
+  }
+
+  return {
+    start() {
+      if (stopped) throw new Error('webhook dispatcher: already stopped; create a new one')
+      if (running) return
+      running = true
+      poller = setInterval(() => void claimMore(), pollIntervalMs)
+      poller.unref()
+      void claimMore()
+    },
+    wake() {
+      void claimMore()
+    },
+    async stop(graceMs = 5_000) {
+      if (stopped) return
+      stopped = true
+      running = false
+      clearInterval(poller)
+      let timer: NodeJS.Timeout | undefined
+      const graceOver = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, graceMs)
+      })
+      await Promise.race([whenIdle(), graceOver])
+      clearTimeout(timer)
+      aborter.abort()
+      await whenIdle()
+      idleWaiters = []
+      if (!agents) pool.destroy()
+    },
+  }
+}
