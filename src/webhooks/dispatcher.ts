@@ -104,8 +104,9 @@ export function createDispatcher({
           backlog = true
           break
         }
-        // Endpoints holding a full wave are skipped, others get at most one wave per claim:
-        // so a row waits behind at most one wave, and a slow endpoint cannot fill the room.
+        // Endpoints holding a full wave are skipped and the others get at most one more wave,
+        // so a lane holds < 2 waves (a row waits behind at most one: see `leaseMs`) and a
+        // slow endpoint cannot take the room others need.
         const saturated = [...lanes].filter(([, lane]) => lane.held >= perEndpointConcurrency).map(([id]) => id)
         const nowMs = clock()
         const rows = await queue.claimDue({ nowMs, limit: room, perEndpointLimit: perEndpointConcurrency, excludeEndpointIds: saturated, leaseUntilMs: nowMs + leaseMs })
@@ -113,7 +114,7 @@ export function createDispatcher({
         // More may be due when we hit a limit: the overall one (claim again now) or a
         // per-endpoint one (claim again as that endpoint's attempts complete).
         const full = rows.length >= room
-        backlog = full || saturated.length > 0 || rows.some((row) => lanes.get(row.endpointId)!.held >= perEndpointConcurrency)
+        backlog = full || saturated.length > 0 || rows.some((row) => (lanes.get(row.endpointId)?.held ?? 0) >= perEndpointConcurrency)
         if (full) claimAgain = true
       } while (claimAgain && running)
     } catch (err) {
