@@ -16,7 +16,7 @@ import {
   type ColdChainBreakData,
   type RuleEvent,
 } from './events.js'
-import { addToMkt, mktOf } from './mkt.js'
+import { addToMkt, mktOf, type MktSums } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
 import { initialColdChain, type ColdChainState, type OpenInterval } from './state.js'
 
@@ -162,6 +162,7 @@ function spendOutOfRange(
       outMs: outBefore + (crossing.at - from),
       unknownMs: unknownBefore + (unknown ? crossing.at - from : 0),
       intervalStart: open.start,
+      mkt: state.mkt,
     })
   }
   if (announce && !open.announced) announceExcursion(state, profile, open, excursionAt, events)
@@ -231,6 +232,7 @@ function judgeHardLimits(state: ColdChainState, profile: TemperatureProfile, ts:
     outMs: state.outMs,
     unknownMs: state.unknownMs,
     intervalStart: state.open?.start ?? null,
+    mkt: state.mkt,
   })
 }
 
@@ -257,15 +259,20 @@ function endInterval(state: ColdChainState, ts: number, temp: number, events: Ru
 
 /** USP <1079.2> MKT over the whole delivery so far, judged once MKT_MIN_COVERAGE_S is covered. */
 function judgeMkt(state: ColdChainState, profile: TemperatureProfile, at: number, events: RuleEvent[]): void {
-  if (state.broken !== null || profile.mkt_max_c === null || state.mkt.weight_s < MKT_MIN_COVERAGE_S) return
-  const mkt = roundCelsius(mktOf(state.mkt)!)
-  if (!(mkt > profile.mkt_max_c)) return
+  if (state.broken !== null || !mktExceeded(profile, state.mkt)) return
   breakColdChain(state, profile, events, 'mkt_exceeded', 'mkt_max_c', at, {
     temp_c: state.lastTemp,
     outMs: state.outMs,
     unknownMs: state.unknownMs,
     intervalStart: state.open?.start ?? null,
+    mkt: state.mkt,
   })
+}
+
+/** MKT is over the profile's limit. Judged on the value rounded as it is shown (0.01 °C). */
+export function mktExceeded(profile: TemperatureProfile, sums: MktSums): boolean {
+  if (profile.mkt_max_c === null || sums.weight_s < MKT_MIN_COVERAGE_S) return false
+  return roundCelsius(mktOf(sums)!) > profile.mkt_max_c
 }
 
 export type BreakContext = {
@@ -274,6 +281,8 @@ export type BreakContext = {
   outMs: number
   unknownMs: number
   intervalStart: number | null
+  /** MKT sums as of the break (evaluated readings, or a projection of them). */
+  mkt: MktSums
 }
 
 /** Marks the delivery broken and emits cold-chain.break; callers check state.broken first. */
@@ -287,7 +296,7 @@ export function breakColdChain(
   ctx: BreakContext,
 ): void {
   state.broken = { reason, at }
-  const mkt = mktOf(state.mkt)
+  const mkt = mktOf(ctx.mkt)
   const data: ColdChainBreakData = {
     reason,
     threshold,

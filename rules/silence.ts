@@ -2,19 +2,22 @@
 // leave its delivery looking fine forever. Readings only advance event time; this check looks at
 // the silence as of `nowMs` without advancing it, so readings that arrive later (a gateway that
 // buffered them) are still evaluated normally.
-import { breakColdChain, breakCrossing, gapMs } from './engine.js'
+import { breakColdChain, breakCrossing, gapMs, mktExceeded } from './engine.js'
 import { eventKey, rfc3339, type RuleEvent } from './events.js'
+import { addToMkt } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
 import type { ColdChainState } from './state.js'
 
 /**
  * Emits sensor.offline once the tote has been silent longer than max_gap_s since its last
- * evaluated reading (or since binding), and cold-chain.break if the silence so far, counted as
- * out of range, already outlasts max_excursion_s or the cumulative budget. The break's `at` is
- * the instant the limit was crossed, the same instant evaluate() would compute if the next
- * reading came after it; its reason is `sensor_gap` when that instant falls in unknown time.
+ * evaluated reading (or since binding), and cold-chain.break if the silence so far already
+ * implies one: the last value held until max_gap_s (its excursion limits, then MKT), then
+ * unknown time counted as out of range. The break is the one evaluate() would emit if the next
+ * reading came now (same `at`, reason and data); its reason is `sensor_gap` when the limit was
+ * crossed in unknown time. Excursion events are left to evaluate().
  *
- * MUTATES `state` (only `offlineAnnouncedSince` and `broken`; time accounting is untouched).
+ * MUTATES `state` (only `offlineAnnouncedSince` and `broken`; time accounting is untouched, so
+ * buffered readings that arrive later are evaluated normally and repeat nothing already sent).
  * Call it after the tote's reorder buffer has been flushed, with a wall clock that is
  * comparable to the readings' event time.
  */
@@ -45,22 +48,39 @@ export function checkSilence(
   }
   if (state.broken !== null) return { state, events }
 
-  // Project what the next reading would reveal: the last value held until `since` …
+  // Project what the next reading would reveal, in the order evaluate() judges it: the last
+  // value held until `since` (excursion limits, then MKT at `since`) …
   let intervalStart = state.open?.start ?? null
   let outMs = state.outMs
-  if (last !== null && intervalStart !== null) {
-    const crossing = breakCrossing(profile, intervalStart, outMs, last, since)
-    if (crossing !== null) {
-      const reason = crossing.threshold === 'max_excursion_s' ? 'excursion_too_long' : 'cumulative_budget'
-      breakColdChain(state, profile, events, reason, crossing.threshold, crossing.at, {
+  let mkt = state.mkt
+  if (last !== null) {
+    if (intervalStart !== null) {
+      const crossing = breakCrossing(profile, intervalStart, outMs, last, since)
+      if (crossing !== null) {
+        const reason = crossing.threshold === 'max_excursion_s' ? 'excursion_too_long' : 'cumulative_budget'
+        breakColdChain(state, profile, events, reason, crossing.threshold, crossing.at, {
+          temp_c: state.lastTemp,
+          outMs: outMs + (crossing.at - last),
+          unknownMs: state.unknownMs,
+          intervalStart,
+          mkt,
+        })
+        return { state, events }
+      }
+      outMs += since - last
+    }
+    mkt = { ...state.mkt }
+    addToMkt(mkt, state.lastTemp!, (since - last) / 1000)
+    if (mktExceeded(profile, mkt)) {
+      breakColdChain(state, profile, events, 'mkt_exceeded', 'mkt_max_c', since, {
         temp_c: state.lastTemp,
-        outMs: outMs + (crossing.at - last),
+        outMs,
         unknownMs: state.unknownMs,
         intervalStart,
+        mkt,
       })
       return { state, events }
     }
-    outMs += since - last
   }
   // … then unknown time until now.
   intervalStart ??= since
@@ -71,6 +91,7 @@ export function checkSilence(
       outMs: outMs + (crossing.at - since),
       unknownMs: state.unknownMs + (crossing.at - since),
       intervalStart,
+      mkt,
     })
   }
   return { state, events }
