@@ -41,7 +41,13 @@ export const configSchema = z.object({
   /** Development and tests: allow plain-http and private webhook targets. */
   WEBHOOK_ALLOW_PRIVATE: flag.default(false),
   /** Webhook retry delays, e.g. `1s,2s,5s`; default is SPEC §7's schedule. */
-  WEBHOOK_RETRY_SCHEDULE: z.string().optional(),
+  WEBHOOK_RETRY_SCHEDULE: z.string().refine((text) => {
+    try {
+      return text.split(',').every((d) => parseDuration(d) > 0)
+    } catch {
+      return false
+    }
+  }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
   /** Event-time reorder window for telemetry, seconds (SPEC §5). */
   REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
   /** pino level. */

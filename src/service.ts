@@ -10,6 +10,7 @@ import { fleetRoutes } from './api/routes/fleets.js'
 import { pharmacyRoutes } from './api/routes/pharmacies.js'
 import { prescriptionRoutes } from './api/routes/prescriptions.js'
 import { toteRoutes } from './api/routes/totes.js'
+import { webhookRoutes } from './api/routes/webhooks.js'
 import { AuditLog } from './auth/audit-log.js'
 import { ClientRegistry } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
@@ -28,6 +29,10 @@ import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
 import { entityStoreOptions, openEntityStore, type EntityStoreOptions } from './store/database.js'
+import { createDispatcher } from './webhooks/dispatcher.js'
+import { WebhookService } from './webhooks/endpoints.js'
+import { parseRetrySchedule } from './webhooks/retry-policy.js'
+import { SqlDeliveryQueue } from './webhooks/sql-queue.js'
 
 export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions }
 
@@ -63,6 +68,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     fleets: new FleetService(deps),
     totes: new ToteService(deps),
     events: new EventService(deps),
+    webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE),
   }
 
   const app = createApp({
@@ -71,21 +77,32 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
-      auditRoutes(db, audit), clientRoutes({ db, clients, keys }),
+      auditRoutes(db, audit), clientRoutes({ db, clients, keys }), webhookRoutes(services.webhooks),
     ],
   })
+
+  const dispatcher = createDispatcher({
+    queue: new SqlDeliveryQueue(db, outbox),
+    allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
+    ...(config.WEBHOOK_RETRY_SCHEDULE ? { retrySchedule: parseRetrySchedule(config.WEBHOOK_RETRY_SCHEDULE) } : {}),
+    clock: () => clock.now(),
+    onAttempt: (record) => metrics.webhookAttempts.inc({ outcome: record.success ? 'success' : record.disable ? 'disabled' : record.nextAttemptAtMs === null ? 'gave_up' : 'retry' }),
+    logger,
+  })
+  outbox.onCommitted(() => dispatcher.wake())
 
   let http: Server | null = null
   let revocationTimer: NodeJS.Timeout | null = null
 
   return {
-    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app,
+    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app, dispatcher,
     /** Credentials of an admin client created by this start, to print once; null otherwise. */
     newAdmin,
     /** Binds the listeners; resolves with the ports actually bound. */
     async start(): Promise<{ httpPort: number }> {
       http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
       const httpPort = await listen(http, config.PORT, config.HOST, 'PORT')
+      dispatcher.start()
       revocationTimer = setInterval(() => void tokens.refreshRevocations().catch((err) => logger.warn({ err }, 'revocation refresh failed')), REVOCATION_REFRESH_MS)
       revocationTimer.unref()
       return { httpPort }
@@ -94,6 +111,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     async stop(): Promise<void> {
       if (revocationTimer) clearInterval(revocationTimer)
       if (http) await closeServer(http)
+      await dispatcher.stop(3_000)
       await audit.flush()
       await store.close()
     },

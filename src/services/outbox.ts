@@ -3,6 +3,7 @@ import { iso } from '../clock.js'
 import { newId } from '../ids.js'
 import type { Executor } from '../store/schema.js'
 import { sql } from 'kysely'
+import { enqueueForEndpoints } from '../webhooks/fanout.js'
 
 /** SPEC §7 event envelope, as webhooks deliver it and GET /v1/events lists it. */
 export type EventEnvelope = {
@@ -64,6 +65,7 @@ export class Outbox {
         fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
         seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
       }).execute()
+      await enqueueForEndpoints(trx, envelope, this.clock.now())
       appended.push(envelope)
     }
     return appended

@@ -6,13 +6,17 @@ import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { visibleOr404 } from './tenancy.js'
 import { AppError } from '../errors.js'
+import { newWebhookSecret } from '../webhooks/signing.js'
+
+/** The outcomes written back to a pharmacy: a delivery that ended with the goods somewhere. */
+const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
 
 export type Address = { line1: string; line2?: string | undefined; city: string; region: string; postal_code: string; country: string }
 export type NewPharmacy = {
   name: string; ncpdp_id?: string | undefined; npi?: string | undefined; address: Address; timezone: string
   location?: { lat: number; lng: number } | undefined; writeback?: { url: string } | undefined
 }
-export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & { id: string; created_at: string; ncpdp_id: string | null; npi: string | null; location: { lat: number; lng: number } | null; writeback: { url: string } | null }
+export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & { id: string; created_at: string; ncpdp_id: string | null; npi: string | null; location: { lat: number; lng: number } | null; writeback: { url: string; secret?: string } | null }
 
 export class PharmacyService {
   constructor(private readonly deps: ServiceDeps) {}
@@ -26,8 +30,22 @@ export class PharmacyService {
       address: toJson(input.address), timezone: input.timezone, location: input.location ? toJson(input.location) : null,
       writeback: input.writeback ? toJson(input.writeback) : null, created_at: iso(this.deps.clock.now()),
     }
-    await this.deps.db.insertInto('pharmacies').values(row).execute()
-    return toPharmacy(row)
+    if (!input.writeback) {
+      await this.deps.db.insertInto('pharmacies').values(row).execute()
+      return toPharmacy(row)
+    }
+    // SPEC §7 writeback: outcomes are signed like webhooks, with a secret of the pharmacy's own.
+    const secret = newWebhookSecret()
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('pharmacies').values(row).execute()
+      await trx.insertInto('webhook_endpoints').values({
+        id: newId('wh'), kind: 'writeback', url: input.writeback!.url, events: JSON.stringify(WRITEBACK_EVENTS), description: 'writeback',
+        enabled: 1, disabled_reason: null, pharmacy_id: row.id, fleet_id: null, secret, previous_secret: null,
+        previous_secret_expires_at: null, failing_since: null, created_at: row.created_at, updated_at: row.created_at,
+      }).execute()
+    })
+    const pharmacy = toPharmacy(row)
+    return { ...pharmacy, writeback: { url: input.writeback.url, secret } }
   }
 
   async get(principal: Principal, id: string): Promise<Pharmacy> {

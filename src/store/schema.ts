@@ -48,6 +48,20 @@ export interface Database {
   }
   fleets: { id: string; name: string; branding: string; created_at: string }
   drivers: { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
+  webhook_endpoints: {
+    id: string; kind: 'webhook' | 'writeback'; url: string; events: string; description: string | null; enabled: number
+    disabled_reason: string | null; pharmacy_id: string | null; fleet_id: string | null; secret: string
+    previous_secret: string | null; previous_secret_expires_at: number | null; failing_since: number | null
+    created_at: string; updated_at: string
+  }
+  webhook_messages: {
+    id: string; event_id: string; endpoint_id: string; state: 'pending' | 'delivered' | 'failed'; attempts: number
+    next_attempt_at: number | null; lease_until: number | null; created_at: number
+  }
+  webhook_attempts: {
+    id: string; message_id: string; endpoint_id: string; event_id: string; attempt: number; at: string
+    status_code: number | null; error: string | null; duration_ms: number; success: number
+  }
   totes: {
     id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string
     created_at: string

@@ -2,10 +2,12 @@ import { Migrator, type Kysely, type Migration } from 'kysely'
 import type { Dialect } from '../database.js'
 import type { MigrationStep } from './types.js'
 import { up as foundation } from './0001_foundation.js'
+import { up as webhooks } from './0002_webhooks.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
   '0001_foundation': foundation,
+  '0002_webhooks': webhooks,
 }
 
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<void> {

@@ -1,0 +1,37 @@
+import { newId } from '../ids.js'
+import type { Executor } from '../store/schema.js'
+
+/** Lifecycle, custody, exception and writeback events a webhook may subscribe to (or `*`). */
+export const eventTypes = [
+  'delivery.created', 'delivery.dispatched', 'delivery.picked-up', 'delivery.delivered', 'delivery.failed',
+  'delivery.returned', 'delivery.cancelled', 'custody.handoff-signed', 'custody.patient-verified',
+  'temperature.excursion', 'temperature.recovered', 'cold-chain.break', 'cold-chain.disposition', 'sensor.offline',
+  'writeback.completed', 'writeback.failed',
+] as const
+
+export const subscribes = (events: readonly string[], type: string) => events.includes('*') || events.includes(type)
+
+type Routable = { id: string; type: string; pharmacy_id: string | null; fleet_id?: string | null | undefined }
+
+/**
+ * Queues one message per subscribed endpoint, inside the transaction that writes the event, so an
+ * event and its deliveries commit (or vanish) together. Endpoints registered without a tenant
+ * hear every tenant.
+ */
+export async function enqueueForEndpoints(trx: Executor, event: Routable, nowMs: number): Promise<number> {
+  const endpoints = await trx.selectFrom('webhook_endpoints').select(['id', 'events'])
+    .where('enabled', '=', 1)
+    .where((eb) => eb.or([
+      eb.and([eb('pharmacy_id', 'is', null), eb('fleet_id', 'is', null)]),
+      ...(event.pharmacy_id ? [eb('pharmacy_id', '=', event.pharmacy_id)] : []),
+      ...(event.fleet_id ? [eb('fleet_id', '=', event.fleet_id)] : []),
+    ]))
+    .execute()
+  const targets = endpoints.filter((e) => subscribes(JSON.parse(e.events) as string[], event.type))
+  if (targets.length === 0) return 0
+  await trx.insertInto('webhook_messages').values(targets.map((endpoint) => ({
+    id: newId('msg'), event_id: event.id, endpoint_id: endpoint.id, state: 'pending' as const, attempts: 0,
+    next_attempt_at: nowMs, lease_until: null, created_at: nowMs,
+  }))).execute()
+  return targets.length
+}
