@@ -21,7 +21,8 @@ export {
   type MktSums,
 } from './mkt.js'
 export { initialColdChain, type ClosedExcursion, type ColdChainState, type OpenInterval } from './state.js'
-export { evaluate, MKT_MIN_COVERAGE_S, replay, type Reading } from './engine.js'
+export { evaluate, replay, type Reading } from './engine.js'
+export { MKT_MIN_COVERAGE_S } from './breaks.js'
 export { checkSilence } from './silence.js'
 export { recompute } from './late.js'
 export { summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'

@@ -2,7 +2,8 @@
 // leave its delivery looking fine forever. Readings only advance event time; this check looks at
 // the silence as of `nowMs` without advancing it, so readings that arrive later (a gateway that
 // buffered them) are still evaluated normally.
-import { breakColdChain, breakCrossing, gapMs, mktExceeded } from './engine.js'
+import { breakColdChain, breakCrossing, mktExceeded } from './breaks.js'
+import { gapMs } from './engine.js'
 import { eventKey, rfc3339, type RuleEvent } from './events.js'
 import { addToMkt } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
