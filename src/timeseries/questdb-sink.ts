@@ -1,0 +1,190 @@
+import { Sender, SenderOptions } from '@questdb/nodejs-client'
+import { createExec, httpOptionsOf, quote, timestampMicros, type Exec } from './questdb-exec.js'
+import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
+
+/**
+ * Readings in QuestDB: written with the official client over ILP/HTTP, read over `/exec`.
+ *
+ * The client's `flush()` takes the rows out of its buffer before sending, so a failed send
+ * loses them (its own retries stop at `retry_timeout`). This adapter therefore keeps every batch
+ * until QuestDB has answered 204 for it: each attempt rebuilds the buffer from our copy, retries
+ * on the retriable answers below with exponential backoff and jitter, and rejects once the
+ * deadline has passed — the caller has not acknowledged anything yet, so the tote re-sends.
+ * Re-sending is harmless: the table dedups on (ts, tote_id) (DEDUP UPSERT KEYS).
+ *
+ * A 204 from ILP/HTTP means committed to the WAL; the table shows the rows a moment later, so
+ * reads are not read-your-writes.
+ */
+
+export type RetryPolicy = {
+  /** Give up (reject) once this much time has passed since the first attempt. */
+  deadlineMs: number
+  /** First backoff; doubles per attempt up to maxDelayMs, plus up to 20 % jitter. */
+  firstDelayMs: number
+  maxDelayMs: number
+}
+
+export type QuestdbSinkOptions = {
+  /** `QUESTDB_CONFIG`, e.g. `http::addr=host:9000;`. Must be http or https. */
+  config: string
+  /** Table name; tests use one per run. */
+  table?: string
+  retry?: Partial<RetryPolicy>
+  /** Where retries are reported; defaults to silence. */
+  onRetry?: (attempt: number, error: Error, delayMs: number) => void
+}
+
+const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 30_000, firstDelayMs: 100, maxDelayMs: 2_000 }
+
+/**
+ * Answers worth sending the same batch again for: the client's own list (server errors and
+ * gateway timeouts) — anything else, such as 400 for a line QuestDB cannot parse or 401, will
+ * fail the same way every time.
+ */
+const RETRIABLE_STATUS = new Set([500, 503, 504, 507, 509, 523, 524, 529, 599])
+
+export function isRetriable(error: Error): boolean {
+  const status = /statusCode=(\d+)/.exec(error.message)
+  // No status code: the request never got an answer (refused, reset, timed out).
+  return status === null ? true : RETRIABLE_STATUS.has(Number(status[1]))
+}
+
+const createTable = (table: string) => `
+CREATE TABLE IF NOT EXISTS ${table} (
+  tote_id SYMBOL,
+  delivery_id SYMBOL CAPACITY 65536 NOCACHE,
+  rx_id SYMBOL CAPACITY 65536 NOCACHE,
+  ts TIMESTAMP,
+  temp_c DOUBLE,
+  battery DOUBLE,
+  humidity DOUBLE,
+  lat DOUBLE,
+  lng DOUBLE,
+  seq LONG,
+  received_at TIMESTAMP,
+  late BOOLEAN
+) TIMESTAMP(ts) PARTITION BY DAY WAL DEDUP UPSERT KEYS(ts, tote_id)`
+// delivery_id and rx_id get a large, uncached symbol table: one value per delivery, ever.
+
+export async function createQuestdbSink({ config, table = 'readings', retry, onRetry }: QuestdbSinkOptions): Promise<ReadingSink> {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(table)) throw new Error(`invalid QuestDB table name "${table}"`)
+  const policy = { ...DEFAULT_RETRY, ...retry }
+  const exec = createExec(httpOptionsOf(config))
+  await exec(createTable(table))
+
+  const options = await SenderOptions.fromConfig(config, { log: () => {} })
+  options.auto_flush = false // one HTTP request per write(), and only when we flush
+  const sender = new Sender(options)
+
+  const sendOnce = async (rows: readonly ReadingRow[]) => {
+    sender.reset() // whatever a failed attempt left behind
+    for (const r of rows) await appendRow(sender, table, r)
+    await sender.flush()
+  }
+
+  const sendUntilAcknowledged = async (rows: readonly ReadingRow[]) => {
+    const deadline = Date.now() + policy.deadlineMs
+    let delay = policy.firstDelayMs
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await sendOnce(rows)
+        return
+      } catch (err) {
+        const error = err instanceof Error ? err : new Error(String(err))
+        const wait = delay + Math.random() * delay * 0.2
+        if (!isRetriable(error) || Date.now() + wait > deadline) {
+          throw new Error(`QuestDB did not store ${rows.length} readings after ${attempt} attempt(s): ${error.message}`, { cause: error })
+        }
+        onRetry?.(attempt, error, wait)
+        await new Promise((resolve) => setTimeout(resolve, wait))
+        delay = Math.min(delay * 2, policy.maxDelayMs)
+      }
+    }
+  }
+
+  // The Sender has one buffer, so writes go out one at a time, in call order.
+  let tail: Promise<unknown> = Promise.resolve()
+  const reads = createReads(exec, table)
+
+  return {
+    write(rows) {
+      if (rows.length === 0) return tail.then(() => undefined)
+      const batch = rows.slice() // our own copy, kept until acknowledged
+      const done = tail.then(() => sendUntilAcknowledged(batch))
+      tail = done.catch(() => {})
+      return done
+    },
+    ...reads,
+    async close() {
+      await tail
+      await sender.close()
+    },
+  }
+}
+
+async function appendRow(sender: Sender, table: string, r: ReadingRow): Promise<void> {
+  // ILP: symbols first, then columns; a null is an absent column.
+  sender.table(table).symbol('tote_id', r.tote_id)
+  if (r.delivery_id !== null) sender.symbol('delivery_id', r.delivery_id)
+  if (r.rx_id !== null) sender.symbol('rx_id', r.rx_id)
+  sender.floatColumn('temp_c', r.temp_c)
+  if (r.battery !== null) sender.floatColumn('battery', r.battery)
+  if (r.humidity !== null) sender.floatColumn('humidity', r.humidity)
+  if (r.lat !== null) sender.floatColumn('lat', r.lat)
+  if (r.lng !== null) sender.floatColumn('lng', r.lng)
+  if (r.seq !== null) sender.intColumn('seq', r.seq)
+  sender.timestampColumn('received_at', r.received_at, 'ms').booleanColumn('late', r.late)
+  await sender.at(r.ts, 'ms')
+}
+
+type Reads = Omit<ReadingSink, 'write' | 'close'>
+
+function createReads(exec: Exec, table: string): Reads {
+  // Timestamps come back as epoch ms; `x - x % step` is exact whether QuestDB divides longs as
+  // integers or not.
+  const ms = (column: string) => `cast(${column} AS LONG) / 1000`
+  const rowsWhere = async (where: string) => {
+    const { dataset } = await exec(`
+      SELECT tote_id, delivery_id, rx_id, ${ms('ts')} AS ts_ms, temp_c, battery, humidity, lat, lng, seq,
+             ${ms('received_at')} AS received_ms, late
+      FROM ${table} WHERE ${where} ORDER BY ts`)
+    return dataset.map(toRow)
+  }
+  const within = (fromMs: number, toMs: number) => `ts >= ${timestampMicros(fromMs)} AND ts < ${timestampMicros(toMs)}`
+
+  return {
+    readingsForDelivery: (deliveryId, fromMs, toMs) => rowsWhere(`delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}`),
+    readingsForTote: (toteId, fromMs, toMs) => rowsWhere(`tote_id = ${quote(toteId)} AND ${within(fromMs, toMs)}`),
+    async bucketed(deliveryId, fromMs, toMs, stepMs) {
+      assertStep(stepMs)
+      const { dataset } = await exec(`
+        SELECT ${ms('ts')} - ${ms('ts')} % ${stepMs} AS t, min(temp_c), max(temp_c), avg(temp_c), count()
+        FROM ${table} WHERE delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}
+        ORDER BY t`)
+      return dataset.map(([t, min, max, avg, n]): TemperatureBucket =>
+        ({ t: Number(t), min: Number(min), max: Number(max), avg: Number(avg), n: Number(n) }))
+    },
+    async count() {
+      const { dataset } = await exec(`SELECT count() FROM ${table}`)
+      return Number(dataset[0]?.[0] ?? 0)
+    },
+  }
+}
+
+function toRow(v: unknown[]): ReadingRow {
+  const num = (x: unknown) => (x === null || x === undefined ? null : Number(x))
+  return {
+    tote_id: String(v[0]),
+    delivery_id: (v[1] as string | null) ?? null,
+    rx_id: (v[2] as string | null) ?? null,
+    ts: Number(v[3]),
+    temp_c: Number(v[4]),
+    battery: num(v[5]),
+    humidity: num(v[6]),
+    lat: num(v[7]),
+    lng: num(v[8]),
+    seq: num(v[9]),
+    received_at: Number(v[10]),
+    late: v[11] === true,
+  }
+}

@@ -1,0 +1,157 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Sender } from '@questdb/nodejs-client'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createExec, httpOptionsOf } from '../../src/timeseries/questdb-exec.js'
+import { createQuestdbSink } from '../../src/timeseries/questdb-sink.js'
+import type { ReadingSink } from '../../src/timeseries/sink.js'
+import { describeReadingSinkContract, reading } from './sink-contract.js'
+
+// ---- Against a real QuestDB, when one is configured -------------------------------------------
+
+const QUESTDB_CONFIG = process.env.QUESTDB_CONFIG
+if (QUESTDB_CONFIG === undefined) {
+  console.warn('QuestDB contract tests skipped: set QUESTDB_CONFIG (e.g. http::addr=localhost:9000;) to run them')
+}
+
+describe.skipIf(QUESTDB_CONFIG === undefined)('QuestDB (QUESTDB_CONFIG)', () => {
+  const config = QUESTDB_CONFIG ?? ''
+  const tables: string[] = []
+  afterAll(async () => {
+    const exec = createExec(httpOptionsOf(config))
+    for (const table of tables) await exec(`DROP TABLE IF EXISTS ${table}`)
+  })
+  describeReadingSinkContract('QuestDB', async () => {
+    const table = `readings_test_${process.pid}_${Date.now()}_${tables.length}`
+    tables.push(table)
+    return createQuestdbSink({ config, table })
+  })
+})
+
+// ---- Keep-until-acknowledged, against a stand-in for QuestDB's HTTP endpoints -----------------
+
+/** Just enough of QuestDB's HTTP server: /settings, /exec (DDL only) and ILP `POST /write`. */
+class FakeQuestdb {
+  server: Server = createServer((req, res) => void this.handle(req, res))
+  /** Answer the next N writes with this status instead of 204. */
+  failNext = 0
+  failStatus = 500
+  /** Answer every write with an error until this time (epoch ms). */
+  failUntil = 0
+  writeRequests = 0
+  /** ILP lines of the writes that were answered 204. */
+  stored: string[] = []
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve))
+    return `127.0.0.1:${(this.server.address() as AddressInfo).port}`
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse) {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const url = new URL(req.url ?? '/', 'http://x')
+    const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+    if (url.pathname === '/settings') return json(200, { config: { 'line.proto.support.versions': [1, 2] } })
+    if (url.pathname === '/exec') return json(200, { ddl: 'OK' })
+    if (url.pathname === '/write' && req.method === 'POST') {
+      this.writeRequests++
+      if (this.failNext > 0 || Date.now() < this.failUntil) {
+        this.failNext = Math.max(0, this.failNext - 1)
+        return json(this.failStatus, { code: 'internal error', message: 'simulated failure', line: 1, errorId: 'x' })
+      }
+      this.stored.push(...Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean))
+      return res.writeHead(204).end()
+    }
+    json(404, { error: 'not found' })
+  }
+}
+
+/** The `seq` of each stored line, to see exactly which readings arrived. */
+const seqs = (lines: string[]) => lines.map((l) => Number(/seq=(\d+)i/.exec(l)?.[1])).sort((a, b) => a - b)
+const batch = (from: number, n: number) =>
+  Array.from({ length: n }, (_, i) => reading({ ts: Date.UTC(2025, 0, 1) + (from + i) * 1000, seq: from + i }))
+
+describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
+  let fake: FakeQuestdb
+  let addr: string
+  let sink: ReadingSink | undefined
+  // stdlib transport with retry_timeout=0: the client tries once, so every retry seen here is ours.
+  const config = () => `http::addr=${addr};protocol_version=1;stdlib_http=on;retry_timeout=0;`
+
+  beforeAll(async () => {
+    fake = new FakeQuestdb()
+    addr = await fake.start()
+  })
+  afterEach(async () => {
+    await sink?.close()
+    sink = undefined
+    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [] })
+  })
+  afterAll(() => new Promise((resolve) => fake.server.close(resolve)))
+
+  it('shows the premise: the client alone drops the rows of a failed flush', async () => {
+    const sender = await Sender.fromConfig(config(), { log: () => {} })
+    fake.failNext = 1
+    await sender.table('readings').symbol('tote_id', 'tt_1').intColumn('seq', 1).at(Date.UTC(2025, 0, 1), 'ms')
+    await expect(sender.flush()).rejects.toThrow(/statusCode=500/)
+    expect(await sender.flush()).toBe(false) // nothing left to send: the row is gone
+    expect(fake.stored).toEqual([])
+    await sender.close()
+  })
+
+  it('re-sends a failed batch until it is stored, and only then resolves', async () => {
+    const retries: number[] = []
+    sink = await createQuestdbSink({
+      config: config(), retry: { firstDelayMs: 5, maxDelayMs: 20 }, onRetry: (attempt) => retries.push(attempt),
+    })
+    fake.failNext = 3
+    await sink.write(batch(0, 50))
+    expect(fake.writeRequests).toBe(4)
+    expect(retries).toEqual([1, 2, 3])
+    expect(seqs(fake.stored)).toEqual(batch(0, 50).map((r) => r.seq))
+  })
+
+  it('rejects once the retry deadline has passed, and the next write still goes through', async () => {
+    sink = await createQuestdbSink({ config: config(), retry: { deadlineMs: 200, firstDelayMs: 20, maxDelayMs: 50 } })
+    fake.failUntil = Date.now() + 60_000
+    const started = Date.now()
+    await expect(sink.write(batch(0, 5))).rejects.toThrow(/did not store 5 readings after \d+ attempt/)
+    expect(Date.now() - started).toBeLessThan(1_000)
+    expect(fake.writeRequests).toBeGreaterThan(2)
+    expect(fake.stored).toEqual([])
+
+    fake.failUntil = 0
+    await sink.write(batch(5, 5))
+    expect(seqs(fake.stored)).toEqual([5, 6, 7, 8, 9])
+  })
+
+  it('does not retry an answer that would fail the same way again', async () => {
+    sink = await createQuestdbSink({ config: config(), retry: { firstDelayMs: 5 } })
+    fake.failNext = 1
+    fake.failStatus = 400
+    await expect(sink.write(batch(0, 1))).rejects.toThrow(/statusCode=400/)
+    expect(fake.writeRequests).toBe(1)
+  })
+
+  it('keeps concurrent writes apart and in order while one is being retried', async () => {
+    sink = await createQuestdbSink({ config: config(), retry: { firstDelayMs: 5, maxDelayMs: 10 } })
+    fake.failNext = 2
+    await Promise.all([sink.write(batch(0, 3)), sink.write(batch(3, 3)), sink.write(batch(6, 3))])
+    expect(fake.stored.map((l) => Number(/seq=(\d+)i/.exec(l)?.[1]))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
+  })
+
+  it('also holds with the default (undici) transport once the client’s own retries give up', async () => {
+    sink = await createQuestdbSink({
+      config: `http::addr=${addr};protocol_version=1;retry_timeout=100;`,
+      retry: { firstDelayMs: 20, maxDelayMs: 50 },
+    })
+    fake.failUntil = Date.now() + 400
+    await sink.write(batch(0, 20))
+    expect(seqs(fake.stored)).toEqual(batch(0, 20).map((r) => r.seq))
+  })
+
+  it('refuses a TCP config, whose writes are never acknowledged', async () => {
+    await expect(createQuestdbSink({ config: 'tcp::addr=localhost:9009;' })).rejects.toThrow(/http:: or https::/)
+  })
+})

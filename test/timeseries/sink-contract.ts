@@ -1,0 +1,116 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
+
+/**
+ * The behaviour every ReadingSink adapter must show. Reads go through `visible()` first: QuestDB
+ * acknowledges a write once it is in the WAL and applies it to the table a moment later, so a
+ * read straight after `write()` may not see it yet; SQLite passes at once.
+ */
+
+const T0 = Date.UTC(2025, 5, 1, 8, 0, 0)
+const MIN = 60_000
+
+export function reading(over: Partial<ReadingRow> & Pick<ReadingRow, 'ts'>): ReadingRow {
+  return {
+    tote_id: 'tt_contract_a', delivery_id: 'dl_contract_1', rx_id: 'rx_contract_1', temp_c: 5,
+    battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: over.ts + 1_000, late: false,
+    ...over,
+  }
+}
+
+/** Waits until `n` rows are readable, then checks there are exactly `n`. */
+async function visible(sink: ReadingSink, n: number): Promise<void> {
+  await vi.waitFor(async () => expect(await sink.count()).toBeGreaterThanOrEqual(n), { timeout: 15_000, interval: 50 })
+  expect(await sink.count()).toBe(n)
+}
+
+export function describeReadingSinkContract(adapter: string, createSink: () => Promise<ReadingSink>): void {
+  describe(`ReadingSink contract: ${adapter}`, () => {
+    let sink: ReadingSink
+    beforeEach(async () => {
+      sink = await createSink()
+    })
+    afterEach(async () => {
+      await sink.close()
+    })
+
+    it('gives back every field as written, in ts order, whatever order the writes came in', async () => {
+      const full = reading({
+        ts: T0 + 2 * MIN, temp_c: -18.25, battery: 0.5, humidity: 41.5, lat: 52.52, lng: 13.405, seq: 42,
+        received_at: T0 + 90 * MIN, late: true,
+      })
+      const bare = reading({ ts: T0 + MIN })
+      await sink.write([full])
+      await sink.write([bare])
+      await visible(sink, 2)
+      expect(await sink.readingsForDelivery('dl_contract_1', T0, T0 + 10 * MIN)).toEqual([bare, full])
+    })
+
+    it('keeps one row per (tote_id, ts) however often it is written', async () => {
+      const r = reading({ ts: T0, temp_c: 4 })
+      await sink.write([r, r])
+      await sink.write([r, reading({ ts: T0, tote_id: 'tt_contract_b' })])
+      await visible(sink, 2)
+      expect(await sink.readingsForTote('tt_contract_a', T0, T0 + 1)).toHaveLength(1)
+    })
+
+    it('reads a delivery within [from, to) and nothing of other deliveries', async () => {
+      await sink.write([
+        reading({ ts: T0 - 1 }),
+        reading({ ts: T0 }),
+        reading({ ts: T0 + MIN }),
+        reading({ ts: T0 + 2 * MIN }),
+        reading({ ts: T0 + MIN + 1, tote_id: 'tt_contract_b', delivery_id: 'dl_contract_2', rx_id: 'rx_contract_2' }),
+      ])
+      await visible(sink, 5)
+      const rows = await sink.readingsForDelivery('dl_contract_1', T0, T0 + 2 * MIN)
+      expect(rows.map((r) => r.ts)).toEqual([T0, T0 + MIN])
+      expect(await sink.readingsForDelivery('dl_nobody', 0, Number.MAX_SAFE_INTEGER)).toEqual([])
+    })
+
+    it('reads a tote across deliveries and while unbound, for rebuilding rule state', async () => {
+      await sink.write([
+        reading({ ts: T0, delivery_id: null, rx_id: null }),
+        reading({ ts: T0 + MIN, delivery_id: 'dl_contract_1' }),
+        reading({ ts: T0 + 2 * MIN, delivery_id: 'dl_contract_2', rx_id: 'rx_contract_2' }),
+        reading({ ts: T0 + MIN, tote_id: 'tt_contract_b' }),
+      ])
+      await visible(sink, 4)
+      const rows = await sink.readingsForTote('tt_contract_a', T0, T0 + 3 * MIN)
+      expect(rows.map((r) => [r.ts, r.delivery_id, r.rx_id])).toEqual([
+        [T0, null, null],
+        [T0 + MIN, 'dl_contract_1', 'rx_contract_1'],
+        [T0 + 2 * MIN, 'dl_contract_2', 'rx_contract_2'],
+      ])
+    })
+
+    it('aggregates a trace into epoch-aligned steps with min, max, avg and count', async () => {
+      const start = T0 + 30_000 // mid-minute: buckets still start on the minute
+      await sink.write([
+        reading({ ts: start, temp_c: 2 }),
+        reading({ ts: start + 10_000, temp_c: 4 }),
+        reading({ ts: start + 40_000, temp_c: 9 }),
+        reading({ ts: start + 3 * MIN, temp_c: 6 }),
+      ])
+      await visible(sink, 4)
+      const trace = await sink.bucketed('dl_contract_1', start, start + 10 * MIN, MIN)
+      expect(trace).toEqual([
+        { t: T0, min: 2, max: 4, avg: 3, n: 2 },
+        { t: T0 + MIN, min: 9, max: 9, avg: 9, n: 1 },
+        { t: T0 + 3 * MIN, min: 6, max: 6, avg: 6, n: 1 },
+      ])
+      await expect(sink.bucketed('dl_contract_1', start, start + MIN, 0)).rejects.toThrow(RangeError)
+    })
+
+    it('stores a 10,000-row write as one batch', async () => {
+      const rows = Array.from({ length: 10_000 }, (_, i) =>
+        reading({ ts: T0 + i * 1000, tote_id: `tt_contract_${i % 10}`, seq: i, temp_c: 2 + (i % 60) / 10 }))
+      await sink.write(rows)
+      await sink.write([])
+      await visible(sink, 10_000)
+      const one = await sink.readingsForTote('tt_contract_3', T0, T0 + 10_000_000)
+      expect(one).toHaveLength(1_000)
+      expect(one[0]).toEqual(rows[3])
+    })
+  })
+}
