@@ -1,0 +1,170 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { decodeProtectedHeader } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { loadConfig } from '../../src/config.js'
+import { buildService } from '../../src/service.js'
+import { withApi, type TestApi } from '../helpers/service.js'
+
+const ADMIN = { id: 'cl_cli_admin', secret: 'cli-test-admin-secret-0123456789' }
+
+/** Each run starts tsx (a few seconds on a busy 2-core machine): a few at a time. */
+async function inBatches<T>(jobs: (() => Promise<T>)[], size: number): Promise<T[]> {
+  const results: T[] = []
+  for (let i = 0; i < jobs.length; i += size) results.push(...(await Promise.all(jobs.slice(i, i + size).map((job) => job()))))
+  return results
+}
+
+type Run = { code: number; stdout: string; stderr: string[]; json: any }
+
+describe('operator CLI (npm run cli)', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-cli-'))
+  const started: TestApi[] = []
+  let api: TestApi
+  let admin: string
+  let pharmacyId: string
+
+  /** `npx tsx src/cli.ts …` against the test's DATA_DIR, as an operator would run it. */
+  function cli(...args: string[]): Promise<Run> {
+    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, NODE_OPTIONS: '' }
+    delete env.DATABASE_URL
+    return new Promise((resolve) => {
+      execFile('npx', ['tsx', 'src/cli.ts', ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
+        let json: unknown = null
+        try {
+          json = JSON.parse(stdout)
+        } catch { /* help text, or nothing */ }
+        // npm may warn about its own configuration on stderr; that is not the CLI speaking.
+        const lines = stderr.split('\n').filter((l) => l && !l.startsWith('npm warn'))
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr: lines, json })
+      })
+    })
+  }
+
+  /** The service in-process over the same SQLite file; a second call is a restart. */
+  async function serviceOnSameStore(): Promise<TestApi> {
+    const config = loadConfig({
+      DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off',
+      ISSUER: 'http://rxtrace.test', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
+      RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000',
+    })
+    const service = withApi(await buildService(config))
+    started.push(service)
+    return service
+  }
+
+  async function token(on: TestApi, clientId: string, secret: string) {
+    const res = await on.service.app.request('/oauth/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret }).toString(),
+    })
+    return { status: res.status, body: (await res.json()) as any }
+  }
+
+  beforeAll(async () => {
+    api = await serviceOnSameStore()
+    admin = await api.tokenFor(ADMIN.id, ADMIN.secret)
+    pharmacyId = (await api.pharmacy(admin)).id
+  })
+  afterAll(async () => {
+    for (const s of started) await s.stop()
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it('explains itself with --help and exits 0', async () => {
+    const run = await cli('--help')
+    expect(run.code).toBe(0)
+    for (const command of ['clients create', 'clients rotate-secret', 'clients show', 'keys rotate']) expect(run.stdout).toContain(command)
+    const sub = await cli('clients', 'create', '--help')
+    expect(sub.code).toBe(0)
+    expect(sub.stdout).toContain('--auth-method')
+  })
+
+  it('answers bad arguments with one line on stderr and exit code 2', { timeout: 180_000 }, async () => {
+    const cases: [string[], RegExp][] = [
+      [[], /name a command/],
+      [['clients'], /name a subcommand/],
+      [['clients', 'create'], /--name is required/],
+      [['clients', 'create', '--name', 'x', '--colour', 'red'], /unknown option '--colour'/],
+      [['clients', 'create', '--name', 'x', '--scope', 'pharmacies:read everything'], /unknown scope "everything"/],
+      [['clients', 'create', '--name', 'x', '--pharmacy', 'ph_01nosuchpharmacy'], /no such pharmacy/],
+      [['clients', 'rotate-secret'], /missing <client_id>/],
+      [['clients', 'rotate-secret', 'cl_x', '--overlap', 'a while'], /--overlap "a while" is not a duration/],
+      [['clients', 'show', 'cl_01nosuchclient'], /no client cl_01nosuchclient/],
+      [['keys', 'rotate', '--publish-ahead', '2d'], /longer than the maximum/],
+    ]
+    const runs = await inBatches(cases.map(([args]) => () => cli(...args)), 3)
+    runs.forEach((run, i) => {
+      const [args, message] = cases[i]!
+      expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: '' })
+      expect(run.stderr, args.join(' ')).toHaveLength(1)
+      expect(run.stderr[0]).toMatch(/^rxtrace: /)
+      expect(run.stderr[0]).toMatch(message)
+    })
+  })
+
+  it('creates a pharmacy-restricted client whose secret gets a token from the service', async () => {
+    const run = await cli('clients', 'create', '--name', 'Main St integration', '--scope', 'pharmacies:read prescriptions:write', '--pharmacy', pharmacyId, '--auth-method', 'client_secret_post')
+    expect(run.code).toBe(0)
+    const client = run.json
+    expect(client).toMatchObject({
+      client_name: 'Main St integration', scope: 'pharmacies:read prescriptions:write', pharmacy_id: pharmacyId, fleet_id: null,
+      token_endpoint_auth_method: 'client_secret_post', grant_types: ['client_credentials'],
+    })
+    expect(client.client_id).toMatch(/^cl_/)
+    expect(client.client_secret).toMatch(/^cs_/)
+
+    const issued = await token(api, client.client_id, client.client_secret)
+    expect(issued.status).toBe(200)
+    expect(issued.body.scope).toBe('pharmacies:read prescriptions:write')
+    const claims = JSON.parse(Buffer.from(issued.body.access_token.split('.')[1], 'base64url').toString())
+    expect(claims).toMatchObject({ client_id: client.client_id, pharmacy_id: pharmacyId })
+    expect((await api.get(`/v1/pharmacies/${pharmacyId}`, issued.body.access_token)).status).toBe(200)
+    expect((await api.get('/v1/deliveries', issued.body.access_token)).status).toBe(403)
+
+    const shown = await cli('clients', 'show', client.client_id)
+    expect(shown.code).toBe(0)
+    expect(shown.json).toMatchObject({ client_id: client.client_id, pharmacy_id: pharmacyId })
+    expect(shown.stdout).not.toContain('secret"')
+    expect(shown.stdout).not.toContain(client.client_secret)
+  })
+
+  it('rotates a client secret; the old one works for the overlap window only', { timeout: 60_000 }, async () => {
+    const { json: client } = await cli('clients', 'create', '--name', 'rotating')
+    const first = await cli('clients', 'rotate-secret', client.client_id, '--overlap', '1h')
+    expect(first.code).toBe(0)
+    expect(first.json.client_id).toBe(client.client_id)
+    expect(Date.parse(first.json.previous_secret_expires_at) - Date.now()).toBeGreaterThan(59 * 60_000)
+    expect((await token(api, client.client_id, client.client_secret)).status).toBe(200)
+    expect((await token(api, client.client_id, first.json.client_secret)).status).toBe(200)
+
+    const second = await cli('clients', 'rotate-secret', client.client_id, '--overlap', '0s')
+    expect(second.code).toBe(0)
+    expect((await token(api, client.client_id, first.json.client_secret)).status).toBe(401)
+    expect((await token(api, client.client_id, client.client_secret)).status).toBe(401)
+    expect((await token(api, client.client_id, second.json.client_secret)).status).toBe(200)
+  })
+
+  it('rotates the signing key: published ahead, used after, old tokens still accepted', { timeout: 60_000 }, async () => {
+    const adminToken = (on: TestApi) => on.tokenFor(ADMIN.id, ADMIN.secret)
+    const before = await adminToken(api)
+    const oldKid = decodeProtectedHeader(before).kid
+
+    const ahead = await cli('keys', 'rotate', '--publish-ahead', '5m')
+    expect(ahead.code).toBe(0)
+    expect(Date.parse(ahead.json.activates_at) - Date.now()).toBeGreaterThan(4 * 60_000)
+    const restarted = await serviceOnSameStore()
+    const kids = (await restarted.request('GET', '/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid)
+    expect(kids).toEqual(expect.arrayContaining([oldKid, ahead.json.kid]))
+    expect(decodeProtectedHeader(await adminToken(restarted)).kid).toBe(oldKid) // not signing yet
+
+    const now = await cli('keys', 'rotate', '--publish-ahead', '0s')
+    expect(now.code).toBe(0)
+    const again = await serviceOnSameStore()
+    expect(decodeProtectedHeader(await adminToken(again)).kid).toBe(now.json.kid)
+    expect((await again.get(`/v1/pharmacies/${pharmacyId}`, before)).status).toBe(200) // signed by the retiring key
+  })
+})
