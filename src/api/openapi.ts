@@ -54,10 +54,14 @@ export const validationHook: Hook<any, AppEnv, any, any> = (result) => {
   if (result.success) return
   const target = (result as { target?: string }).target
   const prefix = target === 'json' ? '' : `/${target === 'param' ? 'path' : target ?? 'request'}`
-  throw validationFailed(result.error.issues.map((issue) => ({
-    pointer: `${prefix}/${issue.path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/\/$/, '') || '/',
-    message: issue.message,
-  })))
+  // RFC 6901: `~` and `/` inside a member name are escaped.
+  const pointer = (path: readonly PropertyKey[]) =>
+    `${prefix}/${path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/\/$/, '') || '/'
+  throw validationFailed(result.error.issues.flatMap((issue) =>
+    // zod reports unknown members once, on their object; the caller needs to know which member to remove.
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ pointer: pointer([...issue.path, key]), message: 'is not a known field' }))
+      : [{ pointer: pointer(issue.path), message: issue.message }]))
 }
 
 /** A route without a token (OAuth endpoints, discovery); responses loosely typed as in v1Route. */

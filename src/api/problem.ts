@@ -33,9 +33,12 @@ export function onError(error: Error, c: Context<AppEnv>): Response {
   return problemResponse(c, new AppError('internal', 'Something went wrong on our side; quote the request_id when you contact us.'))
 }
 
+// What Hono and its validators throw: 400 for unparseable JSON, 415 when the body's media type is
+// not the route's, 413 from the body limit.
 function fromHttpException(error: HTTPException): AppError {
   if (error.status === 400) return new AppError('invalid_json', 'The request body is not valid JSON.')
   if (error.status === 413) return new AppError('payload_too_large', 'The request body is larger than 256 KiB.')
+  if (error.status === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.')
   if (error.status === 401) return new AppError('unauthorized', error.message)
   return new AppError(error.status >= 500 ? 'internal' : 'validation_failed', error.status >= 500 ? 'Internal error.' : error.message)
 }

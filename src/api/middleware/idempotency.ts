@@ -16,8 +16,10 @@ type Stored = { request_hash: string; state: string; status: number | null; body
 /**
  * IETF Idempotency-Key semantics as Stripe implements them: the first request with a key runs,
  * a retry with the same body gets the stored response byte for byte, a different body is 422,
- * a retry while the first still runs is 409. Keys are scoped to the client. 5xx answers are
- * not stored, so the caller can retry them.
+ * a retry while the first still runs is 409. Keys are scoped to the client. Only answers that
+ * took effect (2xx) are stored: an error answer changed nothing, so its key is released and the
+ * caller may retry, or correct the body and send it again under the same key (Stripe does not
+ * save validation failures either).
  */
 export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; requiredOn: (path: string) => boolean }): MiddlewareHandler<AppEnv> {
   return async function idempotencyMiddleware(c, next) {
@@ -57,7 +59,7 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
       await release(db, clientId, key)
       throw error
     }
-    if (c.res.status >= 500) return void (await release(db, clientId, key))
+    if (c.res.status >= 400) return void (await release(db, clientId, key))
     const body = await c.res.clone().text()
     const headers = JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' })
     await db.updateTable('idempotency_keys').set({ state: 'done', status: c.res.status, body, headers })
