@@ -43,8 +43,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics }))
   const guarded = [
     authenticate({ tokens: deps.tokens }),
-    rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
+    // SPEC §6: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
+    rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
     ...bodyGuard(),
     idempotency({ db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions' }),
   ]
