@@ -1,4 +1,5 @@
 import { createAdaptorServer } from '@hono/node-server'
+import { mkdirSync } from 'node:fs'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
 import { createApp } from './api/app.js'
@@ -29,15 +30,25 @@ import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
 import { entityStoreOptions, openEntityStore, type EntityStoreOptions } from './store/database.js'
+import { ToteBindings } from './telemetry/bindings.js'
+import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
+import { GroupCommitter } from './telemetry/group-commit.js'
+import { openColdChainBindings } from './telemetry/open-deliveries.js'
+import { IngestPipeline } from './telemetry/pipeline.js'
+import { createReadingSink, type ReadingSink } from './timeseries/index.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { WebhookService } from './webhooks/endpoints.js'
 import { parseRetrySchedule } from './webhooks/retry-policy.js'
 import { SqlDeliveryQueue } from './webhooks/sql-queue.js'
 
-export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions }
+export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions; sink?: ReadingSink }
 
 // Revocations made by other instances reach this one within this long.
 const REVOCATION_REFRESH_MS = 30_000
+// Wall-clock duties of the rule engine (reorder window by silence, sensor gaps, summaries).
+const MONITOR_TICK_MS = 1_000
+// Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
+const OPEN_DELIVERIES_REFRESH_MS = 5_000
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -61,10 +72,21 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const outbox = new Outbox(clock)
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
+
+  mkdirSync(config.DATA_DIR, { recursive: true })
+  const sink = overrides.sink ?? (await createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG }))
+  const bindings = new ToteBindings(db, clock)
+  const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000 })
+  const committer = new GroupCommitter(sink)
+  const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
+  const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
   const services = {
     pharmacies: new PharmacyService(deps),
     prescriptions: new PrescriptionService(deps),
-    deliveries: new DeliveryService(deps),
+    deliveries: new DeliveryService(deps, (toteId) => {
+      bindings.invalidate(toteId)
+      void watchOpenDeliveries().catch((err) => logger.error({ err }, 'watching open deliveries failed'))
+    }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps),
     events: new EventService(deps),
@@ -73,7 +95,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const app = createApp({
     config, db, clock, logger, metrics, keys, tokens, clients, audit,
-    readiness: { entity_store: () => store.ping() },
+    readiness: { entity_store: () => store.ping(), time_series: async () => void (await sink.count()) },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
@@ -92,10 +114,16 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   outbox.onCommitted(() => dispatcher.wake())
 
   let http: Server | null = null
-  let revocationTimer: NodeJS.Timeout | null = null
+  const timers: NodeJS.Timeout[] = []
+  const every = (ms: number, task: () => Promise<void> | void, what: string) => {
+    const timer = setInterval(() => void Promise.resolve().then(task).catch((err) => logger.warn({ err }, `${what} failed`)), ms)
+    timer.unref()
+    timers.push(timer)
+  }
 
   return {
     config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app, dispatcher,
+    sink, bindings, monitor, committer, pipeline,
     /** Credentials of an admin client created by this start, to print once; null otherwise. */
     newAdmin,
     /** Binds the listeners; resolves with the ports actually bound. */
@@ -103,16 +131,21 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
       const httpPort = await listen(http, config.PORT, config.HOST, 'PORT')
       dispatcher.start()
-      revocationTimer = setInterval(() => void tokens.refreshRevocations().catch((err) => logger.warn({ err }, 'revocation refresh failed')), REVOCATION_REFRESH_MS)
-      revocationTimer.unref()
+      every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
+      every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
+      every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
+      await watchOpenDeliveries()
       return { httpPort }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
-      if (revocationTimer) clearInterval(revocationTimer)
+      for (const timer of timers) clearInterval(timer)
       if (http) await closeServer(http)
+      await committer.drain()
+      await monitor.flush()
       await dispatcher.stop(3_000)
       await audit.flush()
+      await sink.close()
       await store.close()
     },
   }

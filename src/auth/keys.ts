@@ -20,7 +20,7 @@ export class KeyRing {
   async load(): Promise<void> {
     let rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').execute()
     if (rows.length === 0) {
-      await this.insertKey(this.clock.now())
+      await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
       rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').execute()
     }
     this.keys = await Promise.all(rows.map(async (row) => {

@@ -43,7 +43,11 @@ export function initialColdChain(required: boolean): ColdChainSummary {
 
 /** Delivery reads and the actions of SPEC §3, each appending to the custody chain. */
 export class DeliveryService {
-  constructor(private readonly deps: ServiceDeps) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    /** Told after a dispatch binds a tote or an ending releases it, so telemetry re-reads the binding. */
+    private readonly toteBindingChanged: (toteId: string) => void = () => {},
+  ) {}
 
   async get(principal: Principal, id: string): Promise<Delivery> {
     const row = await this.deps.db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
@@ -78,6 +82,7 @@ export class DeliveryService {
         const done = await this.tryAct(principal, id, input)
         if (done) {
           this.deps.outbox.committed()
+          if (done !== true) this.toteBindingChanged(done)
           return this.get(principal, id)
         }
       } catch (error) {
@@ -87,8 +92,8 @@ export class DeliveryService {
     }
   }
 
-  /** One optimistic attempt: false when another action got there first. */
-  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<boolean> {
+  /** One optimistic attempt: false when another action got there first; the tote id when its binding changed. */
+  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<boolean | string> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleOr404(principal, row, 'delivery')
@@ -126,7 +131,8 @@ export class DeliveryService {
       await this.deps.outbox.append(trx, move.events.map((type) => ({
         type, pharmacy_id: delivery.pharmacy_id, fleet_id: changes.fleet_id ?? delivery.fleet_id, delivery_id: id, rx_id: delivery.rx_id, data: eventData,
       })))
-      return true
+      const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
+      return boundTote ?? true
     })
   }
 

@@ -1,5 +1,6 @@
 import { loadConfig } from '../../src/config.js'
 import { buildService, type Service, type ServiceOverrides } from '../../src/service.js'
+import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 
 export const ADMIN = { id: 'cl_admin', secret: 'admin-secret-for-tests-only-0123' }
 
@@ -11,7 +12,7 @@ export async function startTestService(env: Record<string, string> = {}, overrid
     REORDER_WINDOW_S: '0', WEBHOOK_ALLOW_PRIVATE: 'true',
     ...env,
   })
-  const service = await buildService(config, { store: { kind: 'sqlite', file: ':memory:' }, ...overrides })
+  const service = await buildService(config, { store: { kind: 'sqlite', file: ':memory:' }, sink: createSqliteSink({ path: ':memory:' }), ...overrides })
   return withApi(service)
 }
 

@@ -18,7 +18,8 @@ export function rateLimit({ rps, burst, clock }: { rps: number; burst: number; c
     const now = clock.now()
     const key = c.get('principal').clientId
     const bucket = buckets.get(key) ?? { tokens: burst, updatedMs: now }
-    bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.updatedMs) / 1_000) * rps)
+    // max(0, …): a clock that steps back (NTP) must not drain the bucket.
+    bucket.tokens = Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.updatedMs) / 1_000) * rps)
     bucket.updatedMs = now
     buckets.set(key, bucket)
     c.header('RateLimit-Policy', policy)

@@ -1,0 +1,198 @@
+import type { Logger } from 'pino'
+import { checkSilence, evaluate, recompute, ReorderBuffer, replay, summarize, type ColdChainState, type RuleEvent } from '../../rules/index.js'
+import type { Clock } from '../clock.js'
+import { iso } from '../clock.js'
+import type { Metrics } from '../metrics.js'
+import type { NewEvent, Outbox } from '../services/outbox.js'
+import type { Db } from '../store/schema.js'
+import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
+import type { Binding } from './bindings.js'
+
+type Track = { binding: Binding & { profile: NonNullable<Binding['profile']> }; toteId: string; state: ColdChainState; dirty: boolean }
+
+const ALL_TIME = Number.MAX_SAFE_INTEGER
+
+/**
+ * Runs the rule engine over committed readings: per tote in event-time order behind the reorder
+ * window, per delivery with its prescription's profile (SPEC §5). Engine state lives in memory
+ * and is rebuilt from the stored readings when first needed, so a restart misses nothing; rule
+ * events carry deterministic keys and the outbox keeps one per key, so none is emitted twice.
+ */
+export class ColdChainMonitor {
+  private readonly tracks = new Map<string, Track>()
+  private readonly buffers = new Map<string, ReorderBuffer<ReadingRow>>()
+  private readonly pendingEvents: NewEvent[] = []
+  private readonly lateDeliveries = new Set<string>()
+  private persisting: Promise<void> = Promise.resolve()
+
+  constructor(private readonly deps: {
+    db: Db; sink: ReadingSink; outbox: Outbox; clock: Clock; metrics: Metrics; logger: Logger; windowMs: number
+  }) {}
+
+  /** Loads the state of every delivery these rows touch, and flags rows older than what was judged. */
+  async prepare(rows: ReadingRow[], bindings: ReadonlyMap<string, Binding>): Promise<void> {
+    for (const [deliveryId, binding] of bindings) {
+      if (binding.profile && !this.tracks.has(deliveryId)) await this.load(rows[0]!.tote_id, binding)
+    }
+    for (const row of rows) {
+      const lastTs = row.delivery_id ? this.tracks.get(row.delivery_id)?.state.lastTs : null
+      if (lastTs != null && row.ts <= lastTs) row.late = true
+    }
+  }
+
+  /** Evaluates committed rows (already prepared). Synchronous: calls keep the order of commits. */
+  accept(rows: readonly ReadingRow[]): void {
+    const started = performance.now()
+    const now = this.deps.clock.now()
+    for (const row of rows) {
+      const track = row.delivery_id ? this.tracks.get(row.delivery_id) : undefined
+      if (!track) continue
+      if (row.late) {
+        this.lateDeliveries.add(track.binding.deliveryId)
+        continue
+      }
+      const pushed = this.bufferOf(row.tote_id).push(row, now)
+      if (pushed.late) this.lateDeliveries.add(track.binding.deliveryId)
+      this.evaluateReleased(pushed.released)
+    }
+    this.deps.metrics.ruleEvaluation.observe((performance.now() - started) / 1_000)
+    this.schedulePersist()
+  }
+
+  /**
+   * Wall-clock duties: release readings of totes that went quiet, raise sensor gaps, persist
+   * summaries. Called about once a second.
+   */
+  tick(): void {
+    const now = this.deps.clock.now()
+    for (const buffer of this.buffers.values()) this.evaluateReleased(buffer.flushSilent(now))
+    for (const track of this.tracks.values()) {
+      if (track.binding.toMs !== null || (this.buffers.get(track.toteId)?.size ?? 0) > 0) continue
+      const before = track.state.offlineAnnouncedSince
+      const events: RuleEvent[] = []
+      checkSilence(track.state, track.binding.profile, now, events)
+      if (events.length || before !== track.state.offlineAnnouncedSince) this.collect(track, events)
+    }
+    this.schedulePersist(true)
+  }
+
+  /** Open cold-chain deliveries with a tote are watched even before their first reading. */
+  async watchOpenDeliveries(open: readonly { toteId: string; binding: Binding }[]): Promise<void> {
+    const openIds = new Set(open.map((o) => o.binding.deliveryId))
+    for (const { toteId, binding } of open) if (binding.profile && !this.tracks.has(binding.deliveryId)) await this.load(toteId, binding)
+    for (const [id, track] of this.tracks) {
+      if (openIds.has(id)) continue
+      // The delivery ended: judge what is still held for it, save, and forget it.
+      this.evaluateReleased(this.bufferOf(track.toteId).flushAll())
+      track.dirty = true
+      await this.persistNow()
+      this.tracks.delete(id)
+    }
+  }
+
+  /** Writes every pending event and summary; used at shutdown and by tests. */
+  async flush(): Promise<void> {
+    for (const buffer of this.buffers.values()) this.evaluateReleased(buffer.flushAll())
+    await this.persistNow()
+  }
+
+  state(deliveryId: string): ColdChainState | undefined {
+    return this.tracks.get(deliveryId)?.state
+  }
+
+  private async load(toteId: string, binding: Binding): Promise<void> {
+    const profile = binding.profile!
+    const stored = await this.deps.sink.readingsForDelivery(binding.deliveryId, 0, ALL_TIME)
+    const { state, events } = replay(profile, binding.fromMs, stored)
+    if (this.tracks.has(binding.deliveryId)) return // loaded meanwhile by a concurrent call
+    const track: Track = { binding: { ...binding, profile }, toteId, state, dirty: stored.length > 0 }
+    this.tracks.set(binding.deliveryId, track)
+    if (events.length) this.collect(track, events) // re-raises what a crash may have kept from the outbox
+  }
+
+  private bufferOf(toteId: string): ReorderBuffer<ReadingRow> {
+    let buffer = this.buffers.get(toteId)
+    if (!buffer) this.buffers.set(toteId, (buffer = new ReorderBuffer<ReadingRow>(this.deps.windowMs)))
+    return buffer
+  }
+
+  private evaluateReleased(released: readonly ReadingRow[]): void {
+    let i = 0
+    while (i < released.length) {
+      // Consecutive readings of one delivery are evaluated together.
+      const deliveryId = released[i]!.delivery_id
+      let j = i + 1
+      while (j < released.length && released[j]!.delivery_id === deliveryId) j++
+      const track = deliveryId ? this.tracks.get(deliveryId) : undefined
+      if (track) {
+        const events: RuleEvent[] = []
+        evaluate(track.state, track.binding.profile, released.slice(i, j), events)
+        track.dirty = true
+        if (events.length) this.collect(track, events)
+      }
+      i = j
+    }
+  }
+
+  private collect(track: Track, events: readonly RuleEvent[]): void {
+    track.dirty = true
+    const b = track.binding
+    for (const event of events) {
+      this.pendingEvents.push({
+        type: event.type, pharmacy_id: b.pharmacyId, fleet_id: b.fleetId, delivery_id: b.deliveryId, rx_id: b.rxId,
+        data: { ...event.data, tote_id: track.toteId, at: iso(event.at) }, dedupe_key: event.key,
+      })
+    }
+  }
+
+  /** Events go out at once (reading → event latency); summaries alone wait for the next tick. */
+  private schedulePersist(summaries = false): void {
+    if (this.pendingEvents.length || this.lateDeliveries.size || summaries) void this.persistNow()
+  }
+
+  private persistNow(): Promise<void> {
+    this.persisting = this.persisting.then(() => this.persist()).catch((err) => {
+      this.deps.logger.error({ err }, 'cold-chain monitor: persisting events failed; will retry')
+    })
+    return this.persisting
+  }
+
+  private async persist(): Promise<void> {
+    for (const deliveryId of [...this.lateDeliveries]) {
+      this.lateDeliveries.delete(deliveryId)
+      await this.recomputeLate(deliveryId)
+    }
+    const events = this.pendingEvents.splice(0)
+    const dirty = [...this.tracks.values()].filter((t) => t.dirty)
+    if (events.length === 0 && dirty.length === 0) return
+    for (const t of dirty) t.dirty = false
+    try {
+      await this.deps.db.transaction().execute(async (trx) => {
+        for (const t of dirty) await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(apiSummary(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
+        await this.deps.outbox.append(trx, events)
+      })
+    } catch (error) {
+      this.pendingEvents.unshift(...events)
+      for (const t of dirty) t.dirty = true
+      throw error
+    }
+    if (events.length) this.deps.outbox.committed()
+  }
+
+  /** A late reading: recompute from everything stored; a break it reveals is added, nothing is retracted. */
+  private async recomputeLate(deliveryId: string): Promise<void> {
+    const track = this.tracks.get(deliveryId)
+    if (!track) return
+    const stored = await this.deps.sink.readingsForDelivery(deliveryId, 0, ALL_TIME)
+    const events: RuleEvent[] = []
+    track.state = recompute(track.state, track.binding.profile, stored, events).state
+    track.dirty = true
+    if (events.length) this.collect(track, events)
+  }
+}
+
+/** The delivery's `cold_chain` block (SPEC §3) from the engine's state. */
+export function apiSummary(state: ColdChainState) {
+  const { break: broken, ...summary } = summarize(state)
+  return { ...summary, break_reason: broken?.reason ?? null, broken_at: broken?.at ?? null }
+}

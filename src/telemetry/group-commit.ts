@@ -1,0 +1,72 @@
+import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
+
+type Waiter = { resolve: () => void; reject: (error: Error) => void }
+
+/**
+ * Group commit (SPEC §4): readings from many publishes are gathered for a few milliseconds and
+ * written in one transaction; every publish in the group is acknowledged when it commits. One
+ * write at a time, so a slow write naturally makes the next group bigger.
+ */
+export class GroupCommitter {
+  private rows: ReadingRow[] = []
+  private waiters: Waiter[] = []
+  private timer: NodeJS.Timeout | null = null
+  private writing: Promise<void> | null = null
+
+  constructor(
+    private readonly sink: ReadingSink,
+    /** How long the first reading of a group waits for company. */
+    private readonly maxDelayMs = 2,
+    /** A group this big is written at once. */
+    private readonly maxRows = 10_000,
+  ) {}
+
+  /** Resolves once `rows` are durably stored. */
+  write(rows: readonly ReadingRow[]): Promise<void> {
+    for (const row of rows) this.rows.push(row)
+    const committed = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }))
+    if (this.rows.length >= this.maxRows) this.flushSoon(0)
+    else this.flushSoon(this.maxDelayMs)
+    return committed
+  }
+
+  /** Writes whatever is gathered and waits for every write in progress. */
+  async drain(): Promise<void> {
+    while (this.writing || this.rows.length) {
+      if (this.writing) await this.writing.catch(() => undefined)
+      else await this.flush()
+    }
+  }
+
+  private flushSoon(delayMs: number): void {
+    if (this.writing) return // the write in progress schedules the next group when it ends
+    if (delayMs === 0) {
+      if (this.timer) clearTimeout(this.timer)
+      this.timer = null
+      void this.flush()
+    } else {
+      this.timer ??= setTimeout(() => {
+        this.timer = null
+        void this.flush()
+      }, delayMs)
+    }
+  }
+
+  private async flush(): Promise<void> {
+    if (this.writing || this.rows.length === 0) return
+    const rows = this.rows
+    const waiters = this.waiters
+    this.rows = []
+    this.waiters = []
+    this.writing = this.sink.write(rows)
+    try {
+      await this.writing
+      for (const w of waiters) w.resolve()
+    } catch (error) {
+      for (const w of waiters) w.reject(error as Error)
+    } finally {
+      this.writing = null
+      if (this.rows.length) this.flushSoon(this.rows.length >= this.maxRows ? 0 : this.maxDelayMs)
+    }
+  }
+}

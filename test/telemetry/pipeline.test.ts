@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ReadingsRejected } from '../../src/telemetry/pipeline.js'
+import { testClock } from '../helpers/clock.js'
+import { startTestService, type TestApi } from '../helpers/service.js'
+import { waitFor } from '../helpers/wait.js'
+
+const minute = 60_000
+
+describe('readings through the ingest pipeline', () => {
+  let api: TestApi
+  let admin: string
+  const clock = testClock()
+  beforeAll(async () => {
+    api = await startTestService({}, { clock })
+    admin = await api.adminToken()
+  })
+  afterAll(() => api.stop())
+
+  /** A cold-chain delivery created and dispatched in the past, as a gateway's late upload finds it. */
+  async function dispatchedColdChain(dispatchAt: string) {
+    clock.set(Date.parse(dispatchAt) - minute)
+    admin = await api.adminToken()
+    const pharmacy = await api.pharmacy(admin)
+    const { fleetId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' })
+    clock.set(Date.parse(dispatchAt) + 1_000)
+    const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: dispatchAt })
+    expect(res.status, res.text).toBe(200)
+    clock.set(Date.now())
+    admin = await api.adminToken()
+    return { tote, rx }
+  }
+
+  it('attributes readings by their own timestamp and raises excursion then break', async () => {
+    const start = Date.now() - 60 * minute
+    const { tote, rx } = await dispatchedColdChain(new Date(start).toISOString())
+    // An hour uploaded late by a gateway: 5 °C, then 12 °C for 40 minutes (grace 5 min, break after 30).
+    const readings = Array.from({ length: 60 }, (_, i) => ({ ts: start + (i + 1) * minute, temp_c: i < 10 ? 5 : 12 }))
+    await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(readings)))
+    await api.service.monitor.flush()
+
+    const events = (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.map((e: { type: string }) => e.type)
+    expect(events).toContain('temperature.excursion')
+    expect(events.filter((t: string) => t === 'cold-chain.break')).toHaveLength(1)
+    const delivery = (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body
+    expect(delivery.cold_chain).toMatchObject({ state: 'BROKEN', min_c: 5, max_c: 12, break_reason: 'excursion_too_long' })
+    expect(await api.service.sink.count()).toBeGreaterThanOrEqual(60)
+
+    // The same batch again changes nothing.
+    await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(readings)))
+    await api.service.monitor.flush()
+    const again = (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data
+    expect(again).toHaveLength(events.length)
+  })
+
+  it('refuses a bad payload with a reason and stores nothing', async () => {
+    const before = await api.service.sink.count()
+    await expect(api.service.pipeline.handle('tt_x', Buffer.from('{"ts": "yesterday"'))).rejects.toBeInstanceOf(ReadingsRejected)
+    await expect(api.service.pipeline.handle('tt_x', Buffer.from(JSON.stringify({ ts: Date.now(), temp_c: 500 })))).rejects.toThrow(/temp/)
+    expect(await api.service.sink.count()).toBe(before)
+  })
+
+  it('rebuilds rule state after a restart without emitting an event twice', async () => {
+    const start = Date.now() - 30 * minute
+    const { tote, rx } = await dispatchedColdChain(new Date(start).toISOString())
+    await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify([{ ts: start + minute, temp_c: -1 }])))
+    await api.service.monitor.flush()
+    await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1)
+    // A fresh monitor (as after a restart) replays the stored readings: the break is not raised again.
+    const { ColdChainMonitor } = await import('../../src/telemetry/cold-chain-monitor.js')
+    const s = api.service
+    const fresh = new ColdChainMonitor({ db: s.db, sink: s.sink, outbox: s.outbox, clock: s.clock, metrics: s.metrics, logger: s.logger, windowMs: 0 })
+    const { openColdChainBindings } = await import('../../src/telemetry/open-deliveries.js')
+    await fresh.watchOpenDeliveries(await openColdChainBindings(s.db))
+    await fresh.flush()
+    expect(fresh.state(rx.delivery_id)?.broken?.reason).toBe('hard_limit')
+    expect((await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data).toHaveLength(1)
+  })
+})
