@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 /** Every Prometheus series the service exports (SPEC §1), on a registry of its own per instance. */
 export function createMetrics() {
@@ -12,7 +12,9 @@ export function createMetrics() {
     readingsRejected: new Counter({ name: 'rxtrace_readings_rejected_total', help: 'Telemetry payloads rejected, by reason code', labelNames: ['code'], registers: [registry] }),
     ruleEvaluation: new Histogram({ name: 'rxtrace_rule_evaluation_seconds', help: 'Rule engine evaluation latency per batch', buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], registers: [registry] }),
     webhookAttempts: new Counter({ name: 'rxtrace_webhook_attempts_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
-    connectedTotes: new Gauge({ name: 'rxtrace_mqtt_connected_totes', help: 'Totes connected to the embedded broker', registers: [registry] }),
+    mqttConnectionsRefused: new Counter({ name: 'rxtrace_mqtt_connections_refused_total', help: 'MQTT CONNECTs refused, by CONNACK reason', labelNames: ['reason'], registers: [registry] }),
+    mqttAclDenied: new Counter({ name: 'rxtrace_mqtt_acl_denied_total', help: 'MQTT publishes and subscriptions refused by the ACL', labelNames: ['action'], registers: [registry] }),
+    mqttReadingsPublishes: new Counter({ name: 'rxtrace_mqtt_readings_publishes_total', help: 'Readings publishes by outcome', labelNames: ['outcome'], registers: [registry] }),
   }
 }
 

@@ -1,4 +1,5 @@
 import { createAdaptorServer } from '@hono/node-server'
+import { createBroker, IngestUnavailableError, type RxBroker } from '../broker/index.js'
 import { mkdirSync } from 'node:fs'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
@@ -34,7 +35,7 @@ import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
 import { openColdChainBindings } from './telemetry/open-deliveries.js'
-import { IngestPipeline } from './telemetry/pipeline.js'
+import { IngestPipeline, ReadingsRejected } from './telemetry/pipeline.js'
 import { createReadingSink, type ReadingSink } from './timeseries/index.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { WebhookService } from './webhooks/endpoints.js'
@@ -114,6 +115,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   outbox.onCommitted(() => dispatcher.wake())
 
   let http: Server | null = null
+  let broker: RxBroker | null = null
   const timers: NodeJS.Timeout[] = []
   const every = (ms: number, task: () => Promise<void> | void, what: string) => {
     const timer = setInterval(() => void Promise.resolve().then(task).catch((err) => logger.warn({ err }, `${what} failed`)), ms)
@@ -124,23 +126,48 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   return {
     config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app, dispatcher,
     sink, bindings, monitor, committer, pipeline,
+    get broker() {
+      return broker
+    },
     /** Credentials of an admin client created by this start, to print once; null otherwise. */
     newAdmin,
     /** Binds the listeners; resolves with the ports actually bound. */
-    async start(): Promise<{ httpPort: number }> {
+    async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
+      broker = await createBroker({
+        authenticateTote: (username, password) => services.totes.authenticate(username, password.toString('utf8')),
+        onReadings: async (toteId, payload) => {
+          try {
+            await pipeline.handle(toteId, payload)
+          } catch (error) {
+            if (error instanceof ReadingsRejected) throw error
+            // Not stored: no PUBACK, so the tote sends it again (MQTT 3.1.1 §4.4).
+            logger.error({ err: error, tote_id: toteId }, 'readings could not be stored')
+            throw new IngestUnavailableError('readings could not be stored; send them again')
+          }
+        },
+        logger,
+        metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes },
+        tcpPort: config.MQTT_PORT,
+        wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
+        host: config.HOST,
+      })
       http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
-      const httpPort = await listen(http, config.PORT, config.HOST, 'PORT')
+      const httpPort = await listen(http, config.PORT, config.HOST, 'PORT').catch(async (error) => {
+        await broker?.close()
+        throw error
+      })
       dispatcher.start()
       every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()
-      return { httpPort }
+      return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
-      if (http) await closeServer(http)
+      // Stop taking work first: the broker acknowledges what it is storing, then disconnects.
+      await Promise.all([http ? closeServer(http) : undefined, broker?.close()])
       await committer.drain()
       await monitor.flush()
       await dispatcher.stop(3_000)
