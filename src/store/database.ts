@@ -25,8 +25,16 @@ pg.types.setTypeParser(20, Number)
 
 export async function openEntityStore(options: EntityStoreOptions): Promise<EntityStore> {
   const store = options.kind === 'sqlite' ? openSqlite(options.file) : await openPostgres(options.url, options.schema)
-  await migrateToLatest(store.db, store.dialect)
+  // kysely's Migrator finds its bookkeeping tables in any schema of the database unless told
+  // which one is ours; another schema's tables (another app, another test run) would hide ours.
+  const schema = store.dialect === 'postgres' ? await currentSchema(store.db) : undefined
+  await migrateToLatest(store.db, store.dialect, schema)
   return store
+}
+
+async function currentSchema(db: Db): Promise<string | undefined> {
+  const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db)
+  return rows[0]?.schema ?? undefined
 }
 
 export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: string | undefined }): EntityStoreOptions {

@@ -10,10 +10,11 @@ const steps: Record<string, MigrationStep> = {
   '0002_webhooks': webhooks,
 }
 
-export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<void> {
+/** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
+export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, step] of Object.entries(steps)) migrations[name] = { up: (d) => step(d, dialect) }
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown'
