@@ -1,0 +1,59 @@
+import type { AuthenticateError, Client, ConnectPacket } from 'aedes'
+import { isTopicSafeId } from '../topics.js'
+import type { HookContext } from './types.js'
+
+/** CONNACK return codes, MQTT 3.1.1 §3.2.2.3 (aedes' AuthErrorCode is a const enum we cannot import). */
+const IDENTIFIER_REJECTED = 2
+const SERVER_UNAVAILABLE = 3
+const BAD_USERNAME_OR_PASSWORD = 4
+
+const refusal = (returnCode: number, message: string): AuthenticateError =>
+  Object.assign(new Error(message), { returnCode }) as AuthenticateError
+
+export type AuthenticateTote = (username: string, password: Buffer) => Promise<string | null>
+
+/**
+ * CONNECT → which tote is this? Username is the tote id (`tt_…`) and password the secret from
+ * `POST /v1/totes`. The client id must be the tote id too, or empty with a clean session: a
+ * second connection with the same client id takes over the first (MQTT 3.1.1 §3.1.4), so a free
+ * choice would let one tote disconnect another.
+ */
+export function createAuthenticate(authenticateTote: AuthenticateTote, { sessions, logger, metrics }: HookContext) {
+  /** Connections that sent an empty client id; aedes replaces it with a random one before authenticate. */
+  const assignedIds = new WeakSet<Client>()
+
+  function preConnect(client: Client, packet: ConnectPacket, done: (error: Error | null, ok: boolean) => void) {
+    if (packet.clientId === '') assignedIds.add(client)
+    done(null, true)
+  }
+
+  function authenticate(
+    client: Client,
+    username: string | undefined,
+    password: Buffer | undefined,
+    done: (error: AuthenticateError | null, success: boolean | null) => void,
+  ) {
+    const refuse = (code: number, reason: 'bad_credentials' | 'identifier_rejected' | 'server_unavailable', message: string) => {
+      metrics.connectionsRefused?.inc({ reason })
+      logger.info({ clientId: client.id, username, reason }, 'mqtt connect refused')
+      done(refusal(code, message), false)
+    }
+    if (username === undefined || password === undefined) {
+      return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'username (tote id) and password are required')
+    }
+    authenticateTote(username, password).then((toteId) => {
+      if (toteId === null || !isTopicSafeId(toteId)) return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'bad user name or password')
+      if (assignedIds.has(client) ? !client.clean : client.id !== toteId) {
+        // [MQTT-3.1.3-8] an empty client id needs a clean session
+        return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be the tote id ${toteId}`)
+      }
+      sessions.set(client, toteId)
+      done(null, true)
+    }, (err: unknown) => {
+      logger.error({ err, username }, 'tote authentication failed')
+      refuse(SERVER_UNAVAILABLE, 'server_unavailable', 'authentication unavailable')
+    })
+  }
+
+  return { preConnect, authenticate }
+}

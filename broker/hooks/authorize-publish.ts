@@ -1,0 +1,80 @@
+import type { Client, PublishPacket } from 'aedes'
+import { isRetriable, rejectionOf } from '../errors.js'
+import { readingsTopic } from '../topics.js'
+import type { HookContext } from './types.js'
+
+export type OnReadings = (toteId: string, payload: Buffer, qos: 0 | 1) => Promise<void>
+
+type Deps = HookContext & {
+  onReadings: OnReadings
+  publishError(toteId: string, reason: object): void
+  /** Set once the broker is closing: new publishes are refused so in-flight ones can finish. */
+  isClosing(): boolean
+  /** Work in progress, so close() can wait for it. */
+  inFlight: Set<Promise<unknown>>
+}
+
+/**
+ * PUBLISH → ACL, then ingest, then (and only then) let aedes answer.
+ *
+ * aedes writes the PUBACK of a QoS 1 publish after this hook calls back (lib/handlers/publish.js:
+ * authorizePublish → enqueuePublish → write(PubAck)), so running `onReadings` to completion
+ * first makes the PUBACK mean "committed" (SPEC §4). An error from this hook closes the
+ * connection without an acknowledgement [MQTT-3.3.5-2]; a refused payload is not an error here:
+ * its reason goes to the tote's errors topic and the connection stays up.
+ */
+export function createAuthorizePublish({ sessions, logger, metrics, onReadings, publishError, isClosing, inFlight }: Deps) {
+  // aedes dispatches the packets of one socket read concurrently; acks must still leave in the
+  // order the publishes arrived [MQTT-4.6.0-2]. Ingest runs concurrently (so it can group
+  // commit); only the callbacks are chained per connection.
+  const lastAck = new WeakMap<Client, Promise<void>>()
+
+  return function authorizePublish(client: Client | null, packet: PublishPacket, done: (error?: Error | null) => void) {
+    const toteId = client === null ? undefined : sessions.get(client)
+    if (client === null || toteId === undefined) return done(new Error('publisher is not an authenticated tote'))
+    if (packet.topic !== readingsTopic(toteId)) {
+      metrics.aclDenied?.inc({ action: 'publish' })
+      logger.warn({ toteId, topic: packet.topic }, 'mqtt publish refused by ACL; closing connection')
+      return done(new Error(`tote ${toteId} may only publish to ${readingsTopic(toteId)}`))
+    }
+    if (isClosing()) return done(new Error('broker is shutting down'))
+    packet.retain = false // a reading is not state to replay to later subscribers
+
+    const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload
+    // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
+    let stored: Promise<void>
+    try {
+      stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
+    } catch (err) {
+      stored = Promise.reject(err)
+    }
+    const ingest = stored.then(
+      () => {
+        metrics.readingsPublishes?.inc({ outcome: 'accepted' })
+        return null
+      },
+      (err: unknown) => {
+        if (isRetriable(err)) {
+          metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
+          logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
+          return new Error('readings could not be stored')
+        }
+        const rejection = rejectionOf(err, Date.now())
+        metrics.readingsPublishes?.inc({ outcome: 'rejected' })
+        logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
+        publishError(toteId, rejection)
+        return null
+      },
+    ).catch((err: unknown) => {
+      logger.error({ err, toteId }, 'readings publish failed in the broker')
+      return new Error('internal error')
+    })
+    const previous = lastAck.get(client)
+    const acked = (previous === undefined ? ingest : previous.then(() => ingest))
+      .then((error) => done(error))
+      .catch((err: unknown) => logger.error({ err, toteId }, 'aedes publish callback threw'))
+    lastAck.set(client, acked)
+    inFlight.add(acked)
+    void acked.finally(() => inFlight.delete(acked))
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * The topics a tote uses (SPEC §4). Tote ids are `tt_` + ULID, so they never contain the MQTT
+ * level separator or wildcards; `isTopicSafeId` enforces that before an id is put in a topic.
+ */
+
+const PREFIX = 'rxtrace/v1/totes/'
+
+/** A tote publishes its readings here, and nowhere else. */
+export const readingsTopic = (toteId: string): string => `${PREFIX}${toteId}/readings`
+/** The broker publishes `{error, reason, at}` here when a tote's payload is refused. */
+export const errorsTopic = (toteId: string): string => `${PREFIX}${toteId}/errors`
+/** Reserved for messages to the tote (configuration, acknowledgements of commands). */
+export const commandsTopic = (toteId: string): string => `${PREFIX}${toteId}/commands`
+
+/** True for any tote's readings topic: ingest-only, never routed to subscribers. */
+export function isReadingsTopic(topic: string): boolean {
+  return topic.startsWith(PREFIX) && topic.endsWith('/readings')
+}
+
+/** Letters, digits, `_` and `-`: safe as one topic level. */
+export function isTopicSafeId(id: string): boolean {
+  return /^[A-Za-z0-9_-]{1,128}$/.test(id)
+}

@@ -1,0 +1,219 @@
+import { createServer, type Server } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
+import { pino } from 'pino'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createBroker, IngestUnavailableError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
+import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
+
+const PASSWORDS: Record<string, string> = { tt_alpha: 'alpha-secret', tt_bravo: 'bravo-secret' }
+const readings = (tote: string) => `rxtrace/v1/totes/${tote}/readings`
+const errors = (tote: string) => `rxtrace/v1/totes/${tote}/errors`
+const aReading = () => JSON.stringify({ ts: Date.now(), temp_c: 4.5 })
+
+type Stored = { toteId: string; readings: ParsedReading[]; qos: 0 | 1 }
+
+/** A broker whose ingest parses and keeps readings in memory, like the real one minus storage. */
+async function startBroker(over: Partial<BrokerDeps> = {}) {
+  const stored: Stored[] = []
+  const broker = await createBroker({
+    authenticateTote: async (username, password) => (PASSWORDS[username] === password.toString() ? username : null),
+    onReadings: async (toteId, payload, qos) => {
+      const parsed = parseReadings(payload, Date.now())
+      if (!parsed.ok) throw Object.assign(new Error(parsed.reason), { code: parsed.code })
+      stored.push({ toteId, readings: parsed.readings, qos })
+    },
+    logger: pino({ level: 'silent' }),
+    tcpPort: 0,
+    wsPort: 0,
+    host: '127.0.0.1',
+    ...over,
+  })
+  brokers.push(broker)
+  return { broker, stored }
+}
+
+const brokers: RxBroker[] = []
+const clients: MqttClient[] = []
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.endAsync(true)))
+  await Promise.all(brokers.splice(0).map((b) => b.close()))
+})
+
+async function connectTote(url: string, tote: string, password = PASSWORDS[tote], options: IClientOptions = {}) {
+  const client = await mqtt.connectAsync(url, {
+    protocolVersion: 4, clientId: tote, username: tote, password, reconnectPeriod: 0, connectTimeout: 5_000, ...options,
+  })
+  clients.push(client)
+  return client
+}
+const tcp = (broker: RxBroker) => `mqtt://127.0.0.1:${broker.tcpPort}`
+
+function deferred() {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => (resolve = r))
+  return { promise, resolve }
+}
+
+const closed = (client: MqttClient) => new Promise<void>((resolve) => client.once('close', () => resolve()))
+const nextMessage = (client: MqttClient) =>
+  new Promise<{ topic: string; body: unknown }>((resolve) => client.once('message', (topic, payload) => resolve({ topic, body: JSON.parse(payload.toString()) })))
+
+describe('connecting', () => {
+  it('accepts a tote with its own id and password', async () => {
+    const { broker } = await startBroker()
+    const client = await connectTote(tcp(broker), 'tt_alpha')
+    expect(client.connected).toBe(true)
+  })
+
+  it('refuses a wrong password with CONNACK 4 (bad user name or password)', async () => {
+    const { broker } = await startBroker()
+    await expect(connectTote(tcp(broker), 'tt_alpha', 'guess')).rejects.toMatchObject({ code: 4 })
+    await expect(connectTote(tcp(broker), 'tt_nobody', 'x')).rejects.toMatchObject({ code: 4 })
+  })
+
+  it('refuses a client id other than the tote id with CONNACK 2, so no tote can take over another’s session', async () => {
+    const { broker } = await startBroker()
+    await expect(connectTote(tcp(broker), 'tt_alpha', undefined, { clientId: 'tt_bravo' })).rejects.toMatchObject({ code: 2 })
+  })
+
+  it('refuses with CONNACK 3 when credentials cannot be checked', async () => {
+    const { broker } = await startBroker({ authenticateTote: async () => { throw new Error('store down') } })
+    await expect(connectTote(tcp(broker), 'tt_alpha')).rejects.toMatchObject({ code: 3 })
+  })
+})
+
+describe('access control', () => {
+  it('closes the connection of a tote that publishes to another tote’s topic (MQTT 3.1.1 §3.3.5)', async () => {
+    const { broker, stored } = await startBroker()
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    const gone = closed(alpha)
+    alpha.publish(readings('tt_bravo'), aReading(), { qos: 1 })
+    await gone
+    expect(stored).toEqual([])
+  })
+
+  it('refuses a subscription to another tote’s errors with SUBACK 0x80 and keeps the connection', async () => {
+    const { broker } = await startBroker()
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    // mqtt.js turns return code 0x80 into a rejection carrying the SUBACK
+    await expect(alpha.subscribeAsync(errors('tt_bravo'), { qos: 1 })).rejects.toMatchObject({ packet: { granted: [128] } })
+    await expect(alpha.subscribeAsync('rxtrace/v1/totes/+/errors', { qos: 1 })).rejects.toMatchObject({ packet: { granted: [128] } })
+    const [own] = await alpha.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+    expect(own?.qos).toBe(1)
+    expect(alpha.connected).toBe(true)
+  })
+})
+
+describe('ingest', () => {
+  it('sends the PUBACK of a QoS 1 reading only after onReadings has resolved', async () => {
+    const committed = deferred()
+    let called = 0
+    const { broker } = await startBroker({ onReadings: async () => { called++; await committed.promise } })
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+
+    let acked = false
+    const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(() => { acked = true })
+    await expect.poll(() => called).toBe(1)
+    await new Promise((r) => setTimeout(r, 200)) // ample time for a PUBACK that was not held back
+    expect(acked).toBe(false)
+
+    committed.resolve()
+    await publishing
+    expect(acked).toBe(true)
+  })
+
+  it('acknowledges in arrival order even when a later publish is stored first [MQTT-4.6.0-2]', async () => {
+    const first = deferred()
+    let n = 0
+    const { broker } = await startBroker({ onReadings: async () => { if (n++ === 0) await first.promise } })
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    const acks: number[] = []
+    alpha.on('packetreceive', (packet) => { if (packet.cmd === 'puback') acks.push(packet.messageId!) })
+
+    const sent: number[] = []
+    alpha.on('packetsend', (packet) => { if (packet.cmd === 'publish') sent.push(packet.messageId!) })
+    const both = Promise.all([1, 2].map(() => alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })))
+    await expect.poll(() => n).toBe(2)
+    setTimeout(first.resolve, 50)
+    await both
+    expect(acks).toEqual(sent)
+  })
+
+  it('publishes why a payload was refused on the tote’s errors topic and keeps serving it', async () => {
+    const { broker, stored } = await startBroker()
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    await alpha.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+
+    const message = nextMessage(alpha)
+    await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
+    expect(await message).toEqual({
+      topic: errors('tt_alpha'),
+      body: { error: 'invalid_json', reason: 'payload is not valid JSON', at: expect.stringMatching(/Z$/) },
+    })
+
+    const tooHot = nextMessage(alpha)
+    await alpha.publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 120 }), { qos: 0 })
+    expect((await tooHot).body).toMatchObject({ error: 'temp_out_of_range' })
+
+    await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
+    expect(alpha.connected).toBe(true)
+    expect(stored).toEqual([{ toteId: 'tt_alpha', readings: [expect.objectContaining({ temp_c: 4.5 })], qos: 1 }])
+  })
+
+  it('withholds the PUBACK and drops the connection when the readings cannot be stored', async () => {
+    const { broker } = await startBroker({ onReadings: async () => { throw new IngestUnavailableError('disk full') } })
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    let acked = false
+    const gone = closed(alpha)
+    void alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(() => { acked = true }, () => {})
+    await gone
+    expect(acked).toBe(false)
+  })
+
+  it('keeps the publish of one tote from reaching another tote', async () => {
+    const { broker } = await startBroker()
+    const bravo = await connectTote(tcp(broker), 'tt_bravo')
+    await bravo.subscribeAsync(errors('tt_bravo'), { qos: 1 })
+    let received = 0
+    bravo.on('message', () => received++)
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
+    await new Promise((r) => setTimeout(r, 100))
+    expect(received).toBe(0)
+  })
+})
+
+describe('listeners', () => {
+  it('speaks MQTT over WebSocket at /mqtt', async () => {
+    const { broker, stored } = await startBroker()
+    const alpha = await connectTote(`ws://127.0.0.1:${broker.wsPort}/mqtt`, 'tt_alpha')
+    await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
+    expect(stored).toHaveLength(1)
+  })
+
+  it('names the port and the variable when a port is taken', async () => {
+    const taken: Server = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const port = (taken.address() as AddressInfo).port
+    try {
+      await expect(startBroker({ tcpPort: port })).rejects.toThrow(new RegExp(`MQTT_PORT=${port}: port ${port} is already in use`))
+      await expect(startBroker({ wsPort: port })).rejects.toThrow(new RegExp(`MQTT_WS_PORT=${port}: port ${port} is already in use`))
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
+  })
+
+  it('lets a publish being stored finish, acknowledged, before close() disconnects', async () => {
+    const committed = deferred()
+    let called = 0
+    const { broker } = await startBroker({ onReadings: () => { called++; return committed.promise } })
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
+    await expect.poll(() => called).toBe(1)
+    const closing = broker.close()
+    setTimeout(committed.resolve, 50)
+    await expect(publishing).resolves.toBeDefined()
+    await closing
+  })
+})
