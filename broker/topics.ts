@@ -17,7 +17,10 @@ export function isReadingsTopic(topic: string): boolean {
   return topic.startsWith(PREFIX) && topic.endsWith('/readings')
 }
 
-/** Letters, digits, `_` and `-`: safe as one topic level. */
+/**
+ * Letters, digits and `_`: safe as one topic level, and free of the `-` that separates a tote
+ * id from a client id's suffix (see hooks/authenticate.ts).
+ */
 export function isTopicSafeId(id: string): boolean {
-  return /^[A-Za-z0-9_-]{1,128}$/.test(id)
+  return /^[A-Za-z0-9_]{1,128}$/.test(id)
 }

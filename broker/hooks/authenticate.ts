@@ -14,9 +14,10 @@ export type AuthenticateTote = (username: string, password: Buffer) => Promise<s
 
 /**
  * CONNECT → which tote is this? Username is the tote id (`tt_…`) and password the secret from
- * `POST /v1/totes`. The client id must be the tote id too, or empty with a clean session: a
- * second connection with the same client id takes over the first (MQTT 3.1.1 §3.1.4), so a free
- * choice would let one tote disconnect another.
+ * `POST /v1/totes`. The client id must be the tote id, the tote id + `-` + any suffix (a second
+ * connection, e.g. a subscriber), or empty with a clean session: a connection with the same
+ * client id takes over the first (MQTT 3.1.1 §3.1.4), so a free choice would let one tote
+ * disconnect another. Tote ids contain no `-`, so no tote's ids overlap another's.
  */
 export function createAuthenticate(authenticateTote: AuthenticateTote, { sessions, logger, metrics }: HookContext) {
   /** Connections that sent an empty client id; aedes replaces it with a random one before authenticate. */
@@ -43,9 +44,10 @@ export function createAuthenticate(authenticateTote: AuthenticateTote, { session
     }
     authenticateTote(username, password).then((toteId) => {
       if (toteId === null || !isTopicSafeId(toteId)) return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'bad user name or password')
-      if (assignedIds.has(client) ? !client.clean : client.id !== toteId) {
-        // [MQTT-3.1.3-8] an empty client id needs a clean session
-        return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be the tote id ${toteId}`)
+      const ownId = client.id === toteId || client.id.startsWith(`${toteId}-`)
+      // [MQTT-3.1.3-8] an empty client id needs a clean session
+      if (assignedIds.has(client) ? !client.clean : !ownId) {
+        return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be ${toteId} or start with ${toteId}-`)
       }
       sessions.set(client, toteId)
       done(null, true)

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
 import { pino } from 'pino'
+import { Counter, Registry } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createBroker, IngestUnavailableError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
 import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
@@ -72,9 +73,13 @@ describe('connecting', () => {
     await expect(connectTote(tcp(broker), 'tt_nobody', 'x')).rejects.toMatchObject({ code: 4 })
   })
 
-  it('refuses a client id other than the tote id with CONNACK 2, so no tote can take over another’s session', async () => {
+  it('refuses a client id that is not the tote’s own with CONNACK 2, so no tote can take over another’s session', async () => {
     const { broker } = await startBroker()
     await expect(connectTote(tcp(broker), 'tt_alpha', undefined, { clientId: 'tt_bravo' })).rejects.toMatchObject({ code: 2 })
+    await expect(connectTote(tcp(broker), 'tt_alpha', undefined, { clientId: 'tt_alphabet' })).rejects.toMatchObject({ code: 2 })
+    const second = await connectTote(tcp(broker), 'tt_alpha', undefined, { clientId: 'tt_alpha-errors' })
+    const anonymous = await connectTote(tcp(broker), 'tt_alpha', undefined, { clientId: '' })
+    expect([second.connected, anonymous.connected]).toEqual([true, true])
   })
 
   it('refuses with CONNACK 3 when credentials cannot be checked', async () => {
@@ -159,6 +164,25 @@ describe('ingest', () => {
     await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
     expect(alpha.connected).toBe(true)
     expect(stored).toEqual([{ toteId: 'tt_alpha', readings: [expect.objectContaining({ temp_c: 4.5 })], qos: 1 }])
+  })
+
+  it('counts publishes by outcome and refusals by kind, in prom-client counters', async () => {
+    const registers = [new Registry()]
+    const metrics = {
+      readingsPublishes: new Counter({ name: 'mqtt_readings_publishes_total', help: 'x', labelNames: ['outcome'] as const, registers }),
+      aclDenied: new Counter({ name: 'mqtt_acl_denied_total', help: 'x', labelNames: ['action'] as const, registers }),
+      connectionsRefused: new Counter({ name: 'mqtt_connections_refused_total', help: 'x', labelNames: ['reason'] as const, registers }),
+    }
+    const { broker } = await startBroker({ metrics })
+    await expect(connectTote(tcp(broker), 'tt_alpha', 'guess')).rejects.toMatchObject({ code: 4 })
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
+    await alpha.publishAsync(readings('tt_alpha'), '[]', { qos: 1 })
+    await alpha.subscribeAsync(errors('tt_bravo')).catch(() => {})
+    const values = async (c: Counter<string>) => (await c.get()).values.map((v) => [v.labels, v.value])
+    expect(await values(metrics.readingsPublishes)).toEqual([[{ outcome: 'accepted' }, 1], [{ outcome: 'rejected' }, 1]])
+    expect(await values(metrics.connectionsRefused)).toEqual([[{ reason: 'bad_credentials' }, 1]])
+    expect(await values(metrics.aclDenied)).toEqual([[{ action: 'subscribe' }, 1]])
   })
 
   it('withholds the PUBACK and drops the connection when the readings cannot be stored', async () => {
