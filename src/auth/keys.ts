@@ -6,6 +6,13 @@ import type { Db } from '../store/schema.js'
 
 type LoadedKey = { kid: string; privateKey: CryptoKey; publicKey: CryptoKey; publicJwk: JWK; activatesAt: number; retiresAt: number | null }
 
+// Instances sharing a store (and the CLI) rotate keys through it. Each instance re-reads the key
+// set once it is this old, so it signs with the current key and publishes the next one…
+const RELOAD_AFTER_MS = 30_000
+// …and at once when a token names a kid it has not loaded, at most this often, so made-up kids
+// cannot turn every request into a store read.
+const UNKNOWN_KID_RELOAD_MS = 1_000
+
 /**
  * The ES256 signing keys (RFC 7518 §3.4). Rotation publishes the next key in the JWKS before it
  * signs anything, and keeps the old one published until the last token it signed has expired.
@@ -13,17 +20,90 @@ type LoadedKey = { kid: string; privateKey: CryptoKey; publicKey: CryptoKey; pub
  */
 export class KeyRing {
   private keys: LoadedKey[] = []
+  private checkedAtMs = -Infinity
+  private unknownKidReloadAtMs = -Infinity
+  private generation = 0
 
   constructor(private readonly db: Db, private readonly clock: Clock, private readonly tokenTtlS: number) {}
 
   /** Loads the keys, creating the first one on a fresh store. */
   async load(): Promise<void> {
-    let rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').execute()
-    if (rows.length === 0) {
-      await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
-      rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').execute()
+    this.checkedAtMs = this.clock.now()
+    const generation = ++this.generation
+    const keys = await this.read()
+    if (generation === this.generation) this.keys = keys // else a later read, of newer rows, applies
+  }
+
+  /** The newest key that is already active. */
+  async signingKey(): Promise<LoadedKey> {
+    await this.current()
+    const now = this.clock.now()
+    const active = this.keys.filter((k) => k.activatesAt <= now && (k.retiresAt === null || k.retiresAt > now))
+    const key = active.at(-1)
+    if (!key) throw new Error('no active signing key')
+    return key
+  }
+
+  async verificationKey(kid: string): Promise<CryptoKey | undefined> {
+    await this.current()
+    const published = () => {
+      const now = this.clock.now()
+      return this.keys.find((k) => k.kid === kid && (k.retiresAt === null || k.retiresAt > now))?.publicKey
     }
-    this.keys = await Promise.all(rows.map(async (row) => {
+    const known = published()
+    if (known || this.keys.some((k) => k.kid === kid)) return known
+    if (this.clock.now() - this.unknownKidReloadAtMs < UNKNOWN_KID_RELOAD_MS) return undefined
+    this.unknownKidReloadAtMs = this.clock.now()
+    await this.load()
+    return published()
+  }
+
+  /** RFC 7517 key set: every key that is published (not yet retired), including the next one. */
+  async jwks(): Promise<{ keys: JWK[] }> {
+    await this.current()
+    const now = this.clock.now()
+    return {
+      keys: this.keys
+        .filter((k) => k.retiresAt === null || k.retiresAt > now)
+        .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: 'ES256', use: 'sig' })),
+    }
+  }
+
+  /**
+   * Adds a key that starts signing after `publishAheadS` (so verifiers caching the JWKS see it
+   * first); the current keys retire once every token they signed has expired. A key still
+   * waiting to activate has signed nothing: the new one replaces it at once.
+   */
+  async rotate(publishAheadS = 0): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
+    const now = iso(this.clock.now())
+    const activatesAt = this.clock.now() + publishAheadS * 1_000
+    const retiresAt = iso(activatesAt + this.tokenTtlS * 1_000)
+    const kid = await this.insertKey(activatesAt)
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('signing_keys').set({ retires_at: now })
+        .where('kid', '!=', kid).where('activates_at', '>', now).execute()
+      await trx.updateTable('signing_keys').set({ retires_at: retiresAt })
+        .where('kid', '!=', kid).where('retires_at', 'is', null).execute()
+    })
+    await this.load()
+    return { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
+  }
+
+  /** Re-reads the key set when it may be stale; an unreachable store leaves the loaded keys in use. */
+  private async current(): Promise<void> {
+    if (this.clock.now() - this.checkedAtMs < RELOAD_AFTER_MS) return
+    await this.load().catch(() => {})
+  }
+
+  private async read(): Promise<LoadedKey[]> {
+    // Ties on activates_at fall back to the kid, a ULID: the later key is the newer one.
+    const select = () => this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').orderBy('kid').execute()
+    let rows = await select()
+    if (rows.length === 0) {
+      await this.insertKey(this.clock.now())
+      rows = await select()
+    }
+    return Promise.all(rows.map(async (row) => {
       const privateJwk = JSON.parse(row.private_jwk) as JWK
       const publicJwk = JSON.parse(row.public_jwk) as JWK
       return {
@@ -35,44 +115,6 @@ export class KeyRing {
         retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
       }
     }))
-  }
-
-  /** The newest key that is already active. */
-  signingKey(): LoadedKey {
-    const now = this.clock.now()
-    const active = this.keys.filter((k) => k.activatesAt <= now && (k.retiresAt === null || k.retiresAt > now))
-    const key = active.at(-1)
-    if (!key) throw new Error('no active signing key')
-    return key
-  }
-
-  verificationKey(kid: string): CryptoKey | undefined {
-    const now = this.clock.now()
-    return this.keys.find((k) => k.kid === kid && (k.retiresAt === null || k.retiresAt > now))?.publicKey
-  }
-
-  /** RFC 7517 key set: every key that is published (not yet retired), including the next one. */
-  jwks(): { keys: JWK[] } {
-    const now = this.clock.now()
-    return {
-      keys: this.keys
-        .filter((k) => k.retiresAt === null || k.retiresAt > now)
-        .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: 'ES256', use: 'sig' })),
-    }
-  }
-
-  /**
-   * Adds a key that starts signing after `publishAheadS` (so verifiers caching the JWKS see it
-   * first); the current keys retire once every token they signed has expired.
-   */
-  async rotate(publishAheadS = 0): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
-    const activatesAt = this.clock.now() + publishAheadS * 1_000
-    const retiresAt = iso(activatesAt + this.tokenTtlS * 1_000)
-    const kid = await this.insertKey(activatesAt)
-    await this.db.updateTable('signing_keys').set({ retires_at: retiresAt })
-      .where('kid', '!=', kid).where('retires_at', 'is', null).execute()
-    await this.load()
-    return { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
   }
 
   private async insertKey(activatesAtMs: number): Promise<string> {

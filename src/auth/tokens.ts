@@ -33,7 +33,7 @@ export class TokenService {
   }
 
   async issue(subject: TokenSubject): Promise<AccessTokenResponse> {
-    const key = this.keys.signingKey()
+    const key = await this.keys.signingKey()
     const nowS = Math.floor(this.clock.now() / 1_000)
     const scope = subject.scopes.join(' ')
     const claims: Record<string, unknown> = { client_id: subject.clientId, scope }
@@ -96,7 +96,7 @@ export class TokenService {
     } catch {
       throw invalidToken('The access token is malformed.')
     }
-    const key = kid ? this.keys.verificationKey(kid) : undefined
+    const key = kid ? await this.keys.verificationKey(kid) : undefined
     if (!key) throw invalidToken('The access token was signed with an unknown key.')
     try {
       const { payload } = await jwtVerify(token, key, {

@@ -1,4 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, SECOND, testClock } from '../helpers/clock.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
@@ -64,11 +67,61 @@ describe('rotating the token signing key', () => {
     expect(decodeProtectedHeader(await api.adminToken()).kid).toBe(rotated.body.kid)
   })
 
+  it('lets a second rotation replace a key still waiting to activate: tokens live their whole TTL', async () => {
+    clock.advance(MINUTE)
+    const admin = await api.adminToken()
+    const pending = (await api.post('/v1/oauth/signing-keys/rotate', admin, { publish_ahead_s: 60 })).body
+    clock.advance(SECOND)
+    const replacement = (await api.post('/v1/oauth/signing-keys/rotate', admin, {})).body
+    expect(await kidsOf()).not.toContain(pending.kid) // it never signed anything
+    clock.advance(2 * MINUTE) // past the pending key's activation time
+    const token = await api.adminToken()
+    expect(decodeProtectedHeader(token).kid).toBe(replacement.kid)
+    clock.advance(15 * MINUTE - SECOND)
+    expect((await api.get('/v1/pharmacies', token)).status).toBe(200)
+  })
+
   it('is refused to a token restricted to a pharmacy', async () => {
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
     const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'store', scope: 'clients:write', pharmacy_id: pharmacy.id })).body
     const res = await api.post('/v1/oauth/signing-keys/rotate', await api.tokenFor(client.client_id, client.client_secret), {})
     expect(res.status).toBe(403)
+  })
+})
+
+describe('a key rotated by another instance on the same store', () => {
+  const clock = testClock()
+  const file = join(mkdtempSync(join(tmpdir(), 'rxtrace-keys-')), 'rxtrace.db')
+  let a: TestApi
+  let b: TestApi
+  beforeAll(async () => {
+    a = await startTestService({}, { clock, store: { kind: 'sqlite', file } })
+    b = await startTestService({}, { clock, store: { kind: 'sqlite', file } })
+  })
+  afterAll(async () => {
+    await a.stop()
+    await b.stop()
+    rmSync(dirname(file), { recursive: true, force: true })
+  })
+
+  it('is accepted, published and used by every instance without a restart', async () => {
+    const before = await a.adminToken()
+    expect((await b.get('/v1/pharmacies', before)).status).toBe(200)
+    clock.advance(MINUTE)
+    const rotated = (await a.post('/v1/oauth/signing-keys/rotate', before, {})).body
+
+    const fromA = await a.adminToken()
+    expect(decodeProtectedHeader(fromA).kid).toBe(rotated.kid)
+    expect((await b.get('/v1/pharmacies', fromA)).status).toBe(200) // b looks the new kid up at once
+
+    clock.advance(30 * SECOND) // b re-reads its key set
+    expect((await b.request<JSONWebKeySet>('GET', '/.well-known/jwks.json')).body.keys.map((k) => k.kid)).toContain(rotated.kid)
+    expect(decodeProtectedHeader(await b.adminToken()).kid).toBe(rotated.kid)
+
+    clock.advance(15 * MINUTE) // the old key has retired everywhere; b still issues tokens
+    const fromB = await b.adminToken()
+    expect((await a.get('/v1/pharmacies', fromB)).status).toBe(200)
+    expect((await b.get('/v1/pharmacies', before)).status).toBe(401)
   })
 })

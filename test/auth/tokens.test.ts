@@ -95,7 +95,7 @@ describe('a request with a bad or missing token', () => {
   async function signedByService(claims: Record<string, unknown>, header: Record<string, unknown> = {}) {
     const nowS = Math.floor(clock.now() / 1_000)
     const payload = { iss: ISSUER, aud: AUDIENCE, sub: ADMIN.id, client_id: ADMIN.id, scope: 'pharmacies:read', iat: nowS, exp: nowS + 600, jti: crypto.randomUUID(), ...claims }
-    return new SignJWT(payload).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid, ...header }).sign(api.service.keys.signingKey().privateKey)
+    return new SignJWT(payload).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid, ...header }).sign((await api.service.keys.signingKey()).privateKey)
   }
 
   async function expectInvalidToken(token: string, detail?: RegExp) {
@@ -137,7 +137,7 @@ describe('a request with a bad or missing token', () => {
   })
 
   it('refuses HS256 signed with the public key as the HMAC secret (algorithm confusion)', async () => {
-    const jwk = api.service.keys.jwks().keys.find((k) => k.kid === kid)! as JWK
+    const jwk = (await api.service.keys.jwks()).keys.find((k) => k.kid === kid)! as JWK
     const pem = await exportSPKI(await importJWK(jwk, 'ES256', { extractable: true }) as CryptoKey)
     for (const secret of [jwk.x!, pem, JSON.stringify(jwk)]) {
       const forged = await new SignJWT({ ...decodeJwt(good) }).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid }).sign(new TextEncoder().encode(secret))

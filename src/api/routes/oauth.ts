@@ -63,9 +63,9 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   app.openapi(publicRoute({
     method: 'get', path: '/.well-known/jwks.json', tags: ['OAuth'], summary: 'RFC 7517 public signing keys',
     responses: { 200: json(z.object({ keys: z.array(z.record(z.string(), z.unknown())) }), 'JWKS') },
-  }), (c) => {
+  }), async (c) => {
     c.header('Cache-Control', 'public, max-age=300')
-    return c.json(keys.jwks(), 200)
+    return c.json(await keys.jwks(), 200)
   })
 
   app.openapi(publicRoute({
