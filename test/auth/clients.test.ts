@@ -115,11 +115,58 @@ describe('a client restricted to one pharmacy', () => {
     expect(res.body.code).toBe('insufficient_scope')
   })
 
+  it("can neither revoke nor introspect another client's token (RFC 7009 §2.1, RFC 7662 §4)", async () => {
+    const adminToken = await api.adminToken('pharmacies:read')
+    const form = (path: string) => api.request('POST', path, {
+      raw: new URLSearchParams({ token: adminToken, client_id: client.client_id, client_secret: client.client_secret }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    })
+    expect((await form('/oauth/introspect')).body).toEqual({ active: false })
+    expect((await form('/oauth/revoke')).status).toBe(200) // answered as if done…
+    expect((await api.get('/v1/pharmacies', adminToken)).status).toBe(200) // …but the token still works
+  })
+
   it('cannot be created with scopes the creator does not hold', async () => {
     const narrow = await api.adminToken('clients:write pharmacies:read')
     const res = await api.post('/v1/oauth/clients', narrow, { client_name: 'greedy', scope: 'audit:read' })
     expect(res.status).toBe(422)
     expect(res.body.errors).toEqual([expect.objectContaining({ pointer: '/scope' })])
+  })
+})
+
+describe('a client restricted to one fleet', () => {
+  let api: TestApi
+  let admin: string
+  beforeAll(async () => {
+    api = await startTestService()
+    admin = await api.adminToken()
+  })
+  afterAll(() => api.stop())
+
+  it('sees and moves only the deliveries dispatched to its fleet', async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const mine = await api.fleetWithDriver(admin)
+    const theirs = await api.fleetWithDriver(admin)
+    const created = (await api.post('/v1/oauth/clients', admin, { client_name: 'courier app', scope: 'deliveries:read custody:write fleet:read', fleet_id: mine.fleetId })).body
+    const token = await api.tokenFor(created.client_id, created.client_secret)
+    const ours = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+    const other = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+    const queued = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+    await api.post(`/v1/deliveries/${ours.delivery_id}/dispatch`, admin, { fleet_id: mine.fleetId, driver_id: mine.driverId })
+    await api.post(`/v1/deliveries/${other.delivery_id}/dispatch`, admin, { fleet_id: theirs.fleetId, driver_id: theirs.driverId })
+
+    expect((await api.get('/v1/deliveries', token)).body.data.map((d: { id: string }) => d.id)).toEqual([ours.delivery_id])
+    expect((await api.get(`/v1/deliveries/${other.delivery_id}`, token)).status).toBe(404)
+    expect((await api.get(`/v1/deliveries/${queued.delivery_id}`, token)).status).toBe(404) // not dispatched to anyone yet
+    expect((await api.get(`/v1/fleets/${theirs.fleetId}`, token)).status).toBe(404)
+    expect((await api.get('/v1/pharmacies', token)).status).toBe(403)
+
+    const pickup = { from: pharmacy.id, to: mine.driverId, signature: 'sig' }
+    expect((await api.post(`/v1/deliveries/${other.delivery_id}/pickup`, token, { ...pickup, to: theirs.driverId })).status).toBe(404)
+    expect((await api.post(`/v1/deliveries/${ours.delivery_id}/pickup`, token, pickup)).status).toBe(200)
+    const foreignDriver = await api.post(`/v1/deliveries/${ours.delivery_id}/handoff`, token, { from: mine.driverId, to: theirs.driverId, signature: 'sig' })
+    expect(foreignDriver.status).toBe(422)
+    expect(foreignDriver.body.errors).toEqual([expect.objectContaining({ pointer: '/to' })])
   })
 })
 
