@@ -34,7 +34,12 @@ export type QuestdbSinkOptions = {
   onRetry?: (attempt: number, error: Error, delayMs: number) => void
 }
 
-const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 30_000, firstDelayMs: 100, maxDelayMs: 2_000 }
+/**
+ * 10 s: within the shutdown budget (SPEC §1), and rejecting is safe — nothing was acknowledged,
+ * so the tote sends the readings again. One attempt may itself last up to the client's
+ * `retry_timeout` (default 10 s) while the client retries internally.
+ */
+const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 10_000, firstDelayMs: 100, maxDelayMs: 2_000 }
 
 /**
  * Answers worth sending the same batch again for: the client's own list (server errors and
