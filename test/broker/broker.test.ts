@@ -166,6 +166,15 @@ describe('ingest', () => {
     expect(stored).toEqual([{ toteId: 'tt_alpha', readings: [expect.objectContaining({ temp_c: 4.5 })], qos: 1 }])
   })
 
+  it('stores QoS 0 and QoS 2 publishes too, QoS 2 handed to ingest as at-least-once', async () => {
+    const { broker, stored } = await startBroker()
+    const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 2 })
+    await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 0 })
+    await expect.poll(() => stored.length).toBe(2)
+    expect(stored.map((s) => s.qos)).toEqual([1, 0])
+  })
+
   it('counts publishes by outcome and refusals by kind, in prom-client counters', async () => {
     const registers = [new Registry()]
     const metrics = {
