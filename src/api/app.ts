@@ -14,7 +14,7 @@ import type { AppEnv } from './env.js'
 import { accessLog } from './middleware/access-log.js'
 import { auditTrail } from './middleware/audit.js'
 import { authenticate } from './middleware/authenticate.js'
-import { bodyGuard } from './middleware/body-guard.js'
+import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { idempotency } from './middleware/idempotency.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
@@ -41,6 +41,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics }))
+  app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
   const guarded = [
     authenticate({ tokens: deps.tokens }),
     // SPEC §6: every authenticated request is audited, the throttled ones included.

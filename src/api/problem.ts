@@ -38,7 +38,7 @@ export function onError(error: Error, c: Context<AppEnv>): Response {
 function fromHttpException(error: HTTPException): AppError {
   if (error.status === 400) return new AppError('invalid_json', 'The request body is not valid JSON.')
   if (error.status === 413) return new AppError('payload_too_large', 'The request body is larger than 256 KiB.')
-  if (error.status === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.')
+  if (error.status === 415) return new AppError('unsupported_media_type', 'This endpoint does not accept a body of this media type.')
   if (error.status === 401) return new AppError('unauthorized', error.message)
   return new AppError(error.status >= 500 ? 'internal' : 'validation_failed', error.status >= 500 ? 'Internal error.' : error.message)
 }

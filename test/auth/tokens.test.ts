@@ -49,6 +49,22 @@ describe('getting an access token', () => {
     expect(scope.body.error).toBe('invalid_scope')
   })
 
+  it('answers a body that is not a form with an OAuth invalid_request, not a problem document', async () => {
+    const res = await api.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: ADMIN.id, client_secret: ADMIN.secret } })
+    expect(res.status).toBe(400)
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/)
+    expect(res.body).toEqual({ error: 'invalid_request', error_description: expect.any(String) })
+  })
+
+  it('refuses a form over 256 KiB with 413', async () => {
+    const form = `grant_type=client_credentials&client_id=${ADMIN.id}&client_secret=${ADMIN.secret}&padding=${'x'.repeat(300 * 1024)}`
+    for (const headers of [{}, { 'content-length': String(form.length) }]) {
+      const res = await api.request('POST', '/oauth/token', { raw: form, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } })
+      expect(res.status).toBe(413)
+      expect(res.body.code).toBe('payload_too_large')
+    }
+  })
+
   it('publishes RFC 8414 metadata naming the endpoints and what they support', async () => {
     const res = await api.request('GET', '/.well-known/oauth-authorization-server')
     expect(res.status).toBe(200)
@@ -76,6 +92,23 @@ describe('getting an access token', () => {
     expect(payload.exp! - payload.iat!).toBe(900) // 15 min
     expect(payload.jti).toMatch(/^[\w-]{16,}$/)
     expect(payload).not.toHaveProperty('pharmacy_id') // the admin is not restricted
+  })
+})
+
+describe('HTTP Basic client credentials as clients really send them', () => {
+  const secret = 'ops+pinned/100%-secret-value' // RFC 6749 §2.3.1 wants it form-encoded; curl -u sends it raw
+  let api: TestApi
+  beforeAll(async () => {
+    api = await startTestService({ ADMIN_CLIENT_SECRET: secret })
+  })
+  afterAll(() => api.stop())
+
+  it('accepts the secret form-encoded (RFC 6749 §2.3.1) and as sent by curl -u, and refuses a wrong one with 401, never 500', async () => {
+    expect((await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, encodeURIComponent(secret)))).status).toBe(200)
+    expect((await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, secret))).status).toBe(200)
+    const wrong = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, '%E0%A4%A'))
+    expect(wrong.status).toBe(401)
+    expect(wrong.body.error).toBe('invalid_client')
   })
 })
 

@@ -13,7 +13,22 @@ const closeAfterReply = { Connection: 'close' }
 
 /** Refuses bodies that are too large (413) or not JSON (415) before any handler sees them. */
 export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
-  const mediaType: MiddlewareHandler<AppEnv> = async function requireJson(c, next) {
+  return [bodySizeLimit(), requireJson()]
+}
+
+/** 413 for a body over 256 KiB, declared by Content-Length or found while reading it. */
+export function bodySizeLimit(): MiddlewareHandler<AppEnv> {
+  return bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
+    },
+  }) as MiddlewareHandler<AppEnv>
+}
+
+/** 415 for a body that is not JSON. */
+export function requireJson(): MiddlewareHandler<AppEnv> {
+  return async function requireJsonMiddleware(c, next) {
     // A body is whatever the request carries, declared by Content-Length or not (chunked, or a
     // Request built in-process), unless it declares itself empty.
     const hasBody = c.req.raw.body !== null && c.req.header('content-length') !== '0'
@@ -25,11 +40,4 @@ export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
     }
     await next()
   }
-  const size = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: () => {
-      throw new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
-    },
-  })
-  return [size as MiddlewareHandler<AppEnv>, mediaType]
 }

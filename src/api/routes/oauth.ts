@@ -1,5 +1,5 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { Context } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import type { ClientRegistry, ClientRecord } from '../../auth/clients.js'
 import { grantableScopes } from '../../auth/clients.js'
 import type { KeyRing } from '../../auth/keys.js'
@@ -30,15 +30,35 @@ async function authenticateClient(c: Context, clients: ClientRegistry, body: { c
     const decoded = Buffer.from(header.slice(6), 'base64').toString()
     const colon = decoded.indexOf(':')
     if (colon < 0) return null
-    return clients.authenticate(decodeURIComponent(decoded.slice(0, colon)), decodeURIComponent(decoded.slice(colon + 1)))
+    return clients.authenticate(formDecoded(decoded.slice(0, colon)), formDecoded(decoded.slice(colon + 1)))
   }
   if (body.client_id && body.client_secret) return clients.authenticate(body.client_id, body.client_secret)
   return null
 }
 
+// Many clients (curl -u among them) send the id and secret without the form-encoding of
+// RFC 6749 §2.3.1; a value that is not valid percent-encoding is taken as sent.
+function formDecoded(text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
+/** RFC 6749 §3.2, RFC 7009 §2.1, RFC 7662 §2.1: parameters come form-encoded; anything else is invalid_request. */
+const requireForm: MiddlewareHandler = async function requireForm(c, next) {
+  const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase()
+  if (c.req.method === 'POST' && type !== 'application/x-www-form-urlencoded') {
+    return oauthError(c, 400, 'invalid_request', 'Send the parameters as application/x-www-form-urlencoded.')
+  }
+  await next()
+}
+
 export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry; tokens: TokenService; keys: KeyRing }) {
   const app = new OpenAPIHono<AppEnv>()
   const issuer = tokens.issuer
+  app.use('/oauth/*', requireForm)
 
   app.openapi(publicRoute({
     method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], summary: 'RFC 8414 authorization server metadata',
