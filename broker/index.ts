@@ -1,4 +1,4 @@
-import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes'
+import { Aedes, type Client, type PublishPacket } from 'aedes'
 import type { Logger } from 'pino'
 import { createAuthenticate, type AuthenticateTote } from './hooks/authenticate.js'
 import { createAuthorizePublish, type OnReadings } from './hooks/authorize-publish.js'
@@ -53,8 +53,6 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
     preConnect,
     authenticate,
     authorizeSubscribe: createAuthorizeSubscribe(context),
-    // Only our own errors/commands reach a tote, and only topics it may subscribe to exist.
-    authorizeForward: (_client: Client, packet: AedesPublishPacket) => packet,
   })
 
   const publishError = (toteId: string, reason: object) => {
