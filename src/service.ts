@@ -11,6 +11,7 @@ import { eventRoutes } from './api/routes/events.js'
 import { fleetRoutes } from './api/routes/fleets.js'
 import { pharmacyRoutes } from './api/routes/pharmacies.js'
 import { prescriptionRoutes } from './api/routes/prescriptions.js'
+import { temperatureRoutes } from './api/routes/temperature.js'
 import { toteRoutes } from './api/routes/totes.js'
 import { webhookRoutes } from './api/routes/webhooks.js'
 import { AuditLog } from './auth/audit-log.js'
@@ -101,6 +102,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
       auditRoutes(db, audit), clientRoutes({ db, clients, keys }), webhookRoutes(services.webhooks),
+      temperatureRoutes(services.deliveries, sink, clock),
     ],
   })
 

@@ -1,0 +1,93 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { Clock } from '../../clock.js'
+import type { DeliveryService } from '../../services/deliveries.js'
+import type { ReadingSink } from '../../timeseries/sink.js'
+import { DEFAULT_STEP, MAX_POINTS, readTrace, traceWindow } from '../../timeseries/trace.js'
+import { CSV_MEDIA_TYPE, traceCsv } from '../../timeseries/trace-csv.js'
+import { traceSvg } from '../../timeseries/trace-svg.js'
+import type { AppEnv } from '../env.js'
+import { idParam, json, v1Route, z } from '../openapi.js'
+
+const TraceQuery = z.object({
+  from: z.iso.datetime({ offset: true }).optional().describe("Window start (RFC 3339); defaults to the tote's binding start (dispatch)"),
+  to: z.iso.datetime({ offset: true }).optional().describe('Window end (RFC 3339); defaults to the end of the delivery, or now while it is open'),
+  step: z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)$/, 'must be a duration such as 30s, 5m or 1h').default(DEFAULT_STEP)
+    .describe(`Bucket size: at least 1s, and at most ${MAX_POINTS} buckets in the window`),
+})
+
+const TracePoint = z.object({
+  t: z.string().describe('Bucket start, RFC 3339 UTC; buckets are aligned to multiples of the step'),
+  min: z.number(), max: z.number(), avg: z.number().describe('0.01 °C'), n: z.number().int().describe('Readings in the bucket; empty buckets are left out'),
+}).openapi('TracePoint')
+
+const TraceExcursion = z.object({
+  started_at: z.string(), ended_at: z.string().nullable().describe('Null while it goes on'), duration_s: z.number(),
+  peak_c: z.number().nullable(), kind: z.string(),
+}).openapi('TraceExcursion')
+
+const TemperatureTrace = z.object({
+  delivery_id: z.string(), unit: z.literal('Cel').describe('SenML unit (RFC 8428): degrees Celsius'),
+  profile: z.record(z.string(), z.unknown()).nullable().describe('The temperature profile judged; null without a cold chain'),
+  from: z.string(), to: z.string(), step_s: z.number(),
+  points: z.array(TracePoint),
+  excursions: z.array(TraceExcursion).describe('The excursions overlapping the window'),
+  summary: z.object({
+    min_c: z.number().nullable(), max_c: z.number().nullable(), mkt_c: z.number().nullable(), time_out_of_range_s: z.number(),
+    scope: z.enum(['delivery', 'window']).describe('`delivery`: the whole delivery as the rule engine judged it. `window`: the window is narrower than the delivery, so min_c/max_c are those of the points in it; mkt_c and time_out_of_range_s stay the whole delivery\'s'),
+  }),
+}).openapi('TemperatureTrace')
+
+/** `GET /v1/deliveries/{id}/temperature` (JSON or CSV) and `…/temperature.svg` (SPEC §4). */
+export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink, clock: Clock) {
+  const app = new OpenAPIHono<AppEnv>()
+
+  app.openapi(v1Route('telemetry:read', {
+    method: 'get', path: '/v1/deliveries/{id}/temperature', tags: ['Telemetry'], summary: 'Temperature trace of a delivery, in steps',
+    description: 'JSON by default; `Accept: text/csv` gives the points as RFC 4180 CSV (`t,min_c,max_c,avg_c,n`).',
+    request: { params: idParam('dl'), query: TraceQuery },
+    responses: {
+      200: {
+        description: 'The trace',
+        content: { 'application/json': { schema: TemperatureTrace }, 'text/csv': { schema: z.string().describe('t,min_c,max_c,avg_c,n') } },
+      },
+    },
+  }), async (c) => {
+    const delivery = await deliveries.get(c.get('principal'), c.req.valid('param').id)
+    const trace = await readTrace(sink, delivery, traceWindow(delivery, c.req.valid('query'), clock.now()))
+    if (prefersCsv(c.req.header('accept'))) {
+      return c.body(traceCsv(trace), 200, { 'content-type': CSV_MEDIA_TYPE, 'content-disposition': `inline; filename="${delivery.id}-temperature.csv"`, vary: 'Accept' })
+    }
+    c.header('vary', 'Accept')
+    return c.json(trace, 200)
+  })
+
+  app.openapi(v1Route('telemetry:read', {
+    method: 'get', path: '/v1/deliveries/{id}/temperature.svg', tags: ['Telemetry'], summary: 'Temperature trace as a chart',
+    description: 'A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions. Same query as the trace.',
+    request: { params: idParam('dl'), query: TraceQuery },
+    responses: { 200: { description: 'The chart', content: { 'image/svg+xml': { schema: z.string() } } } },
+  }), async (c) => {
+    const delivery = await deliveries.get(c.get('principal'), c.req.valid('param').id)
+    const trace = await readTrace(sink, delivery, traceWindow(delivery, c.req.valid('query'), clock.now()))
+    const svg = traceSvg(trace, { status: delivery.status, coldChainState: delivery.cold_chain.state })
+    return c.body(svg, 200, { 'content-type': 'image/svg+xml; charset=utf-8' })
+  })
+  return app
+}
+
+/** Content negotiation (RFC 9110 §12.5.1) between JSON and CSV; JSON wins ties and unknowns. */
+export function prefersCsv(accept: string | undefined): boolean {
+  if (!accept) return false
+  const quality = (type: string) => {
+    let best = -1
+    for (const range of accept.split(',')) {
+      const [media, ...params] = range.trim().toLowerCase().split(';').map((s) => s.trim())
+      const q = Number(params.find((p) => p.startsWith('q='))?.slice(2) ?? 1)
+      const [main] = type.split('/')
+      if (media === type || media === `${main}/*` || media === '*/*') best = Math.max(best, media === type ? q + 1e-6 : q)
+    }
+    return best
+  }
+  const csv = quality('text/csv')
+  return csv > 0 && csv > quality('application/json')
+}

@@ -1,0 +1,153 @@
+import { roundCelsius } from '../../rules/events.js'
+import type { TemperatureProfile } from '../../rules/profile.js'
+import { iso } from '../clock.js'
+import { parseDuration } from '../config.js'
+import { validationFailed } from '../errors.js'
+import type { Delivery } from '../services/deliveries.js'
+import type { ReadingSink } from './sink.js'
+
+/**
+ * The pharmacist's temperature trace of one delivery (SPEC §4): the readings in steps, the
+ * excursions and the summary the rule engine keeps in the delivery's `cold_chain` block.
+ *
+ * Window: `from` defaults to the start of the tote's binding (the `dispatched` custody event, or
+ * the delivery's creation), `to` to the end of the delivery (its DELIVERED/RETURNED/CANCELLED
+ * custody event) or now. When the window is the whole delivery, the summary is the stored one.
+ * When it is narrower, `min_c`/`max_c` are those of the points in the window (`scope: "window"`),
+ * while `mkt_c` and `time_out_of_range_s` stay the whole delivery's — MKT and the excursion
+ * budget are judged over the whole trip — and only the excursions overlapping the window are
+ * listed.
+ */
+
+export type TraceQuery = { from?: string | undefined; to?: string | undefined; step?: string | undefined }
+
+export type TraceWindow = {
+  fromMs: number
+  toMs: number
+  stepMs: number
+  /** The window covers the whole delivery, so the stored summary applies as it is. */
+  whole: boolean
+}
+
+export type TracePoint = { t: string; min: number; max: number; avg: number; n: number }
+
+export type TraceExcursion = {
+  started_at: string
+  ended_at: string | null
+  duration_s: number
+  peak_c: number | null
+  kind: string
+}
+
+export type TraceSummary = {
+  min_c: number | null
+  max_c: number | null
+  mkt_c: number | null
+  time_out_of_range_s: number
+  /** `delivery`: the whole delivery's figures; `window`: min/max of the points in the window. */
+  scope: 'delivery' | 'window'
+}
+
+export type TemperatureTrace = {
+  delivery_id: string
+  unit: 'Cel'
+  profile: TemperatureProfile | null
+  from: string
+  to: string
+  step_s: number
+  points: TracePoint[]
+  excursions: TraceExcursion[]
+  summary: TraceSummary
+}
+
+/** Beyond this a chart or a spreadsheet is no longer read by a person; ask for a larger step. */
+export const MAX_POINTS = 10_000
+/** Sensors report every few seconds at most; a finer step only repeats single readings. */
+export const MIN_STEP_MS = 1_000
+export const DEFAULT_STEP = '60s'
+
+const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
+
+/** Where the tote's binding starts and the delivery ends (null while open). */
+export function deliverySpan(delivery: Delivery): { startMs: number; endMs: number | null } {
+  const dispatched = delivery.custody.find((e) => e.type === 'dispatched')
+  const ended = [...delivery.custody].reverse().find((e) => ENDING_CUSTODY.has(e.type))
+  return {
+    startMs: Date.parse(dispatched?.occurred_at ?? delivery.created_at),
+    endMs: ended ? Date.parse(ended.occurred_at) : null,
+  }
+}
+
+/** Resolves and checks the query's window; a bad value is a 422 naming the query parameter. */
+export function traceWindow(delivery: Delivery, query: TraceQuery, nowMs: number): TraceWindow {
+  const span = deliverySpan(delivery)
+  const defaultTo = span.endMs ?? nowMs
+  const stepMs = parseStep(query.step ?? DEFAULT_STEP)
+  const fromMs = query.from ? Date.parse(query.from) : span.startMs
+  const toMs = query.to ? Date.parse(query.to) : Math.max(defaultTo, fromMs)
+  if (toMs < fromMs) throw validationFailed([{ pointer: '/query/to', message: 'must not be before from' }])
+  const points = bucketCount(fromMs, toMs, stepMs)
+  if (points > MAX_POINTS) {
+    throw validationFailed([{ pointer: '/query/step', message: `gives ${points} points; at most ${MAX_POINTS} (use a step of at least ${minimumStep(fromMs, toMs)})` }])
+  }
+  return { fromMs, toMs, stepMs, whole: fromMs <= span.startMs && toMs >= defaultTo }
+}
+
+/** Reads the buckets and puts the trace together. */
+export async function readTrace(sink: ReadingSink, delivery: Delivery, window: TraceWindow): Promise<TemperatureTrace> {
+  // The sink's ranges are half-open; the end of the window is included.
+  const buckets = await sink.bucketed(delivery.id, window.fromMs, window.toMs + 1, window.stepMs)
+  const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))
+  const stored = delivery.cold_chain
+  const excursions = (stored.excursions as TraceExcursion[]).filter((e) => overlaps(e, window))
+  const useStored = window.whole && stored.required
+  return {
+    delivery_id: delivery.id,
+    unit: 'Cel',
+    profile: (stored.profile as TemperatureProfile | null) ?? null,
+    from: iso(window.fromMs),
+    to: iso(window.toMs),
+    step_s: window.stepMs / 1_000,
+    points,
+    excursions,
+    summary: {
+      min_c: useStored ? stored.min_c : extreme(points, 'min'),
+      max_c: useStored ? stored.max_c : extreme(points, 'max'),
+      mkt_c: stored.mkt_c,
+      time_out_of_range_s: stored.time_out_of_range_s,
+      scope: useStored ? 'delivery' : 'window',
+    },
+  }
+}
+
+function parseStep(text: string): number {
+  let stepMs: number
+  try {
+    stepMs = parseDuration(text)
+  } catch {
+    throw validationFailed([{ pointer: '/query/step', message: 'must be a duration such as 30s, 5m or 1h' }])
+  }
+  if (stepMs < MIN_STEP_MS) throw validationFailed([{ pointer: '/query/step', message: 'must be at least 1s' }])
+  return stepMs
+}
+
+/** Buckets are aligned to multiples of the step since the epoch (see TemperatureBucket). */
+function bucketCount(fromMs: number, toMs: number, stepMs: number): number {
+  return Math.floor(toMs / stepMs) - Math.floor(fromMs / stepMs) + 1
+}
+
+function minimumStep(fromMs: number, toMs: number): string {
+  const seconds = Math.ceil((toMs - fromMs) / 1_000 / (MAX_POINTS - 1))
+  return `${Math.max(seconds, 1)}s`
+}
+
+function overlaps(e: TraceExcursion, window: TraceWindow): boolean {
+  const start = Date.parse(e.started_at)
+  const end = e.ended_at === null ? Infinity : Date.parse(e.ended_at)
+  return start <= window.toMs && end >= window.fromMs
+}
+
+function extreme(points: readonly TracePoint[], which: 'min' | 'max'): number | null {
+  if (points.length === 0) return null
+  return which === 'min' ? Math.min(...points.map((p) => p.min)) : Math.max(...points.map((p) => p.max))
+}

@@ -1,0 +1,151 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { testClock } from '../helpers/clock.js'
+import { startTestService, type TestApi } from '../helpers/service.js'
+import { dispatchedColdChain, feed } from './cold-chain-delivery.js'
+
+const MINUTE = 60_000
+
+describe("the pharmacist's temperature trace", () => {
+  let api: TestApi
+  let admin: string
+  // Dispatched two to three hours ago on a whole hour, so buckets of any step up to 1 h line up with the trip.
+  const start = Math.floor((Date.now() - 2 * 60 * MINUTE) / (60 * MINUTE)) * 60 * MINUTE
+  // The service (and its signing key) starts before the trip, as it would have in real life.
+  const clock = testClock(start - 10 * MINUTE)
+  let trip: Awaited<ReturnType<typeof dispatchedColdChain>>
+  const path = () => `/v1/deliveries/${trip.deliveryId}/temperature`
+
+  beforeAll(async () => {
+    api = await startTestService({}, { clock })
+    trip = await dispatchedColdChain(api, clock, start)
+    // One reading every 20 s for an hour: 5.0/5.3/5.6 °C in each minute, then from minute 20 on 12 °C
+    // (grace 5 min, so an excursion; longer than 30 min, so a break).
+    const readings = Array.from({ length: 180 }, (_, i) => ({ ts: start + i * 20_000, temp_c: i >= 60 ? 12 : 5 + (i % 3) * 0.3 }))
+    await feed(api, trip.tote.id, readings)
+    admin = await api.adminToken()
+  })
+  afterAll(() => api.stop())
+
+  it('buckets the readings by step with n, min, max and avg', async () => {
+    const res = await api.get(path(), admin)
+    expect(res.status, res.text).toBe(200)
+    const trace = res.body
+    expect(trace).toMatchObject({ delivery_id: trip.deliveryId, unit: 'Cel', from: new Date(start).toISOString(), step_s: 60 })
+    expect(trace.profile).toMatchObject({ name: 'refrigerated', min_c: 2, max_c: 8, hard_min_c: 0 })
+    expect(trace.points).toHaveLength(60)
+    expect(trace.points[0]).toEqual({ t: new Date(start).toISOString(), min: 5, max: 5.6, avg: 5.3, n: 3 })
+    expect(trace.points[30]).toEqual({ t: new Date(start + 30 * MINUTE).toISOString(), min: 12, max: 12, avg: 12, n: 3 })
+
+    const fiveMinutes = (await api.get(`${path()}?step=5m`, admin)).body
+    expect(fiveMinutes.points).toHaveLength(12)
+    expect(fiveMinutes.points[0]).toMatchObject({ min: 5, max: 5.6, avg: 5.3, n: 15 })
+  })
+
+  it('takes excursions and the summary from the delivery the rule engine keeps current', async () => {
+    const trace = (await api.get(path(), admin)).body
+    const delivery = (await api.get(`/v1/deliveries/${trip.deliveryId}`, admin)).body
+    expect(trace.summary).toEqual({
+      min_c: 5, max_c: 12, mkt_c: delivery.cold_chain.mkt_c, time_out_of_range_s: delivery.cold_chain.time_out_of_range_s, scope: 'delivery',
+    })
+    expect(trace.summary.time_out_of_range_s).toBeGreaterThan(30 * 60)
+    expect(trace.excursions).toHaveLength(1)
+    expect(trace.excursions[0]).toMatchObject({ started_at: new Date(start + 20 * MINUTE).toISOString(), peak_c: 12 })
+  })
+
+  it('computes min and max from the points of a narrower window, and says so', async () => {
+    const from = new Date(start).toISOString()
+    const to = new Date(start + 10 * MINUTE).toISOString()
+    const trace = (await api.get(`${path()}?from=${from}&to=${to}`, admin)).body
+    expect(trace.points).toHaveLength(11) // the end is included: 10:00 starts an 11th bucket
+    expect(trace.summary).toMatchObject({ min_c: 5, max_c: 5.6, scope: 'window' })
+    expect(trace.excursions).toEqual([]) // the excursion starts after this window
+  })
+
+  it('answers CSV for Accept: text/csv (RFC 4180)', async () => {
+    const res = await api.request('GET', `${path()}?step=30m`, { token: admin, headers: { accept: 'text/csv' } })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/^text\/csv/)
+    expect(res.text).toBe([
+      't,min_c,max_c,avg_c,n',
+      `${new Date(start).toISOString()},5,12,7.53,90`,
+      `${new Date(start + 30 * MINUTE).toISOString()},12,12,12,90`,
+      '',
+    ].join('\r\n'))
+    // A browser's Accept (JSON not named, */* last) still gets JSON.
+    const json = await api.request('GET', path(), { token: admin, headers: { accept: 'application/json, */*;q=0.8' } })
+    expect(json.headers.get('content-type')).toMatch(/^application\/json/)
+  })
+
+  it('draws an SVG chart with the allowed band and the excursion', async () => {
+    const res = await api.get(`${path()}.svg`, admin)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/^image\/svg\+xml/)
+    const svg = res.text
+    expect(svg.startsWith('<svg')).toBe(true)
+    expect(svg.trimEnd().endsWith('</svg>')).toBe(true)
+    expect(svg).toMatch(/<rect class="band"[^>]*>/)
+    expect(svg).toMatch(/<rect class="excursion"[^>]*>/)
+    expect(svg).toContain('class="hard-limit"')
+    expect(svg).toContain(trip.deliveryId)
+    expect(svg).toContain('BROKEN')
+    expect(svg).not.toMatch(/NaN|Infinity|undefined/)
+    expect(unbalancedTags(svg)).toEqual([])
+  })
+
+  it('draws "no readings yet" for a delivery without readings', async () => {
+    const quiet = await dispatchedColdChain(api, clock, Date.now() - 5 * MINUTE)
+    const trace = (await api.get(`/v1/deliveries/${quiet.deliveryId}/temperature`, admin)).body
+    expect(trace.points).toEqual([])
+    expect(trace.summary).toMatchObject({ min_c: null, max_c: null, mkt_c: null })
+    const svg = (await api.get(`/v1/deliveries/${quiet.deliveryId}/temperature.svg`, admin)).text
+    expect(svg).toContain('no readings yet')
+    expect(svg).not.toMatch(/NaN|Infinity/)
+  })
+
+  it('refuses a step that is too small or makes too many points', async () => {
+    for (const step of ['500ms', 'soon', '0s']) {
+      const res = await api.get(`${path()}?step=${step}`, admin)
+      expect(res.status, step).toBe(422)
+      expect(res.body.errors[0].pointer).toBe('/query/step')
+    }
+    const from = new Date(start - 3 * 60 * MINUTE).toISOString()
+    const tooMany = await api.get(`${path()}?step=1s&from=${from}`, admin)
+    expect(tooMany.status).toBe(422)
+    expect(tooMany.body.errors[0]).toMatchObject({ pointer: '/query/step' })
+    expect(tooMany.body.errors[0].message).toMatch(/at most 10000/)
+    const backwards = await api.get(`${path()}?from=${new Date(start + MINUTE).toISOString()}&to=${new Date(start).toISOString()}`, admin)
+    expect(backwards.status).toBe(422)
+    expect(backwards.body.errors[0].pointer).toBe('/query/to')
+  })
+
+  it("answers 404 for another pharmacy's delivery and 403 without telemetry:read", async () => {
+    const other = await api.pharmacy(admin, { name: 'Elsewhere Pharmacy' })
+    const client = (await api.post('/v1/oauth/clients', admin, {
+      client_name: 'Elsewhere back office', grant_types: ['client_credentials'], scope: 'telemetry:read deliveries:read', pharmacy_id: other.id,
+    })).body
+    const outsider = await api.tokenFor(client.client_id, client.client_secret)
+    expect((await api.get(path(), outsider)).status).toBe(404)
+    expect((await api.get(`${path()}.svg`, outsider)).status).toBe(404)
+    expect((await api.get(path(), await api.adminToken('deliveries:read'))).status).toBe(403)
+  })
+
+  it('is described in the OpenAPI document with its JSON, CSV and SVG answers', async () => {
+    const doc = (await api.request('GET', '/v1/openapi.json')).body
+    const trace = doc.paths['/v1/deliveries/{id}/temperature'].get
+    expect(Object.keys(trace.responses['200'].content)).toEqual(['application/json', 'text/csv'])
+    expect(trace.parameters.map((p: { name: string }) => p.name)).toEqual(expect.arrayContaining(['id', 'from', 'to', 'step']))
+    expect(Object.keys(doc.paths['/v1/deliveries/{id}/temperature.svg'].get.responses['200'].content)).toEqual(['image/svg+xml'])
+  })
+})
+
+/** Tags that are not closed in order (a cheap well-formedness check): [] for a balanced document. */
+function unbalancedTags(xml: string): string[] {
+  const open: string[] = []
+  const wrong: string[] = []
+  for (const [tag, closing, name, selfClosing] of xml.matchAll(/<(\/?)([a-zA-Z][\w-]*)[^>]*?(\/?)>/g)) {
+    if (selfClosing) continue
+    if (!closing) open.push(name!)
+    else if (open.pop() !== name) wrong.push(tag)
+  }
+  return [...wrong, ...open]
+}
