@@ -58,7 +58,7 @@ describe('getting an access token', () => {
 
   it('refuses a form over 256 KiB with 413', async () => {
     const form = `grant_type=client_credentials&client_id=${ADMIN.id}&client_secret=${ADMIN.secret}&padding=${'x'.repeat(300 * 1024)}`
-    for (const headers of [{}, { 'content-length': String(form.length) }]) {
+    for (const headers of [{}, { 'content-length': String(form.length) }] as Record<string, string>[]) {
       const res = await api.request('POST', '/oauth/token', { raw: form, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } })
       expect(res.status).toBe(413)
       expect(res.body.code).toBe('payload_too_large')
