@@ -30,7 +30,7 @@ export type ActionInput =
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
   | ({ action: 'fail' | 'cancel'; reason: string } & Common)
-  | { action: 'disposition'; decision: 'release' | 'return'; note?: string | undefined }
+  | ({ action: 'disposition'; decision: 'release' | 'return'; note?: string | undefined } & Common)
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000

@@ -35,7 +35,7 @@ const bodies = {
   deliver: z.strictObject({ verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }), ...when }),
   fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
   cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
-  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().max(2_000).optional() }),
+  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().max(2_000).optional(), ...when }),
 } as const
 
 const scopes: Record<keyof typeof bodies, string> = {

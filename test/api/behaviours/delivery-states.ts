@@ -152,10 +152,13 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const withoutScope = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, await api.adminToken('deliveries:write custody:write'), { decision: 'release' })
       expect(withoutScope.status).toBe(403)
       const pharmacist = await api.adminToken('cold-chain:disposition deliveries:read')
-      const released = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'release', note: 'excursion reviewed; stability data OK' })
+      const decidedAt = at(clock.now())
+      clock.advance(10 * MINUTE) // recorded after the call with the driver
+      const released = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'release', note: 'excursion reviewed; stability data OK', occurred_at: decidedAt })
       expect(released.status, released.text).toBe(200)
       expect(released.body.status).toBe('PICKED_UP')
-      expect(released.body.cold_chain).toMatchObject({ state: 'BROKEN', disposition: { decision: 'release', note: 'excursion reviewed; stability data OK' } })
+      expect(released.body.cold_chain).toMatchObject({ state: 'BROKEN', disposition: { decision: 'release', note: 'excursion reviewed; stability data OK', decided_at: decidedAt } })
+      expect(released.body.custody.at(-1)).toMatchObject({ type: 'disposition', occurred_at: decidedAt, recorded_at: at(clock.now()) })
 
       const delivered = await ok(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
       expect(delivered.status).toBe('DELIVERED')
