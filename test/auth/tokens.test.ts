@@ -161,6 +161,7 @@ describe('a request with a bad or missing token', () => {
     expect((await api.get('/v1/pharmacies', shortLived)).status).toBe(200) // verified and cached…
     clock.advance(15 * MINUTE + SECOND)
     await expectInvalidToken(shortLived, /expired/) // …and the cache does not outlive the token
+    expect((await oauthPost(api, '/oauth/introspect', { token: shortLived }, basic(ADMIN.id, ADMIN.secret))).body).toEqual({ active: false })
     good = await api.adminToken()
   })
 
