@@ -1,8 +1,9 @@
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http'
-import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
+import { createServer as createTcpServer, type Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { IncomingMessage } from 'node:http'
 import { createWebSocketStream, WebSocketServer } from 'ws'
+import { closeServer, listen } from '../src/listen.js'
 
 /** Hands a connection's byte stream to the broker (aedes' `handle`). */
 export type HandleConnection = (stream: Duplex, request?: IncomingMessage) => void
@@ -15,24 +16,6 @@ export const WS_PATH = '/mqtt'
 /** Largest WebSocket message accepted: a 500-reading batch is ~100 KiB; ws' default is 100 MiB. */
 const WS_MAX_PAYLOAD = 1024 * 1024
 
-/** Binds, resolving with the actual port; "in use" becomes one line naming the variable to change. */
-function listen(server: TcpServer | HttpServer, port: number, host: string | undefined, variable: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      const where = `${host ?? '*'}:${port}`
-      if (err.code === 'EADDRINUSE') reject(new Error(`${variable}=${port}: port ${port} is already in use (${where}); stop the other process or set ${variable}`))
-      else if (err.code === 'EACCES') reject(new Error(`${variable}=${port}: not allowed to listen on ${where}; use a port above 1023 or set ${variable}`))
-      else reject(new Error(`${variable}=${port}: cannot listen on ${where}: ${err.message}`))
-    }
-    server.once('error', onError)
-    server.listen(port, host, () => {
-      server.off('error', onError)
-      resolve((server.address() as AddressInfo).port)
-    })
-  })
-}
-
-const closeServer = (server: TcpServer | HttpServer) => new Promise<void>((resolve) => server.close(() => resolve()))
 
 /** MQTT over TCP. Nagle off: a PUBACK is tiny and the tote is waiting for it. */
 export async function listenTcp(handle: HandleConnection, port: number, host?: string): Promise<Listener> {
@@ -40,7 +23,7 @@ export async function listenTcp(handle: HandleConnection, port: number, host?: s
     socket.setNoDelay(true)
     handle(socket)
   })
-  const bound = await listen(server, port, host, 'MQTT_PORT')
+  const bound = await listen(server, port, host ?? '0.0.0.0', 'MQTT_PORT')
   return { port: bound, close: () => closeServer(server) }
 }
 
@@ -49,7 +32,7 @@ export async function listenWebSocket(handle: HandleConnection, port: number, ho
   const http = createHttpServer((_req, res) => {
     res.writeHead(404, { 'content-type': 'text/plain' }).end(`MQTT over WebSocket is at ${WS_PATH}\n`)
   })
-  const bound = await listen(http, port, host, 'MQTT_WS_PORT')
+  const bound = await listen(http, port, host ?? '0.0.0.0', 'MQTT_WS_PORT')
   // Attached after binding: it re-emits the HTTP server's errors, and a bind error is ours to report.
   const wss = new WebSocketServer({ server: http, path: WS_PATH, maxPayload: WS_MAX_PAYLOAD })
   wss.on('connection', (ws, request) => {
