@@ -3,7 +3,8 @@ import type { Command } from './command.js'
 import { durationSeconds } from './usage.js'
 
 // GET /.well-known/jwks.json is served with Cache-Control max-age=300: a verifier that cached the
-// key set just before the rotation sees the new key before it signs anything after 5 minutes.
+// key set just before the rotation sees the new key before it signs anything after 5 minutes
+// (running instances re-read the key set every 30 s, well inside that).
 const DEFAULT_PUBLISH_AHEAD = '5m'
 const MAX_PUBLISH_AHEAD_S = 86_400 // as POST /v1/oauth/signing-keys/rotate
 
@@ -14,7 +15,7 @@ export const rotateKeys: Command = {
   help: [
     '--publish-ahead D    the new key is published in the JWKS now and signs after D (default 5m,',
     '                     the JWKS cache lifetime; 0s signs at once), at most 24h',
-    'Running instances load keys at start-up: restart them after rotating.',
+    'Running instances re-read the key set within 30 s, so they publish the new key well before it signs.',
   ],
   options: { 'publish-ahead': { type: 'string' } },
   positionals: [],
@@ -24,7 +25,7 @@ export const rotateKeys: Command = {
     const keys = new KeyRing(db, ctx.clock, ctx.config.TOKEN_TTL_S)
     await keys.load()
     const rotated = await keys.rotate(aheadS)
-    ctx.note(`New key ${rotated.kid} signs from ${rotated.activates_at}; restart running instances so they publish and use it.`)
+    ctx.note(`New key ${rotated.kid} is published within 30 s and signs from ${rotated.activates_at}.`)
     return rotated
   },
 }
