@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
 import { createApp } from './api/app.js'
+import { purgeExpiredKeys } from './api/middleware/idempotency.js'
 import { auditRoutes } from './api/routes/audit.js'
 import { clientRoutes } from './api/routes/clients.js'
 import { deliveryRoutes } from './api/routes/deliveries.js'
@@ -49,6 +50,8 @@ export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityS
 const REVOCATION_REFRESH_MS = 30_000
 // Wall-clock duties of the rule engine (reorder window by silence, sensor gaps, summaries).
 const MONITOR_TICK_MS = 1_000
+// Expired idempotency keys are deleted this often.
+const IDEMPOTENCY_PURGE_MS = 10 * 60_000
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
 const OPEN_DELIVERIES_REFRESH_MS = 5_000
 
@@ -160,6 +163,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       })
       dispatcher.start()
       every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
+      every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()

@@ -82,3 +82,8 @@ const inProgress = () => new AppError('idempotency_in_progress', 'A request with
 async function release(db: Db, clientId: string, key: string): Promise<void> {
   await db.deleteFrom('idempotency_keys').where('client_id', '=', clientId).where('key', '=', key).where('state', '=', 'in_progress').execute()
 }
+
+/** Forgets keys past their 24 h; run periodically so the table does not grow without bound. */
+export async function purgeExpiredKeys(db: Db, clock: Clock): Promise<void> {
+  await db.deleteFrom('idempotency_keys').where('expires_at', '<', iso(clock.now())).execute()
+}
