@@ -32,6 +32,7 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
   const [lo, hi, tempStep] = temperatureRange(trace)
   const y = (c: number) => PLOT.bottom - ((c - lo) / (hi - lo)) * (PLOT.bottom - PLOT.top)
   const profile = trace.profile
+  const clock = clockFormat(fromMs, toMs)
   const parts: string[] = []
 
   parts.push(`<rect width="${WIDTH}" height="${HEIGHT}" fill="#ffffff"/>`)
@@ -54,8 +55,8 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
   }
   // Buckets are aligned to the step, so the first and last may reach past the window: clip them.
   parts.push(`<clipPath id="plot-area"><rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}"/></clipPath>`)
-  parts.push(`<g clip-path="url(#plot-area)">`, ...excursions(trace, stepMs, clampX), ...runs(trace.points, stepMs).flatMap((run) => series(run, stepMs, x, y)), '</g>')
-  parts.push(...timeAxis(fromMs, toMs, x))
+  parts.push(`<g clip-path="url(#plot-area)">`, ...excursions(trace, stepMs, clampX, clock.label), ...runs(trace.points, stepMs).flatMap((run) => series(run, stepMs, x, y)), '</g>')
+  parts.push(...timeAxis(fromMs, toMs, x, clock))
   parts.push(`<rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="${COLORS.axis}"/>`)
   if (trace.points.length === 0) {
     parts.push(text((PLOT.left + PLOT.right) / 2, (PLOT.top + PLOT.bottom) / 2, 'no readings yet', { anchor: 'middle', size: 20, fill: COLORS.muted }))
@@ -99,7 +100,7 @@ function legend(trace: TemperatureTrace): string {
   return `<g class="legend">${out.join('')}</g>`
 }
 
-function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number) => number): string[] {
+function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number) => number, clockLabel: (ms: number) => string): string[] {
   const last = trace.points.at(-1)
   // An excursion still open ends, on the chart, with the last reading (or the window).
   const openEnd = Math.min(last ? Date.parse(last.t) + stepMs : Infinity, Date.parse(trace.to))
@@ -110,14 +111,14 @@ function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number
     const x1 = clampX(Date.parse(e.started_at))
     const x2 = Math.max(clampX(e.ended_at === null ? openEnd : Date.parse(e.ended_at)), x1 + 2)
     const what = e.kind === 'unknown' ? 'no signal' : e.kind === 'low' ? 'too cold' : 'too warm'
-    const tip = `${what} from ${hhmm(Date.parse(e.started_at))} UTC, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
+    const tip = `${what} from ${clockLabel(Date.parse(e.started_at))} UTC, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
     // A light wash over the whole height, and a solid strip on top that stays red over the green band.
     out.push(`<rect class="excursion" x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="${PLOT.bottom - PLOT.top}" fill="${COLORS.excursion}" fill-opacity="0.12"><title>${escapeXml(tip)}</title></rect>`)
     out.push(`<rect x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="5" fill="${COLORS.excursion}" fill-opacity="0.85"/>`)
     // Labels of close excursions go on alternate rows so they do not overlap.
     row = x1 - lastLabelX < 70 ? (row + 1) % 2 : 0
     lastLabelX = x1
-    const label = `${hhmm(Date.parse(e.started_at))}${e.kind === 'unknown' ? ' no signal' : ''}`
+    const label = `${clockLabel(Date.parse(e.started_at))}${e.kind === 'unknown' ? ' no signal' : ''}`
     out.push(text(x1 + 3, PLOT.top + 17 + row * 13, label, { size: 11, fill: COLORS.hard, weight: 'bold' }))
   }
   return out
@@ -153,14 +154,21 @@ function series(run: readonly TracePoint[], stepMs: number, x: (ms: number) => n
   ]
 }
 
-function timeAxis(fromMs: number, toMs: number, x: (ms: number) => number): string[] {
+type ClockFormat = { stepMs: number; label: (ms: number) => string }
+
+/** The time tick spacing for the window, and labels: HH:MM, HH:MM:SS for seconds apart, MM-DD for days apart. */
+function clockFormat(fromMs: number, toMs: number): ClockFormat {
   const spanS = (toMs - fromMs) / 1_000
   const stepS = TIME_STEPS_S.find((s) => spanS / s <= MAX_TICKS) ?? TIME_STEPS_S.at(-1)!
-  const stepMs = stepS * 1_000
+  const [start, end] = stepS < 60 ? [11, 19] : stepS < 86_400 ? [11, 16] : [5, 10]
+  return { stepMs: stepS * 1_000, label: (ms) => new Date(ms).toISOString().slice(start, end) }
+}
+
+function timeAxis(fromMs: number, toMs: number, x: (ms: number) => number, clock: ClockFormat): string[] {
   const out: string[] = []
-  for (let t = Math.ceil(fromMs / stepMs) * stepMs; t <= toMs; t += stepMs) {
+  for (let t = Math.ceil(fromMs / clock.stepMs) * clock.stepMs; t <= toMs; t += clock.stepMs) {
     out.push(`<line x1="${n(x(t))}" x2="${n(x(t))}" y1="${PLOT.bottom}" y2="${PLOT.bottom + 5}" stroke="${COLORS.axis}"/>`)
-    out.push(text(x(t), PLOT.bottom + 18, stepS < 60 ? new Date(t).toISOString().slice(11, 19) : hhmm(t), { anchor: 'middle', size: 11, fill: COLORS.axis }))
+    out.push(text(x(t), PLOT.bottom + 18, clock.label(t), { anchor: 'middle', size: 11, fill: COLORS.axis }))
   }
   const days = [...new Set([fromMs, toMs].map((ms) => new Date(ms).toISOString().slice(0, 10)))].join(' – ')
   out.push(text((PLOT.left + PLOT.right) / 2, HEIGHT - 10, `time (UTC), ${days}`, { anchor: 'middle', size: 11, fill: COLORS.muted }))
@@ -194,5 +202,4 @@ function duration(seconds: number): string {
 }
 
 const n = (v: number) => String(Math.round(v * 10) / 10)
-const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16)
 const formatCelsius = (c: number) => String(Math.round(c * 10) / 10)
