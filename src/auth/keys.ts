@@ -100,7 +100,7 @@ export class KeyRing {
     const select = () => this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').orderBy('kid').execute()
     let rows = await select()
     if (rows.length === 0) {
-      await this.insertKey(this.clock.now())
+      await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
       rows = await select()
     }
     return Promise.all(rows.map(async (row) => {
