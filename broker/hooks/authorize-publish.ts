@@ -23,7 +23,32 @@ type Deps = HookContext & {
  * connection without an acknowledgement [MQTT-3.3.5-2]; a refused payload is not an error here:
  * its reason goes to the tote's errors topic and the connection stays up.
  */
+// A refused payload costs about as much CPU as a stored one. Past a burst, a tote's refusals are
+// acknowledged at this pace, so a misbehaving tote (which cannot send more than its in-flight
+// window ahead of its acks) cannot take the event loop from the others. Well-formed publishes
+// are never slowed.
+const REFUSALS_PER_S = 500
+const REFUSAL_BURST = 500
+
+type Budget = { tokens: number; updatedMs: number }
+type Outcome = { error: Error | null; holdAckMs: number }
+
 export function createAuthorizePublish({ sessions, logger, metrics, onReadings, publishError, isClosing, inFlight }: Deps) {
+  const refusalBudgets = new WeakMap<Client, Budget>()
+  /** 0 while the tote is within its refusal budget, else how long to hold this acknowledgement. */
+  const holdForRefusal = (client: Client): number => {
+    const now = Date.now()
+    const budget = refusalBudgets.get(client) ?? { tokens: REFUSAL_BURST, updatedMs: now }
+    budget.tokens = Math.min(REFUSAL_BURST, budget.tokens + ((now - budget.updatedMs) / 1_000) * REFUSALS_PER_S)
+    budget.updatedMs = now
+    refusalBudgets.set(client, budget)
+    if (budget.tokens >= 1) {
+      budget.tokens -= 1
+      return 0
+    }
+    return 1_000 / REFUSALS_PER_S
+  }
+
   // aedes dispatches the packets of one socket read concurrently; acks must still leave in the
   // order the publishes arrived [MQTT-4.6.0-2]. Ingest runs concurrently (so it can group
   // commit); only the callbacks are chained per connection.
@@ -48,30 +73,35 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     } catch (err) {
       stored = Promise.reject(err)
     }
-    const ingest = stored.then(
+    const ingest: Promise<Outcome> = stored.then(
       () => {
         metrics.readingsPublishes?.inc({ outcome: 'accepted' })
-        return null
+        return { error: null, holdAckMs: 0 }
       },
       (err: unknown) => {
         if (isRetriable(err)) {
           metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
           logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
-          return new Error('readings could not be stored')
+          return { error: new Error('readings could not be stored'), holdAckMs: 0 }
         }
         const rejection = rejectionOf(err, Date.now())
         metrics.readingsPublishes?.inc({ outcome: 'rejected' })
-        logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
+        const holdAckMs = holdForRefusal(client)
+        // Within budget each refusal is logged; beyond it only counted, so a flood cannot flood the log.
+        if (holdAckMs === 0) logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
         publishError(toteId, rejection)
-        return null
+        return { error: null, holdAckMs }
       },
     ).catch((err: unknown) => {
       logger.error({ err, toteId }, 'readings publish failed in the broker')
-      return new Error('internal error')
+      return { error: new Error('internal error'), holdAckMs: 0 }
     })
     const previous = lastAck.get(client)
     const acked = (previous === undefined ? ingest : previous.then(() => ingest))
-      .then((error) => done(error))
+      .then(async ({ error, holdAckMs }) => {
+        if (holdAckMs > 0) await new Promise((resolve) => setTimeout(resolve, holdAckMs))
+        done(error)
+      })
       .catch((err: unknown) => logger.error({ err, toteId }, 'aedes publish callback threw'))
     lastAck.set(client, acked)
     inFlight.add(acked)

@@ -29,8 +29,8 @@ export class IngestPipeline {
     const now = this.deps.clock.now()
     const parsed = parseReadings(payload, now)
     if (!parsed.ok) {
+      // Counted here; the broker logs it (sampled under a flood) and tells the tote.
       this.deps.metrics.readingsRejected.inc({ code: parsed.code })
-      this.deps.logger.warn({ tote_id: toteId, code: parsed.code, reason: parsed.reason }, 'telemetry payload rejected')
       throw new ReadingsRejected(parsed.code, parsed.reason)
     }
     const { rows, bindings } = await this.bind(toteId, parsed.readings, now)
