@@ -1,12 +1,14 @@
 import { ConfigError, issuerOf, loadConfig } from './config.js'
 import { StartupError } from './listen.js'
-import { buildService, type Service } from './service.js'
+import type { Service } from './service.js'
 
 // SPEC §1: a graceful stop completes within 10 s or the process exits anyway.
 const SHUTDOWN_DEADLINE_MS = 10_000
 
 async function main(): Promise<void> {
   const config = loadConfig()
+  // Loaded after the configuration is known good, so a bad variable is reported at once.
+  const { buildService } = await import('./service.js')
   const service = await buildService(config)
   const ports = await service.start()
   service.logger.info({ ...ports }, 'rxtrace started')
