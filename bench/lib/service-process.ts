@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { fileURLToPath } from 'node:url'
+
+export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+
+// Start-up runs migrations and creates a signing key; on a busy 2-core machine that takes seconds.
+const READY_TIMEOUT_MS = 60_000
+const TAIL_BYTES = 8_192
+
+/** A port nobody is listening on right now (the kernel picks it; we release it for the child). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+export type ServiceProcess = {
+  baseUrl: string
+  child: ChildProcess
+  /** The last few KiB the service wrote, for error reports. */
+  output(): string
+  /** CPU time (user + system) the service process has used so far, or null off Linux. */
+  cpuMs(): number | null
+  /** SIGTERM, then the exit code (0 = graceful stop completed). */
+  stop(): Promise<number | null>
+}
+
+// /proc/<pid>/stat fields 14 and 15 (utime, stime) count clock ticks; USER_HZ is 100 on Linux.
+const TICK_MS = 10
+
+/** CPU time of a process from /proc: unlike wall time, not inflated when other work shares the machine. */
+export function processCpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ') // the command name may contain spaces
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Runs `node [nodeArgs] --import tsx src/main.ts` as a separate process, exactly as `npm start`
+ * would (minus npm), and resolves once GET /readyz answers 200.
+ */
+export async function startServiceProcess({ env, port, nodeArgs = [] }: { env: NodeJS.ProcessEnv; port: number; nodeArgs?: string[] }): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let tail = ''
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-TAIL_BYTES)
+  }
+  child.stdout!.on('data', keep)
+  child.stderr!.on('data', keep)
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+
+  const baseUrl = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + READY_TIMEOUT_MS
+  let ready = false
+  while (!ready) {
+    if (child.exitCode !== null) throw new Error(`the service exited with code ${child.exitCode} before it was ready:\n${tail}`)
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error(`the service was not ready within ${READY_TIMEOUT_MS / 1_000} s:\n${tail}`)
+    }
+    ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false)
+    if (!ready) await new Promise((r) => setTimeout(r, 100))
+  }
+  return {
+    baseUrl,
+    child,
+    output: () => tail,
+    cpuMs: () => processCpuMs(child.pid!),
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM')
+      return exited
+    },
+  }
+}
