@@ -36,6 +36,8 @@ export type NewEvent = {
  */
 export class Outbox {
   private readonly listeners: Array<() => void> = []
+  /** Webhook messages were queued since the last wake: only then is there something to deliver. */
+  private queued = false
 
   constructor(private readonly clock: Clock) {}
 
@@ -65,7 +67,7 @@ export class Outbox {
         fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
         seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
       }).execute()
-      await enqueueForEndpoints(trx, envelope, this.clock.now())
+      if ((await enqueueForEndpoints(trx, envelope, this.clock.now())) > 0) this.queued = true
       appended.push(envelope)
     }
     return appended
@@ -73,7 +75,15 @@ export class Outbox {
 
   /** Call after the transaction that appended events has committed. */
   committed(): void {
+    if (!this.queued) return
+    this.queued = false
     for (const listener of this.listeners) listener()
+  }
+
+  /** Webhook messages were queued outside `append` (a redelivery): wake the dispatcher. */
+  messagesQueued(): void {
+    this.queued = true
+    this.committed()
   }
 
   onCommitted(listener: () => void): void {

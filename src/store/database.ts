@@ -50,12 +50,35 @@ function openSqlite(file: string): EntityStore {
   database.pragma('journal_mode = WAL')
   database.pragma('synchronous = NORMAL')
   database.pragma('busy_timeout = 5000')
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) })
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) })
   return {
     db,
     dialect: 'sqlite',
     ping: async () => void database.prepare('select 1').get(),
     close: () => db.destroy(),
+  }
+}
+
+// Distinct SQL texts the service runs are a few hundred; past this, start over rather than grow.
+const STATEMENT_CACHE_LIMIT = 1_000
+
+/**
+ * Kysely prepares every query anew; preparing costs more than running our small statements, so
+ * prepared statements are kept per SQL text (better-sqlite3 statements are reusable).
+ */
+function withStatementCache(database: SqliteDatabase.Database) {
+  const statements = new Map<string, SqliteDatabase.Statement>()
+  return {
+    close: () => database.close(),
+    prepare(text: string) {
+      let statement = statements.get(text)
+      if (!statement) {
+        if (statements.size >= STATEMENT_CACHE_LIMIT) statements.clear()
+        statement = database.prepare(text)
+        statements.set(text, statement)
+      }
+      return statement
+    },
   }
 }
 

@@ -104,7 +104,7 @@ export class WebhookService {
     await db.transaction().execute(async (trx) => {
       for (const endpoint of endpoints) await requeue(trx, event.id, endpoint.id, now)
     })
-    this.deps.outbox.committed()
+    this.deps.outbox.messagesQueued()
     return { event_id: event.id, endpoint_ids: endpoints.map((e) => e.id) }
   }
 

@@ -12,6 +12,7 @@ export function accessLog({ metrics }: { metrics: Metrics }): MiddlewareHandler<
     const route = routePath(c, -1) || 'unmatched'
     metrics.httpRequests.inc({ method: c.req.method, route, status: c.res.status })
     metrics.httpDuration.observe({ method: c.req.method, route }, seconds)
-    c.get('log').info({ method: c.req.method, path: c.req.path, route, status: c.res.status, ms: Math.round(seconds * 10_000) / 10, client_id: c.get('principal')?.clientId }, 'request')
+    const log = c.get('log')
+    if (log.isLevelEnabled('info')) log.info({ method: c.req.method, path: c.req.path, route, status: c.res.status, ms: Math.round(seconds * 10_000) / 10, client_id: c.get('principal')?.clientId }, 'request')
   }
 }
