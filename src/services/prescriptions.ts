@@ -4,7 +4,7 @@ import { iso } from '../clock.js'
 import { auditHashOf, chainEvent } from '../domain/custody.js'
 import { notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
-import { fromJson, toJson, type Database } from '../store/schema.js'
+import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
 import { initialColdChain } from './deliveries.js'
 import { custodyRow } from '../store/custody-rows.js'
@@ -33,11 +33,14 @@ export type Prescription = {
   metadata: Record<string, string>; created_at: string
 }
 
+/** Runs inside the create's transaction once the prescription is written (e.g. the answer kept for an Idempotency-Key). */
+export type RecordCreation = (trx: Executor, created: Prescription) => Promise<void>
+
 export class PrescriptionService {
   constructor(private readonly deps: ServiceDeps) {}
 
   /** Queues a delivery: prescription, delivery, custody event 1 and `delivery.created` commit together. */
-  async create(principal: Principal, input: NewPrescription): Promise<Prescription> {
+  async create(principal: Principal, input: NewPrescription, recordCreation?: RecordCreation): Promise<Prescription> {
     const pharmacyId = await this.pharmacyFor(principal, input.pharmacy_id)
     const profile = resolveRequestedProfile(input)
     const now = this.deps.clock.now()
@@ -47,7 +50,7 @@ export class PrescriptionService {
     const eta = input.deliver_by ?? iso(now + DEFAULT_ETA_HOURS * 3_600_000)
     const facts = { rx_id: rxId, pharmacy_id: pharmacyId, patient_id: input.patient_id, cold_chain: input.cold_chain, temperature_profile: profile, created_at: createdAt }
     const auditHash = auditHashOf(facts)
-    const created = chainEvent(auditHash, {
+    const firstCustodyEvent = chainEvent(auditHash, {
       seq: 1, type: 'created', actor: { client_id: principal.clientId, sub: principal.sub },
       from: null, to: pharmacyId, location: null, evidence_hash: null, occurred_at: createdAt, recorded_at: createdAt,
     })
@@ -58,6 +61,7 @@ export class PrescriptionService {
       external_ref: input.external_ref ?? null, metadata: toJson(input.metadata ?? {}), eta, audit_hash: auditHash,
       delivery_id: deliveryId, client_id: principal.clientId, created_at: createdAt,
     }
+    const prescription = toPrescription(row, 'QUEUED')
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('prescriptions').values(row).execute()
       await trx.insertInto('deliveries').values({
@@ -66,14 +70,15 @@ export class PrescriptionService {
         cold_chain: toJson(initialColdChain(input.cold_chain)), disposition: null, bound_from: null, bound_to: null,
         version: 1, event_seq: 0, created_at: createdAt, updated_at: createdAt,
       }).execute()
-      await trx.insertInto('custody_events').values(custodyRow(deliveryId, created)).execute()
+      await trx.insertInto('custody_events').values(custodyRow(deliveryId, firstCustodyEvent)).execute()
       await this.deps.outbox.append(trx, [{
         type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId,
         data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
       }])
+      await recordCreation?.(trx, prescription)
     })
     this.deps.outbox.committed()
-    return toPrescription(row, 'QUEUED')
+    return prescription
   }
 
   async get(principal: Principal, rxId: string): Promise<Prescription> {

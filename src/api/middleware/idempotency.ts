@@ -3,13 +3,24 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
-import type { Db } from '../../store/schema.js'
+import type { Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
 const KEY_TTL_MS = 24 * 3_600_000 // SPEC §2: keys are kept 24 h
 // A request still "in progress" after this long died with its process; its key may be retried.
 const ABANDONED_AFTER_MS = 60_000
 const printableAscii = /^[\x20-\x7e]{1,255}$/
+
+/**
+ * The claimed key of the request being handled. A handler whose effects commit in one
+ * transaction calls `complete` inside it, so the effects and the stored answer commit together
+ * (one commit fewer, and no window where the effects exist but the key still reads in progress).
+ * `value` must be what the handler then answers with `c.json(value, status)`: the replay is its
+ * JSON text, byte for byte.
+ */
+export type IdempotentRequest = {
+  complete(trx: Executor, status: number, value: unknown): Promise<void>
+}
 
 type Stored = { request_hash: string; state: string; status: number | null; body: string | null; headers: string | null; created_at: string; expires_at: string }
 
@@ -53,6 +64,13 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
       if (Number(taken.numUpdatedRows) === 0) throw inProgress()
     }
 
+    let completedInTransaction = false
+    c.set('idempotency', {
+      async complete(trx, status, value) {
+        await storeAnswer(trx, clientId, key, status, JSON.stringify(value), JSON_HEADERS)
+        completedInTransaction = true
+      },
+    })
     try {
       await next()
     } catch (error) {
@@ -60,11 +78,19 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
       throw error
     }
     if (c.res.status >= 400) return void (await release(db, clientId, key))
+    if (completedInTransaction) return
     const body = await c.res.clone().text()
     const headers = JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' })
-    await db.updateTable('idempotency_keys').set({ state: 'done', status: c.res.status, body, headers })
-      .where('client_id', '=', clientId).where('key', '=', key).execute()
+    await storeAnswer(db, clientId, key, c.res.status, body, headers)
   }
+}
+
+// What `c.json()` answers with; a replay sends the same.
+const JSON_HEADERS = JSON.stringify({ 'content-type': 'application/json' })
+
+async function storeAnswer(executor: Executor, clientId: string, key: string, status: number, body: string, headers: string): Promise<void> {
+  await executor.updateTable('idempotency_keys').set({ state: 'done', status, body, headers })
+    .where('client_id', '=', clientId).where('key', '=', key).execute()
 }
 
 function answerFromStore(stored: Stored, requestHash: string): Response {

@@ -36,7 +36,12 @@ export function prescriptionRoutes(prescriptions: PrescriptionService) {
     description: 'Requires `Idempotency-Key`. A replay returns the stored response with `Idempotent-Replayed: true`.',
     request: { ...jsonBody(NewPrescription), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
     responses: { 201: json(Prescription, 'Queued'), 409: json(z.any(), 'A request with this key is in flight') },
-  }), async (c) => c.json(await prescriptions.create(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => {
+    const key = c.get('idempotency')
+    // The stored answer to the Idempotency-Key commits with the prescription.
+    const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), key && ((trx, rx) => key.complete(trx, 201, rx)))
+    return c.json(created, 201)
+  })
 
   app.openapi(v1Route('prescriptions:read', {
     method: 'get', path: '/v1/prescriptions/{id}', tags: ['Prescriptions'], summary: 'Read a prescription',
