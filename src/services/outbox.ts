@@ -28,6 +28,12 @@ export type NewEvent = {
   data: Record<string, unknown>
   /** Set for events a replay could raise again (rule events): the store keeps one per delivery and key. */
   dedupe_key?: string
+  /**
+   * The delivery's event number when the caller already knows it: a delivery inserted in this
+   * transaction with `event_seq = 1` has its first event numbered 1, which saves reading the
+   * counter back. Otherwise the delivery's counter is incremented.
+   */
+  seq?: number
 }
 
 /**
@@ -49,7 +55,7 @@ export class Outbox {
           .where('delivery_id', '=', event.delivery_id).where('dedupe_key', '=', event.dedupe_key).executeTakeFirst()
         if (seen) continue
       }
-      const seq = event.delivery_id ? await nextSeq(trx, event.delivery_id) : null
+      const seq = event.seq ?? (event.delivery_id ? await nextSeq(trx, event.delivery_id) : null)
       const envelope: EventEnvelope = {
         id: newId('evt'),
         type: event.type,

@@ -68,11 +68,12 @@ export class PrescriptionService {
         id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
         tote_id: null, cold_chain_required: input.cold_chain ? 1 : 0, profile: profile ? toJson(profile) : null,
         cold_chain: toJson(initialColdChain(input.cold_chain)), disposition: null, bound_from: null, bound_to: null,
-        version: 1, event_seq: 0, created_at: createdAt, updated_at: createdAt,
+        // `delivery.created` below is the delivery's event 1.
+        version: 1, event_seq: 1, created_at: createdAt, updated_at: createdAt,
       }).execute()
       await trx.insertInto('custody_events').values(custodyRow(deliveryId, firstCustodyEvent)).execute()
       await this.deps.outbox.append(trx, [{
-        type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId,
+        type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId, seq: 1,
         data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
       }])
       await recordCreation?.(trx, prescription)
