@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely'
 import pg from 'pg'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
+import { REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from './wal-checkpointer.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 
@@ -50,12 +51,24 @@ function openSqlite(file: string): EntityStore {
   database.pragma('journal_mode = WAL')
   database.pragma('synchronous = NORMAL')
   database.pragma('busy_timeout = 5000')
+  // A file database checkpoints mostly on a worker thread, not inside request commits (see
+  // wal-checkpointer.ts). When the WAL restarts from its start, its file is cut back to the
+  // size it reaches between the request connection's own checkpoints.
+  const checkpointer = file === ':memory:' ? null : startWalCheckpointer(file)
+  if (checkpointer) {
+    database.pragma(`wal_autocheckpoint = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES}`)
+    const pageSize = database.pragma('page_size', { simple: true }) as number
+    database.pragma(`journal_size_limit = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES * pageSize}`)
+  }
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) })
   return {
     db,
     dialect: 'sqlite',
     ping: async () => void database.prepare('select 1').get(),
-    close: () => db.destroy(),
+    close: async () => {
+      await checkpointer?.stop()
+      await db.destroy()
+    },
   }
 }
 
