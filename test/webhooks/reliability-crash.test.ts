@@ -26,9 +26,10 @@ const freePort = () => new Promise<number>((resolve) => {
   })
 })
 
-/** The service exactly as `npm start` runs it, in its own process. */
-async function startService(env: NodeJS.ProcessEnv, baseUrl: string): Promise<ChildProcess> {
+/** The service exactly as `npm start` runs it, in its own process; `children` knows it at once, so nothing outlives the test. */
+async function startService(env: NodeJS.ProcessEnv, baseUrl: string, children: ChildProcess[]): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'ignore', 'pipe'] })
+  children.push(child)
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString()).slice(-4_096)))
   await waitFor(async () => {
@@ -74,8 +75,7 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     })
     await new Promise<void>((resolve) => receiver!.listen(receiverPort, '127.0.0.1', resolve))
 
-    const first = await startService(env, baseUrl)
-    children.push(first)
+    const first = await startService(env, baseUrl, children)
     const tokenRes = await fetch(`${baseUrl}/oauth/token`, {
       method: 'POST', body: 'grant_type=client_credentials',
       headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}` },
@@ -121,7 +121,7 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     store.close()
 
     healthy = true
-    children.push(await startService(env, baseUrl))
+    await startService(env, baseUrl, children)
     await waitFor(() => new Set(received.map((r) => r.headers['webhook-id'])).size === EVENTS, 25_000, `all ${EVENTS} events at the receiver`)
 
     const ids = new Set(received.map((r) => r.headers['webhook-id']))
