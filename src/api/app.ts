@@ -48,7 +48,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
     ...bodyGuard(),
-    idempotency({ db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions' }),
+    idempotency({
+      db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',
+      // Its service writes the key with the prescription, in one transaction.
+      recordedInTransaction: (path) => path === '/v1/prescriptions',
+    }),
   ]
   app.use('/v1/*', async (c, next) => {
     if (PUBLIC_V1.has(c.req.path)) return next()

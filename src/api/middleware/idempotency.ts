@@ -3,7 +3,7 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
-import type { Db, Executor } from '../../store/schema.js'
+import type { Database, Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
 const KEY_TTL_MS = 24 * 3_600_000 // SPEC §2: keys are kept 24 h
@@ -31,8 +31,19 @@ type Stored = { request_hash: string; state: string; status: number | null; body
  * took effect (2xx) are stored: an error answer changed nothing, so its key is released and the
  * caller may retry, or correct the body and send it again under the same key (Stripe does not
  * save validation failures either).
+ *
+ * On paths where `recordedInTransaction` holds, the handler's transaction writes the key with
+ * its answer (`IdempotentRequest.complete`): one commit per request instead of a claim commit
+ * before it. While it runs, this process remembers the key, so a concurrent retry still gets
+ * 409; a retry racing it on another instance conflicts on the key's primary key inside its own
+ * transaction, gets 409 and leaves nothing behind.
  */
-export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; requiredOn: (path: string) => boolean }): MiddlewareHandler<AppEnv> {
+export function idempotency({ db, clock, requiredOn, recordedInTransaction = () => false }: {
+  db: Db; clock: Clock; requiredOn: (path: string) => boolean; recordedInTransaction?: (path: string) => boolean
+}): MiddlewareHandler<AppEnv> {
+  /** `client_id \n key` → request hash, for keys whose claim commits with the request's effects. */
+  const running = new Map<string, string>()
+
   return async function idempotencyMiddleware(c, next) {
     if (c.req.method !== 'POST') return next()
     const key = c.req.header('idempotency-key')
@@ -47,6 +58,34 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
     const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${await c.req.text()}`)
     const now = clock.now()
 
+    if (recordedInTransaction(c.req.path)) {
+      const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
+      const slot = `${clientId}\n${key}`
+      const runningHash = running.get(slot)
+      if (runningHash !== undefined) return answerFromStore({ request_hash: runningHash, state: 'in_progress' }, requestHash)
+      if (stored && !reusable(stored, now)) return answerFromStore(stored, requestHash)
+      // The row this request may replace (expired or abandoned); a newer one means another instance won.
+      const replaces = stored?.created_at ?? ''
+      const answer = (executor: Executor, status: number, body: string, headers: string) =>
+        claimWithAnswer(executor, { client_id: clientId, key, request_hash: requestHash, state: 'done', status, body, headers, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) }, replaces)
+      let recorded = false
+      c.set('idempotency', {
+        async complete(trx, status, value) {
+          await answer(trx, status, JSON.stringify(value), JSON_HEADERS)
+          recorded = true
+        },
+      })
+      running.set(slot, requestHash)
+      try {
+        await next()
+      } finally {
+        running.delete(slot)
+      }
+      // A handler on such a path that did not record its answer: keep it now, after the fact.
+      if (c.res.status < 400 && !recorded) await answer(db, c.res.status, await c.res.clone().text(), headersOf(c.res))
+      return
+    }
+
     const claimed = await db.insertInto('idempotency_keys').values({
       client_id: clientId, key, request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null,
       created_at: iso(now), expires_at: iso(now + KEY_TTL_MS),
@@ -54,8 +93,7 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
 
     if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) {
       const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
-      const reusable = stored && (Date.parse(stored.expires_at) <= now || (stored.state === 'in_progress' && Date.parse(stored.created_at) < now - ABANDONED_AFTER_MS))
-      if (stored && !reusable) return answerFromStore(stored, requestHash)
+      if (stored && !reusable(stored, now)) return answerFromStore(stored, requestHash)
       // Expired or abandoned: take the key over, but only if nobody else did in the meantime.
       const taken = await db.updateTable('idempotency_keys')
         .set({ request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) })
@@ -79,21 +117,35 @@ export function idempotency({ db, clock, requiredOn }: { db: Db; clock: Clock; r
     }
     if (c.res.status >= 400) return void (await release(db, clientId, key))
     if (completedInTransaction) return
-    const body = await c.res.clone().text()
-    const headers = JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' })
-    await storeAnswer(db, clientId, key, c.res.status, body, headers)
+    await storeAnswer(db, clientId, key, c.res.status, await c.res.clone().text(), headersOf(c.res))
   }
 }
 
 // What `c.json()` answers with; a replay sends the same.
 const JSON_HEADERS = JSON.stringify({ 'content-type': 'application/json' })
+const headersOf = (res: Response) => JSON.stringify({ 'content-type': res.headers.get('content-type') ?? 'application/json' })
+
+/** A stored key may be taken over once it expired, or when its request died in flight. */
+const reusable = (stored: Stored, now: number) =>
+  Date.parse(stored.expires_at) <= now || (stored.state === 'in_progress' && Date.parse(stored.created_at) < now - ABANDONED_AFTER_MS)
+
+/** Writes the key with its answer, or replaces the reusable row created at `replaces`; 409 when another request holds it. */
+async function claimWithAnswer(executor: Executor, row: Database['idempotency_keys'], replaces: string): Promise<void> {
+  const { request_hash, state, status, body, headers, created_at, expires_at } = row
+  const written = await executor.insertInto('idempotency_keys').values(row)
+    .onConflict((oc) => oc.columns(['client_id', 'key'])
+      .doUpdateSet({ request_hash, state, status, body, headers, created_at, expires_at })
+      .where('idempotency_keys.created_at', '=', replaces))
+    .executeTakeFirst()
+  if (Number(written.numInsertedOrUpdatedRows ?? 0) === 0) throw inProgress()
+}
 
 async function storeAnswer(executor: Executor, clientId: string, key: string, status: number, body: string, headers: string): Promise<void> {
   await executor.updateTable('idempotency_keys').set({ state: 'done', status, body, headers })
     .where('client_id', '=', clientId).where('key', '=', key).execute()
 }
 
-function answerFromStore(stored: Stored, requestHash: string): Response {
+function answerFromStore(stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>, requestHash: string): Response {
   if (stored.request_hash !== requestHash) {
     throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body.')
   }
