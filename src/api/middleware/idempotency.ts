@@ -1,4 +1,5 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
@@ -62,8 +63,8 @@ export function idempotency({ db, clock, requiredOn, recordedInTransaction = () 
       const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
       const slot = `${clientId}\n${key}`
       const runningHash = running.get(slot)
-      if (runningHash !== undefined) return answerFromStore({ request_hash: runningHash, state: 'in_progress' }, requestHash)
-      if (stored && !reusable(stored, now)) return answerFromStore(stored, requestHash)
+      if (runningHash !== undefined) return answerFromStore(c, { request_hash: runningHash, state: 'in_progress' }, requestHash)
+      if (stored && !reusable(stored, now)) return answerFromStore(c, stored, requestHash)
       // The row this request may replace (expired or abandoned); a newer one means another instance won.
       const replaces = stored?.created_at ?? ''
       const answer = (executor: Executor, status: number, body: string, headers: string) =>
@@ -93,7 +94,7 @@ export function idempotency({ db, clock, requiredOn, recordedInTransaction = () 
 
     if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) {
       const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
-      if (stored && !reusable(stored, now)) return answerFromStore(stored, requestHash)
+      if (stored && !reusable(stored, now)) return answerFromStore(c, stored, requestHash)
       // Expired or abandoned: take the key over, but only if nobody else did in the meantime.
       const taken = await db.updateTable('idempotency_keys')
         .set({ request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) })
@@ -145,14 +146,14 @@ async function storeAnswer(executor: Executor, clientId: string, key: string, st
     .where('client_id', '=', clientId).where('key', '=', key).execute()
 }
 
-function answerFromStore(stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>, requestHash: string): Response {
+/** The stored answer, through the context so the headers set earlier (request id, rate limit) come along. */
+function answerFromStore(c: Context<AppEnv>, stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>, requestHash: string): Response {
   if (stored.request_hash !== requestHash) {
     throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body.')
   }
   if (stored.state !== 'done') throw inProgress()
-  const headers = new Headers(JSON.parse(stored.headers ?? '{}'))
-  headers.set('Idempotent-Replayed', 'true')
-  return new Response(stored.body, { status: stored.status ?? 200, headers })
+  const headers: Record<string, string> = { ...JSON.parse(stored.headers ?? '{}'), 'Idempotent-Replayed': 'true' }
+  return c.body(stored.body ?? '', (stored.status ?? 200) as ContentfulStatusCode, headers)
 }
 
 const inProgress = () => new AppError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.', {}, { 'Retry-After': '1' })

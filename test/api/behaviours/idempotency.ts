@@ -60,6 +60,11 @@ export function describeIdempotency(store: StoreUnderTest) {
       expect(again.text).toBe(first.text)
       expect(again.headers.get('idempotent-replayed')).toBe('true')
       expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'))
+      // A replay is still an answer of this API: its own request id, version and rate-limit headers.
+      expect(again.headers.get('x-request-id')).toMatch(/^req_/)
+      expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'))
+      expect(again.headers.get('api-version')).toBe('v1')
+      expect(again.headers.get('ratelimit')).toBeTruthy()
       expect(await prescriptionsWith(payload.patient_id as string)).toBe(1)
     })
 
