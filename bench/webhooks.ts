@@ -24,6 +24,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { allScopes, type Principal } from '../src/auth/scopes.js'
 import { loadConfig } from '../src/config.js'
@@ -182,17 +183,21 @@ async function underLoad(receivers: Receivers) {
   await receivers.report(true)
   log(`under load: ${EVENTS} events at ${RATE}/s to ${ENDPOINTS} endpoints`)
   const cpuBefore = process.cpuUsage()
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 })
+  loopDelay.enable()
   const started = Date.now()
   await produceAtRate(service, pharmacyId, deliveryIds, WARMUP_EVENTS, EVENTS)
   const producedSeconds = (Date.now() - started) / 1_000
   await waitForDeliveries(receivers, EVENTS * ENDPOINTS, Date.now() + SETTLE_TIMEOUT_MS)
   const cpu = process.cpuUsage(cpuBefore)
+  loopDelay.disable()
   const report = await receivers.report(true)
   if (opts.timeline) for (const slot of report.timeline) log(`t=${slot.second}s received ${slot.received} worst lag ${slot.max_lag_ms} ms`)
   const failedAfter = await failedAttempts(service)
   await prepared.close()
   const failed = { total: failedAfter.total - failedBefore.total, by_cause: Object.fromEntries(Object.entries(failedAfter.by_cause).map(([cause, n]) => [cause, n - (failedBefore.by_cause[cause] ?? 0)]).filter(([, n]) => Number(n) > 0)) }
-  return { started, producedSeconds, report, failed, cpuMs: (cpu.user + cpu.system) / 1_000 }
+  const eventLoopDelayMs = { p99: round(loopDelay.percentile(99) / 1e6), max: round(loopDelay.max / 1e6) }
+  return { started, producedSeconds, report, failed, cpuMs: (cpu.user + cpu.system) / 1_000, eventLoopDelayMs }
 }
 
 /** Phase 2: the same events committed with the dispatcher stopped, then drained. */
@@ -222,7 +227,7 @@ async function backlogDrain(receivers: Receivers) {
   }
 }
 
-function figures(phase: { started: number; report: ReceiverReport; failed: { total: number; by_cause: Record<string, number> }; cpuMs: number }) {
+function figures(phase: { started: number; report: ReceiverReport; failed: { total: number; by_cause: Record<string, number> }; cpuMs: number; eventLoopDelayMs: { p99: number; max: number } }) {
   const { report } = phase
   const seconds = ((report.last_at ?? Date.now()) - phase.started) / 1_000
   const expected = EVENTS * ENDPOINTS
@@ -238,6 +243,8 @@ function figures(phase: { started: number; report: ReceiverReport; failed: { tot
     duplicates: report.duplicates,
     // Service CPU (this process: dispatcher, producer, SQLite) per delivery: what the machine's load cannot inflate.
     service_cpu_us_per_delivery: Math.round((phase.cpuMs * 1_000 / Math.max(1, report.distinct)) * 10) / 10,
+    // How late the service's event loop ran timers: long stalls here are the service's own (or CPU starvation).
+    event_loop_delay_ms: phase.eventLoopDelayMs,
   }
 }
 

@@ -34,9 +34,11 @@ export class SqlDeliveryQueue implements DeliveryQueue {
   async claimDue({ nowMs, limit, perEndpointLimit, excludeEndpointIds, leaseUntilMs }: ClaimRequest): Promise<PendingDelivery[]> {
     const excluded = excludeEndpointIds.length ? sql`and m.endpoint_id not in (${sql.join(excludeEndpointIds)})` : sql``
     // One statement picks and leases: the lease condition is checked again on each row as it
-    // is updated, so of two dispatchers racing for a row only one gets it.
+    // is updated, so of two dispatchers racing for a row only one gets it. The row's next
+    // attempt moves to the lease's end too: a leased row leaves the due range, so claims do not
+    // read past the rows in flight, and after a crash it is due exactly when its lease runs out.
     const claimed = await sql<{ id: string }>`
-      update webhook_messages set lease_until = ${leaseUntilMs}
+      update webhook_messages set lease_until = ${leaseUntilMs}, next_attempt_at = ${leaseUntilMs}
       where id in (
         select id from (
           select c.id, c.next_attempt_at, row_number() over (partition by c.endpoint_id order by c.next_attempt_at) as rank
@@ -57,7 +59,7 @@ export class SqlDeliveryQueue implements DeliveryQueue {
       .select(['m.id as message_id', 'm.attempts', 'e.id as endpoint_id', 'e.kind', 'e.url', 'e.secret', 'e.previous_secret', 'e.previous_secret_expires_at', 'e.failing_since'])
       .select(['ev.id', 'ev.type', 'ev.created_at', 'ev.pharmacy_id', 'ev.fleet_id', 'ev.delivery_id', 'ev.rx_id', 'ev.seq', 'ev.data'])
       .where('m.id', 'in', claimed.map((r) => r.id))
-      .orderBy('m.next_attempt_at')
+      .orderBy('m.created_at').orderBy('m.id')
       .execute()
     for (const row of rows) this.endpointKinds.set(row.endpoint_id, row.kind)
     return rows.map((row) => ({

@@ -113,11 +113,11 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     expect(states).toEqual([{ state: 'pending', n: EVENTS }])
     const eventIds = new Set((store.prepare(`select id from events where type = 'delivery.created'`).all() as Array<{ id: string }>).map((r) => r.id))
     expect(eventIds.size).toBe(EVENTS)
-    // Rows that were in flight at the kill are leased and come back when the lease runs out
-    // (2 × 10 s timeout + 60 s). Rather than wait 80 s, move those leases into the past: the
-    // same state the store will be in 80 s from now.
+    // Rows that were in flight at the kill are leased, and due again when the lease runs out
+    // (2 × 10 s timeout + 60 s; a claim sets both times). Rather than wait 80 s, move those
+    // leases into the past: the state the store will be in 80 s from now.
     const now = Date.now()
-    store.prepare('update webhook_messages set lease_until = ? where lease_until > ?').run(now - 1, now)
+    store.prepare('update webhook_messages set lease_until = ?, next_attempt_at = ? where lease_until > ?').run(now - 1, now - 1, now)
     store.close()
 
     healthy = true
