@@ -31,8 +31,12 @@ export function startWalCheckpointer(file: string): { stop(): Promise<void> } {
   worker.unref()
   return {
     async stop() {
+      const exited = new Promise((resolve) => worker.once('exit', resolve))
+      // Referenced again while it stops, or a process with nothing else to do would end before
+      // this resolves (and skip whatever follows the close, such as an error message).
+      worker.ref()
       worker.postMessage('stop')
-      await new Promise((resolve) => worker.once('exit', resolve))
+      await exited
     },
   }
 }
