@@ -1,16 +1,21 @@
+import { sql } from 'kysely'
 import type { Logger } from 'pino'
 import { checkSilence, evaluate, recompute, ReorderBuffer, replay, summarize, type ColdChainState, type RuleEvent } from '../../rules/index.js'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { NewEvent, Outbox } from '../services/outbox.js'
-import type { Db } from '../store/schema.js'
+import type { Db, Executor } from '../store/schema.js'
 import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'
 
 type Track = { binding: Binding & { profile: NonNullable<Binding['profile']> }; toteId: string; state: ColdChainState; dirty: boolean }
 
 const ALL_TIME = Number.MAX_SAFE_INTEGER
+// Summaries written per UPDATE: one statement instead of one per delivery (a tick under load has
+// every bound tote's delivery to save); 100 rows are 300 bound parameters, far below SQLite's and
+// PostgreSQL's limits.
+const SUMMARIES_PER_STATEMENT = 100
 
 /**
  * Runs the rule engine over committed readings: per tote in event-time order behind the reorder
@@ -22,18 +27,36 @@ export class ColdChainMonitor {
   private readonly tracks = new Map<string, Track>()
   private readonly buffers = new Map<string, ReorderBuffer<ReadingRow>>()
   private readonly pendingEvents: NewEvent[] = []
+  private readonly scratchEvents: RuleEvent[] = []
   private readonly lateDeliveries = new Set<string>()
+  /** Tracks whose summary must be written with the next events (they raised some, or were recomputed). */
+  private readonly withEvents = new Set<Track>()
   private persisting: Promise<void> = Promise.resolve()
+  /** A persist waiting for the one in progress: later requests join it instead of queueing another. */
+  private queued: { promise: Promise<void>; summaries: boolean } | null = null
 
   constructor(private readonly deps: {
     db: Db; sink: ReadingSink; outbox: Outbox; clock: Clock; metrics: Metrics; logger: Logger; windowMs: number
   }) {}
 
-  /** Loads the state of every delivery these rows touch, and flags rows older than what was judged. */
-  async prepare(rows: ReadingRow[], bindings: ReadonlyMap<string, Binding>): Promise<void> {
+  /**
+   * Loads the state of every delivery these rows touch, and flags rows older than what was judged.
+   * Null when nothing had to be loaded (the usual case: no await on the ingest hot path).
+   */
+  prepare(rows: ReadingRow[], bindings: ReadonlyMap<string, Binding>): Promise<void> | null {
+    let loading: Promise<void> | null = null
     for (const [deliveryId, binding] of bindings) {
-      if (binding.profile && !this.tracks.has(deliveryId)) await this.load(rows[0]!.tote_id, binding)
+      if (binding.profile && !this.tracks.has(deliveryId)) {
+        const toteId = rows[0]!.tote_id
+        loading = (loading ?? Promise.resolve()).then(() => this.tracks.has(deliveryId) ? undefined : this.load(toteId, binding))
+      }
     }
+    if (loading) return loading.then(() => this.flagLate(rows))
+    this.flagLate(rows)
+    return null
+  }
+
+  private flagLate(rows: ReadingRow[]): void {
     for (const row of rows) {
       const lastTs = row.delivery_id ? this.tracks.get(row.delivery_id)?.state.lastTs : null
       if (lastTs != null && row.ts <= lastTs) row.late = true
@@ -85,7 +108,7 @@ export class ColdChainMonitor {
       // The delivery ended: judge what is still held for it, save, and forget it.
       this.evaluateReleased(this.bufferOf(track.toteId).flushAll())
       track.dirty = true
-      await this.persistNow()
+      await this.persistNow(true)
       this.tracks.delete(id)
     }
   }
@@ -93,7 +116,7 @@ export class ColdChainMonitor {
   /** Writes every pending event and summary; used at shutdown and by tests. */
   async flush(): Promise<void> {
     for (const buffer of this.buffers.values()) this.evaluateReleased(buffer.flushAll())
-    await this.persistNow()
+    await this.persistNow(true)
   }
 
   state(deliveryId: string): ColdChainState | undefined {
@@ -125,10 +148,14 @@ export class ColdChainMonitor {
       while (j < released.length && released[j]!.delivery_id === deliveryId) j++
       const track = deliveryId ? this.tracks.get(deliveryId) : undefined
       if (track) {
-        const events: RuleEvent[] = []
-        evaluate(track.state, track.binding.profile, released.slice(i, j), events)
+        // One scratch array for every evaluation: events are copied out by collect().
+        const events = this.scratchEvents
+        evaluate(track.state, track.binding.profile, i === 0 && j === released.length ? released : released.slice(i, j), events)
         track.dirty = true
-        if (events.length) this.collect(track, events)
+        if (events.length) {
+          this.collect(track, events)
+          events.length = 0
+        }
       }
       i = j
     }
@@ -136,6 +163,7 @@ export class ColdChainMonitor {
 
   private collect(track: Track, events: readonly RuleEvent[]): void {
     track.dirty = true
+    if (events.length) this.withEvents.add(track)
     const b = track.binding
     for (const event of events) {
       this.pendingEvents.push({
@@ -145,35 +173,54 @@ export class ColdChainMonitor {
     }
   }
 
-  /** Events go out at once (reading → event latency); summaries alone wait for the next tick. */
+  /**
+   * Events go out at once (reading → event latency), with the summaries of the deliveries they
+   * concern; the other summaries wait for the next tick, so a busy second costs one summary write
+   * per delivery, not one per delivery per event.
+   */
   private schedulePersist(summaries = false): void {
-    if (this.pendingEvents.length || this.lateDeliveries.size || summaries) void this.persistNow()
+    if (this.pendingEvents.length || this.lateDeliveries.size || summaries) void this.persistNow(summaries)
   }
 
-  private persistNow(): Promise<void> {
-    this.persisting = this.persisting.then(() => this.persist()).catch((err) => {
+  /** `summaries`: write every changed summary, not only those of deliveries with events. */
+  private persistNow(summaries: boolean): Promise<void> {
+    if (this.queued) {
+      // Not started yet: it will take whatever is pending when it starts.
+      this.queued.summaries ||= summaries
+      return this.queued.promise
+    }
+    const queued = { summaries, promise: Promise.resolve() }
+    queued.promise = this.persisting.then(() => {
+      this.queued = null
+      return this.persist(queued.summaries)
+    }).catch((err) => {
       this.deps.logger.error({ err }, 'cold-chain monitor: persisting events failed; will retry')
     })
-    return this.persisting
+    this.queued = queued
+    this.persisting = queued.promise
+    return queued.promise
   }
 
-  private async persist(): Promise<void> {
+  private async persist(allSummaries: boolean): Promise<void> {
     for (const deliveryId of [...this.lateDeliveries]) {
       this.lateDeliveries.delete(deliveryId)
       await this.recomputeLate(deliveryId)
     }
     const events = this.pendingEvents.splice(0)
-    const dirty = [...this.tracks.values()].filter((t) => t.dirty)
+    const urgent = [...this.withEvents]
+    this.withEvents.clear()
+    const dirty = (allSummaries ? [...this.tracks.values()] : urgent).filter((t) => t.dirty)
     if (events.length === 0 && dirty.length === 0) return
     for (const t of dirty) t.dirty = false
     try {
       await this.deps.db.transaction().execute(async (trx) => {
-        for (const t of dirty) await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(apiSummary(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
+        await writeSummaries(trx, dirty)
         await this.deps.outbox.append(trx, events)
       })
     } catch (error) {
       this.pendingEvents.unshift(...events)
       for (const t of dirty) t.dirty = true
+      for (const t of urgent) this.withEvents.add(t)
       throw error
     }
     if (events.length) this.deps.outbox.committed()
@@ -187,7 +234,23 @@ export class ColdChainMonitor {
     const events: RuleEvent[] = []
     track.state = recompute(track.state, track.binding.profile, stored, events).state
     track.dirty = true
+    this.withEvents.add(track) // the recomputed summary goes out now, events or not
     if (events.length) this.collect(track, events)
+  }
+}
+
+/** The deliveries' `cold_chain` columns, SUMMARIES_PER_STATEMENT rows per UPDATE (CASE works on SQLite and PostgreSQL alike). */
+async function writeSummaries(trx: Executor, tracks: readonly Track[]): Promise<void> {
+  for (let i = 0; i < tracks.length; i += SUMMARIES_PER_STATEMENT) {
+    const chunk = tracks.slice(i, i + SUMMARIES_PER_STATEMENT)
+    if (chunk.length === 1) {
+      const t = chunk[0]!
+      await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(apiSummary(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
+      continue
+    }
+    const cases = sql.join(chunk.map((t) => sql`WHEN ${t.binding.deliveryId} THEN ${JSON.stringify(apiSummary(t.state))}`), sql` `)
+    await trx.updateTable('deliveries').set({ cold_chain: sql<string>`CASE id ${cases} END` })
+      .where('id', 'in', chunk.map((t) => t.binding.deliveryId)).execute()
   }
 }
 

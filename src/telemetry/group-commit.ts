@@ -2,6 +2,9 @@ import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void }
 
+/** Told the rows of each committed group, in commit order, before their publishes are acknowledged. */
+export type CommittedListener = (rows: readonly ReadingRow[]) => void
+
 /**
  * Group commit (SPEC §4): readings from many publishes are gathered for a few milliseconds and
  * written in one transaction; every publish in the group is acknowledged when it commits. One
@@ -12,6 +15,7 @@ export class GroupCommitter {
   private waiters: Waiter[] = []
   private timer: NodeJS.Timeout | null = null
   private writing: Promise<void> | null = null
+  private readonly listeners: CommittedListener[] = []
 
   constructor(
     private readonly sink: ReadingSink,
@@ -28,6 +32,15 @@ export class GroupCommitter {
     if (this.rows.length >= this.maxRows) this.flushSoon(0)
     else this.flushSoon(this.maxDelayMs)
     return committed
+  }
+
+  /**
+   * `listener` sees every committed group once, so per-group work (rule evaluation, counters)
+   * runs once per transaction instead of once per publish. It must not throw: the rows are
+   * committed whatever it does.
+   */
+  onCommitted(listener: CommittedListener): void {
+    this.listeners.push(listener)
   }
 
   /** Writes whatever is gathered and waits for every write in progress. */
@@ -61,12 +74,20 @@ export class GroupCommitter {
     this.writing = this.sink.write(rows)
     try {
       await this.writing
-      for (const w of waiters) w.resolve()
     } catch (error) {
       for (const w of waiters) w.reject(error as Error)
+      return
     } finally {
       this.writing = null
       if (this.rows.length) this.flushSoon(this.rows.length >= this.maxRows ? 0 : this.maxDelayMs)
     }
+    for (const listener of this.listeners) {
+      try {
+        listener(rows)
+      } catch {
+        // A listener reports its own failures (see onCommitted); the rows stay committed and acknowledged.
+      }
+    }
+    for (const w of waiters) w.resolve()
   }
 }

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
+import { startWalCheckpointer } from '../store/wal-checkpointer.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
 
@@ -11,13 +12,23 @@ import { createKeyDictionary } from './sqlite-dictionary.js'
  * - Ids are dictionary-encoded: `totes` and `bindings` (delivery_id, rx_id) map the 29-character
  *   ids to small integers, so the two indexes hold a few bytes per reading instead of ~70. In the
  *   comparison that chose this schema, text keys wrote about half as many rows/s.
- * - UNIQUE (tote_key, ts) is the dedup key and the `readingsForTote` scan; ON CONFLICT DO
- *   NOTHING makes a retransmission a no-op. (binding_key, ts) serves the delivery trace.
- * - The rowid table itself is append-only; each batch is inserted in (tote, ts) order, and 16 KiB
- *   pages with a 64 MiB cache keep the index pages of a few thousand active totes in memory.
+ * - UNIQUE (tote_key, ts) is the dedup key and the only index on readings: it serves
+ *   `readingsForTote`, and the delivery trace too (a delivery's readings are one tote's readings
+ *   over a span of time, see binding_spans). ON CONFLICT DO NOTHING makes a retransmission a no-op.
+ * - `binding_spans` holds, per binding and tote, a ts range padded by an hour that covers all its
+ *   readings; the writer widens it when a reading falls outside (about once an hour per
+ *   delivery). It replaced an index on (binding_key, ts): single readings from many totes dirty
+ *   one leaf page per index per reading, and every dirty page is written to the WAL at commit, so
+ *   the second index doubled the WAL (~80 MB/s at 10k readings/s) and cost a third of the CPU.
+ * - The rowid table itself is append-only; each batch is inserted in (tote, ts) order, and a
+ *   64 MiB cache keeps the index pages of thousands of active totes in memory (4 KiB pages, see
+ *   PAGE_SIZE).
  * - WAL + synchronous=NORMAL: a committed write survives a crash of the process; after a power
  *   loss the last transactions may roll back (SQLite docs, "WAL mode ... synchronous=NORMAL").
  *   The embedded default trades that for the commit rate; QuestDB is the durable option.
+ * - WAL checkpoints run on a worker thread (store/wal-checkpointer.ts), not inside the commits
+ *   that PUBACKs wait for: at 1,000 totes' single readings the writer's own checkpoint stalled a
+ *   commit by 20-40 ms every few dozen commits and took about a third of the sink's CPU.
  */
 
 const SCHEMA = `
@@ -45,8 +56,28 @@ CREATE TABLE IF NOT EXISTS readings (
   late        INTEGER NOT NULL,
   UNIQUE (tote_key, ts)
 );
-CREATE INDEX IF NOT EXISTS readings_by_binding ON readings (binding_key, ts) WHERE binding_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS binding_spans (
+  binding_key INTEGER NOT NULL,
+  tote_key    INTEGER NOT NULL,
+  from_ts     INTEGER NOT NULL,
+  to_ts       INTEGER NOT NULL,
+  PRIMARY KEY (binding_key, tote_key)
+) WITHOUT ROWID;
 `
+
+/** Files written before binding_spans: derive the spans from the old index once, then drop it. */
+const MIGRATE_BINDING_INDEX = `
+INSERT INTO binding_spans (binding_key, tote_key, from_ts, to_ts)
+  SELECT binding_key, tote_key, min(ts), max(ts) FROM readings WHERE binding_key IS NOT NULL GROUP BY binding_key, tote_key
+  ON CONFLICT (binding_key, tote_key) DO UPDATE SET from_ts = min(from_ts, excluded.from_ts), to_ts = max(to_ts, excluded.to_ts);
+DROP INDEX readings_by_binding;
+`
+/**
+ * How far a new or widened span reaches beyond the reading that widened it, ms: spans are
+ * rewritten about once per hour of a delivery's readings, and a trace reads at most an hour of
+ * the tote's readings from a neighbouring delivery (filtered out by binding_key).
+ */
+const SPAN_PADDING_MS = 3_600_000
 
 const COLUMNS = 'tote_key, ts, binding_key, temp_c, battery, humidity, lat, lng, seq, received_at, late'
 const PARAMS_PER_ROW = 11
@@ -54,6 +85,28 @@ const PARAMS_PER_ROW = 11
 const ROWS_PER_STATEMENT = 100
 /** Dictionary entries kept in memory; a binding is one delivery, so this bounds a long-running process. */
 const MAX_CACHED_KEYS = 100_000
+/**
+ * The writer's own automatic checkpoint, inside a commit: under steady writes the worker's
+ * checkpoints never end level with the writer, and only a checkpoint that does lets the WAL
+ * start over. By then the worker has copied all but its last second's pages, so this one is
+ * short. Single readings write up to ~100 MiB of WAL a second (each dirties a page in both
+ * indexes), so it must hold more than a second's worth.
+ */
+const WRITER_AUTOCHECKPOINT_BYTES = 256 * 1024 * 1024
+/**
+ * Once the WAL restarts, a file grown past this (by a burst beyond the writer's threshold) is cut
+ * back to it. Not lower: truncating a few hundred MiB of WAL stalls the commit doing it by ~200 ms.
+ */
+const WAL_SIZE_LIMIT_BYTES = 320 * 1024 * 1024
+/**
+ * 4 KiB pages for new files. Each commit writes every page it dirtied to the WAL, and a single
+ * reading dirties one leaf page in each of the two indexes (its tote's newest entries), so WAL
+ * bytes per reading are about two pages. With months of history per tote, 1,000 totes sending
+ * single readings cost 47 µs/row with 16 KiB pages and 24 µs/row with 4 KiB (in-process, loaded
+ * 2-core machine); 10,000-row sorted batches are ~10 % slower with 4 KiB. The 64 MiB cache holds
+ * 16,384 of them: the index paths of tens of thousands of active totes.
+ */
+const PAGE_SIZE = 4096
 
 const SELECT_ROWS = `
   SELECT t.tote_id, b.delivery_id, b.rx_id, r.ts, r.temp_c, r.battery, r.humidity, r.lat, r.lng, r.seq,
@@ -72,12 +125,22 @@ export type SqliteSinkOptions = {
 export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const db = new Database(path)
-  db.pragma('page_size = 16384') // only takes effect on a new file, before WAL is switched on
+  db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new file, before WAL is switched on
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = NORMAL')
   db.pragma('cache_size = -65536')
   db.exec(SCHEMA)
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'readings_by_binding'").get()) {
+    db.transaction(() => db.exec(MIGRATE_BINDING_INDEX))()
+  }
   const keys = createKeyDictionary(db, MAX_CACHED_KEYS)
+  const spans = createSpanWriter(db)
+  const checkpointer = path === ':memory:' ? null : startWalCheckpointer(path)
+  if (checkpointer) {
+    const pageSize = db.pragma('page_size', { simple: true }) as number
+    db.pragma(`wal_autocheckpoint = ${Math.ceil(WRITER_AUTOCHECKPOINT_BYTES / pageSize)}`)
+    db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
+  }
 
   const values = (n: number) => Array.from({ length: n }, () => `(${'?,'.repeat(PARAMS_PER_ROW - 1)}?)`).join(',')
   // ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: OR IGNORE would also silently skip a
@@ -90,9 +153,12 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
 
   /** Writes a row's parameters in COLUMNS order at `at`, reusing one array for every statement. */
   const bindRow = (r: ReadingRow, target: unknown[], at: number) => {
-    target[at] = keys.toteKey(r.tote_id)
+    const toteKey = keys.toteKey(r.tote_id)
+    const bindingKey = keys.bindingKey(r.delivery_id, r.rx_id)
+    if (bindingKey !== null) spans.cover(bindingKey, toteKey, r.ts)
+    target[at] = toteKey
     target[at + 1] = r.ts
-    target[at + 2] = keys.bindingKey(r.delivery_id, r.rx_id)
+    target[at + 2] = bindingKey
     target[at + 3] = r.temp_c
     target[at + 4] = r.battery
     target[at + 5] = r.humidity
@@ -119,15 +185,22 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
     }
   })
 
-  const ofDelivery = 'r.binding_key IN (SELECT binding_key FROM bindings WHERE delivery_id = ?) AND r.ts >= ? AND r.ts < ?'
-  const byDelivery = db.prepare<[string, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${ofDelivery} ORDER BY r.ts`)
+  // A delivery's readings: for each of its spans (one per tote; one in practice), a range of the
+  // (tote_key, ts) index, keeping the rows of that binding. In index order: no sort.
+  const spansOf = db.prepare<[string], Span>(
+    'SELECT s.binding_key, s.tote_key, s.from_ts, s.to_ts FROM binding_spans s JOIN bindings b ON b.binding_key = s.binding_key WHERE b.delivery_id = ?')
+  const inSpan = 'r.tote_key = ? AND r.ts >= ? AND r.ts < ? AND r.binding_key = ?'
+  const bySpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts`)
   const byTote = db.prepare<[string, number, number], StoredRow>(
     `${SELECT_ROWS} WHERE r.tote_key = (SELECT tote_key FROM totes WHERE tote_id = ?) AND r.ts >= ? AND r.ts < ? ORDER BY r.ts`)
   // better-sqlite3 binds JS numbers as REAL, so `ts / step` would not truncate; `%` always does.
-  const buckets = db.prepare<[number, string, number, number], TemperatureBucket>(`
+  const bucketsOfSpan = db.prepare<[number, number, number, number, number], TemperatureBucket>(`
     SELECT r.ts - r.ts % ? AS t, min(r.temp_c) AS min, max(r.temp_c) AS max, avg(r.temp_c) AS avg, count(*) AS n
-    FROM readings r WHERE ${ofDelivery}
+    FROM readings r WHERE ${inSpan}
     GROUP BY t ORDER BY t`)
+  /** The query's arguments for each span of the delivery, clipped to [fromMs, toMs). */
+  const spanRanges = (deliveryId: string, fromMs: number, toMs: number) => spansOf.all(deliveryId)
+    .map((s) => [s.tote_key, Math.max(bound(fromMs), s.from_ts), Math.min(bound(toMs), s.to_ts + 1), s.binding_key] as const)
   const countAll = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings')
 
   const toRow = (r: StoredRow): ReadingRow => ({ ...r, late: r.late === 1 })
@@ -141,15 +214,19 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
         writeAll(rows)
       } catch (err) {
         keys.forget() // the rollback also removed any dictionary rows this write added
+        spans.forget() // and any span it widened
         throw err
       }
     },
     async readingsForDelivery(deliveryId, fromMs, toMs) {
-      return byDelivery.all(deliveryId, bound(fromMs), bound(toMs)).map(toRow)
+      const parts = spanRanges(deliveryId, fromMs, toMs).map((args) => bySpan.all(...args))
+      const rows = parts.length === 1 ? parts[0]! : parts.flat().sort((a, b) => a.ts - b.ts)
+      return rows.map(toRow)
     },
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)
-      return buckets.all(stepMs, deliveryId, bound(fromMs), bound(toMs))
+      const parts = spanRanges(deliveryId, fromMs, toMs).map((args) => bucketsOfSpan.all(stepMs, ...args))
+      return parts.length === 1 ? parts[0]! : mergeBuckets(parts.flat())
     },
     async readingsForTote(toteId, fromMs, toMs) {
       return byTote.all(toteId, bound(fromMs), bound(toMs)).map(toRow)
@@ -158,9 +235,59 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       return countAll.get()!.n
     },
     async close() {
+      await checkpointer?.stop()
       if (db.open) db.close()
     },
   }
 }
 
 const byToteThenTs = (a: ReadingRow, b: ReadingRow) => (a.tote_id < b.tote_id ? -1 : a.tote_id > b.tote_id ? 1 : a.ts - b.ts)
+
+type Span = { binding_key: number; tote_key: number; from_ts: number; to_ts: number }
+
+/** Keeps binding_spans covering every written reading; runs inside the write transaction. */
+function createSpanWriter(db: Database.Database) {
+  const find = db.prepare<[number, number], Span>('SELECT * FROM binding_spans WHERE binding_key = ? AND tote_key = ?')
+  const save = db.prepare<[number, number, number, number]>(`INSERT INTO binding_spans (binding_key, tote_key, from_ts, to_ts) VALUES (?, ?, ?, ?)
+    ON CONFLICT (binding_key, tote_key) DO UPDATE SET from_ts = min(from_ts, excluded.from_ts), to_ts = max(to_ts, excluded.to_ts)`)
+  // binding_key → its spans (one per tote that reported for it: one in practice). Bounded crudely, as the key dictionary.
+  const cache = new Map<number, Span[]>()
+  return {
+    cover(bindingKey: number, toteKey: number, ts: number): void {
+      let ofBinding = cache.get(bindingKey)
+      let span = ofBinding?.find((s) => s.tote_key === toteKey)
+      if (span === undefined) {
+        span = find.get(bindingKey, toteKey) ?? { binding_key: bindingKey, tote_key: toteKey, from_ts: ts, to_ts: ts - 1 }
+        if (ofBinding === undefined) {
+          if (cache.size >= MAX_CACHED_KEYS) cache.clear()
+          cache.set(bindingKey, (ofBinding = []))
+        }
+        ofBinding.push(span)
+      }
+      if (ts >= span.from_ts && ts <= span.to_ts) return
+      if (ts < span.from_ts || span.to_ts < span.from_ts) span.from_ts = Math.min(span.from_ts, ts - SPAN_PADDING_MS)
+      if (ts > span.to_ts) span.to_ts = ts + SPAN_PADDING_MS
+      save.run(bindingKey, toteKey, span.from_ts, span.to_ts)
+    },
+    /** The write rolled back: what it saved is gone, so re-read spans from the file. */
+    forget(): void {
+      cache.clear()
+    },
+  }
+}
+
+/** Buckets of one delivery read span by span (it had more than one tote), merged per step. */
+function mergeBuckets(buckets: TemperatureBucket[]): TemperatureBucket[] {
+  const byStart = new Map<number, TemperatureBucket>()
+  for (const b of buckets) {
+    const seen = byStart.get(b.t)
+    if (seen === undefined) byStart.set(b.t, { ...b })
+    else {
+      seen.avg = (seen.avg * seen.n + b.avg * b.n) / (seen.n + b.n)
+      seen.n += b.n
+      seen.min = Math.min(seen.min, b.min)
+      seen.max = Math.max(seen.max, b.max)
+    }
+  }
+  return [...byStart.values()].sort((a, b) => a.t - b.t)
+}

@@ -1,0 +1,335 @@
+/**
+ * `npm run bench:ingest`: how fast the real service ingests tote readings over MQTT, against the
+ * ceiling of a bare Aedes broker on the same machine with the same publisher.
+ *
+ * 1. The service runs as a child process (`node --import tsx src/main.ts`) on SQLite in a fresh
+ *    DATA_DIR with REORDER_WINDOW_S=0; totes, cold-chain prescriptions and dispatches are created
+ *    over HTTP, so readings are bound and judged by the rule engine.
+ * 2. A second child (bench/lib/ingest-publisher.ts) connects the totes with their own credentials
+ *    (mqtt.js, MQTT 3.1.1, QoS 1, clean session) and runs the phases; it measures publish → PUBACK.
+ * 3. Some bound totes publish −2 °C (below the refrigerated profile's hard_min_c 0 °C): an
+ *    immediate `cold-chain.break`. Reading → event latency is the event's `created_at` in the
+ *    outbox minus the publish time (same machine, same clock).
+ * 4. A bare Aedes broker (bench/lib/ingest-ceiling-broker.ts) with the same publisher gives the ceiling.
+ * 5. RSS from /proc/<pid>/status; 5,000 connected totes in a phase of its own.
+ * 6. After a graceful stop, every PUBACKed reading must be in readings.db.
+ *
+ * Prints one JSON object on stdout; progress on stderr. Options: node's parseArgs, see `options`.
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import Database from 'better-sqlite3'
+import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './lib/ingest-protocol.js'
+import { connectProfiler, inspectorUrlFrom, summarize } from './lib/ingest-profiler.js'
+import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
+import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
+
+const { values: opt } = parseArgs({
+  options: {
+    totes: { type: 'string', default: '1000' },
+    'many-totes': { type: 'string', default: '5000' },
+    'single-s': { type: 'string', default: '30' },
+    'batch-s': { type: 'string', default: '20' },
+    'ceiling-s': { type: 'string', default: '20' },
+    'many-s': { type: 'string', default: '10' },
+    /** Publishes each tote keeps in flight in the closed-loop (capacity) runs. */
+    window: { type: 'string', default: '2' },
+    /** Publishes/s for the single-reading phase; default: found by the rate ladder. */
+    rate: { type: 'string' },
+    /** Publishes/s (of 100 readings) for the batch phase; default: found by the rate ladder. */
+    'batch-rate': { type: 'string' },
+    /** PUBACK p99 a sustainable rate must keep, ms. */
+    'p99-ms': { type: 'string', default: '50' },
+    breaks: { type: 'string', default: '250' },
+    /** Comma-separated phase names (e.g. single-probe,single,batch100): CPU-profile the service during them, hotspots on stderr. */
+    'cpu-prof': { type: 'string', default: '' },
+    'skip-ceiling': { type: 'boolean', default: false },
+    'skip-many': { type: 'boolean', default: false },
+    /** Measure the bare-Aedes ceiling only (quick reference runs). */
+    'only-ceiling': { type: 'boolean', default: false },
+    'keep-data': { type: 'boolean', default: false },
+  },
+})
+const TOTES = Number(opt.totes)
+const MANY_TOTES = Math.max(TOTES, Number(opt['many-totes']))
+const WINDOW = Number(opt.window)
+const P99_MS = Number(opt['p99-ms'])
+const BREAKS = Math.min(Number(opt.breaks), TOTES)
+const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-0123456789abcdef' }
+// The refrigerated profile's hard_min_c is 0 °C (rules/profiles/refrigerated.json): −2 °C breaks at once.
+const BREAK_TEMP_C = -2
+// Capacity probes and ladder steps: long enough for a stable rate, short enough to try several.
+const PROBE_MS = 5_000
+// Paced rates tried, as fractions of the closed-loop capacity, until one is sustained.
+const LADDER = [0.9, 0.8, 0.7, 0.6, 0.5]
+const PROFILED = new Set(opt['cpu-prof'].split(',').filter(Boolean))
+const PROFILE_DIR = PROFILED.size ? mkdtempSync(join(tmpdir(), 'rxtrace-ingest-prof-')) : null
+type Profiler = Awaited<ReturnType<typeof connectProfiler>>
+
+const log = (line: string) => process.stderr.write(`[bench:ingest] ${line}\n`)
+
+/** The publisher child and a request/response wrapper over its IPC channel. */
+function startPublisher() {
+  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
+    cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
+  const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
+    new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
+      const onMessage = (reply: FromPublisher) => {
+        if (reply.type !== answer && reply.type !== 'error') return
+        child.off('message', onMessage)
+        child.off('exit', onExit)
+        if (reply.type === 'error') reject(new Error(`publisher: ${reply.message}`))
+        else resolve(reply as Extract<FromPublisher, { type: T }>)
+      }
+      const onExit = (code: number | null) => reject(new Error(`publisher exited with code ${code}`))
+      child.on('message', onMessage)
+      child.once('exit', onExit)
+      child.send(message)
+    })
+  return {
+    child,
+    async connect(url: string, totes: ToteCredentials[], subscribeErrors: boolean) {
+      const reply = await ask({ type: 'connect', url, totes, subscribeErrors, parallel: 50 }, 'connected')
+      log(`connected ${reply.connected} totes in ${reply.ms} ms${reply.failed ? `, ${reply.failed} failed: ${reply.firstError}` : ''}`)
+      if (reply.failed) throw new Error(`${reply.failed} totes could not connect: ${reply.firstError}`)
+    },
+    run: async (phase: Phase) => (await ask({ type: 'run', phase }, 'result')).result,
+    disconnect: async () => (await ask({ type: 'disconnect' }, 'disconnected')).totals,
+    stop: () => child.kill('SIGTERM'),
+  }
+}
+
+type Measured = {
+  result: PhaseResult
+  /** CPU of the broker process (service or ceiling) and the publisher, % of one core; us_per_reading is broker CPU per stored reading. */
+  cpu: { service_pct: number | null; publisher_pct: number | null; us_per_reading: number | null }
+  rssPeakMb: number
+}
+
+/** Runs a phase while watching the broker process's RSS and both processes' CPU. */
+async function measure(publisher: ReturnType<typeof startPublisher>, brokerPid: number, phase: Phase, profiler?: Profiler | null): Promise<Measured> {
+  const profiling = profiler && PROFILED.has(phase.name) ? profiler : null
+  await profiling?.start()
+  const rss = watchRss(brokerPid)
+  const cpu0 = [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!)]
+  const t0 = performance.now()
+  const result = await publisher.run(phase)
+  const seconds = (performance.now() - t0) / 1_000
+  const cpu1 = [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!)]
+  if (profiling) {
+    const file = join(PROFILE_DIR!, `${phase.name}.cpuprofile`)
+    log(`CPU profile of the broker process during ${phase.name} (${file}):\n${summarize(await profiling.stop(file))}`)
+  }
+  const pct = (i: number) => (cpu0[i] == null || cpu1[i] == null ? null : round(((cpu1[i]! - cpu0[i]!) / seconds) * 100, 0))
+  // Broker CPU per reading does not depend on how busy the rest of the machine is: it is the
+  // figure to compare before and after a change when other work shares the cores.
+  const usPerReading = cpu0[0] == null || cpu1[0] == null || result.ackedReadings === 0 ? null : round(((cpu1[0]! - cpu0[0]!) * 1e6) / result.ackedReadings, 2)
+  const measured = { result, cpu: { service_pct: pct(0), publisher_pct: pct(1), us_per_reading: usPerReading }, rssPeakMb: rss.stop() }
+  const r = result
+  log(`${r.name}: ${round(r.ackedReadings / (r.elapsedMs / 1_000), 0)} readings/s, puback p50 ${round(r.latency.p50, 2)} ms p99 ${round(r.latency.p99, 2)} ms max ${round(r.latency.max, 1)} ms, ` +
+    `errors ${r.errors}, rejected ${r.rejected}, behind ${r.behind}, cpu broker ${measured.cpu.service_pct}% (${measured.cpu.us_per_reading} µs/reading) publisher ${measured.cpu.publisher_pct}%, rss peak ${measured.rssPeakMb} MB`)
+  return measured
+}
+
+const throughput = (m: Measured) => ({
+  readings_per_s: round(m.result.ackedReadings / (m.result.elapsedMs / 1_000), 0),
+  puback_p50_ms: round(m.result.latency.p50, 2),
+  puback_p99_ms: round(m.result.latency.p99, 2),
+  errors: m.result.errors + m.result.rejected,
+})
+
+async function runService(dataDir: string) {
+  const [httpPort, mqttPort] = [await freePort(), await freePort()]
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(httpPort), HOST: '127.0.0.1', MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off', DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', WEBHOOK_ALLOW_PRIVATE: 'false',
+  }
+  delete env.DATABASE_URL // this bench is about the embedded defaults
+  delete env.QUESTDB_CONFIG
+  const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
+  log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
+  const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
+  return { service, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`, profiler }
+}
+
+/** Reading → event: `created_at` of each tote's cold-chain.break in the outbox minus its publish time. */
+function breakLatencies(dataDir: string, breaks: PhaseResult['breaks']) {
+  const db = new Database(join(dataDir, 'rxtrace.db'), { readonly: true, fileMustExist: true })
+  const rows = db.prepare<[], { created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'").all()
+  db.close()
+  const createdByTote = new Map<string, number>()
+  for (const row of rows) createdByTote.set((JSON.parse(row.data) as { tote_id: string }).tote_id, Date.parse(row.created_at))
+  const latencies: number[] = []
+  for (const b of breaks) {
+    const created = createdByTote.get(b.toteId)
+    if (created !== undefined) latencies.push(created - b.publishedAtMs)
+  }
+  return { latencies, events: rows.length }
+}
+
+function countStored(dataDir: string): number {
+  const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
+  const n = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings').get()!.n
+  db.close()
+  return n
+}
+
+type Publisher = ReturnType<typeof startPublisher>
+const perSecond = (m: Measured, unit: 'readings' | 'publishes' = 'readings') =>
+  (unit === 'readings' ? m.result.ackedReadings : m.result.acked) / (m.result.elapsedMs / 1_000)
+
+/**
+ * The highest sustainable rate, in publishes/s: first the closed-loop capacity (every tote keeps
+ * `window` publishes in flight), then paced rates at falling fractions of it until one is
+ * delivered in full with a PUBACK p99 under the target. Returns the probe too (the capacity).
+ */
+async function sustainableRate(publisher: Publisher, pid: number, profiler: Profiler | null, name: string, batch: number, window: number) {
+  const probe = await measure(publisher, pid, { name: `${name}-probe`, durationMs: PROBE_MS, batch, window }, profiler)
+  const capacity = perSecond(probe, 'publishes')
+  for (const fraction of LADDER) {
+    const rate = Math.floor(capacity * fraction)
+    const step = await measure(publisher, pid, { name: `${name}-at-${Math.round(fraction * 100)}pct`, durationMs: PROBE_MS, batch, window: 4, rate }, profiler)
+    if (perSecond(step, 'publishes') >= rate * 0.97 && step.result.latency.p99 < P99_MS && step.result.errors === 0) return { rate, probe }
+  }
+  return { rate: Math.floor(capacity * LADDER.at(-1)!), probe }
+}
+
+/** The bare-Aedes ceiling with the same publisher and the same closed loop as the capacity probe. */
+async function ceilingRun(): Promise<{ measured: Measured; rssMb: number | null }> {
+  const child: ChildProcess = fork(join(repoRoot, 'bench/lib/ingest-ceiling-broker.ts'), [], {
+    cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (m: { type: string; port: number }) => resolve(m.port))
+    child.once('exit', (code) => reject(new Error(`ceiling broker exited with code ${code}`)))
+  })
+  const publisher = startPublisher()
+  try {
+    // The same number of connections; the ceiling accepts any credentials.
+    const totes = Array.from({ length: TOTES }, (_, i) => ({ id: `tt_ceiling_${i}`, username: `tt_ceiling_${i}`, password: 'x' }))
+    await publisher.connect(`mqtt://127.0.0.1:${port}`, totes, false)
+    await measure(publisher, child.pid!, { name: 'ceiling-warmup', durationMs: 3_000, batch: 1, window: WINDOW })
+    const measured = await measure(publisher, child.pid!, { name: 'ceiling', durationMs: Number(opt['ceiling-s']) * 1_000, batch: 1, window: WINDOW })
+    const rss = rssMb(child.pid!)
+    await publisher.disconnect()
+    return { measured, rssMb: rss }
+  } finally {
+    publisher.stop()
+    child.send({ type: 'stop' })
+    await new Promise((resolve) => child.once('exit', resolve))
+  }
+}
+
+async function main() {
+  log(`machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg().map((l) => round(l, 2)).join(' ')}`)
+  if (opt['only-ceiling']) {
+    const { measured, rssMb } = await ceilingRun()
+    process.stdout.write(JSON.stringify({ ceiling: { msgs_per_s: round(perSecond(measured), 0), puback_p99_ms: round(measured.result.latency.p99, 2), rss_mb: rssMb, cpu: measured.cpu } }) + '\n')
+    return
+  }
+  const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-ingest-'))
+  const { service, mqttUrl, profiler } = await runService(dataDir)
+  let publisher: Publisher | null = null
+  let serviceStopped = false
+  try {
+    const setupStarted = Date.now()
+    const fixture = await createFixture(service.baseUrl, ADMIN, { totes: opt['skip-many'] ? TOTES : MANY_TOTES, bound: TOTES, onProgress: log })
+    log(`fixture: ${fixture.totes.length} totes, ${fixture.deliveries.size} dispatched cold-chain deliveries in ${round((Date.now() - setupStarted) / 1_000)} s`)
+
+    publisher = startPublisher()
+    const bound = fixture.totes.slice(0, TOTES)
+    await publisher.connect(mqttUrl, bound, true)
+    const rss1000 = watchRss(service.pid)
+    // Loads every delivery's rule state and fills the caches, as a service that has been running would have.
+    await measure(publisher, service.pid, { name: 'warmup', durationMs: PROBE_MS, batch: 1, window: WINDOW }, profiler)
+
+    // (a) Single readings: capacity, then the sustainable rate for the main run, with the breaks.
+    const singleSearch = opt.rate ? null : await sustainableRate(publisher, service.pid, profiler, 'single', 1, WINDOW)
+    const singleRate = opt.rate ? Number(opt.rate) : singleSearch!.rate
+    const singleMs = Number(opt['single-s']) * 1_000
+    const single = await measure(publisher, service.pid, {
+      name: 'single', durationMs: singleMs, batch: 1, window: 4, rate: singleRate,
+      // Spread over the phase, leaving its last second for the last event to land.
+      breaks: { toteIds: bound.slice(0, BREAKS).map((t) => t.id), everyMs: Math.max(1, Math.floor((singleMs - 1_000) / Math.max(1, BREAKS))), tempC: BREAK_TEMP_C },
+    }, profiler)
+
+    // (b) Gateway batches of 100 readings: one publish in flight per tote for the capacity.
+    const batchSearch = opt['batch-rate'] ? null : await sustainableRate(publisher, service.pid, profiler, 'batch100', 100, 1)
+    const batchRate = opt['batch-rate'] ? Number(opt['batch-rate']) : batchSearch!.rate
+    const batch = await measure(publisher, service.pid, { name: 'batch100', durationMs: Number(opt['batch-s']) * 1_000, batch: 100, window: 4, rate: batchRate }, profiler)
+    const service1000 = rss1000.stop()
+    await publisher.disconnect()
+
+    let service5000: number | null = null
+    if (!opt['skip-many']) {
+      await publisher.connect(mqttUrl, fixture.totes.slice(0, MANY_TOTES), true)
+      // Every tote reporting about once a second: a realistic fleet, not a flood.
+      const many = await measure(publisher, service.pid, { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES }, profiler)
+      service5000 = many.rssPeakMb
+      await publisher.disconnect()
+    }
+    const totals = await publisher.disconnect()
+    publisher.stop()
+    publisher = null
+    profiler?.close()
+
+    const events = breakLatencies(dataDir, single.result.breaks)
+    const code = await service.stop()
+    serviceStopped = true
+    if (code !== 0) log(`the service exited with code ${code}:\n${service.output()}`)
+    const stored = countStored(dataDir)
+
+    const ceiling = opt['skip-ceiling'] ? null : await ceilingRun()
+    const ceilingRate = ceiling ? perSecond(ceiling.measured) : null
+    const capacity = singleSearch ? perSecond(singleSearch.probe) : null
+
+    const report = {
+      single: throughput(single),
+      batch100: throughput(batch),
+      reading_to_event_ms: {
+        p50: round(percentile(events.latencies, 50), 1), p99: round(percentile(events.latencies, 99), 1), n: events.latencies.length,
+      },
+      ceiling: ceiling ? { msgs_per_s: round(ceilingRate!, 0), puback_p99_ms: round(ceiling.measured.result.latency.p99, 2) } : null,
+      // Same closed loop (window per tote) on both sides: the service's capacity over the bare broker's.
+      pipeline_vs_ceiling: ceilingRate && capacity ? round(capacity / ceilingRate, 3) : null,
+      rss_mb: { service_1000_totes: service1000, service_5000_totes: service5000, ceiling: ceiling?.rssMb ?? null },
+      committed_check: { published_acked: totals.ackedReadings, stored },
+      machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
+      detail: {
+        totes: TOTES, closed_loop_window: WINDOW,
+        single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: capacity ? round(capacity, 0) : null, ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch?.probe.cpu.us_per_reading ?? null },
+        batch100: { paced_publishes_per_s: batchRate, capacity_readings_per_s: batchSearch ? round(perSecond(batchSearch.probe), 0) : null, ...pacedDetail(batch) },
+        ceiling: ceiling ? { cpu: ceiling.measured.cpu, puback_p50_ms: round(ceiling.measured.result.latency.p50, 2) } : null,
+        // Broker CPU per message over service CPU per reading: the ratio with the other tenants of the machine factored out.
+        pipeline_vs_ceiling_cpu: ceiling?.measured.cpu.us_per_reading && singleSearch?.probe.cpu.us_per_reading
+          ? round(ceiling.measured.cpu.us_per_reading / singleSearch.probe.cpu.us_per_reading, 3) : null,
+        sustained_vs_ceiling: ceilingRate ? round(perSecond(single) / ceilingRate, 3) : null,
+        break_events_in_outbox: events.events, breaks_published: single.result.breaks.length, service_exit_code: code,
+      },
+    }
+    process.stdout.write(JSON.stringify(report) + '\n')
+    if (totals.ackedReadings !== stored) {
+      log(`COMMITTED CHECK FAILED: ${totals.ackedReadings} readings acknowledged, ${stored} stored`)
+      process.exitCode = 1
+    }
+  } finally {
+    publisher?.stop()
+    if (!serviceStopped) await service.stop()
+    if (!opt['keep-data']) rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+function pacedDetail(m: Measured) {
+  return { puback_p999_ms: round(m.result.latency.p999, 1), puback_max_ms: round(m.result.latency.max, 1), service_cpu: m.cpu, behind: m.result.behind }
+}
+
+main().catch((err: unknown) => {
+  log(`failed: ${(err as Error).stack ?? String(err)}`)
+  process.exit(1)
+})
