@@ -11,7 +11,7 @@
  *    immediate `cold-chain.break`. Reading → event latency is the event's `created_at` in the
  *    outbox minus the publish time (same machine, same clock).
  * 4. A bare Aedes broker (bench/lib/ingest-ceiling-broker.ts) with the same publisher gives the ceiling.
- * 5. RSS from /proc/<pid>/status; 5,000 connected totes in a phase of its own.
+ * 5. RSS from /proc/<pid>/status; 5,000 connected totes in a phase of its own (first, on a fresh process).
  * 6. After a graceful stop, every PUBACKed reading must be in readings.db.
  *
  * Prints one JSON object on stdout; progress on stderr. Options: node's parseArgs, see `options`.
@@ -35,8 +35,10 @@ const { values: opt } = parseArgs({
     'batch-s': { type: 'string', default: '20' },
     'ceiling-s': { type: 'string', default: '20' },
     'many-s': { type: 'string', default: '10' },
+    /** How the publisher sends: `raw` PUBLISH packets on mqtt.js connections, or `mqttjs` client.publish (see ingest-publisher.ts). */
+    wire: { type: 'string', default: 'raw' },
     /** Publishes each tote keeps in flight in the closed-loop (capacity) runs. */
-    window: { type: 'string', default: '2' },
+    window: { type: 'string', default: '8' },
     /** Publishes/s for the single-reading phase; default: found by the rate ladder. */
     rate: { type: 'string' },
     /** Publishes/s (of 100 readings) for the batch phase; default: found by the rate ladder. */
@@ -73,8 +75,10 @@ const log = (line: string) => process.stderr.write(`[bench:ingest] ${line}\n`)
 
 /** The publisher child and a request/response wrapper over its IPC channel. */
 function startPublisher() {
+  // BENCH_PUBLISHER_PROF=dir: `node --cpu-prof` of the publisher, to check it is not the bottleneck.
+  const prof = process.env.BENCH_PUBLISHER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PUBLISHER_PROF] : []
   const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
-    cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    cwd: repoRoot, execArgv: [...prof, '--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
   const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
     new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
@@ -93,7 +97,7 @@ function startPublisher() {
   return {
     child,
     async connect(url: string, totes: ToteCredentials[], subscribeErrors: boolean) {
-      const reply = await ask({ type: 'connect', url, totes, subscribeErrors, parallel: 50 }, 'connected')
+      const reply = await ask({ type: 'connect', url, totes, subscribeErrors, parallel: 50, wire: opt.wire === 'mqttjs' ? 'mqttjs' : 'raw' }, 'connected')
       log(`connected ${reply.connected} totes in ${reply.ms} ms${reply.failed ? `, ${reply.failed} failed: ${reply.firstError}` : ''}`)
       if (reply.failed) throw new Error(`${reply.failed} totes could not connect: ${reply.firstError}`)
     },
@@ -189,8 +193,9 @@ const perSecond = (m: Measured, unit: 'readings' | 'publishes' = 'readings') =>
  * `window` publishes in flight), then paced rates at falling fractions of it until one is
  * delivered in full with a PUBACK p99 under the target. Returns the probe too (the capacity).
  */
-async function sustainableRate(publisher: Publisher, pid: number, profiler: Profiler | null, name: string, batch: number, window: number) {
+async function sustainableRate(publisher: Publisher, pid: number, profiler: Profiler | null, name: string, batch: number, window: number, given?: string) {
   const probe = await measure(publisher, pid, { name: `${name}-probe`, durationMs: PROBE_MS, batch, window }, profiler)
+  if (given) return { rate: Number(given), probe } // --rate / --batch-rate: no ladder
   const capacity = perSecond(probe, 'publishes')
   for (const fraction of LADDER) {
     const rate = Math.floor(capacity * fraction)
@@ -243,6 +248,17 @@ async function main() {
     log(`fixture: ${fixture.totes.length} totes, ${fixture.deliveries.size} dispatched cold-chain deliveries in ${round((Date.now() - setupStarted) / 1_000)} s`)
 
     publisher = startPublisher()
+    // 5,000 connected totes first, on a fresh process: its RSS is not inflated by the memory the
+    // flood phases below leave behind. Every tote reports about once a second: a realistic
+    // fleet, not a flood.
+    let service5000: number | null = null
+    if (!opt['skip-many']) {
+      await publisher.connect(mqttUrl, fixture.totes.slice(0, MANY_TOTES), true)
+      const many = await measure(publisher, service.pid, { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES }, profiler)
+      service5000 = many.rssPeakMb
+      await publisher.disconnect()
+    }
+
     const bound = fixture.totes.slice(0, TOTES)
     await publisher.connect(mqttUrl, bound, true)
     const rss1000 = watchRss(service.pid)
@@ -250,8 +266,8 @@ async function main() {
     await measure(publisher, service.pid, { name: 'warmup', durationMs: PROBE_MS, batch: 1, window: WINDOW }, profiler)
 
     // (a) Single readings: capacity, then the sustainable rate for the main run, with the breaks.
-    const singleSearch = opt.rate ? null : await sustainableRate(publisher, service.pid, profiler, 'single', 1, WINDOW)
-    const singleRate = opt.rate ? Number(opt.rate) : singleSearch!.rate
+    const singleSearch = await sustainableRate(publisher, service.pid, profiler, 'single', 1, WINDOW, opt.rate)
+    const singleRate = singleSearch.rate
     const singleMs = Number(opt['single-s']) * 1_000
     const single = await measure(publisher, service.pid, {
       name: 'single', durationMs: singleMs, batch: 1, window: 4, rate: singleRate,
@@ -260,20 +276,10 @@ async function main() {
     }, profiler)
 
     // (b) Gateway batches of 100 readings: one publish in flight per tote for the capacity.
-    const batchSearch = opt['batch-rate'] ? null : await sustainableRate(publisher, service.pid, profiler, 'batch100', 100, 1)
-    const batchRate = opt['batch-rate'] ? Number(opt['batch-rate']) : batchSearch!.rate
+    const batchSearch = await sustainableRate(publisher, service.pid, profiler, 'batch100', 100, 1, opt['batch-rate'])
+    const batchRate = batchSearch.rate
     const batch = await measure(publisher, service.pid, { name: 'batch100', durationMs: Number(opt['batch-s']) * 1_000, batch: 100, window: 4, rate: batchRate }, profiler)
     const service1000 = rss1000.stop()
-    await publisher.disconnect()
-
-    let service5000: number | null = null
-    if (!opt['skip-many']) {
-      await publisher.connect(mqttUrl, fixture.totes.slice(0, MANY_TOTES), true)
-      // Every tote reporting about once a second: a realistic fleet, not a flood.
-      const many = await measure(publisher, service.pid, { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES }, profiler)
-      service5000 = many.rssPeakMb
-      await publisher.disconnect()
-    }
     const totals = await publisher.disconnect()
     publisher.stop()
     publisher = null
@@ -287,7 +293,7 @@ async function main() {
 
     const ceiling = opt['skip-ceiling'] ? null : await ceilingRun()
     const ceilingRate = ceiling ? perSecond(ceiling.measured) : null
-    const capacity = singleSearch ? perSecond(singleSearch.probe) : null
+    const capacity = perSecond(singleSearch.probe)
 
     const report = {
       single: throughput(single),
@@ -297,17 +303,17 @@ async function main() {
       },
       ceiling: ceiling ? { msgs_per_s: round(ceilingRate!, 0), puback_p99_ms: round(ceiling.measured.result.latency.p99, 2) } : null,
       // Same closed loop (window per tote) on both sides: the service's capacity over the bare broker's.
-      pipeline_vs_ceiling: ceilingRate && capacity ? round(capacity / ceilingRate, 3) : null,
+      pipeline_vs_ceiling: ceilingRate ? round(capacity / ceilingRate, 3) : null,
       rss_mb: { service_1000_totes: service1000, service_5000_totes: service5000, ceiling: ceiling?.rssMb ?? null },
       committed_check: { published_acked: totals.ackedReadings, stored },
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
       detail: {
         totes: TOTES, closed_loop_window: WINDOW,
-        single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: capacity ? round(capacity, 0) : null, ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch?.probe.cpu.us_per_reading ?? null },
-        batch100: { paced_publishes_per_s: batchRate, capacity_readings_per_s: batchSearch ? round(perSecond(batchSearch.probe), 0) : null, ...pacedDetail(batch) },
+        single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: round(capacity, 0), ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch.probe.cpu.us_per_reading },
+        batch100: { paced_publishes_per_s: batchRate, capacity_readings_per_s: round(perSecond(batchSearch.probe), 0), ...pacedDetail(batch), capacity_service_cpu_us_per_reading: batchSearch.probe.cpu.us_per_reading },
         ceiling: ceiling ? { cpu: ceiling.measured.cpu, puback_p50_ms: round(ceiling.measured.result.latency.p50, 2) } : null,
         // Broker CPU per message over service CPU per reading: the ratio with the other tenants of the machine factored out.
-        pipeline_vs_ceiling_cpu: ceiling?.measured.cpu.us_per_reading && singleSearch?.probe.cpu.us_per_reading
+        pipeline_vs_ceiling_cpu: ceiling?.measured.cpu.us_per_reading && singleSearch.probe.cpu.us_per_reading
           ? round(ceiling.measured.cpu.us_per_reading / singleSearch.probe.cpu.us_per_reading, 3) : null,
         sustained_vs_ceiling: ceilingRate ? round(perSecond(single) / ceilingRate, 3) : null,
         break_events_in_outbox: events.events, breaks_published: single.result.breaks.length, service_exit_code: code,

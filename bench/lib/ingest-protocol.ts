@@ -38,7 +38,7 @@ export type PhaseResult = {
 }
 
 export type ToPublisher =
-  | { type: 'connect'; url: string; totes: ToteCredentials[]; subscribeErrors: boolean; parallel: number }
+  | { type: 'connect'; url: string; totes: ToteCredentials[]; subscribeErrors: boolean; parallel: number; wire: 'raw' | 'mqttjs' }
   | { type: 'run'; phase: Phase }
   | { type: 'disconnect' }
 

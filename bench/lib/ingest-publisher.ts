@@ -6,6 +6,14 @@
  * Each tote is its own mqtt.js connection (MQTT 3.1.1, clean session, QoS 1) with its own
  * credentials. A reading's ts is the wall clock at publish time, kept strictly increasing per
  * tote, so (tote_id, ts) never collides and every acknowledged reading is a new stored row.
+ *
+ * Two ways to publish (`wire` of the connect message):
+ * - `mqttjs`: `client.publish(topic, payload, {qos: 1}, cb)`, mqtt.js all the way.
+ * - `raw` (default): the QoS 1 PUBLISH is encoded here and written to the connection's socket,
+ *   and the PUBACK is taken from mqtt.js's `packetreceive` event (mqtt.js ignores an ack it did
+ *   not send the publish for). mqtt.js's publish path (outgoing store, callbacks, a write per
+ *   packet) costs more CPU than the bare broker spends on the message, so with it the
+ *   publisher, not the broker, sets the ceiling on a 2-core machine.
  */
 import { performance } from 'node:perf_hooks'
 import type { Socket } from 'node:net'
@@ -17,6 +25,12 @@ type Tote = {
   id: string
   topic: string
   client: MqttClient
+  /** Raw wire: the topic as it is encoded in a PUBLISH (2-byte length, then UTF-8). */
+  topicField: Buffer
+  /** Raw wire: PUBLISHes waiting for their PUBACK, by packet identifier. */
+  awaiting: Map<number, (err: Error | null) => void>
+  nextPacketId: number
+  corked: boolean
   inFlight: number
   lastTs: number
   seq: number
@@ -64,6 +78,42 @@ function payloadOf(tote: Tote, batch: number, forcedTemp?: number): string {
   return out + ']'
 }
 
+/** Raw wire: a QoS 1 PUBLISH (MQTT 3.1.1 §3.3) of `payload` on the tote's topic. */
+function publishRaw(tote: Tote, payload: string, done: (err: Error | null) => void): void {
+  if (!tote.client.connected) return done(new Error('not connected'))
+  tote.nextPacketId = (tote.nextPacketId % 65_535) + 1 // [MQTT-2.3.1-1] non-zero, 16 bits
+  const payloadBytes = Buffer.byteLength(payload)
+  const remaining = tote.topicField.length + 2 + payloadBytes
+  let lengthBytes = 1
+  for (let n = remaining; n > 127; n = Math.floor(n / 128)) lengthBytes++
+  const packet = Buffer.allocUnsafe(1 + lengthBytes + remaining)
+  packet[0] = 0x32 // PUBLISH, QoS 1, DUP 0, RETAIN 0
+  let at = 1
+  let n = remaining
+  do { // §2.2.3 Remaining Length: 7 bits per byte, high bit set while more follow
+    const digit = n % 128
+    n = Math.floor(n / 128)
+    packet[at++] = n > 0 ? digit | 0x80 : digit
+  } while (n > 0)
+  at += tote.topicField.copy(packet, at)
+  packet.writeUInt16BE(tote.nextPacketId, at)
+  packet.write(payload, at + 2)
+  tote.awaiting.set(tote.nextPacketId, done)
+  // Publishes sent in the same tick leave in one write, as mqtt.js and aedes do.
+  const stream = tote.client.stream
+  if (!tote.corked) {
+    tote.corked = true
+    stream.cork()
+    process.nextTick(() => {
+      tote.corked = false
+      stream.uncork()
+    })
+  }
+  stream.write(packet)
+}
+
+let wire: 'raw' | 'mqttjs' = 'raw'
+
 async function connect(url: string, creds: ToteCredentials[], subscribeErrors: boolean, parallel: number): Promise<void> {
   const started = performance.now()
   let failed = 0
@@ -78,12 +128,29 @@ async function connect(url: string, creds: ToteCredentials[], subscribeErrors: b
           reconnectPeriod: 0, connectTimeout: 30_000, keepalive: 120,
         })
         ;(client.stream as Socket).setNoDelay?.(true) // a QoS 1 publish is small and its sender waits for the PUBACK
-        const tote: Tote = { id: c.id, topic: `rxtrace/v1/totes/${c.id}/readings`, client, inFlight: 0, lastTs: 0, seq: 0, tempC: 4 + Math.random() * 2, blip: 0 }
+        const topic = `rxtrace/v1/totes/${c.id}/readings`
+        const topicField = Buffer.alloc(2 + Buffer.byteLength(topic))
+        topicField.writeUInt16BE(topicField.length - 2, 0)
+        topicField.write(topic, 2)
+        const tote: Tote = {
+          id: c.id, topic, client, topicField, awaiting: new Map(), nextPacketId: 0, corked: false,
+          inFlight: 0, lastTs: 0, seq: 0, tempC: 4 + Math.random() * 2, blip: 0,
+        }
+        client.on('packetreceive', (packet) => {
+          if (packet.cmd !== 'puback') return
+          const done = tote.awaiting.get(packet.messageId!)
+          if (done === undefined) return // one of mqtt.js's own
+          tote.awaiting.delete(packet.messageId!)
+          done(null)
+        })
         client.on('close', () => {
           if (!closing) {
             errors++
             if (errors <= 5) log(`connection of ${c.id} closed by the broker`)
           }
+          const lost = [...tote.awaiting.values()]
+          tote.awaiting.clear()
+          for (const done of lost) done(new Error('connection closed'))
         })
         if (subscribeErrors) {
           client.on('message', (_topic, payload) => {
@@ -131,7 +198,10 @@ async function run(phase: Phase): Promise<PhaseResult> {
     outstanding++
     publishes++
     const t0 = performance.now()
-    tote.client.publish(tote.topic, body, { qos: 1 }, (err) => {
+    const send = wire === 'raw' ? publishRaw : (t: Tote, payload: string, cb: (err: Error | null) => void) => {
+      t.client.publish(t.topic, payload, { qos: 1 }, (err) => cb(err ?? null))
+    }
+    send(tote, body, (err) => {
       const t1 = performance.now()
       tote.inFlight--
       outstanding--
@@ -262,6 +332,7 @@ async function disconnect(): Promise<void> {
 }
 
 process.on('message', (message: ToPublisher) => {
+  if (message.type === 'connect') wire = message.wire
   const task = message.type === 'connect'
     ? connect(message.url, message.totes, message.subscribeErrors, message.parallel)
     : message.type === 'run'
@@ -270,4 +341,5 @@ process.on('message', (message: ToPublisher) => {
   task.catch((err: unknown) => send({ type: 'error', message: (err as Error).stack ?? String(err) }))
 })
 process.on('disconnect', () => process.exit(0)) // the parent went away
+process.on('SIGTERM', () => process.exit(0)) // an orderly exit, so `node --cpu-prof` writes its profile
 

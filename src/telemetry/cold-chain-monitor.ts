@@ -43,9 +43,10 @@ export class ColdChainMonitor {
    * Loads the state of every delivery these rows touch, and flags rows older than what was judged.
    * Null when nothing had to be loaded (the usual case: no await on the ingest hot path).
    */
-  prepare(rows: ReadingRow[], bindings: ReadonlyMap<string, Binding>): Promise<void> | null {
+  prepare(rows: ReadingRow[], bindings: readonly Binding[]): Promise<void> | null {
     let loading: Promise<void> | null = null
-    for (const [deliveryId, binding] of bindings) {
+    for (const binding of bindings) {
+      const deliveryId = binding.deliveryId
       if (binding.profile && !this.tracks.has(deliveryId)) {
         const toteId = rows[0]!.tote_id
         loading = (loading ?? Promise.resolve()).then(() => this.tracks.has(deliveryId) ? undefined : this.load(toteId, binding))

@@ -57,10 +57,11 @@ export class IngestPipeline {
   }
 
   private bind(toteId: string, readings: readonly ParsedReading[], intervals: readonly Binding[], receivedAt: number) {
-    const bindings = new Map<string, Binding>()
+    // The deliveries these readings belong to: one in practice, rarely a few (a batch spanning a handover).
+    const bindings: Binding[] = []
     const rows: ReadingRow[] = readings.map((r) => {
       const binding = bindingAt(intervals, r.ts)
-      if (binding) bindings.set(binding.deliveryId, binding)
+      if (binding && !bindings.includes(binding)) bindings.push(binding)
       return {
         tote_id: toteId, delivery_id: binding?.deliveryId ?? null, rx_id: binding?.rxId ?? null, ts: r.ts, temp_c: r.temp_c,
         battery: r.battery, humidity: r.humidity, lat: r.lat, lng: r.lng, seq: r.seq, received_at: receivedAt, late: false,

@@ -255,7 +255,8 @@ function createSpanWriter(db: Database.Database) {
   return {
     cover(bindingKey: number, toteKey: number, ts: number): void {
       let ofBinding = cache.get(bindingKey)
-      let span = ofBinding?.find((s) => s.tote_key === toteKey)
+      let span: Span | undefined
+      if (ofBinding !== undefined) for (const s of ofBinding) if (s.tote_key === toteKey) span = s // no closure per row
       if (span === undefined) {
         span = find.get(bindingKey, toteKey) ?? { binding_key: bindingKey, tote_key: toteKey, from_ts: ts, to_ts: ts - 1 }
         if (ofBinding === undefined) {
