@@ -205,8 +205,12 @@ async function sustainableRate(publisher: Publisher, pid: number, profiler: Prof
   return { rate: Math.floor(capacity * LADDER.at(-1)!), probe }
 }
 
-/** The bare-Aedes ceiling with the same publisher and the same closed loop as the capacity probe. */
-async function ceilingRun(): Promise<{ measured: Measured; rssMb: number | null }> {
+/**
+ * The bare-Aedes ceiling with the same publisher and the same closed loop as the capacity probe;
+ * then, when `pacedRate` is given, paced at the service's sustained rate, for the CPU each costs
+ * per message at the same offered load.
+ */
+async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; paced: Measured | null; rssMb: number | null }> {
   const child: ChildProcess = fork(join(repoRoot, 'bench/lib/ingest-ceiling-broker.ts'), [], {
     cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
@@ -222,8 +226,9 @@ async function ceilingRun(): Promise<{ measured: Measured; rssMb: number | null 
     await measure(publisher, child.pid!, { name: 'ceiling-warmup', durationMs: 3_000, batch: 1, window: WINDOW })
     const measured = await measure(publisher, child.pid!, { name: 'ceiling', durationMs: Number(opt['ceiling-s']) * 1_000, batch: 1, window: WINDOW })
     const rss = rssMb(child.pid!)
+    const paced = pacedRate ? await measure(publisher, child.pid!, { name: 'ceiling-paced', durationMs: PROBE_MS * 2, batch: 1, window: 4, rate: pacedRate }) : null
     await publisher.disconnect()
-    return { measured, rssMb: rss }
+    return { measured, paced, rssMb: rss }
   } finally {
     publisher.stop()
     child.send({ type: 'stop' })
@@ -234,8 +239,11 @@ async function ceilingRun(): Promise<{ measured: Measured; rssMb: number | null 
 async function main() {
   log(`machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg().map((l) => round(l, 2)).join(' ')}`)
   if (opt['only-ceiling']) {
-    const { measured, rssMb } = await ceilingRun()
-    process.stdout.write(JSON.stringify({ ceiling: { msgs_per_s: round(perSecond(measured), 0), puback_p99_ms: round(measured.result.latency.p99, 2), rss_mb: rssMb, cpu: measured.cpu } }) + '\n')
+    const { measured, paced, rssMb } = await ceilingRun(opt.rate ? Number(opt.rate) : undefined)
+    process.stdout.write(JSON.stringify({
+      ceiling: { msgs_per_s: round(perSecond(measured), 0), puback_p99_ms: round(measured.result.latency.p99, 2), rss_mb: rssMb, cpu: measured.cpu },
+      paced: paced ? { msgs_per_s: round(perSecond(paced), 0), puback_p50_ms: round(paced.result.latency.p50, 2), puback_p99_ms: round(paced.result.latency.p99, 2), cpu: paced.cpu } : null,
+    }) + '\n')
     return
   }
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-ingest-'))
@@ -291,7 +299,7 @@ async function main() {
     if (code !== 0) log(`the service exited with code ${code}:\n${service.output()}`)
     const stored = countStored(dataDir)
 
-    const ceiling = opt['skip-ceiling'] ? null : await ceilingRun()
+    const ceiling = opt['skip-ceiling'] ? null : await ceilingRun(singleRate)
     const ceilingRate = ceiling ? perSecond(ceiling.measured) : null
     const capacity = perSecond(singleSearch.probe)
 
@@ -311,7 +319,11 @@ async function main() {
         totes: TOTES, closed_loop_window: WINDOW,
         single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: round(capacity, 0), ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch.probe.cpu.us_per_reading },
         batch100: { paced_publishes_per_s: batchRate, capacity_readings_per_s: round(perSecond(batchSearch.probe), 0), ...pacedDetail(batch), capacity_service_cpu_us_per_reading: batchSearch.probe.cpu.us_per_reading },
-        ceiling: ceiling ? { cpu: ceiling.measured.cpu, puback_p50_ms: round(ceiling.measured.result.latency.p50, 2) } : null,
+        ceiling: ceiling ? {
+          cpu: ceiling.measured.cpu, puback_p50_ms: round(ceiling.measured.result.latency.p50, 2),
+          // The bare broker at the single phase's paced rate: per-message CPU when messages arrive one by one.
+          paced: ceiling.paced ? { msgs_per_s: round(perSecond(ceiling.paced), 0), puback_p50_ms: round(ceiling.paced.result.latency.p50, 2), puback_p99_ms: round(ceiling.paced.result.latency.p99, 2), cpu: ceiling.paced.cpu } : null,
+        } : null,
         // Broker CPU per message over service CPU per reading: the ratio with the other tenants of the machine factored out.
         pipeline_vs_ceiling_cpu: ceiling?.measured.cpu.us_per_reading && singleSearch.probe.cpu.us_per_reading
           ? round(ceiling.measured.cpu.us_per_reading / singleSearch.probe.cpu.us_per_reading, 3) : null,
