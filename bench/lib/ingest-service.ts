@@ -4,69 +4,18 @@
  * has: a pharmacy, a fleet with a driver, totes with MQTT credentials, and cold-chain
  * prescriptions dispatched with those totes (so readings are bound and judged).
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
-import { fileURLToPath } from 'node:url'
+import { clientCredentialsToken } from './api-client.js'
 import type { ToteCredentials } from './ingest-protocol.js'
+import { startServiceProcess, type ServiceProcess } from './service-process.js'
 
-export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+export { freePort, repoRoot } from './service-process.js'
 
-// Start-up runs migrations and creates a signing key; on a busy 2-core machine that takes seconds.
-const READY_TIMEOUT_MS = 60_000
-const TAIL_BYTES = 16_384
+export type ServiceChild = ServiceProcess & { pid: number }
 
-/** A port nobody listens on right now (the kernel picks it; released for the child to bind). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-export type ServiceChild = {
-  baseUrl: string
-  child: ChildProcess
-  pid: number
-  output(): string
-  /** SIGTERM (graceful stop: flushes telemetry), then the exit code. */
-  stop(): Promise<number | null>
-}
-
+/** The service as its own process (see service-process.ts), with its pid for /proc readings. */
 export async function startService({ env, httpPort, nodeArgs = [] }: { env: NodeJS.ProcessEnv; httpPort: number; nodeArgs?: string[] }): Promise<ServiceChild> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let tail = ''
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString()).slice(-TAIL_BYTES)
-  }
-  child.stdout!.on('data', keep)
-  child.stderr!.on('data', keep)
-  // Debugging aid: the service's own log lines (LOG_LEVEL=warn) on our stderr as they come.
-  if (process.env.BENCH_SERVICE_STDERR) child.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk))
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  const baseUrl = `http://127.0.0.1:${httpPort}`
-  const deadline = Date.now() + READY_TIMEOUT_MS
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the service exited with code ${child.exitCode} before it was ready:\n${tail}`)
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL')
-      throw new Error(`the service was not ready within ${READY_TIMEOUT_MS / 1_000} s:\n${tail}`)
-    }
-    if (await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false)) break
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  return {
-    baseUrl, child, pid: child.pid!,
-    output: () => tail,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM')
-      return exited
-    },
-  }
+  const service = await startServiceProcess({ env, port: httpPort, nodeArgs })
+  return { ...service, pid: service.child.pid! }
 }
 
 /** Runs `task` over `items` with at most `parallel` at a time; results keep the input order. */
@@ -97,17 +46,7 @@ export function apiClient(baseUrl: string) {
   }
   return {
     async login(clientId: string, secret: string): Promise<void> {
-      const res = await fetch(`${baseUrl}/oauth/token`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/x-www-form-urlencoded',
-          authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}`, // RFC 6749 §2.3.1
-        },
-        body: 'grant_type=client_credentials',
-      })
-      const json = (await res.json()) as { access_token?: string }
-      if (!json.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(json)}`)
-      token = json.access_token
+      token = await clientCredentialsToken(baseUrl, clientId, secret)
     },
     post: <T>(path: string, body: unknown, headers?: Record<string, string>) => call<T>('POST', path, body, headers),
     get: <T>(path: string) => call<T>('GET', path),

@@ -7,7 +7,7 @@ export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
 // Start-up runs migrations and creates a signing key; on a busy 2-core machine that takes seconds.
 const READY_TIMEOUT_MS = 60_000
-const TAIL_BYTES = 8_192
+const TAIL_BYTES = 16_384
 
 /** A port nobody is listening on right now (the kernel picks it; we release it for the child). */
 export function freePort(): Promise<number> {
@@ -59,6 +59,8 @@ export async function startServiceProcess({ env, port, nodeArgs = [] }: { env: N
   }
   child.stdout!.on('data', keep)
   child.stderr!.on('data', keep)
+  // Debugging aid: the service's own log lines on our stderr as they come.
+  if (process.env.BENCH_SERVICE_STDERR) child.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk))
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
 
   const baseUrl = `http://127.0.0.1:${port}`
