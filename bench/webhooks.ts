@@ -132,8 +132,8 @@ function dispatchEvent(pharmacyId: string, deliveryId: string, n: number): NewEv
 /** Commits `count` events through the outbox, `batch` per transaction, each commit waking the dispatcher. */
 async function commitEvents(service: Service, pharmacyId: string, deliveryIds: string[], from: number, count: number) {
   const events = Array.from({ length: count }, (_, i) => dispatchEvent(pharmacyId, deliveryIds[(from + i) % deliveryIds.length]!, from + i))
-  await service.db.transaction().execute((trx) => service.outbox.append(trx, events))
-  service.outbox.committed()
+  const { messages } = await service.db.transaction().execute((trx) => service.outbox.append(trx, events))
+  service.outbox.committed(messages)
 }
 
 async function waitForDeliveries(receivers: Receivers, expected: number, deadline: number): Promise<void> {

@@ -81,8 +81,8 @@ export class DeliveryService {
       try {
         const done = await this.tryAct(principal, id, input)
         if (done) {
-          this.deps.outbox.committed()
-          if (done !== true) this.toteBindingChanged(done)
+          this.deps.outbox.committed(done.messages)
+          if (done.boundTote) this.toteBindingChanged(done.boundTote)
           return this.get(principal, id)
         }
       } catch (error) {
@@ -92,8 +92,8 @@ export class DeliveryService {
     }
   }
 
-  /** One optimistic attempt: false when another action got there first; the tote id when its binding changed. */
-  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<boolean | string> {
+  /** One optimistic attempt: false when another action got there first; else what to announce. */
+  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<false | { messages: number; boundTote: string | null }> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleOr404(principal, row, 'delivery')
@@ -128,11 +128,11 @@ export class DeliveryService {
         .where('id', '=', id).where('version', '=', delivery.version).executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
       await trx.insertInto('custody_events').values(custodyRow(id, custodyEvent)).execute()
-      await this.deps.outbox.append(trx, move.events.map((type) => ({
+      const { messages } = await this.deps.outbox.append(trx, move.events.map((type) => ({
         type, pharmacy_id: delivery.pharmacy_id, fleet_id: changes.fleet_id ?? delivery.fleet_id, delivery_id: id, rx_id: delivery.rx_id, data: eventData,
       })))
       const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
-      return boundTote ?? true
+      return { messages, boundTote }
     })
   }
 

@@ -19,6 +19,8 @@ export type EventEnvelope = {
   data: Record<string, unknown>
 }
 
+export type Appended = { events: EventEnvelope[]; messages: number }
+
 export type NewEvent = {
   type: string
   pharmacy_id: string | null
@@ -42,13 +44,16 @@ export type NewEvent = {
  */
 export class Outbox {
   private readonly listeners: Array<() => void> = []
-  /** Webhook messages were queued since the last wake: only then is there something to deliver. */
-  private queued = false
 
   constructor(private readonly clock: Clock) {}
 
-  async append(trx: Executor, events: NewEvent[]): Promise<EventEnvelope[]> {
+  /**
+   * Writes the events and their webhook messages in `trx`. The returned count of messages is
+   * this transaction's own: pass it to `committed()` once the transaction has committed.
+   */
+  async append(trx: Executor, events: NewEvent[]): Promise<Appended> {
     const appended: EventEnvelope[] = []
+    let messages = 0
     for (const event of events) {
       if (event.dedupe_key && event.delivery_id) {
         const seen = await trx.selectFrom('events').select('id')
@@ -73,23 +78,19 @@ export class Outbox {
         fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
         seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
       }).execute()
-      if ((await enqueueForEndpoints(trx, envelope, this.clock.now())) > 0) this.queued = true
+      messages += await enqueueForEndpoints(trx, envelope, this.clock.now())
       appended.push(envelope)
     }
-    return appended
+    return { events: appended, messages }
   }
 
-  /** Call after the transaction that appended events has committed. */
-  committed(): void {
-    if (!this.queued) return
-    this.queued = false
-    for (const listener of this.listeners) listener()
-  }
-
-  /** Webhook messages were queued outside `append` (a redelivery): wake the dispatcher. */
-  messagesQueued(): void {
-    this.queued = true
-    this.committed()
+  /**
+   * Call after a transaction that queued `messages` webhook messages has committed. Only then is
+   * there something new to deliver: counted per transaction, so concurrent transactions cannot
+   * consume each other's wake-up.
+   */
+  committed(messages: number): void {
+    if (messages > 0) for (const listener of this.listeners) listener()
   }
 
   onCommitted(listener: () => void): void {

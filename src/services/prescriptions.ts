@@ -62,7 +62,7 @@ export class PrescriptionService {
       delivery_id: deliveryId, client_id: principal.clientId, created_at: createdAt,
     }
     const prescription = toPrescription(row, 'QUEUED')
-    await this.deps.db.transaction().execute(async (trx) => {
+    const messages = await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('prescriptions').values(row).execute()
       await trx.insertInto('deliveries').values({
         id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
@@ -72,13 +72,14 @@ export class PrescriptionService {
         version: 1, event_seq: 1, created_at: createdAt, updated_at: createdAt,
       }).execute()
       await trx.insertInto('custody_events').values(custodyRow(deliveryId, firstCustodyEvent)).execute()
-      await this.deps.outbox.append(trx, [{
+      const appended = await this.deps.outbox.append(trx, [{
         type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId, seq: 1,
         data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
       }])
       await recordCreation?.(trx, prescription)
+      return appended.messages
     })
-    this.deps.outbox.committed()
+    this.deps.outbox.committed(messages)
     return prescription
   }
 

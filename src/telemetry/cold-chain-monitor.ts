@@ -213,10 +213,11 @@ export class ColdChainMonitor {
     const dirty = (allSummaries ? [...this.tracks.values()] : urgent).filter((t) => t.dirty)
     if (events.length === 0 && dirty.length === 0) return
     for (const t of dirty) t.dirty = false
+    let messages: number
     try {
-      await this.deps.db.transaction().execute(async (trx) => {
+      messages = await this.deps.db.transaction().execute(async (trx) => {
         await writeSummaries(trx, dirty)
-        await this.deps.outbox.append(trx, events)
+        return (await this.deps.outbox.append(trx, events)).messages
       })
     } catch (error) {
       this.pendingEvents.unshift(...events)
@@ -224,7 +225,7 @@ export class ColdChainMonitor {
       for (const t of urgent) this.withEvents.add(t)
       throw error
     }
-    if (events.length) this.deps.outbox.committed()
+    this.deps.outbox.committed(messages)
   }
 
   /** A late reading: recompute from everything stored; a break it reveals is added, nothing is retracted. */

@@ -104,7 +104,7 @@ export class WebhookService {
     await db.transaction().execute(async (trx) => {
       for (const endpoint of endpoints) await requeue(trx, event.id, endpoint.id, now)
     })
-    this.deps.outbox.messagesQueued()
+    this.deps.outbox.committed(endpoints.length)
     return { event_id: event.id, endpoint_ids: endpoints.map((e) => e.id) }
   }
 

@@ -92,9 +92,9 @@ export class SqlDeliveryQueue implements DeliveryQueue {
       while (this.unrecorded.length > 0) {
         const batch = this.unrecorded.splice(0, MAX_RECORD_BATCH)
         try {
-          const announced = await this.db.transaction().execute((trx) => writeAttempts(trx, batch.map((b) => b.record), this.outbox, this.endpointKinds))
+          const messages = await this.db.transaction().execute((trx) => writeAttempts(trx, batch.map((b) => b.record), this.outbox, this.endpointKinds))
           for (const { resolve } of batch) resolve()
-          if (announced) this.outbox.committed()
+          this.outbox.committed(messages)
         } catch (err) {
           for (const { reject } of batch) reject(err)
         }
@@ -109,9 +109,9 @@ export class SqlDeliveryQueue implements DeliveryQueue {
  * What `recordAttempt` promises, for a batch, in one transaction: the attempts; each message's
  * next attempt, lease release or final state; each endpoint's failing-since and disabling; and
  * writeback outcomes. Set-based, so a batch costs a handful of statements, not four per attempt.
- * Returns whether writeback events were appended.
+ * Returns how many webhook messages the writeback events queued.
  */
-async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Outbox, kinds: ReadonlyMap<string, string>): Promise<boolean> {
+async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Outbox, kinds: ReadonlyMap<string, string>): Promise<number> {
   await trx.insertInto('webhook_attempts').values(records.map((record) => ({
     id: newId('att'), message_id: record.deliveryId, endpoint_id: record.endpointId, event_id: record.eventId,
     attempt: record.attempt, at: iso(record.attemptedAtMs), status_code: record.statusCode, error: record.error,
@@ -155,8 +155,9 @@ async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Ou
     for (const { id } of found) writebackIds.add(id)
   }
   const outcomesToAnnounce = finished.filter((record) => writebackIds.has(record.endpointId))
-  for (const record of outcomesToAnnounce) await announceWriteback(trx, record, outbox)
-  return outcomesToAnnounce.length > 0
+  let messages = 0
+  for (const record of outcomesToAnnounce) messages += await announceWriteback(trx, record, outbox)
+  return messages
 }
 
 const isFinished = (record: AttemptRecord) => record.success || record.nextAttemptAtMs === null
@@ -178,9 +179,9 @@ function endpointHealth(records: AttemptRecord[]) {
 }
 
 /** SPEC §7: a writeback's final outcome is itself an event (writeback.completed | writeback.failed). */
-async function announceWriteback(trx: Executor, record: AttemptRecord, outbox: Outbox): Promise<void> {
+async function announceWriteback(trx: Executor, record: AttemptRecord, outbox: Outbox): Promise<number> {
   const outcome = await trx.selectFrom('events').selectAll().where('id', '=', record.eventId).executeTakeFirstOrThrow()
-  await outbox.append(trx, [{
+  const { messages } = await outbox.append(trx, [{
     type: record.success ? 'writeback.completed' : 'writeback.failed',
     pharmacy_id: outcome.pharmacy_id, fleet_id: outcome.fleet_id, delivery_id: outcome.delivery_id, rx_id: outcome.rx_id,
     data: {
@@ -188,4 +189,5 @@ async function announceWriteback(trx: Executor, record: AttemptRecord, outbox: O
       status_code: record.statusCode, error: record.error,
     },
   }])
+  return messages
 }
