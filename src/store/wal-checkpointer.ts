@@ -28,10 +28,11 @@ export function startWalCheckpointer(file: string): { stop(): Promise<void> } {
   const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, everyMs: CHECKPOINT_EVERY_MS } })
   // A failed pass changes nothing: the next one, or the request connection's, copies the pages.
   worker.on('error', () => {})
+  // Listened for from the start: a worker that already died must not leave stop() waiting.
+  const exited = new Promise((resolve) => worker.once('exit', resolve))
   worker.unref()
   return {
     async stop() {
-      const exited = new Promise((resolve) => worker.once('exit', resolve))
       // Referenced again while it stops, or a process with nothing else to do would end before
       // this resolves (and skip whatever follows the close, such as an error message).
       worker.ref()
