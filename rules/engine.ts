@@ -112,7 +112,7 @@ function spendOutOfRange(
   const announce = !open.announced && to > excursionAt
   const crossing = state.broken === null ? breakCrossing(profile, open.start, outBefore, from, to) : null
   // Events leave in event-time order; an excursion announced at the same instant goes first.
-  if (announce && (crossing === null || excursionAt <= crossing.at)) announceExcursion(state, profile, open, excursionAt, events)
+  if (announce && (crossing === null || excursionAt <= crossing.at)) announceExcursion(profile, open, excursionAt, events)
   if (crossing !== null) {
     const reason: BreakReason = unknown
       ? 'sensor_gap'
@@ -127,11 +127,10 @@ function spendOutOfRange(
       mkt: state.mkt,
     })
   }
-  if (announce && !open.announced) announceExcursion(state, profile, open, excursionAt, events)
+  if (announce && !open.announced) announceExcursion(profile, open, excursionAt, events)
 }
 
 function announceExcursion(
-  state: ColdChainState,
   profile: TemperatureProfile,
   open: OpenInterval,
   at: number,

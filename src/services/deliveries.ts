@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '../domain/custody.js'
-import { planMove, type ColdChainState, type DeliveryAction, type DeliveryStatus } from '../domain/delivery-machine.js'
+import { planMove, type ColdChainState, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError, validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'

@@ -6,7 +6,7 @@ import { DEFAULT_STEP, MAX_POINTS, readTrace, traceWindow } from '../../timeseri
 import { CSV_MEDIA_TYPE, traceCsv } from '../../timeseries/trace-csv.js'
 import { traceSvg } from '../../timeseries/trace-svg.js'
 import type { AppEnv } from '../env.js'
-import { idParam, json, v1Route, z } from '../openapi.js'
+import { idParam, v1Route, z } from '../openapi.js'
 
 const TraceQuery = z.object({
   from: z.iso.datetime({ offset: true }).optional().describe("Window start (RFC 3339); defaults to the tote's binding start (dispatch)"),
