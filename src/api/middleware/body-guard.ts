@@ -1,38 +1,48 @@
-import type { MiddlewareHandler } from 'hono'
-import { bodyLimit } from 'hono/body-limit'
+import type { IncomingMessage } from 'node:http'
+import type { Context, MiddlewareHandler } from 'hono'
 import { AppError } from '../../errors.js'
 import type { AppEnv } from '../env.js'
 
 export const MAX_BODY_BYTES = 256 * 1024 // SPEC §2
 
 const json = /^application\/([\w.-]+\+)?json$/i
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 // RFC 9112 §9.6: a refusal sent before the body was read must close the connection; the unread
 // rest of the body would otherwise be taken for the next request on a kept-alive connection.
 const closeAfterReply = { Connection: 'close' }
+
+const tooLarge = () => new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
 
 /** Refuses bodies that are too large (413) or not JSON (415) before any handler sees them. */
 export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
   return [bodySizeLimit(), requireJson()]
 }
 
-/** 413 for a body over 256 KiB, declared by Content-Length or found while reading it. */
+/**
+ * 413 for a body over 256 KiB, declared by Content-Length or found while reading it. The body
+ * is read here, once, into hono's body cache, so handlers and validators take it from there.
+ *
+ * Behind @hono/node-server it is read straight from node's request stream: touching
+ * `c.req.raw.body` would make the adapter build a full WHATWG Request (with an AbortSignal and a
+ * web stream over the socket) for every request, which cost more CPU than any handler here.
+ */
 export function bodySizeLimit(): MiddlewareHandler<AppEnv> {
-  return bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: () => {
-      throw new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
-    },
-  }) as MiddlewareHandler<AppEnv>
+  return async function bodySizeLimitMiddleware(c, next) {
+    if (!METHODS_WITH_BODY.has(c.req.method)) return next()
+    const declared = c.req.header('content-length')
+    if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) throw tooLarge()
+    const incoming = nodeRequestOf(c)
+    const bytes = incoming ? await readLimited(incoming) : await readWhatwgBody(c.req.raw)
+    if (bytes !== null) cacheBody(c, bytes)
+    await next()
+  }
 }
 
-/** 415 for a body that is not JSON. */
+/** 415 for a body that is not JSON. Runs after `bodySizeLimit`, which read the body. */
 export function requireJson(): MiddlewareHandler<AppEnv> {
   return async function requireJsonMiddleware(c, next) {
-    // A body is whatever the request carries, declared by Content-Length or not (chunked, or a
-    // Request built in-process), unless it declares itself empty.
-    const hasBody = c.req.raw.body !== null && c.req.header('content-length') !== '0'
-    if (['POST', 'PUT', 'PATCH'].includes(c.req.method) && hasBody) {
+    if (['POST', 'PUT', 'PATCH'].includes(c.req.method) && hasBody(c)) {
       const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim()
       if (!json.test(type)) {
         throw new AppError('unsupported_media_type', `Send the body as application/json (got ${type ? `"${type}"` : 'no content type'}).`, {}, closeAfterReply)
@@ -40,4 +50,67 @@ export function requireJson(): MiddlewareHandler<AppEnv> {
     }
     await next()
   }
+}
+
+/** The node request behind @hono/node-server; absent when a Request is handed to `app.fetch` in-process. */
+function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
+  const env = c.env as { incoming?: IncomingMessage } | undefined
+  return env?.incoming
+}
+
+/** Reads the whole body, refusing it as soon as it passes the limit (for bodies sent without a length). */
+function readLimited(incoming: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > MAX_BODY_BYTES) {
+        cleanup()
+        reject(tooLarge())
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+    }
+    const onError = (error: Error) => {
+      cleanup()
+      reject(error)
+    }
+    const cleanup = () => {
+      incoming.off('data', onData)
+      incoming.off('end', onEnd)
+      incoming.off('error', onError)
+    }
+    incoming.on('data', onData)
+    incoming.on('end', onEnd)
+    incoming.on('error', onError)
+  })
+}
+
+async function readWhatwgBody(request: Request): Promise<Buffer | null> {
+  if (request.body === null) return null
+  const bytes = Buffer.from(await request.arrayBuffer())
+  if (bytes.length > MAX_BODY_BYTES) throw tooLarge()
+  return bytes
+}
+
+const bodyLengths = new WeakMap<Context<AppEnv>, number>()
+
+/** Hands the body to hono's cache: `c.req.text()`, `json()` and `arrayBuffer()` read it from there. */
+function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
+  bodyLengths.set(c, bytes.length)
+  // hono keeps promises in this cache (its type says values): `#cachedBody` returns what it finds.
+  const cache = c.req.bodyCache as Record<string, Promise<unknown>>
+  cache.text = Promise.resolve(bytes.toString('utf8'))
+  cache.arrayBuffer = Promise.resolve(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))
+}
+
+/** A body is whatever the request carried, chunked or declared, unless it was empty. */
+function hasBody(c: Context<AppEnv>): boolean {
+  const length = bodyLengths.get(c)
+  return length !== undefined ? length > 0 : false
 }
