@@ -8,29 +8,37 @@
  * tote, so (tote_id, ts) never collides and every acknowledged reading is a new stored row.
  *
  * Two ways to publish (`wire` of the connect message):
- * - `mqttjs`: `client.publish(topic, payload, {qos: 1}, cb)`, mqtt.js all the way.
- * - `raw` (default): the QoS 1 PUBLISH is encoded here and written to the connection's socket,
- *   and the PUBACK is taken from mqtt.js's `packetreceive` event (mqtt.js ignores an ack it did
- *   not send the publish for). mqtt.js's publish path (outgoing store, callbacks, a write per
- *   packet) costs more CPU than the bare broker spends on the message, so with it the
- *   publisher, not the broker, sets the ceiling on a 2-core machine.
+ * - `mqttjs`: mqtt.js connections, `client.publish(topic, payload, {qos: 1}, cb)`.
+ * - `raw` (default): each tote is a plain TCP connection speaking MQTT 3.1.1 through
+ *   ingest-raw-client.ts (CONNECT with its credentials, SUBSCRIBE to its errors topic); the QoS 1
+ *   PUBLISH is encoded here and written to the tote's socket, one write per publish as a device
+ *   sends it, and PUBACKs are read off the socket. mqtt.js's send and receive paths cost more
+ *   CPU per message than the bare broker spends on it, so with them the publisher, not the
+ *   broker, sets the limit on a 2-core machine (and its event-loop delay is measured as PUBACK
+ *   latency).
  */
 import { performance } from 'node:perf_hooks'
 import type { Socket } from 'node:net'
 import mqtt, { type MqttClient } from 'mqtt'
+import { connectRaw, type RawConnection } from './ingest-raw-client.js'
 import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './ingest-protocol.js'
 import { LatencySamples, round } from './ingest-stats.js'
 
 type Tote = {
   id: string
   topic: string
-  client: MqttClient
+  /** `--wire mqttjs`: the mqtt.js client; raw: null. */
+  client: MqttClient | null
+  /** `--wire raw`: the tote's own connection; mqttjs: null. */
+  raw: RawConnection | null
+  connected(): boolean
+  /** Closes the connection (DISCONNECT first). */
+  end(): Promise<void>
   /** Raw wire: the topic as it is encoded in a PUBLISH (2-byte length, then UTF-8). */
   topicField: Buffer
   /** Raw wire: PUBLISHes waiting for their PUBACK, by packet identifier. */
   awaiting: Map<number, (err: Error | null) => void>
   nextPacketId: number
-  corked: boolean
   inFlight: number
   lastTs: number
   seq: number
@@ -80,7 +88,7 @@ function payloadOf(tote: Tote, batch: number, forcedTemp?: number): string {
 
 /** Raw wire: a QoS 1 PUBLISH (MQTT 3.1.1 §3.3) of `payload` on the tote's topic. */
 function publishRaw(tote: Tote, payload: string, done: (err: Error | null) => void): void {
-  if (!tote.client.connected) return done(new Error('not connected'))
+  if (!tote.connected()) return done(new Error('not connected'))
   tote.nextPacketId = (tote.nextPacketId % 65_535) + 1 // [MQTT-2.3.1-1] non-zero, 16 bits
   const payloadBytes = Buffer.byteLength(payload)
   const remaining = tote.topicField.length + 2 + payloadBytes
@@ -99,17 +107,8 @@ function publishRaw(tote: Tote, payload: string, done: (err: Error | null) => vo
   packet.writeUInt16BE(tote.nextPacketId, at)
   packet.write(payload, at + 2)
   tote.awaiting.set(tote.nextPacketId, done)
-  // Publishes sent in the same tick leave in one write, as mqtt.js and aedes do.
-  const stream = tote.client.stream
-  if (!tote.corked) {
-    tote.corked = true
-    stream.cork()
-    process.nextTick(() => {
-      tote.corked = false
-      stream.uncork()
-    })
-  }
-  stream.write(packet)
+  // One write per publish, as a device sends a reading when it has one.
+  tote.raw!.socket.write(packet)
 }
 
 let wire: 'raw' | 'mqttjs' = 'raw'
@@ -123,27 +122,16 @@ async function connect(url: string, creds: ToteCredentials[], subscribeErrors: b
     while (next < creds.length) {
       const c = creds[next++]!
       try {
-        const client = await mqtt.connectAsync(url, {
-          username: c.username, password: c.password, clientId: c.id, clean: true, protocolVersion: 4,
-          reconnectPeriod: 0, connectTimeout: 30_000, keepalive: 120,
-        })
-        ;(client.stream as Socket).setNoDelay?.(true) // a QoS 1 publish is small and its sender waits for the PUBACK
         const topic = `rxtrace/v1/totes/${c.id}/readings`
         const topicField = Buffer.alloc(2 + Buffer.byteLength(topic))
         topicField.writeUInt16BE(topicField.length - 2, 0)
         topicField.write(topic, 2)
-        const tote: Tote = {
-          id: c.id, topic, client, topicField, awaiting: new Map(), nextPacketId: 0, corked: false,
-          inFlight: 0, lastTs: 0, seq: 0, tempC: 4 + Math.random() * 2, blip: 0,
+        const errorsTopic = `rxtrace/v1/totes/${c.id}/errors`
+        const onMessage = (_topic: string, payload: Buffer) => {
+          rejected++
+          if (rejected <= 5) log(`rejected: ${payload.toString()}`)
         }
-        client.on('packetreceive', (packet) => {
-          if (packet.cmd !== 'puback') return
-          const done = tote.awaiting.get(packet.messageId!)
-          if (done === undefined) return // one of mqtt.js's own
-          tote.awaiting.delete(packet.messageId!)
-          done(null)
-        })
-        client.on('close', () => {
+        const onClose = () => {
           if (!closing) {
             errors++
             if (errors <= 5) log(`connection of ${c.id} closed by the broker`)
@@ -151,13 +139,41 @@ async function connect(url: string, creds: ToteCredentials[], subscribeErrors: b
           const lost = [...tote.awaiting.values()]
           tote.awaiting.clear()
           for (const done of lost) done(new Error('connection closed'))
-        })
-        if (subscribeErrors) {
-          client.on('message', (_topic, payload) => {
-            rejected++
-            if (rejected <= 5) log(`rejected: ${payload.toString()}`)
+        }
+        const tote: Tote = {
+          id: c.id, topic, client: null, raw: null, connected: () => false, end: async () => {},
+          topicField, awaiting: new Map(), nextPacketId: 0,
+          inFlight: 0, lastTs: 0, seq: 0, tempC: 4 + Math.random() * 2, blip: 0,
+        }
+        if (wire === 'raw') {
+          const raw = await connectRaw(url, {
+            clientId: c.id, username: c.username, password: c.password, keepaliveS: 120, ...(subscribeErrors ? { subscribe: errorsTopic } : {}),
+          }, {
+            onPuback: (id) => {
+              const done = tote.awaiting.get(id)
+              if (done === undefined) return
+              tote.awaiting.delete(id)
+              done(null)
+            },
+            onMessage, onClose,
           })
-          await client.subscribeAsync(`rxtrace/v1/totes/${c.id}/errors`, { qos: 1 })
+          tote.raw = raw
+          tote.connected = () => raw.connected
+          tote.end = () => raw.end()
+        } else {
+          const client = await mqtt.connectAsync(url, {
+            username: c.username, password: c.password, clientId: c.id, clean: true, protocolVersion: 4,
+            reconnectPeriod: 0, connectTimeout: 30_000, keepalive: 120,
+          })
+          ;(client.stream as Socket).setNoDelay?.(true) // a QoS 1 publish is small and its sender waits for the PUBACK
+          client.on('close', onClose)
+          if (subscribeErrors) {
+            client.on('message', onMessage)
+            await client.subscribeAsync(errorsTopic, { qos: 1 })
+          }
+          tote.client = client
+          tote.connected = () => client.connected
+          tote.end = () => client.endAsync().then(() => undefined)
         }
         totes.push(tote)
       } catch (err) {
@@ -199,7 +215,7 @@ async function run(phase: Phase): Promise<PhaseResult> {
     publishes++
     const t0 = performance.now()
     const send = wire === 'raw' ? publishRaw : (t: Tote, payload: string, cb: (err: Error | null) => void) => {
-      t.client.publish(t.topic, payload, { qos: 1 }, (err) => cb(err ?? null))
+      t.client!.publish(t.topic, payload, { qos: 1 }, (err) => cb(err ?? null))
     }
     send(tote, body, (err) => {
       const t1 = performance.now()
@@ -219,7 +235,7 @@ async function run(phase: Phase): Promise<PhaseResult> {
         }
         onAck?.(Date.now())
       }
-      if (running && phase.rate === undefined && forcedTemp === undefined && tote.client.connected) publish(tote)
+      if (running && phase.rate === undefined && forcedTemp === undefined && tote.connected()) publish(tote)
       if (!running && outstanding === 0) drained?.()
     })
   }
@@ -247,7 +263,7 @@ async function run(phase: Phase): Promise<PhaseResult> {
       while (due > 0 && scanned < active.length) {
         const tote = active[cursor]!
         cursor = (cursor + 1) % active.length
-        if (tote.inFlight < phase.window && tote.client.connected) {
+        if (tote.inFlight < phase.window && tote.connected()) {
           publish(tote)
           due--
           issued++
@@ -320,7 +336,7 @@ async function disconnect(): Promise<void> {
   const worker = async () => {
     while (next < totes.length) {
       const tote = totes[next++]!
-      await tote.client.endAsync().catch(() => undefined)
+      await tote.end().catch(() => undefined)
     }
   }
   await Promise.all(Array.from({ length: 100 }, worker))
