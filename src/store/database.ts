@@ -1,10 +1,11 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
+import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
 import { REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from './wal-checkpointer.js'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -60,7 +61,7 @@ function openSqlite(file: string): EntityStore {
     const pageSize = database.pragma('page_size', { simple: true }) as number
     database.pragma(`journal_size_limit = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES * pageSize}`)
   }
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) })
+  const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database) })
   return {
     db,
     dialect: 'sqlite',
@@ -68,29 +69,6 @@ function openSqlite(file: string): EntityStore {
     close: async () => {
       await checkpointer?.stop()
       await db.destroy()
-    },
-  }
-}
-
-// Distinct SQL texts the service runs are a few hundred; past this, start over rather than grow.
-const STATEMENT_CACHE_LIMIT = 1_000
-
-/**
- * Kysely prepares every query anew; preparing costs more than running our small statements, so
- * prepared statements are kept per SQL text (better-sqlite3 statements are reusable).
- */
-function withStatementCache(database: SqliteDatabase.Database) {
-  const statements = new Map<string, SqliteDatabase.Statement>()
-  return {
-    close: () => database.close(),
-    prepare(text: string) {
-      let statement = statements.get(text)
-      if (!statement) {
-        if (statements.size >= STATEMENT_CACHE_LIMIT) statements.clear()
-        statement = database.prepare(text)
-        statements.set(text, statement)
-      }
-      return statement
     },
   }
 }

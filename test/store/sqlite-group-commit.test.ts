@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import SqliteDatabase from 'better-sqlite3'
+import { Kysely, sql } from 'kysely'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { GroupCommitSqliteDialect } from '../../src/store/sqlite-group-commit.js'
+
+type Schema = { items: { id: number; name: string } }
+
+describe('SQLite group commit', () => {
+  let dir: string
+  let file: string
+  let db: Kysely<Schema>
+  let commits: number
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'rxtrace-group-commit-'))
+    file = join(dir, 'test.db')
+    const database = new SqliteDatabase(file)
+    database.pragma('journal_mode = WAL')
+    commits = 0
+    // Count physical commits as SQLite sees them.
+    const prepare = database.prepare.bind(database)
+    database.prepare = ((text: string) => {
+      const statement = prepare(text)
+      if (text === 'commit') {
+        const run = statement.run.bind(statement)
+        statement.run = ((...args: unknown[]) => {
+          commits += 1
+          return run(...(args as []))
+        }) as typeof statement.run
+      }
+      return statement
+    }) as typeof database.prepare
+    db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(database) })
+    await sql`create table items (id integer primary key, name text not null unique)`.execute(db)
+  })
+
+  afterEach(async () => {
+    await db.destroy()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  /** What another connection to the file sees: only committed rows. */
+  const committedNames = () => {
+    const reader = new SqliteDatabase(file, { readonly: true })
+    try {
+      return (reader.prepare('select name from items order by id').all() as { name: string }[]).map((r) => r.name)
+    } finally {
+      reader.close()
+    }
+  }
+
+  const insert = (name: string) => db.transaction().execute(async (trx) => {
+    await trx.insertInto('items').values({ name } as never).execute()
+    return name
+  })
+
+  it('commits the transactions of one turn together, and each resolves only once its rows are committed', async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `item-${i}`)
+    const results = await Promise.all(names.map(async (name) => {
+      const done = await insert(name)
+      // At the moment a transaction resolves, another connection must already see its row.
+      return { done, visible: committedNames().includes(name) }
+    }))
+    expect(results.every((r) => r.visible)).toBe(true)
+    expect(committedNames()).toEqual(names)
+    expect(commits).toBeLessThan(5)
+  })
+
+  it('rolls back only the failing transaction of a group', async () => {
+    const outcomes = await Promise.allSettled([
+      insert('a'),
+      db.transaction().execute(async (trx) => {
+        await trx.insertInto('items').values({ name: 'b' } as never).execute()
+        await trx.insertInto('items').values({ name: 'a' } as never).execute() // unique violation
+      }),
+      insert('c'),
+    ])
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(committedNames()).toEqual(['a', 'c'])
+  })
+
+  it('rolls back a transaction whose callback throws, keeping the others of its group', async () => {
+    const outcomes = await Promise.allSettled([
+      insert('x'),
+      db.transaction().execute(async (trx) => {
+        await trx.insertInto('items').values({ name: 'y' } as never).execute()
+        throw new Error('changed my mind')
+      }),
+      insert('z'),
+    ])
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(committedNames()).toEqual(['x', 'z'])
+  })
+
+  it('a write outside any transaction is committed when it returns, with the group it joined', async () => {
+    const pending = insert('in-group')
+    await db.insertInto('items').values({ name: 'alone' } as never).execute()
+    expect(committedNames()).toEqual(expect.arrayContaining(['alone']))
+    await pending
+    expect(committedNames().sort()).toEqual(['alone', 'in-group'])
+  })
+
+  it('a transaction sees the uncommitted writes of earlier transactions in its group (they run one at a time)', async () => {
+    const [, count] = await Promise.all([
+      insert('first'),
+      db.transaction().execute(async (trx) => (await trx.selectFrom('items').select(sql<number>`count(*)`.as('n')).executeTakeFirstOrThrow()).n),
+    ])
+    expect(count).toBe(1)
+  })
+
+  it('fails every transaction of a group whose COMMIT fails, and the next group works', async () => {
+    // A deferred foreign key is checked at COMMIT: one bad row fails the whole group's commit.
+    await sql`create table refs (id integer primary key, item_id integer references items(id) deferrable initially deferred)`.execute(db)
+    await sql`pragma foreign_keys = on`.execute(db)
+    const outcomes = await Promise.allSettled([
+      insert('kept-if-alone'),
+      db.transaction().execute(async (trx) => void (await sql`insert into refs (item_id) values (999)`.execute(trx))),
+    ])
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected'])
+    expect(committedNames()).toEqual([])
+    await insert('after')
+    expect(committedNames()).toEqual(['after'])
+  })
+})
