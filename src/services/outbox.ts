@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
+import { insertRow } from '../store/precompiled.js'
 import type { Executor } from '../store/schema.js'
 import { sql } from 'kysely'
 import { enqueueForEndpoints } from '../webhooks/fanout.js'
@@ -73,11 +74,11 @@ export class Outbox {
         seq,
         data: event.data,
       }
-      await trx.insertInto('events').values({
+      await insertRow(trx, 'events', {
         id: envelope.id, type: envelope.type, created_at: envelope.created_at, pharmacy_id: envelope.pharmacy_id,
         fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
         seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
-      }).execute()
+      })
       messages += await enqueueForEndpoints(trx, envelope, this.clock.now())
       appended.push(envelope)
     }

@@ -8,6 +8,7 @@ import { fromJson, toJson, type Database, type Executor } from '../store/schema.
 import type { ServiceDeps } from './context.js'
 import { initialColdChain } from './deliveries.js'
 import { custodyRow } from '../store/custody-rows.js'
+import { insertRow, precompiled } from '../store/precompiled.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { visibleOr404 } from './tenancy.js'
 
@@ -63,15 +64,15 @@ export class PrescriptionService {
     }
     const prescription = toPrescription(row, 'QUEUED')
     const messages = await this.deps.db.transaction().execute(async (trx) => {
-      await trx.insertInto('prescriptions').values(row).execute()
-      await trx.insertInto('deliveries').values({
+      await insertRow(trx, 'prescriptions', row)
+      await insertRow(trx, 'deliveries', {
         id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
         tote_id: null, cold_chain_required: input.cold_chain ? 1 : 0, profile: profile ? toJson(profile) : null,
         cold_chain: toJson(initialColdChain(input.cold_chain)), disposition: null, bound_from: null, bound_to: null,
         // `delivery.created` below is the delivery's event 1.
         version: 1, event_seq: 1, created_at: createdAt, updated_at: createdAt,
-      }).execute()
-      await trx.insertInto('custody_events').values(custodyRow(deliveryId, firstCustodyEvent)).execute()
+      })
+      await insertRow(trx, 'custody_events', custodyRow(deliveryId, firstCustodyEvent))
       const appended = await this.deps.outbox.append(trx, [{
         type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId, seq: 1,
         data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
@@ -104,11 +105,13 @@ export class PrescriptionService {
     const pharmacyId = requested ?? principal.pharmacyId
     if (!pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
     if (principal.fleetId || (principal.pharmacyId && principal.pharmacyId !== pharmacyId)) throw notFound('pharmacy')
-    const exists = await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', pharmacyId).executeTakeFirst()
+    const [exists] = await pharmacyExists(this.deps.db, pharmacyId)
     if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
     return pharmacyId
   }
 }
+
+const pharmacyExists = precompiled((db, id: string) => db.selectFrom('pharmacies').select('id').where('id', '=', id))
 
 function resolveRequestedProfile(input: NewPrescription): TemperatureProfile | null {
   if (!input.cold_chain) {

@@ -1,4 +1,5 @@
 import { newId } from '../ids.js'
+import { precompiled } from '../store/precompiled.js'
 import type { Executor } from '../store/schema.js'
 
 /** Lifecycle, custody, exception and writeback events a webhook may subscribe to (or `*`). */
@@ -11,6 +12,17 @@ export const eventTypes = [
 
 export const subscribes = (events: readonly string[], type: string) => events.includes('*') || events.includes(type)
 
+/** The enabled endpoints that hear everyone, or the event's pharmacy, or its fleet: one query per combination. */
+const endpointQuery = (byPharmacy: boolean, byFleet: boolean) => precompiled((db, pharmacyId: string, fleetId: string) =>
+  db.selectFrom('webhook_endpoints').select(['id', 'events'])
+    .where('enabled', '=', 1)
+    .where((eb) => eb.or([
+      eb.and([eb('pharmacy_id', 'is', null), eb('fleet_id', 'is', null)]),
+      ...(byPharmacy ? [eb('pharmacy_id', '=', pharmacyId)] : []),
+      ...(byFleet ? [eb('fleet_id', '=', fleetId)] : []),
+    ])))
+const endpointQueries = [endpointQuery(false, false), endpointQuery(true, false), endpointQuery(false, true), endpointQuery(true, true)]
+
 type Routable = { id: string; type: string; pharmacy_id: string | null; fleet_id?: string | null | undefined }
 
 /**
@@ -19,14 +31,8 @@ type Routable = { id: string; type: string; pharmacy_id: string | null; fleet_id
  * hear every tenant.
  */
 export async function enqueueForEndpoints(trx: Executor, event: Routable, nowMs: number): Promise<number> {
-  const endpoints = await trx.selectFrom('webhook_endpoints').select(['id', 'events'])
-    .where('enabled', '=', 1)
-    .where((eb) => eb.or([
-      eb.and([eb('pharmacy_id', 'is', null), eb('fleet_id', 'is', null)]),
-      ...(event.pharmacy_id ? [eb('pharmacy_id', '=', event.pharmacy_id)] : []),
-      ...(event.fleet_id ? [eb('fleet_id', '=', event.fleet_id)] : []),
-    ]))
-    .execute()
+  const query = endpointQueries[(event.pharmacy_id ? 1 : 0) + (event.fleet_id ? 2 : 0)]!
+  const endpoints = await query(trx, event.pharmacy_id ?? '', event.fleet_id ?? '')
   const targets = endpoints.filter((e) => subscribes(JSON.parse(e.events) as string[], event.type))
   if (targets.length === 0) return 0
   await trx.insertInto('webhook_messages').values(targets.map((endpoint) => ({

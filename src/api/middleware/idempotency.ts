@@ -4,6 +4,7 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
+import { precompiled } from '../../store/precompiled.js'
 import type { Database, Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
@@ -60,7 +61,7 @@ export function idempotency({ db, clock, requiredOn, recordedInTransaction = () 
     const now = clock.now()
 
     if (recordedInTransaction(c.req.path)) {
-      const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
+      const [stored] = await storedKey(db, clientId, key)
       const slot = `${clientId}\n${key}`
       const runningHash = running.get(slot)
       if (runningHash !== undefined) return answerFromStore(c, { request_hash: runningHash, state: 'in_progress' }, requestHash)
@@ -132,14 +133,22 @@ const reusable = (stored: Stored, now: number) =>
 
 /** Writes the key with its answer, or replaces the reusable row created at `replaces`; 409 when another request holds it. */
 async function claimWithAnswer(executor: Executor, row: Database['idempotency_keys'], replaces: string): Promise<void> {
-  const { request_hash, state, status, body, headers, created_at, expires_at } = row
-  const written = await executor.insertInto('idempotency_keys').values(row)
+  const { client_id, key, request_hash, state, status, body, headers, created_at, expires_at } = row
+  const [written] = await claimKey(executor, client_id, key, request_hash, state, status, body, headers, created_at, expires_at, replaces)
+  if (!written) throw inProgress()
+}
+
+const storedKey = precompiled((db, clientId: string, key: string) =>
+  db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key))
+
+/** Inserts the key, or takes over the row created at `replaces`; returns the key when it was written. */
+const claimKey = precompiled((db, client_id: string, key: string, request_hash: string, state: string, status: number | null,
+  body: string | null, headers: string | null, created_at: string, expires_at: string, replaces: string) =>
+  db.insertInto('idempotency_keys').values({ client_id, key, request_hash, state, status, body, headers, created_at, expires_at })
     .onConflict((oc) => oc.columns(['client_id', 'key'])
       .doUpdateSet({ request_hash, state, status, body, headers, created_at, expires_at })
       .where('idempotency_keys.created_at', '=', replaces))
-    .executeTakeFirst()
-  if (Number(written.numInsertedOrUpdatedRows ?? 0) === 0) throw inProgress()
-}
+    .returning('key'))
 
 async function storeAnswer(executor: Executor, clientId: string, key: string, status: number, body: string, headers: string): Promise<void> {
   await executor.updateTable('idempotency_keys').set({ state: 'done', status, body, headers })
