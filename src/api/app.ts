@@ -40,7 +40,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.onError(onError)
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
-  app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics }))
+  app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
   const guarded = [
     authenticate({ tokens: deps.tokens }),

@@ -6,7 +6,8 @@ import type { IdempotentRequest } from './middleware/idempotency.js'
 export type AppEnv = {
   Variables: {
     requestId: string
-    log: Logger
+    /** The request's logger: a pino child with its request_id, made on first use. */
+    log: () => Logger
     /** Set by `authenticate` on /v1 routes. */
     principal: Principal
     /** Set by `idempotency` on a POST that sent an Idempotency-Key. */

@@ -29,7 +29,7 @@ export function problemResponse(c: Context<AppEnv>, error: AppError): Response {
 export function onError(error: Error, c: Context<AppEnv>): Response {
   if (error instanceof AppError) return problemResponse(c, error)
   if (error instanceof HTTPException) return problemResponse(c, fromHttpException(error))
-  c.get('log')?.error({ err: error }, 'unhandled error')
+  c.get('log')?.().error({ err: error }, 'unhandled error')
   return problemResponse(c, new AppError('internal', 'Something went wrong on our side; quote the request_id when you contact us.'))
 }
 

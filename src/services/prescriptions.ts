@@ -37,7 +37,12 @@ export type Prescription = {
 /** Runs inside the create's transaction once the prescription is written (e.g. the answer kept for an Idempotency-Key). */
 export type RecordCreation = (trx: Executor, created: Prescription) => Promise<void>
 
+// Pharmacies are never deleted, so one that was seen exists for good; bounded all the same.
+const KNOWN_PHARMACIES_LIMIT = 10_000
+
 export class PrescriptionService {
+  private readonly knownPharmacies = new Set<string>()
+
   constructor(private readonly deps: ServiceDeps) {}
 
   /** Queues a delivery: prescription, delivery, custody event 1 and `delivery.created` commit together. */
@@ -62,7 +67,13 @@ export class PrescriptionService {
       external_ref: input.external_ref ?? null, metadata: toJson(input.metadata ?? {}), eta, audit_hash: auditHash,
       delivery_id: deliveryId, client_id: principal.clientId, created_at: createdAt,
     }
-    const prescription = toPrescription(row, 'QUEUED')
+    // What a GET returns for it, built from the values rather than parsed back from the row's JSON.
+    const prescription: Prescription = {
+      rx_id: rxId, status: 'QUEUED', eta, audit_hash: auditHash, delivery_id: deliveryId, pharmacy_id: pharmacyId,
+      patient_id: input.patient_id, cold_chain: input.cold_chain, temperature_profile: profile, deliver_by: row.deliver_by,
+      delivery_address: input.delivery_address ?? null, items: input.items ?? [], external_ref: row.external_ref,
+      metadata: input.metadata ?? {}, created_at: createdAt,
+    }
     const messages = await this.deps.db.transaction().execute(async (trx) => {
       await insertRow(trx, 'prescriptions', row)
       await insertRow(trx, 'deliveries', {
@@ -105,8 +116,11 @@ export class PrescriptionService {
     const pharmacyId = requested ?? principal.pharmacyId
     if (!pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
     if (principal.fleetId || (principal.pharmacyId && principal.pharmacyId !== pharmacyId)) throw notFound('pharmacy')
+    if (this.knownPharmacies.has(pharmacyId)) return pharmacyId
     const [exists] = await pharmacyExists(this.deps.db, pharmacyId)
     if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
+    if (this.knownPharmacies.size >= KNOWN_PHARMACIES_LIMIT) this.knownPharmacies.clear()
+    this.knownPharmacies.add(pharmacyId)
     return pharmacyId
   }
 }

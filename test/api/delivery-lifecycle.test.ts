@@ -14,6 +14,26 @@ describe('a delivery from queue to patient', () => {
   })
   afterAll(() => api.stop())
 
+  it('answers a create with exactly what reading the prescription back returns', async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const bodies = [
+      { patient_id: 'pt_1', cold_chain: false, pharmacy_id: pharmacy.id },
+      {
+        patient_id: 'pt_2', cold_chain: true, pharmacy_id: pharmacy.id, deliver_by: '2030-01-01T12:00:00.000Z', external_ref: 'RX-9',
+        temperature_profile: { name: 'custom-vaccine', min_c: 2, max_c: 8, hard_min_c: 0, hard_max_c: 12, grace_s: 60, max_excursion_s: 600, max_cumulative_s: 1200 },
+        delivery_address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        items: [{ description: 'Vaccine', ndc: '0006-4963-00', quantity: 1 }, { description: 'Syringes', quantity: 10 }],
+        metadata: { ward: 'B' },
+      },
+    ]
+    for (const [i, body] of bodies.entries()) {
+      const created = await api.post('/v1/prescriptions', admin, body, { 'idempotency-key': `same-as-read-${i}` })
+      expect(created.status, created.text).toBe(201)
+      const read = await api.get(`/v1/prescriptions/${created.body.rx_id}`, admin)
+      expect(JSON.stringify(read.body)).toBe(created.text)
+    }
+  })
+
   it('queues, dispatches, picks up, hands off and delivers, with a chain anyone can recompute', async () => {
     const pharmacy = await api.pharmacy(admin)
     const { fleetId, driverId, driver2Id } = await api.fleetWithDriver(admin)

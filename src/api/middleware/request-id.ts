@@ -5,13 +5,14 @@ import { newId } from '../../ids.js'
 
 const acceptable = /^[\w.:-]{1,128}$/
 
-/** Gives each request an id (the caller's X-Request-Id when sane), a child logger, and the API version header. */
+/** Gives each request an id (the caller's X-Request-Id when sane), a child logger (made only if it logs), and the API version header. */
 export function requestId({ logger }: { logger: Logger }): MiddlewareHandler<AppEnv> {
   return async function requestIdMiddleware(c, next) {
     const offered = c.req.header('x-request-id')
     const id = offered && acceptable.test(offered) ? offered : newId('req')
     c.set('requestId', id)
-    c.set('log', logger.child({ request_id: id }))
+    let log: Logger | undefined
+    c.set('log', () => (log ??= logger.child({ request_id: id })))
     c.header('X-Request-Id', id)
     c.header('API-Version', 'v1') // SPEC §9
     await next()
