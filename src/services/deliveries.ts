@@ -5,6 +5,7 @@ import { planMove, type ColdChainState, type DeliveryStatus } from '../domain/de
 import { AppError, validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
+import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
@@ -223,11 +224,6 @@ function checkOccurredAt(value: string | undefined, previous: string, nowMs: num
   if (at > nowMs + CLOCK_SKEW_MS) throw validationFailed([{ pointer: '/occurred_at', message: 'may not be in the future' }])
   if (at < Date.parse(previous)) throw validationFailed([{ pointer: '/occurred_at', message: `may not be before the previous custody event (${previous})` }])
   return iso(at)
-}
-
-function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; message?: string }
-  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE'
 }
 
 

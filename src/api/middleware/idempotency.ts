@@ -4,7 +4,8 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
-import { precompiled } from '../../store/precompiled.js'
+import { isUniqueViolation } from '../../store/errors.js'
+import { insertRow, precompiled } from '../../store/precompiled.js'
 import type { Database, Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
@@ -133,6 +134,16 @@ const reusable = (stored: Stored, now: number) =>
 
 /** Writes the key with its answer, or replaces the reusable row created at `replaces`; 409 when another request holds it. */
 async function claimWithAnswer(executor: Executor, row: Database['idempotency_keys'], replaces: string): Promise<void> {
+  if (replaces === '') {
+    // The usual case, a key never seen: a plain insert (an upsert costs SQLite twice as much).
+    try {
+      await insertRow(executor, 'idempotency_keys', row)
+      return
+    } catch (error) {
+      if (isUniqueViolation(error)) throw inProgress() // another instance claimed it since we looked
+      throw error
+    }
+  }
   const { client_id, key, request_hash, state, status, body, headers, created_at, expires_at } = row
   const [written] = await claimKey(executor, client_id, key, request_hash, state, status, body, headers, created_at, expires_at, replaces)
   if (!written) throw inProgress()
@@ -141,7 +152,7 @@ async function claimWithAnswer(executor: Executor, row: Database['idempotency_ke
 const storedKey = precompiled((db, clientId: string, key: string) =>
   db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key))
 
-/** Inserts the key, or takes over the row created at `replaces`; returns the key when it was written. */
+/** Takes over the row created at `replaces` (or inserts the key if it is gone); returns the key when it was written. */
 const claimKey = precompiled((db, client_id: string, key: string, request_hash: string, state: string, status: number | null,
   body: string | null, headers: string | null, created_at: string, expires_at: string, replaces: string) =>
   db.insertInto('idempotency_keys').values({ client_id, key, request_hash, state, status, body, headers, created_at, expires_at })

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HOUR, SECOND, testClock } from '../../helpers/clock.js'
-import type { TestApi } from '../../helpers/service.js'
+import { ADMIN, type TestApi } from '../../helpers/service.js'
 import type { StoreUnderTest } from '../../helpers/stores.js'
 
 /**
@@ -149,6 +149,23 @@ export function describeIdempotency(store: StoreUnderTest) {
       expect(retry.headers.get('idempotent-replayed')).toBe('true')
       expect(retry.text).toBe(first.text)
       expect((await dispatch('dispatch-2')).body.code).toBe('invalid_transition') // a new key is a new attempt
+    })
+
+    it('answers 409 and writes nothing when another instance claims the key while the request runs', async () => {
+      const payload = body()
+      const hold = holdCreations(api)
+      const pending = create(admin, 'raced-1', payload)
+      await hold.reached // this instance looked the key up and found nothing
+      // Meanwhile another instance sharing the store takes the key.
+      await api.service.db.insertInto('idempotency_keys').values({
+        client_id: ADMIN.id, key: 'raced-1', request_hash: 'other', state: 'in_progress', status: null, body: null, headers: null,
+        created_at: new Date(clock.now()).toISOString(), expires_at: new Date(clock.now() + 24 * HOUR).toISOString(),
+      }).execute()
+      hold.release()
+      const answer = await pending
+      expect(answer.status, answer.text).toBe(409)
+      expect(answer.body.code).toBe('idempotency_in_progress')
+      expect(await prescriptionsWith(payload.patient_id as string)).toBe(0)
     })
 
     it('creates exactly one prescription from 50 concurrent requests with the same key', async () => {
