@@ -1,7 +1,7 @@
 import { Aedes, type Client, type PublishPacket } from 'aedes'
 import type { Logger } from 'pino'
 import { createAuthenticate, type AuthenticateTote } from './hooks/authenticate.js'
-import { createAuthorizePublish, type OnReadings } from './hooks/authorize-publish.js'
+import { createAuthorizePublish, InFlight, type OnReadings } from './hooks/authorize-publish.js'
 import { createAuthorizeSubscribe } from './hooks/authorize-subscribe.js'
 import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
@@ -45,7 +45,7 @@ export type RxBroker = {
 export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const { logger, tcpPort, wsPort, host, drainTimeoutMs = 5_000 } = deps
   const context: HookContext = { sessions: new WeakMap() as Sessions, logger, metrics: deps.metrics ?? {} }
-  const inFlight = new Set<Promise<unknown>>()
+  const inFlight = new InFlight()
   let closing = false
 
   const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, context)
@@ -103,7 +103,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
       if (closing) return
       closing = true
       const stopped = Promise.all(listeners.map((l) => l.close())) // stop accepting; resolves once all sockets are gone
-      const drained = Promise.allSettled([...inFlight])
+      const drained = inFlight.idle()
       await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, drainTimeoutMs).unref())])
       // mqtt-packet corks the socket and uncorks on the next tick; let the last PUBACKs out
       // before aedes destroys the sockets.

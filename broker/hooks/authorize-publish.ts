@@ -11,7 +11,7 @@ type Deps = HookContext & {
   /** Set once the broker is closing: new publishes are refused so in-flight ones can finish. */
   isClosing(): boolean
   /** Work in progress, so close() can wait for it. */
-  inFlight: Set<Promise<unknown>>
+  inFlight: InFlight
 }
 
 /**
@@ -51,8 +51,36 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
 
   // aedes dispatches the packets of one socket read concurrently; acks must still leave in the
   // order the publishes arrived [MQTT-4.6.0-2]. Ingest runs concurrently (so it can group
-  // commit); only the callbacks are chained per connection.
-  const lastAck = new WeakMap<Client, Promise<void>>()
+  // commit); each connection keeps its publishes in arrival order and answers aedes from the
+  // head of that queue as outcomes come in. One `.then` per publish: the promise chain this
+  // replaced (six promises per publish) cost ~2 µs of CPU per message, plus its garbage.
+  const queues = new WeakMap<Client, AckQueue>()
+
+  const answer = (entry: Pending, toteId: string) => {
+    try {
+      entry.done(entry.outcome!.error)
+    } catch (err) {
+      logger.error({ err, toteId }, 'aedes publish callback threw')
+    }
+    inFlight.settle()
+  }
+  const flush = (queue: AckQueue, toteId: string) => {
+    while (!queue.holding && queue.entries.length > 0 && queue.entries[0]!.outcome !== null) {
+      const entry = queue.entries[0]!
+      if (entry.outcome!.holdAckMs > 0) {
+        queue.holding = true
+        setTimeout(() => {
+          queue.holding = false
+          queue.entries.shift()
+          answer(entry, toteId)
+          flush(queue, toteId)
+        }, entry.outcome!.holdAckMs)
+        return
+      }
+      queue.entries.shift()
+      answer(entry, toteId)
+    }
+  }
 
   return function authorizePublish(client: Client | null, packet: PublishPacket, done: (error?: Error | null) => void) {
     const toteId = client === null ? undefined : sessions.get(client)
@@ -66,23 +94,25 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     packet.retain = false // a reading is not state to replay to later subscribers
 
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload
-    // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
-    let stored: Promise<void>
-    try {
-      stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
-    } catch (err) {
-      stored = Promise.reject(err)
+    let queue = queues.get(client)
+    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false }))
+    const entry: Pending = { done, outcome: null }
+    queue.entries.push(entry)
+    inFlight.add()
+    const settle = (outcome: Outcome) => {
+      entry.outcome = outcome
+      flush(queue, toteId)
     }
-    const ingest: Promise<Outcome> = stored.then(
-      () => {
-        metrics.readingsPublishes?.inc({ outcome: 'accepted' })
-        return { error: null, holdAckMs: 0 }
-      },
-      (err: unknown) => {
+    const accepted = () => {
+      metrics.readingsPublishes?.inc({ outcome: 'accepted' })
+      settle(ACCEPTED)
+    }
+    const refused = (err: unknown) => {
+      try {
         if (isRetriable(err)) {
           metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
           logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
-          return { error: new Error('readings could not be stored'), holdAckMs: 0 }
+          return settle({ error: new Error('readings could not be stored'), holdAckMs: 0 })
         }
         const rejection = rejectionOf(err, Date.now())
         metrics.readingsPublishes?.inc({ outcome: 'rejected' })
@@ -90,21 +120,46 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
         // Within budget each refusal is logged; beyond it only counted, so a flood cannot flood the log.
         if (holdAckMs === 0) logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
         publishError(toteId, rejection)
-        return { error: null, holdAckMs }
-      },
-    ).catch((err: unknown) => {
-      logger.error({ err, toteId }, 'readings publish failed in the broker')
-      return { error: new Error('internal error'), holdAckMs: 0 }
-    })
-    const previous = lastAck.get(client)
-    const acked = (previous === undefined ? ingest : previous.then(() => ingest))
-      .then(async ({ error, holdAckMs }) => {
-        if (holdAckMs > 0) await new Promise((resolve) => setTimeout(resolve, holdAckMs))
-        done(error)
-      })
-      .catch((err: unknown) => logger.error({ err, toteId }, 'aedes publish callback threw'))
-    lastAck.set(client, acked)
-    inFlight.add(acked)
-    void acked.finally(() => inFlight.delete(acked))
+        settle({ error: null, holdAckMs })
+      } catch (failure) {
+        logger.error({ err: failure, toteId }, 'readings publish failed in the broker')
+        settle({ error: new Error('internal error'), holdAckMs: 0 })
+      }
+    }
+    // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
+    let stored: Promise<void>
+    try {
+      stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
+    } catch (err) {
+      return refused(err)
+    }
+    stored.then(() => {
+      try {
+        accepted()
+      } catch (failure) {
+        logger.error({ err: failure, toteId }, 'readings publish failed in the broker')
+        settle({ error: new Error('internal error'), holdAckMs: 0 })
+      }
+    }, refused)
+  }
+}
+
+type Pending = { done: (error?: Error | null) => void; outcome: Outcome | null }
+type AckQueue = { entries: Pending[]; holding: boolean }
+const ACCEPTED: Outcome = { error: null, holdAckMs: 0 }
+
+/** Publishes between arrival and acknowledgement, so close() can wait for them. */
+export class InFlight {
+  private count = 0
+  private waiters: (() => void)[] = []
+  add(): void {
+    this.count++
+  }
+  settle(): void {
+    if (--this.count === 0) for (const wake of this.waiters.splice(0)) wake()
+  }
+  /** Resolves once nothing is in flight. */
+  idle(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => this.waiters.push(resolve))
   }
 }

@@ -30,19 +30,29 @@ export class IngestPipeline {
     deps.committer.onCommitted((rows) => this.evaluate(rows))
   }
 
-  async handle(toteId: string, payload: Buffer): Promise<void> {
-    const now = this.deps.clock.now()
-    const parsed = parseReadings(payload, now)
-    if (!parsed.ok) {
-      this.deps.metrics.readingsRejected.inc({ code: parsed.code })
-      this.deps.logger.warn({ tote_id: toteId, code: parsed.code, reason: parsed.reason }, 'telemetry payload rejected')
-      throw new ReadingsRejected(parsed.code, parsed.reason)
+  /** Resolves once the payload's readings are committed; rejects with ReadingsRejected for a refused payload. */
+  handle(toteId: string, payload: Buffer): Promise<void> {
+    try {
+      const now = this.deps.clock.now()
+      const parsed = parseReadings(payload, now)
+      if (!parsed.ok) {
+        this.deps.metrics.readingsRejected.inc({ code: parsed.code })
+        this.deps.logger.warn({ tote_id: toteId, code: parsed.code, reason: parsed.reason }, 'telemetry payload rejected')
+        return Promise.reject(new ReadingsRejected(parsed.code, parsed.reason))
+      }
+      // Not async: on the hot path the only promise is the group commit's.
+      const intervals = this.deps.bindings.cached(toteId)
+      if (intervals === undefined) return this.deps.bindings.forTote(toteId).then((loaded) => this.store(toteId, parsed.readings, loaded, now))
+      return this.store(toteId, parsed.readings, intervals, now)
+    } catch (error) {
+      return Promise.reject(error)
     }
-    const intervals = this.deps.bindings.cached(toteId) ?? (await this.deps.bindings.forTote(toteId))
-    const { rows, bindings } = this.bind(toteId, parsed.readings, intervals, now)
+  }
+
+  private store(toteId: string, readings: readonly ParsedReading[], intervals: readonly Binding[], now: number): Promise<void> {
+    const { rows, bindings } = this.bind(toteId, readings, intervals, now)
     const loading = this.deps.monitor.prepare(rows, bindings)
-    if (loading) await loading
-    return this.deps.committer.write(rows)
+    return loading ? loading.then(() => this.deps.committer.write(rows)) : this.deps.committer.write(rows)
   }
 
   /** Committed rows, in commit order: counted, then judged by the rule engine. */
