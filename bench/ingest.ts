@@ -2,7 +2,7 @@
  * `npm run bench:ingest`: how fast the real service ingests tote readings over MQTT, against the
  * ceiling of a bare Aedes broker on the same machine with the same publisher.
  *
- * 1. The service runs as a child process (`node --import tsx src/main.ts`) on SQLite in a fresh
+ * 1. The service runs as a child process (`node <npm start's node flags> --import tsx src/main.ts`) on SQLite in a fresh
  *    DATA_DIR with REORDER_WINDOW_S=0; totes, cold-chain prescriptions and dispatches are created
  *    over HTTP, so readings are bound and judged by the rule engine.
  * 2. A second child (bench/lib/ingest-publisher.ts) connects the totes with their own credentials
@@ -17,7 +17,7 @@
  * Prints one JSON object on stdout; progress on stderr. Options: node's parseArgs, see `options`.
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -156,10 +156,21 @@ async function runService(dataDir: string) {
   }
   delete env.DATABASE_URL // this bench is about the embedded defaults
   delete env.QUESTDB_CONFIG
-  const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
+  const service = await startService({ env, httpPort, nodeArgs: [...startFlags(), ...(PROFILED.size ? ['--inspect=127.0.0.1:0'] : [])] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
   return { service, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`, profiler }
+}
+
+/**
+ * The node flags of `npm start` (`tsx <flags> src/main.ts` in package.json), so the service runs
+ * here as it is started in production: today the young-generation size (see docs/performance.md).
+ */
+function startFlags(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
+  const match = /^tsx((?: --\S+)*) src\/main\.ts$/.exec(scripts.start)
+  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts": ${scripts.start}`)
+  return match[1]!.split(' ').filter(Boolean)
 }
 
 /** Reading → event: `created_at` of each tote's cold-chain.break in the outbox minus its publish time. */
