@@ -100,13 +100,15 @@ async function readWhatwgBody(request: Request): Promise<Buffer | null> {
 
 const bodyLengths = new WeakMap<Context<AppEnv>, number>()
 
-/** Hands the body to hono's cache: `c.req.text()`, `json()` and `arrayBuffer()` read it from there. */
+/**
+ * Hands the body to hono's cache: `c.req.text()` and `json()` read it from there, and the rarer
+ * `arrayBuffer()` or `formData()` (the OAuth forms) are derived from it by hono on demand.
+ */
 function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
   bodyLengths.set(c, bytes.length)
   // hono keeps promises in this cache (its type says values): `#cachedBody` returns what it finds.
   const cache = c.req.bodyCache as Record<string, Promise<unknown>>
   cache.text = Promise.resolve(bytes.toString('utf8'))
-  cache.arrayBuffer = Promise.resolve(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))
 }
 
 /** A body is whatever the request carried, chunked or declared, unless it was empty. */
