@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
@@ -48,11 +49,22 @@ export function processCpuMs(pid: number): number | null {
 }
 
 /**
- * Runs `node [nodeArgs] --import tsx src/main.ts` as a separate process, exactly as `npm start`
- * would (minus npm), and resolves once GET /readyz answers 200.
+ * The node flags of `npm start` (`tsx <flags> src/main.ts` in package.json), so a benchmark runs
+ * the service as it is started in production (today: the young-generation size).
+ */
+export function npmStartFlags(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
+  const match = /^tsx((?: --\S+)*) src\/main\.ts$/.exec(scripts.start)
+  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts": ${scripts.start}`)
+  return match[1]!.split(' ').filter(Boolean)
+}
+
+/**
+ * Runs `node <npm start's flags> [nodeArgs] --import tsx src/main.ts` as a separate process,
+ * exactly as `npm start` would (minus npm), and resolves once GET /readyz answers 200.
  */
 export async function startServiceProcess({ env, port, nodeArgs = [] }: { env: NodeJS.ProcessEnv; port: number; nodeArgs?: string[] }): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...npmStartFlags(), ...nodeArgs, '--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
   let tail = ''
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString()).slice(-TAIL_BYTES)
