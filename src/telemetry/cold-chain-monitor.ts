@@ -25,6 +25,11 @@ const SUMMARIES_PER_STATEMENT = 100
  */
 export class ColdChainMonitor {
   private readonly tracks = new Map<string, Track>()
+  /** Deliveries whose state is being read, so concurrent callers share one read. */
+  private readonly loading = new Map<string, Promise<void>>()
+  /** watchOpenDeliveries: the pass in progress, and the newest list waiting for the next one. */
+  private watching: Promise<void> | null = null
+  private nextOpen: readonly { toteId: string; binding: Binding }[] | null = null
   private readonly buffers = new Map<string, ReorderBuffer<ReadingRow>>()
   private readonly pendingEvents: NewEvent[] = []
   private readonly scratchEvents: RuleEvent[] = []
@@ -100,8 +105,31 @@ export class ColdChainMonitor {
     this.schedulePersist(true)
   }
 
-  /** Open cold-chain deliveries with a tote are watched even before their first reading. */
-  async watchOpenDeliveries(open: readonly { toteId: string; binding: Binding }[]): Promise<void> {
+  /**
+   * Open cold-chain deliveries with a tote are watched even before their first reading.
+   * Called on every dispatch: while a pass runs, later calls only leave the newest list for one
+   * more pass (and wait for it), so 1,000 dispatches in a row are not 1,000 overlapping passes
+   * each reading every delivery not loaded yet.
+   */
+  watchOpenDeliveries(open: readonly { toteId: string; binding: Binding }[]): Promise<void> {
+    this.nextOpen = open
+    this.watching ??= this.watchPasses()
+    return this.watching
+  }
+
+  private async watchPasses(): Promise<void> {
+    try {
+      while (this.nextOpen !== null) {
+        const open = this.nextOpen
+        this.nextOpen = null
+        await this.watchOnce(open)
+      }
+    } finally {
+      this.watching = null // no await since the loop's last check: a call in between started no pass of its own
+    }
+  }
+
+  private async watchOnce(open: readonly { toteId: string; binding: Binding }[]): Promise<void> {
     const openIds = new Set(open.map((o) => o.binding.deliveryId))
     for (const { toteId, binding } of open) if (binding.profile && !this.tracks.has(binding.deliveryId)) await this.load(toteId, binding)
     for (const [id, track] of this.tracks) {
@@ -124,7 +152,17 @@ export class ColdChainMonitor {
     return this.tracks.get(deliveryId)?.state
   }
 
-  private async load(toteId: string, binding: Binding): Promise<void> {
+  private load(toteId: string, binding: Binding): Promise<void> {
+    const deliveryId = binding.deliveryId
+    let loading = this.loading.get(deliveryId)
+    if (loading === undefined) {
+      loading = this.read(toteId, binding).finally(() => this.loading.delete(deliveryId))
+      this.loading.set(deliveryId, loading)
+    }
+    return loading
+  }
+
+  private async read(toteId: string, binding: Binding): Promise<void> {
     const profile = binding.profile!
     const stored = await this.deps.sink.readingsForDelivery(binding.deliveryId, 0, ALL_TIME)
     const { state, events } = replay(profile, binding.fromMs, stored)
