@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { jcsHash } from '../hashing.js'
 import type { Dialect } from '../store/database.js'
+import { insertRows } from '../store/precompiled.js'
 import type { Db } from '../store/schema.js'
 
 export type AuditEntry = {
@@ -61,7 +62,7 @@ export class AuditLog {
         head = hash
         return row
       })
-      for (let i = 0; i < rows.length; i += 200) await trx.insertInto('audit_events').values(rows.slice(i, i + 200)).execute()
+      await insertRows(trx, 'audit_events', rows)
     })
   }
 

@@ -50,15 +50,44 @@ const insertsFor = new WeakMap<object, Map<string, string>>()
 
 /** `insert into <table> (<the row's columns>) values (…)`, compiled once per table and column list. */
 export async function insertRow<T extends keyof Database & string>(executor: Executor, table: T, row: Insertable<Database[T]>): Promise<void> {
-  const columns = Object.keys(row).filter((column) => (row as Record<string, unknown>)[column] !== undefined)
+  const columns = definedColumns(row)
+  const sql = insertText(executor, table, columns, [row])
+  await executor.executeQuery(CompiledQuery.raw(sql, columns.map((column) => (row as Record<string, unknown>)[column])))
+}
+
+/**
+ * Rows of one shape (the first row's keys; an undefined value is written as null), in chunks of
+ * 128, 64, …, 1 rows: a batch of any size is at most eight statements, and at most eight SQL
+ * texts per table are ever compiled.
+ */
+export async function insertRows<T extends keyof Database & string>(executor: Executor, table: T, rows: Insertable<Database[T]>[]): Promise<void> {
+  if (rows.length === 0) return
+  const columns = Object.keys(rows[0]!)
+  let start = 0
+  for (let size = 128; size >= 1; size >>= 1) {
+    while (rows.length - start >= size) {
+      const chunk = rows.slice(start, start + size)
+      const sql = insertText(executor, table, columns, chunk)
+      const parameters = chunk.flatMap((row) => columns.map((column) => (row as Record<string, unknown>)[column] ?? null))
+      await executor.executeQuery(CompiledQuery.raw(sql, parameters))
+      start += size
+    }
+  }
+}
+
+const definedColumns = (row: object) => Object.keys(row).filter((column) => (row as Record<string, unknown>)[column] !== undefined)
+
+function insertText(executor: Executor, table: keyof Database & string, columns: string[], rows: object[]): string {
   const dialect = dialectOf(executor)
   let texts = insertsFor.get(dialect)
   if (!texts) insertsFor.set(dialect, (texts = new Map()))
-  const key = `${table}(${columns.join(',')})`
+  const key = `${table}(${columns.join(',')})x${rows.length}`
   let sql = texts.get(key)
   if (sql === undefined) {
-    sql = executor.insertInto(table).values(row as never).compile().sql
+    // Compiled from rows holding null where a value is undefined, so every column gets its placeholder.
+    const shaped = rows.map((row) => Object.fromEntries(columns.map((column) => [column, (row as Record<string, unknown>)[column] ?? null])))
+    sql = executor.insertInto(table).values(shaped as never).compile().sql
     texts.set(key, sql)
   }
-  await executor.executeQuery(CompiledQuery.raw(sql, columns.map((column) => (row as Record<string, unknown>)[column])))
+  return sql
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
 import { openEntityStore, type EntityStore } from '../../src/store/database.js'
-import { insertRow, precompiled } from '../../src/store/precompiled.js'
+import { insertRow, insertRows, precompiled } from '../../src/store/precompiled.js'
 import { reachablePostgres } from '../helpers/stores.js'
 
 const { url } = await reachablePostgres()
@@ -38,5 +38,13 @@ describe.each([
     // Inside a transaction, the same compiled text.
     const inTransaction = await store.db.transaction().execute((trx) => byNameAndZone(trx, 'North', 'UTC'))
     expect(inTransaction.map((r) => r.id)).toEqual(['ph_1', 'ph_2'])
+  })
+
+  it.skipIf(name === 'postgres' && !url)('inserts a batch of any size in chunks, every row with its own values', async () => {
+    const store = stores.at(-1)!
+    const rows = Array.from({ length: 300 }, (_, i) => ({ ...pharmacy(`ph_batch_${String(i).padStart(3, '0')}`, `Batch ${i}`), npi: i % 2 ? `npi-${i}` : undefined }))
+    await insertRows(store.db, 'pharmacies', rows) // 128 + 128 + 32 + 8 + 4
+    const back = await store.db.selectFrom('pharmacies').select(['id', 'name', 'npi']).where('id', 'like', 'ph_batch_%').orderBy('id').execute()
+    expect(back).toEqual(rows.map((r, i) => ({ id: r.id, name: `Batch ${i}`, npi: i % 2 ? `npi-${i}` : null })))
   })
 })
