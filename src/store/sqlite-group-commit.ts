@@ -19,9 +19,10 @@ const MAX_GROUP_UNITS = 256
  * What callers see does not change: a transaction still runs alone (one at a time, as on
  * kysely's own SQLite driver), its failure rolls back only its own savepoint, and
  * `transaction().execute()` resolves only once the group's COMMIT is done, so nothing is
- * acknowledged before it is durable. If the COMMIT itself fails, every transaction of the group fails. The one visible difference:
- * a read outside any transaction may see a group's writes before they commit (the connection is
- * shared), i.e. work that is about to be acknowledged.
+ * acknowledged before it is durable. If the COMMIT itself fails, every transaction of the group
+ * fails. A write outside any transaction commits the open group with it before it returns. The
+ * one visible difference: a read outside any transaction may see a group's writes just before
+ * they commit (the connection is shared), i.e. work that is about to be acknowledged.
  *
  * Statements are prepared once per SQL text: kysely prepares every query anew, and preparing
  * costs more than running our small statements.
@@ -51,7 +52,6 @@ class Unit implements DatabaseConnection {
     return this.driver.execute<R>(this, query)
   }
 
-  // eslint-disable-next-line require-yield
   async *streamQuery(): AsyncIterableIterator<QueryResult<never>> {
     throw new Error('streaming is not supported on the SQLite entity store')
   }
