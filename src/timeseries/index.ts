@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { createQuestdbSink } from './questdb-sink.js'
 import type { ReadingSink } from './sink.js'
-import { createThreadedSqliteSink } from './sqlite-sink-thread.js'
+import { createSqliteSink } from './sqlite-sink.js'
 
 export type { ReadingRow, ReadingSink, TemperatureBucket } from './sink.js'
 
@@ -15,6 +15,5 @@ export type ReadingSinkConfig = {
 /** Picks the time-series adapter from configuration (SPEC §1). */
 export async function createReadingSink({ dataDir, questdbConfig }: ReadingSinkConfig): Promise<ReadingSink> {
   if (questdbConfig !== undefined && questdbConfig !== '') return createQuestdbSink({ config: questdbConfig })
-  // Its own thread: the commits of single readings would otherwise take a fifth of the event loop.
-  return createThreadedSqliteSink({ path: join(dataDir, 'readings.db') })
+  return createSqliteSink({ path: join(dataDir, 'readings.db') })
 }

@@ -1,21 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createReadingSink } from '../../src/timeseries/index.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
-import { createThreadedSqliteSink } from '../../src/timeseries/sqlite-sink-thread.js'
 import { describeReadingSinkContract, reading } from './sink-contract.js'
 
 describeReadingSinkContract('SQLite', async () => createSqliteSink({ path: ':memory:' }))
-
-const threadDirs: string[] = []
-afterAll(() => threadDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })))
-describeReadingSinkContract('SQLite on its writer thread', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rxtrace-readings-thread-'))
-  threadDirs.push(dir)
-  return createThreadedSqliteSink({ path: join(dir, 'readings.db') })
-})
 
 describe('SQLite sink on disk', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rxtrace-readings-'))
@@ -42,23 +33,5 @@ describe('SQLite sink on disk', () => {
     await sink.write([good])
     expect(await sink.readingsForTote('tt_new', 0, Infinity)).toEqual([good])
     await sink.close()
-  })
-
-  it('on its writer thread: a failed write rejects (nothing stored) and the next one works', async () => {
-    const sink = await createThreadedSqliteSink({ path: join(dir, 'failing.db') })
-    const good = reading({ ts: Date.UTC(2025, 0, 1), tote_id: 'tt_new' })
-    const bad = { ...reading({ ts: Date.UTC(2025, 0, 1) + 1 }), temp_c: null } as unknown as typeof good
-    await expect(sink.write([good, bad])).rejects.toThrow(/NOT NULL/)
-    expect(await sink.count()).toBe(0)
-    await sink.write([good])
-    expect(await sink.readingsForTote('tt_new', 0, Infinity)).toEqual([good])
-    await sink.close()
-    await expect(sink.write([good])).rejects.toThrow(/writer thread/)
-  })
-
-  it('on its writer thread: a file that cannot be opened fails the start', async () => {
-    writeFileSync(join(dir, 'plain-file'), 'not a directory')
-    await expect(createThreadedSqliteSink({ path: join(dir, 'plain-file', 'readings.db') }).then(() => 'opened', (err: Error) => err.message))
-      .resolves.not.toBe('opened')
   })
 })
