@@ -82,6 +82,40 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     }
   }
 
+  const settle = (entry: Pending, outcome: Outcome) => {
+    entry.outcome = outcome
+    flush(entry.queue, entry.toteId)
+  }
+  const accepted = (entry: Pending) => {
+    try {
+      metrics.readingsPublishes?.inc({ outcome: 'accepted' })
+      settle(entry, ACCEPTED)
+    } catch (failure) {
+      logger.error({ err: failure, toteId: entry.toteId }, 'readings publish failed in the broker')
+      settle(entry, { error: new Error('internal error'), holdAckMs: 0 })
+    }
+  }
+  const refused = (entry: Pending, err: unknown) => {
+    const { toteId } = entry
+    try {
+      if (isRetriable(err)) {
+        metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
+        logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
+        return settle(entry, { error: new Error('readings could not be stored'), holdAckMs: 0 })
+      }
+      const rejection = rejectionOf(err, Date.now())
+      metrics.readingsPublishes?.inc({ outcome: 'rejected' })
+      const holdAckMs = holdForRefusal(entry.client)
+      // Within budget each refusal is logged; beyond it only counted, so a flood cannot flood the log.
+      if (holdAckMs === 0) logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
+      publishError(toteId, rejection)
+      settle(entry, { error: null, holdAckMs })
+    } catch (failure) {
+      logger.error({ err: failure, toteId }, 'readings publish failed in the broker')
+      settle(entry, { error: new Error('internal error'), holdAckMs: 0 })
+    }
+  }
+
   return function authorizePublish(client: Client | null, packet: PublishPacket, done: (error?: Error | null) => void) {
     const toteId = client === null ? undefined : sessions.get(client)
     if (client === null || toteId === undefined) return done(new Error('publisher is not an authenticated tote'))
@@ -96,55 +130,22 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload
     let queue = queues.get(client)
     if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false }))
-    const entry: Pending = { done, outcome: null }
+    const entry: Pending = { done, outcome: null, client, toteId, queue }
     queue.entries.push(entry)
     inFlight.add()
-    const settle = (outcome: Outcome) => {
-      entry.outcome = outcome
-      flush(queue, toteId)
-    }
-    const accepted = () => {
-      metrics.readingsPublishes?.inc({ outcome: 'accepted' })
-      settle(ACCEPTED)
-    }
-    const refused = (err: unknown) => {
-      try {
-        if (isRetriable(err)) {
-          metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
-          logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
-          return settle({ error: new Error('readings could not be stored'), holdAckMs: 0 })
-        }
-        const rejection = rejectionOf(err, Date.now())
-        metrics.readingsPublishes?.inc({ outcome: 'rejected' })
-        const holdAckMs = holdForRefusal(client)
-        // Within budget each refusal is logged; beyond it only counted, so a flood cannot flood the log.
-        if (holdAckMs === 0) logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')
-        publishError(toteId, rejection)
-        settle({ error: null, holdAckMs })
-      } catch (failure) {
-        logger.error({ err: failure, toteId }, 'readings publish failed in the broker')
-        settle({ error: new Error('internal error'), holdAckMs: 0 })
-      }
-    }
     // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
     let stored: Promise<void>
     try {
       stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
     } catch (err) {
-      return refused(err)
+      return refused(entry, err)
     }
-    stored.then(() => {
-      try {
-        accepted()
-      } catch (failure) {
-        logger.error({ err: failure, toteId }, 'readings publish failed in the broker')
-        settle({ error: new Error('internal error'), holdAckMs: 0 })
-      }
-    }, refused)
+    // Anonymous arrows only: under tsx a named closure costs an Object.defineProperty (keepNames) per publish.
+    stored.then(() => accepted(entry), (err: unknown) => refused(entry, err))
   }
 }
 
-type Pending = { done: (error?: Error | null) => void; outcome: Outcome | null }
+type Pending = { done: (error?: Error | null) => void; outcome: Outcome | null; client: Client; toteId: string; queue: AckQueue }
 type AckQueue = { entries: Pending[]; holding: boolean }
 const ACCEPTED: Outcome = { error: null, holdAckMs: 0 }
 
