@@ -245,25 +245,38 @@ export class ColdChainMonitor {
       this.lateDeliveries.delete(deliveryId)
       await this.recomputeLate(deliveryId)
     }
-    const events = this.pendingEvents.splice(0)
-    const urgent = [...this.withEvents]
-    this.withEvents.clear()
-    const dirty = (allSummaries ? [...this.tracks.values()] : urgent).filter((t) => t.dirty)
-    if (events.length === 0 && dirty.length === 0) return
-    for (const t of dirty) t.dirty = false
-    let messages: number
-    try {
-      messages = await this.deps.db.transaction().execute(async (trx) => {
-        await writeSummaries(trx, dirty)
-        return (await this.deps.outbox.append(trx, events)).messages
-      })
-    } catch (error) {
-      this.pendingEvents.unshift(...events)
-      for (const t of dirty) t.dirty = true
-      for (const t of urgent) this.withEvents.add(t)
-      throw error
+    // The tick's summaries (every delivery with new readings: a thousand at a time) go out
+    // SUMMARIES_PER_STATEMENT per transaction with the event loop free in between: written at
+    // once they held it ~20-45 ms every second, which showed in PUBACK p99. Events that come up
+    // meanwhile ride in the next of these transactions.
+    const rest = allSummaries ? [...this.tracks.values()].filter((t) => t.dirty) : []
+    for (let pass = 0; ; pass++) {
+      if (pass > 0) await new Promise((resolve) => setImmediate(resolve))
+      const events = this.pendingEvents.splice(0)
+      const urgent = [...this.withEvents]
+      this.withEvents.clear()
+      const dirty = urgent.filter((t) => t.dirty)
+      while (dirty.length < SUMMARIES_PER_STATEMENT && rest.length) {
+        const t = rest.pop()!
+        if (t.dirty && !dirty.includes(t)) dirty.push(t)
+      }
+      if (events.length === 0 && dirty.length === 0) return
+      for (const t of dirty) t.dirty = false
+      let messages: number
+      try {
+        messages = await this.deps.db.transaction().execute(async (trx) => {
+          await writeSummaries(trx, dirty)
+          return (await this.deps.outbox.append(trx, events)).messages
+        })
+      } catch (error) {
+        this.pendingEvents.unshift(...events)
+        for (const t of dirty) t.dirty = true
+        for (const t of urgent) this.withEvents.add(t)
+        throw error // the rest stay dirty: the next tick writes them
+      }
+      this.deps.outbox.committed(messages)
+      if (rest.length === 0) return
     }
-    this.deps.outbox.committed(messages)
   }
 
   /** A late reading: recompute from everything stored; a break it reveals is added, nothing is retracted. */
