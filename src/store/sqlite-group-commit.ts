@@ -90,7 +90,7 @@ class GroupCommitDriver implements Driver {
     if (unit.state !== 'in-savepoint') return // its group already decided its fate
     unit.state = 'idle'
     // Some errors (I/O, disk full) make SQLite roll back the whole transaction, group and all.
-    if (!this.database.inTransaction) return this.groupLost(new Error('SQLite rolled back the transaction'))
+    if (!this.database.inTransaction) return this.groupLost(transactionLost())
     this.run('rollback to unit')
     this.run('release unit')
   }
@@ -105,12 +105,20 @@ class GroupCommitDriver implements Driver {
   }
 
   execute<R>(unit: Unit, query: CompiledQuery): Promise<QueryResult<R>> {
+    // A unit whose transaction SQLite rolled back must not go on in autocommit mode.
+    if (unit.state === 'in-savepoint' && !this.database.inTransaction) throw transactionLost()
     const statement = this.prepare(query.sql)
     let result: QueryResult<R>
-    if (statement.reader) result = { rows: statement.all(query.parameters) as R[] }
-    else {
-      const { changes, lastInsertRowid } = statement.run(query.parameters)
-      result = { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] }
+    try {
+      if (statement.reader) result = { rows: statement.all(query.parameters) as R[] }
+      else {
+        const { changes, lastInsertRowid } = statement.run(query.parameters)
+        result = { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] }
+      }
+    } catch (error) {
+      // Some errors (I/O, disk full) make SQLite roll back the whole transaction, group and all.
+      if (this.group && !this.database.inTransaction) this.groupLost(error)
+      throw error
     }
     // A write outside any transaction ran inside the open group: commit the group now, so the
     // write is durable when it returns (we hold the connection, so no savepoint is open).
@@ -123,7 +131,7 @@ class GroupCommitDriver implements Driver {
     const group = this.group
     unit.state = 'handed-over'
     this.release(unit)
-    if (!group) return Promise.reject(new Error('SQLite rolled back the transaction'))
+    if (!group) return Promise.reject(transactionLost())
     return new Promise<void>((resolve, reject) => group.waiters.push({ resolve, reject }))
   }
 
@@ -134,6 +142,7 @@ class GroupCommitDriver implements Driver {
   }
 
   private joinGroup(): void {
+    if (this.group && !this.database.inTransaction) this.groupLost(transactionLost()) // rolled back under us
     if (!this.group) {
       this.run('begin')
       this.group = { units: 0, waiters: [] }
@@ -167,8 +176,11 @@ class GroupCommitDriver implements Driver {
     try {
       this.run('commit')
     } catch (error) {
-      if (this.database.inTransaction) this.run('rollback')
-      rejectAll(group, error)
+      try {
+        if (this.database.inTransaction) this.run('rollback')
+      } finally {
+        rejectAll(group, error)
+      }
       throw error
     }
     for (const waiter of group.waiters) waiter.resolve()
@@ -194,6 +206,8 @@ class GroupCommitDriver implements Driver {
     return statement
   }
 }
+
+const transactionLost = () => new Error('SQLite rolled back the transaction')
 
 function rejectAll(group: Group, error: unknown): void {
   for (const waiter of group.waiters) waiter.reject(error)

@@ -1,4 +1,5 @@
 import { Agent, request as httpRequest } from 'node:http'
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestService, type Reply, type TestApi } from '../helpers/service.js'
 
@@ -16,6 +17,7 @@ describe('a request the API cannot accept', () => {
   let pharmacyId: string
   let deliveryId: string
   let before: Record<string, number>
+  let httpPort = 0
 
   async function rowCounts(): Promise<Record<string, number>> {
     const counts: Record<string, number> = {}
@@ -97,7 +99,7 @@ describe('a request the API cannot accept', () => {
   })
 
   it('gives the same answers over a real socket, and a kept-alive connection survives a refused body', async () => {
-    const { httpPort } = await api.service.start()
+    ;({ httpPort } = await api.service.start())
     // One kept-alive connection: a request that follows a refusal reuses it at once.
     const agent = new Agent({ keepAlive: true, maxSockets: 1 })
     const send = (method: string, body: string | null, headers: Record<string, string>, chunked = false) => new Promise<{ status: number; body: any; connection?: string }>((resolve, reject) => {
@@ -136,5 +138,26 @@ describe('a request the API cannot accept', () => {
       agent.destroy()
     }
     expect(await rowCounts()).toEqual(before)
+  })
+
+  it('audits a request whose client hangs up before its body arrives, and goes on serving', async () => {
+    const requestId = `hangup-${Date.now()}`
+    const socket = connect(httpPort, '127.0.0.1')
+    await new Promise<void>((resolve) => socket.once('connect', resolve))
+    socket.write(`POST /v1/prescriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nIdempotency-Key: ${requestId}\r\n` +
+      `X-Request-Id: ${requestId}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"patient_id":`)
+    setTimeout(() => socket.destroy(), 20)
+    const audited = async () => {
+      await api.service.audit.flush()
+      return api.service.db.selectFrom('audit_events').select('status').where('request_id', '=', requestId).execute()
+    }
+    await expect.poll(audited, { timeout: 3_000 }).toEqual([{ status: 400 }])
+    expect((await api.request('GET', `/v1/pharmacies/${pharmacyId}`, { token: admin })).status).toBe(200)
+  })
+
+  it('reads a JSON body that starts with a UTF-8 byte-order mark, as a browser\'s fetch would', async () => {
+    const body = `\uFEFF${JSON.stringify({ pharmacy_id: pharmacyId, patient_id: 'pt_bom', cold_chain: false })}`
+    const res = await prescribeRaw(body, { 'content-type': 'application/json' })
+    expect(res.status, res.text).toBe(201)
   })
 })

@@ -111,6 +111,42 @@ describe('SQLite group commit', () => {
     expect(count).toBe(1)
   })
 
+  describe('when SQLite rolls back the whole transaction (as on an I/O error or a full disk)', () => {
+    beforeEach(async () => {
+      await sql`create table poison (id integer primary key)`.execute(db)
+      await sql`create trigger poison_rolls_back before insert on poison begin select raise(rollback, 'whole transaction rolled back'); end`.execute(db)
+    })
+
+    it('inside a transaction: fails the group, and the next transaction works', async () => {
+      const outcomes = await Promise.allSettled([
+        insert('a'),
+        db.transaction().execute(async (trx) => void (await trx.insertInto('poison' as never).values({ id: 1 } as never).execute())),
+        insert('c'),
+      ])
+      expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'fulfilled'])
+      expect(committedNames()).toEqual(['c'])
+    })
+
+    it('outside any transaction: fails the open group, and later transactions are neither lost nor misreported', async () => {
+      const outcomes = await Promise.allSettled([
+        insert('a'),
+        db.insertInto('poison' as never).values({ id: 1 } as never).execute(),
+        insert('b'),
+      ])
+      expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'fulfilled'])
+      expect(committedNames()).toEqual(['b'])
+    })
+
+    it('a transaction that catches the error cannot go on outside its transaction', async () => {
+      const outcome = await db.transaction().execute(async (trx) => {
+        await trx.insertInto('poison' as never).values({ id: 1 } as never).execute().catch(() => {})
+        await trx.insertInto('items').values({ name: 'after-rollback' } as never).execute()
+      }).then(() => 'committed', (error: Error) => error.message)
+      expect(outcome).toBe('SQLite rolled back the transaction')
+      expect(committedNames()).toEqual([])
+    })
+  })
+
   it('fails every transaction of a group whose COMMIT fails, and the next group works', async () => {
     // A deferred foreign key is checked at COMMIT: one bad row fails the whole group's commit.
     await sql`create table refs (id integer primary key, item_id integer references items(id) deferrable initially deferred)`.execute(db)

@@ -13,6 +13,8 @@ const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 const closeAfterReply = { Connection: 'close' }
 
 const tooLarge = () => new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
+// Nobody reads this answer, but the request still ends (and is audited) with a status.
+const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
 
 /** Refuses bodies that are too large (413) or not JSON (415) before any handler sees them. */
 export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
@@ -61,6 +63,8 @@ function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
 /** Reads the whole body, refusing it as soon as it passes the limit (for bodies sent without a length). */
 function readLimited(incoming: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    // The client may have gone while earlier middleware awaited: node emits no more events then.
+    if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
     const chunks: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer) => {
@@ -76,18 +80,21 @@ function readLimited(incoming: IncomingMessage): Promise<Buffer> {
       cleanup()
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
     }
-    const onError = (error: Error) => {
+    // 'error' (ECONNRESET: aborted) or 'close' before 'end': the client went away mid-body.
+    const onGone = () => {
       cleanup()
-      reject(error)
+      reject(clientGone())
     }
     const cleanup = () => {
       incoming.off('data', onData)
       incoming.off('end', onEnd)
-      incoming.off('error', onError)
+      incoming.off('error', onGone)
+      incoming.off('close', onGone)
     }
     incoming.on('data', onData)
     incoming.on('end', onEnd)
-    incoming.on('error', onError)
+    incoming.on('error', onGone)
+    incoming.on('close', onGone)
   })
 }
 
@@ -108,7 +115,9 @@ function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
   bodyLengths.set(c, bytes.length)
   // hono keeps promises in this cache (its type says values): `#cachedBody` returns what it finds.
   const cache = c.req.bodyCache as Record<string, Promise<unknown>>
-  cache.text = Promise.resolve(bytes.toString('utf8'))
+  // As Request.text() decodes: UTF-8, without a leading byte-order mark.
+  const text = bytes.toString('utf8')
+  cache.text = Promise.resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
 }
 
 /** A body is whatever the request carried, chunked or declared, unless it was empty. */
