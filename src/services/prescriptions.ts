@@ -92,6 +92,10 @@ export class PrescriptionService {
       return appended.messages
     })
     this.deps.outbox.committed(messages)
+    // Only now: a read may see a pharmacy a moment before its own commit (group commit), and our
+    // commit came after it, so from here on the pharmacy is certainly there.
+    if (this.knownPharmacies.size >= KNOWN_PHARMACIES_LIMIT) this.knownPharmacies.clear()
+    this.knownPharmacies.add(pharmacyId)
     return prescription
   }
 
@@ -119,8 +123,6 @@ export class PrescriptionService {
     if (this.knownPharmacies.has(pharmacyId)) return pharmacyId
     const [exists] = await pharmacyExists(this.deps.db, pharmacyId)
     if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
-    if (this.knownPharmacies.size >= KNOWN_PHARMACIES_LIMIT) this.knownPharmacies.clear()
-    this.knownPharmacies.add(pharmacyId)
     return pharmacyId
   }
 }
