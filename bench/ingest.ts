@@ -17,7 +17,7 @@
  * Prints one JSON object on stdout; progress on stderr. Options: node's parseArgs, see `options`.
  */
 import { fork, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -158,21 +158,10 @@ async function runService(dataDir: string) {
   }
   delete env.DATABASE_URL // this bench is about the embedded defaults
   delete env.QUESTDB_CONFIG
-  const service = await startService({ env, httpPort, nodeArgs: [...startFlags(), ...(PROFILED.size ? ['--inspect=127.0.0.1:0'] : [])] })
+  const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
   return { service, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`, profiler }
-}
-
-/**
- * The node flags of `npm start` (`tsx <flags> src/main.ts` in package.json), so the service runs
- * here as it is started in production: today the young-generation size (see docs/performance.md).
- */
-function startFlags(): string[] {
-  const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
-  const match = /^tsx((?: --\S+)*) src\/main\.ts$/.exec(scripts.start)
-  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts": ${scripts.start}`)
-  return match[1]!.split(' ').filter(Boolean)
 }
 
 /** Reading → event: `created_at` of each tote's cold-chain.break in the outbox minus its publish time. */
