@@ -47,7 +47,7 @@ export class PrescriptionService {
 
   /** Queues a delivery: prescription, delivery, custody event 1 and `delivery.created` commit together. */
   async create(principal: Principal, input: NewPrescription, recordCreation?: RecordCreation): Promise<Prescription> {
-    const pharmacyId = await this.pharmacyFor(principal, input.pharmacy_id)
+    const pharmacyId = this.pharmacyFor(principal, input.pharmacy_id)
     const profile = resolveRequestedProfile(input)
     const now = this.deps.clock.now()
     const createdAt = iso(now)
@@ -75,6 +75,7 @@ export class PrescriptionService {
       metadata: input.metadata ?? {}, created_at: createdAt,
     }
     const messages = await this.deps.db.transaction().execute(async (trx) => {
+      await this.requireExisting(trx, pharmacyId)
       await insertRow(trx, 'prescriptions', row)
       await insertRow(trx, 'deliveries', {
         id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
@@ -92,8 +93,7 @@ export class PrescriptionService {
       return appended.messages
     })
     this.deps.outbox.committed(messages)
-    // Only now: a read may see a pharmacy a moment before its own commit (group commit), and our
-    // commit came after it, so from here on the pharmacy is certainly there.
+    // Pharmacies are never deleted: one that a committed create referenced exists for good.
     if (this.knownPharmacies.size >= KNOWN_PHARMACIES_LIMIT) this.knownPharmacies.clear()
     this.knownPharmacies.add(pharmacyId)
     return prescription
@@ -116,14 +116,19 @@ export class PrescriptionService {
     return { data: result.data.map((r) => toPrescription(r, r.status)), next_cursor: result.next_cursor }
   }
 
-  private async pharmacyFor(principal: Principal, requested: string | undefined): Promise<string> {
+  /** The pharmacy the prescription is for, as far as the token allows; whether it exists is checked in the create's transaction. */
+  private pharmacyFor(principal: Principal, requested: string | undefined): string {
     const pharmacyId = requested ?? principal.pharmacyId
     if (!pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
     if (principal.fleetId || (principal.pharmacyId && principal.pharmacyId !== pharmacyId)) throw notFound('pharmacy')
-    if (this.knownPharmacies.has(pharmacyId)) return pharmacyId
-    const [exists] = await pharmacyExists(this.deps.db, pharmacyId)
-    if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
     return pharmacyId
+  }
+
+  /** Read in the transaction that references it, so the pharmacy is committed with or before it. */
+  private async requireExisting(trx: Executor, pharmacyId: string): Promise<void> {
+    if (this.knownPharmacies.has(pharmacyId)) return
+    const [exists] = await pharmacyExists(trx, pharmacyId)
+    if (!exists) throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${pharmacyId}` }])
   }
 }
 

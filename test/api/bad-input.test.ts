@@ -81,6 +81,12 @@ describe('a request the API cannot accept', () => {
     expect(nested.body.errors).toEqual([expect.objectContaining({ pointer: '/verification/pin' })])
   })
 
+  it('answers a pharmacy that does not exist with 422 at /pharmacy_id', async () => {
+    const res = await prescribe({ pharmacy_id: 'ph_01jd0000000000000000000000', patient_id: 'pt_1', cold_chain: false })
+    expectProblem(res, 422, 'validation_failed')
+    expect(res.body.errors).toEqual([{ pointer: '/pharmacy_id', message: 'no pharmacy ph_01jd0000000000000000000000' }])
+  })
+
   it('answers a body over 256 KiB with 413, whether or not it declares its length', async () => {
     const big = JSON.stringify({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, external_ref: 'x'.repeat(256 * 1024) })
     expectProblem(await prescribeRaw(big, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(big)) }), 413, 'payload_too_large')
