@@ -118,20 +118,34 @@ export class ColdChainMonitor {
   }
 
   private async watchPasses(): Promise<void> {
+    let failure: unknown = null
     try {
       while (this.nextOpen !== null) {
         const open = this.nextOpen
         this.nextOpen = null
-        await this.watchOnce(open)
+        // A pass that fails (a read) must not leave a newer list unwatched: go on; report only
+        // if the last pass, which saw the newest list, failed too.
+        try {
+          await this.watchOnce(open)
+          failure = null
+        } catch (error) {
+          failure = error
+        }
       }
     } finally {
       this.watching = null // no await since the loop's last check: a call in between started no pass of its own
     }
+    if (failure !== null) throw failure
   }
 
   private async watchOnce(open: readonly { toteId: string; binding: Binding }[]): Promise<void> {
     const openIds = new Set(open.map((o) => o.binding.deliveryId))
-    for (const { toteId, binding } of open) if (binding.profile && !this.tracks.has(binding.deliveryId)) await this.load(toteId, binding)
+    // One delivery that cannot be read now must not keep the others (or the clean-up below) waiting.
+    let failure: unknown = null
+    for (const { toteId, binding } of open) {
+      if (!binding.profile || this.tracks.has(binding.deliveryId)) continue
+      await this.load(toteId, binding).catch((error: unknown) => void (failure ??= error))
+    }
     for (const [id, track] of this.tracks) {
       if (openIds.has(id)) continue
       // The delivery ended: judge what is still held for it, save, and forget it.
@@ -140,6 +154,7 @@ export class ColdChainMonitor {
       await this.persistNow(true)
       this.tracks.delete(id)
     }
+    if (failure !== null) throw failure
   }
 
   /** Writes every pending event and summary; used at shutdown and by tests. */
