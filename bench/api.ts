@@ -19,7 +19,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { clientCredentialsToken, postJson } from './lib/api-client.js'
-import { summarizeProfile } from './lib/cpuprofile.js'
+import { formatSummary, summarizeProfile } from './lib/cpuprofile.js'
 import { drive, type LoadRequest } from './lib/load.js'
 import { freePort, startServiceProcess } from './lib/service-process.js'
 
@@ -158,12 +158,8 @@ function printProfile(dir: string): void {
   }
   for (const file of files.slice(1)) log(`other thread: ${join(dir, file)} (${summarizeProfile(join(dir, file), 1).profiled_ms} ms)`)
   const main = join(dir, files[0]!)
-  const summary = summarizeProfile(main, 25)
-  log(`profile ${main}: ${summary.profiled_ms} ms, ${summary.idle_pct}% idle; % of busy time below`)
-  for (const [title, rows] of [['self time by package/file', summary.self_by_place], ['self time by function', summary.self_by_function], ['inclusive time by function', summary.inclusive_by_function]] as const) {
-    log(`-- ${title}`)
-    for (const row of rows) log(`  ${String(row.pct).padStart(5)}%  ${String(row.ms).padStart(7)} ms  ${row.name}`)
-  }
+  log(`profile ${main}:`)
+  for (const line of formatSummary(summarizeProfile(main, 25))) log(line)
 }
 
 await main()

@@ -23,7 +23,8 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import Database from 'better-sqlite3'
 import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './lib/ingest-protocol.js'
-import { connectProfiler, inspectorUrlFrom, summarize } from './lib/ingest-profiler.js'
+import { formatSummary, summarize } from './lib/cpuprofile.js'
+import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
 
@@ -128,7 +129,7 @@ async function measure(publisher: ReturnType<typeof startPublisher>, brokerPid: 
   const cpu1 = [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!)]
   if (profiling) {
     const file = join(PROFILE_DIR!, `${phase.name}.cpuprofile`)
-    log(`CPU profile of the broker process during ${phase.name} (${file}):\n${summarize(await profiling.stop(file))}`)
+    log(`CPU profile of the broker process during ${phase.name} (${file}):\n${formatSummary(summarize(await profiling.stop(file), 25)).join('\n')}`)
   }
   const pct = (i: number) => (cpu0[i] == null || cpu1[i] == null ? null : round(((cpu1[i]! - cpu0[i]!) / seconds) * 100, 0))
   // Broker CPU per reading does not depend on how busy the rest of the machine is: it is the

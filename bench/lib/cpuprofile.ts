@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 
 /** The parts of V8's .cpuprofile (written by `node --cpu-prof`) that a summary needs. */
 type ProfileNode = { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-type CpuProfile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+export type CpuProfile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 
 export type Hotspot = { name: string; ms: number; pct: number }
 export type ProfileSummary = { profiled_ms: number; idle_pct: number; self_by_function: Hotspot[]; self_by_place: Hotspot[]; inclusive_by_function: Hotspot[] }
@@ -28,7 +28,11 @@ function frameName(node: ProfileNode): string {
  * (the function and everything it called) per function: the usual two views of a profile.
  */
 export function summarizeProfile(file: string, top = 20): ProfileSummary {
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile
+  return summarize(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, top)
+}
+
+/** The same for a profile already in memory (e.g. one taken over the inspector protocol). */
+export function summarize(profile: CpuProfile, top = 20): ProfileSummary {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
   const selfUs = new Map<number, number>()
   profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
@@ -74,4 +78,14 @@ export function summarizeProfile(file: string, top = 20): ProfileSummary {
     self_by_place: rank(selfByPlace, (n) => n === '(idle)'),
     inclusive_by_function: rank(inclusive, pseudo),
   }
+}
+
+/** The summary as text lines: the header, then the three views, % of busy time first. */
+export function formatSummary(summary: ProfileSummary): string[] {
+  const lines = [`${summary.profiled_ms} ms profiled, ${summary.idle_pct}% idle; % of busy time below`]
+  for (const [title, rows] of [['self time by package/file', summary.self_by_place], ['self time by function', summary.self_by_function], ['inclusive time by function', summary.inclusive_by_function]] as const) {
+    lines.push(`-- ${title}`)
+    for (const row of rows) lines.push(`  ${String(row.pct).padStart(5)}%  ${String(row.ms).padStart(7)} ms  ${row.name}`)
+  }
+  return lines
 }

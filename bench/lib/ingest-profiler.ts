@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import WebSocket from 'ws'
+import type { CpuProfile } from './cpuprofile.js'
 
 /** `node --inspect` prints "Debugger listening on ws://…" on stderr; this waits for it. */
 export function inspectorUrlFrom(output: () => string, timeoutMs = 10_000): Promise<string> {
@@ -53,63 +54,4 @@ export async function connectProfiler(url: string) {
     },
     close: () => ws.close(),
   }
-}
-
-type ProfileNode = { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-type CpuProfile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
-
-/** Where a frame lives: a package, one of our files, or a V8 pseudo-frame like (garbage collector). */
-function placeOf({ url, functionName }: ProfileNode['callFrame']): string {
-  if (!url) return functionName.startsWith('(') ? functionName : '(native)'
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)
-  if (pkg) return pkg[1]!
-  const ours = /\/((?:src|rules|broker|bench)\/.+)$/.exec(url)
-  return ours ? ours[1]! : url
-}
-
-const frameOf = (n: ProfileNode) => `${n.callFrame.functionName || '(anonymous)'} ${placeOf(n.callFrame)}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`
-
-/** Self time by package/file and by function, and inclusive time by function, as % of busy (non-idle) time. */
-export function summarize(profile: CpuProfile, top = 25): string {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map<number, number>()
-  profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
-  let busy = 0
-  let idle = 0
-  for (const [id, us] of self) (byId.get(id)!.callFrame.functionName === '(idle)' ? (idle += us) : (busy += us))
-  const add = (m: Map<string, number>, k: string, v: number) => m.set(k, (m.get(k) ?? 0) + v)
-  const byPlace = new Map<string, number>()
-  const byFunction = new Map<string, number>()
-  for (const [id, us] of self) {
-    const node = byId.get(id)!
-    if (node.callFrame.functionName === '(idle)') continue
-    add(byPlace, placeOf(node.callFrame), us)
-    add(byFunction, frameOf(node), us)
-  }
-  const inclusive = new Map<string, number>()
-  const walk = (id: number, onStack: Set<string>): number => {
-    const node = byId.get(id)!
-    const name = frameOf(node)
-    const first = !onStack.has(name)
-    if (first) onStack.add(name)
-    let us = node.callFrame.functionName === '(idle)' ? 0 : self.get(id) ?? 0
-    for (const child of node.children ?? []) us += walk(child, onStack)
-    if (first) {
-      onStack.delete(name)
-      add(inclusive, name, us)
-    }
-    return us
-  }
-  walk(profile.nodes[0]!.id, new Set())
-  // (root) and (program) are V8 bookkeeping, not code to fix; they stay in the by-place view only.
-  const pseudo = (k: string) => k.startsWith('(root)') || k.startsWith('(program)')
-  const rank = (m: Map<string, number>) => [...m].filter(([k]) => m === byPlace || !pseudo(k))
-    .sort((a, b) => b[1] - a[1]).slice(0, top)
-    .map(([k, us]) => `  ${(Math.round((us / busy) * 1_000) / 10).toFixed(1).padStart(5)}%  ${k}`).join('\n')
-  return [
-    `busy ${Math.round(busy / 1_000)} ms, idle ${Math.round(idle / 1_000)} ms`,
-    'self time by place:', rank(byPlace),
-    'self time by function:', rank(byFunction),
-    'inclusive time by function:', rank(inclusive),
-  ].join('\n')
 }
