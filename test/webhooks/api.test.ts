@@ -1,8 +1,9 @@
 import { Webhook } from 'standardwebhooks'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestService, type TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
-import { startReceiver, statuses, type ReceivedRequest, type Receiver, type Reply } from './receiver.js'
+import { statuses, type ReceivedRequest, type Receiver } from './receiver.js'
+import { useWebhookService } from './webhook-service.js'
 
 type Envelope = { id: string; type: string; pharmacy_id: string; delivery_id: string; seq: number }
 
@@ -14,23 +15,11 @@ const signatureHeaders = (req: ReceivedRequest) => ({
 const envelopes = (receiver: Receiver) => receiver.requests.map((r) => JSON.parse(r.body) as Envelope)
 
 describe('webhook endpoints over the API (SPEC §7)', () => {
+  const fixture = useWebhookService('50ms,50ms,50ms')
+  const { receiver } = fixture
   let api: TestApi
   let admin: string
-  const receivers: Receiver[] = []
-  async function receiver(reply?: Reply): Promise<Receiver> {
-    const r = await startReceiver(reply)
-    receivers.push(r)
-    return r
-  }
-  beforeAll(async () => {
-    api = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '50ms,50ms,50ms' })
-    await api.service.start()
-    admin = await api.adminToken()
-  })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
-  })
-  afterAll(() => api.stop())
+  beforeAll(() => void ({ api, admin } = fixture))
 
   /** Registers an endpoint as `token`; fails the test unless it was created. */
   async function register(token: string, body: Record<string, unknown>) {

@@ -1,9 +1,10 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startTestService, type TestApi } from '../helpers/service.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import type { TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
-import { sleep, startReceiver, type Receiver, type Reply } from './receiver.js'
+import { sleep, type Receiver } from './receiver.js'
+import { useWebhookService } from './webhook-service.js'
 
 type Envelope = { id: string; type: string; created_at: string; delivery_id: string; seq: number; data: Record<string, unknown> }
 
@@ -38,21 +39,12 @@ async function receiverOn(port: number): Promise<Receiver> {
 }
 
 describe('webhook delivery when receivers misbehave', () => {
+  // Backoff that covers a few seconds of outage with room to spare (12 attempts over ≈ 7 s).
+  const fixture = useWebhookService('100ms,200ms,300ms,500ms,500ms,1s,1s,1s,1s,1s,1s')
+  const { receiver, track } = fixture
   let api: TestApi
   let admin: string
-  const receivers: Receiver[] = []
-  const track = (r: Receiver) => (receivers.push(r), r)
-  const receiver = async (reply?: Reply) => track(await startReceiver(reply))
-  beforeAll(async () => {
-    // Backoff that covers a few seconds of outage with room to spare (12 attempts over ≈ 7 s).
-    api = await startTestService({ WEBHOOK_RETRY_SCHEDULE: '100ms,200ms,300ms,500ms,500ms,1s,1s,1s,1s,1s,1s' })
-    await api.service.start()
-    admin = await api.adminToken()
-  })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
-  })
-  afterAll(() => api.stop())
+  beforeAll(() => void ({ api, admin } = fixture))
 
   /** Every attempt recorded for an endpoint, following the pages. */
   async function allAttempts(endpointId: string) {

@@ -1,8 +1,9 @@
 import { Webhook } from 'standardwebhooks'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startTestService, type TestApi } from '../helpers/service.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import type { TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
-import { startReceiver, statuses, type ReceivedRequest, type Receiver, type Reply } from './receiver.js'
+import { statuses, type ReceivedRequest } from './receiver.js'
+import { useWebhookService } from './webhook-service.js'
 
 type Envelope = { id: string; type: string; pharmacy_id: string; delivery_id: string; rx_id: string; seq: number; data: Record<string, unknown> }
 
@@ -15,23 +16,11 @@ const verify = (secret: string, req: ReceivedRequest) => new Webhook(secret).ver
 describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
   // Four attempts 50 ms apart: a failing writeback gives up within a second.
   const SCHEDULE = '50ms,50ms,50ms'
+  const fixture = useWebhookService(SCHEDULE)
+  const { receiver } = fixture
   let api: TestApi
   let admin: string
-  const receivers: Receiver[] = []
-  async function receiver(reply?: Reply): Promise<Receiver> {
-    const r = await startReceiver(reply)
-    receivers.push(r)
-    return r
-  }
-  beforeAll(async () => {
-    api = await startTestService({ WEBHOOK_RETRY_SCHEDULE: SCHEDULE })
-    await api.service.start()
-    admin = await api.adminToken()
-  })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
-  })
-  afterAll(() => api.stop())
+  beforeAll(() => void ({ api, admin } = fixture))
 
   /** A pharmacy with a writeback URL, and the secret its creation response showed once. */
   async function pharmacyWithWriteback(url: string) {
