@@ -1,20 +1,26 @@
 /**
  * How `onReadings` tells the broker what went wrong, and so whether the publish is acknowledged.
  *
- * - Any rejection is, by default, a refused payload: its message is published as the reason on
- *   the tote's errors topic and a QoS 1 publish is still acknowledged — re-sending the same bytes
- *   would fail the same way. The `code` member, when it is a snake_case string (as the codes of
- *   `parseReadings` are), becomes the `error` member of that JSON.
- * - `IngestUnavailableError` (or any error with `retriable: true`) means the readings could not be
- *   stored right now: no PUBACK, the connection is closed, and the tote re-sends them when it
- *   reconnects (MQTT 3.1.1 §4.4). Storage failures must use it, or acknowledged readings are lost.
+ * - `PayloadRefusedError` (or any error with `refused: true`) is a bad payload: its message is
+ *   published as the reason on the tote's errors topic and a QoS 1 publish is still acknowledged
+ *   — re-sending the same bytes would fail the same way. The `code` member, when it is a
+ *   snake_case string (as the codes of `parseReadings` are), becomes the `error` member of that JSON.
+ * - Any other rejection means the readings could not be stored: no PUBACK, the connection is
+ *   closed, and the tote re-sends them when it reconnects (MQTT 3.1.1 §4.4). That is the default
+ *   so that no failure, foreseen or not, acknowledges a reading that was not stored.
+ *   `IngestUnavailableError` says so explicitly.
  */
-export class IngestUnavailableError extends Error {
-  readonly retriable = true
+export class PayloadRefusedError extends Error {
+  readonly refused = true
+  constructor(readonly code: string, reason: string) {
+    super(reason)
+  }
 }
 
-export function isRetriable(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { retriable?: unknown }).retriable === true
+export class IngestUnavailableError extends Error {}
+
+export function isRefusal(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { refused?: unknown }).refused === true
 }
 
 /** The `{error, reason, at}` JSON for a refused payload. */

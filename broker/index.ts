@@ -7,7 +7,7 @@ import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
 
-export { IngestUnavailableError } from './errors.js'
+export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
 export type { BrokerMetrics } from './hooks/types.js'
 export { commandsTopic, errorsTopic, readingsTopic } from './topics.js'
 
@@ -15,9 +15,9 @@ export type BrokerDeps = {
   /** Username and password of a CONNECT → the tote id, or null to refuse. */
   authenticateTote: AuthenticateTote
   /**
-   * A tote's readings payload. Resolve once committed (the PUBACK follows). Reject with the
-   * reason for a bad payload (published on the errors topic, still acknowledged), or with an
-   * `IngestUnavailableError` when it could not be stored (no PUBACK, connection closed).
+   * A tote's readings payload. Resolve once committed (the PUBACK follows). Reject with a
+   * `PayloadRefusedError` for a bad payload (its reason goes to the errors topic; still
+   * acknowledged); any other rejection means not stored (no PUBACK, connection closed).
    */
   onReadings: OnReadings
   logger: Logger

@@ -1,5 +1,5 @@
 import { createAdaptorServer } from '@hono/node-server'
-import { createBroker, IngestUnavailableError, type RxBroker } from '../broker/index.js'
+import { createBroker, type RxBroker } from '../broker/index.js'
 import { mkdirSync } from 'node:fs'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
@@ -37,7 +37,7 @@ import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
 import { openColdChainBindings } from './telemetry/open-deliveries.js'
-import { IngestPipeline, ReadingsRejected } from './telemetry/pipeline.js'
+import { IngestPipeline } from './telemetry/pipeline.js'
 import { createReadingSink, type ReadingSink } from './timeseries/index.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { WebhookService } from './webhooks/endpoints.js'
@@ -140,13 +140,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
       broker = await createBroker({
         authenticateTote: (username, password) => services.totes.authenticate(username, password.toString('utf8')),
-        // Not async: one promise per publish on the hot path, not three.
-        onReadings: (toteId, payload) => pipeline.handle(toteId, payload).catch((error: unknown) => {
-          if (error instanceof ReadingsRejected) throw error
-          // Not stored: no PUBACK, so the tote sends it again (MQTT 3.1.1 §4.4).
-          logger.error({ err: error, tote_id: toteId }, 'readings could not be stored')
-          throw new IngestUnavailableError('readings could not be stored; send them again')
-        }),
+        // A refused payload rejects with ReadingsRejected (acknowledged, reason on the errors
+        // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
+        onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
         logger,
         metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes },
         tcpPort: config.MQTT_PORT,

@@ -1,5 +1,5 @@
 import type { Client, PublishPacket } from 'aedes'
-import { isRetriable, rejectionOf } from '../errors.js'
+import { isRefusal, rejectionOf } from '../errors.js'
 import { readingsTopic } from '../topics.js'
 import type { HookContext } from './types.js'
 
@@ -98,7 +98,7 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
   const refused = (entry: Pending, err: unknown) => {
     const { toteId } = entry
     try {
-      if (isRetriable(err)) {
+      if (!isRefusal(err)) {
         metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
         logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
         return settle(entry, { error: new Error('readings could not be stored'), holdAckMs: 0 })

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { PayloadRefusedError } from '../../broker/errors.js'
 import type { Clock } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
@@ -8,11 +9,7 @@ import type { GroupCommitter } from './group-commit.js'
 import { parseReadings, type ParsedReading } from './parse.js'
 
 /** A payload the pipeline refused; its message is the reason published on the tote's errors topic. */
-export class ReadingsRejected extends Error {
-  constructor(readonly code: string, reason: string) {
-    super(reason)
-  }
-}
+export class ReadingsRejected extends PayloadRefusedError {}
 
 /**
  * The ingest flow of SPEC §4, one publish at a time:

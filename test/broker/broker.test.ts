@@ -4,7 +4,7 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
 import { pino } from 'pino'
 import { Counter, Registry } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createBroker, IngestUnavailableError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
+import { createBroker, IngestUnavailableError, PayloadRefusedError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
 import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
 
 const PASSWORDS: Record<string, string> = { tt_alpha: 'alpha-secret', tt_bravo: 'bravo-secret' }
@@ -21,7 +21,7 @@ async function startBroker(over: Partial<BrokerDeps> = {}) {
     authenticateTote: async (username, password) => (PASSWORDS[username] === password.toString() ? username : null),
     onReadings: async (toteId, payload, qos) => {
       const parsed = parseReadings(payload, Date.now())
-      if (!parsed.ok) throw Object.assign(new Error(parsed.reason), { code: parsed.code })
+      if (!parsed.ok) throw new PayloadRefusedError(parsed.code, parsed.reason)
       stored.push({ toteId, readings: parsed.readings, qos })
     },
     logger: pino({ level: 'silent' }),
@@ -194,8 +194,11 @@ describe('ingest', () => {
     expect(await values(metrics.aclDenied)).toEqual([[{ action: 'subscribe' }, 1]])
   })
 
-  it('withholds the PUBACK and drops the connection when the readings cannot be stored', async () => {
-    const { broker } = await startBroker({ onReadings: async () => { throw new IngestUnavailableError('disk full') } })
+  it.each([
+    ['says so', () => new IngestUnavailableError('disk full')],
+    ['fails in a way nobody foresaw', () => new TypeError('cannot read properties of undefined')],
+  ])('withholds the PUBACK and drops the connection when storing the readings %s', async (_, failure) => {
+    const { broker } = await startBroker({ onReadings: async () => { throw failure() } })
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
     let acked = false
     const gone = closed(alpha)
