@@ -4,6 +4,33 @@ import { Worker } from 'node:worker_threads'
 // Often enough that the WAL stays short between the request connection's own checkpoints,
 // rarely enough that each pass copies many versions of the same hot pages at once.
 const CHECKPOINT_EVERY_MS = 1_000
+// A leveling pass is awaited by paused writes; past this the writer goes on without it.
+const LEVEL_TIMEOUT_MS = 1_000
+
+export type WalCheckpointer = {
+  /**
+   * True when the WAL should start over (see `levelAtPages`) and the worker is close enough
+   * behind the writer that a pass with writes paused will be short.
+   */
+  readonly levelWanted: boolean
+  /**
+   * Call with the connection's writes paused (no write until this resolves): the worker copies
+   * the last pages, so the next commit starts the WAL over from its beginning. Resolves when the
+   * pass is done, or after LEVEL_TIMEOUT_MS whatever happened.
+   */
+  level(): Promise<void>
+  stop(): Promise<void>
+}
+
+export type WalCheckpointerOptions = {
+  /**
+   * Ask the writer to pause (`levelWanted`) once the WAL holds this many pages. Without it, the
+   * writer's own automatic checkpoint is what restarts the WAL.
+   */
+  levelAtPages?: number
+  /** Between two routine passes (tests shorten it). */
+  everyMs?: number
+}
 
 /**
  * Moves nearly all of SQLite's WAL checkpoint work off the event loop. SQLite's automatic
@@ -11,27 +38,62 @@ const CHECKPOINT_EVERY_MS = 1_000
  * 50 creates), on the connection that commits: it copies those pages into the database file
  * and fsyncs it, stalling every request for milliseconds. Here a worker thread with its own
  * connection runs a PASSIVE checkpoint (it never waits for, nor blocks, the writer) every
- * second, and the request connection's own threshold is raised (`REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES`).
+ * second, and the writer's own threshold is raised.
  *
- * Why the request connection still checkpoints at all: under steady writes a PASSIVE
- * checkpoint from another connection never catches up with the writer, and SQLite restarts
- * the WAL from its start only after a checkpoint that did. The request connection's rare
- * automatic checkpoint runs right after its own commit, when nothing else is writing; the
- * worker has already copied all but the last second's pages, so it is short.
+ * Why the writer must still let the WAL catch up: under steady writes a PASSIVE checkpoint from
+ * another connection never ends level with the writer, and SQLite starts the WAL over from its
+ * beginning only after a checkpoint that did. Either the writer's rare automatic checkpoint does
+ * it (the request connection: it runs right after its own commit, and the worker has already
+ * copied all but the last second's pages), or, with `levelAtPages` (the readings sink, whose
+ * writes are fast enough that even one second of pages took 100–250 ms to copy inside a
+ * commit), the worker does it: past the threshold it checkpoints back to back until a pass is
+ * short, then asks the writer to pause for one last pass, during which the event loop stays free.
  * Durability does not change: a commit is durable when it is in the WAL (synchronous = NORMAL).
  *
  * The worker is a few lines of plain JavaScript evaluated in the thread, so it loads the same
  * better-sqlite3 as the service whether the service runs from TypeScript (tsx) or compiled.
  */
-export function startWalCheckpointer(file: string): { stop(): Promise<void> } {
+export function startWalCheckpointer(file: string, { levelAtPages = 0, everyMs = CHECKPOINT_EVERY_MS }: WalCheckpointerOptions = {}): WalCheckpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
-  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, everyMs: CHECKPOINT_EVERY_MS } })
-  // A failed pass changes nothing: the next one, or the request connection's, copies the pages.
+  const worker = new Worker(WORKER_SOURCE, {
+    eval: true, workerData: { driver, file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS },
+  })
+  // A failed pass changes nothing: the next one, or the writer's own, copies the pages.
   worker.on('error', () => {})
   // Listened for from the start: a worker that already died must not leave stop() waiting.
-  const exited = new Promise((resolve) => worker.once('exit', resolve))
+  let gone = false
+  const exited = new Promise((resolve) => worker.once('exit', resolve)).then(() => {
+    gone = true
+    leveled()
+  })
+  let levelWanted = false
+  let leveling: { done: Promise<void>; resolve: () => void } | null = null
+  const leveled = () => {
+    leveling?.resolve()
+    leveling = null
+  }
+  worker.on('message', (message: 'ready' | 'leveled') => {
+    if (message === 'ready') levelWanted = true
+    else leveled()
+  })
   worker.unref()
   return {
+    get levelWanted() {
+      return levelWanted
+    },
+    level() {
+      levelWanted = false
+      if (gone) return Promise.resolve()
+      if (!leveling) {
+        let resolve!: () => void
+        const done = new Promise<void>((r) => (resolve = r))
+        leveling = { done, resolve }
+        const timeout = setTimeout(leveled, LEVEL_TIMEOUT_MS)
+        void done.then(() => clearTimeout(timeout))
+        worker.postMessage('level')
+      }
+      return leveling.done
+    },
     async stop() {
       // Referenced again while it stops, or a process with nothing else to do would end before
       // this resolves (and skip whatever follows the close, such as an error message).
@@ -45,14 +107,51 @@ export function startWalCheckpointer(file: string): { stop(): Promise<void> } {
 // 16,384 pages of 4 KiB = 64 MiB of WAL, about 800 creates (~20 pages each).
 export const REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES = 16_384
 
+// A pass this short means the worker is close behind the writer: pausing writes for the final
+// pass then costs about as long.
+const SHORT_PASS_MS = 15
+
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads')
+const fs = require('node:fs')
 const Database = require(workerData.driver)
+const { everyMs, levelAtPages, shortPassMs } = workerData
 const db = new Database(workerData.file)
-const checkpoint = () => { try { db.pragma('wal_checkpoint(PASSIVE)') } catch {} }
-const timer = setInterval(checkpoint, workerData.everyMs)
-parentPort.on('message', () => {
-  clearInterval(timer)
+// SQLite syncs the database file only when a checkpoint ends level with the WAL, i.e. in the
+// paused pass: synced here after every pass, that one has only its own few pages left to flush.
+const dbFile = levelAtPages > 0 ? fs.openSync(workerData.file, 'r') : null
+const checkpoint = () => {
+  try {
+    const result = db.pragma('wal_checkpoint(PASSIVE)')[0]
+    if (dbFile !== null) fs.fdatasyncSync(dbFile)
+    return result
+  } catch { return undefined }
+}
+let timer = null
+let last
+const scheduled = () => {
+  const started = performance.now()
+  const result = checkpoint()
+  const ms = performance.now() - started
+  let next = everyMs
+  // Level already (nothing was written since the last pass): the next commit starts the WAL over.
+  const level = result && last && result.log === last.log && result.checkpointed === result.log
+  if (levelAtPages > 0 && result && result.log >= levelAtPages && !level) {
+    // Short pass, or so far past the mark that waiting longer only makes the last pass longer.
+    if (ms <= shortPassMs || result.log >= 1.5 * levelAtPages) parentPort.postMessage('ready')
+    else next = 0 // catching up: back to back, so the pages left for the paused pass are few
+  }
+  last = result
+  timer = setTimeout(scheduled, next)
+}
+timer = setTimeout(scheduled, everyMs)
+parentPort.on('message', (message) => {
+  if (message === 'level') {
+    checkpoint()
+    parentPort.postMessage('leveled')
+    return
+  }
+  clearTimeout(timer)
   db.close()
   process.exit(0)
 })

@@ -28,7 +28,9 @@ import { createKeyDictionary } from './sqlite-dictionary.js'
  *   The embedded default trades that for the commit rate; QuestDB is the durable option.
  * - WAL checkpoints run on a worker thread (store/wal-checkpointer.ts), not inside the commits
  *   that PUBACKs wait for: at 1,000 totes' single readings the writer's own checkpoint stalled a
- *   commit by 20-40 ms every few dozen commits and took about a third of the sink's CPU.
+ *   commit by 20-40 ms every few dozen commits and took about a third of the sink's CPU. The
+ *   worker also lets the WAL start over (LEVEL_AT_BYTES), which the writer's own checkpoint did
+ *   at the price of a 100–250 ms commit every few seconds.
  */
 
 const SCHEMA = `
@@ -86,11 +88,19 @@ const ROWS_PER_STATEMENT = 100
 /** Dictionary entries kept in memory; a binding is one delivery, so this bounds a long-running process. */
 const MAX_CACHED_KEYS = 100_000
 /**
- * The writer's own automatic checkpoint, inside a commit: under steady writes the worker's
- * checkpoints never end level with the writer, and only a checkpoint that does lets the WAL
- * start over. By then the worker has copied all but its last second's pages, so this one is
- * short. Single readings write up to ~100 MiB of WAL a second (each dirties a page in both
- * indexes), so it must hold more than a second's worth.
+ * When the WAL should start over: under steady writes the worker's checkpoints never end level
+ * with the writer, and only a checkpoint that does lets the WAL start from its beginning again.
+ * Past this the worker catches up and `write` pauses for its last, short pass
+ * (store/wal-checkpointer.ts). Single readings write up to ~100 MiB of WAL a second (each
+ * dirties a page in both indexes): about one pause of 3–25 ms a second under that load. Twice
+ * this held the writer's p99 no better and let the WAL reach the writer's own threshold.
+ */
+const LEVEL_AT_BYTES = 64 * 1024 * 1024
+/**
+ * The writer's own automatic checkpoint, inside a commit, in case the worker cannot level the
+ * WAL (it died, or the disk is too slow for it to catch up). It copies every page the worker
+ * has not: up to a second's pages, 100–250 ms at 15,000 single readings/s, which was every
+ * PUBACK's p99 before the worker leveled the WAL itself.
  */
 const WRITER_AUTOCHECKPOINT_BYTES = 256 * 1024 * 1024
 /**
@@ -135,9 +145,9 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   }
   const keys = createKeyDictionary(db, MAX_CACHED_KEYS)
   const spans = createSpanWriter(db)
-  const checkpointer = path === ':memory:' ? null : startWalCheckpointer(path)
+  const pageSize = db.pragma('page_size', { simple: true }) as number
+  const checkpointer = path === ':memory:' ? null : startWalCheckpointer(path, { levelAtPages: Math.ceil(LEVEL_AT_BYTES / pageSize) })
   if (checkpointer) {
-    const pageSize = db.pragma('page_size', { simple: true }) as number
     db.pragma(`wal_autocheckpoint = ${Math.ceil(WRITER_AUTOCHECKPOINT_BYTES / pageSize)}`)
     db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
   }
@@ -210,6 +220,8 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   return {
     async write(rows) {
       if (rows.length === 0) return
+      // Paused until the WAL is level (GroupCommitter writes one group at a time); only the WAL's restart depends on it.
+      if (checkpointer?.levelWanted) await checkpointer.level()
       try {
         writeAll(rows)
       } catch (err) {
