@@ -16,6 +16,9 @@ const ALL_TIME = Number.MAX_SAFE_INTEGER
 // every bound tote's delivery to save); 100 rows are 300 bound parameters, far below SQLite's and
 // PostgreSQL's limits.
 const SUMMARIES_PER_STATEMENT = 100
+// However many deliveries raise events meanwhile, each of the tick's transactions also takes this
+// many of its other summaries, so those cannot be put off for as long as events keep coming.
+const OTHER_SUMMARIES_PER_TRANSACTION = 20
 
 /**
  * Runs the rule engine over committed readings: per tote in event-time order behind the reorder
@@ -271,9 +274,13 @@ export class ColdChainMonitor {
       const urgent = [...this.withEvents]
       this.withEvents.clear()
       const dirty = urgent.filter((t) => t.dirty)
-      while (dirty.length < SUMMARIES_PER_STATEMENT && rest.length) {
+      const withUrgent = new Set(dirty)
+      let room = Math.max(SUMMARIES_PER_STATEMENT - dirty.length, OTHER_SUMMARIES_PER_TRANSACTION)
+      while (room > 0 && rest.length) {
         const t = rest.pop()!
-        if (t.dirty && !dirty.includes(t)) dirty.push(t)
+        if (!t.dirty || withUrgent.has(t)) continue
+        dirty.push(t)
+        room -= 1
       }
       if (events.length === 0 && dirty.length === 0) return
       for (const t of dirty) t.dirty = false

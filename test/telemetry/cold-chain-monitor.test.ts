@@ -20,3 +20,58 @@ describe('the cold-chain monitor watching open deliveries', () => {
     expect(monitor.state('X')).toBeFalsy()
   })
 })
+
+describe('the cold-chain monitor saving delivery summaries', () => {
+  // Every out-of-range reading opens an excursion and the next in-range one closes it: two events.
+  const twitchy = { ...profile, name: 'twitchy', grace_s: 0, max_excursion_s: 86_400, max_cumulative_s: 86_400, hard_min_c: null, max_gap_s: 86_400 }
+  const reading = (deliveryId: string, ts: number, temp_c: number) => ({
+    tote_id: `t_${deliveryId}`, delivery_id: deliveryId, rx_id: `rx_${deliveryId}`, ts, temp_c,
+    battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: ts, late: false,
+  })
+
+  it('saves every changed summary of a tick even while 150 other deliveries raise events in every transaction', async () => {
+    const written = new Map<string, number>() // delivery → transaction that saved its summary
+    let transactions = 0
+    let monitor!: ColdChainMonitor
+    const hot = Array.from({ length: 150 }, (_, i) => `H${i}`)
+    const calm = Array.from({ length: 300 }, (_, i) => `C${i}`)
+    let hotTs = 1_000
+    const record = (ids: unknown) => {
+      for (const id of [ids].flat() as string[]) if (!written.has(id)) written.set(id, transactions)
+    }
+    const trx = { updateTable: () => ({ set: () => ({ where: (_c: string, _op: string, ids: unknown) => ({ execute: async () => record(ids) }) }) }) }
+    const db = {
+      transaction: () => ({
+        async execute(work: (t: unknown) => Promise<unknown>) {
+          transactions += 1
+          // Meanwhile the hot deliveries keep raising events (for the first 60 transactions).
+          if (transactions <= 60) {
+            monitor.accept(hot.map((id) => reading(id, hotTs + 500, 12)))
+            monitor.accept(hot.map((id) => reading(id, hotTs + 1_000, 5)))
+            hotTs += 1_000
+          }
+          return work(trx)
+        },
+      }),
+    }
+    let events = 0
+    const outbox = { append: async (_t: unknown, appended: unknown[]) => ((events += appended.length), { events: [], messages: 0 }), committed() {} }
+    const quiet = { info() {}, error() {}, warn() {}, debug() {} }
+    monitor = new ColdChainMonitor({
+      // The clock keeps up with the readings, so no one goes silent.
+      db, sink: { readingsForDelivery: async () => [] }, outbox, clock: { now: () => hotTs + 1_000 }, metrics: { ruleEvaluation: { observe() {} } }, logger: quiet, windowMs: 0,
+    } as never)
+    const bind = (id: string) => ({ ...open(id), binding: { ...open(id).binding, profile: twitchy } })
+    await monitor.watchOpenDeliveries([...hot, ...calm].map(bind))
+    monitor.accept(calm.map((id) => reading(id, 1_000, 5))) // one in-range reading each: changed, no event
+    monitor.tick()
+    while (transactions < 61) await new Promise((resolve) => setTimeout(resolve, 1))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+
+    expect(events).toBeGreaterThanOrEqual(60 * hot.length * 2) // an excursion and its recovery each, every time
+    const missing = calm.filter((id) => !written.has(id))
+    expect(missing).toEqual([])
+    // …and promptly: 20 of them at least ride along in every transaction.
+    expect(Math.max(...calm.map((id) => written.get(id)!))).toBeLessThanOrEqual(Math.ceil(calm.length / 20) + 1)
+  })
+})
