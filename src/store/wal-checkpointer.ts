@@ -153,6 +153,7 @@ parentPort.on('message', (message) => {
   }
   clearTimeout(timer)
   db.close()
+  if (dbFile !== null) fs.closeSync(dbFile) // the process's, not the thread's: exit() would leave it open
   process.exit(0)
 })
 `
