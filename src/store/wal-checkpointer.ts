@@ -5,7 +5,12 @@ import { Worker } from 'node:worker_threads'
 // rarely enough that each pass copies many versions of the same hot pages at once.
 const CHECKPOINT_EVERY_MS = 1_000
 // A leveling pass is awaited by paused writes; past this the writer goes on without it.
-const LEVEL_TIMEOUT_MS = 1_000
+const LEVEL_TIMEOUT_MS = 500
+// After a leveling that timed out or did not end level (a slow disk, a long reader elsewhere),
+// the worker's requests are ignored this long, doubling up to the maximum, so writes are not
+// paused again and again for nothing; the writer's own checkpoint is the fallback meanwhile.
+const LEVEL_BACKOFF_MS = 5_000
+const LEVEL_BACKOFF_MAX_MS = 300_000
 
 export type WalCheckpointer = {
   /**
@@ -15,8 +20,8 @@ export type WalCheckpointer = {
   readonly levelWanted: boolean
   /**
    * Call with the connection's writes paused (no write until this resolves): the worker copies
-   * the last pages, so the next commit starts the WAL over from its beginning. Resolves when the
-   * pass is done, or after LEVEL_TIMEOUT_MS whatever happened.
+   * the last pages, so the next commit starts the WAL over from its beginning. Resolves when
+   * that pass is done, or after `levelTimeoutMs` whatever happened; never rejects.
    */
   level(): Promise<void>
   stop(): Promise<void>
@@ -30,7 +35,11 @@ export type WalCheckpointerOptions = {
   levelAtPages?: number
   /** Between two routine passes (tests shorten it). */
   everyMs?: number
+  /** How long `level()` waits for the worker's pass (tests lengthen it). */
+  levelTimeoutMs?: number
 }
+
+type FromWorker = 'ready' | { leveled: number; level: boolean }
 
 /**
  * Moves nearly all of SQLite's WAL checkpoint work off the event loop. SQLite's automatic
@@ -48,33 +57,50 @@ export type WalCheckpointerOptions = {
  * writes are fast enough that even one second of pages took 100–250 ms to copy inside a
  * commit), the worker does it: past the threshold it checkpoints back to back until a pass is
  * short, then asks the writer to pause for one last pass, during which the event loop stays free.
- * Durability does not change: a commit is durable when it is in the WAL (synchronous = NORMAL).
+ * Durability does not change: a commit is durable when it is in the WAL (synchronous = NORMAL),
+ * and pages reach the database file only through SQLite's own checkpoint.
  *
  * The worker is a few lines of plain JavaScript evaluated in the thread, so it loads the same
  * better-sqlite3 as the service whether the service runs from TypeScript (tsx) or compiled.
  */
-export function startWalCheckpointer(file: string, { levelAtPages = 0, everyMs = CHECKPOINT_EVERY_MS }: WalCheckpointerOptions = {}): WalCheckpointer {
+export function startWalCheckpointer(file: string, options: WalCheckpointerOptions = {}): WalCheckpointer {
+  const { levelAtPages = 0, everyMs = CHECKPOINT_EVERY_MS, levelTimeoutMs = LEVEL_TIMEOUT_MS } = options
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
   const worker = new Worker(WORKER_SOURCE, {
     eval: true, workerData: { driver, file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS },
   })
   // A failed pass changes nothing: the next one, or the writer's own, copies the pages.
-  worker.on('error', () => {})
-  // Listened for from the start: a worker that already died must not leave stop() waiting.
+  let failure: unknown = null
+  worker.on('error', (error) => void (failure = error))
+  let stopping = false
   let gone = false
+  // Listened for from the start: a worker that already died must not leave stop() waiting.
   const exited = new Promise((resolve) => worker.once('exit', resolve)).then(() => {
     gone = true
-    leveled()
+    finishLeveling(false)
+    // Not fatal (the writer's own checkpoint takes over), but its commits will be slower: say why.
+    if (!stopping) process.emitWarning(`WAL checkpointer for ${file} stopped: ${failure instanceof Error ? failure.message : 'exited'}`)
   })
+
   let levelWanted = false
-  let leveling: { done: Promise<void>; resolve: () => void } | null = null
-  const leveled = () => {
-    leveling?.resolve()
+  let requests = 0
+  let leveling: { id: number; done: Promise<void>; resolve: () => void; timeout: NodeJS.Timeout } | null = null
+  let backoffMs = LEVEL_BACKOFF_MS
+  let ignoreReadyUntil = 0
+  const finishLeveling = (level: boolean) => {
+    if (!leveling) return
+    clearTimeout(leveling.timeout)
+    leveling.resolve()
     leveling = null
+    if (level) backoffMs = LEVEL_BACKOFF_MS
+    else {
+      ignoreReadyUntil = Date.now() + backoffMs
+      backoffMs = Math.min(backoffMs * 2, LEVEL_BACKOFF_MAX_MS)
+    }
   }
-  worker.on('message', (message: 'ready' | 'leveled') => {
-    if (message === 'ready') levelWanted = true
-    else leveled()
+  worker.on('message', (message: FromWorker) => {
+    if (message === 'ready') levelWanted = leveling === null && Date.now() >= ignoreReadyUntil
+    else if (message.leveled === leveling?.id) finishLeveling(message.level) // a late answer to a timed-out request is ignored
   })
   worker.unref()
   return {
@@ -85,16 +111,16 @@ export function startWalCheckpointer(file: string, { levelAtPages = 0, everyMs =
       levelWanted = false
       if (gone) return Promise.resolve()
       if (!leveling) {
+        const id = ++requests
         let resolve!: () => void
         const done = new Promise<void>((r) => (resolve = r))
-        leveling = { done, resolve }
-        const timeout = setTimeout(leveled, LEVEL_TIMEOUT_MS)
-        void done.then(() => clearTimeout(timeout))
-        worker.postMessage('level')
+        leveling = { id, done, resolve, timeout: setTimeout(() => finishLeveling(false), levelTimeoutMs) }
+        worker.postMessage({ level: id })
       }
       return leveling.done
     },
     async stop() {
+      stopping = true
       // Referenced again while it stops, or a process with nothing else to do would end before
       // this resolves (and skip whatever follows the close, such as an error message).
       worker.ref()
@@ -146,14 +172,17 @@ const scheduled = () => {
 }
 timer = setTimeout(scheduled, everyMs)
 parentPort.on('message', (message) => {
-  if (message === 'level') {
-    checkpoint()
-    parentPort.postMessage('leveled')
+  if (message !== 'stop') {
+    const result = checkpoint()
+    last = result
+    // Level: every frame is in the database file, so the writer's next commit starts the WAL over.
+    parentPort.postMessage({ leveled: message.level, level: Boolean(result && result.busy === 0 && result.log === result.checkpointed) })
     return
   }
   clearTimeout(timer)
   db.close()
-  if (dbFile !== null) fs.closeSync(dbFile) // the process's, not the thread's: exit() would leave it open
   process.exit(0)
 })
+// The descriptor is the process's, not the thread's: closed however the thread ends.
+process.on('exit', () => { if (dbFile !== null) fs.closeSync(dbFile) })
 `

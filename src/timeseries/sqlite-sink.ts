@@ -220,7 +220,8 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   return {
     async write(rows) {
       if (rows.length === 0) return
-      // Paused until the WAL is level (GroupCommitter writes one group at a time); only the WAL's restart depends on it.
+      // Held while the worker levels the WAL. GroupCommitter is the one writer and writes one
+      // group at a time; another write meanwhile would only cost this restart, never data.
       if (checkpointer?.levelWanted) await checkpointer.level()
       try {
         writeAll(rows)

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterAll, describe, expect, it } from 'vitest'
-import { startWalCheckpointer, type WalCheckpointer } from '../../src/store/wal-checkpointer.js'
+import { startWalCheckpointer } from '../../src/store/wal-checkpointer.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'rxtrace-wal-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -16,39 +16,18 @@ function openWriter(name: string) {
   db.pragma('synchronous = NORMAL')
   db.pragma('wal_autocheckpoint = 0')
   db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)')
-  return { file, db }
-}
-
-/**
- * Writes back to back (at most `transactions` of them, or for `ms`), the way the readings sink
- * does: each write first lets the worker level the WAL when it has asked to.
- */
-async function writeBusily(db: Database.Database, checkpointer: WalCheckpointer, { transactions, ms }: { transactions: number; ms: number }) {
   const insert = db.prepare('INSERT INTO t (body) VALUES (?)')
-  const body = 'x'.repeat(1_500) // ten rows dirty about four pages
-  let rows = 0
-  let levels = 0
-  const until = Date.now() + ms
-  for (let i = 0; i < transactions && Date.now() < until; i++) {
-    if (checkpointer.levelWanted) {
-      levels += 1
-      await checkpointer.level()
-    }
-    db.transaction(() => {
-      for (let k = 0; k < 10; k++) insert.run(body)
-    })()
-    rows += 10
-    // Lets the worker's messages in, but leaves it no gap in which to catch up by chance.
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-  return { rows, levels }
+  const writeTen = db.transaction(() => {
+    for (let k = 0; k < 10; k++) insert.run('x'.repeat(200))
+  })
+  return { file, db, writeTen }
 }
 
-/** Frames now in the WAL, read from another connection without checkpointing anything. */
-function walFrames(file: string): number {
+/** The WAL as another connection sees it, without checkpointing anything. */
+function walOf(file: string): { log: number; checkpointed: number } {
   const other = new Database(file)
   try {
-    return (other.pragma('wal_checkpoint(NOOP)') as { log: number }[])[0]!.log
+    return (other.pragma('wal_checkpoint(NOOP)') as { log: number; checkpointed: number }[])[0]!
   } finally {
     other.close()
   }
@@ -56,32 +35,63 @@ function walFrames(file: string): number {
 
 describe('WAL checkpointer', () => {
   it('lets a busy writer’s WAL start over once it passes levelAtPages, without the writer checkpointing', async () => {
-    const { file, db } = openWriter('leveled.db')
-    const checkpointer = startWalCheckpointer(file, { levelAtPages: 200, everyMs: 20 })
-    const { rows, levels } = await writeBusily(db, checkpointer, { transactions: 3_000, ms: 3_000 })
+    const { file, db, writeTen } = openWriter('leveled.db')
+    const checkpointer = startWalCheckpointer(file, { levelAtPages: 200, everyMs: 20, levelTimeoutMs: 10_000 })
+    const observer = new Database(file)
+    const frames = () => (observer.pragma('wal_checkpoint(NOOP)') as { log: number }[])[0]!.log
+    // Back to back, as the readings sink under load: each write first lets the worker level
+    // the WAL when it has asked to. A WAL that shrinks has started over.
+    let rows = 0
+    let levels = 0
+    let restarts = 0
+    let before = 0
+    const until = Date.now() + 15_000
+    for (let i = 0; i < 20_000 && restarts < 2 && Date.now() < until; i++) {
+      if (checkpointer.levelWanted) {
+        levels += 1
+        await checkpointer.level()
+      }
+      writeTen()
+      rows += 10
+      const now = frames()
+      if (now < before) restarts += 1
+      before = now
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    observer.close()
+    await checkpointer.stop()
 
-    expect(levels).toBeGreaterThan(0)
+    // Without the paused pass, the worker's passes run while the writer commits and never end
+    // level: the WAL would still hold every frame (checked by skipping that pass: no restart).
+    expect(restarts).toBe(2)
+    expect(levels).toBeGreaterThanOrEqual(2)
     expect((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n).toBe(rows)
-    // Ten rows put ~7 frames into the WAL; the writer never checkpoints, so without the worker
-    // leveling it every one of them would still be there.
-    expect(rows).toBeGreaterThan(10_000)
-    expect(walFrames(file)).toBeLessThan(rows / 2)
+    db.close()
+  })
 
-    // And deterministically: one leveling pass with writes paused, and the next commit starts the WAL over.
-    const again = startWalCheckpointer(file, { levelAtPages: 200, everyMs: 60_000 })
-    await again.level()
-    db.prepare('INSERT INTO t (body) VALUES (?)').run('after')
-    expect(walFrames(file)).toBeLessThan(10)
-    await again.stop()
+  it('level() waits for a pass that leaves nothing in the WAL to copy, so the next commit starts it over', async () => {
+    const { file, db, writeTen } = openWriter('paused.db')
+    for (let i = 0; i < 100; i++) writeTen()
+    expect(walOf(file).checkpointed).toBe(0) // nothing has checkpointed it
+
+    const checkpointer = startWalCheckpointer(file, { levelAtPages: 200, everyMs: 60_000, levelTimeoutMs: 10_000 })
+    await checkpointer.level()
+    const wal = walOf(file)
+    expect(wal.log).toBeGreaterThan(100)
+    expect(wal.checkpointed).toBe(wal.log)
+    writeTen()
+    expect(walOf(file).log).toBeLessThan(10)
     await checkpointer.stop()
     db.close()
   })
 
   it('never leaves a paused writer waiting on a stopped worker', async () => {
     const { file, db } = openWriter('stopped.db')
-    const checkpointer = startWalCheckpointer(file, { levelAtPages: 1, everyMs: 10 })
+    const checkpointer = startWalCheckpointer(file, { levelAtPages: 1, everyMs: 10, levelTimeoutMs: 10_000 })
     await checkpointer.stop()
+    const started = performance.now()
     await expect(checkpointer.level()).resolves.toBeUndefined()
+    expect(performance.now() - started).toBeLessThan(100)
     db.close()
   })
 })
