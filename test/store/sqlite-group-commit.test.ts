@@ -161,3 +161,43 @@ describe('SQLite group commit', () => {
     expect(committedNames()).toEqual(['after'])
   })
 })
+
+describe('SQLite group commit with a WAL leveler', () => {
+  it('lets the WAL start over between two groups, with no transaction open, and holds the next group until then', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rxtrace-group-commit-'))
+    const database = new SqliteDatabase(join(dir, 'test.db'))
+    database.pragma('journal_mode = WAL')
+    const timeline: string[] = []
+    let wanted = true
+    const leveler = {
+      get levelWanted() {
+        return wanted
+      },
+      async level() {
+        wanted = false
+        timeline.push(database.inTransaction ? 'level inside a transaction' : 'level between groups')
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        timeline.push('leveled')
+      },
+    }
+    const db = new Kysely<Schema>({ dialect: new GroupCommitSqliteDialect(database, leveler) })
+    try {
+      await sql`create table items (id integer primary key, name text not null unique)`.execute(db)
+      const insert = (name: string) => db.transaction().execute(async (trx) => {
+        await trx.insertInto('items').values({ name } as never).execute()
+        timeline.push(`${name} written`)
+      }).then(() => void timeline.push(`${name} committed`))
+
+      const first = insert('a')
+      // The first group has committed and leveling is under way: a transaction now must wait for it.
+      for (let i = 0; i < 1_000 && !timeline.includes('level between groups'); i++) await new Promise((resolve) => setTimeout(resolve, 1))
+      await Promise.all([first, insert('b')])
+
+      expect(timeline).toEqual(['a written', 'level between groups', 'a committed', 'leveled', 'b written', 'b committed'])
+      expect((await db.selectFrom('items').select('name').execute()).map((r) => r.name)).toEqual(['a', 'b'])
+    } finally {
+      await db.destroy()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
