@@ -45,11 +45,6 @@ export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: st
   return { kind: 'sqlite', file: join(config.DATA_DIR, 'rxtrace.db') }
 }
 
-// 8,192 pages of 4 KiB = 32 MiB of WAL: at 2,000 creates/s (~20 MiB of WAL a second) a pause of
-// a few ms every second or two. The request connection's own checkpoint, which restarted the WAL
-// before (at 64 MiB), stalled every request for 40–110 ms every ~3 s.
-const LEVEL_AT_PAGES = 8_192
-
 function openSqlite(file: string): EntityStore {
   const database = new SqliteDatabase(file)
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes
@@ -63,17 +58,16 @@ function openSqlite(file: string): EntityStore {
   // Each transaction of a group commit runs in a savepoint, whose undo copies of the pages it
   // touches would otherwise go to a temporary file: in memory they cost a third as much.
   database.pragma('temp_store = MEMORY')
-  // A file database checkpoints on a worker thread, not inside request commits, and the worker
-  // also lets the WAL start over between two group commits (see wal-checkpointer.ts); the
-  // request connection's own checkpoint is only the fallback. When the WAL starts over, a file
-  // grown past the leveling mark is cut back to it.
-  const checkpointer = file === ':memory:' ? null : startWalCheckpointer(file, { levelAtPages: LEVEL_AT_PAGES })
+  // A file database checkpoints mostly on a worker thread, not inside request commits (see
+  // wal-checkpointer.ts). When the WAL restarts from its start, its file is cut back to the
+  // size it reaches between the request connection's own checkpoints.
+  const checkpointer = file === ':memory:' ? null : startWalCheckpointer(file)
   if (checkpointer) {
     database.pragma(`wal_autocheckpoint = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES}`)
     const pageSize = database.pragma('page_size', { simple: true }) as number
-    database.pragma(`journal_size_limit = ${LEVEL_AT_PAGES * pageSize}`)
+    database.pragma(`journal_size_limit = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES * pageSize}`)
   }
-  const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database, checkpointer) })
+  const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database) })
   return {
     db,
     dialect: 'sqlite',

@@ -1,5 +1,4 @@
 import type SqliteDatabase from 'better-sqlite3'
-import type { WalCheckpointer } from './wal-checkpointer.js'
 import {
   CompiledQuery, SqliteDialect, type DatabaseConnection, type Driver, type QueryResult,
 } from 'kysely'
@@ -29,21 +28,14 @@ const MAX_GROUP_UNITS = 256
  * costs more than running our small statements.
  */
 export class GroupCommitSqliteDialect extends SqliteDialect {
-  constructor(private readonly database: SqliteDatabase.Database, private readonly leveler: WalLeveler | null = null) {
+  constructor(private readonly database: SqliteDatabase.Database) {
     super({ database })
   }
 
   override createDriver(): Driver {
-    return new GroupCommitDriver(this.database, this.leveler)
+    return new GroupCommitDriver(this.database)
   }
 }
-
-/**
- * The checkpoint worker's side of a WAL restart (store/wal-checkpointer.ts): when it wants one,
- * the driver holds the connection between two groups, with nothing written, until `level()`
- * resolves, so SQLite can start the WAL over without checkpointing inside a commit.
- */
-export type WalLeveler = Pick<WalCheckpointer, 'levelWanted' | 'level'>
 
 type Waiter = { resolve: () => void; reject: (error: unknown) => void }
 
@@ -71,7 +63,7 @@ class GroupCommitDriver implements Driver {
   private group: Group | null = null
   private flushScheduled = false
 
-  constructor(private readonly database: SqliteDatabase.Database, private readonly leveler: WalLeveler | null) {}
+  constructor(private readonly database: SqliteDatabase.Database) {}
 
   async init(): Promise<void> {}
 
@@ -169,8 +161,6 @@ class GroupCommitDriver implements Driver {
     await this.mutex.lock()
     try {
       this.commitGroup()
-      // Between two groups nothing is being written: the moment for the WAL to start over.
-      if (this.leveler?.levelWanted) await this.leveler.level()
     } catch {
       // commitGroup rejected every transaction of the group with the error
     } finally {

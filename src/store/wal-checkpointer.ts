@@ -51,12 +51,12 @@ type FromWorker = 'ready' | { leveled: number; level: boolean }
  *
  * Why the writer must still let the WAL catch up: under steady writes a PASSIVE checkpoint from
  * another connection never ends level with the writer, and SQLite starts the WAL over from its
- * beginning only after a checkpoint that did. The writer's own automatic checkpoint does it, but
- * inside a commit: copying the pages the worker has not (up to a second's) and syncing took
- * 40–110 ms for the entity store under load and 100–250 ms for the readings sink. With
- * `levelAtPages` the worker does it instead: past the mark it checkpoints back to back until a
- * pass is short, then asks the writer to pause between two commits for one last pass, during
- * which the event loop stays free. The writer's own checkpoint, at a higher mark, is the fallback.
+ * beginning only after a checkpoint that did. Either the writer's rare automatic checkpoint does
+ * it (the request connection: it runs right after its own commit, and the worker has already
+ * copied all but the last second's pages), or, with `levelAtPages` (the readings sink, whose
+ * writes are fast enough that even one second of pages took 100–250 ms to copy inside a
+ * commit), the worker does it: past the threshold it checkpoints back to back until a pass is
+ * short, then asks the writer to pause for one last pass, during which the event loop stays free.
  * Durability does not change: a commit is durable when it is in the WAL (synchronous = NORMAL),
  * and pages reach the database file only through SQLite's own checkpoint.
  *
@@ -130,9 +130,8 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
   }
 }
 
-// The request connection's own checkpoint, a fallback for when the worker cannot level the WAL:
-// 32,768 pages of 4 KiB = 128 MiB of WAL, several seconds of creates at full load.
-export const REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES = 32_768
+// 16,384 pages of 4 KiB = 64 MiB of WAL, about 800 creates (~20 pages each).
+export const REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES = 16_384
 
 // A pass this short means the worker is close behind the writer: pausing writes for the final
 // pass then costs about as long.
