@@ -6,7 +6,7 @@ import pg from 'pg'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
 import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
-import { REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from './wal-checkpointer.js'
+import { checkpointOffThread } from './wal-checkpointer.js'
 
 export type Dialect = 'sqlite' | 'postgres'
 
@@ -45,6 +45,10 @@ export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: st
   return { kind: 'sqlite', file: join(config.DATA_DIR, 'rxtrace.db') }
 }
 
+// The request connection's own checkpoint, which lets the WAL start over: 64 MiB, about 800
+// creates' worth (~20 pages each), mostly copied by the worker beforehand.
+const REQUEST_CONNECTION_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
 function openSqlite(file: string): EntityStore {
   const database = new SqliteDatabase(file)
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes
@@ -61,12 +65,7 @@ function openSqlite(file: string): EntityStore {
   // A file database checkpoints mostly on a worker thread, not inside request commits (see
   // wal-checkpointer.ts). When the WAL restarts from its start, its file is cut back to the
   // size it reaches between the request connection's own checkpoints.
-  const checkpointer = file === ':memory:' ? null : startWalCheckpointer(file)
-  if (checkpointer) {
-    database.pragma(`wal_autocheckpoint = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES}`)
-    const pageSize = database.pragma('page_size', { simple: true }) as number
-    database.pragma(`journal_size_limit = ${REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES * pageSize}`)
-  }
+  const checkpointer = checkpointOffThread(database, file, { writerCheckpointBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES, walSizeLimitBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES })
   const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database) })
   return {
     db,

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
+import type SqliteDatabase from 'better-sqlite3'
 
 // Often enough that the WAL stays short between the request connection's own checkpoints,
 // rarely enough that each pass copies many versions of the same hot pages at once.
@@ -130,8 +131,22 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
   }
 }
 
-// 16,384 pages of 4 KiB = 64 MiB of WAL, about 800 creates (~20 pages each).
-export const REQUEST_CONNECTION_AUTOCHECKPOINT_PAGES = 16_384
+/**
+ * A file database's WAL, checkpointed off the writer's thread (see startWalCheckpointer); null
+ * for ':memory:', which has no WAL. The writer (the connection that commits) keeps its own
+ * automatic checkpoint at `writerCheckpointBytes`, and a WAL file grown past
+ * `walSizeLimitBytes` is cut back to it when the WAL starts over.
+ */
+export function checkpointOffThread(writer: SqliteDatabase.Database, file: string, sizes: {
+  writerCheckpointBytes: number; walSizeLimitBytes: number; levelAtBytes?: number
+}): WalCheckpointer | null {
+  if (file === ':memory:') return null
+  const pageSize = writer.pragma('page_size', { simple: true }) as number
+  const levelAtPages = sizes.levelAtBytes === undefined ? 0 : Math.ceil(sizes.levelAtBytes / pageSize)
+  writer.pragma(`wal_autocheckpoint = ${Math.ceil(sizes.writerCheckpointBytes / pageSize)}`)
+  writer.pragma(`journal_size_limit = ${sizes.walSizeLimitBytes}`)
+  return startWalCheckpointer(file, { levelAtPages })
+}
 
 // A pass this short means the worker is close behind the writer: pausing writes for the final
 // pass then costs about as long.

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
-import { startWalCheckpointer } from '../store/wal-checkpointer.js'
+import { checkpointOffThread } from '../store/wal-checkpointer.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
 
@@ -146,12 +146,9 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   }
   const keys = createKeyDictionary(db, MAX_CACHED_KEYS)
   const spans = createSpanWriter(db)
-  const pageSize = db.pragma('page_size', { simple: true }) as number
-  const checkpointer = path === ':memory:' ? null : startWalCheckpointer(path, { levelAtPages: Math.ceil(LEVEL_AT_BYTES / pageSize) })
-  if (checkpointer) {
-    db.pragma(`wal_autocheckpoint = ${Math.ceil(WRITER_AUTOCHECKPOINT_BYTES / pageSize)}`)
-    db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
-  }
+  const checkpointer = checkpointOffThread(db, path, {
+    levelAtBytes: LEVEL_AT_BYTES, writerCheckpointBytes: WRITER_AUTOCHECKPOINT_BYTES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
+  })
 
   const values = (n: number) => Array.from({ length: n }, () => `(${'?,'.repeat(PARAMS_PER_ROW - 1)}?)`).join(',')
   // ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: OR IGNORE would also silently skip a

@@ -122,6 +122,5 @@ function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
 
 /** A body is whatever the request carried, chunked or declared, unless it was empty. */
 function hasBody(c: Context<AppEnv>): boolean {
-  const length = bodyLengths.get(c)
-  return length !== undefined ? length > 0 : false
+  return (bodyLengths.get(c) ?? 0) > 0
 }
