@@ -182,8 +182,14 @@ export class ColdChainMonitor {
 
   private async read(toteId: string, binding: Binding): Promise<void> {
     const profile = binding.profile!
-    const stored = await this.deps.sink.readingsForDelivery(binding.deliveryId, 0, ALL_TIME)
+    const [stored, announced] = await Promise.all([
+      this.deps.sink.readingsForDelivery(binding.deliveryId, 0, ALL_TIME),
+      announcedBreak(this.deps.db, binding.deliveryId),
+    ])
     const { state, events } = replay(profile, binding.fromMs, stored)
+    // A break already announced stands (SPEC §5: events are never retracted), even one the stored
+    // readings no longer show: a wall-clock sensor gap that a gateway's late upload filled in.
+    if (announced !== null) state.broken = announced
     if (this.tracks.has(binding.deliveryId)) return // loaded meanwhile by a concurrent call
     const track: Track = { binding: { ...binding, profile }, toteId, state, dirty: stored.length > 0 }
     this.tracks.set(binding.deliveryId, track)
@@ -312,6 +318,17 @@ export class ColdChainMonitor {
     this.withEvents.add(track) // the recomputed summary goes out now, events or not
     if (events.length) this.collect(track, events)
   }
+}
+
+/**
+ * The break recorded in the delivery's saved summary, if any. The summary of a delivery that
+ * raises a break is written in the same transaction as the `cold-chain.break` event.
+ */
+async function announcedBreak(db: Db, deliveryId: string): Promise<ColdChainState['broken']> {
+  const row = await db.selectFrom('deliveries').select('cold_chain').where('id', '=', deliveryId).executeTakeFirst()
+  if (!row?.cold_chain) return null
+  const saved = JSON.parse(row.cold_chain) as Partial<ReturnType<typeof apiSummary>>
+  return saved.break_reason && saved.broken_at ? { reason: saved.break_reason, at: Date.parse(saved.broken_at) } : null
 }
 
 /** The deliveries' `cold_chain` columns, SUMMARIES_PER_STATEMENT rows per UPDATE (CASE works on SQLite and PostgreSQL alike). */

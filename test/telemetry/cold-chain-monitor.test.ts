@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest'
 import { ColdChainMonitor } from '../../src/telemetry/cold-chain-monitor.js'
 
 const profile = JSON.parse(readFileSync(new URL('../../rules/profiles/refrigerated.json', import.meta.url), 'utf8'))
+/** The deliveries table as the monitor reads it when it loads a delivery: no summary saved yet. */
+const noSavedSummaries = { selectFrom: () => ({ select: () => ({ where: () => ({ executeTakeFirst: async () => undefined }) }) }) }
 const open = (id: string) => ({ toteId: `t_${id}`, binding: { deliveryId: id, rxId: `rx_${id}`, pharmacyId: 'ph_1', fleetId: null, profile, fromMs: 0, toMs: null } })
 
 describe('the cold-chain monitor watching open deliveries', () => {
@@ -10,7 +12,7 @@ describe('the cold-chain monitor watching open deliveries', () => {
     // Loading X's history fails (a transient read error); every other delivery loads.
     const sink = { readingsForDelivery: (id: string) => new Promise((resolve, reject) => setTimeout(() => (id === 'X' ? reject(new Error('read failed')) : resolve([])), 5)) }
     const quiet = { info() {}, error() {}, warn() {}, debug() {} }
-    const monitor = new ColdChainMonitor({ db: {}, sink, outbox: {}, clock: { now: () => Date.now() }, metrics: {}, logger: quiet, windowMs: 1_000 } as never)
+    const monitor = new ColdChainMonitor({ db: noSavedSummaries, sink, outbox: {}, clock: { now: () => Date.now() }, metrics: {}, logger: quiet, windowMs: 1_000 } as never)
     const first = monitor.watchOpenDeliveries([open('A'), open('X')])
     const second = monitor.watchOpenDeliveries([open('A'), open('X'), open('D')]) // D dispatched meanwhile
     await expect(first).rejects.toThrow('read failed') // X is still unreadable: the refresh retries it
@@ -41,6 +43,7 @@ describe('the cold-chain monitor saving delivery summaries', () => {
     }
     const trx = { updateTable: () => ({ set: () => ({ where: (_c: string, _op: string, ids: unknown) => ({ execute: async () => record(ids) }) }) }) }
     const db = {
+      ...noSavedSummaries,
       transaction: () => ({
         async execute(work: (t: unknown) => Promise<unknown>) {
           transactions += 1
