@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest'
+import { GroupCommitter } from '../../src/telemetry/group-commit.js'
+import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
+
+const row = (ts: number): ReadingRow => ({
+  tote_id: 'tt_group', delivery_id: null, rx_id: null, ts, temp_c: 5,
+  battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: ts, late: false,
+})
+
+/** A sink whose writes finish only when the test says so, recording what each one held. */
+function controlledSink() {
+  const writes: { rows: readonly ReadingRow[]; finish: (error?: Error) => void }[] = []
+  const sink = {
+    write: (rows: readonly ReadingRow[]) => new Promise<void>((resolve, reject) => {
+      writes.push({ rows, finish: (error) => (error ? reject(error) : resolve()) })
+    }),
+  } as unknown as ReadingSink
+  return { sink, writes }
+}
+
+const settledState = async (promise: Promise<unknown>) => {
+  let state = 'pending'
+  promise.then(() => (state = 'resolved'), () => (state = 'rejected'))
+  await new Promise((resolve) => setImmediate(resolve))
+  return state
+}
+
+describe('GroupCommitter', () => {
+  it('writes the publishes of a few milliseconds in one transaction and answers each only once it committed', async () => {
+    const { sink, writes } = controlledSink()
+    const committer = new GroupCommitter(sink, 5)
+    const a = committer.write([row(1)])
+    const b = committer.write([row(2), row(3)])
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(writes.map((w) => w.rows.map((r) => r.ts))).toEqual([[1, 2, 3]])
+    expect(await settledState(a)).toBe('pending')
+    writes[0]!.finish()
+    await expect(Promise.all([a, b])).resolves.toEqual([undefined, undefined])
+  })
+
+  it('rejects every publish of a group whose write failed, and writes the next group', async () => {
+    const { sink, writes } = controlledSink()
+    const committer = new GroupCommitter(sink, 1)
+    const a = committer.write([row(1)])
+    const b = committer.write([row(2)])
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    const c = committer.write([row(3)]) // gathered while the first group is being written
+    writes[0]!.finish(new Error('disk full'))
+    await expect(a).rejects.toThrow('disk full')
+    await expect(b).rejects.toThrow('disk full')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(writes[1]!.rows.map((r) => r.ts)).toEqual([3])
+    writes[1]!.finish()
+    await expect(c).resolves.toBeUndefined()
+  })
+
+  it('settled() waits for the rows handed over before it, not for later ones', async () => {
+    const { sink, writes } = controlledSink()
+    const committer = new GroupCommitter(sink, 1)
+    void committer.write([row(1)])
+    const settled = committer.settled()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    void committer.write([row(2)]) // after settled() was asked: not waited for
+    expect(await settledState(settled)).toBe('pending')
+    writes[0]!.finish()
+    expect(await settledState(settled)).toBe('resolved') // while row 2 is not committed
+    await expect(new GroupCommitter(controlledSink().sink).settled()).resolves.toBeUndefined() // nothing pending
+  })
+})
