@@ -9,8 +9,9 @@ import type { ColdChainState } from './state.js'
 /**
  * Rebuilds a delivery's state from all its stored readings (sorted by ts, late ones included)
  * and reconciles it with the live state:
- * - only readings up to live.lastTs are replayed (newer ones are still in the reorder window and
- *   will reach evaluate() normally);
+ * - only readings up to `upTo` (default live.lastTs) are replayed (newer ones are still in the
+ *   reorder window and will reach evaluate() normally; readings attributed to the delivery after
+ *   the fact pass Infinity: those at or before the new lastTs are then skipped when released);
  * - a break the live state already announced stays, with its reason and time; otherwise a
  *   break found by the replay is returned as a new event;
  * - an excursion that is open in the replay but was not announced live is returned too, so a
@@ -23,8 +24,8 @@ export function recompute(
   profile: TemperatureProfile,
   allReadingsSorted: readonly Reading[],
   events: RuleEvent[] = [],
+  upTo: number | null = live.lastTs,
 ): { state: ColdChainState; events: RuleEvent[] } {
-  const upTo = live.lastTs
   const readings = upTo === null ? [] : allReadingsSorted.filter((r) => r.ts <= upTo)
   const { state, events: replayed } = replay(profile, live.boundAt, readings)
 

@@ -85,12 +85,25 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const committer = new GroupCommitter(sink)
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
+  // A dispatch or an end may be recorded after readings inside its interval were stored (an
+  // earlier occurred_at, e.g. from a driver app that was offline): the stored readings follow the
+  // binding (SPEC §4), and a delivery given readings is judged again. A backdated end takes later
+  // readings off the delivery's trace; what was already judged and announced stands.
+  const followBinding = async (toteId: string) => {
+    const latest = (await bindings.forTote(toteId)).at(-1)
+    if (latest) {
+      await committer.settled() // readings bound with the old intervals are stored first
+      await sink.attribute(toteId, latest)
+      if (latest.toMs === null) await monitor.reattributed(latest.deliveryId)
+    }
+    await watchOpenDeliveries()
+  }
   const services = {
     pharmacies: new PharmacyService(deps),
     prescriptions: new PrescriptionService(deps),
     deliveries: new DeliveryService(deps, (toteId) => {
       bindings.invalidate(toteId)
-      void watchOpenDeliveries().catch((err) => logger.error({ err }, 'watching open deliveries failed'))
+      void followBinding(toteId).catch((err) => logger.error({ err, toteId }, 'applying a tote binding change failed'))
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps),

@@ -37,6 +37,8 @@ export class ColdChainMonitor {
   private readonly pendingEvents: NewEvent[] = []
   private readonly scratchEvents: RuleEvent[] = []
   private readonly lateDeliveries = new Set<string>()
+  /** Deliveries given stored readings after the fact (see reattributed): judged again from all of them. */
+  private readonly reattributedDeliveries = new Set<string>()
   /** Tracks whose summary must be written with the next events (they raised some, or were recomputed). */
   private readonly withEvents = new Set<Track>()
   private persisting: Promise<void> = Promise.resolve()
@@ -106,6 +108,17 @@ export class ColdChainMonitor {
       if (events.length || before !== track.state.offlineAnnouncedSince) this.collect(track, events)
     }
     this.schedulePersist(true)
+  }
+
+  /**
+   * Stored readings became this delivery's after the fact (a dispatch recorded with an earlier
+   * `occurred_at`, see ReadingSink.attribute): its state is rebuilt from everything stored, as
+   * for late readings (a break already announced stands). Not loaded yet: loading reads the store.
+   */
+  reattributed(deliveryId: string): Promise<void> {
+    if (!this.tracks.has(deliveryId)) return Promise.resolve()
+    this.reattributedDeliveries.add(deliveryId)
+    return this.persistNow(false)
   }
 
   /**
@@ -269,6 +282,10 @@ export class ColdChainMonitor {
       this.lateDeliveries.delete(deliveryId)
       await this.recomputeLate(deliveryId)
     }
+    for (const deliveryId of [...this.reattributedDeliveries]) {
+      this.reattributedDeliveries.delete(deliveryId)
+      await this.recomputeLate(deliveryId, Number.POSITIVE_INFINITY)
+    }
     // The tick's summaries (every delivery with new readings: a thousand at a time) go out
     // SUMMARIES_PER_STATEMENT per transaction with the event loop free in between: written at
     // once they held it ~20-45 ms every second, which showed in PUBACK p99. Events that come up
@@ -307,13 +324,16 @@ export class ColdChainMonitor {
     }
   }
 
-  /** A late reading: recompute from everything stored; a break it reveals is added, nothing is retracted. */
-  private async recomputeLate(deliveryId: string): Promise<void> {
+  /**
+   * A late reading: recompute from everything stored up to what was judged (or up to `upTo`); a
+   * break it reveals is added, nothing is retracted.
+   */
+  private async recomputeLate(deliveryId: string, upTo?: number): Promise<void> {
     const track = this.tracks.get(deliveryId)
     if (!track) return
     const stored = await this.deps.sink.readingsForDelivery(deliveryId, 0, ALL_TIME)
     const events: RuleEvent[] = []
-    track.state = recompute(track.state, track.binding.profile, stored, events).state
+    track.state = recompute(track.state, track.binding.profile, stored, events, upTo).state
     track.dirty = true
     this.withEvents.add(track) // the recomputed summary goes out now, events or not
     if (events.length) this.collect(track, events)

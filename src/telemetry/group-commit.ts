@@ -43,6 +43,12 @@ export class GroupCommitter {
     this.listeners.push(listener)
   }
 
+  /** Resolves once every row handed to write() before this call is committed (or has failed). */
+  async settled(): Promise<void> {
+    if (this.rows.length > 0) await this.write([]).catch(() => undefined) // joins the group being gathered
+    else await this.writing?.catch(() => undefined)
+  }
+
   /** Writes whatever is gathered and waits for every write in progress. */
   async drain(): Promise<void> {
     while (this.writing || this.rows.length) {

@@ -158,6 +158,12 @@ function createReads(exec: Exec, table: string): Reads {
   const within = (fromMs: number, toMs: number) => `ts >= ${timestampMicros(fromMs)} AND ts < ${timestampMicros(toMs)}`
 
   return {
+    async attribute(toteId, { deliveryId, rxId, fromMs, toMs }) {
+      const tote = `tote_id = ${quote(toteId)}`
+      const inside = toMs === null ? `ts >= ${timestampMicros(fromMs)}` : within(fromMs, toMs)
+      await exec(`UPDATE ${table} SET delivery_id = NULL, rx_id = NULL WHERE ${tote} AND delivery_id = ${quote(deliveryId)} AND NOT (${inside})`)
+      await exec(`UPDATE ${table} SET delivery_id = ${quote(deliveryId)}, rx_id = ${quote(rxId)} WHERE ${tote} AND delivery_id IS NULL AND ${inside}`)
+    },
     readingsForDelivery: (deliveryId, fromMs, toMs) => rowsWhere(`delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}`),
     readingsForTote: (toteId, fromMs, toMs) => rowsWhere(`tote_id = ${quote(toteId)} AND ${within(fromMs, toMs)}`),
     async bucketed(deliveryId, fromMs, toMs, stepMs) {

@@ -46,6 +46,13 @@ export interface ReadingSink {
    * are retransmissions of one measurement.
    */
   write(rows: readonly ReadingRow[]): Promise<void>
+  /**
+   * Makes stored rows follow a binding that was created or ended after they were written (a
+   * dispatch or an end with an earlier `occurred_at`, SPEC §4): the tote's rows with no delivery
+   * and `fromMs <= ts < toMs` become the delivery's; the delivery's rows outside that interval
+   * lose it. `toMs` null: the delivery is still open.
+   */
+  attribute(toteId: string, binding: { deliveryId: string; rxId: string; fromMs: number; toMs: number | null }): Promise<void>
   /** A delivery's readings in ts order. */
   readingsForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
   /** A delivery's trace in steps of `stepMs`, oldest first. */

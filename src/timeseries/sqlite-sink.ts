@@ -193,6 +193,28 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
     }
   })
 
+  // Attribution after the fact: ranges of the (tote_key, ts) index, so a tote's history is not scanned.
+  const attach = db.prepare<[number, number, number, number]>(
+    'UPDATE readings SET binding_key = ? WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key IS NULL')
+  const detach = db.prepare<[number, number, number, number]>(
+    'UPDATE readings SET binding_key = NULL WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?')
+  const attachedRange = db.prepare<[number, number, number, number], { first: number | null; last: number | null }>(
+    'SELECT min(ts) AS first, max(ts) AS last FROM readings WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?')
+  const attributeAll = db.transaction((toteId: string, deliveryId: string, rxId: string, fromMs: number, toMs: number) => {
+    const toteKey = keys.toteKey(toteId)
+    const bindingKey = keys.bindingKey(deliveryId, rxId)!
+    const span = spans.of(bindingKey, toteKey)
+    if (span !== null) {
+      detach.run(toteKey, span.from_ts, fromMs, bindingKey)
+      detach.run(toteKey, toMs, span.to_ts + 1, bindingKey)
+    }
+    if (attach.run(bindingKey, toteKey, fromMs, toMs).changes === 0) return
+    // binding_spans must cover every row of the binding (readingsForDelivery reads through them).
+    const { first, last } = attachedRange.get(toteKey, fromMs, toMs, bindingKey)!
+    spans.cover(bindingKey, toteKey, first!)
+    spans.cover(bindingKey, toteKey, last!)
+  })
+
   // A delivery's readings: for each of its spans (one per tote; one in practice), a range of the
   // (tote_key, ts) index, keeping the rows of that binding. In index order: no sort.
   const spansOf = db.prepare<[string], Span>(
@@ -226,6 +248,15 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       } catch (err) {
         keys.forget() // the rollback also removed any dictionary rows this write added
         spans.forget() // and any span it widened
+        throw err
+      }
+    },
+    async attribute(toteId, { deliveryId, rxId, fromMs, toMs }) {
+      try {
+        attributeAll(toteId, deliveryId, rxId, bound(fromMs), bound(toMs ?? Infinity))
+      } catch (err) {
+        keys.forget()
+        spans.forget()
         throw err
       }
     },
@@ -280,6 +311,10 @@ function createSpanWriter(db: Database.Database) {
       if (ts < span.from_ts || span.to_ts < span.from_ts) span.from_ts = Math.min(span.from_ts, ts - SPAN_PADDING_MS)
       if (ts > span.to_ts) span.to_ts = ts + SPAN_PADDING_MS
       save.run(bindingKey, toteKey, span.from_ts, span.to_ts)
+    },
+    /** The binding's span on this tote, if it has readings. */
+    of(bindingKey: number, toteKey: number): Span | null {
+      return cache.get(bindingKey)?.find((s) => s.tote_key === toteKey) ?? find.get(bindingKey, toteKey) ?? null
     },
     /** The write rolled back: what it saved is gone, so re-read spans from the file. */
     forget(): void {

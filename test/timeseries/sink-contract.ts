@@ -68,6 +68,33 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
       expect(await sink.readingsForDelivery('dl_nobody', 0, Number.MAX_SAFE_INTEGER)).toEqual([])
     })
 
+    it('attributes rows stored before their binding was known, and takes back rows outside it', async () => {
+      const unbound = { delivery_id: null, rx_id: null }
+      await sink.write([
+        reading({ ts: T0 - MIN, ...unbound }), // before the dispatch's occurred_at: stays unattributed
+        reading({ ts: T0, ...unbound }), // stored before the backdated dispatch was recorded
+        reading({ ts: T0 + MIN, ...unbound }),
+        reading({ ts: T0 + 2 * MIN, delivery_id: 'dl_contract_9', rx_id: 'rx_contract_9' }), // another delivery's: untouched
+        reading({ ts: T0 + MIN, tote_id: 'tt_contract_b', ...unbound }), // another tote's: untouched
+      ])
+      await visible(sink, 5)
+      const binding = { deliveryId: 'dl_contract_1', rxId: 'rx_contract_1', fromMs: T0, toMs: null }
+      await sink.attribute('tt_contract_a', binding)
+      const ofDelivery = async () => (await sink.readingsForDelivery('dl_contract_1', 0, Number.MAX_SAFE_INTEGER)).map((r) => [r.ts, r.rx_id])
+      await vi.waitFor(async () => expect(await ofDelivery()).toEqual([[T0, 'rx_contract_1'], [T0 + MIN, 'rx_contract_1']]), { timeout: 15_000, interval: 50 })
+      expect(await sink.bucketed('dl_contract_1', T0, T0 + 10 * MIN, MIN)).toEqual([
+        { t: T0, min: 5, max: 5, avg: 5, n: 1 }, { t: T0 + MIN, min: 5, max: 5, avg: 5, n: 1 },
+      ])
+
+      // The delivery ended, recorded later with an occurred_at before the second reading.
+      await sink.attribute('tt_contract_a', { ...binding, toMs: T0 + MIN })
+      await vi.waitFor(async () => expect(await ofDelivery()).toEqual([[T0, 'rx_contract_1']]), { timeout: 15_000, interval: 50 })
+      const tote = await sink.readingsForTote('tt_contract_a', 0, Number.MAX_SAFE_INTEGER)
+      expect(tote.map((r) => [r.ts, r.delivery_id])).toEqual([[T0 - MIN, null], [T0, 'dl_contract_1'], [T0 + MIN, null], [T0 + 2 * MIN, 'dl_contract_9']])
+      expect((await sink.readingsForTote('tt_contract_b', 0, Number.MAX_SAFE_INTEGER))[0]!.delivery_id).toBeNull()
+      expect(await sink.count()).toBe(5)
+    })
+
     it('reads a tote across deliveries and while unbound, for rebuilding rule state', async () => {
       await sink.write([
         reading({ ts: T0, delivery_id: null, rx_id: null }),

@@ -1,0 +1,73 @@
+import mqtt from 'mqtt'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startTestService, type TestApi } from '../helpers/service.js'
+import { waitFor } from '../helpers/wait.js'
+
+/**
+ * SPEC §4: a reading belongs to the delivery whose binding interval contains its own ts. A driver
+ * app that was offline records the dispatch later, with the occurred_at of the real dispatch;
+ * the tote's readings stored meanwhile belong to the delivery from then on, so its trace starts
+ * at the dispatch and their time is not a sensor gap.
+ */
+
+// 1 s of silence is a sensor gap; 2 s of unknown time out of range breaks the chain.
+const PROFILE = {
+  name: 'quick-gap', min_c: 2, max_c: 8, grace_s: 0, max_excursion_s: 2, max_cumulative_s: 3_600,
+  hard_min_c: null, hard_max_c: null, mkt_max_c: null, max_gap_s: 1,
+}
+const STEP_MS = 200
+
+describe('a dispatch recorded after the tote had been reporting', () => {
+  let api: TestApi
+  let admin: string
+  let mqttPort: number
+  beforeAll(async () => {
+    api = await startTestService({ REORDER_WINDOW_S: '0' })
+    mqttPort = (await api.service.start()).mqttPort
+    admin = await api.adminToken()
+  })
+  afterAll(() => api.stop())
+
+  it('gives the delivery the readings stored since its occurred_at, and judges them', async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const { fleetId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+
+    // The tote reports every 200 ms from the real dispatch on: 3 °C for 4 s, then 4 °C.
+    const dispatchedAt = Date.now()
+    let ts = dispatchedAt
+    let temp = 3
+    let sent = 0
+    const publishNext = async () => {
+      await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify({ ts: (ts = Math.max(ts + STEP_MS, Date.now())), temp_c: temp }), { qos: 1 })
+      sent += 1
+    }
+    await publishNext()
+    const live = setInterval(() => void publishNext().catch(() => undefined), STEP_MS)
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 4_000))
+      temp = 4
+      // The dispatch arrives 4 s late, with the real occurred_at.
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString() })
+      expect(dispatched.status, dispatched.text).toBe(200)
+      // Judged: min 3 °C comes from the early readings, and their time is no sensor gap.
+      await waitFor(async () => (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body.cold_chain?.min_c === 3, 5_000, 'the summary with the early readings')
+      await new Promise((resolve) => setTimeout(resolve, 1_500)) // a monitor tick or two
+    } finally {
+      clearInterval(live)
+      await new Promise((resolve) => setTimeout(resolve, 2 * STEP_MS)) // the last PUBACK
+      await client.endAsync()
+    }
+    const delivery = (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body
+    expect(delivery.cold_chain).toMatchObject({ state: 'OK', min_c: 3, max_c: 4, unknown_s: 0, break_reason: null })
+    // Every reading since the real dispatch is in the trace, those stored before it was recorded too.
+    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${rx.delivery_id}/temperature?step=1s`, admin)
+    expect(trace.body.points.reduce((n, p) => n + p.n, 0)).toBe(sent)
+
+    const events = await api.get<{ data: { type: string }[] }>(`/v1/events?delivery_id=${rx.delivery_id}&limit=100`, admin)
+    expect(events.body.data.map((e) => e.type)).not.toContain('cold-chain.break')
+    expect(events.body.data.map((e) => e.type)).not.toContain('sensor.offline')
+  }, 30_000)
+})
