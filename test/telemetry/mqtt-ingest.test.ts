@@ -34,6 +34,22 @@ describe('a tote publishing over MQTT to the running service', () => {
     await client.endAsync()
   })
 
+  it('shows a tote\'s MQTT password once, stores only a hash of it, and accepts it for CONNECT', async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const { password } = tote.mqtt
+    expect(password.length).toBeGreaterThanOrEqual(20)
+    const shown = await api.get(`/v1/totes/${tote.id}`, admin)
+    expect(shown.status).toBe(200)
+    expect(shown.text).not.toContain(password)
+    const listed = await api.get('/v1/totes?limit=100', admin)
+    expect(listed.text).not.toContain(password)
+    const row = await api.service.db.selectFrom('totes').selectAll().where('id', '=', tote.id).executeTakeFirstOrThrow()
+    expect(JSON.stringify(row)).not.toContain(password)
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.id, password, clientId: tote.id, reconnectPeriod: 0 })
+    await client.endAsync()
+  })
+
   it('refuses wrong credentials', async () => {
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
