@@ -47,11 +47,17 @@ describe('readings through the ingest pipeline', () => {
     expect(delivery.cold_chain).toMatchObject({ state: 'BROKEN', min_c: 5, max_c: 12, break_reason: 'excursion_too_long' })
     expect(await api.service.sink.count()).toBeGreaterThanOrEqual(60)
 
-    // The same batch again changes nothing.
+    // The same batch again changes nothing: not the stored rows (their late flags included), not
+    // the summary, not the events.
+    const allTime = [0, Number.MAX_SAFE_INTEGER] as const
+    const storedBefore = await api.service.sink.readingsForDelivery(rx.delivery_id, ...allTime)
+    expect(storedBefore).toHaveLength(60)
     await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(readings)))
     await api.service.monitor.flush()
-    const again = (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data
-    expect(again).toHaveLength(events.length)
+    expect(await api.service.sink.readingsForDelivery(rx.delivery_id, ...allTime)).toEqual(storedBefore)
+    expect((await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body.cold_chain).toEqual(delivery.cold_chain)
+    const again = (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.map((e: { type: string }) => e.type)
+    expect(again).toEqual(events)
   })
 
   it('refuses a bad payload with a reason and stores nothing', async () => {
