@@ -87,23 +87,36 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
   // A dispatch or an end may be recorded after readings inside its interval were stored (an
   // earlier occurred_at, e.g. from a driver app that was offline): the stored readings follow the
-  // binding (SPEC §4), and a delivery given readings is judged again. A backdated end takes later
-  // readings off the delivery's trace; what was already judged and announced stands.
-  const followBinding = async (toteId: string) => {
-    const latest = (await bindings.forTote(toteId)).at(-1)
-    if (latest) {
-      await committer.settled() // readings bound with the old intervals are stored first
-      await sink.attribute(toteId, latest)
-      if (latest.toMs === null) await monitor.reattributed(latest.deliveryId)
+  // binding (SPEC §4), and a delivery given readings is judged again. The tote's new readings
+  // wait meanwhile (monitor.hold), so none is judged without them. A backdated end only takes
+  // later readings off the delivery's trace; what was judged and announced stands. Other
+  // instances (PostgreSQL deployments) may bind with an interval up to 2 s stale (ToteBindings);
+  // their readings of that moment are attributed at this instance's next start, not before.
+  const followBinding = async (toteId: string, deliveryId: string) => {
+    monitor.hold(toteId)
+    try {
+      const binding = (await bindings.forTote(toteId)).find((b) => b.deliveryId === deliveryId)
+      if (binding) {
+        await committer.settled() // readings bound with the old intervals are stored first
+        const attached = await sink.attribute(toteId, binding)
+        if (attached && binding.toMs === null) await monitor.reattributed(deliveryId)
+      }
+    } finally {
+      monitor.release(toteId)
+      await watchOpenDeliveries()
     }
-    await watchOpenDeliveries()
+  }
+  // After a crash between an action's commit and its followBinding, or readings another instance
+  // bound with a stale interval: open deliveries claim their stored readings at start.
+  const reattributeOpenDeliveries = async () => {
+    for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
   const services = {
     pharmacies: new PharmacyService(deps),
     prescriptions: new PrescriptionService(deps),
-    deliveries: new DeliveryService(deps, (toteId) => {
+    deliveries: new DeliveryService(deps, (toteId, deliveryId) => {
       bindings.invalidate(toteId)
-      void followBinding(toteId).catch((err) => logger.error({ err, toteId }, 'applying a tote binding change failed'))
+      void followBinding(toteId, deliveryId).catch((err) => logger.error({ err, toteId, deliveryId }, 'applying a tote binding change failed'))
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps),
@@ -172,6 +185,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
+      await reattributeOpenDeliveries()
       await watchOpenDeliveries()
       return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },

@@ -47,7 +47,7 @@ export class DeliveryService {
   constructor(
     private readonly deps: ServiceDeps,
     /** Told after a dispatch binds a tote or an ending releases it, so telemetry re-reads the binding. */
-    private readonly toteBindingChanged: (toteId: string) => void = () => {},
+    private readonly toteBindingChanged: (toteId: string, deliveryId: string) => void = () => {},
   ) {}
 
   async get(principal: Principal, id: string): Promise<Delivery> {
@@ -83,7 +83,7 @@ export class DeliveryService {
         const done = await this.tryAct(principal, id, input)
         if (done) {
           this.deps.outbox.committed(done.messages)
-          if (done.boundTote) this.toteBindingChanged(done.boundTote)
+          if (done.boundTote) this.toteBindingChanged(done.boundTote, id)
           return this.get(principal, id)
         }
       } catch (error) {

@@ -39,6 +39,8 @@ export class ColdChainMonitor {
   private readonly lateDeliveries = new Set<string>()
   /** Deliveries given stored readings after the fact (see reattributed): judged again from all of them. */
   private readonly reattributedDeliveries = new Set<string>()
+  /** Totes whose binding change is being applied to stored readings (see hold), and their waiting rows. */
+  private readonly held = new Map<string, { holds: number; rows: ReadingRow[] }>()
   /** Tracks whose summary must be written with the next events (they raised some, or were recomputed). */
   private readonly withEvents = new Set<Track>()
   private persisting: Promise<void> = Promise.resolve()
@@ -79,6 +81,13 @@ export class ColdChainMonitor {
     const started = performance.now()
     const now = this.deps.clock.now()
     for (const row of rows) {
+      if (this.held.size > 0) {
+        const held = this.held.get(row.tote_id)
+        if (held) {
+          held.rows.push(row)
+          continue
+        }
+      }
       const track = row.delivery_id ? this.tracks.get(row.delivery_id) : undefined
       if (!track) continue
       if (row.late) {
@@ -101,7 +110,7 @@ export class ColdChainMonitor {
     const now = this.deps.clock.now()
     for (const buffer of this.buffers.values()) this.evaluateReleased(buffer.flushSilent(now))
     for (const track of this.tracks.values()) {
-      if (track.binding.toMs !== null || (this.buffers.get(track.toteId)?.size ?? 0) > 0) continue
+      if (track.binding.toMs !== null || (this.buffers.get(track.toteId)?.size ?? 0) > 0 || this.held.has(track.toteId)) continue
       const before = track.state.offlineAnnouncedSince
       const events: RuleEvent[] = []
       checkSilence(track.state, track.binding.profile, now, events)
@@ -111,14 +120,36 @@ export class ColdChainMonitor {
   }
 
   /**
+   * The tote's binding changed and its stored readings are being attributed anew (see
+   * reattributed): until release(), its committed readings wait and its silence is not judged,
+   * so nothing judges its delivery without the readings it is about to get.
+   */
+  hold(toteId: string): void {
+    const held = this.held.get(toteId)
+    if (held) held.holds += 1
+    else this.held.set(toteId, { holds: 1, rows: [] })
+  }
+
+  /** Ends a hold(): the readings that waited are judged, in the order they were committed. */
+  release(toteId: string): void {
+    const held = this.held.get(toteId)
+    if (!held || --held.holds > 0) return
+    this.held.delete(toteId)
+    if (held.rows.length) this.accept(held.rows)
+  }
+
+  /**
    * Stored readings became this delivery's after the fact (a dispatch recorded with an earlier
    * `occurred_at`, see ReadingSink.attribute): its state is rebuilt from everything stored, as
-   * for late readings (a break already announced stands). Not loaded yet: loading reads the store.
+   * for late readings (a break already announced stands). Call it while the tote is held: no
+   * reading of this delivery has been judged since its binding appeared, so none is in the
+   * reorder buffer. Not loaded: loading reads the store.
    */
-  reattributed(deliveryId: string): Promise<void> {
-    if (!this.tracks.has(deliveryId)) return Promise.resolve()
+  async reattributed(deliveryId: string): Promise<void> {
+    await this.loading.get(deliveryId)?.catch(() => undefined) // it may have read the store before the attribution
+    if (!this.tracks.has(deliveryId)) return
     this.reattributedDeliveries.add(deliveryId)
-    return this.persistNow(false)
+    await this.persistNow(false)
   }
 
   /**

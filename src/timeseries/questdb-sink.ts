@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Sender, SenderOptions } from '@questdb/nodejs-client'
 import { createExec, httpOptionsOf, quote, timestampMicros, type Exec } from './questdb-exec.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
@@ -159,10 +160,27 @@ function createReads(exec: Exec, table: string): Reads {
 
   return {
     async attribute(toteId, { deliveryId, rxId, fromMs, toMs }) {
+      // UPDATE rewrites the partitions it touches: run one only when a row would change. Rows
+      // before fromMs never had this delivery (writes bind by interval, and a dispatch's
+      // occurred_at does not move), so only an end can take rows back.
       const tote = `tote_id = ${quote(toteId)}`
-      const inside = toMs === null ? `ts >= ${timestampMicros(fromMs)}` : within(fromMs, toMs)
-      await exec(`UPDATE ${table} SET delivery_id = NULL, rx_id = NULL WHERE ${tote} AND delivery_id = ${quote(deliveryId)} AND NOT (${inside})`)
-      await exec(`UPDATE ${table} SET delivery_id = ${quote(deliveryId)}, rx_id = ${quote(rxId)} WHERE ${tote} AND delivery_id IS NULL AND ${inside}`)
+      const count = async (where: string) => Number((await exec(`SELECT count() FROM ${table} WHERE ${where}`)).dataset[0]?.[0] ?? 0)
+      let updated = false
+      if (toMs !== null) {
+        const after = `${tote} AND delivery_id = ${quote(deliveryId)} AND ts >= ${timestampMicros(toMs)}`
+        if (await count(after) > 0) {
+          await exec(`UPDATE ${table} SET delivery_id = NULL, rx_id = NULL WHERE ${after}`)
+          updated = true
+        }
+      }
+      const unattributed = `${tote} AND delivery_id IS NULL AND ${toMs === null ? `ts >= ${timestampMicros(fromMs)}` : within(fromMs, toMs)}`
+      const attached = await count(unattributed) > 0
+      if (attached) {
+        await exec(`UPDATE ${table} SET delivery_id = ${quote(deliveryId)}, rx_id = ${quote(rxId)} WHERE ${unattributed}`)
+        updated = true
+      }
+      if (updated) await walApplied(exec, table) // the monitor reads the delivery's rows next
+      return attached
     },
     readingsForDelivery: (deliveryId, fromMs, toMs) => rowsWhere(`delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}`),
     readingsForTote: (toteId, fromMs, toMs) => rowsWhere(`tote_id = ${quote(toteId)} AND ${within(fromMs, toMs)}`),
@@ -179,6 +197,22 @@ function createReads(exec: Exec, table: string): Reads {
       const { dataset } = await exec(`SELECT count() FROM ${table}`)
       return Number(dataset[0]?.[0] ?? 0)
     },
+  }
+}
+
+/**
+ * Resolves once QuestDB has applied every transaction committed to `table` so far, so reads show
+ * them (`wal_tables()`: writerTxn catches up with sequencerTxn). Rejects after `timeoutMs`.
+ */
+async function walApplied(exec: Exec, table: string, timeoutMs = 10_000): Promise<void> {
+  const txns = async () => (await exec(`SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = ${quote(table)}`)).dataset[0]
+  const committed = Number((await txns())?.[1] ?? 0)
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const row = await txns()
+    if (row === undefined || Number(row[0]) >= committed) return
+    if (Date.now() > deadline) throw new Error(`QuestDB has not applied ${table}'s WAL (writerTxn ${row[0]} < ${committed}) within ${timeoutMs} ms`)
+    await sleep(50)
   }
 }
 

@@ -50,9 +50,10 @@ export interface ReadingSink {
    * Makes stored rows follow a binding that was created or ended after they were written (a
    * dispatch or an end with an earlier `occurred_at`, SPEC §4): the tote's rows with no delivery
    * and `fromMs <= ts < toMs` become the delivery's; the delivery's rows outside that interval
-   * lose it. `toMs` null: the delivery is still open.
+   * lose it. `toMs` null: the delivery is still open. Resolves once reads show the change, with
+   * whether any row became the delivery's.
    */
-  attribute(toteId: string, binding: { deliveryId: string; rxId: string; fromMs: number; toMs: number | null }): Promise<void>
+  attribute(toteId: string, binding: { deliveryId: string; rxId: string; fromMs: number; toMs: number | null }): Promise<boolean>
   /** A delivery's readings in ts order. */
   readingsForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
   /** A delivery's trace in steps of `stepMs`, oldest first. */

@@ -93,7 +93,7 @@ const MAX_CACHED_KEYS = 100_000
  * Past this the worker catches up and `write` pauses for its last, short pass
  * (store/wal-checkpointer.ts). 20,000 single readings/s write ~100 MiB of WAL a second (each
  * dirties its tote's leaf of the (tote_key, ts) index): a pause every ~1.1 s under that load,
- * 3–11 ms (batches: 2–5 ms). Twice this held the writer's p99 no better and let the WAL reach the
+ * 4–11 ms (batches: 2–5 ms). Twice this held the writer's p99 no better and let the WAL reach the
  * writer's own threshold.
  */
 const LEVEL_AT_BYTES = 64 * 1024 * 1024
@@ -111,10 +111,11 @@ const WRITER_AUTOCHECKPOINT_BYTES = 256 * 1024 * 1024
 const WAL_SIZE_LIMIT_BYTES = 320 * 1024 * 1024
 /**
  * 4 KiB pages for new files. Each commit writes every page it dirtied to the WAL, and a single
- * reading dirties one leaf page in each of the two indexes (its tote's newest entries), so WAL
- * bytes per reading are about two pages. With months of history per tote, 1,000 totes sending
- * single readings cost 47 µs/row with 16 KiB pages and 24 µs/row with 4 KiB (in-process, loaded
- * 2-core machine); 10,000-row sorted batches are ~10 % slower with 4 KiB. The 64 MiB cache holds
+ * reading dirties one leaf page of the (tote_key, ts) index (its tote's newest entries), so WAL
+ * bytes per reading are about a page (two while readings_by_binding existed, when this was
+ * chosen: with months of history per tote, 1,000 totes sending single readings cost 47 µs/row
+ * with 16 KiB pages and 24 µs/row with 4 KiB, in-process on a loaded 2-core machine); 10,000-row
+ * sorted batches are ~10 % slower with 4 KiB. 1 and 2 KiB were measured too (docs/performance.md). The 64 MiB cache holds
  * 16,384 of them: the index paths of tens of thousands of active totes.
  */
 const PAGE_SIZE = 4096
@@ -208,11 +209,12 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       detach.run(toteKey, span.from_ts, fromMs, bindingKey)
       detach.run(toteKey, toMs, span.to_ts + 1, bindingKey)
     }
-    if (attach.run(bindingKey, toteKey, fromMs, toMs).changes === 0) return
+    if (attach.run(bindingKey, toteKey, fromMs, toMs).changes === 0) return false
     // binding_spans must cover every row of the binding (readingsForDelivery reads through them).
     const { first, last } = attachedRange.get(toteKey, fromMs, toMs, bindingKey)!
     spans.cover(bindingKey, toteKey, first!)
     spans.cover(bindingKey, toteKey, last!)
+    return true
   })
 
   // A delivery's readings: for each of its spans (one per tote; one in practice), a range of the
@@ -240,8 +242,8 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   return {
     async write(rows) {
       if (rows.length === 0) return
-      // Held while the worker levels the WAL. GroupCommitter is the one writer and writes one
-      // group at a time; another write meanwhile would only cost this restart, never data.
+      // Held while the worker levels the WAL. GroupCommitter writes one group at a time; another
+      // write meanwhile (attribute(), rare) would only cost this restart, never data.
       if (checkpointer?.levelWanted) await checkpointer.level()
       try {
         writeAll(rows)
@@ -253,7 +255,7 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
     },
     async attribute(toteId, { deliveryId, rxId, fromMs, toMs }) {
       try {
-        attributeAll(toteId, deliveryId, rxId, bound(fromMs), bound(toMs ?? Infinity))
+        return attributeAll(toteId, deliveryId, rxId, bound(fromMs), bound(toMs ?? Infinity))
       } catch (err) {
         keys.forget()
         spans.forget()

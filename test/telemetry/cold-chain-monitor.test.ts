@@ -78,3 +78,50 @@ describe('the cold-chain monitor saving delivery summaries', () => {
     expect(Math.max(...calm.map((id) => written.get(id)!))).toBeLessThanOrEqual(Math.ceil(calm.length / 20) + 1)
   })
 })
+
+describe('the cold-chain monitor while stored readings are attributed to a delivery after the fact', () => {
+  const quickGap = { ...profile, name: 'quick-gap', max_gap_s: 60 }
+  const at = (deliveryId: string, ts: number, temp_c = 5) => ({
+    tote_id: `t_${deliveryId}`, delivery_id: deliveryId, rx_id: `rx_${deliveryId}`, ts, temp_c,
+    battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: ts, late: false,
+  })
+  const T0 = Date.UTC(2026, 0, 1)
+  function monitorWith(sink: { readingsForDelivery: (id: string) => Promise<unknown[]> }, clock: { now: () => number }) {
+    const raised: string[] = []
+    const trx = { updateTable: () => ({ set: () => ({ where: () => ({ execute: async () => undefined }) }) }) }
+    const db = { ...noSavedSummaries, transaction: () => ({ execute: async (work: (t: unknown) => Promise<unknown>) => work(trx) }) }
+    const outbox = { append: async (_t: unknown, events: { type: string }[]) => (raised.push(...events.map((e) => e.type)), { events: [], messages: 0 }), committed() {} }
+    const quiet = { info() {}, error() {}, warn() {}, debug() {} }
+    const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics: { ruleEvaluation: { observe() {} } }, logger: quiet, windowMs: 0 } as never)
+    const binding = { ...open('A'), binding: { ...open('A').binding, profile: quickGap, fromMs: T0 } }
+    return { monitor, raised, binding }
+  }
+
+  it('keeps a held tote\'s readings and its silence unjudged until release', async () => {
+    let now = T0 + 1_000
+    const { monitor, raised, binding } = monitorWith({ readingsForDelivery: async () => [] }, { now: () => now })
+    await monitor.watchOpenDeliveries([binding])
+    monitor.hold('t_A')
+    monitor.accept([at('A', T0 + 500)])
+    expect(monitor.state('A')!.lastTs).toBeNull()
+    now = T0 + 10 * 60_000 // ten minutes of wall-clock silence: a sensor gap, were it judged
+    monitor.tick()
+    await monitor.flush()
+    expect(raised).toEqual([])
+    monitor.release('t_A')
+    expect(monitor.state('A')!.lastTs).toBe(T0 + 500)
+  })
+
+  it('rebuilds a delivery whose loading read the store before the attribution', async () => {
+    const attributed = [at('A', T0 + 1_000, 3), at('A', T0 + 2_000, 4)]
+    let reads = 0
+    // The first read (the load) answers from before the attribution, and only after it was done.
+    const sink = { readingsForDelivery: async () => (++reads === 1 ? new Promise<unknown[]>((resolve) => setTimeout(() => resolve([]), 30)) : attributed) }
+    const { monitor, binding } = monitorWith(sink, { now: () => T0 + 3_000 })
+    const loading = monitor.watchOpenDeliveries([binding])
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    await monitor.reattributed('A')
+    await loading
+    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 2_000, min_c: 3, max_c: 4 })
+  })
+})
