@@ -14,7 +14,7 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  * Re-sending is harmless: the table dedups on (ts, tote_id) (DEDUP UPSERT KEYS).
  *
  * A 204 from ILP/HTTP means committed to the WAL; the table shows the rows a moment later, so
- * reads are not read-your-writes.
+ * each read first waits for the writes acknowledged before it to be applied (wal_tables()).
  */
 
 export type RetryPolicy = {
@@ -110,17 +110,32 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
 
   // The Sender has one buffer, so writes go out one at a time, in call order.
   let tail: Promise<unknown> = Promise.resolve()
+  // A 204 means committed to the WAL; QuestDB applies it to the table a moment later. Each read
+  // first waits until every write acknowledged before it is applied, so a read after a write
+  // sees it (the monitor rebuilds rule state from reads right after commits).
+  let acknowledged = 0
+  let applied = 0
+  const caughtUp = async () => {
+    const through = acknowledged
+    if (applied >= through) return
+    await walApplied(exec, table)
+    applied = Math.max(applied, through)
+  }
   const reads = createReads(exec, table)
 
   return {
     write(rows) {
       if (rows.length === 0) return tail.then(() => undefined)
       const batch = rows.slice() // our own copy, kept until acknowledged
-      const done = tail.then(() => sendUntilAcknowledged(batch))
+      const done = tail.then(() => sendUntilAcknowledged(batch)).then(() => void (acknowledged += 1))
       tail = done.catch(() => {})
       return done
     },
-    ...reads,
+    attribute: async (toteId, binding) => (await caughtUp(), reads.attribute(toteId, binding)),
+    readingsForDelivery: async (deliveryId, fromMs, toMs) => (await caughtUp(), reads.readingsForDelivery(deliveryId, fromMs, toMs)),
+    bucketed: async (deliveryId, fromMs, toMs, stepMs) => (await caughtUp(), reads.bucketed(deliveryId, fromMs, toMs, stepMs)),
+    readingsForTote: async (toteId, fromMs, toMs) => (await caughtUp(), reads.readingsForTote(toteId, fromMs, toMs)),
+    count: async () => (await caughtUp(), reads.count()),
     async close() {
       await tail
       await sender.close()

@@ -30,7 +30,11 @@ describe.skipIf(QUESTDB_CONFIG === undefined)('QuestDB (QUESTDB_CONFIG)', () => 
 
 // ---- Keep-until-acknowledged, against a stand-in for QuestDB's HTTP endpoints -----------------
 
-/** Just enough of QuestDB's HTTP server: /settings, /exec (DDL only) and ILP `POST /write`. */
+/**
+ * Just enough of QuestDB's HTTP server: /settings, ILP `POST /write`, and /exec for DDL,
+ * `wal_tables()` and `SELECT count()`. Like a WAL table, a write is acknowledged when committed
+ * and shows in reads `applyLagMs` later.
+ */
 class FakeQuestdb {
   server: Server = createServer((req, res) => void this.handle(req, res))
   /** Answer the next N writes with this status instead of 204. */
@@ -41,6 +45,11 @@ class FakeQuestdb {
   writeRequests = 0
   /** ILP lines of the writes that were answered 204. */
   stored: string[] = []
+  applyLagMs = 0
+  sequencerTxn = 0
+  writerTxn = 0
+  /** Lines a read sees: those of the transactions applied so far. */
+  appliedLines = 0
 
   async start(): Promise<string> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve))
@@ -53,7 +62,12 @@ class FakeQuestdb {
     const url = new URL(req.url ?? '/', 'http://x')
     const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
     if (url.pathname === '/settings') return json(200, { config: { 'line.proto.support.versions': [1, 2] } })
-    if (url.pathname === '/exec') return json(200, { ddl: 'OK' })
+    if (url.pathname === '/exec') {
+      const query = url.searchParams.get('query') ?? ''
+      if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn]] })
+      if (/^\s*SELECT count\(\)/i.test(query)) return json(200, { columns: [], dataset: [[this.appliedLines]] })
+      return json(200, { ddl: 'OK' })
+    }
     if (url.pathname === '/write' && req.method === 'POST') {
       this.writeRequests++
       if (this.failNext > 0 || Date.now() < this.failUntil) {
@@ -61,6 +75,10 @@ class FakeQuestdb {
         return json(this.failStatus, { code: 'internal error', message: 'simulated failure', line: 1, errorId: 'x' })
       }
       this.stored.push(...Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean))
+      const [txn, lines] = [++this.sequencerTxn, this.stored.length]
+      const apply = () => Object.assign(this, { writerTxn: txn, appliedLines: lines })
+      if (this.applyLagMs === 0) apply()
+      else setTimeout(apply, this.applyLagMs)
       return res.writeHead(204).end()
     }
     json(404, { error: 'not found' })
@@ -86,7 +104,7 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   afterEach(async () => {
     await sink?.close()
     sink = undefined
-    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [] })
+    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [], applyLagMs: 0, sequencerTxn: 0, writerTxn: 0, appliedLines: 0 })
   })
   afterAll(() => new Promise((resolve) => fake.server.close(resolve)))
 
@@ -149,6 +167,16 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
     fake.failUntil = Date.now() + 400
     await sink.write(batch(0, 20))
     expect(seqs(fake.stored)).toEqual(batch(0, 20).map((r) => r.seq))
+  })
+
+  it('reads only once QuestDB has applied the writes acknowledged before them', async () => {
+    fake.applyLagMs = 150
+    sink = await createQuestdbSink({ config: config() })
+    await sink.write(batch(0, 3))
+    expect(fake.appliedLines).toBe(0) // acknowledged, not yet applied
+    expect(await sink.count()).toBe(3)
+    await sink.write(batch(3, 2))
+    expect(await sink.count()).toBe(5)
   })
 
   it('refuses a TCP config, whose writes are never acknowledged', async () => {

@@ -2,9 +2,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 
 /**
- * The behaviour every ReadingSink adapter must show. Reads go through `visible()` first: QuestDB
- * acknowledges a write once it is in the WAL and applies it to the table a moment later, so a
- * read straight after `write()` may not see it yet; SQLite passes at once.
+ * The behaviour every ReadingSink adapter must show. Reads go through `visible()` first, which
+ * waits for the rows and then checks their exact count: the QuestDB adapter makes each read wait
+ * until the writes acknowledged before it are applied to the table, and this keeps the contract
+ * honest if that wait ever falls short; SQLite passes at once.
  */
 
 const T0 = Date.UTC(2025, 5, 1, 8, 0, 0)
