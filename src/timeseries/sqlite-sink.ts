@@ -115,8 +115,8 @@ const WAL_SIZE_LIMIT_BYTES = 320 * 1024 * 1024
  * bytes per reading are about a page (two while readings_by_binding existed, when this was
  * chosen: with months of history per tote, 1,000 totes sending single readings cost 47 µs/row
  * with 16 KiB pages and 24 µs/row with 4 KiB, in-process on a loaded 2-core machine); 10,000-row
- * sorted batches are ~10 % slower with 4 KiB. 1 and 2 KiB were measured too (docs/performance.md). The 64 MiB cache holds
- * 16,384 of them: the index paths of tens of thousands of active totes.
+ * sorted batches are ~10 % slower with 4 KiB. 1 and 2 KiB were measured too (docs/performance.md).
+ * The 64 MiB cache holds 16,384 of them: the index paths of tens of thousands of active totes.
  */
 const PAGE_SIZE = 4096
 
