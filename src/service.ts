@@ -98,16 +98,16 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       const binding = (await bindings.forTote(toteId)).find((b) => b.deliveryId === deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
-        const attached = await sink.attribute(toteId, binding)
-        if (attached && binding.toMs === null) await monitor.reattributed(deliveryId)
+        if (await sink.attribute(toteId, binding)) await monitor.reattributed(deliveryId)
       }
     } finally {
       monitor.release(toteId)
       await watchOpenDeliveries()
     }
   }
-  // After a crash between an action's commit and its followBinding, or readings another instance
-  // bound with a stale interval: open deliveries claim their stored readings at start.
+  // After a crash between an action's commit and its followBinding, a failed followBinding, or
+  // readings another instance bound with a stale interval: open deliveries claim their stored
+  // readings at start (one indexed range per delivery on SQLite; two count queries on QuestDB).
   const reattributeOpenDeliveries = async () => {
     for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
@@ -164,6 +164,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     newAdmin,
     /** Binds the listeners; resolves with the ports actually bound. */
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
+      await reattributeOpenDeliveries() // before any tote can connect and load a delivery without them
       broker = await createBroker({
         authenticateTote: (username, password) => services.totes.authenticate(username, password.toString('utf8')),
         // A refused payload rejects with ReadingsRejected (acknowledged, reason on the errors
@@ -185,7 +186,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
-      await reattributeOpenDeliveries()
       await watchOpenDeliveries()
       return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },

@@ -90,7 +90,9 @@ export class ColdChainMonitor {
       }
       const track = row.delivery_id ? this.tracks.get(row.delivery_id) : undefined
       if (!track) continue
-      if (row.late) {
+      // Late, or judged meanwhile by a rebuild from the store (reattributed) that may not have
+      // seen it: recompute from the store, where it is, rather than let evaluate() skip it.
+      if (row.late || (track.state.lastTs !== null && row.ts <= track.state.lastTs)) {
         this.lateDeliveries.add(track.binding.deliveryId)
         continue
       }
@@ -309,13 +311,24 @@ export class ColdChainMonitor {
   }
 
   private async persist(allSummaries: boolean): Promise<void> {
+    // A recompute that fails (a read) stays pending for the next persist.
     for (const deliveryId of [...this.lateDeliveries]) {
       this.lateDeliveries.delete(deliveryId)
-      await this.recomputeLate(deliveryId)
+      try {
+        await this.recomputeLate(deliveryId)
+      } catch (error) {
+        this.lateDeliveries.add(deliveryId)
+        throw error
+      }
     }
     for (const deliveryId of [...this.reattributedDeliveries]) {
       this.reattributedDeliveries.delete(deliveryId)
-      await this.recomputeLate(deliveryId, Number.POSITIVE_INFINITY)
+      try {
+        await this.recomputeLate(deliveryId, Number.POSITIVE_INFINITY)
+      } catch (error) {
+        this.reattributedDeliveries.add(deliveryId)
+        throw error
+      }
     }
     // The tick's summaries (every delivery with new readings: a thousand at a time) go out
     // SUMMARIES_PER_STATEMENT per transaction with the event loop free in between: written at

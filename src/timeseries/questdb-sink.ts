@@ -217,15 +217,18 @@ function createReads(exec: Exec, table: string): Reads {
 
 /**
  * Resolves once QuestDB has applied every transaction committed to `table` so far, so reads show
- * them (`wal_tables()`: writerTxn catches up with sequencerTxn). Rejects after `timeoutMs`.
+ * them (`wal_tables()`: writerTxn catches up with sequencerTxn). Rejects at once for a suspended
+ * table (it applies nothing until an operator resumes it) and after `timeoutMs` otherwise.
  */
 async function walApplied(exec: Exec, table: string, timeoutMs = 10_000): Promise<void> {
-  const txns = async () => (await exec(`SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = ${quote(table)}`)).dataset[0]
-  const committed = Number((await txns())?.[1] ?? 0)
+  const status = async () => (await exec(`SELECT writerTxn, sequencerTxn, suspended FROM wal_tables() WHERE name = ${quote(table)}`)).dataset[0]
+  const first = await status()
+  if (first === undefined) return // not a WAL table: reads see writes at once
+  const committed = Number(first[1])
   const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const row = await txns()
-    if (row === undefined || Number(row[0]) >= committed) return
+  for (let row = first; ; row = (await status()) ?? [committed, committed, false]) {
+    if (Number(row[0]) >= committed) return
+    if (row[2] === true) throw new Error(`QuestDB table ${table} is suspended: its writes are not applied (ALTER TABLE ${table} RESUME WAL)`)
     if (Date.now() > deadline) throw new Error(`QuestDB has not applied ${table}'s WAL (writerTxn ${row[0]} < ${committed}) within ${timeoutMs} ms`)
     await sleep(50)
   }

@@ -64,7 +64,7 @@ class FakeQuestdb {
     if (url.pathname === '/settings') return json(200, { config: { 'line.proto.support.versions': [1, 2] } })
     if (url.pathname === '/exec') {
       const query = url.searchParams.get('query') ?? ''
-      if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn]] })
+      if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn, false]] })
       if (/^\s*SELECT count\(\)/i.test(query)) return json(200, { columns: [], dataset: [[this.appliedLines]] })
       return json(200, { ddl: 'OK' })
     }
@@ -170,7 +170,7 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   })
 
   it('reads only once QuestDB has applied the writes acknowledged before them', async () => {
-    fake.applyLagMs = 150
+    fake.applyLagMs = 400
     sink = await createQuestdbSink({ config: config() })
     await sink.write(batch(0, 3))
     expect(fake.appliedLines).toBe(0) // acknowledged, not yet applied
