@@ -1,6 +1,7 @@
 import { createAdaptorServer } from '@hono/node-server'
 import { createBroker, type RxBroker } from '../broker/index.js'
 import { mkdirSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
 import { createApp } from './api/app.js'
@@ -54,6 +55,9 @@ const MONITOR_TICK_MS = 1_000
 const IDEMPOTENCY_PURGE_MS = 10 * 60_000
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
 const OPEN_DELIVERIES_REFRESH_MS = 5_000
+// Applying a binding change to stored readings: attempts, and the first pause between them (it grows).
+const FOLLOW_BINDING_ATTEMPTS = 3
+const FOLLOW_BINDING_RETRY_MS = 1_000
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -105,6 +109,20 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       await watchOpenDeliveries()
     }
   }
+  // A failure (a store that is briefly unavailable) is tried again a few times; after that the
+  // next start's reattributeOpenDeliveries catches up.
+  const followBindingWithRetries = async (toteId: string, deliveryId: string) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await followBinding(toteId, deliveryId)
+      } catch (err) {
+        const final = attempt >= FOLLOW_BINDING_ATTEMPTS
+        logger[final ? 'error' : 'warn']({ err, toteId, deliveryId, attempt }, `applying a tote binding change failed${final ? '' : '; retrying'}`)
+        if (final) return
+        await sleep(FOLLOW_BINDING_RETRY_MS * attempt, undefined, { ref: false }) // never keeps a stopping process up
+      }
+    }
+  }
   // After a crash between an action's commit and its followBinding, a failed followBinding, or
   // readings another instance bound with a stale interval: open deliveries claim their stored
   // readings at start (one indexed range per delivery on SQLite; two count queries on QuestDB).
@@ -116,7 +134,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     prescriptions: new PrescriptionService(deps),
     deliveries: new DeliveryService(deps, (toteId, deliveryId) => {
       bindings.invalidate(toteId)
-      void followBinding(toteId, deliveryId).catch((err) => logger.error({ err, toteId, deliveryId }, 'applying a tote binding change failed'))
+      void followBindingWithRetries(toteId, deliveryId)
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps),

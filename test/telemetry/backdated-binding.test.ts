@@ -1,5 +1,7 @@
 import mqtt from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
+import type { ReadingSink } from '../../src/timeseries/sink.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -70,4 +72,42 @@ describe('a dispatch recorded after the tote had been reporting', () => {
     expect(events.body.data.map((e) => e.type)).not.toContain('cold-chain.break')
     expect(events.body.data.map((e) => e.type)).not.toContain('sensor.offline')
   }, 30_000)
+})
+
+describe('a binding change whose attribution fails once', () => {
+  let api: TestApi
+  let admin: string
+  let mqttPort: number
+  let failures = 0
+  beforeAll(async () => {
+    const sqlite = createSqliteSink({ path: ':memory:' })
+    // The store refuses the first attribution, as a briefly unavailable QuestDB would.
+    const sink: ReadingSink = {
+      ...sqlite,
+      attribute: async (...args) => (failures++ === 0 ? Promise.reject(new Error('store unavailable')) : sqlite.attribute(...args)),
+    }
+    api = await startTestService({ REORDER_WINDOW_S: '0' }, { sink })
+    mqttPort = (await api.service.start()).mqttPort
+    admin = await api.adminToken()
+  })
+  afterAll(() => api.stop())
+
+  it('is tried again, and the delivery gets its readings', async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const { fleetId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
+    const dispatchedAt = Date.now()
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+    const early = Array.from({ length: 5 }, (_, i) => ({ ts: dispatchedAt + (i + 1) * STEP_MS, temp_c: 3 }))
+    await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(early), { qos: 1 })
+    await client.endAsync()
+
+    const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString() })
+    expect(dispatched.status, dispatched.text).toBe(200)
+    await waitFor(async () => (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body.cold_chain?.min_c === 3, 8_000, 'the readings attributed on the second attempt')
+    expect(failures).toBe(2)
+    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${rx.delivery_id}/temperature?step=1s`, admin)
+    expect(trace.body.points.reduce((n, p) => n + p.n, 0)).toBe(early.length)
+  }, 20_000)
 })
