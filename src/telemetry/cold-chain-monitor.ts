@@ -36,9 +36,11 @@ export class ColdChainMonitor {
   private readonly buffers = new Map<string, ReorderBuffer<ReadingRow>>()
   private readonly pendingEvents: NewEvent[] = []
   private readonly scratchEvents: RuleEvent[] = []
-  private readonly lateDeliveries = new Set<string>()
-  /** Deliveries given stored readings after the fact (see reattributed): judged again from all of them. */
-  private readonly reattributedDeliveries = new Set<string>()
+  /**
+   * Deliveries to recompute from the store: true from everything stored (readings given after
+   * the fact, see reattributed), false up to what was judged (a late reading).
+   */
+  private readonly recomputes = new Map<string, boolean>()
   /** Totes whose binding change is being applied to stored readings (see hold), and their waiting rows. */
   private readonly held = new Map<string, { holds: number; rows: ReadingRow[] }>()
   /** Tracks whose summary must be written with the next events (they raised some, or were recomputed). */
@@ -93,11 +95,11 @@ export class ColdChainMonitor {
       // Late, or judged meanwhile by a rebuild from the store (reattributed) that may not have
       // seen it: recompute from the store, where it is, rather than let evaluate() skip it.
       if (row.late || (track.state.lastTs !== null && row.ts <= track.state.lastTs)) {
-        this.lateDeliveries.add(track.binding.deliveryId)
+        this.recomputeLater(track.binding.deliveryId)
         continue
       }
       const pushed = this.bufferOf(row.tote_id).push(row, now)
-      if (pushed.late) this.lateDeliveries.add(track.binding.deliveryId)
+      if (pushed.late) this.recomputeLater(track.binding.deliveryId)
       this.evaluateReleased(pushed.released)
     }
     this.deps.metrics.ruleEvaluation.observe((performance.now() - started) / 1_000)
@@ -150,7 +152,7 @@ export class ColdChainMonitor {
   async reattributed(deliveryId: string): Promise<void> {
     await this.loading.get(deliveryId)?.catch(() => undefined) // it may have read the store before the attribution
     if (!this.tracks.has(deliveryId)) return
-    this.reattributedDeliveries.add(deliveryId)
+    this.recomputeLater(deliveryId, true)
     await this.persistNow(false)
   }
 
@@ -288,7 +290,7 @@ export class ColdChainMonitor {
    * per delivery, not one per delivery per event.
    */
   private schedulePersist(summaries = false): void {
-    if (this.pendingEvents.length || this.lateDeliveries.size || summaries) void this.persistNow(summaries)
+    if (this.pendingEvents.length || this.recomputes.size || summaries) void this.persistNow(summaries)
   }
 
   /** `summaries`: write every changed summary, not only those of deliveries with events. */
@@ -311,22 +313,12 @@ export class ColdChainMonitor {
   }
 
   private async persist(allSummaries: boolean): Promise<void> {
-    // A recompute that fails (a read) stays pending for the next persist.
-    for (const deliveryId of [...this.lateDeliveries]) {
-      this.lateDeliveries.delete(deliveryId)
+    for (const [deliveryId, everything] of [...this.recomputes]) {
+      this.recomputes.delete(deliveryId)
       try {
-        await this.recomputeLate(deliveryId)
+        await this.recomputeLate(deliveryId, everything ? Number.POSITIVE_INFINITY : undefined)
       } catch (error) {
-        this.lateDeliveries.add(deliveryId)
-        throw error
-      }
-    }
-    for (const deliveryId of [...this.reattributedDeliveries]) {
-      this.reattributedDeliveries.delete(deliveryId)
-      try {
-        await this.recomputeLate(deliveryId, Number.POSITIVE_INFINITY)
-      } catch (error) {
-        this.reattributedDeliveries.add(deliveryId)
+        this.recomputeLater(deliveryId, everything) // a failed read: the next persist tries again
         throw error
       }
     }
@@ -366,6 +358,11 @@ export class ColdChainMonitor {
       this.deps.outbox.committed(messages)
       if (rest.length === 0) return
     }
+  }
+
+  /** Asks the next persist to recompute the delivery; a recompute from everything covers a late one. */
+  private recomputeLater(deliveryId: string, everything = false): void {
+    if (everything || !this.recomputes.has(deliveryId)) this.recomputes.set(deliveryId, everything)
   }
 
   /**
