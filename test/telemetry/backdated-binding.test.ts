@@ -2,7 +2,7 @@ import mqtt from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import type { ReadingSink } from '../../src/timeseries/sink.js'
-import { startTestService, type TestApi } from '../helpers/service.js'
+import { startTestService } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
 
 /**
@@ -19,23 +19,37 @@ const PROFILE = {
 }
 const STEP_MS = 200
 
+/** The service on its embedded stores, listening for totes. */
+async function startIngest(overrides: Parameters<typeof startTestService>[1] = {}) {
+  const api = await startTestService({ REORDER_WINDOW_S: '0' }, overrides)
+  const { mqttPort } = await api.service.start()
+  return { api, mqttPort, admin: await api.adminToken() }
+}
+
+/** A cold-chain prescription not dispatched yet, its fleet, and a tote already connected. */
+async function toteBeforeDispatch({ api, mqttPort, admin }: Awaited<ReturnType<typeof startIngest>>) {
+  const pharmacy = await api.pharmacy(admin)
+  const { fleetId } = await api.fleetWithDriver(admin)
+  const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+  const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
+  const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+  const publish = (payload: unknown) => client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(payload), { qos: 1 })
+  /** Records the dispatch now, with the given (earlier) occurred_at. */
+  const dispatch = (occurredAtMs: number) =>
+    api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(occurredAtMs).toISOString() })
+  return { deliveryId: rx.delivery_id, client, publish, dispatch }
+}
+
 describe('a dispatch recorded after the tote had been reporting', () => {
-  let api: TestApi
-  let admin: string
-  let mqttPort: number
+  let ingest: Awaited<ReturnType<typeof startIngest>>
   beforeAll(async () => {
-    api = await startTestService({ REORDER_WINDOW_S: '0' })
-    mqttPort = (await api.service.start()).mqttPort
-    admin = await api.adminToken()
+    ingest = await startIngest()
   })
-  afterAll(() => api.stop())
+  afterAll(() => ingest.api.stop())
 
   it('gives the delivery the readings stored since its occurred_at, and judges them', async () => {
-    const pharmacy = await api.pharmacy(admin)
-    const { fleetId } = await api.fleetWithDriver(admin)
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+    const { api, admin } = ingest
+    const { deliveryId, client, publish, dispatch } = await toteBeforeDispatch(ingest)
 
     // The tote reports every 200 ms from the real dispatch on: 3 °C for 4 s, then 4 °C.
     const dispatchedAt = Date.now()
@@ -43,8 +57,7 @@ describe('a dispatch recorded after the tote had been reporting', () => {
     let temp = 3
     const published: Promise<unknown>[] = []
     const publishNext = () => {
-      const payload = JSON.stringify({ ts: (ts = Math.max(ts + 1, Date.now())), temp_c: temp })
-      published.push(client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, payload, { qos: 1 }))
+      published.push(publish({ ts: (ts = Math.max(ts + 1, Date.now())), temp_c: temp }))
     }
     publishNext()
     const live = setInterval(publishNext, STEP_MS)
@@ -52,32 +65,30 @@ describe('a dispatch recorded after the tote had been reporting', () => {
       await new Promise((resolve) => setTimeout(resolve, 4_000))
       temp = 4
       // The dispatch arrives 4 s late, with the real occurred_at.
-      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString() })
+      const dispatched = await dispatch(dispatchedAt)
       expect(dispatched.status, dispatched.text).toBe(200)
       // Judged: min 3 °C comes from the early readings, and their time is no sensor gap.
-      await waitFor(async () => (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body.cold_chain?.min_c === 3, 5_000, 'the summary with the early readings')
+      await waitFor(async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3, 5_000, 'the summary with the early readings')
       await new Promise((resolve) => setTimeout(resolve, 1_500)) // a monitor tick or two
     } finally {
       clearInterval(live)
       await Promise.all(published) // every PUBACK
       await client.endAsync()
     }
-    const delivery = (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body
+    const delivery = (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body
     expect(delivery.cold_chain).toMatchObject({ state: 'OK', min_c: 3, max_c: 4, unknown_s: 0, break_reason: null })
     // Every reading since the real dispatch is in the trace, those stored before it was recorded too.
-    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${rx.delivery_id}/temperature?step=1s`, admin)
+    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${deliveryId}/temperature?step=1s`, admin)
     expect(trace.body.points.reduce((n, p) => n + p.n, 0)).toBe(published.length)
 
-    const events = await api.get<{ data: { type: string }[] }>(`/v1/events?delivery_id=${rx.delivery_id}&limit=100`, admin)
+    const events = await api.get<{ data: { type: string }[] }>(`/v1/events?delivery_id=${deliveryId}&limit=100`, admin)
     expect(events.body.data.map((e) => e.type)).not.toContain('cold-chain.break')
     expect(events.body.data.map((e) => e.type)).not.toContain('sensor.offline')
   }, 30_000)
 })
 
 describe('a binding change whose attribution fails once', () => {
-  let api: TestApi
-  let admin: string
-  let mqttPort: number
+  let ingest: Awaited<ReturnType<typeof startIngest>>
   let failures = 0
   beforeAll(async () => {
     const sqlite = createSqliteSink({ path: ':memory:' })
@@ -86,28 +97,23 @@ describe('a binding change whose attribution fails once', () => {
       ...sqlite,
       attribute: async (...args) => (failures++ === 0 ? Promise.reject(new Error('store unavailable')) : sqlite.attribute(...args)),
     }
-    api = await startTestService({ REORDER_WINDOW_S: '0' }, { sink })
-    mqttPort = (await api.service.start()).mqttPort
-    admin = await api.adminToken()
+    ingest = await startIngest({ sink })
   })
-  afterAll(() => api.stop())
+  afterAll(() => ingest.api.stop())
 
   it('is tried again, and the delivery gets its readings', async () => {
-    const pharmacy = await api.pharmacy(admin)
-    const { fleetId } = await api.fleetWithDriver(admin)
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
+    const { api, admin } = ingest
+    const { deliveryId, client, publish, dispatch } = await toteBeforeDispatch(ingest)
     const dispatchedAt = Date.now()
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
     const early = Array.from({ length: 5 }, (_, i) => ({ ts: dispatchedAt + (i + 1) * STEP_MS, temp_c: 3 }))
-    await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(early), { qos: 1 })
+    await publish(early)
     await client.endAsync()
 
-    const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString() })
+    const dispatched = await dispatch(dispatchedAt)
     expect(dispatched.status, dispatched.text).toBe(200)
-    await waitFor(async () => (await api.get(`/v1/deliveries/${rx.delivery_id}`, admin)).body.cold_chain?.min_c === 3, 8_000, 'the readings attributed on the second attempt')
+    await waitFor(async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3, 8_000, 'the readings attributed on the second attempt')
     expect(failures).toBe(2)
-    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${rx.delivery_id}/temperature?step=1s`, admin)
+    const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${deliveryId}/temperature?step=1s`, admin)
     expect(trace.body.points.reduce((n, p) => n + p.n, 0)).toBe(early.length)
   }, 20_000)
 })
