@@ -50,9 +50,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
     ...bodyGuard(),
     idempotency({
+      // Each write's service keeps the answer in the transaction of its change.
       db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',
-      // Its service writes the key with the prescription, in one transaction.
-      recordedInTransaction: (path) => path === '/v1/prescriptions',
     }),
     ...(deps.config.CRASH_AFTER_HANDLER ? [crashAfterHandler({ paths: new RegExp(deps.config.CRASH_AFTER_HANDLER) })] : []),
   ]

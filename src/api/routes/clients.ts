@@ -5,6 +5,7 @@ import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, v1Route, z } from '../openapi.js'
 
 // RFC 7591 §2 client metadata names.
@@ -48,7 +49,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') })
+    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') }, undefined, answerInTransaction(c, 201, ['/client_secret']))
     c.header('Cache-Control', 'no-store')
     return c.json(created, 201)
   })
@@ -73,9 +74,9 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     const client = await clients.find(id)
     if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
     const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
-    const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400)
+    const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400, answerInTransaction(c, 200, ['/client_secret']))
     c.header('Cache-Control', 'no-store')
-    return c.json({ client_id: id, ...rotated! }, 200)
+    return c.json(rotated!, 200)
   })
 
   app.openapi(v1Route('clients:write', {
@@ -87,7 +88,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     const principal = c.get('principal')
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client rotates signing keys.')
     const body = (c.req.valid('json') ?? {}) as { publish_ahead_s?: number }
-    return c.json(await keys.rotate(body.publish_ahead_s ?? 0), 200)
+    return c.json(await keys.rotate(body.publish_ahead_s ?? 0, answerInTransaction(c, 200)), 200)
   })
   return app
 }

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const Address = z.strictObject({
@@ -39,7 +40,7 @@ export function pharmacyRoutes(pharmacies: PharmacyService) {
   app.openapi(v1Route('pharmacies:write', {
     method: 'post', path: '/v1/pharmacies', tags: ['Pharmacies'], summary: 'Register a pharmacy',
     request: jsonBody(NewPharmacy), responses: { 201: json(Pharmacy, 'The pharmacy') },
-  }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/writeback/secret'])), 201))
 
   app.openapi(v1Route('pharmacies:read', {
     method: 'get', path: '/v1/pharmacies/{id}', tags: ['Pharmacies'], summary: 'Read a pharmacy',

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { ToteService } from '../../services/totes.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const NewTote = z.strictObject({
@@ -20,7 +21,7 @@ export function toteRoutes(totes: ToteService) {
   app.openapi(v1Route('totes:write', {
     method: 'post', path: '/v1/totes', tags: ['Totes'], summary: 'Register a tote and get its MQTT credentials',
     request: jsonBody(NewTote), responses: { 201: json(ToteWithCredentials, 'The tote; the password is shown only now') },
-  }), async (c) => c.json(await totes.register(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => c.json(await totes.register(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/mqtt/password'])), 201))
 
   app.openapi(v1Route('telemetry:read', {
     method: 'get', path: '/v1/totes/{id}', tags: ['Totes'], summary: 'Read a tote',
