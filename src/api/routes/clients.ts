@@ -38,7 +38,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
-    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().describe('Shown once') }), 'The client and its secret') },
+    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The client and its secret') },
   }), async (c) => {
     const principal = c.get('principal')
     const input = c.req.valid('json')
@@ -67,7 +67,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients/{id}/rotate-secret', tags: ['OAuth'], summary: 'New client secret; the old one works for the overlap window',
     request: { params: idParam('cl'), body: { content: { 'application/json': { schema: z.strictObject({ overlap_s: z.number().int().min(0).max(30 * 86_400).default(86_400).describe('How long the old secret keeps working (default 24 h)') }) } }, required: false } },
-    responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string(), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
+    responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => {
     const principal = c.get('principal')
     const id = c.req.valid('param').id

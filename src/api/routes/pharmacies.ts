@@ -32,7 +32,7 @@ const NewPharmacy = z.strictObject({
 
 const Pharmacy = NewPharmacy.extend({
   id: z.string(), ncpdp_id: z.string().nullable(), npi: z.string().nullable(), location: Location.nullable(),
-  writeback: z.object({ url: z.string(), secret: z.string().optional().describe('whsec_… signing secret, in the creation response only') }).nullable(), created_at: z.string(),
+  writeback: z.object({ url: z.string(), secret: z.string().nullable().optional().describe('whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }).nullable(), created_at: z.string(),
 }).openapi('Pharmacy')
 
 export function pharmacyRoutes(pharmacies: PharmacyService) {

@@ -11,7 +11,7 @@ const NewTote = z.strictObject({
 const Tote = z.object({ id: z.string(), serial: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(), created_at: z.string() }).openapi('Tote')
 const ToteWithCredentials = Tote.extend({
   mqtt: z.object({
-    username: z.string(), password: z.string().describe('Shown once; stored hashed'), client_id: z.string(),
+    username: z.string(), password: z.string().nullable().describe('Shown once, stored hashed; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), client_id: z.string(),
     readings_topic: z.string(), errors_topic: z.string(),
   }),
 }).openapi('ToteWithCredentials')

@@ -27,7 +27,7 @@ export function webhookRoutes(webhooks: WebhookService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('webhooks:write', {
     method: 'post', path: '/v1/webhooks', tags: ['Webhooks'], summary: 'Register an endpoint; its secret is shown once',
-    request: jsonBody(NewEndpoint), responses: { 201: json(Endpoint.extend({ secret: z.string().describe('whsec_…, shown once') }), 'The endpoint and its signing secret') },
+    request: jsonBody(NewEndpoint), responses: { 201: json(Endpoint.extend({ secret: z.string().nullable().describe('whsec_…, shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The endpoint and its signing secret') },
   }), async (c) => c.json(await webhooks.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/secret'])), 201))
 
   app.openapi(v1Route('webhooks:read', {
@@ -55,7 +55,7 @@ export function webhookRoutes(webhooks: WebhookService) {
 
   app.openapi(v1Route('webhooks:write', {
     method: 'post', path: '/v1/webhooks/{id}/rotate-secret', tags: ['Webhooks'], summary: 'New secret; the old one signs alongside for 24 h',
-    request: { params: idParam('wh') }, responses: { 200: json(z.object({ secret: z.string(), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
+    request: { params: idParam('wh') }, responses: { 200: json(z.object({ secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => c.json(await webhooks.rotateSecret(c.get('principal'), c.req.valid('param').id, answerInTransaction(c, 200, ['/secret'])), 200))
 
   app.openapi(v1Route('webhooks:read', {
