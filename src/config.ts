@@ -50,6 +50,18 @@ export const configSchema = z.object({
   }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
   /** Event-time reorder window for telemetry, seconds (SPEC §5). */
   REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
+  /**
+   * Crash tests only, never in production: a regular expression over request paths. A POST whose
+   * path matches kills the process (SIGKILL) right after its handler has done its work and before
+   * the answer leaves, the moment a real crash would lose the answer but not the change.
+   */
+  CRASH_AFTER_HANDLER: z.string().refine((text) => {
+    try {
+      return Boolean(new RegExp(text))
+    } catch {
+      return false
+    }
+  }, 'must be a regular expression').optional(),
   /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })

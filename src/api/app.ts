@@ -15,6 +15,7 @@ import { accessLog } from './middleware/access-log.js'
 import { auditTrail } from './middleware/audit.js'
 import { authenticate } from './middleware/authenticate.js'
 import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
+import { crashAfterHandler } from './middleware/crash-after-handler.js'
 import { idempotency } from './middleware/idempotency.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
@@ -49,10 +50,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
     ...bodyGuard(),
     idempotency({
+      // Each write's service keeps the answer in the transaction of its change.
       db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',
-      // Its service writes the key with the prescription, in one transaction.
-      recordedInTransaction: (path) => path === '/v1/prescriptions',
     }),
+    ...(deps.config.CRASH_AFTER_HANDLER ? [crashAfterHandler({ paths: new RegExp(deps.config.CRASH_AFTER_HANDLER) })] : []),
   ]
   app.use('/v1/*', async (c, next) => {
     if (PUBLIC_V1.has(c.req.path)) return next()

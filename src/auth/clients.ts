@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 import { allScopes, parseScope } from './scopes.js'
 
@@ -31,13 +32,16 @@ export type NewClient = {
 /** The admin client holds every scope and no tenant restriction. */
 export const ADMIN_SCOPE = allScopes.join(' ')
 
+export type RotatedSecret = { client_id: string; client_secret: string; previous_secret_expires_at: string }
+
 export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')}`
 
 /** OAuth clients (RFC 7591 field names); secrets are stored as hashes only and shown once. */
 export class ClientRegistry {
   constructor(private readonly db: Db, private readonly clock: Clock) {}
 
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }): Promise<ClientRecord & { client_secret: string }> {
+  /** The secret is shown once: `record` keeps the answer without it. */
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>): Promise<ClientRecord & { client_secret: string }> {
     const clientId = fixed?.clientId ?? newId('cl')
     const secret = fixed?.secret ?? newClientSecret()
     const row = {
@@ -54,8 +58,12 @@ export class ClientRegistry {
       fleet_id: input.fleet_id ?? null,
       created_at: iso(this.clock.now()),
     }
-    await this.db.insertInto('oauth_clients').values(row).execute()
-    return { ...toRecord(row), client_secret: secret }
+    const created = { ...toRecord(row), client_secret: secret }
+    await this.db.transaction().execute(async (trx) => {
+      await trx.insertInto('oauth_clients').values(row).execute()
+      await record?.(trx, created)
+    })
+    return created
   }
 
   async find(clientId: string): Promise<ClientRecord | undefined> {
@@ -74,15 +82,19 @@ export class ClientRegistry {
   }
 
   /** New secret now; the old one keeps working for `overlapS` so deployments can switch without downtime. */
-  async rotateSecret(clientId: string, overlapS: number): Promise<{ client_secret: string; previous_secret_expires_at: string } | null> {
+  async rotateSecret(clientId: string, overlapS: number, record?: RecordAnswer<RotatedSecret>): Promise<RotatedSecret | null> {
     const row = await this.db.selectFrom('oauth_clients').select('secret_hash').where('client_id', '=', clientId).executeTakeFirst()
     if (!row) return null
     const secret = newClientSecret()
     const expiresAt = iso(this.clock.now() + overlapS * 1_000)
-    await this.db.updateTable('oauth_clients')
-      .set({ secret_hash: hashSecret(secret), previous_secret_hash: row.secret_hash, previous_secret_expires_at: expiresAt })
-      .where('client_id', '=', clientId).execute()
-    return { client_secret: secret, previous_secret_expires_at: expiresAt }
+    const rotated = { client_id: clientId, client_secret: secret, previous_secret_expires_at: expiresAt }
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('oauth_clients')
+        .set({ secret_hash: hashSecret(secret), previous_secret_hash: row.secret_hash, previous_secret_expires_at: expiresAt })
+        .where('client_id', '=', clientId).execute()
+      await record?.(trx, rotated)
+    })
+    return rotated
   }
 
   /** SPEC §1: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */

@@ -2,6 +2,7 @@ import { exportJWK, generateKeyPair, importJWK, type JWK, type CryptoKey } from 
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 
 type LoadedKey = { kid: string; privateKey: CryptoKey; publicKey: CryptoKey; publicJwk: JWK; activatesAt: number; retiresAt: number | null }
@@ -74,19 +75,21 @@ export class KeyRing {
    * first); the current keys retire once every token they signed has expired. A key still
    * waiting to activate has signed nothing: the new one replaces it at once.
    */
-  async rotate(publishAheadS = 0): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
+  async rotate(publishAheadS = 0, record?: RecordAnswer<{ kid: string; activates_at: string; previous_retires_at: string }>): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
     const now = iso(this.clock.now())
     const activatesAt = this.clock.now() + publishAheadS * 1_000
     const retiresAt = iso(activatesAt + this.tokenTtlS * 1_000)
     const kid = await this.insertKey(activatesAt)
+    const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
     await this.db.transaction().execute(async (trx) => {
       await trx.updateTable('signing_keys').set({ retires_at: now })
         .where('kid', '!=', kid).where('activates_at', '>', now).execute()
       await trx.updateTable('signing_keys').set({ retires_at: retiresAt })
         .where('kid', '!=', kid).where('retires_at', 'is', null).execute()
+      await record?.(trx, rotated)
     })
     await this.load()
-    return { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
+    return rotated
   }
 
   /** Re-reads the key set when it may be stale; an unreachable store leaves the loaded keys in use. */

@@ -67,7 +67,7 @@ export const rotateClientSecret: Command = {
     const rotated = await clients.rotateSecret(clientId!, overlapS)
     if (!rotated) throw new UsageError(`no client ${clientId}`)
     ctx.note(`Save client_secret now; the previous secret stops working at ${rotated.previous_secret_expires_at}.`)
-    return { client_id: clientId, ...rotated }
+    return rotated
   },
 }
 

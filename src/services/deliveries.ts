@@ -6,6 +6,7 @@ import { AppError, validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import { isUniqueViolation } from '../store/errors.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
@@ -76,15 +77,18 @@ export class DeliveryService {
     return verifyChain(visible.audit_hash, await this.custody(this.deps.db, id))
   }
 
-  /** Applies one action; concurrent actions on a delivery leave one winner and an intact chain. */
-  async act(principal: Principal, id: string, input: ActionInput): Promise<Delivery> {
+  /**
+   * Applies one action; concurrent actions on a delivery leave one winner and an intact chain.
+   * Answers the delivery as the action's commit left it, which `record` keeps in that commit.
+   */
+  async act(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<Delivery> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const done = await this.tryAct(principal, id, input)
+        const done = await this.tryAct(principal, id, input, record)
         if (done) {
           this.deps.outbox.committed(done.messages)
           if (done.boundTote) this.toteBindingChanged(done.boundTote, id)
-          return this.get(principal, id)
+          return done.delivery
         }
       } catch (error) {
         if (!isUniqueViolation(error) || attempt >= MAX_ATTEMPTS) throw error
@@ -94,7 +98,7 @@ export class DeliveryService {
   }
 
   /** One optimistic attempt: false when another action got there first; else what to announce. */
-  private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<false | { messages: number; boundTote: string | null }> {
+  private async tryAct(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<false | { messages: number; boundTote: string | null; delivery: Delivery }> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleOr404(principal, row, 'delivery')
@@ -133,7 +137,10 @@ export class DeliveryService {
         type, pharmacy_id: delivery.pharmacy_id, fleet_id: changes.fleet_id ?? delivery.fleet_id, delivery_id: id, rx_id: delivery.rx_id, data: eventData,
       })))
       const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
-      return { messages, boundTote }
+      // The version check above makes this the row and chain as this commit leaves them.
+      const answer = toDelivery({ ...delivery, ...changes }, [...chain, toCustodyEvent(custodyRow(id, custodyEvent))])
+      await record?.(trx, answer)
+      return { messages, boundTote, delivery: answer }
     })
   }
 

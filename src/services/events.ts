@@ -1,31 +1,29 @@
 import type { Principal } from '../auth/scopes.js'
 import { notFound } from '../errors.js'
 import type { ServiceDeps } from './context.js'
+import { EventFeed } from './event-cursor.js'
 import { envelopeFromRow, type EventEnvelope } from './outbox.js'
-import { decodeCursor, encodeCursor, type Page } from './pagination.js'
+import type { Page } from './pagination.js'
 import { canSee } from './tenancy.js'
 
 /** Reads of the outbox for the token's tenant: what a consumer that was offline pulls. */
 export class EventService {
-  constructor(private readonly deps: ServiceDeps) {}
+  private readonly feed: EventFeed
+
+  constructor(private readonly deps: ServiceDeps) {
+    this.feed = new EventFeed(deps)
+  }
 
   async list(principal: Principal, q: { limit: number; cursor?: string | undefined; after?: string | undefined; type?: string | undefined; delivery_id?: string | undefined }): Promise<Page<EventEnvelope>> {
-    const db = this.deps.db
-    let query = db.selectFrom('events').selectAll()
-    if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
-    if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
-    if (q.type) query = query.where('type', '=', q.type)
-    if (q.delivery_id) query = query.where('delivery_id', '=', q.delivery_id)
-    if (q.cursor) query = query.where('pos', '>', Number(decodeCursor(q.cursor)))
-    else if (q.after) {
-      // `after` names an event id: everything committed after it.
-      const anchor = await db.selectFrom('events').select('pos').where('id', '=', q.after).executeTakeFirst()
-      if (!anchor) throw notFound('event')
-      query = query.where('pos', '>', anchor.pos)
+    const tenant = { pharmacyId: principal.pharmacyId, fleetId: principal.fleetId }
+    let cursor = q.cursor ?? null
+    if (!cursor && q.after) {
+      // `after` names an event id: everything after it in the feed. Another tenant's is as unknown as a made-up one.
+      cursor = await this.feed.cursorAfter(q.after, tenant)
+      if (!cursor) throw notFound('event')
     }
-    const rows = await query.orderBy('pos').limit(q.limit + 1).execute()
-    const page = rows.slice(0, q.limit)
-    return { data: page.map(envelopeFromRow), next_cursor: rows.length > q.limit ? encodeCursor(page.at(-1)!.pos) : null }
+    const page = await this.feed.readEventsAfter(cursor, q.limit, { ...tenant, type: q.type, deliveryId: q.delivery_id })
+    return { data: page.events, next_cursor: page.more ? page.cursor : null }
   }
 
   async get(principal: Principal, id: string): Promise<EventEnvelope> {

@@ -3,6 +3,7 @@ import { iso } from '../clock.js'
 import { AppError, notFound } from '../errors.js'
 import { newId } from '../ids.js'
 import { fromJson, toJson } from '../store/schema.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 
@@ -15,11 +16,15 @@ export type Driver = { id: string; fleet_id: string; name: string; phone: string
 export class FleetService {
   constructor(private readonly deps: ServiceDeps) {}
 
-  async create(principal: Principal, input: { name: string; branding?: Branding | undefined }): Promise<Fleet> {
+  async create(principal: Principal, input: { name: string; branding?: Branding | undefined }, record?: RecordAnswer<Fleet>): Promise<Fleet> {
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
     const row = { id: newId('fl'), name: input.name, branding: toJson(input.branding ?? {}), created_at: iso(this.deps.clock.now()) }
-    await this.deps.db.insertInto('fleets').values(row).execute()
-    return { ...row, branding: input.branding ?? {} }
+    const fleet = { ...row, branding: input.branding ?? {} }
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('fleets').values(row).execute()
+      await record?.(trx, fleet)
+    })
+    return fleet
   }
 
   async get(principal: Principal, id: string): Promise<Fleet> {
@@ -35,10 +40,13 @@ export class FleetService {
     return { data: result.data.map((row) => ({ ...row, branding: fromJson(row.branding) })), next_cursor: result.next_cursor }
   }
 
-  async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }): Promise<Driver> {
+  async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }, record?: RecordAnswer<Driver>): Promise<Driver> {
     await this.get(principal, fleetId)
     const row = { id: newId('dr'), fleet_id: fleetId, name: input.name, phone: input.phone ?? null, created_at: iso(this.deps.clock.now()) }
-    await this.deps.db.insertInto('drivers').values(row).execute()
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('drivers').values(row).execute()
+      await record?.(trx, row)
+    })
     return row
   }
 

@@ -2,6 +2,7 @@ import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
 import { fromJson, toJson, type Database } from '../store/schema.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { visibleOr404 } from './tenancy.js'
@@ -21,7 +22,8 @@ export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writ
 export class PharmacyService {
   constructor(private readonly deps: ServiceDeps) {}
 
-  async create(principal: Principal, input: NewPharmacy): Promise<Pharmacy> {
+  /** The writeback secret is shown once: `record` keeps the answer without it. */
+  async create(principal: Principal, input: NewPharmacy, record?: RecordAnswer<Pharmacy>): Promise<Pharmacy> {
     if (principal.pharmacyId || principal.fleetId) {
       throw new AppError('insufficient_scope', 'Only an unrestricted client registers pharmacies.')
     }
@@ -31,11 +33,16 @@ export class PharmacyService {
       writeback: input.writeback ? toJson(input.writeback) : null, created_at: iso(this.deps.clock.now()),
     }
     if (!input.writeback) {
-      await this.deps.db.insertInto('pharmacies').values(row).execute()
-      return toPharmacy(row)
+      const pharmacy = toPharmacy(row)
+      await this.deps.db.transaction().execute(async (trx) => {
+        await trx.insertInto('pharmacies').values(row).execute()
+        await record?.(trx, pharmacy)
+      })
+      return pharmacy
     }
     // SPEC §7 writeback: outcomes are signed like webhooks, with a secret of the pharmacy's own.
     const secret = newWebhookSecret()
+    const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, secret } }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('pharmacies').values(row).execute()
       await trx.insertInto('webhook_endpoints').values({
@@ -43,9 +50,9 @@ export class PharmacyService {
         enabled: 1, disabled_reason: null, pharmacy_id: row.id, fleet_id: null, secret, previous_secret: null,
         previous_secret_expires_at: null, failing_since: null, created_at: row.created_at, updated_at: row.created_at,
       }).execute()
+      await record?.(trx, pharmacy)
     })
-    const pharmacy = toPharmacy(row)
-    return { ...pharmacy, writeback: { url: input.writeback.url, secret } }
+    return pharmacy
   }
 
   async get(principal: Principal, id: string): Promise<Pharmacy> {

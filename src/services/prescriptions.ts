@@ -5,6 +5,7 @@ import { auditHashOf, chainEvent } from '../domain/custody.js'
 import { notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { initialColdChain } from './deliveries.js'
 import { custodyRow } from '../store/custody-rows.js'
@@ -34,9 +35,6 @@ export type Prescription = {
   metadata: Record<string, string>; created_at: string
 }
 
-/** Runs inside the create's transaction once the prescription is written (e.g. the answer kept for an Idempotency-Key). */
-export type RecordCreation = (trx: Executor, created: Prescription) => Promise<void>
-
 // Pharmacies are never deleted, so one that was seen exists for good; bounded all the same.
 const KNOWN_PHARMACIES_LIMIT = 10_000
 
@@ -46,7 +44,7 @@ export class PrescriptionService {
   constructor(private readonly deps: ServiceDeps) {}
 
   /** Queues a delivery: prescription, delivery, custody event 1 and `delivery.created` commit together. */
-  async create(principal: Principal, input: NewPrescription, recordCreation?: RecordCreation): Promise<Prescription> {
+  async create(principal: Principal, input: NewPrescription, record?: RecordAnswer<Prescription>): Promise<Prescription> {
     const pharmacyId = this.pharmacyFor(principal, input.pharmacy_id)
     const profile = resolveRequestedProfile(input)
     const now = this.deps.clock.now()
@@ -89,7 +87,7 @@ export class PrescriptionService {
         type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId, seq: 1,
         data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
       }])
-      await recordCreation?.(trx, prescription)
+      await record?.(trx, prescription)
       return appended.messages
     })
     this.deps.outbox.committed(messages)

@@ -3,6 +3,7 @@ import { iso } from '../clock.js'
 import { AppError, validationFailed } from '../errors.js'
 import { hashSecret, newSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { canSee, visibleOr404 } from './tenancy.js'
@@ -17,7 +18,8 @@ export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/error
 export class ToteService {
   constructor(private readonly deps: ServiceDeps) {}
 
-  async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }): Promise<ToteWithCredentials> {
+  /** The MQTT password is shown once: `record` keeps the answer without it. */
+  async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }, record?: RecordAnswer<ToteWithCredentials>): Promise<ToteWithCredentials> {
     const pharmacyId = input.pharmacy_id ?? (input.fleet_id ? undefined : principal.pharmacyId ?? undefined)
     const fleetId = input.fleet_id ?? (input.pharmacy_id ? undefined : principal.fleetId ?? undefined)
     if (!pharmacyId === !fleetId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'name exactly one owner: pharmacy_id or fleet_id' }])
@@ -30,8 +32,12 @@ export class ToteService {
     if (duplicate) throw new AppError('conflict', `A tote with serial "${input.serial}" is already registered.`)
     const password = newSecret('tp_')
     const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
-    await this.deps.db.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
-    return { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
+    const registered = { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+      await record?.(trx, registered)
+    })
+    return registered
   }
 
   async get(principal: Principal, id: string): Promise<Tote> {

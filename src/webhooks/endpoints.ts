@@ -2,6 +2,7 @@ import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
+import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from '../services/context.js'
 import { paginate, type Page, type PageRequest } from '../services/pagination.js'
 import { canSee } from '../services/tenancy.js'
@@ -23,7 +24,8 @@ export type Attempt = { id: string; event_id: string; attempt: number; at: strin
 export class WebhookService {
   constructor(private readonly deps: ServiceDeps, private readonly allowPrivate: boolean) {}
 
-  async create(principal: Principal, input: { url: string; events: string[]; description?: string | undefined; pharmacy_id?: string | undefined; fleet_id?: string | undefined }): Promise<Endpoint & { secret: string }> {
+  /** The secret is shown once: `record` keeps the answer without it. */
+  async create(principal: Principal, input: { url: string; events: string[]; description?: string | undefined; pharmacy_id?: string | undefined; fleet_id?: string | undefined }, record?: RecordAnswer<Endpoint & { secret: string }>): Promise<Endpoint & { secret: string }> {
     await this.checkUrl(input.url)
     const tenant = await this.tenantFor(principal, input)
     const now = iso(this.deps.clock.now())
@@ -33,8 +35,12 @@ export class WebhookService {
       enabled: 1, disabled_reason: null, ...tenant, secret, previous_secret: null, previous_secret_expires_at: null,
       failing_since: null, created_at: now, updated_at: now,
     }
-    await this.deps.db.insertInto('webhook_endpoints').values(row).execute()
-    return { ...toEndpoint(row), secret }
+    const created = { ...toEndpoint(row), secret }
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('webhook_endpoints').values(row).execute()
+      await record?.(trx, created)
+    })
+    return created
   }
 
   async list(principal: Principal, page: PageRequest): Promise<Page<Endpoint>> {
@@ -70,14 +76,19 @@ export class WebhookService {
     })
   }
 
-  async rotateSecret(principal: Principal, id: string): Promise<{ secret: string; previous_secret_expires_at: string }> {
+  /** The new secret is shown once: `record` keeps the answer without it. */
+  async rotateSecret(principal: Principal, id: string, record?: RecordAnswer<{ secret: string; previous_secret_expires_at: string }>): Promise<{ secret: string; previous_secret_expires_at: string }> {
     const endpoint = await this.find(principal, id)
     const secret = newWebhookSecret()
     const expiresAt = this.deps.clock.now() + ROTATION_OVERLAP_MS
-    await this.deps.db.updateTable('webhook_endpoints')
-      .set({ secret, previous_secret: endpoint.secret, previous_secret_expires_at: expiresAt, updated_at: iso(this.deps.clock.now()) })
-      .where('id', '=', id).execute()
-    return { secret, previous_secret_expires_at: iso(expiresAt) }
+    const rotated = { secret, previous_secret_expires_at: iso(expiresAt) }
+    await this.deps.db.transaction().execute(async (trx) => {
+      await trx.updateTable('webhook_endpoints')
+        .set({ secret, previous_secret: endpoint.secret, previous_secret_expires_at: expiresAt, updated_at: iso(this.deps.clock.now()) })
+        .where('id', '=', id).execute()
+      await record?.(trx, rotated)
+    })
+    return rotated
   }
 
   async attempts(principal: Principal, id: string, page: PageRequest): Promise<Page<Attempt>> {
@@ -90,7 +101,7 @@ export class WebhookService {
   }
 
   /** Sends an event again to the caller's subscribed endpoints (or one of them), whatever happened before. */
-  async redeliver(principal: Principal, eventId: string, endpointId?: string): Promise<{ event_id: string; endpoint_ids: string[] }> {
+  async redeliver(principal: Principal, eventId: string, endpointId?: string, record?: RecordAnswer<{ event_id: string; endpoint_ids: string[] }>): Promise<{ event_id: string; endpoint_ids: string[] }> {
     const db = this.deps.db
     const event = await db.selectFrom('events').selectAll().where('id', '=', eventId).executeTakeFirst()
     if (!event || !canSee(principal, event)) throw notFound('event')
@@ -101,11 +112,13 @@ export class WebhookService {
     const endpoints = (await query.execute()).filter((e) => subscribes(JSON.parse(e.events), event.type) && reaches(e, event))
     if (endpointId && endpoints.length === 0) throw validationFailed([{ pointer: '/endpoint_id', message: 'no enabled endpoint of yours subscribed to this event' }])
     const now = this.deps.clock.now()
+    const queued = { event_id: event.id, endpoint_ids: endpoints.map((e) => e.id) }
     await db.transaction().execute(async (trx) => {
       for (const endpoint of endpoints) await requeue(trx, event.id, endpoint.id, now)
+      await record?.(trx, queued)
     })
     this.deps.outbox.committed(endpoints.length)
-    return { event_id: event.id, endpoint_ids: endpoints.map((e) => e.id) }
+    return queued
   }
 
   private async find(principal: Principal, id: string): Promise<Database['webhook_endpoints']> {

@@ -4,25 +4,28 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
+import type { RecordAnswer } from '../../store/record-answer.js'
 import { isUniqueViolation } from '../../store/errors.js'
 import { insertRow, precompiled } from '../../store/precompiled.js'
 import type { Database, Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
 const KEY_TTL_MS = 24 * 3_600_000 // SPEC §2: keys are kept 24 h
-// A request still "in progress" after this long died with its process; its key may be retried.
+// Versions before answers committed with their change wrote an "in progress" row first; one
+// still in progress after this long died with its process, and its key may be used again.
 const ABANDONED_AFTER_MS = 60_000
 const printableAscii = /^[\x20-\x7e]{1,255}$/
+/** Lists, as JSON Pointers (RFC 6901), the fields of a replayed answer that were shown once and are now null. */
+export const REDACTED_HEADER = 'Idempotent-Replay-Redacted'
 
 /**
- * The claimed key of the request being handled. A handler whose effects commit in one
- * transaction calls `complete` inside it, so the effects and the stored answer commit together
- * (one commit fewer, and no window where the effects exist but the key still reads in progress).
- * `value` must be what the handler then answers with `c.json(value, status)`: the replay is its
- * JSON text, byte for byte.
+ * The key of the request being handled. The handler's service calls `complete` inside the
+ * transaction of its change, so the change and the stored answer commit together. `value` must
+ * be what the handler then answers with `c.json(value, status)`: the replay is its JSON text,
+ * byte for byte, except the `secrets` (JSON Pointers), which are stored and replayed as null.
  */
 export type IdempotentRequest = {
-  complete(trx: Executor, status: number, value: unknown): Promise<void>
+  complete(trx: Executor, status: number, value: unknown, secrets?: readonly string[]): Promise<void>
 }
 
 type Stored = { request_hash: string; state: string; status: number | null; body: string | null; headers: string | null; created_at: string; expires_at: string }
@@ -31,20 +34,22 @@ type Stored = { request_hash: string; state: string; status: number | null; body
  * IETF Idempotency-Key semantics as Stripe implements them: the first request with a key runs,
  * a retry with the same body gets the stored response byte for byte, a different body is 422,
  * a retry while the first still runs is 409. Keys are scoped to the client. Only answers that
- * took effect (2xx) are stored: an error answer changed nothing, so its key is released and the
- * caller may retry, or correct the body and send it again under the same key (Stripe does not
- * save validation failures either).
+ * took effect (2xx) are stored: an error answer changed nothing, so the caller may retry, or
+ * correct the body and send it again under the same key (Stripe does not save validation
+ * failures either).
  *
- * On paths where `recordedInTransaction` holds, the handler's transaction writes the key with
- * its answer (`IdempotentRequest.complete`): one commit per request instead of a claim commit
- * before it. While it runs, this process remembers the key, so a concurrent retry still gets
- * 409; a retry racing it on another instance conflicts on the key's primary key inside its own
- * transaction, gets 409 and leaves nothing behind.
+ * Nothing is written before the handler runs: its service writes the key with its answer in
+ * the transaction of its change (`IdempotentRequest.complete`, reached through
+ * `answerInTransaction`). A crash before that commit leaves neither change nor key, so the
+ * retry runs afresh; a crash after it leaves both, so the retry gets the stored answer. While
+ * the request runs this process remembers its key, so a concurrent retry gets 409; a retry
+ * racing it on another instance conflicts on the key's primary key inside its own transaction,
+ * gets 409 and leaves nothing behind.
  */
-export function idempotency({ db, clock, requiredOn, recordedInTransaction = () => false }: {
-  db: Db; clock: Clock; requiredOn: (path: string) => boolean; recordedInTransaction?: (path: string) => boolean
+export function idempotency({ db, clock, requiredOn }: {
+  db: Db; clock: Clock; requiredOn: (path: string) => boolean
 }): MiddlewareHandler<AppEnv> {
-  /** `client_id \n key` → request hash, for keys whose claim commits with the request's effects. */
+  /** `client_id \n key` → request hash, for the keys of requests running in this process. */
   const running = new Map<string, string>()
 
   return async function idempotencyMiddleware(c, next) {
@@ -60,73 +65,63 @@ export function idempotency({ db, clock, requiredOn, recordedInTransaction = () 
     const clientId = c.get('principal').clientId
     const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${await c.req.text()}`)
     const now = clock.now()
-
-    if (recordedInTransaction(c.req.path)) {
+    const slot = `${clientId}\n${key}`
+    const runningHash = running.get(slot)
+    if (runningHash !== undefined) return answerFromStore(c, { request_hash: runningHash, state: 'in_progress' }, requestHash)
+    running.set(slot, requestHash)
+    try {
       const [stored] = await storedKey(db, clientId, key)
-      const slot = `${clientId}\n${key}`
-      const runningHash = running.get(slot)
-      if (runningHash !== undefined) return answerFromStore(c, { request_hash: runningHash, state: 'in_progress' }, requestHash)
       if (stored && !reusable(stored, now)) return answerFromStore(c, stored, requestHash)
       // The row this request may replace (expired or abandoned); a newer one means another instance won.
       const replaces = stored?.created_at ?? ''
-      const answer = (executor: Executor, status: number, body: string, headers: string) =>
+      const keep = (executor: Executor, status: number, body: string, headers: string) =>
         claimWithAnswer(executor, { client_id: clientId, key, request_hash: requestHash, state: 'done', status, body, headers, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) }, replaces)
       let recorded = false
       c.set('idempotency', {
-        async complete(trx, status, value) {
-          await answer(trx, status, JSON.stringify(value), JSON_HEADERS)
+        async complete(trx, status, value, secrets = []) {
+          const answer = storedForm(value, secrets)
+          await keep(trx, status, answer.body, answer.headers)
           recorded = true
         },
       })
-      running.set(slot, requestHash)
-      try {
-        await next()
-      } finally {
-        running.delete(slot)
-      }
-      // A handler on such a path that did not record its answer: keep it now, after the fact.
-      if (c.res.status < 400 && !recorded) await answer(db, c.res.status, await c.res.clone().text(), headersOf(c.res))
-      return
-    }
-
-    const claimed = await db.insertInto('idempotency_keys').values({
-      client_id: clientId, key, request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null,
-      created_at: iso(now), expires_at: iso(now + KEY_TTL_MS),
-    }).onConflict((oc) => oc.columns(['client_id', 'key']).doNothing()).executeTakeFirst()
-
-    if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) {
-      const stored = await db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key).executeTakeFirst()
-      if (stored && !reusable(stored, now)) return answerFromStore(c, stored, requestHash)
-      // Expired or abandoned: take the key over, but only if nobody else did in the meantime.
-      const taken = await db.updateTable('idempotency_keys')
-        .set({ request_hash: requestHash, state: 'in_progress', status: null, body: null, headers: null, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) })
-        .where('client_id', '=', clientId).where('key', '=', key).where('created_at', '=', stored?.created_at ?? '')
-        .executeTakeFirst()
-      if (Number(taken.numUpdatedRows) === 0) throw inProgress()
-    }
-
-    let completedInTransaction = false
-    c.set('idempotency', {
-      async complete(trx, status, value) {
-        await storeAnswer(trx, clientId, key, status, JSON.stringify(value), JSON_HEADERS)
-        completedInTransaction = true
-      },
-    })
-    try {
       await next()
-    } catch (error) {
-      await release(db, clientId, key)
-      throw error
+      if (c.res.status >= 400 || recorded) return
+      // A route whose service does not record its answer in its transaction: keep the answer now,
+      // after the fact. A crash in between would let the retry run the request again.
+      c.get('log')().warn({ path: c.req.path }, 'idempotent answer stored after its change, not with it')
+      await keep(db, c.res.status, await c.res.clone().text(), JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' }))
+    } finally {
+      running.delete(slot)
     }
-    if (c.res.status >= 400) return void (await release(db, clientId, key))
-    if (completedInTransaction) return
-    await storeAnswer(db, clientId, key, c.res.status, await c.res.clone().text(), headersOf(c.res))
   }
+}
+
+/** What a route hands its service so that the answer `c.json(answer, status)` commits with the change; undefined without a key. */
+export function answerInTransaction<T>(c: Context<AppEnv>, status: number, secrets: readonly string[] = []): RecordAnswer<T> | undefined {
+  const request = c.get('idempotency')
+  return request && ((trx, answer) => request.complete(trx, status, answer, secrets))
 }
 
 // What `c.json()` answers with; a replay sends the same.
 const JSON_HEADERS = JSON.stringify({ 'content-type': 'application/json' })
-const headersOf = (res: Response) => JSON.stringify({ 'content-type': res.headers.get('content-type') ?? 'application/json' })
+
+/**
+ * The answer as kept: its JSON text, with each secret set to null. A secret is shown once, in
+ * the first answer; keeping it here would keep it in clear for the key's 24 h.
+ */
+function storedForm(value: unknown, secrets: readonly string[]): { body: string; headers: string } {
+  if (secrets.length === 0) return { body: JSON.stringify(value), headers: JSON_HEADERS }
+  const copy = structuredClone(value) as Record<string, unknown>
+  for (const pointer of secrets) {
+    // RFC 6901: "/a/b" names member b of member a (our names need no ~ escapes).
+    const names = pointer.split('/').slice(1)
+    const last = names.pop()!
+    let parent: unknown = copy
+    for (const name of names) parent = parent && typeof parent === 'object' ? (parent as Record<string, unknown>)[name] : undefined
+    if (parent && typeof parent === 'object' && last in parent) (parent as Record<string, unknown>)[last] = null
+  }
+  return { body: JSON.stringify(copy), headers: JSON.stringify({ 'content-type': 'application/json', [REDACTED_HEADER]: secrets.join(', ') }) }
+}
 
 /** A stored key may be taken over once it expired, or when its request died in flight. */
 const reusable = (stored: Stored, now: number) =>
@@ -161,11 +156,6 @@ const claimKey = precompiled((db, client_id: string, key: string, request_hash: 
       .where('idempotency_keys.created_at', '=', replaces))
     .returning('key'))
 
-async function storeAnswer(executor: Executor, clientId: string, key: string, status: number, body: string, headers: string): Promise<void> {
-  await executor.updateTable('idempotency_keys').set({ state: 'done', status, body, headers })
-    .where('client_id', '=', clientId).where('key', '=', key).execute()
-}
-
 /** The stored answer, through the context so the headers set earlier (request id, rate limit) come along. */
 function answerFromStore(c: Context<AppEnv>, stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>, requestHash: string): Response {
   if (stored.request_hash !== requestHash) {
@@ -177,10 +167,6 @@ function answerFromStore(c: Context<AppEnv>, stored: Pick<Stored, 'request_hash'
 }
 
 const inProgress = () => new AppError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.', {}, { 'Retry-After': '1' })
-
-async function release(db: Db, clientId: string, key: string): Promise<void> {
-  await db.deleteFrom('idempotency_keys').where('client_id', '=', clientId).where('key', '=', key).where('state', '=', 'in_progress').execute()
-}
 
 /** Forgets keys past their 24 h; run periodically so the table does not grow without bound. */
 export async function purgeExpiredKeys(db: Db, clock: Clock): Promise<void> {

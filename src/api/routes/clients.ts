@@ -5,6 +5,7 @@ import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, v1Route, z } from '../openapi.js'
 
 // RFC 7591 §2 client metadata names.
@@ -37,7 +38,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
-    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().describe('Shown once') }), 'The client and its secret') },
+    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The client and its secret') },
   }), async (c) => {
     const principal = c.get('principal')
     const input = c.req.valid('json')
@@ -48,7 +49,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') })
+    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') }, undefined, answerInTransaction(c, 201, ['/client_secret']))
     c.header('Cache-Control', 'no-store')
     return c.json(created, 201)
   })
@@ -66,16 +67,16 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients/{id}/rotate-secret', tags: ['OAuth'], summary: 'New client secret; the old one works for the overlap window',
     request: { params: idParam('cl'), body: { content: { 'application/json': { schema: z.strictObject({ overlap_s: z.number().int().min(0).max(30 * 86_400).default(86_400).describe('How long the old secret keeps working (default 24 h)') }) } }, required: false } },
-    responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string(), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
+    responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => {
     const principal = c.get('principal')
     const id = c.req.valid('param').id
     const client = await clients.find(id)
     if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
     const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
-    const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400)
+    const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400, answerInTransaction(c, 200, ['/client_secret']))
     c.header('Cache-Control', 'no-store')
-    return c.json({ client_id: id, ...rotated! }, 200)
+    return c.json(rotated!, 200)
   })
 
   app.openapi(v1Route('clients:write', {
@@ -87,7 +88,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     const principal = c.get('principal')
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client rotates signing keys.')
     const body = (c.req.valid('json') ?? {}) as { publish_ahead_s?: number }
-    return c.json(await keys.rotate(body.publish_ahead_s ?? 0), 200)
+    return c.json(await keys.rotate(body.publish_ahead_s ?? 0, answerInTransaction(c, 200)), 200)
   })
   return app
 }

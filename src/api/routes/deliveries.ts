@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import type { DeliveryService } from '../../services/deliveries.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { Location } from './pharmacies.js'
 
@@ -80,7 +81,7 @@ export function deliveryRoutes(deliveries: DeliveryService) {
       responses: { 200: json(Delivery, 'The updated delivery'), 409: json(z.any(), '`invalid_transition` (with allowed_actions) or `cold_chain_hold`') },
     }), async (c) => {
       const body = c.req.valid('json' as never) as object
-      return c.json(await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never), 200)
+      return c.json(await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never, answerInTransaction(c, 200)), 200)
     })
   }
   return app

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { FleetService } from '../../services/fleets.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const Branding = z.strictObject({
@@ -17,7 +18,7 @@ export function fleetRoutes(fleets: FleetService) {
   app.openapi(v1Route('fleet:write', {
     method: 'post', path: '/v1/fleets', tags: ['Fleets'], summary: 'Register a fleet operator',
     request: jsonBody(NewFleet), responses: { 201: json(Fleet, 'The fleet') },
-  }), async (c) => c.json(await fleets.create(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => c.json(await fleets.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201)), 201))
 
   app.openapi(v1Route('fleet:read', {
     method: 'get', path: '/v1/fleets/{id}', tags: ['Fleets'], summary: 'Read a fleet',
@@ -32,7 +33,7 @@ export function fleetRoutes(fleets: FleetService) {
   app.openapi(v1Route('fleet:write', {
     method: 'post', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: 'Add a driver to a fleet',
     request: { params: idParam('fl'), ...jsonBody(NewDriver) }, responses: { 201: json(Driver, 'The driver') },
-  }), async (c) => c.json(await fleets.addDriver(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 201))
+  }), async (c) => c.json(await fleets.addDriver(c.get('principal'), c.req.valid('param').id, c.req.valid('json'), answerInTransaction(c, 201)), 201))
 
   app.openapi(v1Route('fleet:read', {
     method: 'get', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: "List a fleet's drivers",

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const Address = z.strictObject({
@@ -31,7 +32,7 @@ const NewPharmacy = z.strictObject({
 
 const Pharmacy = NewPharmacy.extend({
   id: z.string(), ncpdp_id: z.string().nullable(), npi: z.string().nullable(), location: Location.nullable(),
-  writeback: z.object({ url: z.string(), secret: z.string().optional().describe('whsec_… signing secret, in the creation response only') }).nullable(), created_at: z.string(),
+  writeback: z.object({ url: z.string(), secret: z.string().nullable().optional().describe('whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }).nullable(), created_at: z.string(),
 }).openapi('Pharmacy')
 
 export function pharmacyRoutes(pharmacies: PharmacyService) {
@@ -39,7 +40,7 @@ export function pharmacyRoutes(pharmacies: PharmacyService) {
   app.openapi(v1Route('pharmacies:write', {
     method: 'post', path: '/v1/pharmacies', tags: ['Pharmacies'], summary: 'Register a pharmacy',
     request: jsonBody(NewPharmacy), responses: { 201: json(Pharmacy, 'The pharmacy') },
-  }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/writeback/secret'])), 201))
 
   app.openapi(v1Route('pharmacies:read', {
     method: 'get', path: '/v1/pharmacies/{id}', tags: ['Pharmacies'], summary: 'Read a pharmacy',

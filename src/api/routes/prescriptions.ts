@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import { customProfileSchema } from '../../../rules/profile-schema.js'
 import type { PrescriptionService } from '../../services/prescriptions.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const ProfileName = z.enum(['refrigerated', 'frozen', 'controlled_room'])
@@ -37,9 +38,7 @@ export function prescriptionRoutes(prescriptions: PrescriptionService) {
     request: { ...jsonBody(NewPrescription), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
     responses: { 201: json(Prescription, 'Queued'), 409: json(z.any(), 'A request with this key is in flight') },
   }), async (c) => {
-    const key = c.get('idempotency')
-    // The stored answer to the Idempotency-Key commits with the prescription.
-    const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), key && ((trx, rx) => key.complete(trx, 201, rx)))
+    const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201))
     return c.json(created, 201)
   })
 

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { ToteService } from '../../services/totes.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const NewTote = z.strictObject({
@@ -10,7 +11,7 @@ const NewTote = z.strictObject({
 const Tote = z.object({ id: z.string(), serial: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(), created_at: z.string() }).openapi('Tote')
 const ToteWithCredentials = Tote.extend({
   mqtt: z.object({
-    username: z.string(), password: z.string().describe('Shown once; stored hashed'), client_id: z.string(),
+    username: z.string(), password: z.string().nullable().describe('Shown once, stored hashed; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), client_id: z.string(),
     readings_topic: z.string(), errors_topic: z.string(),
   }),
 }).openapi('ToteWithCredentials')
@@ -20,7 +21,7 @@ export function toteRoutes(totes: ToteService) {
   app.openapi(v1Route('totes:write', {
     method: 'post', path: '/v1/totes', tags: ['Totes'], summary: 'Register a tote and get its MQTT credentials',
     request: jsonBody(NewTote), responses: { 201: json(ToteWithCredentials, 'The tote; the password is shown only now') },
-  }), async (c) => c.json(await totes.register(c.get('principal'), c.req.valid('json')), 201))
+  }), async (c) => c.json(await totes.register(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/mqtt/password'])), 201))
 
   app.openapi(v1Route('telemetry:read', {
     method: 'get', path: '/v1/totes/{id}', tags: ['Totes'], summary: 'Read a tote',

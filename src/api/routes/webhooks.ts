@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import { eventTypes } from '../../webhooks/fanout.js'
 import type { WebhookService } from '../../webhooks/endpoints.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const EventName = z.enum([...eventTypes, '*'])
@@ -26,8 +27,8 @@ export function webhookRoutes(webhooks: WebhookService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('webhooks:write', {
     method: 'post', path: '/v1/webhooks', tags: ['Webhooks'], summary: 'Register an endpoint; its secret is shown once',
-    request: jsonBody(NewEndpoint), responses: { 201: json(Endpoint.extend({ secret: z.string().describe('whsec_…, shown once') }), 'The endpoint and its signing secret') },
-  }), async (c) => c.json(await webhooks.create(c.get('principal'), c.req.valid('json')), 201))
+    request: jsonBody(NewEndpoint), responses: { 201: json(Endpoint.extend({ secret: z.string().nullable().describe('whsec_…, shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The endpoint and its signing secret') },
+  }), async (c) => c.json(await webhooks.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/secret'])), 201))
 
   app.openapi(v1Route('webhooks:read', {
     method: 'get', path: '/v1/webhooks', tags: ['Webhooks'], summary: 'List endpoints',
@@ -54,8 +55,8 @@ export function webhookRoutes(webhooks: WebhookService) {
 
   app.openapi(v1Route('webhooks:write', {
     method: 'post', path: '/v1/webhooks/{id}/rotate-secret', tags: ['Webhooks'], summary: 'New secret; the old one signs alongside for 24 h',
-    request: { params: idParam('wh') }, responses: { 200: json(z.object({ secret: z.string(), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
-  }), async (c) => c.json(await webhooks.rotateSecret(c.get('principal'), c.req.valid('param').id), 200))
+    request: { params: idParam('wh') }, responses: { 200: json(z.object({ secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
+  }), async (c) => c.json(await webhooks.rotateSecret(c.get('principal'), c.req.valid('param').id, answerInTransaction(c, 200, ['/secret'])), 200))
 
   app.openapi(v1Route('webhooks:read', {
     method: 'get', path: '/v1/webhooks/{id}/attempts', tags: ['Webhooks'], summary: 'Every delivery attempt to this endpoint, oldest first',
@@ -68,7 +69,7 @@ export function webhookRoutes(webhooks: WebhookService) {
     responses: { 202: json(z.object({ event_id: z.string(), endpoint_ids: z.array(z.string()) }), 'Queued for delivery') },
   }), async (c) => {
     const body = (c.req.valid('json') ?? {}) as { endpoint_id?: string }
-    return c.json(await webhooks.redeliver(c.get('principal'), c.req.valid('param').id, body.endpoint_id), 202)
+    return c.json(await webhooks.redeliver(c.get('principal'), c.req.valid('param').id, body.endpoint_id, answerInTransaction(c, 202)), 202)
   })
   return app
 }

@@ -1,0 +1,96 @@
+import { sql } from 'kysely'
+import { validationFailed } from '../errors.js'
+import type { Dialect } from '../store/database.js'
+import type { Db } from '../store/schema.js'
+import { envelopeFromRow, type EventEnvelope } from './outbox.js'
+import { decodeCursor, encodeCursor } from './pagination.js'
+
+/** Which events a reader may see (its tenant) and wants (a type, a delivery). */
+export type EventScope = {
+  pharmacyId?: string | null | undefined
+  fleetId?: string | null | undefined
+  type?: string | undefined
+  deliveryId?: string | undefined
+}
+
+/** A page of the feed: `cursor` stands after its last event (or where the read started), `more` when the page was full. */
+export type EventsAfter = { events: EventEnvelope[]; cursor: string | null; more: boolean }
+
+/** Just after one event: its writer's transaction id (PostgreSQL only) and its position. */
+type Position = { txid: string | null; pos: number }
+
+/**
+ * The outbox read as a feed that never skips: whoever reads it page after page, passing back the
+ * cursor it got, sees every committed event exactly once, in one order that never changes.
+ *
+ * SQLite has one writer at a time, so positions are handed out in commit order and "position
+ * after the cursor" is the whole story. On PostgreSQL positions come from a sequence: a
+ * transaction can take a position and commit after another that took a later one, and a reader
+ * that had moved past the later one would never see it. So each event keeps the id of the
+ * transaction that wrote it (`txid`, xid8), the feed is ordered by (txid, pos), and an event is
+ * listed only once every transaction with a lower id has ended — its id is below
+ * `pg_snapshot_xmin(pg_current_snapshot())`, the oldest transaction still running. Nothing can
+ * then commit before it in the feed's order (the transactional-outbox technique). The price: an
+ * event waits for the transactions that were running when it was written, for as long as they
+ * run — typically milliseconds.
+ */
+export class EventFeed {
+  constructor(private readonly store: { db: Db; dialect: Dialect }) {}
+
+  /** Up to `limit` events after `cursor` (null: from the first event), in feed order. */
+  async readEventsAfter(cursor: string | null, limit: number, scope: EventScope = {}): Promise<EventsAfter> {
+    const after = cursor === null ? null : await this.positionOf(cursor)
+    const postgres = this.store.dialect === 'postgres'
+    let query = this.scoped(scope).selectAll()
+      .select(txidOf(postgres))
+    if (scope.type) query = query.where('type', '=', scope.type)
+    if (scope.deliveryId) query = query.where('delivery_id', '=', scope.deliveryId)
+    if (postgres) {
+      if (after) query = query.where(sql<boolean>`(txid, pos) > (${after.txid}::xid8, ${after.pos})`)
+      query = query.where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`).orderBy(sql`events.txid`).orderBy('pos')
+    } else {
+      if (after) query = query.where('pos', '>', after.pos)
+      query = query.orderBy('pos')
+    }
+    const rows = await query.limit(limit + 1).execute()
+    const page = rows.slice(0, limit)
+    const last = page.at(-1)
+    return { events: page.map(envelopeFromRow), cursor: last ? encodePosition(last) : cursor, more: rows.length > limit }
+  }
+
+  /** The cursor just after event `id`, or null when the reader's tenant has no such event. */
+  async cursorAfter(id: string, scope: Pick<EventScope, 'pharmacyId' | 'fleetId'> = {}): Promise<string | null> {
+    const postgres = this.store.dialect === 'postgres'
+    const row = await this.scoped(scope).select(['pos', txidOf(postgres)])
+      .where('id', '=', id).executeTakeFirst()
+    return row ? encodePosition(row) : null
+  }
+
+  private scoped(scope: EventScope) {
+    let query = this.store.db.selectFrom('events')
+    if (scope.pharmacyId) query = query.where('pharmacy_id', '=', scope.pharmacyId)
+    if (scope.fleetId) query = query.where('fleet_id', '=', scope.fleetId)
+    return query
+  }
+
+  private async positionOf(cursor: string): Promise<Position> {
+    const text = decodeCursor(cursor)
+    const match = /^(?:(\d{1,20})\.)?(\d{1,15})$/.exec(text)
+    if (!match) throw invalidCursor()
+    const pos = Number(match[2])
+    if (this.store.dialect !== 'postgres') return { txid: null, pos }
+    if (match[1]) return { txid: match[1], pos }
+    // A cursor from before events kept their transaction id: find it from the position.
+    const row = await this.store.db.selectFrom('events').select(txidOf(true)).where('pos', '=', pos).executeTakeFirst()
+    if (!row?.writer_txid) throw invalidCursor()
+    return { txid: row.writer_txid, pos }
+  }
+}
+
+// As text: an xid8 may exceed 2^53.
+const txidOf = (postgres: boolean) => (postgres ? sql<string | null>`events.txid::text` : sql<string | null>`null`).as('writer_txid')
+
+const encodePosition = ({ writer_txid, pos }: { writer_txid: string | null; pos: number }) =>
+  encodeCursor(writer_txid === null ? String(pos) : `${writer_txid}.${pos}`)
+
+const invalidCursor = () => validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { TestApi } from '../helpers/service.js'
+import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
+
+/**
+ * GET /v1/events read page after page (`after` = the last event seen, as a tailing consumer
+ * does) misses nothing. On PostgreSQL the trap is two transactions where the one that took the
+ * lower position commits later: a reader that moved past the higher position must still get the
+ * lower one once it commits.
+ */
+
+const { url, reasons } = await reachablePostgres()
+if (!url && process.env.CI) throw new Error(`PostgreSQL is unreachable: ${reasons.join('; ')}`)
+
+function describeTailing(store: StoreUnderTest) {
+  describe(`the event feed on ${store.name}`, () => {
+    let api: TestApi
+    let admin: string
+    let pharmacyId: string
+    afterAll(async () => {
+      await api?.stop()
+      await store.cleanup()
+    })
+    beforeAll(async () => {
+      api = await store.start()
+      admin = await api.adminToken()
+      pharmacyId = (await api.pharmacy(admin)).id
+    })
+
+    /** One tailing consumer: remembers the last event id it saw and asks for what came after. */
+    function tailer(startAfter: string) {
+      const seen: string[] = []
+      let after = startAfter
+      return {
+        seen,
+        async poll() {
+          for (;;) {
+            const page = await api.get(`/v1/events?after=${after}&limit=2`, admin)
+            expect(page.status, page.text).toBe(200)
+            for (const event of page.body.data) seen.push(event.id)
+            if (page.body.data.length) after = page.body.data.at(-1).id
+            if (page.body.data.length < 2) return
+          }
+        },
+      }
+    }
+
+    const append = (trx: Parameters<TestApi['service']['outbox']['append']>[0], what: string) =>
+      api.service.outbox.append(trx, [{ type: 'test.tailing', pharmacy_id: pharmacyId, data: { what } }]).then((a) => a.events[0]!.id)
+
+    it('lists every event page after page, in the order it listed them', async () => {
+      const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
+      const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
+      const written: string[] = []
+      for (let i = 0; i < 5; i++) written.push(await api.service.db.transaction().execute((trx) => append(trx, `e${i}`)))
+      const reader = tailer(anchor)
+      await reader.poll()
+      expect(reader.seen).toEqual(written)
+    })
+
+    // SQLite has one writer at a time: two transactions cannot overlap there.
+    if (store.name === 'postgres') it('sees an event whose transaction took the lower position and committed later', async () => {
+      const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
+      const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
+      const reader = tailer(anchor)
+
+      // The first transaction writes its event (the lower position) and stays open…
+      let commitFirst!: () => void
+      let firstWritten!: (id: string) => void
+      const firstId = new Promise<string>((resolve) => (firstWritten = resolve))
+      const first = api.service.db.transaction().execute(async (trx) => {
+        firstWritten(await append(trx, 'lower position, commits last'))
+        await new Promise<void>((resolve) => (commitFirst = resolve))
+      })
+      const lower = await firstId
+      // …while a second writes a higher position and commits.
+      try {
+        await api.service.db.transaction().execute((trx) => append(trx, 'higher position, commits first'))
+        await reader.poll() // the consumer reads while the lower position is still uncommitted
+      } finally {
+        commitFirst()
+        await first
+      }
+      await reader.poll()
+      const written = await api.service.db.selectFrom('events').select(['id', 'pos']).where('type', '=', 'test.tailing').orderBy('pos').execute()
+      const [lowerPos, higherPos] = written.slice(-2)
+      expect(lowerPos!.id).toBe(lower) // the transaction that committed last took the lower position
+      expect(reader.seen).toEqual([lower, higherPos!.id])
+    })
+  })
+}
+
+describeTailing(sqliteStore)
+if (url) describeTailing(postgresStore(url))
