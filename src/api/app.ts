@@ -16,6 +16,7 @@ import { auditTrail } from './middleware/audit.js'
 import { authenticate } from './middleware/authenticate.js'
 import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { idempotency } from './middleware/idempotency.js'
+import { queryGuard } from './middleware/query-guard.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { validationHook } from './openapi.js'
@@ -47,6 +48,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     // SPEC §6: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
+    queryGuard(),
     ...bodyGuard(),
     idempotency({
       db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',
