@@ -130,7 +130,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
   const services = {
-    pharmacies: new PharmacyService(deps),
+    pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
     deliveries: new DeliveryService(deps, (toteId, deliveryId) => {
       bindings.invalidate(toteId)
