@@ -16,6 +16,7 @@ import { auditTrail } from './middleware/audit.js'
 import { authenticate } from './middleware/authenticate.js'
 import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { idempotency } from './middleware/idempotency.js'
+import { noStore } from './middleware/no-store.js'
 import { queryGuard } from './middleware/query-guard.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
@@ -42,6 +43,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
+  // Secrets are answered under these paths (client, tote, webhook and writeback secrets; tokens),
+  // and everything else under them is a tenant's data: nothing here may be kept by a cache.
+  app.use('/v1/*', noStore())
+  app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
   const guarded = [
     authenticate({ tokens: deps.tokens }),

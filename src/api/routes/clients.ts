@@ -49,7 +49,6 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
     const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') })
-    c.header('Cache-Control', 'no-store')
     return c.json(created, 201)
   })
 
@@ -74,7 +73,6 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
     const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
     const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400)
-    c.header('Cache-Control', 'no-store')
     return c.json({ client_id: id, ...rotated! }, 200)
   })
 
