@@ -6,6 +6,9 @@ import type { Service } from './service.js'
 const SHUTDOWN_DEADLINE_MS = 10_000
 
 async function main(): Promise<void> {
+  // Whatever this process creates is its user's only. The data directory and store files get
+  // 0700/0600 explicitly as well (store/private-files.ts); this catches anything written later.
+  process.umask(0o077)
   const config = loadConfig()
   // Loaded after the configuration is known good, so a bad variable is reported at once.
   const { buildService } = await import('./service.js')

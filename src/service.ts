@@ -1,6 +1,5 @@
 import { createAdaptorServer } from '@hono/node-server'
 import { createBroker, type RxBroker } from '../broker/index.js'
-import { mkdirSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
@@ -34,6 +33,7 @@ import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
 import { entityStoreOptions, openEntityStore, type EntityStoreOptions } from './store/database.js'
+import { ensurePrivateDataDir } from './store/private-files.js'
 import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
@@ -67,6 +67,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config.LOG_LEVEL)
   const metrics = createMetrics()
+  // The data directory and its files are the service user's only (0700 and 0600).
+  for (const { path, was, narrowed } of ensurePrivateDataDir(config.DATA_DIR)) {
+    logger.warn({ path, was }, narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow')
+  }
   const store = await openEntityStore(overrides.store ?? entityStoreOptions(config))
   const { db, dialect } = store
 
@@ -82,7 +86,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
 
-  mkdirSync(config.DATA_DIR, { recursive: true })
   const sink = overrides.sink ?? (await createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG }))
   const bindings = new ToteBindings(db, clock)
   const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000 })
@@ -130,7 +133,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
   const services = {
-    pharmacies: new PharmacyService(deps),
+    pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
     deliveries: new DeliveryService(deps, (toteId, deliveryId) => {
       bindings.invalidate(toteId)

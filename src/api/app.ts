@@ -17,6 +17,8 @@ import { authenticate } from './middleware/authenticate.js'
 import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { crashAfterHandler } from './middleware/crash-after-handler.js'
 import { idempotency } from './middleware/idempotency.js'
+import { noStore } from './middleware/no-store.js'
+import { queryGuard } from './middleware/query-guard.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { validationHook } from './openapi.js'
@@ -42,12 +44,17 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
+  // Secrets are answered under these paths (client, tote, webhook and writeback secrets; tokens),
+  // and everything else under them is a tenant's data: nothing here may be kept by a cache.
+  app.use('/v1/*', noStore())
+  app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
   const guarded = [
     authenticate({ tokens: deps.tokens }),
     // SPEC §6: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
+    queryGuard(),
     ...bodyGuard(),
     idempotency({
       // Each write's service keeps the answer in the transaction of its change.

@@ -8,6 +8,7 @@ import { paginate, type Page, type PageRequest } from './pagination.js'
 import { visibleOr404 } from './tenancy.js'
 import { AppError } from '../errors.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
+import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 
 /** The outcomes written back to a pharmacy: a delivery that ended with the goods somewhere. */
 const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
@@ -20,13 +21,16 @@ export type NewPharmacy = {
 export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & { id: string; created_at: string; ncpdp_id: string | null; npi: string | null; location: { lat: number; lng: number } | null; writeback: { url: string; secret?: string } | null }
 
 export class PharmacyService {
-  constructor(private readonly deps: ServiceDeps) {}
+  /** `allowPrivate`: `WEBHOOK_ALLOW_PRIVATE`, which governs writeback URLs as it does webhook URLs. */
+  constructor(private readonly deps: ServiceDeps, private readonly allowPrivate: boolean) {}
 
   /** The writeback secret is shown once: `record` keeps the answer without it. */
   async create(principal: Principal, input: NewPharmacy, record?: RecordAnswer<Pharmacy>): Promise<Pharmacy> {
     if (principal.pharmacyId || principal.fleetId) {
       throw new AppError('insufficient_scope', 'Only an unrestricted client registers pharmacies.')
     }
+    // Refused now, as a webhook URL is, rather than by the first writeback days later.
+    if (input.writeback) await refuseNonPublicTarget(input.writeback.url, '/writeback/url', { allowPrivate: this.allowPrivate })
     const row = {
       id: newId('ph'), name: input.name, ncpdp_id: input.ncpdp_id ?? null, npi: input.npi ?? null,
       address: toJson(input.address), timezone: input.timezone, location: input.location ? toJson(input.location) : null,

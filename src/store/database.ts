@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import { Kysely, PostgresDialect, sql } from 'kysely'
@@ -6,6 +5,7 @@ import pg from 'pg'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
 import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
+import { createPrivateFile, ensurePrivateDataDir } from './private-files.js'
 import { checkpointOffThread } from './wal-checkpointer.js'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -41,7 +41,7 @@ async function currentSchema(db: Db): Promise<string | undefined> {
 
 export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: string | undefined }): EntityStoreOptions {
   if (config.DATABASE_URL) return { kind: 'postgres', url: config.DATABASE_URL }
-  mkdirSync(config.DATA_DIR, { recursive: true })
+  ensurePrivateDataDir(config.DATA_DIR)
   return { kind: 'sqlite', file: join(config.DATA_DIR, 'rxtrace.db') }
 }
 
@@ -50,6 +50,7 @@ export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: st
 const REQUEST_CONNECTION_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 function openSqlite(file: string): EntityStore {
+  createPrivateFile(file) // 0600, and the -wal and -shm files SQLite makes beside it
   const database = new SqliteDatabase(file)
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes
   // (only an OS crash can lose the last commits), the usual trade-off for WAL.

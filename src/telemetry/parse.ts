@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { parseStrictJson } from '../strict-json.js'
 import { checkReading, MAX_BATCH, prefixed, reject, type ParsedReading, type ParseResult } from './parse-limits.js'
 import { parseSenmlPack, looksLikeSenml } from './parse-senml.js'
 import { parseRfc3339 } from './parse-time.js'
@@ -31,12 +32,13 @@ export function parseReadings(payload: Buffer, nowMs: number): ParseResult {
   if (payload.length > MAX_PAYLOAD_BYTES) {
     return reject('payload_too_large', `payload is ${payload.length} bytes; the limit is ${MAX_PAYLOAD_BYTES}`)
   }
-  let json: unknown
-  try {
-    json = JSON.parse(payload.toString('utf8'))
-  } catch {
-    return reject('invalid_json', 'payload is not valid JSON')
+  // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member.
+  const parsed = parseStrictJson(payload)
+  if (!parsed.ok) {
+    const what = parsed.problem === 'reserved_member' ? `member ${parsed.pointer} has a reserved name` : parsed.message
+    return reject('invalid_json', `payload ${what}`)
   }
+  const json = parsed.value
   if (Array.isArray(json)) {
     if (json.length === 0) return reject('empty_batch', 'payload is an empty array; send at least one reading')
     if (looksLikeSenml(json[0])) return parseSenmlPack(json, nowMs)

@@ -1,6 +1,6 @@
-import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
+import { createPrivateFile, ensurePrivateDataDir } from '../store/private-files.js'
 import { checkpointOffThread } from '../store/wal-checkpointer.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
@@ -135,7 +135,10 @@ export type SqliteSinkOptions = {
 }
 
 export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  if (path !== ':memory:') {
+    ensurePrivateDataDir(dirname(path))
+    createPrivateFile(path) // 0600, and the -wal and -shm files SQLite makes beside it
+  }
   const db = new Database(path)
   db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new file, before WAL is switched on
   db.pragma('journal_mode = WAL')

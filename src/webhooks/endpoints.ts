@@ -9,7 +9,7 @@ import { canSee } from '../services/tenancy.js'
 import type { Database, Executor } from '../store/schema.js'
 import { subscribes } from './fanout.js'
 import { newWebhookSecret } from './signing.js'
-import { WebhookTargetRefusedError, assertPublicUrl } from './ssrf.js'
+import { refuseNonPublicTarget } from './ssrf.js'
 
 // SPEC §7: after a rotation the old secret keeps signing alongside the new one for 24 h.
 const ROTATION_OVERLAP_MS = 24 * 3_600_000
@@ -130,12 +130,7 @@ export class WebhookService {
   }
 
   private async checkUrl(url: string): Promise<void> {
-    try {
-      await assertPublicUrl(url, { allowPrivate: this.allowPrivate })
-    } catch (error) {
-      if (error instanceof WebhookTargetRefusedError) throw validationFailed([{ pointer: '/url', message: error.message }])
-      throw error
-    }
+    await refuseNonPublicTarget(url, '/url', { allowPrivate: this.allowPrivate })
   }
 
   /** SPEC §7: a restricted token's endpoint hears its tenant; an admin may name one, or neither for all. */

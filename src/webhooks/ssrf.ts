@@ -1,5 +1,6 @@
 import { promises as dnsPromises, type LookupAddress } from 'node:dns'
 import { isIP, type LookupFunction } from 'node:net'
+import { validationFailed } from '../errors.js'
 import { classifyAddress, type AddressClass } from './address-class.js'
 
 export { classifyAddress, type AddressClass } from './address-class.js'
@@ -52,6 +53,20 @@ export async function assertPublicUrl(url: string, { allowPrivate, resolve = sys
   if (isIP(host)) return assertPublicAddress(host)
   const addresses = await resolveWithin(resolve, host, REGISTRATION_DNS_TIMEOUT_MS)
   for (const { address } of addresses) assertPublicAddress(address)
+}
+
+/**
+ * The registration-time check as the API answers it: 422 `validation_failed` pointing at the
+ * member that holds the URL. Every URL we will later POST to (a webhook endpoint's `url`, a
+ * pharmacy's `writeback.url`) goes through here when it is registered or changed.
+ */
+export async function refuseNonPublicTarget(url: string, pointer: string, options: PublicUrlOptions): Promise<void> {
+  try {
+    await assertPublicUrl(url, options)
+  } catch (error) {
+    if (error instanceof WebhookTargetRefusedError) throw validationFailed([{ pointer, message: error.message }])
+    throw error
+  }
 }
 
 export function assertPublicAddress(address: string): void {

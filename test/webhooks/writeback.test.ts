@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks'
-import { beforeAll, describe, expect, it } from 'vitest'
-import type { TestApi } from '../helpers/service.js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startTestService, type TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
 import { statuses, type ReceivedRequest } from './receiver.js'
 import { useWebhookService } from './webhook-service.js'
@@ -109,5 +109,56 @@ describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
     for (const req of r.requests) expect(verify(pharmacy.secret, req).id).toBe(outcomeId)
     const [announced] = await writebackEvents(deliveryId)
     expect(announced).toMatchObject({ type: 'writeback.failed', data: { outcome_event_id: outcomeId, outcome: 'delivery.delivered', attempts, status_code: 500 } })
+  })
+})
+
+describe('a writeback URL is checked at registration like a webhook URL (SSRF)', () => {
+  let api: TestApi
+  let admin: string
+  let writebacks: () => Promise<number>
+  beforeAll(async () => {
+    api = await startTestService({ WEBHOOK_ALLOW_PRIVATE: 'false' })
+    admin = await api.adminToken()
+    writebacks = async () => (await api.service.db.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'writeback').execute()).length
+  })
+  afterAll(() => api.stop())
+
+  const register = (url: string) => api.post('/v1/pharmacies', admin, {
+    name: 'Writeback Pharmacy', address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+    timezone: 'America/Chicago', writeback: { url },
+  })
+
+  it.each([
+    ['plain http', 'http://pharmacy.example.com/outcomes'],
+    ['loopback', 'https://127.0.0.1/outcomes'],
+    ['RFC 1918', 'https://10.0.0.1/outcomes'],
+    ['cloud metadata', 'https://169.254.169.254/latest/meta-data'],
+    ['localhost by name', 'https://localhost/outcomes'],
+    ['credentials in the URL', 'https://user:pass@93.184.215.14/outcomes'],
+  ])('%s: %s → 422 at /writeback/url, and no pharmacy', async (_what, url) => {
+    const before = (await api.get('/v1/pharmacies?limit=100', admin)).body.data.length
+    const res = await register(url)
+    expect(res.status, res.text).toBe(422)
+    expect(res.body).toMatchObject({ code: 'validation_failed', errors: [expect.objectContaining({ pointer: '/writeback/url' })] })
+    expect((await api.get('/v1/pharmacies?limit=100', admin)).body.data.length).toBe(before)
+  })
+
+  it('accepts a public https target', async () => {
+    const before = await writebacks()
+    expect((await register('https://93.184.215.14/outcomes')).status).toBe(201)
+    expect(await writebacks()).toBe(before + 1)
+  })
+})
+
+describe('WEBHOOK_ALLOW_PRIVATE lets a writeback URL be plain http and private, as for webhooks', () => {
+  it('accepts http://127.0.0.1', async () => {
+    const api = await startTestService({ WEBHOOK_ALLOW_PRIVATE: 'true' })
+    try {
+      const admin = await api.adminToken()
+      const res = await api.pharmacy(admin, { writeback: { url: 'http://127.0.0.1:9/outcomes' } })
+      expect(res.id).toMatch(/^ph_/)
+    } finally {
+      await api.stop()
+    }
   })
 })

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
-import { AppError } from '../../errors.js'
+import { AppError, validationFailed } from '../../errors.js'
+import { MAX_JSON_DEPTH, parseStrictJson } from '../../strict-json.js'
 import type { AppEnv } from '../env.js'
 
 export const MAX_BODY_BYTES = 256 * 1024 // SPEC §2
@@ -16,9 +17,12 @@ const tooLarge = () => new AppError('payload_too_large', 'The request body is la
 // Nobody reads this answer, but the request still ends (and is audited) with a status.
 const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
 
-/** Refuses bodies that are too large (413) or not JSON (415) before any handler sees them. */
+/**
+ * Refuses bodies that are too large (413), not JSON (415), or JSON that would otherwise be
+ * rewritten or cost too much (400/422, see `parseJsonBody`) before any handler sees them.
+ */
 export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
-  return [bodySizeLimit(), requireJson()]
+  return [bodySizeLimit(), requireJson(), parseJsonBody()]
 }
 
 /**
@@ -50,6 +54,34 @@ export function requireJson(): MiddlewareHandler<AppEnv> {
         throw new AppError('unsupported_media_type', `Send the body as application/json (got ${type ? `"${type}"` : 'no content type'}).`, {}, closeAfterReply)
       }
     }
+    await next()
+  }
+}
+
+/**
+ * Parses every JSON body once, here, and refuses what must not be rewritten: bytes that are not
+ * UTF-8 (400 `invalid_json`; they would become U+FFFD and be hashed as such), nesting deeper than
+ * MAX_JSON_DEPTH (400 `invalid_json`, before parsing), a reserved member name such as
+ * `__proto__` anywhere (422 `validation_failed` with its pointer). Validators and handlers get
+ * the parsed value and the strictly decoded text from hono's request.
+ */
+export function parseJsonBody(): MiddlewareHandler<AppEnv> {
+  return async function parseJsonBodyMiddleware(c, next) {
+    const bytes = bodies.get(c)
+    if (bytes === undefined || bytes.length === 0 || !json.test((c.req.header('content-type') ?? '').split(';')[0]!.trim())) return next()
+    const parsed = parseStrictJson(bytes)
+    if (!parsed.ok) {
+      if (parsed.problem === 'reserved_member') throw validationFailed([{ pointer: parsed.pointer, message: parsed.message }])
+      const detail = parsed.problem === 'too_deep'
+        ? `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`
+        : `The request body ${parsed.message}.`
+      throw new AppError('invalid_json', detail)
+    }
+    const cache = c.req.bodyCache as Record<string, Promise<unknown>>
+    cache.text = Promise.resolve(parsed.text)
+    // hono's `json()` parses the cached text again on every call; the validator takes ours.
+    const value = Promise.resolve(parsed.value)
+    c.req.json = <T>() => value as Promise<T>
     await next()
   }
 }
@@ -105,14 +137,14 @@ async function readWhatwgBody(request: Request): Promise<Buffer | null> {
   return bytes
 }
 
-const bodyLengths = new WeakMap<Context<AppEnv>, number>()
+const bodies = new WeakMap<Context<AppEnv>, Buffer>()
 
 /**
  * Hands the body to hono's cache: `c.req.text()` and `json()` read it from there, and the rarer
  * `arrayBuffer()` or `formData()` (the OAuth forms) are derived from it by hono on demand.
  */
 function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
-  bodyLengths.set(c, bytes.length)
+  bodies.set(c, bytes)
   // hono keeps promises in this cache (its type says values): `#cachedBody` returns what it finds.
   const cache = c.req.bodyCache as Record<string, Promise<unknown>>
   // As Request.text() decodes: UTF-8, without a leading byte-order mark.
@@ -122,5 +154,5 @@ function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
 
 /** A body is whatever the request carried, chunked or declared, unless it was empty. */
 function hasBody(c: Context<AppEnv>): boolean {
-  return (bodyLengths.get(c) ?? 0) > 0
+  return (bodies.get(c)?.length ?? 0) > 0
 }

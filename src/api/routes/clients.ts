@@ -50,7 +50,6 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
     const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') }, undefined, answerInTransaction(c, 201, ['/client_secret']))
-    c.header('Cache-Control', 'no-store')
     return c.json(created, 201)
   })
 
@@ -75,7 +74,6 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
     const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
     const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400, answerInTransaction(c, 200, ['/client_secret']))
-    c.header('Cache-Control', 'no-store')
     return c.json(rotated!, 200)
   })
 

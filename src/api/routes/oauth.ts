@@ -11,7 +11,6 @@ import { json, publicRoute, z } from '../openapi.js'
 /** RFC 6749 §5.2 error response (the OAuth endpoints answer in OAuth's format, not problem+json). */
 const oauthError = (c: Context, status: 400 | 401, error: string, description: string) => {
   if (status === 401) c.header('WWW-Authenticate', 'Basic realm="rxtrace"')
-  c.header('Cache-Control', 'no-store')
   return c.json({ error, error_description: description }, status)
 }
 
@@ -100,7 +99,6 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
     if (!client.grant_types.includes('client_credentials')) return oauthError(c, 400, 'unauthorized_client', 'This client may not use client_credentials.')
     const scopes = grantableScopes(client, body.scope)
     if (!scopes) return oauthError(c, 400, 'invalid_scope', 'The client is not allowed every requested scope.')
-    c.header('Cache-Control', 'no-store') // RFC 6749 §5.1
     return c.json(await tokens.issue({ clientId: client.client_id, sub: client.client_id, scopes, pharmacyId: client.pharmacy_id, fleetId: client.fleet_id }), 200)
   }, badForm)
 
