@@ -18,9 +18,10 @@ export class EventService {
     if (q.delivery_id) query = query.where('delivery_id', '=', q.delivery_id)
     if (q.cursor) query = query.where('pos', '>', Number(decodeCursor(q.cursor)))
     else if (q.after) {
-      // `after` names an event id: everything committed after it.
-      const anchor = await db.selectFrom('events').select('pos').where('id', '=', q.after).executeTakeFirst()
-      if (!anchor) throw notFound('event')
+      // `after` names an event id: everything committed after it. Another tenant's event is
+      // answered exactly like an unknown one, so its id tells nothing about it.
+      const anchor = await db.selectFrom('events').select(['pos', 'pharmacy_id', 'fleet_id']).where('id', '=', q.after).executeTakeFirst()
+      if (!anchor || !canSee(principal, anchor)) throw notFound('event')
       query = query.where('pos', '>', anchor.pos)
     }
     const rows = await query.orderBy('pos').limit(q.limit + 1).execute()
