@@ -5,6 +5,7 @@ import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
+import { assertScopesFitTenant, defaultScopes, effectiveScopes, type Authority } from './authority.js'
 import { allScopes, parseScope } from './scopes.js'
 
 export type ClientRecord = {
@@ -40,8 +41,11 @@ export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')
 export class ClientRegistry {
   constructor(private readonly db: Db, private readonly clock: Clock) {}
 
-  /** The secret is shown once: `record` keeps the answer without it. */
+  /** Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. The secret is shown once: `record` keeps the answer without it. */
   async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>): Promise<ClientRecord & { client_secret: string }> {
+    const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
+    const scope = input.scope ?? defaultScopes(tenant).join(' ')
+    assertScopesFitTenant({ scopes: scope, ...tenant })
     const clientId = fixed?.clientId ?? newId('cl')
     const secret = fixed?.secret ?? newClientSecret()
     const row = {
@@ -52,7 +56,7 @@ export class ClientRegistry {
       previous_secret_expires_at: null,
       grant_types: JSON.stringify(input.grant_types ?? ['client_credentials']),
       redirect_uris: JSON.stringify(input.redirect_uris ?? []),
-      scope: input.scope ?? ADMIN_SCOPE,
+      scope,
       token_endpoint_auth_method: input.token_endpoint_auth_method ?? 'client_secret_basic',
       pharmacy_id: input.pharmacy_id ?? null,
       fleet_id: input.fleet_id ?? null,
@@ -102,7 +106,7 @@ export class ClientRegistry {
     if (pinned) {
       const existing = await this.find(pinned.clientId)
       if (!existing) {
-        await this.create({ client_name: 'admin' }, pinned)
+        await this.create({ client_name: 'admin', scope: ADMIN_SCOPE }, pinned)
       } else {
         await this.db.updateTable('oauth_clients')
           .set({ secret_hash: hashSecret(pinned.secret), scope: ADMIN_SCOPE, pharmacy_id: null, fleet_id: null, previous_secret_hash: null, previous_secret_expires_at: null })
@@ -112,14 +116,21 @@ export class ClientRegistry {
     }
     const any = await this.db.selectFrom('oauth_clients').select('client_id').limit(1).executeTakeFirst()
     if (any) return null
-    const created = await this.create({ client_name: 'admin' })
+    const created = await this.create({ client_name: 'admin', scope: ADMIN_SCOPE })
     return { clientId: created.client_id, secret: created.client_secret }
   }
 }
 
-/** Scopes a token may carry: the requested ones, which must all belong to the client, or all of them. */
+/** What a client may do, in the terms `assertNotMorePowerful` compares. */
+export const authorityOf = (client: ClientRecord): Authority => ({ scopes: client.scope, pharmacyId: client.pharmacy_id, fleetId: client.fleet_id })
+
+/**
+ * Scopes a token may carry: the requested ones, which must all belong to the client, or all of
+ * them. A scope the client's tenant kind may never hold is left out even if a registration made
+ * before that rule still lists it.
+ */
 export function grantableScopes(client: ClientRecord, requested: string | undefined): string[] | null {
-  const allowed = parseScope(client.scope)
+  const allowed = effectiveScopes(authorityOf(client))
   if (!requested) return allowed
   const asked = parseScope(requested)
   return asked.every((s) => allowed.includes(s)) ? asked : null

@@ -4,6 +4,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { AppError } from '../errors.js'
 import type { Db } from '../store/schema.js'
+import { effectiveScopes } from './authority.js'
 import type { KeyRing } from './keys.js'
 import { parseScope, type Principal } from './scopes.js'
 
@@ -107,12 +108,15 @@ export class TokenService {
         currentDate: new Date(this.clock.now()),
         requiredClaims: ['sub', 'client_id', 'jti', 'exp', 'iat'],
       })
+      const pharmacyId = typeof payload.pharmacy_id === 'string' ? payload.pharmacy_id : null
+      const fleetId = typeof payload.fleet_id === 'string' ? payload.fleet_id : null
       return {
         clientId: String(payload.client_id),
         sub: String(payload.sub),
-        scopes: new Set(parseScope(typeof payload.scope === 'string' ? payload.scope : '')),
-        pharmacyId: typeof payload.pharmacy_id === 'string' ? payload.pharmacy_id : null,
-        fleetId: typeof payload.fleet_id === 'string' ? payload.fleet_id : null,
+        // A token signed before a scope was forbidden to its tenant kind does not carry it any more.
+        scopes: new Set(effectiveScopes({ scopes: parseScope(typeof payload.scope === 'string' ? payload.scope : ''), pharmacyId, fleetId })),
+        pharmacyId,
+        fleetId,
         jti: String(payload.jti),
         exp: Number(payload.exp),
       }

@@ -18,7 +18,8 @@ export const createClient: Command = {
   summary: 'Register an OAuth client (client_credentials); prints it with its client_secret, shown once',
   help: [
     '--name NAME          client_name (RFC 7591), 1–200 characters',
-    '--scope "a b"        space-separated scopes; default: every scope',
+    '--scope "a b"        space-separated scopes; default: the read-only scopes of its tenant kind',
+    '                     (a --fleet client may never hold cold-chain:disposition)',
     '--pharmacy ph_…      restrict the client to one pharmacy (its tokens carry pharmacy_id)',
     '--fleet fl_…         restrict the client to one fleet (its tokens carry fleet_id)',
     '--auth-method M      client_secret_basic (default) or client_secret_post',
@@ -35,6 +36,7 @@ export const createClient: Command = {
     if (pharmacyId && fleetId) throw new UsageError('restrict a client to a pharmacy or a fleet, not both')
     if (pharmacyId !== undefined && !/^ph_\w+$/.test(pharmacyId)) throw new UsageError(`--pharmacy "${pharmacyId}" is not a pharmacy id (ph_…)`)
     if (fleetId !== undefined && !/^fl_\w+$/.test(fleetId)) throw new UsageError(`--fleet "${fleetId}" is not a fleet id (fl_…)`)
+    if (fleetId && scope?.split(' ').includes('cold-chain:disposition')) throw new UsageError('--scope: a fleet-restricted client may not hold cold-chain:disposition')
     const method = (values['auth-method'] as string | undefined) ?? 'client_secret_basic'
     if (!(authMethods as readonly string[]).includes(method)) throw new UsageError(`--auth-method must be ${authMethods.join(' or ')}`)
 

@@ -10,7 +10,7 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
-import { visibleOr404 } from './tenancy.js'
+import { canSee, visibleOr404 } from './tenancy.js'
 
 export type ColdChainSummary = {
   state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null
@@ -195,8 +195,12 @@ export class DeliveryService {
     if (!tote || !(tote.pharmacy_id === delivery.pharmacy_id || tote.fleet_id === input.fleet_id)) {
       throw validationFailed([{ pointer: '/tote_id', message: `no tote ${input.tote_id} of this pharmacy or fleet` }])
     }
-    const open = await db.selectFrom('deliveries').select('id').where('tote_id', '=', tote.id).where('bound_to', 'is', null).executeTakeFirst()
-    if (open) throw new AppError('conflict', `Tote ${tote.id} is bound to the open delivery ${open.id}.`, { errors: [{ pointer: '/tote_id', message: `bound to ${open.id}` }] })
+    const open = await db.selectFrom('deliveries').select(['id', 'pharmacy_id', 'fleet_id']).where('tote_id', '=', tote.id).where('bound_to', 'is', null).executeTakeFirst()
+    if (open) {
+      // A fleet's tote may be busy with another pharmacy's delivery: name it only to whoever may see it.
+      const busyWith = canSee(principal, open) ? `the open delivery ${open.id}` : 'another open delivery'
+      throw new AppError('conflict', `Tote ${tote.id} is bound to ${busyWith}.`, { errors: [{ pointer: '/tote_id', message: `bound to ${busyWith}` }] })
+    }
     const last = await db.selectFrom('deliveries').select('bound_to').where('tote_id', '=', tote.id).orderBy('bound_to', 'desc').limit(1).executeTakeFirst()
     if (last?.bound_to && last.bound_to > occurredAt) {
       throw validationFailed([{ pointer: '/occurred_at', message: `tote ${tote.id} was still on another delivery until ${last.bound_to}` }])

@@ -10,7 +10,7 @@ import { paginate, type Page, type PageRequest } from './pagination.js'
 
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
 export type Fleet = { id: string; name: string; branding: Branding; created_at: string }
-export type Driver = { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
+export type Driver = { id: string; fleet_id: string; name: string; phone?: string | null; created_at: string }
 
 /** Fleets and their drivers (SPEC §8): who a delivery can be dispatched to. */
 export class FleetService {
@@ -41,18 +41,30 @@ export class FleetService {
   }
 
   async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }, record?: RecordAnswer<Driver>): Promise<Driver> {
-    await this.get(principal, fleetId)
+    await this.changeable(principal, fleetId)
     const row = { id: newId('dr'), fleet_id: fleetId, name: input.name, phone: input.phone ?? null, created_at: iso(this.deps.clock.now()) }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('drivers').values(row).execute()
-      await record?.(trx, row)
+      await record?.(trx, asSeenBy(principal, row))
     })
-    return row
+    return asSeenBy(principal, row)
   }
 
   async listDrivers(principal: Principal, fleetId: string, page: PageRequest): Promise<Page<Driver>> {
     await this.get(principal, fleetId)
-    return paginate(this.deps.db.selectFrom('drivers').selectAll().where('fleet_id', '=', fleetId), 'id', page)
+    const result = await paginate(this.deps.db.selectFrom('drivers').selectAll().where('fleet_id', '=', fleetId), 'id', page)
+    return { data: result.data.map((row) => asSeenBy(principal, row)), next_cursor: result.next_cursor }
+  }
+
+  /**
+   * The fleet `fleetId` names, if this token may change it or its drivers: only the fleet itself
+   * or an unrestricted client. A pharmacy reads fleets and dispatches to them, never changes them.
+   * Every route that changes a fleet or its drivers goes through here.
+   */
+  private async changeable(principal: Principal, fleetId: string): Promise<Fleet> {
+    const fleet = await this.get(principal, fleetId)
+    if (principal.pharmacyId) throw new AppError('insufficient_scope', 'Only the fleet itself or an unrestricted client changes a fleet or its drivers.')
+    return fleet
   }
 
   // Pharmacy-restricted tokens dispatch to fleets, so they may read them; fleet tokens only their own.
@@ -61,4 +73,13 @@ export class FleetService {
   }
 }
 
-
+/**
+ * A driver's phone number is personal data: shown to tokens of the driver's own fleet, and to
+ * unrestricted clients (the deployment's operators, who could mint a fleet token anyway); left
+ * out for everyone else, pharmacies included.
+ */
+export function asSeenBy(principal: Principal, driver: Driver): Driver {
+  if (principal.fleetId === driver.fleet_id || (!principal.fleetId && !principal.pharmacyId)) return driver
+  const { phone: _personal, ...rest } = driver
+  return rest
+}

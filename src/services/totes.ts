@@ -4,6 +4,7 @@ import { AppError, validationFailed } from '../errors.js'
 import { hashSecret, newSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
+import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { canSee, visibleOr404 } from './tenancy.js'
@@ -28,15 +29,22 @@ export class ToteService {
       ? await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', pharmacyId).executeTakeFirst()
       : await this.deps.db.selectFrom('fleets').select('id').where('id', '=', fleetId!).executeTakeFirst()
     if (!owner) throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
-    const duplicate = await this.deps.db.selectFrom('totes').select('id').where('serial', '=', input.serial).executeTakeFirst()
-    if (duplicate) throw new AppError('conflict', `A tote with serial "${input.serial}" is already registered.`)
+    // Serials are unique per owner: another tenant's tote with the same serial is none of this one's business.
+    const duplicate = await this.deps.db.selectFrom('totes').select('id').where('serial', '=', input.serial)
+      .where(pharmacyId ? 'pharmacy_id' : 'fleet_id', '=', (pharmacyId ?? fleetId)!).executeTakeFirst()
+    if (duplicate) throw duplicateSerial(input.serial)
     const password = newSecret('tp_')
     const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
     const registered = { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
-    await this.deps.db.transaction().execute(async (trx) => {
-      await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
-      await record?.(trx, registered)
-    })
+    try {
+      await this.deps.db.transaction().execute(async (trx) => {
+        await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+        await record?.(trx, registered)
+      })
+    } catch (error) {
+      if (isUniqueViolation(error)) throw duplicateSerial(input.serial) // registered concurrently
+      throw error
+    }
     return registered
   }
 
@@ -58,3 +66,5 @@ export class ToteService {
     return row && secretMatches(password, row.mqtt_password_hash) ? row.id : null
   }
 }
+
+const duplicateSerial = (serial: string) => new AppError('conflict', `This owner already has a tote with serial "${serial}".`)

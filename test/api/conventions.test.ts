@@ -102,7 +102,8 @@ describe('headers on every response', () => {
   afterAll(() => api.stop())
 
   it('echoes a sane X-Request-Id and carries API-Version: v1, on success, on errors and outside /v1', async () => {
-    const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: ADMIN.id, client_secret: ADMIN.secret }).toString()
+    const form = new URLSearchParams({ grant_type: 'client_credentials' }).toString()
+    const basic = `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}`
     const calls: [string, string, Parameters<TestApi['request']>[2]][] = [
       ['GET', '/v1/pharmacies', { token }],
       ['GET', '/v1/pharmacies', {}], // 401
@@ -113,7 +114,7 @@ describe('headers on every response', () => {
       ['GET', '/readyz', {}],
       ['GET', '/v1/openapi.json', {}],
       ['GET', '/.well-known/jwks.json', {}],
-      ['POST', '/oauth/token', { raw: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
+      ['POST', '/oauth/token', { raw: form, headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic } }],
       ['GET', '/docs', {}],
     ]
     for (const [method, path, opts] of calls) {

@@ -181,7 +181,7 @@ describe('rotating a client secret', () => {
   afterAll(() => api.stop())
 
   it('accepts the old and the new secret during the overlap, and only the new one after it', async () => {
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'rotating', scope: 'pharmacies:read' })).body
+    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'rotating', scope: 'pharmacies:read', token_endpoint_auth_method: 'client_secret_post' })).body
     const rotated = await api.post(`/v1/oauth/clients/${client.client_id}/rotate-secret`, admin, { overlap_s: 3_600 })
     expect(rotated.status, rotated.text).toBe(200)
     expect(rotated.headers.get('cache-control')).toBe('no-store')

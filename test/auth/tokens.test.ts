@@ -31,8 +31,10 @@ describe('getting an access token', () => {
     expect(res.body.scope.split(' ')).toContain('audit:read') // no scope asked: every scope of the client
   })
 
-  it('issues a token to a client sending its credentials in the form (client_secret_post)', async () => {
-    const res = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials', client_id: ADMIN.id, client_secret: ADMIN.secret, scope: 'pharmacies:read' })
+  it('issues a token to a client registered to send its credentials in the form (client_secret_post)', async () => {
+    const admin = await api.adminToken()
+    const poster = (await api.post('/v1/oauth/clients', admin, { client_name: 'poster', scope: 'pharmacies:read', token_endpoint_auth_method: 'client_secret_post' })).body
+    const res = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials', client_id: poster.client_id, client_secret: poster.client_secret, scope: 'pharmacies:read' })
     expect(res.status).toBe(200)
     expect(res.body.scope).toBe('pharmacies:read')
   })
@@ -246,7 +248,7 @@ describe('revoking and introspecting a token', () => {
     expect(after.status).toBe(401)
     expect(after.headers.get('www-authenticate')).toContain('error="invalid_token"')
     expect(after.body.detail).toMatch(/revoked/)
-    const inactive = await oauthPost(api, '/oauth/introspect', { token, client_id: ADMIN.id, client_secret: ADMIN.secret })
+    const inactive = await oauthPost(api, '/oauth/introspect', { token }, basic(ADMIN.id, ADMIN.secret))
     expect(inactive.body).toEqual({ active: false })
     // Other tokens of the same client are untouched.
     expect((await api.get('/v1/pharmacies', await api.adminToken('pharmacies:read'))).status).toBe(200)

@@ -133,7 +133,7 @@ describe('operator CLI (npm run cli)', () => {
   })
 
   it('rotates a client secret; the old one works for the overlap window only', { timeout: 60_000 }, async () => {
-    const { json: client } = await cli('clients', 'create', '--name', 'rotating')
+    const { json: client } = await cli('clients', 'create', '--name', 'rotating', '--auth-method', 'client_secret_post')
     const first = await cli('clients', 'rotate-secret', client.client_id, '--overlap', '1h')
     expect(first.code).toBe(0)
     expect(first.json.client_id).toBe(client.client_id)

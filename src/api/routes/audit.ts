@@ -1,33 +1,39 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { AuditLog } from '../../auth/audit-log.js'
+import { validationFailed } from '../../errors.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 import { json, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { decodeCursor, encodeCursor } from '../../services/pagination.js'
 
 const AuditEvent = z.object({
-  pos: z.number().int(), at: z.string(), jti: z.string().nullable(), client_id: z.string().nullable(), sub: z.string().nullable(),
-  method: z.string(), path: z.string(), status: z.number().int(), request_id: z.string(), prev_hash: z.string(), hash: z.string(),
+  pos: z.number().int().optional().describe('Position in the deployment-wide chain; only for unrestricted tokens'), at: z.string(), jti: z.string().nullable(), client_id: z.string().nullable(), sub: z.string().nullable(),
+  method: z.string(), path: z.string(), status: z.number().int(), request_id: z.string(), prev_hash: z.string().optional().describe('Only for unrestricted tokens'), hash: z.string(),
 }).openapi('AuditEvent')
 
 export function auditRoutes(db: Db, audit: AuditLog) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('audit:read', {
     method: 'get', path: '/v1/audit-events', tags: ['Audit'], summary: 'The hash-chained record of every authenticated request',
-    description: 'A token restricted to a pharmacy or fleet sees only the records of its own client.',
+    description: 'A token restricted to a pharmacy or fleet sees only the records of its own client, without `pos` and `prev_hash` (which count other tenants\' requests).',
     request: { query: pageQuery.extend({ client_id: z.string().optional() }) },
     responses: { 200: json(pageOf(AuditEvent), 'A page of audit records, oldest first') },
   }), async (c) => {
     await audit.flush()
     const principal = c.get('principal')
     const q = c.req.valid('query')
+    const tenant = principal.pharmacyId || principal.fleetId ? principal.clientId : null
     let query = db.selectFrom('audit_events').selectAll()
-    if (principal.pharmacyId || principal.fleetId) query = query.where('client_id', '=', principal.clientId)
+    if (tenant) query = query.where('client_id', '=', tenant)
     if (q.client_id) query = query.where('client_id', '=', q.client_id)
-    if (q.cursor) query = query.where('pos', '>', Number(decodeCursor(q.cursor)))
+    if (q.cursor) query = query.where('pos', '>', await cursorPosition(db, tenant, q.cursor))
     const rows = await query.orderBy('pos').limit(q.limit + 1).execute()
     const data = rows.slice(0, q.limit)
-    return c.json({ data, next_cursor: rows.length > q.limit ? encodeCursor(data.at(-1)!.pos) : null }, 200)
+    const last = data.at(-1)
+    if (!tenant) return c.json({ data, next_cursor: rows.length > q.limit ? encodeCursor(last!.pos) : null }, 200)
+    // The chain's positions and links count every tenant's requests: a restricted token sees its
+    // own records without them, and pages by the last record's hash instead of its position.
+    return c.json({ data: data.map(({ pos: _pos, prev_hash: _prev, ...own }) => own), next_cursor: rows.length > q.limit ? encodeCursor(last!.hash) : null }, 200)
   })
 
   app.openapi(v1Route('audit:read', {
@@ -35,4 +41,13 @@ export function auditRoutes(db: Db, audit: AuditLog) {
     responses: { 200: json(z.object({ valid: z.boolean(), length: z.number().int(), first_bad_pos: z.number().int().optional() }), 'The verdict') },
   }), async (c) => c.json(await audit.verify(), 200))
   return app
+}
+
+/** Where a page starts: after a position (unrestricted), or after one of the caller's own records named by its hash. */
+async function cursorPosition(db: Db, clientId: string | null, cursor: string): Promise<number> {
+  const key = decodeCursor(cursor)
+  if (!clientId) return Number(key)
+  const anchor = await db.selectFrom('audit_events').select('pos').where('client_id', '=', clientId).where('hash', '=', key).executeTakeFirst()
+  if (!anchor) throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
+  return anchor.pos
 }

@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { ClientRegistry } from '../../auth/clients.js'
+import { assertNotMorePowerful, assertScopesFitTenant, defaultScopes, powerGap } from '../../auth/authority.js'
+import { authorityOf, type ClientRecord, type ClientRegistry } from '../../auth/clients.js'
 import type { KeyRing } from '../../auth/keys.js'
 import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
@@ -13,8 +14,8 @@ const NewClient = z.strictObject({
   client_name: z.string().min(1).max(200),
   grant_types: z.array(z.literal('client_credentials')).min(1).optional().describe('Only client_credentials in this release'),
   redirect_uris: z.array(z.url()).max(10).optional(),
-  scope: z.string().refine((s) => s.split(' ').filter(Boolean).every((x) => (allScopes as readonly string[]).includes(x)), 'contains an unknown scope').optional().describe('Space-separated; defaults to every scope of the creator'),
-  token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional(),
+  scope: z.string().refine((s) => s.split(' ').filter(Boolean).every((x) => (allScopes as readonly string[]).includes(x)), 'contains an unknown scope').optional().describe('Space-separated. Default: the read-only scopes of the client\'s tenant kind that the creator holds. A fleet-restricted client never holds cold-chain:disposition.'),
+  token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional().describe('RFC 6749 §2.3: the only way /oauth/token accepts its secret. Default client_secret_basic'),
   pharmacy_id: z.string().optional().describe('Restrict the client to one pharmacy'),
   fleet_id: z.string().optional().describe('Restrict the client to one fleet'),
 }).openapi('NewClient')
@@ -24,14 +25,30 @@ const Client = z.object({
   scope: z.string(), token_endpoint_auth_method: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(), created_at: z.string(),
 }).openapi('Client')
 
-/** A client can only create clients no more powerful than itself. */
-function checkDelegation(principal: Principal, input: z.infer<typeof NewClient>): void {
-  const asked = (input.scope ?? [...principal.scopes].join(' ')).split(' ').filter(Boolean)
-  const beyond = asked.filter((s) => !principal.scopes.has(s))
-  if (beyond.length) throw validationFailed([{ pointer: '/scope', message: `you cannot grant scopes you do not hold: ${beyond.join(' ')}` }])
+/**
+ * A token registers only clients no more powerful than itself: within its own tenant, holding no
+ * scope it lacks. With no `scope`, the client gets the read-only scopes of its tenant kind that
+ * the creator holds (RFC 7591 §2 leaves the default to the server).
+ */
+function registrationScope(principal: Principal, input: z.infer<typeof NewClient>): string {
   if (input.pharmacy_id && input.fleet_id) throw validationFailed([{ pointer: '/fleet_id', message: 'restrict a client to a pharmacy or a fleet, not both' }])
   if (principal.pharmacyId && input.pharmacy_id !== principal.pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: `must be ${principal.pharmacyId}` }])
   if (principal.fleetId && input.fleet_id !== principal.fleetId) throw validationFailed([{ pointer: '/fleet_id', message: `must be ${principal.fleetId}` }])
+  const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
+  const scope = input.scope ?? defaultScopes(tenant).filter((s) => principal.scopes.has(s)).join(' ')
+  if (!scope.trim()) throw validationFailed([{ pointer: '/scope', message: 'name the scopes this client needs' }])
+  const gap = powerGap(principal, { scopes: scope, ...tenant })
+  if (gap.scopes.length) throw validationFailed([{ pointer: '/scope', message: `you cannot grant scopes you do not hold: ${gap.scopes.join(' ')}` }])
+  assertScopesFitTenant({ scopes: scope, ...tenant })
+  return scope
+}
+
+/** The client `id` names, if this token may act on it: 404 across tenants, 403 when it is more powerful. */
+async function clientInReach(clients: ClientRegistry, principal: Principal, id: string): Promise<ClientRecord> {
+  const client = await clients.find(id)
+  if (!client) throw notFound('client')
+  assertNotMorePowerful(principal, authorityOf(client))
+  return client
 }
 
 export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientRegistry; keys: KeyRing }) {
@@ -42,14 +59,14 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
   }), async (c) => {
     const principal = c.get('principal')
     const input = c.req.valid('json')
-    checkDelegation(principal, input)
+    const scope = registrationScope(principal, input)
     if (input.pharmacy_id && !(await db.selectFrom('pharmacies').select('id').where('id', '=', input.pharmacy_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${input.pharmacy_id}` }])
     }
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') }, undefined, answerInTransaction(c, 201, ['/client_secret']))
+    const created = await clients.create({ ...input, scope }, undefined, answerInTransaction(c, 201, ['/client_secret']))
     return c.json(created, 201)
   })
 
@@ -57,10 +74,7 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     method: 'get', path: '/v1/oauth/clients/{id}', tags: ['OAuth'], summary: 'Read a client (never its secret)',
     request: { params: idParam('cl') }, responses: { 200: json(Client, 'The client') },
   }), async (c) => {
-    const principal = c.get('principal')
-    const client = await clients.find(c.req.valid('param').id)
-    if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
-    return c.json(client, 200)
+    return c.json(await clientInReach(clients, c.get('principal'), c.req.valid('param').id), 200)
   })
 
   app.openapi(v1Route('clients:write', {
@@ -68,10 +82,8 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     request: { params: idParam('cl'), body: { content: { 'application/json': { schema: z.strictObject({ overlap_s: z.number().int().min(0).max(30 * 86_400).default(86_400).describe('How long the old secret keeps working (default 24 h)') }) } }, required: false } },
     responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => {
-    const principal = c.get('principal')
     const id = c.req.valid('param').id
-    const client = await clients.find(id)
-    if (!client || (principal.pharmacyId && client.pharmacy_id !== principal.pharmacyId) || (principal.fleetId && client.fleet_id !== principal.fleetId)) throw notFound('client')
+    await clientInReach(clients, c.get('principal'), id)
     const body = (c.req.valid('json') ?? {}) as { overlap_s?: number }
     const rotated = await clients.rotateSecret(id, body.overlap_s ?? 86_400, answerInTransaction(c, 200, ['/client_secret']))
     return c.json(rotated!, 200)

@@ -11,7 +11,11 @@ const Branding = z.strictObject({
 const NewFleet = z.strictObject({ name: z.string().min(1).max(200), branding: Branding.optional() }).openapi('NewFleet')
 const Fleet = z.object({ id: z.string(), name: z.string(), branding: Branding, created_at: z.string() }).openapi('Fleet')
 const NewDriver = z.strictObject({ name: z.string().min(1).max(200), phone: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be E.164, e.g. +15551234567').optional() }).openapi('NewDriver')
-const Driver = z.object({ id: z.string(), fleet_id: z.string(), name: z.string(), phone: z.string().nullable(), created_at: z.string() }).openapi('Driver')
+const Driver = z.object({
+  id: z.string(), fleet_id: z.string(), name: z.string(),
+  phone: z.string().nullable().optional().describe("Personal data: present only for tokens of the driver's own fleet and unrestricted clients"),
+  created_at: z.string(),
+}).openapi('Driver')
 
 export function fleetRoutes(fleets: FleetService) {
   const app = new OpenAPIHono<AppEnv>()
@@ -32,6 +36,7 @@ export function fleetRoutes(fleets: FleetService) {
 
   app.openapi(v1Route('fleet:write', {
     method: 'post', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: 'Add a driver to a fleet',
+    description: 'Only a token of that fleet, or an unrestricted one, changes a fleet; a pharmacy token is refused with 403.',
     request: { params: idParam('fl'), ...jsonBody(NewDriver) }, responses: { 201: json(Driver, 'The driver') },
   }), async (c) => c.json(await fleets.addDriver(c.get('principal'), c.req.valid('param').id, c.req.valid('json'), answerInTransaction(c, 201)), 201))
 

@@ -17,22 +17,51 @@ const oauthError = (c: Context, status: 400 | 401, error: string, description: s
 const OAuthError = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
 const form = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true } })
 const clientAuthFields = {
-  client_id: z.string().optional().describe('client_secret_post only'),
-  client_secret: z.string().optional().describe('client_secret_post only'),
+  client_id: z.string().optional().describe('client_secret_post only (or, with client_secret_basic, the same id as the Authorization header)'),
+  client_secret: z.string().optional().describe('client_secret_post only; never together with an Authorization header (RFC 6749 §2.3)'),
 }
 const badForm = (result: { success: boolean }, c: Context) => (result.success ? undefined : oauthError(c, 400, 'invalid_request', 'The form parameters are invalid.'))
 
-/** client_secret_basic (RFC 6749 §2.3.1: form-urlencoded id and secret) or client_secret_post. */
-async function authenticateClient(c: Context, clients: ClientRegistry, body: { client_id?: string | undefined; client_secret?: string | undefined }): Promise<ClientRecord | null> {
+type ClientAuthFields = { client_id?: string | undefined; client_secret?: string | undefined }
+type Presented = { method: 'client_secret_basic' | 'client_secret_post'; clientId: string; secret: string }
+
+/**
+ * RFC 6749 §2.3: the one way this request presents client credentials. "The client MUST NOT use
+ * more than one authentication method in each request": an Authorization header together with a
+ * client_secret in the body is refused, as is a client_id in the body naming another client.
+ */
+function presentedCredentials(c: Context, body: ClientAuthFields): Presented | 'none' | 'several' {
   const header = c.req.header('authorization')
-  if (header?.startsWith('Basic ')) {
+  if (header !== undefined) {
+    if (body.client_secret !== undefined) return 'several'
+    if (!header.startsWith('Basic ')) return 'none'
+    // RFC 6749 §2.3.1: HTTP Basic over the form-urlencoded id and secret.
     const decoded = Buffer.from(header.slice(6), 'base64').toString()
     const colon = decoded.indexOf(':')
-    if (colon < 0) return null
-    return clients.authenticate(formDecoded(decoded.slice(0, colon)), formDecoded(decoded.slice(colon + 1)))
+    if (colon < 0) return 'none'
+    const clientId = formDecoded(decoded.slice(0, colon))
+    if (body.client_id !== undefined && body.client_id !== clientId) return 'several'
+    return { method: 'client_secret_basic', clientId, secret: formDecoded(decoded.slice(colon + 1)) }
   }
-  if (body.client_id && body.client_secret) return clients.authenticate(body.client_id, body.client_secret)
-  return null
+  if (body.client_id && body.client_secret) return { method: 'client_secret_post', clientId: body.client_id, secret: body.client_secret }
+  return 'none'
+}
+
+/**
+ * authenticate client: the presented secret must match, by the method the client registered
+ * (`token_endpoint_auth_method`) and no other. Answers the client, or the OAuth error to send.
+ */
+async function authenticateClient(c: Context, clients: ClientRegistry, body: ClientAuthFields): Promise<ClientRecord | Response> {
+  const presented = presentedCredentials(c, body)
+  if (presented === 'several') return oauthError(c, 400, 'invalid_request', 'Authenticate the client one way only: HTTP Basic or client_secret in the form, not both.')
+  if (presented === 'none') return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+  const client = await clients.authenticate(presented.clientId, presented.secret)
+  if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+  // Told only once the secret was right, so it says nothing about clients the caller cannot use.
+  if (client.token_endpoint_auth_method !== presented.method) {
+    return oauthError(c, 401, 'invalid_client', `This client authenticates with ${client.token_endpoint_auth_method} only.`)
+  }
+  return client
 }
 
 // Many clients (curl -u among them) send the id and secret without the form-encoding of
@@ -94,7 +123,7 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   }), async (c) => {
     const body = c.req.valid('form')
     const client = await authenticateClient(c, clients, body)
-    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    if (client instanceof Response) return client
     if (body.grant_type !== 'client_credentials') return oauthError(c, 400, 'unsupported_grant_type', 'Only client_credentials is supported here.')
     if (!client.grant_types.includes('client_credentials')) return oauthError(c, 400, 'unauthorized_client', 'This client may not use client_credentials.')
     const scopes = grantableScopes(client, body.scope)
@@ -109,7 +138,7 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   }), async (c) => {
     const body = c.req.valid('form')
     const client = await authenticateClient(c, clients, body)
-    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    if (client instanceof Response) return client
     const principal = await tokens.inspect(body.token)
     // RFC 7009 §2.1: a client revokes only its own tokens; anything else is answered 200 silently.
     if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
@@ -123,7 +152,7 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   }), async (c) => {
     const body = c.req.valid('form')
     const client = await authenticateClient(c, clients, body)
-    if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
+    if (client instanceof Response) return client
     const principal = await tokens.inspect(body.token)
     const unrestricted = !client.pharmacy_id && !client.fleet_id && client.scope.split(' ').includes('clients:write')
     // A client may introspect its own tokens; an unrestricted administrator, anyone's.
