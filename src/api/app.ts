@@ -16,8 +16,10 @@ import { auditTrail } from './middleware/audit.js'
 import { authenticate } from './middleware/authenticate.js'
 import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { idempotency } from './middleware/idempotency.js'
+import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
+import { TokenBuckets } from './middleware/token-buckets.js'
 import { validationHook } from './openapi.js'
 import { onError, problemResponse } from './problem.js'
 import { docsRoutes } from './routes/docs.js'
@@ -41,12 +43,19 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
+  const { config, clock } = deps
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
+  // SPEC §11: what anyone may call without a token is throttled per caller address.
+  app.use('/oauth/*', oauthThrottle({
+    perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
+    perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
+    trustProxy: config.TRUST_PROXY,
+  }))
   const guarded = [
-    authenticate({ tokens: deps.tokens }),
+    authenticate({ tokens: deps.tokens, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
     // SPEC §6: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
-    rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
+    rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
     ...bodyGuard(),
     idempotency({
       db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',

@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
-import type { Db } from '../store/schema.js'
+import type { Db, Executor } from '../store/schema.js'
 import { allScopes, parseScope } from './scopes.js'
 
 export type ClientRecord = {
@@ -37,7 +37,8 @@ export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')
 export class ClientRegistry {
   constructor(private readonly db: Db, private readonly clock: Clock) {}
 
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }): Promise<ClientRecord & { client_secret: string }> {
+  /** `db`: the transaction to insert in (the per-tenant limit counts and inserts in one). */
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, db: Executor = this.db): Promise<ClientRecord & { client_secret: string }> {
     const clientId = fixed?.clientId ?? newId('cl')
     const secret = fixed?.secret ?? newClientSecret()
     const row = {
@@ -54,7 +55,7 @@ export class ClientRegistry {
       fleet_id: input.fleet_id ?? null,
       created_at: iso(this.clock.now()),
     }
-    await this.db.insertInto('oauth_clients').values(row).execute()
+    await db.insertInto('oauth_clients').values(row).execute()
     return { ...toRecord(row), client_secret: secret }
   }
 

@@ -6,6 +6,7 @@ import { newId } from '../ids.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { canSee, visibleOr404 } from './tenancy.js'
+import { countOwned, createWithinLimit } from './tenant-limits.js'
 
 export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
 export type ToteWithCredentials = Tote & { mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string } }
@@ -15,7 +16,11 @@ export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/error
 
 /** Temperature-sensing totes and their MQTT credentials (SPEC §4); the password is shown once. */
 export class ToteService {
-  constructor(private readonly deps: ServiceDeps) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    /** Totes one pharmacy or fleet may register (SPEC §11): each may hold MQTT sessions. */
+    private readonly maxPerTenant = 10_000,
+  ) {}
 
   async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }): Promise<ToteWithCredentials> {
     const pharmacyId = input.pharmacy_id ?? (input.fleet_id ? undefined : principal.pharmacyId ?? undefined)
@@ -30,7 +35,10 @@ export class ToteService {
     if (duplicate) throw new AppError('conflict', `A tote with serial "${input.serial}" is already registered.`)
     const password = newSecret('tp_')
     const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
-    await this.deps.db.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+    const tenant = { pharmacy_id: tote.pharmacy_id, fleet_id: tote.fleet_id }
+    await createWithinLimit(this.deps, { what: 'totes', max: this.maxPerTenant, owner: tenant }, (trx) => countOwned(trx, 'totes', tenant), async (trx) => {
+      await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+    })
     return { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
   }
 

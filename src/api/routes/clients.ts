@@ -3,6 +3,8 @@ import type { ClientRegistry } from '../../auth/clients.js'
 import type { KeyRing } from '../../auth/keys.js'
 import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
+import { countOwned, createWithinLimit } from '../../services/tenant-limits.js'
+import type { Dialect } from '../../store/database.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 import { idParam, json, jsonBody, v1Route, z } from '../openapi.js'
@@ -33,7 +35,13 @@ function checkDelegation(principal: Principal, input: z.infer<typeof NewClient>)
   if (principal.fleetId && input.fleet_id !== principal.fleetId) throw validationFailed([{ pointer: '/fleet_id', message: `must be ${principal.fleetId}` }])
 }
 
-export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientRegistry; keys: KeyRing }) {
+export type ClientRouteDeps = {
+  db: Db; dialect: Dialect; clients: ClientRegistry; keys: KeyRing
+  /** Clients one pharmacy or fleet may have (SPEC §11); unrestricted clients are the operator's and not counted. */
+  maxPerTenant: number
+}
+
+export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: ClientRouteDeps) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
@@ -48,7 +56,11 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const created = await clients.create({ ...input, scope: input.scope ?? [...principal.scopes].join(' ') })
+    const newClient = { ...input, scope: input.scope ?? [...principal.scopes].join(' ') }
+    const owner = { pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null }
+    const created = owner.pharmacy_id || owner.fleet_id
+      ? await createWithinLimit({ db, dialect }, { what: 'clients', max: maxPerTenant, owner }, (trx) => countOwned(trx, 'oauth_clients', owner), (trx) => clients.create(newClient, undefined, trx))
+      : await clients.create(newClient)
     c.header('Cache-Control', 'no-store')
     return c.json(created, 201)
   })
