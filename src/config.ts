@@ -35,6 +35,30 @@ export const configSchema = z.object({
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
   /** Per-client token bucket: burst size. */
   RATE_LIMIT_BURST: z.coerce.number().int().positive().default(100),
+  /** Per-tenant token bucket shared by all clients of one pharmacy or fleet: sustained requests per second (4 clients' worth). */
+  RATE_LIMIT_TENANT_RPS: z.coerce.number().positive().default(200),
+  /** Per-tenant token bucket: burst size. */
+  RATE_LIMIT_TENANT_BURST: z.coerce.number().int().positive().default(400),
+  /** OAuth clients one pharmacy or fleet may have; one more is refused with 409 `limit_exceeded`. */
+  TENANT_MAX_CLIENTS: z.coerce.number().int().min(1).default(50),
+  /** Webhook endpoints one pharmacy or fleet (or the unrestricted admin) may register. */
+  TENANT_MAX_WEBHOOKS: z.coerce.number().int().min(1).default(20),
+  /** Totes one pharmacy or fleet may register (a large chain's fleet of totes, with room to spare). */
+  TENANT_MAX_TOTES: z.coerce.number().int().min(1).default(10_000),
+  /** `/oauth/*` requests per remote address: sustained per second (tokens live 15 min; clients rarely ask). */
+  OAUTH_ADDRESS_RPS: z.coerce.number().positive().default(10),
+  /** `/oauth/*` requests per remote address: burst size (a deployment's workers starting at once). */
+  OAUTH_ADDRESS_BURST: z.coerce.number().int().positive().default(60),
+  /** `/oauth/token` requests naming one client id, whoever sends them: sustained per second. */
+  OAUTH_CLIENT_RPS: z.coerce.number().positive().default(2),
+  /** `/oauth/token` requests naming one client id: burst size. */
+  OAUTH_CLIENT_BURST: z.coerce.number().int().positive().default(30),
+  /** Invalid bearer tokens (each costs a signature check) per remote address: sustained per second. */
+  INVALID_TOKEN_RPS: z.coerce.number().positive().default(1),
+  /** Invalid bearer tokens per remote address: burst size; once spent, that address's bearer requests get 429. */
+  INVALID_TOKEN_BURST: z.coerce.number().int().positive().default(20),
+  /** Take the caller's address from the last X-Forwarded-For entry (set only behind a proxy that appends it); default: the socket's address. */
+  TRUST_PROXY: flag.default(false),
   /** Pins the admin client's credentials (every scope, no tenant) instead of generating them on first start. */
   ADMIN_CLIENT_ID: z.string().min(3).max(100).optional(),
   ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters').max(200).optional(),

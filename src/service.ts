@@ -140,9 +140,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       void followBindingWithRetries(toteId, deliveryId)
     }),
     fleets: new FleetService(deps),
-    totes: new ToteService(deps),
+    totes: new ToteService(deps, config.TENANT_MAX_TOTES),
     events: new EventService(deps),
-    webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE),
+    webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 
   const app = createApp({
@@ -151,7 +151,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
-      auditRoutes(db, audit), clientRoutes({ db, clients, keys }), webhookRoutes(services.webhooks),
+      auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
     ],
   })

@@ -19,8 +19,10 @@ import { crashAfterHandler } from './middleware/crash-after-handler.js'
 import { idempotency } from './middleware/idempotency.js'
 import { noStore } from './middleware/no-store.js'
 import { queryGuard } from './middleware/query-guard.js'
+import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
+import { TokenBuckets } from './middleware/token-buckets.js'
 import { validationHook } from './openapi.js'
 import { onError, problemResponse } from './problem.js'
 import { docsRoutes } from './routes/docs.js'
@@ -44,16 +46,23 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
+  const { config, clock } = deps
   // Secrets are answered under these paths (client, tote, webhook and writeback secrets; tokens),
   // and everything else under them is a tenant's data: nothing here may be kept by a cache.
   app.use('/v1/*', noStore())
   app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
+  // SPEC §11: what anyone may call without a token is throttled per caller address.
+  app.use('/oauth/*', oauthThrottle({
+    perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
+    perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
+    trustProxy: config.TRUST_PROXY,
+  }))
   const guarded = [
-    authenticate({ tokens: deps.tokens }),
+    authenticate({ tokens: deps.tokens, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
     // SPEC §6: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
-    rateLimit({ rps: deps.config.RATE_LIMIT_RPS, burst: deps.config.RATE_LIMIT_BURST, clock: deps.clock }),
+    rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
     queryGuard(),
     ...bodyGuard(),
     idempotency({

@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { jcsHash } from '../hashing.js'
@@ -16,6 +17,26 @@ export type AuditRecord = AuditEntry & { prev_hash: string; hash: string }
 export const GENESIS_HASH = `sha256:${'0'.repeat(64)}`
 const FLUSH_EVERY_MS = 20
 const FLUSH_AT = 500
+// Verification reads and hashes this many records at a time (~20 ms of work), then lets the
+// event loop answer whatever else is waiting before the next chunk.
+const VERIFY_CHUNK = 500
+
+/**
+ * One page of verification. `deployment`: the whole chain, every link to the record before
+ * included. `client`: one client's own records, each recomputed from its fields and prev_hash
+ * (the records it links to are other clients' and are not shown to it).
+ */
+export type AuditVerdict = {
+  scope: 'deployment' | 'client'
+  valid: boolean
+  /** Records found good in this page. */
+  checked: number
+  /** Hash of the last good record of the page; null when the page was empty. */
+  head: string | null
+  first_bad_pos?: number
+  /** Position to continue after, or null when the records ended. */
+  next_pos: number | null
+}
 
 /** The chain's link: each record's hash covers its fields and the previous record's hash. */
 export const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...entry, prev_hash: prevHash })
@@ -66,15 +87,44 @@ export class AuditLog {
     })
   }
 
-  /** Recomputes the whole chain: the first record that does not add up is reported. */
-  async verify(): Promise<{ valid: boolean; length: number; first_bad_pos?: number }> {
+  /**
+   * Verifies up to `limit` records after position `afterPos` (0: from the start), in chunks
+   * with the event loop yielded between them, so a long chain never freezes the service.
+   * Without `clientId` it is the deployment's chain, links included: the first record of the
+   * page must link to the stored hash of the record before it, which the previous page checked.
+   */
+  async verify({ clientId, afterPos = 0, limit }: { clientId?: string | undefined; afterPos?: number; limit: number }): Promise<AuditVerdict> {
     await this.flush()
-    const rows = await this.db.selectFrom('audit_events').selectAll().orderBy('pos').execute()
-    let head = GENESIS_HASH
-    for (const { pos, prev_hash, hash, ...entry } of rows) {
-      if (prev_hash !== head || auditHash(entry, head) !== hash) return { valid: false, length: rows.length, first_bad_pos: pos }
-      head = hash
+    const scope = clientId === undefined ? 'deployment' : 'client'
+    let head = scope === 'deployment' ? await this.hashAt(afterPos) : null
+    let after = afterPos
+    let checked = 0
+    const page = (from: number, size: number) => {
+      let query = this.db.selectFrom('audit_events').selectAll().where('pos', '>', from)
+      if (clientId !== undefined) query = query.where('client_id', '=', clientId)
+      return query.orderBy('pos').limit(size).execute()
     }
-    return { valid: true, length: rows.length }
+    while (checked < limit) {
+      if (checked > 0) await yieldToEventLoop()
+      const size = Math.min(VERIFY_CHUNK, limit - checked)
+      const rows = await page(after, size)
+      for (const { pos, prev_hash, hash, ...entry } of rows) {
+        const linked = scope === 'client' || prev_hash === head
+        if (!linked || auditHash(entry, prev_hash) !== hash) return { scope, valid: false, checked, head, first_bad_pos: pos, next_pos: null }
+        head = hash
+        after = pos
+        checked++
+      }
+      if (rows.length < size) return { scope, valid: true, checked, head, next_pos: null }
+    }
+    const more = (await page(after, 1)).length > 0
+    return { scope, valid: true, checked, head, next_pos: more ? after : null }
+  }
+
+  /** The stored hash of the last record at or before `pos`: what the next record must link to. */
+  private async hashAt(pos: number): Promise<string> {
+    if (pos <= 0) return GENESIS_HASH
+    const row = await this.db.selectFrom('audit_events').select('hash').where('pos', '<=', pos).orderBy('pos', 'desc').limit(1).executeTakeFirst()
+    return row?.hash ?? GENESIS_HASH
   }
 }

@@ -4,7 +4,7 @@ import { iso } from '../clock.js'
 import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
-import type { Db } from '../store/schema.js'
+import type { Db, Executor } from '../store/schema.js'
 import { assertScopesFitTenant, defaultScopes, effectiveScopes, type Authority } from './authority.js'
 import { allScopes, parseScope } from './scopes.js'
 
@@ -41,8 +41,9 @@ export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')
 export class ClientRegistry {
   constructor(private readonly db: Db, private readonly clock: Clock) {}
 
-  /** Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. The secret is shown once: `record` keeps the answer without it. */
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>): Promise<ClientRecord & { client_secret: string }> {
+  /** Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. The secret is shown once: `record` keeps the answer without it.
+   * `db`: a transaction to insert in (the per-tenant limit counts and inserts in one). */
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>, db: Executor = this.db): Promise<ClientRecord & { client_secret: string }> {
     const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
     const scope = input.scope ?? defaultScopes(tenant).join(' ')
     assertScopesFitTenant({ scopes: scope, ...tenant })
@@ -63,10 +64,12 @@ export class ClientRegistry {
       created_at: iso(this.clock.now()),
     }
     const created = { ...toRecord(row), client_secret: secret }
-    await this.db.transaction().execute(async (trx) => {
+    const insert = async (trx: Executor) => {
       await trx.insertInto('oauth_clients').values(row).execute()
       await record?.(trx, created)
-    })
+    }
+    if (db.isTransaction) await insert(db)
+    else await db.transaction().execute(insert)
     return created
   }
 

@@ -65,6 +65,12 @@ export class TokenService {
     return principal
   }
 
+  /** Whether `token` was verified before and is still good: checking it again costs no signature check. */
+  knows(token: string): boolean {
+    const cached = this.verified.get(token)
+    return cached !== undefined && cached.exp > this.clock.now() / 1_000 && !this.revoked.has(cached.jti)
+  }
+
   /** Decodes without throwing: what introspection and revocation need. */
   async inspect(token: string): Promise<Principal | null> {
     try {

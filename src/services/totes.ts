@@ -8,6 +8,7 @@ import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { canSee, visibleOr404 } from './tenancy.js'
+import { countOwned, createWithinLimit } from './tenant-limits.js'
 
 export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
 export type ToteWithCredentials = Tote & { mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string } }
@@ -17,7 +18,11 @@ export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/error
 
 /** Temperature-sensing totes and their MQTT credentials (SPEC §4); the password is shown once. */
 export class ToteService {
-  constructor(private readonly deps: ServiceDeps) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    /** Totes one pharmacy or fleet may register (SPEC §11): each may hold MQTT sessions. */
+    private readonly maxPerTenant = 10_000,
+  ) {}
 
   /** The MQTT password is shown once: `record` keeps the answer without it. */
   async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }, record?: RecordAnswer<ToteWithCredentials>): Promise<ToteWithCredentials> {
@@ -36,8 +41,9 @@ export class ToteService {
     const password = newSecret('tp_')
     const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
     const registered = { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
+    const tenant = { pharmacy_id: tote.pharmacy_id, fleet_id: tote.fleet_id }
     try {
-      await this.deps.db.transaction().execute(async (trx) => {
+      await createWithinLimit(this.deps, { what: 'totes', max: this.maxPerTenant, owner: tenant }, (trx) => countOwned(trx, 'totes', tenant), async (trx) => {
         await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
         await record?.(trx, registered)
       })

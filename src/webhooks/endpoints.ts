@@ -1,11 +1,12 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import { notFound, validationFailed } from '../errors.js'
+import { AppError, notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from '../services/context.js'
 import { paginate, type Page, type PageRequest } from '../services/pagination.js'
 import { canSee } from '../services/tenancy.js'
+import { countOwned, createWithinLimit, type Owner } from '../services/tenant-limits.js'
 import type { Database, Executor } from '../store/schema.js'
 import { subscribes } from './fanout.js'
 import { newWebhookSecret } from './signing.js'
@@ -22,7 +23,12 @@ export type Attempt = { id: string; event_id: string; attempt: number; at: strin
 
 /** Webhook endpoints of SPEC §7: registration, changes, secret rotation, attempts, redelivery. */
 export class WebhookService {
-  constructor(private readonly deps: ServiceDeps, private readonly allowPrivate: boolean) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    private readonly allowPrivate: boolean,
+    /** Endpoints one tenant may register (SPEC §11): each is one more POST per event. */
+    private readonly maxPerTenant = 20,
+  ) {}
 
   /** The secret is shown once: `record` keeps the answer without it. */
   async create(principal: Principal, input: { url: string; events: string[]; description?: string | undefined; pharmacy_id?: string | undefined; fleet_id?: string | undefined }, record?: RecordAnswer<Endpoint & { secret: string }>): Promise<Endpoint & { secret: string }> {
@@ -36,7 +42,8 @@ export class WebhookService {
       failing_since: null, created_at: now, updated_at: now,
     }
     const created = { ...toEndpoint(row), secret }
-    await this.deps.db.transaction().execute(async (trx) => {
+    await createWithinLimit(this.deps, { what: 'webhook endpoints', max: this.maxPerTenant, owner: tenant }, (trx) => countOwned(trx, 'webhook_endpoints', tenant), async (trx) => {
+      await refuseSameUrl(trx, tenant, input.url)
       await trx.insertInto('webhook_endpoints').values(row).execute()
       await record?.(trx, created)
     })
@@ -56,8 +63,9 @@ export class WebhookService {
   }
 
   async update(principal: Principal, id: string, patch: { url?: string | undefined; events?: string[] | undefined; enabled?: boolean | undefined; description?: string | undefined }): Promise<Endpoint> {
-    await this.find(principal, id)
+    const endpoint = await this.find(principal, id)
     if (patch.url) await this.checkUrl(patch.url)
+    if (patch.url && patch.url !== endpoint.url) await refuseSameUrl(this.deps.db, endpoint, patch.url)
     const changes: Partial<Database['webhook_endpoints']> = { updated_at: iso(this.deps.clock.now()) }
     if (patch.url !== undefined) changes.url = patch.url
     if (patch.events !== undefined) changes.events = JSON.stringify(patch.events)
@@ -149,6 +157,19 @@ export class WebhookService {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
     return { pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null }
+  }
+}
+
+/** One URL, one endpoint per tenant: N endpoints at one URL would turn each event into N POSTs to it. */
+async function refuseSameUrl(db: Executor, owner: Owner, url: string): Promise<void> {
+  let query = db.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'webhook').where('url', '=', url)
+  query = owner.pharmacy_id === null ? query.where('pharmacy_id', 'is', null) : query.where('pharmacy_id', '=', owner.pharmacy_id)
+  query = owner.fleet_id === null ? query.where('fleet_id', 'is', null) : query.where('fleet_id', '=', owner.fleet_id)
+  const same = await query.executeTakeFirst()
+  if (same) {
+    throw new AppError('conflict', `Endpoint ${same.id} already receives this tenant's events at this URL; change its events instead.`, {
+      errors: [{ pointer: '/url', message: `already registered as ${same.id}` }],
+    })
   }
 }
 

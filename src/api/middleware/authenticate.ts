@@ -2,9 +2,22 @@ import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../errors.js'
 import type { TokenService } from '../../auth/tokens.js'
 import type { AppEnv } from '../env.js'
+import { callerAddress } from './caller-address.js'
+import type { TokenBuckets } from './token-buckets.js'
 
-/** RFC 6750 bearer authentication; the verified caller becomes `principal`. */
-export function authenticate({ tokens }: { tokens: TokenService }): MiddlewareHandler<AppEnv> {
+export type AuthenticateOptions = {
+  tokens: TokenService
+  /** Invalid tokens allowed per caller address; each one costs a signature check (SPEC §11). */
+  invalidTokens: TokenBuckets
+  trustProxy: boolean
+}
+
+/**
+ * RFC 6750 bearer authentication; the verified caller becomes `principal`. Each invalid token
+ * spends one of its address's allowance; an address that has spent it gets 429 before any
+ * signature is checked, except for tokens already verified (they cost nothing to check again).
+ */
+export function authenticate({ tokens, invalidTokens, trustProxy }: AuthenticateOptions): MiddlewareHandler<AppEnv> {
   return async function authenticateMiddleware(c, next) {
     const header = c.req.header('authorization')
     if (!header) {
@@ -15,7 +28,18 @@ export function authenticate({ tokens }: { tokens: TokenService }): MiddlewareHa
     if (!match) {
       throw new AppError('unauthorized', 'The Authorization header must be "Bearer <token>".', {}, { 'WWW-Authenticate': 'Bearer realm="rxtrace", error="invalid_request"' })
     }
-    c.set('principal', await tokens.verify(match[1]!))
+    const token = match[1]!
+    const address = callerAddress(c, trustProxy)
+    const waitS = invalidTokens.waitS(address)
+    if (waitS > 0 && !tokens.knows(token)) {
+      throw new AppError('rate_limited', 'Too many invalid access tokens from this address; wait before sending another.', {}, { 'Retry-After': String(waitS) })
+    }
+    try {
+      c.set('principal', await tokens.verify(token))
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'unauthorized') invalidTokens.take(address)
+      throw error
+    }
     await next()
   }
 }

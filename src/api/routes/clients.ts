@@ -4,6 +4,8 @@ import { authorityOf, type ClientRecord, type ClientRegistry } from '../../auth/
 import type { KeyRing } from '../../auth/keys.js'
 import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
+import { countOwned, createWithinLimit } from '../../services/tenant-limits.js'
+import type { Dialect } from '../../store/database.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -51,7 +53,13 @@ async function clientInReach(clients: ClientRegistry, principal: Principal, id: 
   return client
 }
 
-export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientRegistry; keys: KeyRing }) {
+export type ClientRouteDeps = {
+  db: Db; dialect: Dialect; clients: ClientRegistry; keys: KeyRing
+  /** Clients one pharmacy or fleet may have (SPEC §11); unrestricted clients are the operator's and not counted. */
+  maxPerTenant: number
+}
+
+export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: ClientRouteDeps) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
@@ -66,7 +74,12 @@ export function clientRoutes({ db, clients, keys }: { db: Db; clients: ClientReg
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const created = await clients.create({ ...input, scope }, undefined, answerInTransaction(c, 201, ['/client_secret']))
+    const newClient = { ...input, scope }
+    const owner = { pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null }
+    const record = answerInTransaction(c, 201, ['/client_secret'])
+    const created = owner.pharmacy_id || owner.fleet_id
+      ? await createWithinLimit({ db, dialect }, { what: 'clients', max: maxPerTenant, owner }, (trx) => countOwned(trx, 'oauth_clients', owner), (trx) => clients.create(newClient, undefined, record, trx))
+      : await clients.create(newClient, undefined, record)
     return c.json(created, 201)
   })
 

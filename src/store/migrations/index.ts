@@ -5,6 +5,7 @@ import { up as foundation } from './0001_foundation.js'
 import { up as webhooks } from './0002_webhooks.js'
 import { up as partialIndexes } from './0003_partial_indexes.js'
 import { up as privilegeWalls } from './0004_privilege_walls.js'
+import { up as tenantLimits } from './0005_tenant_limits.js'
 import { up as eventCursor } from './0006_event_cursor.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
@@ -13,6 +14,7 @@ const steps: Record<string, MigrationStep> = {
   '0002_webhooks': webhooks,
   '0003_partial_indexes': partialIndexes,
   '0004_privilege_walls': privilegeWalls,
+  '0005_tenant_limits': tenantLimits,
   '0006_event_cursor': eventCursor,
 }
 
