@@ -5,10 +5,13 @@ import { createAuthorizePublish, InFlight, type OnReadings } from './hooks/autho
 import { createAuthorizeSubscribe } from './hooks/authorize-subscribe.js'
 import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
+import { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
+import { guardPacketSize } from './packet-size.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
 
 export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
 export type { BrokerMetrics } from './hooks/types.js'
+export { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
 export { commandsTopic, errorsTopic, readingsTopic } from './topics.js'
 
 export type BrokerDeps = {
@@ -29,6 +32,8 @@ export type BrokerDeps = {
   host?: string
   /** How long close() waits for publishes being stored before dropping connections. */
   drainTimeoutMs?: number
+  /** Resource limits per connection and per tote; each omitted one takes its default. */
+  limits?: Partial<BrokerLimits>
 }
 
 export type RxBroker = {
@@ -44,6 +49,7 @@ export type RxBroker = {
 /** The embedded MQTT 3.1.1 broker (SPEC §1, §4): authenticate → authorize → ingest → acknowledge. */
 export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const { logger, tcpPort, wsPort, host, drainTimeoutMs = 5_000 } = deps
+  const limits: BrokerLimits = { ...DEFAULT_LIMITS, ...deps.limits }
   const context: HookContext = { sessions: new WeakMap() as Sessions, logger, metrics: deps.metrics ?? {} }
   const inFlight = new InFlight()
   let closing = false
@@ -53,6 +59,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
     preConnect,
     authenticate,
     authorizeSubscribe: createAuthorizeSubscribe(context),
+    connectTimeout: limits.connectTimeoutMs,
   })
 
   const publishError = (toteId: string, reason: object) => {
@@ -82,12 +89,16 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   aedes.on('connectionError', (_client, err) => logger.debug({ err: err.message }, 'mqtt connection error'))
 
   const handle = (stream: Parameters<typeof aedes.handle>[0], request?: Parameters<typeof aedes.handle>[1]) => {
-    aedes.handle(stream, request)
+    const client = aedes.handle(stream, request)
+    guardPacketSize(client, limits.maxPacketBytes, (declared) => {
+      context.metrics.limitsEnforced?.inc({ limit: 'packet_size' })
+      logger.warn({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')
+    })
   }
   const listeners: Listener[] = []
   try {
     listeners.push(await listenTcp(handle, tcpPort, host))
-    if (wsPort !== null) listeners.push(await listenWebSocket(handle, wsPort, host))
+    if (wsPort !== null) listeners.push(await listenWebSocket(handle, wsPort, host, limits.maxPacketBytes))
   } catch (err) {
     await Promise.all(listeners.map((l) => l.close()))
     await new Promise<void>((resolve) => aedes.close(() => resolve()))

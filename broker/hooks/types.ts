@@ -12,6 +12,8 @@ export type BrokerMetrics = {
   aclDenied?: { inc(labels: { action: 'publish' | 'subscribe' }): void }
   /** Readings publishes handed to onReadings, by outcome: stored, refused payload, store unavailable. */
   readingsPublishes?: { inc(labels: { outcome: 'accepted' | 'rejected' | 'unavailable' }): void }
+  /** Times a limit was enforced: a packet over the size limit, a session beyond the tote's limit, a message dropped from a full queue. */
+  limitsEnforced?: { inc(labels: { limit: 'packet_size' | 'sessions' | 'queue' }): void }
 }
 
 export type HookContext = {
