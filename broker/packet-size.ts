@@ -17,13 +17,14 @@ export class PacketSizeGuard {
   private inLength = false
   private length = 0
   private multiplier = 1
-  /** The remaining length that broke the limit, for the log. */
+  /** The remaining length that broke the limit (for the log); once set, every chunk is refused. */
   declared = 0
 
   constructor(private readonly maxBytes: number) {}
 
   /** Follows the packets in `chunk`; false once one declares more than the limit. */
   accept(chunk: Uint8Array): boolean {
+    if (this.declared > 0) return false
     const end = chunk.length
     let i = 0
     while (i < end) {
