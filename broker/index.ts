@@ -7,6 +7,8 @@ import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
 import { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
 import { guardPacketSize } from './packet-size.js'
+import { boundSessionQueues, type QueuePersistence } from './session-queues.js'
+import { ToteSessions } from './tote-sessions.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
 
 export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
@@ -54,12 +56,18 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const inFlight = new InFlight()
   let closing = false
 
-  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, context)
+  const toteSessions = new ToteSessions(limits.maxSessionsPerTote)
+  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, toteSessions, context)
   const aedes = await Aedes.createBroker({
     preConnect,
     authenticate,
     authorizeSubscribe: createAuthorizeSubscribe(context),
     connectTimeout: limits.connectTimeoutMs,
+  })
+  // aedes' default in-memory persistence, created by createBroker, bounded per session.
+  boundSessionQueues((aedes as unknown as { persistence: QueuePersistence }).persistence, limits.maxQueuedPerSession, {
+    filled: (clientId) => logger.warn({ clientId, limit: limits.maxQueuedPerSession }, 'mqtt session queue full; later messages to it are dropped'),
+    dropped: () => context.metrics.limitsEnforced?.inc({ limit: 'queue' }),
   })
 
   const publishError = (toteId: string, reason: object) => {
@@ -90,6 +98,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
 
   const handle = (stream: Parameters<typeof aedes.handle>[0], request?: Parameters<typeof aedes.handle>[1]) => {
     const client = aedes.handle(stream, request)
+    stream.once('close', () => toteSessions.release(client))
     guardPacketSize(client, limits.maxPacketBytes, (declared) => {
       context.metrics.limitsEnforced?.inc({ limit: 'packet_size' })
       logger.warn({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')

@@ -1,7 +1,9 @@
 import { connect, type Socket } from 'node:net'
+import mqtt from 'mqtt'
 import { describe, expect, it } from 'vitest'
 import WebSocket from 'ws'
-import { aReading, closed, connectTote, readings, startBroker, tcp } from './harness.js'
+import { waitFor } from '../helpers/wait.js'
+import { aReading, closed, connectTote, errors, PASSWORDS, readings, startBroker, tcp } from './harness.js'
 
 /** MQTT 3.1.1 §2.2.3: the remaining length as a variable byte integer. */
 function varint(n: number): Buffer {
@@ -100,4 +102,86 @@ describe('CONNECT deadline', () => {
     }
     expect(socket.destroyed).toBe(true)
   }, 10_000)
+})
+
+describe('sessions per tote', () => {
+  const connectAs = (url: string, clientId: string, clean: boolean) => connectTote(url, 'tt_alpha', undefined, { clientId, clean })
+  const connects = (url: string, clientId: string, clean: boolean) => connectAs(url, clientId, clean).then(() => true, () => false)
+
+  it('refuses a session beyond the tote’s four with CONNACK 2, offline persistent ones included, and keeps serving other totes', async () => {
+    const { broker, stored } = await startBroker()
+    const url = tcp(broker)
+    for (const n of [1, 2, 3, 4]) await (await connectAs(url, `tt_alpha-${n}`, false)).endAsync() // persistent sessions outlive their connections
+    for (let n = 5; n < 25; n++) {
+      await expect(connectAs(url, `tt_alpha-${n}`, n % 2 === 0)).rejects.toMatchObject({ code: 2 })
+    }
+    // A client id it holds still connects; connecting once with a clean session ends that session and frees its place.
+    await (await connectAs(url, 'tt_alpha-1', true)).endAsync()
+    await waitFor(() => connects(url, 'tt_alpha-5', true), 5_000, 'a freed session') // stays connected
+    await expect(connectAs(url, 'tt_alpha-6', false)).rejects.toMatchObject({ code: 2 })
+
+    const bravo = await connectTote(url, 'tt_bravo')
+    await bravo.publishAsync(readings('tt_bravo'), aReading(), { qos: 1 })
+    expect(stored.map((s) => s.toteId)).toEqual(['tt_bravo'])
+  })
+})
+
+describe('messages queued per session', () => {
+  type Reason = { error: string; reason: string }
+  /** Connects a persistent session under `clientId`, collecting the errors it is sent (queued ones arrive before CONNACK completes). */
+  async function listen(url: string, clientId: string, clean = false) {
+    const received: Reason[] = []
+    const client = mqtt.connect(url, { protocolVersion: 4, clientId, clean, username: 'tt_alpha', password: PASSWORDS.tt_alpha, reconnectPeriod: 0 })
+    client.on('message', (_topic, payload) => received.push(JSON.parse(payload.toString()) as Reason))
+    await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject))
+    return { client, received }
+  }
+
+  it('keeps at most 100 messages for an offline session, the last saying the queue is full, and keeps serving other totes', async () => {
+    const { broker, stored } = await startBroker()
+    const url = tcp(broker)
+    const first = await listen(url, 'tt_alpha-errors')
+    await first.client.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+    await first.client.endAsync()
+
+    const alpha = await connectTote(url, 'tt_alpha')
+    for (let i = 0; i < 300; i++) await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
+
+    const back = await listen(url, 'tt_alpha-errors')
+    try {
+      await waitFor(() => back.received.length >= 100, 5_000, 'the queued messages')
+      // One more refusal, sent once the queue has been delivered: it is the next message, not the 301st.
+      await alpha.publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 120 }), { qos: 1 })
+      await waitFor(() => back.received.some((r) => r.error === 'temp_out_of_range'), 5_000, 'the newest refusal')
+      expect(back.received).toHaveLength(101)
+      expect(back.received.slice(0, 99).every((r) => r.error === 'invalid_json')).toBe(true)
+      expect(back.received[99]).toMatchObject({ error: 'queue_full', reason: expect.stringContaining('100 messages') })
+    } finally {
+      await back.client.endAsync(true)
+    }
+
+    const bravo = await connectTote(url, 'tt_bravo')
+    await bravo.publishAsync(readings('tt_bravo'), aReading(), { qos: 1 })
+    expect(stored.map((s) => s.toteId)).toEqual(['tt_bravo'])
+  })
+
+  it('gives a clean session none of the messages queued for the session it replaces [MQTT-3.1.2-6]', async () => {
+    const { broker } = await startBroker()
+    const url = tcp(broker)
+    const first = await listen(url, 'tt_alpha-errors')
+    await first.client.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+    await first.client.endAsync()
+    const alpha = await connectTote(url, 'tt_alpha')
+    for (let i = 0; i < 5; i++) await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
+
+    const clean = await listen(url, 'tt_alpha-errors', true)
+    try {
+      await clean.client.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+      await alpha.publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 120 }), { qos: 1 })
+      await waitFor(() => clean.received.length > 0, 5_000, 'the newest refusal')
+      expect(clean.received.map((r) => r.error)).toEqual(['temp_out_of_range'])
+    } finally {
+      await clean.client.endAsync(true)
+    }
+  })
 })
