@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream'
 import { isErrorsTopic } from './topics.js'
 
 type Packet = { topic: string; payload: Buffer | string; messageId?: number; [key: string]: unknown }
@@ -10,8 +9,6 @@ export type QueuePersistence = {
   outgoingEnqueue(sub: Subscriber, packet: Packet): Promise<void>
   outgoingEnqueueCombi(subs: Subscriber[], packet: Packet): Promise<void>
   outgoingClearMessageId(client: ClientRef, packet: { messageId?: number }): Promise<Packet | undefined>
-  outgoingStream(client: ClientRef): Readable
-  cleanSubscriptions(client: ClientRef): Promise<void>
   incomingStorePacket(client: ClientRef, packet: Packet): Promise<void>
 }
 
@@ -31,8 +28,8 @@ export type QueueEvents = {
  *   on the tote's errors topic, it gets `{"error": "queue_full", …}` instead, so the tote learns
  *   that what follows was lost. (A connected session that leaves that many messages
  *   unacknowledged is disconnected by aedes when the next one cannot be tracked.)
- * - A clean session discards the previous session's queue [MQTT-3.1.2-6]; aedes clears only its
- *   subscriptions, and would otherwise send the old queue to the new clean session.
+ *   A clean session empties the queue [MQTT-3.1.2-6]: aedes clears each message instead of
+ *   sending it, which frees its place here too.
  * - Incoming QoS 2: aedes keeps each packet until its PUBREL only to know its id was seen
  *   (readings are handed to ingest before the PUBREC), so the payload is not kept.
  */
@@ -65,7 +62,6 @@ export function boundSessionQueues(persistence: QueuePersistence, maxQueued: num
   const enqueue = persistence.outgoingEnqueue.bind(persistence)
   const enqueueCombi = persistence.outgoingEnqueueCombi.bind(persistence)
   const clearMessageId = persistence.outgoingClearMessageId.bind(persistence)
-  const cleanSubscriptions = persistence.cleanSubscriptions.bind(persistence)
   const storeIncoming = persistence.incomingStorePacket.bind(persistence)
 
   persistence.outgoingEnqueue = async (sub, packet) => {
@@ -82,12 +78,6 @@ export function boundSessionQueues(persistence: QueuePersistence, maxQueued: num
     const removed = await clearMessageId(client, packet)
     if (removed !== undefined) cleared(client.id)
     return removed
-  }
-  persistence.cleanSubscriptions = async (client) => {
-    await cleanSubscriptions(client)
-    if (!queued.has(client.id)) return
-    for await (const packet of persistence.outgoingStream(client)) await persistence.outgoingClearMessageId(client, packet as Packet)
-    queued.delete(client.id)
   }
   persistence.incomingStorePacket = (client, packet) => storeIncoming(client, { ...packet, payload: EMPTY })
 }

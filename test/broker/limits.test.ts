@@ -164,24 +164,4 @@ describe('messages queued per session', () => {
     await bravo.publishAsync(readings('tt_bravo'), aReading(), { qos: 1 })
     expect(stored.map((s) => s.toteId)).toEqual(['tt_bravo'])
   })
-
-  it('gives a clean session none of the messages queued for the session it replaces [MQTT-3.1.2-6]', async () => {
-    const { broker } = await startBroker()
-    const url = tcp(broker)
-    const first = await listen(url, 'tt_alpha-errors')
-    await first.client.subscribeAsync(errors('tt_alpha'), { qos: 1 })
-    await first.client.endAsync()
-    const alpha = await connectTote(url, 'tt_alpha')
-    for (let i = 0; i < 5; i++) await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
-
-    const clean = await listen(url, 'tt_alpha-errors', true)
-    try {
-      await clean.client.subscribeAsync(errors('tt_alpha'), { qos: 1 })
-      await alpha.publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 120 }), { qos: 1 })
-      await waitFor(() => clean.received.length > 0, 5_000, 'the newest refusal')
-      expect(clean.received.map((r) => r.error)).toEqual(['temp_out_of_range'])
-    } finally {
-      await clean.client.endAsync(true)
-    }
-  })
 })
