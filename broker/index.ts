@@ -5,10 +5,15 @@ import { createAuthorizePublish, InFlight, type OnReadings } from './hooks/autho
 import { createAuthorizeSubscribe } from './hooks/authorize-subscribe.js'
 import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
+import { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
+import { guardPacketSize } from './packet-size.js'
+import { boundSessionQueues, type QueuePersistence } from './session-queues.js'
+import { ToteSessions } from './tote-sessions.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
 
 export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
 export type { BrokerMetrics } from './hooks/types.js'
+export { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
 export { commandsTopic, errorsTopic, readingsTopic } from './topics.js'
 
 export type BrokerDeps = {
@@ -29,6 +34,8 @@ export type BrokerDeps = {
   host?: string
   /** How long close() waits for publishes being stored before dropping connections. */
   drainTimeoutMs?: number
+  /** Resource limits per connection and per tote; each omitted one takes its default. */
+  limits?: Partial<BrokerLimits>
 }
 
 export type RxBroker = {
@@ -44,15 +51,23 @@ export type RxBroker = {
 /** The embedded MQTT 3.1.1 broker (SPEC §1, §4): authenticate → authorize → ingest → acknowledge. */
 export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const { logger, tcpPort, wsPort, host, drainTimeoutMs = 5_000 } = deps
+  const limits: BrokerLimits = { ...DEFAULT_LIMITS, ...deps.limits }
   const context: HookContext = { sessions: new WeakMap() as Sessions, logger, metrics: deps.metrics ?? {} }
   const inFlight = new InFlight()
   let closing = false
 
-  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, context)
+  const toteSessions = new ToteSessions(limits.maxSessionsPerTote)
+  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, toteSessions, context)
   const aedes = await Aedes.createBroker({
     preConnect,
     authenticate,
     authorizeSubscribe: createAuthorizeSubscribe(context),
+    connectTimeout: limits.connectTimeoutMs,
+  })
+  // aedes' default in-memory persistence, created by createBroker, bounded per session.
+  boundSessionQueues((aedes as unknown as { persistence: QueuePersistence }).persistence, limits.maxQueuedPerSession, {
+    filled: (clientId) => logger.warn({ clientId, limit: limits.maxQueuedPerSession }, 'mqtt session queue full; later messages to it are dropped'),
+    dropped: () => context.metrics.limitsEnforced?.inc({ limit: 'queue' }),
   })
 
   const publishError = (toteId: string, reason: object) => {
@@ -82,12 +97,17 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   aedes.on('connectionError', (_client, err) => logger.debug({ err: err.message }, 'mqtt connection error'))
 
   const handle = (stream: Parameters<typeof aedes.handle>[0], request?: Parameters<typeof aedes.handle>[1]) => {
-    aedes.handle(stream, request)
+    const client = aedes.handle(stream, request)
+    stream.once('close', () => toteSessions.release(client))
+    guardPacketSize(client, limits.maxPacketBytes, (declared) => {
+      context.metrics.limitsEnforced?.inc({ limit: 'packet_size' })
+      logger.warn({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')
+    })
   }
   const listeners: Listener[] = []
   try {
     listeners.push(await listenTcp(handle, tcpPort, host))
-    if (wsPort !== null) listeners.push(await listenWebSocket(handle, wsPort, host))
+    if (wsPort !== null) listeners.push(await listenWebSocket(handle, wsPort, host, limits.maxPacketBytes))
   } catch (err) {
     await Promise.all(listeners.map((l) => l.close()))
     await new Promise<void>((resolve) => aedes.close(() => resolve()))

@@ -17,6 +17,11 @@ export function isReadingsTopic(topic: string): boolean {
   return topic.startsWith(PREFIX) && topic.endsWith('/readings')
 }
 
+/** True for any tote's errors topic. */
+export function isErrorsTopic(topic: string): boolean {
+  return topic.startsWith(PREFIX) && topic.endsWith('/errors')
+}
+
 /**
  * Letters, digits and `_`: safe as one topic level, and free of the `-` that separates a tote
  * id from a client id's suffix (see hooks/authenticate.ts).

@@ -21,6 +21,14 @@ export const configSchema = z.object({
   MQTT_PORT: port.default(1883),
   /** Embedded MQTT broker over WebSocket (path /mqtt); `off` disables it. */
   MQTT_WS_PORT: z.union([z.literal('off'), port]).default(8083),
+  /** Largest MQTT packet (remaining length, bytes); a larger one closes the connection as its header is read. */
+  MQTT_MAX_PACKET_BYTES: z.coerce.number().int().min(1_024).max(268_435_455).default(256 * 1024),
+  /** Seconds a new MQTT connection has to complete its CONNECT. */
+  MQTT_CONNECT_TIMEOUT_S: z.coerce.number().positive().max(300).default(10),
+  /** Client ids one tote may hold an MQTT session under at once (connected, or persistent and offline). */
+  MQTT_MAX_SESSIONS_PER_TOTE: z.coerce.number().int().min(1).max(1_000).default(4),
+  /** QoS 1 messages kept per persistent MQTT session until acknowledged; newer ones are dropped. */
+  MQTT_MAX_QUEUED_PER_SESSION: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Where the embedded SQLite stores live. */
   DATA_DIR: z.string().default('./data'),
   /** postgres://… switches the entity store from SQLite to PostgreSQL. */

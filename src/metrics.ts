@@ -15,6 +15,7 @@ export function createMetrics() {
     mqttConnectionsRefused: new Counter({ name: 'rxtrace_mqtt_connections_refused_total', help: 'MQTT CONNECTs refused, by CONNACK reason', labelNames: ['reason'], registers: [registry] }),
     mqttAclDenied: new Counter({ name: 'rxtrace_mqtt_acl_denied_total', help: 'MQTT publishes and subscriptions refused by the ACL', labelNames: ['action'], registers: [registry] }),
     mqttReadingsPublishes: new Counter({ name: 'rxtrace_mqtt_readings_publishes_total', help: 'Readings publishes by outcome', labelNames: ['outcome'], registers: [registry] }),
+    mqttLimitsEnforced: new Counter({ name: 'rxtrace_mqtt_limits_enforced_total', help: 'MQTT limits enforced: packet over the size limit, session beyond the tote\'s limit, message dropped from a full queue', labelNames: ['limit'], registers: [registry] }),
   }
 }
 

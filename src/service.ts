@@ -192,7 +192,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
         onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
         logger,
-        metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes },
+        metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes, limitsEnforced: metrics.mqttLimitsEnforced },
+        limits: {
+          maxPacketBytes: config.MQTT_MAX_PACKET_BYTES, connectTimeoutMs: config.MQTT_CONNECT_TIMEOUT_S * 1_000,
+          maxSessionsPerTote: config.MQTT_MAX_SESSIONS_PER_TOTE, maxQueuedPerSession: config.MQTT_MAX_QUEUED_PER_SESSION,
+        },
         tcpPort: config.MQTT_PORT,
         wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
         host: config.HOST,

@@ -1,5 +1,6 @@
 import type { AuthenticateError, Client, ConnectPacket } from 'aedes'
 import { isTopicSafeId } from '../topics.js'
+import type { ToteSessions } from '../tote-sessions.js'
 import type { HookContext } from './types.js'
 
 /** CONNACK return codes, MQTT 3.1.1 §3.2.2.3 (aedes' AuthErrorCode is a const enum we cannot import). */
@@ -10,6 +11,8 @@ const BAD_USERNAME_OR_PASSWORD = 4
 const refusal = (returnCode: number, message: string): AuthenticateError =>
   Object.assign(new Error(message), { returnCode }) as AuthenticateError
 
+type RefusalReason = 'bad_credentials' | 'identifier_rejected' | 'too_many_sessions' | 'server_unavailable'
+
 export type AuthenticateTote = (username: string, password: Buffer) => Promise<string | null>
 
 /**
@@ -19,7 +22,7 @@ export type AuthenticateTote = (username: string, password: Buffer) => Promise<s
  * client id takes over the first (MQTT 3.1.1 §3.1.4), so a free choice would let one tote
  * disconnect another. Tote ids contain no `-`, so no tote's ids overlap another's.
  */
-export function createAuthenticate(authenticateTote: AuthenticateTote, { sessions, logger, metrics }: HookContext) {
+export function createAuthenticate(authenticateTote: AuthenticateTote, toteSessions: ToteSessions, { sessions, logger, metrics }: HookContext) {
   /** Connections that sent an empty client id; aedes replaces it with a random one before authenticate. */
   const assignedIds = new WeakSet<Client>()
 
@@ -34,7 +37,7 @@ export function createAuthenticate(authenticateTote: AuthenticateTote, { session
     password: Buffer | undefined,
     done: (error: AuthenticateError | null, success: boolean | null) => void,
   ) {
-    const refuse = (code: number, reason: 'bad_credentials' | 'identifier_rejected' | 'server_unavailable', message: string) => {
+    const refuse = (code: number, reason: RefusalReason, message: string) => {
       metrics.connectionsRefused?.inc({ reason })
       logger.info({ clientId: client.id, username, reason }, 'mqtt connect refused')
       done(refusal(code, message), false)
@@ -48,6 +51,12 @@ export function createAuthenticate(authenticateTote: AuthenticateTote, { session
       // [MQTT-3.1.3-8] an empty client id needs a clean session
       if (assignedIds.has(client) ? !client.clean : !ownId) {
         return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be ${toteId} or start with ${toteId}-`)
+      }
+      if (client.closed) return done(null, false) // gone while its password was checked; aedes drops the answer
+      // MQTT 3.1.1 has no reason string in a CONNACK: the code says "this client id", the log says why.
+      if (!toteSessions.claim(toteId, client)) {
+        metrics.limitsEnforced?.inc({ limit: 'sessions' })
+        return refuse(IDENTIFIER_REJECTED, 'too_many_sessions', `tote ${toteId} already holds the most sessions it may; reuse one of its client ids, or end one with a clean session`)
       }
       sessions.set(client, toteId)
       done(null, true)

@@ -1,54 +1,10 @@
 import { createServer, type Server } from 'node:net'
 import type { AddressInfo } from 'node:net'
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
-import { pino } from 'pino'
+import type { MqttClient } from 'mqtt'
 import { Counter, Registry } from 'prom-client'
-import { afterEach, describe, expect, it } from 'vitest'
-import { createBroker, IngestUnavailableError, PayloadRefusedError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
-import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
-
-const PASSWORDS: Record<string, string> = { tt_alpha: 'alpha-secret', tt_bravo: 'bravo-secret' }
-const readings = (tote: string) => `rxtrace/v1/totes/${tote}/readings`
-const errors = (tote: string) => `rxtrace/v1/totes/${tote}/errors`
-const aReading = () => JSON.stringify({ ts: Date.now(), temp_c: 4.5 })
-
-type Stored = { toteId: string; readings: ParsedReading[]; qos: 0 | 1 }
-
-/** A broker whose ingest parses and keeps readings in memory, like the real one minus storage. */
-async function startBroker(over: Partial<BrokerDeps> = {}) {
-  const stored: Stored[] = []
-  const broker = await createBroker({
-    authenticateTote: async (username, password) => (PASSWORDS[username] === password.toString() ? username : null),
-    onReadings: async (toteId, payload, qos) => {
-      const parsed = parseReadings(payload, Date.now())
-      if (!parsed.ok) throw new PayloadRefusedError(parsed.code, parsed.reason)
-      stored.push({ toteId, readings: parsed.readings, qos })
-    },
-    logger: pino({ level: 'silent' }),
-    tcpPort: 0,
-    wsPort: 0,
-    host: '127.0.0.1',
-    ...over,
-  })
-  brokers.push(broker)
-  return { broker, stored }
-}
-
-const brokers: RxBroker[] = []
-const clients: MqttClient[] = []
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.endAsync(true)))
-  await Promise.all(brokers.splice(0).map((b) => b.close()))
-})
-
-async function connectTote(url: string, tote: string, password = PASSWORDS[tote], options: IClientOptions = {}) {
-  const client = await mqtt.connectAsync(url, {
-    protocolVersion: 4, clientId: tote, username: tote, password, reconnectPeriod: 0, connectTimeout: 5_000, ...options,
-  })
-  clients.push(client)
-  return client
-}
-const tcp = (broker: RxBroker) => `mqtt://127.0.0.1:${broker.tcpPort}`
+import { describe, expect, it } from 'vitest'
+import { IngestUnavailableError } from '../../broker/index.js'
+import { aReading, closed, connectTote, errors, readings, startBroker, tcp } from './harness.js'
 
 function deferred() {
   let resolve!: () => void
@@ -56,7 +12,6 @@ function deferred() {
   return { promise, resolve }
 }
 
-const closed = (client: MqttClient) => new Promise<void>((resolve) => client.once('close', () => resolve()))
 const nextMessage = (client: MqttClient) =>
   new Promise<{ topic: string; body: unknown }>((resolve) => client.once('message', (topic, payload) => resolve({ topic, body: JSON.parse(payload.toString()) })))
 

@@ -1,0 +1,53 @@
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
+import { pino } from 'pino'
+import { afterEach } from 'vitest'
+import { createBroker, PayloadRefusedError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
+import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
+
+/** The broker tests' totes and their passwords. */
+export const PASSWORDS: Record<string, string> = { tt_alpha: 'alpha-secret', tt_bravo: 'bravo-secret' }
+export const readings = (tote: string) => `rxtrace/v1/totes/${tote}/readings`
+export const errors = (tote: string) => `rxtrace/v1/totes/${tote}/errors`
+export const aReading = () => JSON.stringify({ ts: Date.now(), temp_c: 4.5 })
+
+export type Stored = { toteId: string; readings: ParsedReading[]; qos: 0 | 1 }
+
+const brokers: RxBroker[] = []
+const clients: MqttClient[] = []
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.endAsync(true)))
+  await Promise.all(brokers.splice(0).map((b) => b.close()))
+})
+
+/** A broker whose ingest parses and keeps readings in memory, like the real one minus storage. */
+export async function startBroker(over: Partial<BrokerDeps> = {}) {
+  const stored: Stored[] = []
+  const broker = await createBroker({
+    authenticateTote: async (username, password) => (PASSWORDS[username] === password.toString() ? username : null),
+    onReadings: async (toteId, payload, qos) => {
+      const parsed = parseReadings(payload, Date.now())
+      if (!parsed.ok) throw new PayloadRefusedError(parsed.code, parsed.reason)
+      stored.push({ toteId, readings: parsed.readings, qos })
+    },
+    logger: pino({ level: 'silent' }),
+    tcpPort: 0,
+    wsPort: 0,
+    host: '127.0.0.1',
+    ...over,
+  })
+  brokers.push(broker)
+  return { broker, stored }
+}
+
+/** An mqtt.js client for `tote`, ended after the test. */
+export async function connectTote(url: string, tote: string, password = PASSWORDS[tote], options: IClientOptions = {}) {
+  const client = await mqtt.connectAsync(url, {
+    protocolVersion: 4, clientId: tote, username: tote, password, reconnectPeriod: 0, connectTimeout: 5_000, ...options,
+  })
+  clients.push(client)
+  return client
+}
+export const tcp = (broker: RxBroker) => `mqtt://127.0.0.1:${broker.tcpPort}`
+export const ws = (broker: RxBroker) => `ws://127.0.0.1:${broker.wsPort}/mqtt`
+
+export const closed = (client: MqttClient) => new Promise<void>((resolve) => client.once('close', () => resolve()))
