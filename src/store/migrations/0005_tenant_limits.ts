@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely'
  * Indexes that keep per-tenant work proportional to the tenant, not to the deployment:
  * - counting a tenant's clients, totes and webhook endpoints before creating one more (the
  *   per-tenant limits) reads only that tenant's index entries;
- * - a tenant's audit records (`client_id = ? order by pos`), a fleet's events
+ * - a fleet's events
  *   (`fleet_id = ? order by pos`) and a fleet's deliveries (`fleet_id = ? order by id`) are
  *   read a page at a time from an index instead of scanning the whole table for them.
  */
@@ -15,7 +15,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('totes_fleet').on('totes').columns(['fleet_id', 'id']).execute()
   await db.schema.createIndex('webhook_endpoints_pharmacy').on('webhook_endpoints').column('pharmacy_id').execute()
   await db.schema.createIndex('webhook_endpoints_fleet').on('webhook_endpoints').column('fleet_id').execute()
-  await db.schema.createIndex('audit_events_client').on('audit_events').columns(['client_id', 'pos']).execute()
   await db.schema.createIndex('events_fleet').on('events').columns(['fleet_id', 'pos']).execute()
   await db.schema.createIndex('deliveries_fleet').on('deliveries').columns(['fleet_id', 'id']).execute()
 }
