@@ -34,7 +34,7 @@ describe('answers that carry a secret are not kept by any cache', () => {
     'POST /v1/totes': () => api.post('/v1/totes', admin, { serial: `T-${Math.random().toString(36).slice(2)}`, pharmacy_id: pharmacyId }),
     'POST /v1/webhooks': () => api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/hooks', events: ['*'] }),
     'POST /v1/webhooks/{id}/rotate-secret': async () => {
-      const created = await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/hooks', events: ['*'] })
+      const created = await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/rotating', events: ['*'] })
       return api.post(`/v1/webhooks/${created.body.id}/rotate-secret`, admin)
     },
     'POST /v1/pharmacies': () => api.post('/v1/pharmacies', admin, {
