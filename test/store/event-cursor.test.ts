@@ -58,6 +58,18 @@ function describeTailing(store: StoreUnderTest) {
       expect(reader.seen).toEqual(written)
     })
 
+    it("answers another tenant's event id in after= as it answers an unknown one (404)", async () => {
+      const other = (await api.pharmacy(admin)).id
+      const theirs = (await api.prescription(admin, { pharmacy_id: other })).delivery_id
+      const theirEvent = (await api.get(`/v1/events?delivery_id=${theirs}`, admin)).body.data[0].id
+      const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'one pharmacy', scope: 'deliveries:read', pharmacy_id: pharmacyId })).body
+      const mine = await api.tokenFor(client.client_id, client.client_secret)
+      const foreign = await api.get(`/v1/events?after=${theirEvent}`, mine)
+      const unknown = await api.get('/v1/events?after=evt_00000000000000000000000000', mine)
+      expect([foreign.status, foreign.body.code]).toEqual([404, 'not_found'])
+      expect(foreign.body.detail).toBe(unknown.body.detail)
+    })
+
     // SQLite has one writer at a time: two transactions cannot overlap there.
     if (store.name === 'postgres') it('sees an event whose transaction took the lower position and committed later', async () => {
       const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
