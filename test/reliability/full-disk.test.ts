@@ -55,6 +55,10 @@ describe.skipIf(!mounted)('a full disk under DATA_DIR', () => {
     const full = await api.request('GET', '/readyz')
     expect(full.status).toBe(503)
     expect(full.body).toMatchObject({ code: 'not_ready', checks: { disk: 'full' } })
+    // A write may still fit in pages SQLite already has; one that does not is refused with a
+    // 503 (nothing changed, try later), never a bare 500.
+    const write = await api.post('/v1/pharmacies', admin, { name: 'x'.repeat(200), address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago' })
+    if (write.status !== 201) expect(write.body).toMatchObject({ status: 503, code: 'not_ready' })
 
     unlinkSync(filler)
     expect((await api.request('GET', '/readyz')).status).toBe(200)
