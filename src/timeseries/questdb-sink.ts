@@ -19,7 +19,10 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  */
 
 export type RetryPolicy = {
-  /** Give up (reject) once this much time has passed since the first attempt. */
+  /**
+   * Give up (reject) once this much time has passed since write() was called, waiting behind
+   * earlier writes included: during an outage a queue of writes all settle within it.
+   */
   deadlineMs: number
   /** First backoff; doubles per attempt up to maxDelayMs, plus up to 20 % jitter. */
   firstDelayMs: number
@@ -112,8 +115,8 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
     }
   }
 
-  const sendUntilAcknowledged = async (rows: readonly ReadingRow[]) => {
-    const deadline = Date.now() + policy.deadlineMs
+  const sendUntilAcknowledged = async (rows: readonly ReadingRow[], deadline: number) => {
+    if (Date.now() >= deadline) throw new Error(`QuestDB did not store ${rows.length} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`)
     let delay = policy.firstDelayMs
     for (let attempt = 1; ; attempt++) {
       try {
@@ -151,7 +154,8 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
     write(rows) {
       if (rows.length === 0) return tail.then(() => undefined)
       const batch = rows.slice() // our own copy, kept until acknowledged
-      const done = tail.then(() => sendUntilAcknowledged(batch)).then(() => void (acknowledged += 1))
+      const deadline = Date.now() + policy.deadlineMs
+      const done = tail.then(() => sendUntilAcknowledged(batch, deadline)).then(() => void (acknowledged += 1))
       tail = done.catch(() => {})
       return done
     },

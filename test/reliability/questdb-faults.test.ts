@@ -26,6 +26,16 @@ describe('QuestDB refusing connections', () => {
     await sink.close()
   }, 20_000)
 
+  it('settles a queue of writes within one deadline of their arrival, not one deadline each', async () => {
+    const { fake, sink } = await questdbThatGoesDown(2_000)
+    await fake.stop()
+    const started = Date.now()
+    const writes = [1, 2, 3, 4].map((seq) => sink.write([reading({ seq, ts: Date.UTC(2025, 0, 1, 0, 0, seq) })]))
+    for (const write of writes) await expect(write).rejects.toThrow(/QuestDB did not store 1 readings/)
+    expect(Date.now() - started).toBeLessThan(5_000) // one after the other, it would take 8 s
+    await sink.close()
+  }, 30_000)
+
   it('gives the tote no PUBACK and closes its connection, so it sends the reading again later', async () => {
     const { fake, sink } = await questdbThatGoesDown(1_000)
     const api = await startTestService({}, { sink })

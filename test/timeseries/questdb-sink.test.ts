@@ -75,17 +75,19 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   })
 
   it('rejects once the retry deadline has passed, and the next write still goes through', async () => {
-    sink = await createQuestdbSink({ config: config(), retry: { deadlineMs: 200, firstDelayMs: 20, maxDelayMs: 50 } })
+    sink = await createQuestdbSink({ config: config(), retry: { deadlineMs: 500, firstDelayMs: 20, maxDelayMs: 50 } })
     fake.failUntil = Date.now() + 60_000
     const started = Date.now()
     await expect(sink.write(batch(0, 5))).rejects.toThrow(/did not store 5 readings after \d+ attempt/)
-    expect(Date.now() - started).toBeLessThan(1_000)
+    expect(Date.now() - started).toBeLessThan(2_000)
     expect(fake.writeRequests).toBeGreaterThan(2)
     expect(fake.stored).toEqual([])
 
     fake.failUntil = 0
     await sink.write(batch(5, 5))
-    expect(seqs(fake.stored)).toEqual([5, 6, 7, 8, 9])
+    // An attempt cut off by the deadline may still reach QuestDB afterwards; rejected means
+    // "not acknowledged" (the tote re-sends; the table dedups), not "not stored".
+    expect(seqs(fake.stored)).toEqual(expect.arrayContaining([5, 6, 7, 8, 9]))
   })
 
   it('does not retry an answer that would fail the same way again', async () => {
