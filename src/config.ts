@@ -33,6 +33,25 @@ export const configSchema = z.object({
   DATA_DIR: z.string().default('./data'),
   /** postgres://… switches the entity store from SQLite to PostgreSQL. */
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres://').optional(),
+  /**
+   * PostgreSQL: how long opening a connection (TCP, TLS, authentication), or waiting for a free
+   * one in the pool, may take before the request gives up with 503 `not_ready`.
+   */
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /**
+   * PostgreSQL: the server cancels a statement running longer than this (`statement_timeout`),
+   * and this process stops waiting for an answer 1 s later (a partition: the server cannot say).
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
+  /** PostgreSQL: a session left idle inside a transaction this long is ended by the server, releasing its locks. */
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  /** `/readyz` waits this long for each store's probe; one that has not answered counts as not ready. */
+  READY_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(800),
+  /**
+   * Free space `DATA_DIR` must keep (MiB) for `/readyz` to say ready while a SQLite store lives
+   * there; below it the next writes may fail with a full disk.
+   */
+  DISK_FREE_MIN_MB: z.coerce.number().min(0).default(64),
   /** QuestDB client config string (e.g. `http::addr=host:9000;`) switches the time series to QuestDB. */
   QUESTDB_CONFIG: z.string().regex(/^(http|https|tcp|tcps)::/, 'must be a QuestDB client config string like http::addr=host:9000;').optional(),
   /** Public base URL of the service: the token issuer; `aud` is ISSUER + "/v1". Defaults to http://localhost:PORT. */

@@ -32,7 +32,8 @@ import { Outbox } from './services/outbox.js'
 import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
-import { entityStoreOptions, openEntityStore, type EntityStoreOptions } from './store/database.js'
+import { entityStoreOptions, openEntityStore, postgresLimitsOf, type EntityStoreOptions } from './store/database.js'
+import { diskSpaceCheck } from './store/disk-space.js'
 import { ensurePrivateDataDir } from './store/private-files.js'
 import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
@@ -71,7 +72,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   for (const { path, was, narrowed } of ensurePrivateDataDir(config.DATA_DIR)) {
     logger.warn({ path, was }, narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow')
   }
-  const store = await openEntityStore(overrides.store ?? entityStoreOptions(config))
+  const store = await openEntityStore(overrides.store ?? entityStoreOptions(config), {
+    limits: postgresLimitsOf(config),
+    // A dropped connection fails only the queries on it (503 to their requests); the pool opens
+    // new ones as the database comes back.
+    onConnectionError: (err, what) => logger.warn({ err }, what),
+  })
   const { db, dialect } = store
 
   const keys = new KeyRing(db, clock, config.TOKEN_TTL_S)
@@ -147,7 +153,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const app = createApp({
     config, db, clock, logger, metrics, keys, tokens, clients, audit,
-    readiness: { entity_store: () => store.ping(), time_series: async () => void (await sink.count()) },
+    readiness: {
+      entity_store: () => store.ping(),
+      time_series: async () => void (await sink.count()),
+      // A SQLite store (entities or readings) lives in DATA_DIR: ready means room to write there.
+      ...(config.DATABASE_URL && config.QUESTDB_CONFIG ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
+    },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),

@@ -82,7 +82,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     await run(0)
   })
 
-  app.route('/', healthRoutes({ metrics: deps.metrics, checks: deps.readiness }))
+  app.route('/', healthRoutes({ metrics: deps.metrics, checks: deps.readiness, deadlineMs: deps.config.READY_TIMEOUT_MS }))
   app.route('/', docsRoutes() as unknown as Hono<AppEnv>)
   app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys }))
   for (const group of deps.v1) app.route('/', group)

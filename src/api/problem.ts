@@ -1,6 +1,7 @@
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../errors.js'
+import { isDiskFull, isStoreUnavailable } from '../store/errors.js'
 import type { AppEnv } from './env.js'
 
 const titles: Record<number, string> = {
@@ -25,10 +26,20 @@ export function problemResponse(c: Context<AppEnv>, error: AppError): Response {
   return new Response(JSON.stringify(body), { status: error.status, headers: mergeHeaders(c, headers) })
 }
 
+// Long enough for a pool to reconnect after a restart or a dropped connection.
+const RETRY_AFTER_S = 5
+
 /** The one place errors become responses: ours keep their detail, anything else is a bare 500. */
 export function onError(error: Error, c: Context<AppEnv>): Response {
   if (error instanceof AppError) return problemResponse(c, error)
   if (error instanceof HTTPException) return problemResponse(c, fromHttpException(error))
+  if (isStoreUnavailable(error)) {
+    // The database is away (restart, drop, partition) or its disk is full: nothing was done, and
+    // the same request can succeed shortly, so 503 rather than a 500.
+    c.get('log')?.().warn({ err: error }, 'storage unavailable')
+    const detail = isDiskFull(error) ? 'Storage is full; nothing was changed. Try again later.' : 'The database is unavailable; try again shortly.'
+    return problemResponse(c, new AppError('not_ready', detail, {}, { 'retry-after': String(RETRY_AFTER_S) }))
+  }
   c.get('log')?.().error({ err: error }, 'unhandled error')
   return problemResponse(c, new AppError('internal', 'Something went wrong on our side; quote the request_id when you contact us.'))
 }

@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, PostgresDialect, sql } from 'kysely'
+import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient } from 'kysely'
 import pg from 'pg'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
@@ -18,6 +18,26 @@ export interface EntityStore {
   close(): Promise<void>
 }
 
+/** Deadlines of a PostgreSQL store (`DATABASE_*_TIMEOUT_MS`); SQLite has no network to wait for. */
+export type PostgresLimits = {
+  connectTimeoutMs: number
+  statementTimeoutMs: number
+  idleInTransactionTimeoutMs: number
+}
+
+export const DEFAULT_POSTGRES_LIMITS: PostgresLimits = { connectTimeoutMs: 5_000, statementTimeoutMs: 15_000, idleInTransactionTimeoutMs: 60_000 }
+
+export function postgresLimitsOf(config: { DATABASE_CONNECT_TIMEOUT_MS: number; DATABASE_STATEMENT_TIMEOUT_MS: number; DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: number }): PostgresLimits {
+  return {
+    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: config.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  }
+}
+
+/** Where a dropped connection is reported; it never stops the process. */
+export type ConnectionErrorLog = (err: Error, what: string) => void
+
 export type EntityStoreOptions =
   | { kind: 'sqlite'; file: string /* a path, or ':memory:' */ }
   | { kind: 'postgres'; url: string; schema?: string /* isolates test runs */ }
@@ -25,13 +45,17 @@ export type EntityStoreOptions =
 // PostgreSQL returns int8 (bigserial, count(*)) as strings; our counts and positions fit a double.
 pg.types.setTypeParser(20, Number)
 
-export async function openEntityStore(options: EntityStoreOptions): Promise<EntityStore> {
-  const store = options.kind === 'sqlite' ? openSqlite(options.file) : await openPostgres(options.url, options.schema)
-  // kysely's Migrator finds its bookkeeping tables in any schema of the database unless told
-  // which one is ours; another schema's tables (another app, another test run) would hide ours.
-  const schema = store.dialect === 'postgres' ? await currentSchema(store.db) : undefined
-  await migrateToLatest(store.db, store.dialect, schema)
-  return store
+export async function openEntityStore(
+  options: EntityStoreOptions,
+  { limits = DEFAULT_POSTGRES_LIMITS, onConnectionError = () => {} }: { limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog } = {},
+): Promise<EntityStore> {
+  if (options.kind === 'sqlite') {
+    const store = openSqlite(options.file)
+    await migrateToLatest(store.db, store.dialect, undefined)
+    return store
+  }
+  await migratePostgres(options.url, options.schema, limits, onConnectionError)
+  return openPostgres(options.url, options.schema, limits, onConnectionError)
 }
 
 async function currentSchema(db: Db): Promise<string | undefined> {
@@ -79,23 +103,94 @@ function openSqlite(file: string): EntityStore {
   }
 }
 
-async function openPostgres(url: string, schema?: string): Promise<EntityStore> {
+/**
+ * Migrations run on their own connection, without the statement deadline: creating an index on a
+ * large table may rightly take longer than any request should.
+ */
+async function migratePostgres(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog) {
   if (schema) {
-    const admin = new pg.Client({ connectionString: url })
+    const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: limits.connectTimeoutMs })
+    admin.on('error', (err) => onConnectionError(err, 'schema setup connection'))
     await admin.connect()
-    await admin.query(`create schema if not exists "${schema.replace(/"/g, '')}"`)
-    await admin.end()
+    try {
+      await admin.query(`create schema if not exists "${schema.replace(/"/g, '')}"`)
+    } finally {
+      await admin.end()
+    }
   }
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: 10,
-    ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
-  })
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  const pool = createPool(url, schema, { ...limits, statementTimeoutMs: 0 }, onConnectionError, 1)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardedPool(pool) }) })
+  try {
+    // kysely's Migrator finds its bookkeeping tables in any schema of the database unless told
+    // which one is ours; another schema's tables (another app, another test run) would hide ours.
+    await migrateToLatest(db, 'postgres', await currentSchema(db))
+  } finally {
+    await db.destroy()
+  }
+}
+
+function openPostgres(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog): EntityStore {
+  const pool = createPool(url, schema, limits, onConnectionError, 10)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardedPool(pool) }) })
   return {
     db,
     dialect: 'postgres',
     ping: async () => void (await sql`select 1`.execute(db)),
     close: () => db.destroy(),
+  }
+}
+
+// Past the server's own statement_timeout, the server had its chance to cancel and say so: no
+// answer by then means it cannot (a partition, a dead host), and the client stops waiting.
+const READ_TIMEOUT_MARGIN_MS = 1_000
+
+/**
+ * A pool that survives the database going away. node-postgres emits 'error' on a connection the
+ * server drops (a restart, pg_terminate_backend, a proxy cutting an idle connection); an 'error'
+ * event nobody listens to kills the process, so the pool and every one of its connections get a
+ * listener. The broken connection is then discarded and the next query opens a new one.
+ */
+function createPool(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog, max: number): pg.Pool {
+  const settings = [
+    ...(schema ? [`-c search_path="${schema.replace(/"/g, '')}"`] : []),
+    `-c statement_timeout=${limits.statementTimeoutMs}`,
+    `-c idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`,
+  ]
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    options: settings.join(' '),
+    // Covers both opening a connection and waiting for a free one in the pool.
+    connectionTimeoutMillis: limits.connectTimeoutMs,
+    ...(limits.statementTimeoutMs > 0 ? { query_timeout: limits.statementTimeoutMs + READ_TIMEOUT_MARGIN_MS } : {}),
+    // TCP keepalive finds a peer that vanished without closing (a host down, a NAT forgetting us).
+    keepAlive: true,
+  })
+  pool.on('error', (err) => onConnectionError(err, 'idle database connection lost'))
+  pool.on('connect', (client) => client.on('error', (err) => onConnectionError(err, 'database connection lost')))
+  return pool
+}
+
+/**
+ * The pool as kysely sees it, with one fix: a query that timed out on the client side
+ * (query_timeout) leaves its connection waiting for an answer that may never come, and every
+ * later query on it would wait behind that one. Such a connection is destroyed on release
+ * instead of going back to the pool.
+ */
+function guardedPool(pool: pg.Pool): PostgresPool {
+  return {
+    async connect() {
+      const client = await pool.connect()
+      let broken: Error | undefined
+      const query = (sqlOrCursor: unknown, parameters?: readonly unknown[]) => {
+        if (typeof sqlOrCursor !== 'string') return client.query(sqlOrCursor as pg.Submittable)
+        return client.query(sqlOrCursor, parameters as unknown[]).catch((error: unknown) => {
+          if (error instanceof Error && error.message === 'Query read timeout') broken = error
+          throw error
+        })
+      }
+      return { query, release: () => client.release(broken) } as unknown as PostgresPoolClient
+    },
+    end: () => pool.end(),
   }
 }

@@ -7,10 +7,11 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  * Readings in QuestDB: written with the official client over ILP/HTTP, read over `/exec`.
  *
  * The client's `flush()` takes the rows out of its buffer before sending, so a failed send
- * loses them (its own retries stop at `retry_timeout`). This adapter therefore keeps every batch
- * until QuestDB has answered 204 for it: each attempt rebuilds the buffer from our copy, retries
- * on the retriable answers below with exponential backoff and jitter, and rejects once the
- * deadline has passed — the caller has not acknowledged anything yet, so the tote re-sends.
+ * loses them. This adapter therefore keeps every batch until QuestDB has answered 204 for it:
+ * each attempt rebuilds the buffer from our copy, retries on the retriable answers below with
+ * exponential backoff and jitter, and rejects once the deadline has passed, whether QuestDB
+ * answers errors, refuses connections or never answers — the caller has not acknowledged
+ * anything yet, so the tote re-sends.
  * Re-sending is harmless: the table dedups on (ts, tote_id) (DEDUP UPSERT KEYS).
  *
  * A 204 from ILP/HTTP means committed to the WAL; the table shows the rows a moment later, so
@@ -18,7 +19,10 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  */
 
 export type RetryPolicy = {
-  /** Give up (reject) once this much time has passed since the first attempt. */
+  /**
+   * Give up (reject) once this much time has passed since write() was called, waiting behind
+   * earlier writes included: during an outage a queue of writes all settle within it.
+   */
   deadlineMs: number
   /** First backoff; doubles per attempt up to maxDelayMs, plus up to 20 % jitter. */
   firstDelayMs: number
@@ -36,11 +40,13 @@ export type QuestdbSinkOptions = {
 }
 
 /**
- * 10 s: within the shutdown budget (SPEC §1), and rejecting is safe — nothing was acknowledged,
- * so the tote sends the readings again. One attempt may itself last up to the client's
- * `retry_timeout` (default 10 s) while the client retries internally.
+ * 5 s bounds a write whatever QuestDB does (answers errors, refuses connections, never answers):
+ * a shutdown waits for the write in progress and must still end within its 10 s, and rejecting
+ * is safe — nothing was acknowledged, so the tote sends the readings again when it reconnects.
  */
-const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 10_000, firstDelayMs: 100, maxDelayMs: 2_000 }
+const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 5_000, firstDelayMs: 100, maxDelayMs: 2_000 }
+/** The client's own default for one HTTP request, when the config string names none. */
+const CLIENT_REQUEST_TIMEOUT_MS = 10_000
 
 /**
  * Answers worth sending the same batch again for: the client's own list (server errors and
@@ -80,20 +86,41 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
 
   const options = await SenderOptions.fromConfig(config, { log: () => {} })
   options.auto_flush = false // one HTTP request per write(), and only when we flush
+  // The client's default transport (undici's RetryAgent) retries a refused connection without
+  // end: its abort at `retry_timeout` does not stop those retries, so a write to a QuestDB that
+  // is down never settles. Node's http transport fails such an attempt at once; with the
+  // client's own retries off, every attempt is one request bounded by `request_timeout`, and
+  // the retrying (and its deadline) is ours, whatever the config string says.
+  options.stdlib_http = true
+  options.retry_timeout = 0
+  options.request_timeout = Math.min(options.request_timeout ?? CLIENT_REQUEST_TIMEOUT_MS, policy.deadlineMs)
   const sender = new Sender(options)
 
-  const sendOnce = async (rows: readonly ReadingRow[]) => {
+  // One attempt: our copy of the rows into the client's buffer, then one request. The deadline
+  // bounds the request too, should it outlive its request_timeout: flush() has copied the rows
+  // out of the buffer by the time it returns its promise, so a request left running does not
+  // disturb the next attempt (a late 204 only stores rows that the table dedups).
+  const sendBefore = async (rows: readonly ReadingRow[], deadline: number) => {
     sender.reset() // whatever a failed attempt left behind
     for (const r of rows) await appendRow(sender, table, r)
-    await sender.flush()
+    const flushing = sender.flush()
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within the ${policy.deadlineMs} ms deadline`)), Math.max(0, deadline - Date.now()))
+    })
+    try {
+      await Promise.race([flushing, late])
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
-  const sendUntilAcknowledged = async (rows: readonly ReadingRow[]) => {
-    const deadline = Date.now() + policy.deadlineMs
+  const sendUntilAcknowledged = async (rows: readonly ReadingRow[], deadline: number) => {
+    if (Date.now() >= deadline) throw new Error(`QuestDB did not store ${rows.length} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`)
     let delay = policy.firstDelayMs
     for (let attempt = 1; ; attempt++) {
       try {
-        await sendOnce(rows)
+        await sendBefore(rows, deadline)
         return
       } catch (err) {
         const error = err instanceof Error ? err : new Error(String(err))
@@ -127,7 +154,8 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
     write(rows) {
       if (rows.length === 0) return tail.then(() => undefined)
       const batch = rows.slice() // our own copy, kept until acknowledged
-      const done = tail.then(() => sendUntilAcknowledged(batch)).then(() => void (acknowledged += 1))
+      const deadline = Date.now() + policy.deadlineMs
+      const done = tail.then(() => sendUntilAcknowledged(batch, deadline)).then(() => void (acknowledged += 1))
       tail = done.catch(() => {})
       return done
     },

@@ -1,0 +1,107 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { postgresStore, reachablePostgres, type StoreUnderTest } from '../helpers/stores.js'
+import type { TestApi } from '../helpers/service.js'
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
+import { startReceiver, type Receiver } from '../webhooks/receiver.js'
+import { waitFor } from '../helpers/wait.js'
+
+// The service reaches PostgreSQL through a TCP proxy the tests control: it drops connections,
+// refuses them (the server is down) or swallows every byte (a partition).
+const { url, reasons } = await reachablePostgres()
+if (!url) console.warn(`Skipping the database fault tests: ${reasons.join('; ')}`)
+
+// Short deadlines so an outage shows within a test; the defaults are in src/config.ts.
+const FAST_DEADLINES = {
+  DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_STATEMENT_TIMEOUT_MS: '1000', READY_TIMEOUT_MS: '800',
+}
+const ADDRESS = { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }
+const newPharmacy = (api: TestApi, token: string) => api.post('/v1/pharmacies', token, { name: 'Fault Pharmacy', address: ADDRESS, timezone: 'America/Chicago' })
+
+describe.skipIf(!url)('PostgreSQL going away', () => {
+  let proxy: TcpProxy
+  let store: StoreUnderTest
+  let direct: pg.Client
+  beforeAll(async () => {
+    const target = new URL(url!)
+    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    target.port = String(proxy.port)
+    store = postgresStore(target.toString())
+    direct = new pg.Client({ connectionString: url! })
+    await direct.connect()
+  })
+  afterAll(async () => {
+    proxy.forward()
+    await store.cleanup()
+    await direct.end()
+    await proxy.close()
+  })
+
+  const readyz = (api: TestApi) => api.request('GET', '/readyz')
+
+  it('survives its connections being terminated, answers 503 while the database is down, and recovers by itself', async () => {
+    const api = await store.start(FAST_DEADLINES)
+    await api.service.start() // the background loops (dispatcher, monitor, refreshes) run too
+    const receiver: Receiver = await startReceiver()
+    try {
+      const admin = await api.adminToken()
+      const pharmacy = (await newPharmacy(api, admin)).body as { id: string }
+      expect((await api.post('/v1/webhooks', admin, { url: receiver.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })).status).toBe(201)
+      expect((await readyz(api)).status).toBe(200)
+
+      // The server ends the sessions (pg_terminate_backend: what a restart or failover does), and
+      // an idle proxy cuts whatever is left. Today's pg pool re-emits the error and kills the process.
+      const ports = proxy.upstreamPorts()
+      expect(ports.length).toBeGreaterThan(0)
+      await direct.query('select pg_terminate_backend(pid) from pg_stat_activity where client_port = any($1::int[])', [ports])
+      proxy.cut()
+
+      // The database is down: nothing can connect.
+      proxy.refuse()
+      const notReady = await readyz(api)
+      expect(notReady.status).toBe(503)
+      expect(notReady.headers.get('content-type')).toContain('application/problem+json')
+      expect(notReady.body).toMatchObject({ code: 'not_ready', checks: { entity_store: expect.not.stringMatching(/^ok$/) } })
+      const refused = await newPharmacy(api, admin)
+      expect(refused.status).toBe(503)
+      expect(refused.body).toMatchObject({ code: 'not_ready' })
+      await new Promise((resolve) => setTimeout(resolve, 2_500)) // the loops meet the outage a few times
+
+      // It comes back: no restart, the service finds it again.
+      proxy.forward()
+      await waitFor(async () => (await readyz(api)).status === 200, 15_000, '/readyz back to 200')
+      expect((await newPharmacy(api, admin)).status).toBe(201)
+      // The webhook dispatcher survived the outage too: a new event reaches the subscriber.
+      await api.prescription(admin, { pharmacy_id: pharmacy.id })
+      await waitFor(() => receiver.requests.some((r) => r.body.includes('delivery.created')), 15_000, 'a webhook after the outage')
+    } finally {
+      proxy.forward()
+      await receiver.close()
+      await api.stop()
+    }
+  }, 60_000)
+
+  it('answers within its deadlines during a partition, and recovers when the network does', async () => {
+    const api = await store.start(FAST_DEADLINES)
+    try {
+      const admin = await api.adminToken()
+      expect((await newPharmacy(api, admin)).status).toBe(201) // the pool holds open connections
+      expect((await readyz(api)).status).toBe(200)
+
+      // Packets dropped, nothing refused: today both requests wait forever.
+      proxy.blackHole()
+      const [probe, write] = await Promise.all([readyz(api), newPharmacy(api, admin)])
+      expect(probe.status).toBe(503)
+      expect(probe.body).toMatchObject({ code: 'not_ready' })
+      expect(write.status).toBe(503)
+      expect(write.body).toMatchObject({ code: 'not_ready' })
+
+      proxy.forward()
+      await waitFor(async () => (await readyz(api)).status === 200, 15_000, '/readyz back to 200')
+      expect((await newPharmacy(api, admin)).status).toBe(201)
+    } finally {
+      proxy.forward()
+      await api.stop()
+    }
+  }, 60_000)
+})
