@@ -101,7 +101,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
     stream.once('close', () => toteSessions.release(client))
     guardPacketSize(client, limits.maxPacketBytes, (declared) => {
       context.metrics.limitsEnforced?.inc({ limit: 'packet_size' })
-      logger.warn({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')
+      logger.info({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')
     })
   }
   const listeners: Listener[] = []
