@@ -48,7 +48,7 @@ export type RxBroker = {
   close(): Promise<void>
 }
 
-/** The embedded MQTT 3.1.1 broker (SPEC §1, §4): authenticate → authorize → ingest → acknowledge. */
+/** The embedded MQTT 3.1.1 broker (broker/README.md): authenticate → authorize → ingest → acknowledge. */
 export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const { logger, tcpPort, wsPort, host, drainTimeoutMs = 5_000 } = deps
   const limits: BrokerLimits = { ...DEFAULT_LIMITS, ...deps.limits }

@@ -11,7 +11,7 @@ export type HandleConnection = (stream: Duplex, request?: IncomingMessage) => vo
 /** `close()` stops accepting at once and resolves when the last connection is gone (the broker ends them). */
 export type Listener = { port: number; close(): Promise<void> }
 
-/** MQTT over WebSocket lives at this path (SPEC §1), as with Mosquitto and EMQX defaults. */
+/** MQTT over WebSocket lives at this path (README, Configuration: MQTT_WS_PORT), as with Mosquitto and EMQX defaults. */
 export const WS_PATH = '/mqtt'
 /**
  * Largest WebSocket message accepted: a 500-reading batch is ~100 KiB; ws' default is 100 MiB.

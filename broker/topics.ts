@@ -1,5 +1,5 @@
 /**
- * The topics a tote uses (SPEC §4). Tote ids are `tt_` + ULID, so they never contain the MQTT
+ * The topics a tote uses (broker/README.md, Topics). Tote ids are `tt_` + ULID, so they never contain the MQTT
  * level separator or wildcards; `isTopicSafeId` enforces that before an id is put in a topic.
  */
 

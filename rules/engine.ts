@@ -1,4 +1,4 @@
-// The cold-chain rule engine (SPEC §5): a fold over readings in event-time order. Pure: no clock,
+// The cold-chain rule engine (rules/README.md): a fold over readings in event-time order. Pure: no clock,
 // no I/O; the same readings always give the same state and events, however they are batched.
 //
 // Time model. Each reading's value holds until the next reading (a step function), but for at

@@ -1,5 +1,5 @@
-// The events the rule engine emits (SPEC §5). Every member is JSON; times in `data` are RFC 3339
-// strings with Z (SPEC §2), `at` is the event time in epoch ms. `key` is deterministic, so the
+// The events the rule engine emits (rules/README.md). Every member is JSON; times in `data` are RFC 3339
+// strings with Z (docs/api.md, Conventions), `at` is the event time in epoch ms. `key` is deterministic, so the
 // outbox can de-duplicate an event that is produced twice (replay, restart, silence then reading).
 
 export type ExcursionKind = 'high' | 'low' | 'unknown'

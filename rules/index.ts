@@ -1,4 +1,4 @@
-// Public API of the cold-chain rules (SPEC §5). Pure: no I/O beyond loading the built-in
+// Public API of the cold-chain rules (rules/README.md). Pure: no I/O beyond loading the built-in
 // profiles at import, no clock — time is always passed in.
 export {
   builtInProfiles,

@@ -1,4 +1,4 @@
-// Late readings (SPEC §5 "Determinism"): a reading older than what was already evaluated is
+// Late readings (rules/README.md, Semantics): a reading older than what was already evaluated is
 // stored and included in the recomputed summary, and may add a break, but events already sent
 // are never retracted.
 import { replay, type Reading } from './engine.js'

@@ -1,4 +1,4 @@
-// zod schema for a custom temperature profile in API requests (SPEC §3 `temperature_profile`).
+// zod schema for a custom temperature profile in API requests (`temperature_profile`; rules/README.md, Built-in profiles).
 // It checks the same consistency rules as resolveProfile, so a request that passes the schema
 // resolves without a ProfileError; the route still calls resolveProfile to fill the defaults.
 import { z } from 'zod'

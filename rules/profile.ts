@@ -1,4 +1,4 @@
-// Temperature profiles (SPEC §5): the per-prescription thresholds the rule engine judges against.
+// Temperature profiles (rules/README.md): the per-prescription thresholds the rule engine judges against.
 // The built-in profiles are data in ./profiles/*.json; their values are explained in ./README.md.
 import refrigerated from './profiles/refrigerated.json' with { type: 'json' }
 import frozen from './profiles/frozen.json' with { type: 'json' }

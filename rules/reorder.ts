@@ -1,4 +1,4 @@
-// Per-tote event-time reorder window (SPEC §5 "Determinism", REORDER_WINDOW_S). Gateways buffer
+// Per-tote event-time reorder window (REORDER_WINDOW_S; rules/README.md, Semantics). Gateways buffer
 // and batch, so readings arrive late and out of order; holding each reading until the tote has
 // sent one at least windowMs newer (or has been silent for windowMs) lets the engine see them in
 // ts order. If every reading arrives less than windowMs after its own ts, every arrival order
@@ -9,7 +9,7 @@ export type PushResult<R> = {
   released: readonly R[]
   /** ts is at or before the newest released reading: not buffered; evaluate it via recompute(). */
   late: boolean
-  /** Same ts as a buffered reading or as the newest released one: dropped (SPEC §4 dedupe on ts). */
+  /** Same ts as a buffered reading or as the newest released one: dropped (readings are deduplicated on ts). */
   duplicate: boolean
 }
 

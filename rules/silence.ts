@@ -1,4 +1,4 @@
-// Wall-clock sensor-gap detection (SPEC §5 max_gap_s): a bound tote that stops sending must not
+// Wall-clock sensor-gap detection (profile max_gap_s): a bound tote that stops sending must not
 // leave its delivery looking fine forever. Readings only advance event time; this check looks at
 // the silence as of `nowMs` without advancing it, so readings that arrive later (a gateway that
 // buffered them) are still evaluated normally.

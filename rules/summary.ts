@@ -1,4 +1,4 @@
-// The cold-chain part of a delivery as the API shows it (SPEC §3 `cold_chain`, §4 trace summary).
+// The cold-chain part of a delivery as the API shows it (the delivery's `cold_chain` block and the trace summary).
 import { rfc3339, roundCelsius, type BreakReason, type ExcursionKind } from './events.js'
 import { mktOf } from './mkt.js'
 import type { ColdChainState } from './state.js'

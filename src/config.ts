@@ -56,7 +56,7 @@ export const configSchema = z.object({
   QUESTDB_CONFIG: z.string().regex(/^(http|https|tcp|tcps)::/, 'must be a QuestDB client config string like http::addr=host:9000;').optional(),
   /** Public base URL of the service: the token issuer; `aud` is ISSUER + "/v1". Defaults to http://localhost:PORT. */
   ISSUER: z.url().optional(),
-  /** Access-token lifetime in seconds (SPEC §6: 15 min). */
+  /** Access-token lifetime in seconds (15 min by default). */
   TOKEN_TTL_S: z.coerce.number().int().min(10).max(86_400).default(900),
   /** Per-client token bucket: sustained requests per second. */
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
@@ -91,7 +91,7 @@ export const configSchema = z.object({
   ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters').max(200).optional(),
   /** Development and tests: allow plain-http and private webhook targets. */
   WEBHOOK_ALLOW_PRIVATE: flag.default(false),
-  /** Webhook retry delays, e.g. `1s,2s,5s`; default is SPEC §7's schedule. */
+  /** Webhook retry delays, e.g. `1s,2s,5s`; default is the schedule in src/webhooks/README.md. */
   WEBHOOK_RETRY_SCHEDULE: z.string().refine((text) => {
     try {
       return text.split(',').every((d) => parseDuration(d) > 0)
@@ -99,7 +99,7 @@ export const configSchema = z.object({
       return false
     }
   }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
-  /** Event-time reorder window for telemetry, seconds (SPEC §5). */
+  /** Event-time reorder window for telemetry, seconds (rules/README.md). */
   REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
   /**
    * Crash tests only, never in production: a regular expression over request paths. A POST whose

@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto'
 import { monotonicFactory } from 'ulid'
 
-/** SPEC §2: opaque, prefixed ids. A ULID body makes them sortable by creation time, so lists page by id. */
+/** Opaque, prefixed ids (docs/api.md, IDs). A ULID body makes them sortable by creation time, so lists page by id. */
 export type IdPrefix = 'ph' | 'rx' | 'dl' | 'tt' | 'fl' | 'dr' | 'wh' | 'evt' | 'cl' | 'us' | 'req' | 'msg' | 'att' | 'key'
 
 // ulid's default PRNG calls randomBytes(1) per character; drawing from a refilled buffer of

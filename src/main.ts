@@ -2,7 +2,7 @@ import { ConfigError, issuerOf, loadConfig } from './config.js'
 import { StartupError } from './listen.js'
 import type { Service } from './service.js'
 
-// SPEC §1: a graceful stop completes within 10 s or the process exits anyway.
+// docs/operations.md, Shutdown: a graceful stop completes within 10 s or the process exits anyway.
 const SHUTDOWN_DEADLINE_MS = 10_000
 
 async function main(): Promise<void> {

@@ -1,6 +1,6 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
-/** Every Prometheus series the service exports (SPEC §1), on a registry of its own per instance. */
+/** Every Prometheus series the service exports (README, Health and metrics), on a registry of its own per instance. */
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })

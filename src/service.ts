@@ -100,7 +100,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
   // A dispatch or an end may be recorded after readings inside its interval were stored (an
   // earlier occurred_at, e.g. from a driver app that was offline): the stored readings follow the
-  // binding (SPEC §4), and a delivery given readings is judged again. The tote's new readings
+  // binding (docs/api.md, `occurred_at`), and a delivery given readings is judged again. The tote's new readings
   // wait meanwhile (monitor.hold), so none is judged without them. A backdated end only takes
   // later readings off the delivery's trace; what was judged and announced stands. Other
   // instances (PostgreSQL deployments) may bind with an interval up to 2 s stale (ToteBindings);

@@ -19,7 +19,7 @@ type Deps = HookContext & {
  *
  * aedes writes the PUBACK of a QoS 1 publish after this hook calls back (lib/handlers/publish.js:
  * authorizePublish → enqueuePublish → write(PubAck)), so running `onReadings` to completion
- * first makes the PUBACK mean "committed" (SPEC §4). An error from this hook closes the
+ * first makes the PUBACK mean "committed" (broker/README.md, Acknowledgements). An error from this hook closes the
  * connection without an acknowledgement [MQTT-3.3.5-2]; a refused payload is not an error here:
  * its reason goes to the tote's errors topic and the connection stays up.
  */

@@ -51,8 +51,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   // and everything else under them is a tenant's data: nothing here may be kept by a cache.
   app.use('/v1/*', noStore())
   app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
-  app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
-  // SPEC §11: what anyone may call without a token is throttled per caller address.
+  app.use('/oauth/*', bodySizeLimit()) // the 256 KiB body limit holds for the OAuth forms too
+  // docs/security.md, Resource limits: what anyone may call without a token is throttled per caller address.
   app.use('/oauth/*', oauthThrottle({
     perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
     perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
@@ -60,7 +60,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   }))
   const guarded = [
     authenticate({ tokens: deps.tokens, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
-    // SPEC §6: every authenticated request is audited, the throttled ones included.
+    // docs/api.md, Audit log: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
     queryGuard(),

@@ -14,7 +14,7 @@ export const Problem = z.object({
 
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
 
-/** The failures every authenticated route can answer with (SPEC §2). */
+/** The failures every authenticated route can answer with (docs/api.md, Errors). */
 const commonErrors = {
   400: problem('Malformed JSON or a missing Idempotency-Key'),
   401: problem('Missing or invalid access token'),

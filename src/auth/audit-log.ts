@@ -42,7 +42,7 @@ export type AuditVerdict = {
 export const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...entry, prev_hash: prevHash })
 
 /**
- * SPEC §6 append-only, hash-chained audit log. Entries are gathered for a few milliseconds and
+ * The append-only, hash-chained audit log (docs/api.md, Audit log). Entries are gathered for a few milliseconds and
  * chained in one transaction, so auditing costs the request path no database round trip;
  * shutdown flushes what is pending.
  */

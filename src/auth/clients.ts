@@ -104,7 +104,7 @@ export class ClientRegistry {
     return rotated
   }
 
-  /** SPEC §1: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
+  /** README, Configuration: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
   async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
     if (pinned) {
       const existing = await this.find(pinned.clientId)

@@ -1,4 +1,4 @@
-/** SPEC §6: every scope a client may hold. */
+/** Every scope a client may hold (docs/api.md, Authentication: Scopes). */
 export const allScopes = [
   'pharmacies:read', 'pharmacies:write', 'prescriptions:read', 'prescriptions:write', 'deliveries:read',
   'deliveries:write', 'custody:write', 'telemetry:read', 'cold-chain:disposition', 'webhooks:read',

@@ -43,7 +43,7 @@ export function durationSeconds(option: string, text: string, maxS: number): num
   return seconds
 }
 
-/** A space-separated scope list where every scope is one of SPEC §6. */
+/** A space-separated scope list where every scope is one of `allScopes` (src/auth/scopes.ts). */
 export function scopeList(text: string): string {
   const scopes = text.split(/\s+/).filter(Boolean)
   if (scopes.length === 0) throw new UsageError('--scope is empty; name at least one scope, or leave --scope out for all of them')

@@ -1,6 +1,6 @@
 import { jcsHash } from '../hashing.js'
 
-/** SPEC §3: a custody event exactly as the API returns it; `hash` covers every other member. */
+/** A custody event exactly as the API returns it; `hash` covers every other member. */
 export type CustodyEvent = {
   seq: number
   type: CustodyType
@@ -27,7 +27,7 @@ export type PrescriptionFacts = {
   created_at: string
 }
 
-/** audit_hash = sha256 over the JCS form of exactly these six members (SPEC §3). */
+/** audit_hash = sha256 over the JCS form of exactly these six members (docs/api.md, Verify it yourself). */
 export function auditHashOf(rx: PrescriptionFacts): string {
   const { rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at } = rx
   return jcsHash({ rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at })

@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js'
 import type { CustodyType } from './custody.js'
 
-/** SPEC §3 delivery states. */
+/** Delivery states (docs/api.md, Deliveries and the chain of custody). */
 export const deliveryStatuses = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED'] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
@@ -12,7 +12,7 @@ export type ColdChainState = 'OK' | 'EXCURSION' | 'BROKEN' | 'UNMONITORED'
 
 type Move = { from: readonly DeliveryStatus[]; to: DeliveryStatus | 'unchanged'; custody: CustodyType; events: readonly string[] }
 
-/** The transition table of SPEC §3; the only place that knows which move is legal. */
+/** The transition table (written out in docs/api.md); the only place that knows which move is legal. */
 const moves: Record<DeliveryAction, Move> = {
   dispatch: { from: ['QUEUED'], to: 'DISPATCHED', custody: 'dispatched', events: ['delivery.dispatched'] },
   pickup: { from: ['DISPATCHED'], to: 'PICKED_UP', custody: 'picked_up', events: ['custody.handoff-signed', 'delivery.picked-up'] },
@@ -40,7 +40,7 @@ export type PlannedMove = { status: DeliveryStatus; custody: CustodyType; events
 
 /** Decides a move or refuses it with the actions that are allowed instead. */
 export function planMove(delivery: DeliveryFacts, action: DeliveryAction): PlannedMove {
-  // SPEC §3: a broken cold chain holds the delivery before anything else is checked.
+  // A broken cold chain holds the delivery before anything else is checked.
   if (action === 'deliver' && delivery.coldChainState === 'BROKEN' && !delivery.released) {
     throw new AppError('cold_chain_hold', 'The cold chain is broken: a pharmacist must release the delivery before it can be delivered.')
   }

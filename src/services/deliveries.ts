@@ -43,7 +43,7 @@ export function initialColdChain(required: boolean): ColdChainSummary {
   return { state: required ? 'OK' : 'UNMONITORED', min_c: null, max_c: null, mkt_c: null, time_out_of_range_s: 0, excursions: [], break_reason: null }
 }
 
-/** Delivery reads and the actions of SPEC §3, each appending to the custody chain. */
+/** Delivery reads and the actions of docs/api.md (Deliveries and the chain of custody), each appending to the custody chain. */
 export class DeliveryService {
   constructor(
     private readonly deps: ServiceDeps,

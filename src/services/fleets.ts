@@ -12,7 +12,7 @@ export type Branding = { display_name?: string | undefined; logo_url?: string | 
 export type Fleet = { id: string; name: string; branding: Branding; created_at: string }
 export type Driver = { id: string; fleet_id: string; name: string; phone?: string | null; created_at: string }
 
-/** Fleets and their drivers (SPEC §8): who a delivery can be dispatched to. */
+/** Fleets and their drivers: who a delivery can be dispatched to. */
 export class FleetService {
   constructor(private readonly deps: ServiceDeps) {}
 

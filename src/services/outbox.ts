@@ -6,7 +6,7 @@ import type { Executor } from '../store/schema.js'
 import { sql } from 'kysely'
 import { enqueueForEndpoints } from '../webhooks/fanout.js'
 
-/** SPEC §7 event envelope, as webhooks deliver it and GET /v1/events lists it. */
+/** The event envelope (src/webhooks/README.md), as webhooks deliver it and GET /v1/events lists it. */
 export type EventEnvelope = {
   id: string
   type: string

@@ -44,7 +44,7 @@ export class PharmacyService {
       })
       return pharmacy
     }
-    // SPEC §7 writeback: outcomes are signed like webhooks, with a secret of the pharmacy's own.
+    // Writeback (README, Webhooks): outcomes are signed like webhooks, with a secret of the pharmacy's own.
     const secret = newWebhookSecret()
     const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, secret } }
     await this.deps.db.transaction().execute(async (trx) => {

@@ -138,7 +138,7 @@ function resolveRequestedProfile(input: NewPrescription): TemperatureProfile | n
     return null
   }
   try {
-    return resolveProfile(input.temperature_profile ?? 'refrigerated') // SPEC §3: cold chain with no profile → refrigerated
+    return resolveProfile(input.temperature_profile ?? 'refrigerated') // docs/api.md: cold chain with no profile → refrigerated
   } catch (error) {
     if (error instanceof ProfileError) throw validationFailed([{ pointer: '/temperature_profile', message: error.message }])
     throw error

@@ -4,7 +4,7 @@ import { notFound } from '../errors.js'
 export type Tenanted = { pharmacy_id?: string | null; fleet_id?: string | null }
 
 /**
- * SPEC §6: a token restricted to a pharmacy sees that pharmacy's resources; one restricted to a
+ * docs/api.md, Tenancy: a token restricted to a pharmacy sees that pharmacy's resources; one restricted to a
  * fleet sees that fleet's. Anything else answers 404, as if it did not exist.
  */
 export function canSee(principal: Principal, resource: Tenanted): boolean {

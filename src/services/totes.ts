@@ -16,11 +16,11 @@ export type ToteWithCredentials = Tote & { mqtt: { username: string; password: s
 export const readingsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
 export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
 
-/** Temperature-sensing totes and their MQTT credentials (SPEC §4); the password is shown once. */
+/** Temperature-sensing totes and their MQTT credentials (broker/README.md, Authentication); the password is shown once. */
 export class ToteService {
   constructor(
     private readonly deps: ServiceDeps,
-    /** Totes one pharmacy or fleet may register (SPEC §11): each may hold MQTT sessions. */
+    /** Totes one pharmacy or fleet may register (docs/api.md, Per-tenant limits): each may hold MQTT sessions. */
     private readonly maxPerTenant = 10_000,
   ) {}
 

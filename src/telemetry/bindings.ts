@@ -2,7 +2,7 @@ import type { TemperatureProfile } from '../../rules/profile.js'
 import type { Clock } from '../clock.js'
 import type { Db } from '../store/schema.js'
 
-/** A tote's trip with one delivery: from the dispatch's occurred_at to the end's (SPEC §4). */
+/** A tote's trip with one delivery: from the dispatch's occurred_at to the end's (docs/api.md, `occurred_at`). */
 export type Binding = {
   deliveryId: string
   rxId: string

@@ -22,7 +22,7 @@ const OTHER_SUMMARIES_PER_TRANSACTION = 20
 
 /**
  * Runs the rule engine over committed readings: per tote in event-time order behind the reorder
- * window, per delivery with its prescription's profile (SPEC §5). Engine state lives in memory
+ * window, per delivery with its prescription's profile (rules/README.md). Engine state lives in memory
  * and is rebuilt from the stored readings when first needed, so a restart misses nothing; rule
  * events carry deterministic keys and the outbox keeps one per key, so none is emitted twice.
  */
@@ -235,7 +235,7 @@ export class ColdChainMonitor {
       announcedBreak(this.deps.db, binding.deliveryId),
     ])
     const { state, events } = replay(profile, binding.fromMs, stored)
-    // A break already announced stands (SPEC §5: events are never retracted), even one the stored
+    // A break already announced stands (rules/README.md, Semantics: events are never retracted), even one the stored
     // readings no longer show: a wall-clock sensor gap that a gateway's late upload filled in.
     if (announced !== null) state.broken = announced
     if (this.tracks.has(binding.deliveryId)) return // loaded meanwhile by a concurrent call
@@ -407,7 +407,7 @@ async function writeSummaries(trx: Executor, tracks: readonly Track[]): Promise<
   }
 }
 
-/** The delivery's `cold_chain` block (SPEC §3) from the engine's state. */
+/** The delivery's `cold_chain` block (README, Telemetry over MQTT) from the engine's state. */
 export function apiSummary(state: ColdChainState) {
   const { break: broken, ...summary } = summarize(state)
   return { ...summary, break_reason: broken?.reason ?? null, broken_at: broken?.at ?? null }

@@ -6,7 +6,7 @@ type Waiter = { resolve: () => void; reject: (error: Error) => void }
 export type CommittedListener = (rows: readonly ReadingRow[]) => void
 
 /**
- * Group commit (SPEC §4): readings from many publishes are gathered for a few milliseconds and
+ * Group commit: readings from many publishes are gathered for a few milliseconds and
  * written in one transaction; every publish in the group is acknowledged when it commits. One
  * write at a time, so a slow write naturally makes the next group bigger.
  */

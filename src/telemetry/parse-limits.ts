@@ -1,6 +1,6 @@
 /**
  * What a parsed reading looks like and the physical limits it must respect before it is stored
- * (SPEC §4). Each bound says why.
+ * (broker/README.md, Acknowledgements: a refused payload). Each bound says why.
  */
 
 export type ParsedReading = {
@@ -49,13 +49,13 @@ export const MIN_TEMP_C = -90
  */
 export const MAX_TEMP_C = 80
 
-/** Readings more than this far ahead of the broker's clock are refused (SPEC §4). */
+/** Readings more than this far ahead of the broker's clock are refused. */
 export const MAX_FUTURE_MS = 5 * 60_000
 
 /** 2000-01-01T00:00:00Z. Earlier times come from a sensor whose clock was never set. */
 export const MIN_TS_MS = Date.UTC(2000, 0, 1)
 
-/** Gateways batch at most this many readings in one publish (SPEC §4). */
+/** Gateways batch at most this many readings in one publish (broker/README.md, Topics). */
 export const MAX_BATCH = 500
 
 /** A SenML pack carries one record per measurement; 10 measurements per reading is generous. */

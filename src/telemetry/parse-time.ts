@@ -1,5 +1,5 @@
 /**
- * Timestamps in tote payloads: RFC 3339 strings or epoch milliseconds (SPEC §4).
+ * Timestamps in tote payloads: RFC 3339 strings or epoch milliseconds (README, Telemetry over MQTT).
  *
  * `Date.parse` is not used for strings: V8 accepts far more than RFC 3339 and silently rolls
  * invalid dates over (`2024-02-30` becomes 1 March).

@@ -11,7 +11,7 @@ const MAX_PAYLOAD_BYTES = 512 * 1024
 
 const optionalIn = (min: number, max: number) => z.number().min(min).max(max).nullish()
 
-/** The reading object of SPEC §4. Unknown members are ignored so gateways can add their own. */
+/** The reading object a tote publishes (broker/README.md, Topics). Unknown members are ignored so gateways can add their own. */
 const readingShape = z.object({
   ts: z.union([z.number().int(), z.string()]),
   temp_c: z.number(),
@@ -23,7 +23,7 @@ const readingShape = z.object({
 })
 
 /**
- * Tote payload parsing (SPEC §4): one reading object, an array of up to 500 of them, or a
+ * Tote payload parsing (broker/README.md, Topics): one reading object, an array of up to 500 of them, or a
  * SenML pack (RFC 8428). Runs for every publish on the ingest hot path (~100k readings/s): one
  * pass, the first problem found is the answer, with a stable code and a reason a gateway
  * developer can act on.

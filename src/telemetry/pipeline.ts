@@ -12,7 +12,7 @@ import { parseReadings, type ParsedReading } from './parse.js'
 export class ReadingsRejected extends PayloadRefusedError {}
 
 /**
- * The ingest flow of SPEC §4, one publish at a time:
+ * The ingest flow (docs/architecture.md, Flows), one publish at a time:
  * parse → bind to delivery → persist (group commit) → evaluate → emit.
  * It resolves once the readings are committed, which is when the broker may PUBACK; evaluation
  * follows on the committed rows, once per committed group (the committer calls `evaluate`).

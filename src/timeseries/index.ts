@@ -12,7 +12,7 @@ export type ReadingSinkConfig = {
   questdbConfig?: string | undefined
 }
 
-/** Picks the time-series adapter from configuration (SPEC §1). */
+/** Picks the time-series adapter from configuration (`QUESTDB_CONFIG`, README, Configuration). */
 export async function createReadingSink({ dataDir, questdbConfig }: ReadingSinkConfig): Promise<ReadingSink> {
   if (questdbConfig !== undefined && questdbConfig !== '') return createQuestdbSink({ config: questdbConfig })
   return createSqliteSink({ path: join(dataDir, 'readings.db') })

@@ -8,7 +8,7 @@
 
 export type ReadingRow = {
   tote_id: string
-  /** The delivery whose binding interval contains `ts` (SPEC §4); null when the tote was not bound. */
+  /** The delivery whose binding interval contains `ts`; null when the tote was not bound. */
   delivery_id: string | null
   rx_id: string | null
   /** Event time (the sensor's clock), epoch ms. With `tote_id`, the row's identity. */
@@ -23,11 +23,11 @@ export type ReadingRow = {
   seq: number | null
   /** When the broker received it, epoch ms. */
   received_at: number
-  /** Arrived after the rule engine had already evaluated past its `ts` (SPEC §5). */
+  /** Arrived after the rule engine had already evaluated past its `ts` (rules/README.md, Semantics). */
   late: boolean
 }
 
-/** One step of a temperature trace (`GET /v1/deliveries/{id}/temperature`, SPEC §4). */
+/** One step of a temperature trace (`GET /v1/deliveries/{id}/temperature`). */
 export type TemperatureBucket = {
   /** Bucket start, epoch ms; buckets are aligned to multiples of the step since the epoch. */
   t: number
@@ -41,14 +41,14 @@ export type TemperatureBucket = {
 export interface ReadingSink {
   /**
    * Stores rows. Resolves only once they are durably stored, so a QoS 1 PUBACK may follow
-   * (SPEC §4). Idempotent on (tote_id, ts): writing a row again never adds a second one. Which
+   * Idempotent on (tote_id, ts): writing a row again never adds a second one. Which
    * copy survives is adapter-specific (SQLite keeps the first, QuestDB's DEDUP the last); both
    * are retransmissions of one measurement.
    */
   write(rows: readonly ReadingRow[]): Promise<void>
   /**
    * Makes stored rows follow a binding that was created or ended after they were written (a
-   * dispatch or an end with an earlier `occurred_at`, SPEC §4): the tote's rows with no delivery
+   * dispatch or an end with an earlier `occurred_at`): the tote's rows with no delivery
    * and `fromMs <= ts < toMs` become the delivery's; the delivery's rows outside that interval
    * lose it. `toMs` null: the delivery is still open. Resolves once reads show the change, with
    * whether any row became the delivery's.

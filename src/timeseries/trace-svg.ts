@@ -1,7 +1,7 @@
 import type { TemperatureTrace, TracePoint } from './trace.js'
 
 /**
- * The trace as a chart a pharmacist reads at a glance (SPEC §4 `temperature.svg`): the allowed
+ * The trace as a chart a pharmacist reads at a glance (`temperature.svg`): the allowed
  * band shaded green, hard limits as dashed red lines, the min–max envelope and the average,
  * excursions shaded red with their start time, UTC time and °C axes, a title and a legend.
  * Self-contained (no fonts, scripts or images to fetch); every text is XML-escaped.

@@ -7,7 +7,7 @@ import type { Delivery } from '../services/deliveries.js'
 import type { ReadingSink } from './sink.js'
 
 /**
- * The pharmacist's temperature trace of one delivery (SPEC §4): the readings in steps, the
+ * The pharmacist's temperature trace of one delivery: the readings in steps, the
  * excursions and the summary the rule engine keeps in the delivery's `cold_chain` block.
  *
  * Window: `from` defaults to the start of the tote's binding (the `dispatched` custody event, or

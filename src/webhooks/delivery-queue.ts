@@ -47,7 +47,7 @@ export interface PendingDelivery {
   endpointFailingSinceMs: number | null
 }
 
-/** One attempt, shaped like SPEC §7's attempt resource plus what storage must do next. */
+/** One attempt, shaped like the attempt resource (`GET /v1/webhooks/{id}/attempts`) plus what storage must do next. */
 export interface AttemptRecord {
   deliveryId: string
   endpointId: string

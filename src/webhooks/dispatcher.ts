@@ -15,11 +15,11 @@ export interface DispatcherOptions {
   queue: DeliveryQueue
   /** `WEBHOOK_ALLOW_PRIVATE`. */
   allowPrivate: boolean
-  /** `WEBHOOK_RETRY_SCHEDULE`, parsed. Default SPEC §7. */
+  /** `WEBHOOK_RETRY_SCHEDULE`, parsed. Default: the schedule in src/webhooks/README.md. */
   retrySchedule?: readonly number[]
-  /** SPEC §7: 10 s. */
+  /** 10 s (src/webhooks/README.md, Guarantees). */
   timeoutMs?: number
-  /** Attempts in flight per endpoint (SPEC §7: bounded per endpoint). A slow endpoint ties up only these. */
+  /** Attempts in flight per endpoint (bounded per endpoint). A slow endpoint ties up only these. */
   perEndpointConcurrency?: number
   /** Deliveries held by this process at once (sending or waiting for their endpoint's slot). */
   maxInFlight?: number

@@ -12,7 +12,7 @@ import { subscribes } from './fanout.js'
 import { newWebhookSecret } from './signing.js'
 import { refuseNonPublicTarget } from './ssrf.js'
 
-// SPEC §7: after a rotation the old secret keeps signing alongside the new one for 24 h.
+// After a rotation the old secret keeps signing alongside the new one for 24 h.
 const ROTATION_OVERLAP_MS = 24 * 3_600_000
 
 export type Endpoint = {
@@ -21,12 +21,12 @@ export type Endpoint = {
 }
 export type Attempt = { id: string; event_id: string; attempt: number; at: string; status_code: number | null; error: string | null; duration_ms: number; success: boolean }
 
-/** Webhook endpoints of SPEC §7: registration, changes, secret rotation, attempts, redelivery. */
+/** Webhook endpoints: registration, changes, secret rotation, attempts, redelivery. */
 export class WebhookService {
   constructor(
     private readonly deps: ServiceDeps,
     private readonly allowPrivate: boolean,
-    /** Endpoints one tenant may register (SPEC §11): each is one more POST per event. */
+    /** Endpoints one tenant may register (docs/api.md, Per-tenant limits): each is one more POST per event. */
     private readonly maxPerTenant = 20,
   ) {}
 
@@ -141,7 +141,7 @@ export class WebhookService {
     await refuseNonPublicTarget(url, '/url', { allowPrivate: this.allowPrivate })
   }
 
-  /** SPEC §7: a restricted token's endpoint hears its tenant; an admin may name one, or neither for all. */
+  /** A restricted token's endpoint hears its tenant; an admin may name one, or neither for all. */
   private async tenantFor(principal: Principal, input: { pharmacy_id?: string | undefined; fleet_id?: string | undefined }) {
     if (principal.pharmacyId || principal.fleetId) {
       if ((input.pharmacy_id && input.pharmacy_id !== principal.pharmacyId) || (input.fleet_id && input.fleet_id !== principal.fleetId)) {

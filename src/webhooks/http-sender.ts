@@ -7,7 +7,7 @@ import { assertPublicAddress, bareHostname, createGuardedLookup, WebhookTargetRe
 
 export const USER_AGENT = 'rxtrace-webhooks/1'
 
-/** SPEC §7: success is any 2xx within 10 s. */
+/** Success is any 2xx within 10 s. */
 export const DEFAULT_TIMEOUT_MS = 10_000
 
 /**

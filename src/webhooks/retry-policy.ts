@@ -1,5 +1,5 @@
 /**
- * When to try a failed webhook again, and when to give up on an endpoint (SPEC §7).
+ * When to try a failed webhook again, and when to give up on an endpoint.
  * Pure: time and randomness come in as arguments.
  */
 
@@ -9,7 +9,7 @@ const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
 
 /**
- * SPEC §7: delays after attempts 1‥7, so 8 attempts over ≈ 27.6 h (the Svix schedule, which
+ * Delays after attempts 1‥7, so 8 attempts over ≈ 27.6 h (the Svix schedule, which
  * Standard Webhooks users already know). Attempt 1 is made as soon as the event is committed.
  */
 export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [
@@ -33,7 +33,7 @@ export const RETRY_JITTER = 0.2
 /** A `Retry-After` beyond this is treated as this: a receiver cannot park a message forever. */
 export const MAX_RETRY_AFTER_MS = DAY
 
-/** SPEC §7: an endpoint failing for 5 days is disabled. */
+/** An endpoint failing for 5 days is disabled. */
 export const DISABLE_AFTER_FAILING_MS = 5 * DAY
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY }
@@ -89,7 +89,7 @@ export interface DisableInput {
 
 /** Called after a failed attempt: should the endpoint be disabled, and why. */
 export function shouldDisable({ firstFailureAtMs, nowMs, status }: DisableInput): DisableReason | null {
-  // SPEC §7 and Standard Webhooks: 410 Gone means the receiver asks us to stop.
+  // Standard Webhooks: 410 Gone means the receiver asks us to stop.
   if (status === 410) return '410'
   if (firstFailureAtMs !== null && nowMs - firstFailureAtMs >= DISABLE_AFTER_FAILING_MS) return '5_days'
   return null

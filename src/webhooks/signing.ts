@@ -14,7 +14,7 @@ export interface SignatureInput {
   timestampSec: number
   /** The exact bytes that will be sent; signing a re-serialised copy breaks verification. */
   body: string
-  /** Current secret first; during a rotation also the previous one (SPEC §7: 24 h overlap). */
+  /** Current secret first; during a rotation also the previous one (24 h overlap). */
   secrets: readonly string[]
 }
 

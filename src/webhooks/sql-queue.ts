@@ -178,7 +178,7 @@ function endpointHealth(records: AttemptRecord[]) {
   return health
 }
 
-/** SPEC §7: a writeback's final outcome is itself an event (writeback.completed | writeback.failed). */
+/** A writeback's final outcome is itself an event (writeback.completed | writeback.failed). */
 async function announceWriteback(trx: Executor, record: AttemptRecord, outbox: Outbox): Promise<number> {
   const outcome = await trx.selectFrom('events').selectAll().where('id', '=', record.eventId).executeTakeFirstOrThrow()
   const { messages } = await outbox.append(trx, [{

@@ -8,7 +8,7 @@ export { classifyAddress, type AddressClass } from './address-class.js'
 export type RefusalReason = Exclude<AddressClass, 'public'> | 'invalid_url' | 'scheme_not_allowed' | 'credentials_in_url' | 'unresolvable'
 
 /**
- * A webhook target rxtrace will not talk to (SPEC §7, SSRF). `message` is safe to show the
+ * A webhook target rxtrace will not talk to (src/webhooks/README.md, SSRF). `message` is safe to show the
  * subscriber: it names the class of address but not the address itself, so registration
  * cannot be used to map internal DNS. `address` is for logs only.
  */

@@ -3,7 +3,7 @@ import type { AuditLog } from '../../auth/audit-log.js'
 import { AppError } from '../../errors.js'
 import type { AppEnv } from '../env.js'
 
-/** SPEC §6: every authenticated request leaves an audit record, whatever its outcome. */
+/** Every authenticated request leaves an audit record, whatever its outcome (docs/api.md, Audit log). */
 export function auditTrail({ audit }: { audit: AuditLog }): MiddlewareHandler<AppEnv> {
   return async function auditMiddleware(c, next) {
     let status = 500

@@ -7,7 +7,7 @@ import type { TokenBuckets } from './token-buckets.js'
 
 export type AuthenticateOptions = {
   tokens: TokenService
-  /** Invalid tokens allowed per caller address; each one costs a signature check (SPEC §11). */
+  /** Invalid tokens allowed per caller address; each one costs a signature check (docs/security.md, Resource limits). */
   invalidTokens: TokenBuckets
   trustProxy: boolean
 }

@@ -4,7 +4,7 @@ import { AppError, validationFailed } from '../../errors.js'
 import { MAX_JSON_DEPTH, parseStrictJson } from '../../strict-json.js'
 import type { AppEnv } from '../env.js'
 
-export const MAX_BODY_BYTES = 256 * 1024 // SPEC §2
+export const MAX_BODY_BYTES = 256 * 1024 // docs/api.md, Conventions: 256 KiB
 
 const json = /^application\/([\w.-]+\+)?json$/i
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])

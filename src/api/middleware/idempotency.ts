@@ -10,7 +10,7 @@ import { insertRow, precompiled } from '../../store/precompiled.js'
 import type { Database, Db, Executor } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 
-const KEY_TTL_MS = 24 * 3_600_000 // SPEC §2: keys are kept 24 h
+const KEY_TTL_MS = 24 * 3_600_000 // docs/api.md, Idempotency: keys are kept 24 h
 // Versions before answers committed with their change wrote an "in progress" row first; one
 // still in progress after this long died with its process, and its key may be used again.
 const ABANDONED_AFTER_MS = 60_000

@@ -12,7 +12,7 @@ export type OAuthThrottleOptions = {
 }
 
 /**
- * Throttles the OAuth endpoints, which anyone may call without a token (SPEC §11): per caller
+ * Throttles the OAuth endpoints, which anyone may call without a token (docs/security.md, Resource limits): per caller
  * address, and for `/oauth/token` per client id as well. A refusal is 429 with Retry-After in
  * the endpoints' own error format (RFC 6749 §5.2 JSON; `rate_limited` is our extension code).
  */

@@ -17,7 +17,7 @@ const tenantOf = (p: Principal) => (p.pharmacyId ? `ph:${p.pharmacyId}` : p.flee
 const windowOf = (burst: number, rps: number) => Math.max(1, Math.ceil(burst / rps))
 
 /**
- * A token bucket per client and one per tenant (SPEC §2), with the IETF RateLimit headers
+ * A token bucket per client and one per tenant (docs/api.md, Rate limits), with the IETF RateLimit headers
  * (draft-ietf-httpapi-ratelimit-headers): each policy is its burst `q` refilled over `w` seconds.
  * A request spends a token from both, so it passes only while both have one; two map lookups
  * per request. Buckets live in memory: with N instances a client gets N times the rate, the

@@ -14,7 +14,7 @@ export function requestId({ logger }: { logger: Logger }): MiddlewareHandler<App
     let log: Logger | undefined
     c.set('log', () => (log ??= logger.child({ request_id: id })))
     c.header('X-Request-Id', id)
-    c.header('API-Version', 'v1') // SPEC §9
+    c.header('API-Version', 'v1') // docs/api.md, Conventions
     await next()
   }
 }

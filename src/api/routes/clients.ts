@@ -55,7 +55,7 @@ async function clientInReach(clients: ClientRegistry, principal: Principal, id: 
 
 export type ClientRouteDeps = {
   db: Db; dialect: Dialect; clients: ClientRegistry; keys: KeyRing
-  /** Clients one pharmacy or fleet may have (SPEC §11); unrestricted clients are the operator's and not counted. */
+  /** Clients one pharmacy or fleet may have (docs/api.md, Per-tenant limits); unrestricted clients are the operator's and not counted. */
   maxPerTenant: number
 }
 

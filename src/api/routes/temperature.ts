@@ -37,7 +37,7 @@ const TemperatureTrace = z.object({
   }),
 }).openapi('TemperatureTrace')
 
-/** `GET /v1/deliveries/{id}/temperature` (JSON or CSV) and `…/temperature.svg` (SPEC §4). */
+/** `GET /v1/deliveries/{id}/temperature` (JSON or CSV) and `…/temperature.svg` (README, Telemetry over MQTT). */
 export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink, clock: Clock) {
   const app = new OpenAPIHono<AppEnv>()
 
