@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 
 /**
  * The event cursor in commit order on PostgreSQL (see services/event-cursor.ts): each event
