@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util'
 import { allScopes, type Principal } from '../src/auth/scopes.js'
 import { loadConfig } from '../src/config.js'
 import { buildService, type Service } from '../src/service.js'
-import type { NewEvent } from '../src/services/outbox.js'
+import type { NewEvent } from '../src/events/outbox.js'
 import type { ReceiverMessage, ReceiverReport, ReceiverRequest } from './lib/webhooks-receivers.js'
 
 const { values: opts } = parseArgs({

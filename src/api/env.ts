@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Principal } from '../auth/scopes.js'
-import type { IdempotentRequest } from './middleware/idempotency.js'
+import type { Executor } from '../store/schema.js'
 
 /** Values every request carries through the middleware chain; typed once. */
 export type AppEnv = {
@@ -13,4 +13,14 @@ export type AppEnv = {
     /** Set by `idempotency` on a POST that sent an Idempotency-Key. */
     idempotency?: IdempotentRequest
   }
+}
+
+/**
+ * The key of the request being handled. The handler's service calls `complete` inside the
+ * transaction of its change, so the change and the stored answer commit together. `value` must
+ * be what the handler then answers with `c.json(value, status)`: the replay is its JSON text,
+ * byte for byte, except the `secrets` (JSON Pointers), which are stored and replayed as null.
+ */
+export type IdempotentRequest = {
+  complete(trx: Executor, status: number, value: unknown, secrets?: readonly string[]): Promise<void>
 }

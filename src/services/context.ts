@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { Dialect } from '../store/database.js'
 import type { Db } from '../store/schema.js'
-import type { Outbox } from './outbox.js'
+import type { Outbox } from '../events/outbox.js'
 
 /** What the application services need from the outside world; built once by the composition root. */
 export type ServiceDeps = { db: Db; dialect: Dialect; clock: Clock; outbox: Outbox; logger: Logger; metrics: Metrics }

@@ -8,9 +8,9 @@ import { fromJson, toJson, type Database, type Executor } from '../store/schema.
 import { isUniqueViolation } from '../store/errors.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
-import { paginate, type Page, type PageRequest } from './pagination.js'
+import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
-import { canSee, visibleOr404 } from './tenancy.js'
+import { canSee, visibleOr404 } from '../auth/tenancy.js'
 
 export type ColdChainSummary = {
   state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null

@@ -1,10 +1,10 @@
 import type { Principal } from '../auth/scopes.js'
 import { notFound } from '../errors.js'
 import type { ServiceDeps } from './context.js'
-import { EventFeed } from './event-cursor.js'
-import { envelopeFromRow, type EventEnvelope } from './outbox.js'
-import type { Page } from './pagination.js'
-import { canSee } from './tenancy.js'
+import { EventFeed } from '../events/event-cursor.js'
+import { envelopeFromRow, type EventEnvelope } from '../events/outbox.js'
+import type { Page } from '../store/pagination.js'
+import { canSee } from '../auth/tenancy.js'
 
 /** Reads of the outbox for the token's tenant: what a consumer that was offline pulls. */
 export class EventService {

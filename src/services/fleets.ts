@@ -5,7 +5,7 @@ import { newId } from '../ids.js'
 import { fromJson, toJson } from '../store/schema.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
-import { paginate, type Page, type PageRequest } from './pagination.js'
+import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 
 
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }

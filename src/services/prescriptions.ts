@@ -10,8 +10,8 @@ import type { ServiceDeps } from './context.js'
 import { initialColdChain } from './deliveries.js'
 import { custodyRow } from '../store/custody-rows.js'
 import { insertRow, precompiled } from '../store/precompiled.js'
-import { paginate, type Page, type PageRequest } from './pagination.js'
-import { visibleOr404 } from './tenancy.js'
+import { paginate, type Page, type PageRequest } from '../store/pagination.js'
+import { visibleOr404 } from '../auth/tenancy.js'
 
 // Without deliver_by, the ETA promises same-day delivery within this many hours of queueing.
 const DEFAULT_ETA_HOURS = 4

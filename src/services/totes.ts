@@ -6,8 +6,8 @@ import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
-import { paginate, type Page, type PageRequest } from './pagination.js'
-import { canSee, visibleOr404 } from './tenancy.js'
+import { paginate, type Page, type PageRequest } from '../store/pagination.js'
+import { canSee, visibleOr404 } from '../auth/tenancy.js'
 import { countOwned, createWithinLimit } from './tenant-limits.js'
 
 export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }

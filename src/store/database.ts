@@ -2,13 +2,14 @@ import { join } from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient } from 'kysely'
 import pg from 'pg'
+import type { Dialect } from './dialect.js'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
 import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
 import { createPrivateFile, ensurePrivateDataDir } from './private-files.js'
 import { checkpointOffThread } from './wal-checkpointer.js'
 
-export type Dialect = 'sqlite' | 'postgres'
+export type { Dialect } from './dialect.js'
 
 /** The entity store: one kysely instance whatever the engine, so every query is written once. */
 export interface EntityStore {

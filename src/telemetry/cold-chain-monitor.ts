@@ -4,7 +4,7 @@ import { checkSilence, evaluate, recompute, ReorderBuffer, replay, summarize, ty
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import type { Metrics } from '../metrics.js'
-import type { NewEvent, Outbox } from '../services/outbox.js'
+import type { NewEvent, Outbox } from '../events/outbox.js'
 import type { Db, Executor } from '../store/schema.js'
 import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'

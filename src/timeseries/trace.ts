@@ -3,7 +3,6 @@ import type { TemperatureProfile } from '../../rules/profile.js'
 import { iso } from '../clock.js'
 import { parseDuration } from '../config.js'
 import { validationFailed } from '../errors.js'
-import type { Delivery } from '../services/deliveries.js'
 import type { ReadingSink } from './sink.js'
 
 /**
@@ -68,8 +67,15 @@ export const DEFAULT_STEP = '60s'
 
 const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
 
+/** What a trace reads of a delivery; the API's delivery has these fields (timeseries/ does not import services/). */
+export type TracedDelivery = {
+  id: string; created_at: string
+  custody: readonly { type: string; occurred_at: string }[]
+  cold_chain: { required: boolean; profile: unknown; excursions: unknown[]; min_c: number | null; max_c: number | null; mkt_c: number | null; time_out_of_range_s: number }
+}
+
 /** Where the tote's binding starts and the delivery ends (null while open). */
-export function deliverySpan(delivery: Delivery): { startMs: number; endMs: number | null } {
+export function deliverySpan(delivery: TracedDelivery): { startMs: number; endMs: number | null } {
   const dispatched = delivery.custody.find((e) => e.type === 'dispatched')
   const ended = [...delivery.custody].reverse().find((e) => ENDING_CUSTODY.has(e.type))
   return {
@@ -79,7 +85,7 @@ export function deliverySpan(delivery: Delivery): { startMs: number; endMs: numb
 }
 
 /** Resolves and checks the query's window; a bad value is a 422 naming the query parameter. */
-export function traceWindow(delivery: Delivery, query: TraceQuery, nowMs: number): TraceWindow {
+export function traceWindow(delivery: TracedDelivery, query: TraceQuery, nowMs: number): TraceWindow {
   const span = deliverySpan(delivery)
   const defaultTo = span.endMs ?? nowMs
   const stepMs = parseStep(query.step ?? DEFAULT_STEP)
@@ -94,7 +100,7 @@ export function traceWindow(delivery: Delivery, query: TraceQuery, nowMs: number
 }
 
 /** Reads the buckets and puts the trace together. */
-export async function readTrace(sink: ReadingSink, delivery: Delivery, window: TraceWindow): Promise<TemperatureTrace> {
+export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, window: TraceWindow): Promise<TemperatureTrace> {
   // The sink's ranges are half-open; the end of the window is included.
   const buckets = await sink.bucketed(delivery.id, window.fromMs, window.toMs + 1, window.stepMs)
   const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))

@@ -1,7 +1,7 @@
 import { sql } from 'kysely'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
-import { envelopeFromRow, type Outbox } from '../services/outbox.js'
+import { envelopeFromRow, type Outbox } from '../events/outbox.js'
 import type { Database, Db, Executor } from '../store/schema.js'
 import type { AttemptRecord, ClaimRequest, DeliveryQueue, PendingDelivery } from './delivery-queue.js'
 

@@ -18,16 +18,6 @@ const printableAscii = /^[\x20-\x7e]{1,255}$/
 /** Lists, as JSON Pointers (RFC 6901), the fields of a replayed answer that were shown once and are now null. */
 export const REDACTED_HEADER = 'Idempotent-Replay-Redacted'
 
-/**
- * The key of the request being handled. The handler's service calls `complete` inside the
- * transaction of its change, so the change and the stored answer commit together. `value` must
- * be what the handler then answers with `c.json(value, status)`: the replay is its JSON text,
- * byte for byte, except the `secrets` (JSON Pointers), which are stored and replayed as null.
- */
-export type IdempotentRequest = {
-  complete(trx: Executor, status: number, value: unknown, secrets?: readonly string[]): Promise<void>
-}
-
 type Stored = { request_hash: string; state: string; status: number | null; body: string | null; headers: string | null; created_at: string; expires_at: string }
 
 /**
@@ -39,7 +29,7 @@ type Stored = { request_hash: string; state: string; status: number | null; body
  * failures either).
  *
  * Nothing is written before the handler runs: its service writes the key with its answer in
- * the transaction of its change (`IdempotentRequest.complete`, reached through
+ * the transaction of its change (`IdempotentRequest.complete` in `../env.ts`, reached through
  * `answerInTransaction`). A crash before that commit leaves neither change nor key, so the
  * retry runs afresh; a crash after it leaves both, so the retry gets the stored answer. While
  * the request runs this process remembers its key, so a concurrent retry gets 409; a retry

@@ -4,7 +4,7 @@ import { validationFailed } from '../../errors.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 import { json, pageOf, pageQuery, v1Route, z } from '../openapi.js'
-import { decodeCursor, encodeCursor } from '../../services/pagination.js'
+import { decodeCursor, encodeCursor } from '../../store/pagination.js'
 
 const AuditEvent = z.object({
   pos: z.number().int().optional().describe('Position in the deployment-wide chain; only for unrestricted tokens'), at: z.string(), jti: z.string().nullable(), client_id: z.string().nullable(), sub: z.string().nullable(),

@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import { eventTypes } from '../../webhooks/fanout.js'
-import type { WebhookService } from '../../webhooks/endpoints.js'
+import { eventTypes } from '../../events/fanout.js'
+import type { WebhookService } from '../../services/webhook-endpoints.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 import { autoIncrement } from './types.js'
 
 /** Identity, pharmacies, prescriptions, deliveries with their custody chain, outbox, audit, fleets, totes. */

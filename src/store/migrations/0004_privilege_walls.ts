@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 
 /**
  * A tote's serial is unique within its owner (pharmacy or fleet), no longer across the whole

@@ -1,8 +1,8 @@
 import { sql, type Kysely } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 
 /**
- * The event cursor in commit order on PostgreSQL (see services/event-cursor.ts): each event
+ * The event cursor in commit order on PostgreSQL (see events/event-cursor.ts): each event
  * keeps the id of the transaction that wrote it (`xid8`, never wraps around), and lists read in
  * (txid, pos) order. Events written before this step all get this step's transaction id, so they
  * keep their order, before any later event. SQLite has one writer at a time: its positions are

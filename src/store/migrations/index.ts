@@ -1,5 +1,5 @@
 import { Migrator, type Kysely, type Migration } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 import type { MigrationStep } from './types.js'
 import { up as foundation } from './0001_foundation.js'
 import { up as webhooks } from './0002_webhooks.js'

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely'
-import type { Dialect } from '../database.js'
+import type { Dialect } from '../dialect.js'
 
 export type MigrationStep = (db: Kysely<any>, dialect: Dialect) => Promise<void>
 

@@ -1,4 +1,4 @@
-import type { Principal } from '../auth/scopes.js'
+import type { Principal } from './scopes.js'
 import { notFound } from '../errors.js'
 
 export type Tenanted = { pharmacy_id?: string | null; fleet_id?: string | null }

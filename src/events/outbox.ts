@@ -4,7 +4,7 @@ import { newId } from '../ids.js'
 import { insertRow } from '../store/precompiled.js'
 import type { Executor } from '../store/schema.js'
 import { sql } from 'kysely'
-import { enqueueForEndpoints } from '../webhooks/fanout.js'
+import { enqueueForEndpoints } from './fanout.js'
 
 /** The event envelope (src/webhooks/README.md), as webhooks deliver it and GET /v1/events lists it. */
 export type EventEnvelope = {

@@ -3,7 +3,7 @@ import { validationFailed } from '../errors.js'
 import type { Dialect } from '../store/database.js'
 import type { Db } from '../store/schema.js'
 import { envelopeFromRow, type EventEnvelope } from './outbox.js'
-import { decodeCursor, encodeCursor } from './pagination.js'
+import { decodeCursor, encodeCursor } from '../store/pagination.js'
 
 /** Which events a reader may see (its tenant) and wants (a type, a delivery). */
 export type EventScope = {
