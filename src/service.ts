@@ -2,7 +2,7 @@ import { createAdaptorServer } from '@hono/node-server'
 import { createBroker, type RxBroker } from '../broker/index.js'
 import { mkdirSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Server } from 'node:net'
+import type { Server as HttpServer } from 'node:http'
 import type { Logger } from 'pino'
 import { createApp } from './api/app.js'
 import { purgeExpiredKeys } from './api/middleware/idempotency.js'
@@ -22,7 +22,7 @@ import { KeyRing } from './auth/keys.js'
 import { TokenService } from './auth/tokens.js'
 import { systemClock, type Clock } from './clock.js'
 import { issuerOf, type Config } from './config.js'
-import { closeServer, listen } from './listen.js'
+import { drainOnClose, listen } from './listen.js'
 import { createLogger } from './logger.js'
 import { createMetrics } from './metrics.js'
 import type { ServiceDeps } from './services/context.js'
@@ -58,6 +58,9 @@ const OPEN_DELIVERIES_REFRESH_MS = 5_000
 // Applying a binding change to stored readings: attempts, and the first pause between them (it grows).
 const FOLLOW_BINDING_ATTEMPTS = 3
 const FOLLOW_BINDING_RETRY_MS = 1_000
+// On stop, requests already running get this long to finish before their connections are cut:
+// half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
+const HTTP_DRAIN_MS = 5_000
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -163,7 +166,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   })
   outbox.onCommitted(() => dispatcher.wake())
 
-  let http: Server | null = null
+  let http: ReturnType<typeof drainOnClose> | null = null
   let broker: RxBroker | null = null
   const timers: NodeJS.Timeout[] = []
   const every = (ms: number, task: () => Promise<void> | void, what: string) => {
@@ -194,8 +197,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
         host: config.HOST,
       })
-      http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
-      const httpPort = await listen(http, config.PORT, config.HOST, 'PORT').catch(async (error) => {
+      const server = createAdaptorServer({ fetch: app.fetch }) as HttpServer
+      http = drainOnClose(server)
+      const httpPort = await listen(server, config.PORT, config.HOST, 'PORT').catch(async (error) => {
         await broker?.close()
         throw error
       })
@@ -211,7 +215,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
       // Stop taking work first: the broker acknowledges what it is storing, then disconnects.
-      await Promise.all([http ? closeServer(http) : undefined, broker?.close()])
+      await Promise.all([http?.stop(HTTP_DRAIN_MS), broker?.close()])
       await committer.drain()
       await monitor.flush()
       await dispatcher.stop(3_000)
