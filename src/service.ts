@@ -23,6 +23,7 @@ import { TokenService } from './auth/tokens.js'
 import { systemClock, type Clock } from './clock.js'
 import { issuerOf, type Config } from './config.js'
 import { drainOnClose, listen } from './listen.js'
+import { naming } from './startup-error.js'
 import { createLogger } from './logger.js'
 import { createMetrics } from './metrics.js'
 import type { ServiceDeps } from './services/context.js'
@@ -70,7 +71,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config.LOG_LEVEL)
   const metrics = createMetrics()
-  const store = await openEntityStore(overrides.store ?? entityStoreOptions(config))
+  const store = overrides.store
+    ? await openEntityStore(overrides.store)
+    : config.DATABASE_URL
+      ? await naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config)))
+      : await openEntityStore(entityStoreOptions(config))
   const { db, dialect } = store
 
   const keys = new KeyRing(db, clock, config.TOKEN_TTL_S)
@@ -78,15 +83,19 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const tokens = new TokenService(db, keys, clock, issuerOf(config), config.TOKEN_TTL_S)
   await tokens.refreshRevocations()
   const clients = new ClientRegistry(db, clock)
+  // A pinned admin is in place before anything answers; a generated one is created by start()
+  // once every listener is bound, so its secret, shown once, is never lost to a failed start.
   const pinned = config.ADMIN_CLIENT_ID && config.ADMIN_CLIENT_SECRET ? { clientId: config.ADMIN_CLIENT_ID, secret: config.ADMIN_CLIENT_SECRET } : undefined
-  const newAdmin = await clients.ensureAdmin(pinned)
+  if (pinned) await clients.ensureAdmin(pinned)
+  let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
   const outbox = new Outbox(clock)
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
 
   mkdirSync(config.DATA_DIR, { recursive: true })
-  const sink = overrides.sink ?? (await createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG }))
+  const openSink = () => createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG })
+  const sink = overrides.sink ?? (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
   const bindings = new ToteBindings(db, clock)
   const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000 })
   const committer = new GroupCommitter(sink)
@@ -181,8 +190,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     get broker() {
       return broker
     },
-    /** Credentials of an admin client created by this start, to print once; null otherwise. */
-    newAdmin,
+    /** Credentials of an admin client created by this start (there was no client at all), to print once; null otherwise. */
+    get newAdmin() {
+      return newAdmin
+    },
     /** Binds the listeners; resolves with the ports actually bound. */
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
       await reattributeOpenDeliveries() // before any tote can connect and load a delivery without them
@@ -209,6 +220,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()
+      if (!pinned) newAdmin = await clients.ensureAdmin()
       return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
