@@ -7,7 +7,6 @@ import type { KeyRing } from '../auth/keys.js'
 import type { TokenService } from '../auth/tokens.js'
 import type { Clock } from '../clock.js'
 import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { Db } from '../store/schema.js'
 import type { AppEnv } from './env.js'
@@ -19,7 +18,8 @@ import { idempotency } from './middleware/idempotency.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { validationHook } from './openapi.js'
-import { onError, problemResponse } from './problem.js'
+import { notFoundOrMethodNotAllowed } from './method-not-allowed.js'
+import { onError } from './problem.js'
 import { docsRoutes } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { oauthRoutes } from './routes/oauth.js'
@@ -38,7 +38,7 @@ const PUBLIC_V1 = new Set(['/v1/openapi.json'])
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
   app.onError(onError)
-  app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
+  app.notFound(notFoundOrMethodNotAllowed(() => app.routes))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
   app.use('/oauth/*', bodySizeLimit()) // SPEC §2's limit holds for the OAuth forms too
