@@ -17,11 +17,11 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { clientCredentialsToken, postJson } from './lib/api-client.js'
 import { formatSummary, summarizeProfile } from './lib/cpuprofile.js'
 import { drive, type LoadRequest } from './lib/load.js'
 import { freePort, startServiceProcess } from './lib/service-process.js'
+import { parseBenchArgs } from './lib/args.js'
 
 const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-not-for-production' }
 // High enough that the per-client token bucket never answers 429 during the run.
@@ -29,15 +29,13 @@ const UNLIMITED_RPS = '1000000'
 const SWEEP_CONNECTIONS = [8, 16, 32, 64, 128]
 const SWEEP_SECONDS = 5
 
-const { values: opts } = parseArgs({
-  options: {
+const opts = parseBenchArgs('bench:api', 'HTTP API throughput and latency against the service in its own process (SQLite, fresh temporary DATA_DIR). Prints one JSON object on stdout, progress on stderr.', {
     connections: { type: 'string', default: '32' },
     'post-seconds': { type: 'string', default: '20' },
     'get-seconds': { type: 'string', default: '10' },
     'warmup-seconds': { type: 'string', default: '3' },
     sweep: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
-  },
 })
 for (const name of ['connections', 'post-seconds', 'get-seconds', 'warmup-seconds'] as const) {
   const value = Number(opts[name])

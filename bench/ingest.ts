@@ -24,16 +24,15 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import Database from 'better-sqlite3'
 import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './lib/ingest-protocol.js'
 import { formatSummary, summarize } from './lib/cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
+import { parseBenchArgs } from './lib/args.js'
 
-const { values: opt } = parseArgs({
-  options: {
+const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK latency of the service, against a bare Aedes broker's ceiling. Prints one JSON object on stdout, progress on stderr.", {
     totes: { type: 'string', default: '1000' },
     'many-totes': { type: 'string', default: '5000' },
     'single-s': { type: 'string', default: '30' },
@@ -60,7 +59,6 @@ const { values: opt } = parseArgs({
     /** Measure the bare-Aedes ceiling only (quick reference runs). */
     'only-ceiling': { type: 'boolean', default: false },
     'keep-data': { type: 'boolean', default: false },
-  },
 })
 // The targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }

@@ -25,15 +25,14 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { parseArgs } from 'node:util'
 import { allScopes, type Principal } from '../src/auth/scopes.js'
 import { loadConfig } from '../src/config.js'
 import { buildService, type Service } from '../src/service.js'
 import type { NewEvent } from '../src/events/outbox.js'
 import type { ReceiverMessage, ReceiverReport, ReceiverRequest } from './lib/webhooks-receivers.js'
+import { parseBenchArgs } from './lib/args.js'
 
-const { values: opts } = parseArgs({
-  options: {
+const opts = parseBenchArgs('bench:webhooks', 'Webhook fan-out: commit-to-receipt latency and deliveries per second. Prints one JSON object on stdout, progress on stderr.', {
     events: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
     rate: { type: 'string', default: '250' },
@@ -41,7 +40,6 @@ const { values: opts } = parseArgs({
     'warmup-events': { type: 'string', default: '1000' },
     'drain-events': { type: 'string', default: '10000' },
     timeline: { type: 'boolean', default: false },
-  },
 })
 const EVENTS = Number(opts.events)
 const ENDPOINTS = Number(opts.endpoints)

@@ -40,21 +40,32 @@ export function progressLine(totes: readonly SimulatedTote[], failures: number, 
   return `totes ${connected}/${totes.length} connected · readings ${sum('sent')} sent, ${sum('acked')} acked · errors ${sum('rejected') + failures} · events ${events.total} (${excursions} excursions, ${breaks} breaks)`
 }
 
-/** Rewrites the status line in place; `log` prints a line above it. */
+// Without a terminal, a progress line every 10 s says it is alive without flooding a log.
+const PLAIN_REDRAW_MS = 10_000
+
+/**
+ * Rewrites the status line in place on a terminal; `log` prints a line above it. Elsewhere (a
+ * file, a pipe, CI) each status is a line of its own, progress redraws at most every 10 s.
+ */
 export class StatusLine {
   private last = ''
-  constructor(private readonly stream: NodeJS.WriteStream = process.stderr) {}
+  private lastPlainAt = 0
+  constructor(private readonly stream: NodeJS.WriteStream = process.stderr, private readonly now: () => number = Date.now) {}
 
-  update(text: string): void {
+  update(text: string, { redraw = false }: { redraw?: boolean } = {}): void {
     this.last = text
-    this.stream.write(`\r\x1b[2K${text}`)
+    if (this.stream.isTTY) return void this.stream.write(`\r\x1b[2K${text}`)
+    if (redraw && this.now() - this.lastPlainAt < PLAIN_REDRAW_MS) return
+    this.lastPlainAt = this.now()
+    this.stream.write(`${text}\n`)
   }
 
   log(line: string): void {
-    this.stream.write(`\r\x1b[2K${line}\n${this.last}`)
+    if (this.stream.isTTY) this.stream.write(`\r\x1b[2K${line}\n${this.last}`)
+    else this.stream.write(`${line}\n`)
   }
 
   end(): void {
-    this.stream.write(`\r\x1b[2K${this.last}\n`)
+    this.stream.write(this.stream.isTTY ? `\r\x1b[2K${this.last}\n` : `${this.last}\n`)
   }
 }

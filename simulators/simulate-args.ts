@@ -30,8 +30,9 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
       options: {
-        totes: { type: 'string' }, scenario: { type: 'string' }, url: { type: 'string', default: 'http://localhost:8080' },
-        mqtt: { type: 'string', default: 'mqtt://localhost:1883' }, 'client-id': { type: 'string' }, 'client-secret': { type: 'string' },
+        // The defaults follow the service's own PORT and MQTT_PORT, so one environment serves both.
+        totes: { type: 'string' }, scenario: { type: 'string' }, url: { type: 'string', default: `http://localhost:${env.PORT || 8080}` },
+        mqtt: { type: 'string', default: `mqtt://localhost:${env.MQTT_PORT || 1883}` }, 'client-id': { type: 'string' }, 'client-secret': { type: 'string' },
         rate: { type: 'string', default: '1s' }, speed: { type: 'string', default: '1' }, seed: { type: 'string', default: '1' }, for: { type: 'string' },
       },
     }) as { values: Record<string, string | undefined> })

@@ -4,14 +4,21 @@
  * Exit codes: 0 done, 1 failed (store unreachable, bad environment), 2 bad arguments.
  */
 import { systemClock } from './clock.js'
-import { ConfigError, loadConfig } from './config.js'
-import { createClient, rotateClientSecret, showClient } from './cli/clients.js'
+import { join, resolve as resolvePath } from 'node:path'
+import { ConfigError, loadConfig, type Config } from './config.js'
+import { existsSync } from 'node:fs'
+import { createClient, listClients, revokeClient, rotateClientSecret, showClient } from './cli/clients.js'
 import type { CliContext, Command } from './cli/command.js'
 import { rotateKeys } from './cli/keys.js'
+import { initStore } from './cli/store.js'
 import { parse, UsageError } from './cli/usage.js'
 import { entityStoreOptions, openEntityStore, type EntityStore } from './store/database.js'
+import { naming, StartupError } from './startup-error.js'
 
-const commands: Command[] = [createClient, rotateClientSecret, showClient, rotateKeys]
+const commands: Command[] = [createClient, listClients, showClient, rotateClientSecret, revokeClient, rotateKeys, initStore]
+
+// The service's SQLite entity store inside DATA_DIR (src/store/database.ts).
+const SQLITE_FILE = 'rxtrace.db'
 
 const EXIT_FAILED = 1
 const EXIT_USAGE = 2
@@ -63,7 +70,7 @@ async function main(argv: string[]): Promise<number> {
   const ctx: CliContext = {
     config,
     clock: systemClock,
-    store: async () => (store ??= await openEntityStore(entityStoreOptions(config))),
+    store: async () => (store ??= await openStore(config, command.createsStore === true)),
     note: (line) => process.stderr.write(`${line}\n`),
   }
   try {
@@ -75,6 +82,19 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * The service's store. A SQLite store must exist already (unless the command creates it): a
+ * mistyped DATA_DIR would otherwise get a new, empty store and the command would act on it.
+ */
+async function openStore(config: Config, mayCreate: boolean): Promise<EntityStore> {
+  if (config.DATABASE_URL) return naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config)))
+  const file = join(config.DATA_DIR, SQLITE_FILE)
+  if (!mayCreate && !existsSync(file)) {
+    throw new StartupError(`DATA_DIR=${config.DATA_DIR}: no rxtrace store there (${resolvePath(file)} does not exist); set DATA_DIR to the service's, or create a store with \`npm run cli -- store init\``)
+  }
+  return openEntityStore(entityStoreOptions(config))
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
@@ -83,7 +103,7 @@ main(process.argv.slice(2)).then(
     if (error instanceof UsageError) {
       process.stderr.write(`rxtrace: ${error.message}\n`)
       process.exitCode = EXIT_USAGE
-    } else if (error instanceof ConfigError) {
+    } else if (error instanceof ConfigError || error instanceof StartupError) {
       process.stderr.write(`rxtrace: ${error.message}\n`)
       process.exitCode = EXIT_FAILED
     } else {

@@ -115,6 +115,8 @@ export const configSchema = z.object({
   }, 'must be a regular expression').optional(),
   /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `json` (one JSON record a line), `pretty` (for a person), or `auto`: pretty when stdout is a terminal, JSON otherwise. */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 })
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',

@@ -1,5 +1,6 @@
-import { ConfigError, issuerOf, loadConfig } from './config.js'
+import { ConfigError, issuerOf, loadConfig, type Config } from './config.js'
 import { StartupError } from './listen.js'
+import { createLogger, logFormatFor } from './logger.js'
 import type { Service } from './service.js'
 
 // docs/operations.md, Shutdown: a graceful stop completes within 10 s or the process exits anyway.
@@ -10,24 +11,38 @@ async function main(): Promise<void> {
   // 0700/0600 explicitly as well (store/private-files.ts); this catches anything written later.
   process.umask(0o077)
   const config = loadConfig()
+  const logger = createLogger(config.LOG_LEVEL, logFormatFor(config.LOG_FORMAT, process.stdout.isTTY === true))
   // Loaded after the configuration is known good, so a bad variable is reported at once.
   const { buildService } = await import('./service.js')
-  const service = await buildService(config)
+  const service = await buildService(config, { logger })
   const ports = await service.start()
+  // Handlers go in once the service is up; a signal during start-up ends the process at once.
+  // A second signal while stopping is ignored: `npm start` relays the terminal's Ctrl-C to a
+  // process that already got it from its process group, and the deadline bounds the stop anyway.
+  let stopping = false
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      if (stopping) return
+      stopping = true
+      void shutdown(service, signal)
+    })
+  }
   service.logger.info({ ...ports }, 'rxtrace started')
-  if (service.newAdmin) printAdmin(service.newAdmin, issuerOf(config))
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void shutdown(service, signal))
+  // The admin client is created only once every listener is bound (service.start()), so a start
+  // that fails never leaves behind an admin whose secret nobody saw.
+  if (service.newAdmin) printAdmin(service.newAdmin, config)
 }
 
-function printAdmin(admin: { clientId: string; secret: string }, issuer: string): void {
-  // Printed once, on the first start: the secret is stored hashed and cannot be shown again.
-  process.stdout.write([
+/** The banner goes to stderr: stdout carries the log records (JSON a line when not a terminal). */
+function printAdmin(admin: { clientId: string; secret: string }, config: Config): void {
+  // Printed once: the secret is stored hashed and cannot be shown again.
+  process.stderr.write([
     '',
     'An admin client was created. Save its secret now; it is not shown again.',
     `  client_id:     ${admin.clientId}`,
     `  client_secret: ${admin.secret}`,
     'Get a token:',
-    `  curl -s -u '${admin.clientId}:${admin.secret}' -d grant_type=client_credentials ${issuer}/oauth/token`,
+    `  curl -s -u '${admin.clientId}:${admin.secret}' -d grant_type=client_credentials ${issuerOf(config)}/oauth/token`,
     '',
   ].join('\n') + '\n')
 }
@@ -35,11 +50,16 @@ function printAdmin(admin: { clientId: string; secret: string }, issuer: string)
 async function shutdown(service: Service, signal: string): Promise<void> {
   service.logger.info({ signal }, 'stopping')
   const deadline = setTimeout(() => {
-    service.logger.error('shutdown took longer than 10 s; exiting')
+    service.logger.error(`shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000} s; exiting`)
     process.exit(1)
   }, SHUTDOWN_DEADLINE_MS)
   deadline.unref()
-  await service.stop()
+  try {
+    await service.stop()
+  } catch (err) {
+    service.logger.error({ err }, 'stopping failed')
+    process.exit(1)
+  }
   service.logger.info('stopped')
   process.exit(0)
 }

@@ -1,7 +1,7 @@
 import { createAdaptorServer } from '@hono/node-server'
 import { createBroker, type RxBroker } from '../broker/index.js'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Server } from 'node:net'
+import type { Server as HttpServer } from 'node:http'
 import type { Logger } from 'pino'
 import { createApp } from './api/app.js'
 import { purgeExpiredKeys } from './api/middleware/idempotency.js'
@@ -21,7 +21,8 @@ import { KeyRing } from './auth/keys.js'
 import { TokenService } from './auth/tokens.js'
 import { systemClock, type Clock } from './clock.js'
 import { issuerOf, type Config } from './config.js'
-import { closeServer, listen } from './listen.js'
+import { drainOnClose, listen } from './listen.js'
+import { naming } from './startup-error.js'
 import { createLogger } from './logger.js'
 import { createMetrics } from './metrics.js'
 import type { ServiceDeps } from './services/context.js'
@@ -59,6 +60,9 @@ const OPEN_DELIVERIES_REFRESH_MS = 5_000
 // Applying a binding change to stored readings: attempts, and the first pause between them (it grows).
 const FOLLOW_BINDING_ATTEMPTS = 3
 const FOLLOW_BINDING_RETRY_MS = 1_000
+// On stop, requests already running get this long to finish before their connections are cut:
+// half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
+const HTTP_DRAIN_MS = 5_000
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -72,12 +76,14 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   for (const { path, was, narrowed } of ensurePrivateDataDir(config.DATA_DIR)) {
     logger.warn({ path, was }, narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow')
   }
-  const store = await openEntityStore(overrides.store ?? entityStoreOptions(config), {
-    limits: postgresLimitsOf(config),
-    // A dropped connection fails only the queries on it (503 to their requests); the pool opens
-    // new ones as the database comes back.
-    onConnectionError: (err, what) => logger.warn({ err }, what),
-  })
+  const storeOptions = { limits: postgresLimitsOf(config), onConnectionError: (err: unknown, what: string) => logger.warn({ err }, what) }
+  // A dropped connection fails only the queries on it (503 to their requests); the pool opens
+  // new ones as the database comes back.
+  const store = overrides.store
+    ? await openEntityStore(overrides.store, storeOptions)
+    : config.DATABASE_URL
+      ? await naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config), storeOptions))
+      : await openEntityStore(entityStoreOptions(config), storeOptions)
   const { db, dialect } = store
 
   const keys = new KeyRing(db, clock, config.TOKEN_TTL_S)
@@ -85,14 +91,18 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const tokens = new TokenService(db, keys, clock, issuerOf(config), config.TOKEN_TTL_S)
   await tokens.refreshRevocations()
   const clients = new ClientRegistry(db, clock)
+  // A pinned admin is in place before anything answers; a generated one is created by start()
+  // once every listener is bound, so its secret, shown once, is never lost to a failed start.
   const pinned = config.ADMIN_CLIENT_ID && config.ADMIN_CLIENT_SECRET ? { clientId: config.ADMIN_CLIENT_ID, secret: config.ADMIN_CLIENT_SECRET } : undefined
-  const newAdmin = await clients.ensureAdmin(pinned)
+  if (pinned) await clients.ensureAdmin(pinned)
+  let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
   const outbox = new Outbox(clock)
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
 
-  const sink = overrides.sink ?? (await createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG }))
+  const openSink = () => createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG })
+  const sink = overrides.sink ?? (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
   const bindings = new ToteBindings(db, clock)
   const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000 })
   const committer = new GroupCommitter(sink)
@@ -177,7 +187,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   })
   outbox.onCommitted(() => dispatcher.wake())
 
-  let http: Server | null = null
+  let http: ReturnType<typeof drainOnClose> | null = null
   let broker: RxBroker | null = null
   const timers: NodeJS.Timeout[] = []
   const every = (ms: number, task: () => Promise<void> | void, what: string) => {
@@ -192,8 +202,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     get broker() {
       return broker
     },
-    /** Credentials of an admin client created by this start, to print once; null otherwise. */
-    newAdmin,
+    /** Credentials of an admin client created by this start (there was no client at all), to print once; null otherwise. */
+    get newAdmin() {
+      return newAdmin
+    },
     /** Binds the listeners; resolves with the ports actually bound. */
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
       await reattributeOpenDeliveries() // before any tote can connect and load a delivery without them
@@ -212,8 +224,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
         host: config.HOST,
       })
-      http = createAdaptorServer({ fetch: app.fetch }) as unknown as Server
-      const httpPort = await listen(http, config.PORT, config.HOST, 'PORT').catch(async (error) => {
+      const server = createAdaptorServer({ fetch: app.fetch }) as HttpServer
+      http = drainOnClose(server)
+      const httpPort = await listen(server, config.PORT, config.HOST, 'PORT').catch(async (error) => {
         await broker?.close()
         throw error
       })
@@ -223,13 +236,14 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()
+      if (!pinned) newAdmin = await clients.ensureAdmin()
       return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
       // Stop taking work first: the broker acknowledges what it is storing, then disconnects.
-      await Promise.all([http ? closeServer(http) : undefined, broker?.close()])
+      await Promise.all([http?.stop(HTTP_DRAIN_MS), broker?.close()])
       await committer.drain()
       await monitor.flush()
       await dispatcher.stop(3_000)

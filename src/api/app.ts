@@ -7,7 +7,6 @@ import type { KeyRing } from '../auth/keys.js'
 import type { TokenService } from '../auth/tokens.js'
 import type { Clock } from '../clock.js'
 import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { Db } from '../store/schema.js'
 import type { AppEnv } from './env.js'
@@ -24,7 +23,8 @@ import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { TokenBuckets } from './middleware/token-buckets.js'
 import { validationHook } from './openapi.js'
-import { onError, problemResponse } from './problem.js'
+import { notFoundOrMethodNotAllowed } from './method-not-allowed.js'
+import { onError } from './problem.js'
 import { docsRoutes } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { oauthRoutes } from './routes/oauth.js'
@@ -43,7 +43,7 @@ const PUBLIC_V1 = new Set(['/v1/openapi.json'])
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook })
   app.onError(onError)
-  app.notFound((c) => problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`)))
+  app.notFound(notFoundOrMethodNotAllowed(() => app.routes))
 
   app.use('*', requestId({ logger: deps.logger }), accessLog({ metrics: deps.metrics, logger: deps.logger }))
   const { config, clock } = deps

@@ -104,6 +104,29 @@ export class ClientRegistry {
     return rotated
   }
 
+  /** Every client, oldest first, with when it was revoked (null while it is usable); never a secret. */
+  async list(): Promise<(ClientRecord & { revoked_at: string | null })[]> {
+    const rows = await this.db.selectFrom('oauth_clients').selectAll().orderBy('created_at').orderBy('client_id').execute()
+    return rows.map((row) => ({ ...toRecord(row), revoked_at: revokedAt(row.secret_hash) }))
+  }
+
+  /**
+   * Revokes a client: its secrets stop working at once, so it gets no new tokens. Tokens it
+   * already holds stay valid until they expire (TOKEN_TTL_S). The stored hash is replaced by a
+   * marker that no secret hashes to, which also records when; null when there is no such client.
+   */
+  async revoke(clientId: string): Promise<{ revoked_at: string } | null> {
+    const row = await this.db.selectFrom('oauth_clients').select('secret_hash').where('client_id', '=', clientId).executeTakeFirst()
+    if (!row) return null
+    const already = revokedAt(row.secret_hash)
+    if (already) return { revoked_at: already }
+    const at = iso(this.clock.now())
+    await this.db.updateTable('oauth_clients')
+      .set({ secret_hash: `${REVOKED}${at}`, previous_secret_hash: null, previous_secret_expires_at: null })
+      .where('client_id', '=', clientId).execute()
+    return { revoked_at: at }
+  }
+
   /** README, Configuration: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
   async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
     if (pinned) {
@@ -122,6 +145,13 @@ export class ClientRegistry {
     const created = await this.create({ client_name: 'admin', scope: ADMIN_SCOPE })
     return { clientId: created.client_id, secret: created.client_secret }
   }
+}
+
+// A revoked client's secret_hash: not hex, so secretMatches never accepts any secret for it.
+const REVOKED = 'revoked:'
+
+function revokedAt(secretHash: string): string | null {
+  return secretHash.startsWith(REVOKED) ? secretHash.slice(REVOKED.length) : null
 }
 
 /** What a client may do, in the terms `assertNotMorePowerful` compares. */

@@ -66,6 +66,9 @@ export const rotateClientSecret: Command = {
   async run(ctx, values, [clientId]) {
     const overlapS = durationSeconds('overlap', (values.overlap as string | undefined) ?? DEFAULT_OVERLAP, MAX_OVERLAP_S)
     const { clients } = await registry(ctx)
+    if ((await clients.list()).some((c) => c.client_id === clientId && c.revoked_at !== null)) {
+      throw new UsageError(`client ${clientId} is revoked; create a new one`)
+    }
     const rotated = await clients.rotateSecret(clientId!, overlapS)
     if (!rotated) throw new UsageError(`no client ${clientId}`)
     ctx.note(`Save client_secret now; the previous secret stops working at ${rotated.previous_secret_expires_at}.`)
@@ -85,5 +88,34 @@ export const showClient: Command = {
     const client = await clients.find(clientId!)
     if (!client) throw new UsageError(`no client ${clientId}`)
     return client
+  },
+}
+
+export const listClients: Command = {
+  name: 'clients list',
+  synopsis: 'clients list',
+  summary: 'Print every client, oldest first, with revoked_at (null while usable); never a secret',
+  help: [],
+  options: {},
+  positionals: [],
+  async run(ctx) {
+    const { clients } = await registry(ctx)
+    return { data: await clients.list() }
+  },
+}
+
+export const revokeClient: Command = {
+  name: 'clients revoke',
+  synopsis: 'clients revoke <client_id>',
+  summary: 'Revoke a client: its secrets stop working at once; tokens it holds expire within TOKEN_TTL_S',
+  help: ['Revoking twice is harmless and answers the first revocation\'s time. A revoked client cannot be reinstated; create a new one.'],
+  options: {},
+  positionals: ['client_id'],
+  async run(ctx, _values, [clientId]) {
+    const { clients } = await registry(ctx)
+    const revoked = await clients.revoke(clientId!)
+    if (!revoked) throw new UsageError(`no client ${clientId}`)
+    ctx.note(`Client ${clientId} can no longer get tokens; tokens already issued expire within ${ctx.config.TOKEN_TTL_S} s.`)
+    return { client_id: clientId, ...revoked }
   },
 }

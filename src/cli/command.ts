@@ -23,5 +23,7 @@ export type Command = {
   help: string[]
   options: Options
   positionals: string[]
+  /** Whether the command may create a store that does not exist yet (only `store init`). */
+  createsStore?: boolean
   run(ctx: CliContext, values: Values, positionals: string[]): Promise<unknown>
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { decodeProtectedHeader } from 'jose'
@@ -28,7 +28,11 @@ describe('operator CLI (npm run cli)', () => {
 
   /** `npx tsx src/cli.ts …` against the test's DATA_DIR, as an operator would run it. */
   function cli(...args: string[]): Promise<Run> {
-    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, NODE_OPTIONS: '' }
+    return cliIn(dataDir, ...args)
+  }
+
+  function cliIn(dir: string, ...args: string[]): Promise<Run> {
+    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dir, NODE_OPTIONS: '' }
     delete env.DATABASE_URL
     return new Promise((resolve) => {
       execFile('npx', ['tsx', 'src/cli.ts', ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
@@ -74,10 +78,10 @@ describe('operator CLI (npm run cli)', () => {
     rmSync(dataDir, { recursive: true, force: true })
   })
 
-  it('explains itself with --help and exits 0', async () => {
+  it('explains itself with --help and exits 0', { timeout: 120_000 }, async () => {
     const run = await cli('--help')
     expect(run.code).toBe(0)
-    for (const command of ['clients create', 'clients rotate-secret', 'clients show', 'keys rotate']) expect(run.stdout).toContain(command)
+    for (const command of ['clients create', 'clients list', 'clients show', 'clients rotate-secret', 'clients revoke', 'keys rotate', 'store init']) expect(run.stdout).toContain(command)
     const sub = await cli('clients', 'create', '--help')
     expect(sub.code).toBe(0)
     expect(sub.stdout).toContain('--auth-method')
@@ -168,5 +172,50 @@ describe('operator CLI (npm run cli)', () => {
     expect((await again.get(`/v1/pharmacies/${pharmacyId}`, before)).status).toBe(200) // signed by the retiring key
     // The instance started before the rotation accepts tokens the new key signed: it re-reads the key set.
     expect((await api.get(`/v1/pharmacies/${pharmacyId}`, await adminToken(again))).status).toBe(200)
+  })
+
+  it('refuses a DATA_DIR without a store instead of creating an empty one; store init creates it', { timeout: 120_000 }, async () => {
+    const parent = mkdtempSync(join(tmpdir(), 'rxtrace-cli-typo-'))
+    const typo = join(parent, 'dtaa')
+    try {
+      const [refused, refusedList] = await Promise.all([cliIn(typo, 'clients', 'create', '--name', 'x'), cliIn(typo, 'clients', 'list')])
+      for (const run of [refused, refusedList]) {
+        expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: '' })
+        expect(run.stderr).toHaveLength(1)
+        expect(run.stderr[0]).toMatch(new RegExp(`^rxtrace: DATA_DIR=${typo}: no rxtrace store there .*store init`))
+      }
+      expect(existsSync(typo), 'nothing was created').toBe(false)
+
+      const init = await cliIn(typo, 'store', 'init')
+      expect(init.code).toBe(0)
+      expect(init.json).toEqual({ store: 'sqlite', data_dir: typo })
+      const listed = await cliIn(typo, 'clients', 'list')
+      expect({ code: listed.code, json: listed.json }).toEqual({ code: 0, json: { data: [] } })
+    } finally {
+      rmSync(parent, { recursive: true, force: true })
+    }
+  })
+
+  it('lists clients without secrets, and a revoked client gets no token', { timeout: 120_000 }, async () => {
+    const { json: client } = await cli('clients', 'create', '--name', 'to be revoked')
+    expect((await token(api, client.client_id, client.client_secret)).status).toBe(200)
+
+    const revoked = await cli('clients', 'revoke', client.client_id)
+    expect(revoked.code).toBe(0)
+    expect(revoked.json).toEqual({ client_id: client.client_id, revoked_at: expect.stringMatching(/Z$/) })
+    expect((await token(api, client.client_id, client.client_secret)).status).toBe(401)
+
+    const [listed, again, unknown, rotate] = await Promise.all([
+      cli('clients', 'list'), cli('clients', 'revoke', client.client_id), cli('clients', 'revoke', 'cl_01nosuchclient'), cli('clients', 'rotate-secret', client.client_id),
+    ])
+    expect(listed.code).toBe(0)
+    const byId = new Map(listed.json.data.map((c: any) => [c.client_id, c]))
+    expect(byId.get(ADMIN.id)).toMatchObject({ client_name: 'admin', revoked_at: null })
+    expect(byId.get(client.client_id)).toMatchObject({ client_name: 'to be revoked', revoked_at: revoked.json.revoked_at })
+    expect(listed.stdout).not.toContain('"client_secret"')
+    expect(listed.stdout).not.toContain(client.client_secret)
+    expect(again.json, 'revoking twice answers the first time').toEqual(revoked.json)
+    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: ['rxtrace: no client cl_01nosuchclient'] })
+    expect({ code: rotate.code, stderr: rotate.stderr }).toEqual({ code: 2, stderr: [`rxtrace: client ${client.client_id} is revoked; create a new one`] })
   })
 })
