@@ -1,7 +1,8 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '../domain/custody.js'
-import { planMove, type ColdChainState, type DeliveryStatus } from '../domain/delivery-machine.js'
+import { storedFigures, type ColdChain, type ColdChainFigures, type Disposition } from '../domain/cold-chain.js'
+import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError, validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
@@ -12,16 +13,10 @@ import { paginate, type Page, type PageRequest } from './pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { canSee, visibleOr404 } from './tenancy.js'
 
-export type ColdChainSummary = {
-  state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null
-  time_out_of_range_s: number; excursions: unknown[]; break_reason?: string | null
-}
-export type Disposition = { decision: 'release' | 'return'; note: string | null; decided_by: { client_id: string; sub: string }; decided_at: string }
-
 export type Delivery = {
   id: string; rx_id: string; pharmacy_id: string; status: DeliveryStatus; eta: string; fleet_id: string | null
   driver_id: string | null; tote_id: string | null
-  cold_chain: ColdChainSummary & { required: boolean; profile: unknown; disposition: Disposition | null }
+  cold_chain: ColdChain
   custody: CustodyEvent[]; created_at: string; updated_at: string
 }
 
@@ -38,10 +33,6 @@ export type ActionInput =
 const CLOCK_SKEW_MS = 5_000
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
-
-export function initialColdChain(required: boolean): ColdChainSummary {
-  return { state: required ? 'OK' : 'UNMONITORED', min_c: null, max_c: null, mkt_c: null, time_out_of_range_s: 0, excursions: [], break_reason: null }
-}
 
 /** Delivery reads and the actions of SPEC §3, each appending to the custody chain. */
 export class DeliveryService {
@@ -103,7 +94,7 @@ export class DeliveryService {
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleOr404(principal, row, 'delivery')
     const chain = await this.custody(db, id)
-    const summary = fromJson<ColdChainSummary>(delivery.cold_chain)
+    const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
     const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release' }, input.action)
 
@@ -239,11 +230,12 @@ function checkOccurredAt(value: string | undefined, previous: string, nowMs: num
 
 
 export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
-  const summary = fromJson<ColdChainSummary>(row.cold_chain)
+  const required = row.cold_chain_required === 1
+  const figures = storedFigures(required, fromJson<Partial<ColdChainFigures>>(row.cold_chain))
   return {
     id: row.id, rx_id: row.rx_id, pharmacy_id: row.pharmacy_id, status: row.status as DeliveryStatus, eta: row.eta,
     fleet_id: row.fleet_id, driver_id: row.driver_id, tote_id: row.tote_id,
-    cold_chain: { required: row.cold_chain_required === 1, profile: fromJson(row.profile), ...summary, disposition: fromJson(row.disposition) },
+    cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
     custody, created_at: row.created_at, updated_at: row.updated_at,
   }
 }

@@ -1,7 +1,7 @@
 import { roundCelsius } from '../../rules/events.js'
-import type { TemperatureProfile } from '../../rules/profile.js'
 import { iso } from '../clock.js'
 import { parseDuration } from '../config.js'
+import type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary } from '../domain/temperature-trace.js'
 import { validationFailed } from '../errors.js'
 import type { Delivery } from '../services/deliveries.js'
 import type { ReadingSink } from './sink.js'
@@ -29,36 +29,7 @@ export type TraceWindow = {
   whole: boolean
 }
 
-export type TracePoint = { t: string; min: number; max: number; avg: number; n: number }
-
-export type TraceExcursion = {
-  started_at: string
-  ended_at: string | null
-  duration_s: number
-  peak_c: number | null
-  kind: string
-}
-
-export type TraceSummary = {
-  min_c: number | null
-  max_c: number | null
-  mkt_c: number | null
-  time_out_of_range_s: number
-  /** `delivery`: the whole delivery's figures; `window`: min/max of the points in the window. */
-  scope: 'delivery' | 'window'
-}
-
-export type TemperatureTrace = {
-  delivery_id: string
-  unit: 'Cel'
-  profile: TemperatureProfile | null
-  from: string
-  to: string
-  step_s: number
-  points: TracePoint[]
-  excursions: TraceExcursion[]
-  summary: TraceSummary
-}
+export type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary }
 
 /** Beyond this a chart or a spreadsheet is no longer read by a person; ask for a larger step. */
 export const MAX_POINTS = 10_000
@@ -99,12 +70,12 @@ export async function readTrace(sink: ReadingSink, delivery: Delivery, window: T
   const buckets = await sink.bucketed(delivery.id, window.fromMs, window.toMs + 1, window.stepMs)
   const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))
   const stored = delivery.cold_chain
-  const excursions = (stored.excursions as TraceExcursion[]).filter((e) => overlaps(e, window))
+  const excursions = stored.excursions.filter((e) => overlaps(e, window))
   const useStored = window.whole && stored.required
   return {
     delivery_id: delivery.id,
     unit: 'Cel',
-    profile: (stored.profile as TemperatureProfile | null) ?? null,
+    profile: stored.profile,
     from: iso(window.fromMs),
     to: iso(window.toMs),
     step_s: window.stepMs / 1_000,
