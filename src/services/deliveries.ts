@@ -1,6 +1,7 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '../domain/custody.js'
+import { decideHandover } from '../domain/custody-rules.js'
 import { storedFigures, type ColdChain, type ColdChainFigures, type Disposition } from '../domain/cold-chain.js'
 import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError, validationFailed } from '../errors.js'
@@ -140,37 +141,30 @@ export class DeliveryService {
     principal: Principal, delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string,
     changes: Partial<Database['deliveries']>,
   ): Promise<{ from: string | null; to: string | null; evidence_hash: string | null }> {
-    const holder = currentHolder(chain)
+    const handover = decideHandover(delivery, chain, input)
+    if (!handover.ok) throw validationFailed([{ pointer: handover.pointer, message: handover.message }])
+    if (handover.driver) await this.checkDriver(delivery, handover.driver.id, handover.driver.pointer)
+    const parties = { from: handover.from, to: handover.to }
     switch (input.action) {
       case 'dispatch': {
         await this.checkDispatch(principal, delivery, input, occurredAt)
         Object.assign(changes, { fleet_id: input.fleet_id, driver_id: input.driver_id ?? null, tote_id: input.tote_id ?? null, bound_from: input.tote_id ? occurredAt : null })
-        return { from: delivery.pharmacy_id, to: input.driver_id ?? input.fleet_id, evidence_hash: null }
+        return { ...parties, evidence_hash: null }
       }
       case 'pickup':
-        if (!/^(us|ph)_/.test(input.from)) throw validationFailed([{ pointer: '/from', message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)' }])
-        if (input.from.startsWith('ph_') && input.from !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/from', message: "is not this delivery's pharmacy" }])
-        await this.checkDriver(delivery, input.to, '/to')
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
       case 'handoff':
-        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
-        if (input.to === input.from) throw validationFailed([{ pointer: '/to', message: 'must be another driver' }])
-        await this.checkDriver(delivery, input.to, '/to')
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
       case 'return':
-        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
-        if (input.to !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/to', message: `returns go back to the pharmacy ${delivery.pharmacy_id}` }])
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
+        return { ...parties, evidence_hash: evidenceHash(input.signature) }
       case 'deliver':
         // The method is hashed with the evidence so neither can be swapped later.
-        return { from: holder, to: 'patient', evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
+        return { ...parties, evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
       case 'fail':
       case 'cancel':
-        return { from: null, to: null, evidence_hash: evidenceHash(input.reason) }
+        return { ...parties, evidence_hash: evidenceHash(input.reason) }
       case 'disposition': {
         const disposition: Disposition = { decision: input.decision, note: input.note ?? null, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
         changes.disposition = toJson(disposition)
-        return { from: null, to: null, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
+        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
       }
     }
   }
@@ -207,15 +201,6 @@ export class DeliveryService {
     const rows = await db.selectFrom('custody_events').selectAll().where('delivery_id', '=', deliveryId).orderBy('seq').execute()
     return rows.map(toCustodyEvent)
   }
-}
-
-/** Who physically holds the goods: the receiving party of the last handing-over event. */
-function currentHolder(chain: CustodyEvent[]): string | null {
-  for (let i = chain.length - 1; i >= 0; i--) {
-    const e = chain[i]!
-    if (['created', 'picked_up', 'handoff', 'returned', 'delivered'].includes(e.type)) return e.to
-  }
-  return null
 }
 
 const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`
