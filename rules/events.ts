@@ -2,9 +2,11 @@
 // strings with Z (docs/api.md, Conventions), `at` is the event time in epoch ms. `key` is deterministic, so the
 // outbox can de-duplicate an event that is produced twice (replay, restart, silence then reading).
 
-export type ExcursionKind = 'high' | 'low' | 'unknown'
+export const excursionKinds = ['high', 'low', 'unknown'] as const
+export type ExcursionKind = (typeof excursionKinds)[number]
 
-export type BreakReason = 'hard_limit' | 'excursion_too_long' | 'cumulative_budget' | 'mkt_exceeded' | 'sensor_gap'
+export const breakReasons = ['hard_limit', 'excursion_too_long', 'cumulative_budget', 'mkt_exceeded', 'sensor_gap'] as const
+export type BreakReason = (typeof breakReasons)[number]
 
 /** The profile member whose limit was crossed. For `sensor_gap` it is max_excursion_s or max_cumulative_s. */
 export type BreakThreshold = 'hard_min_c' | 'hard_max_c' | 'max_excursion_s' | 'max_cumulative_s' | 'mkt_max_c'

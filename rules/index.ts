@@ -10,6 +10,7 @@ export {
   type CustomProfileInput,
   type TemperatureProfile,
 } from './profile.js'
+export { temperatureProfileSchema } from './temperature-profile.js'
 export { customProfileSchema, type CustomProfile } from './profile-schema.js'
 export {
   addToMkt,
@@ -25,8 +26,9 @@ export { evaluate, replay, type Reading } from './engine.js'
 export { MKT_MIN_COVERAGE_S } from './breaks.js'
 export { checkSilence } from './silence.js'
 export { recompute } from './late.js'
-export { summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'
+export { coldChainSummarySchema, excursionSummarySchema, summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'
 export { ReorderBuffer, type PushResult } from './reorder.js'
+export { breakReasons, excursionKinds } from './events.js'
 export type {
   BreakReason,
   BreakThreshold,

@@ -3,26 +3,9 @@
 import refrigerated from './profiles/refrigerated.json' with { type: 'json' }
 import frozen from './profiles/frozen.json' with { type: 'json' }
 import controlledRoom from './profiles/controlled_room.json' with { type: 'json' }
+import type { TemperatureProfile } from './temperature-profile.js'
 
-export type TemperatureProfile = {
-  name: string
-  /** Allowed range, inclusive, °C. */
-  min_c: number
-  max_c: number
-  /** How long a reading may stay out of range before it counts as an excursion. */
-  grace_s: number
-  /** One excursion (out-of-range interval) longer than this is a break. */
-  max_excursion_s: number
-  /** Total out-of-range time allowed per delivery; never resets. */
-  max_cumulative_s: number
-  /** Crossing either is an immediate break; null = no hard limit on that side. */
-  hard_min_c: number | null
-  hard_max_c: number | null
-  /** Mean kinetic temperature limit (USP <1079.2>); null = MKT not judged. */
-  mkt_max_c: number | null
-  /** Sensor silence longer than this is a gap; null = readings hold until the next one. */
-  max_gap_s: number | null
-}
+export type { TemperatureProfile }
 
 export type BuiltInProfileName = 'refrigerated' | 'frozen' | 'controlled_room'
 

@@ -1,34 +1,30 @@
-// The cold-chain part of a delivery as the API shows it (the delivery's `cold_chain` block and the trace summary).
-import { rfc3339, roundCelsius, type BreakReason, type ExcursionKind } from './events.js'
+// The cold-chain part of a delivery as the rule engine sums it up: one zod schema, from which the
+// service derives the delivery's `cold_chain` block, the temperature trace and their OpenAPI.
+import { z } from 'zod'
+import { breakReasons, excursionKinds, rfc3339, roundCelsius } from './events.js'
 import { mktOf } from './mkt.js'
 import type { ColdChainState } from './state.js'
 
-export type ExcursionSummary = {
-  started_at: string
-  /** Null while the excursion is going on. */
-  ended_at: string | null
-  /** Up to ended_at, or up to the last evaluated reading while open. */
-  duration_s: number
-  /** The reading farthest outside the range; null when the excursion was only sensor-gap time. */
-  peak_c: number | null
-  kind: ExcursionKind
-}
+export const excursionSummarySchema = z.object({
+  started_at: z.string(),
+  ended_at: z.string().nullable().describe('Null while the excursion is going on'),
+  duration_s: z.number().describe('Up to ended_at, or up to the last evaluated reading while open'),
+  peak_c: z.number().nullable().describe('The reading farthest outside the range; null when the excursion was only sensor-gap time'),
+  kind: z.enum(excursionKinds),
+})
+export type ExcursionSummary = z.infer<typeof excursionSummarySchema>
 
-export type ColdChainSummary = {
-  /** BROKEN once broken (for good); EXCURSION while an announced excursion is open; else OK. */
-  state: 'OK' | 'EXCURSION' | 'BROKEN'
-  min_c: number | null
-  max_c: number | null
-  /** USP <1079.2> MKT over known time, 0.01 °C; the single reading before any time is covered; null without readings. */
-  mkt_c: number | null
-  /** Cumulative out-of-range time, grace and sensor gaps included, up to the last evaluated reading. */
-  time_out_of_range_s: number
-  /** Of which sensor-gap (unknown) time. */
-  unknown_s: number
-  /** Intervals that outlasted grace_s, oldest first. */
-  excursions: ExcursionSummary[]
-  break: { reason: BreakReason; at: string } | null
-}
+export const coldChainSummarySchema = z.object({
+  state: z.enum(['OK', 'EXCURSION', 'BROKEN']).describe('BROKEN once broken (for good); EXCURSION while an announced excursion is open; else OK'),
+  min_c: z.number().nullable(),
+  max_c: z.number().nullable(),
+  mkt_c: z.number().nullable().describe('USP <1079.2> MKT over known time, 0.01 °C; the single reading before any time is covered; null without readings'),
+  time_out_of_range_s: z.number().describe('Cumulative out-of-range time, grace and sensor gaps included, up to the last evaluated reading'),
+  unknown_s: z.number().describe('Of which sensor-gap (unknown) time'),
+  excursions: z.array(excursionSummarySchema).describe('Intervals that outlasted grace_s, oldest first'),
+  break: z.object({ reason: z.enum(breakReasons), at: z.string() }).nullable(),
+})
+export type ColdChainSummary = z.infer<typeof coldChainSummarySchema>
 
 export function summarize(state: ColdChainState): ColdChainSummary {
   const excursions: ExcursionSummary[] = state.excursions.map((e) => ({

@@ -43,13 +43,16 @@ export type ChainVerdict =
   | { valid: true; length: number; head: string }
   | { valid: false; length: number; first_bad_seq: number; reason: string }
 
-/** Recomputes every link from the audit hash; the first event that does not add up is reported. */
+/**
+ * Recomputes every link from the audit hash; the first event that does not add up is reported by
+ * the seq it should carry (its position), so an edited or missing seq is reported where it breaks.
+ */
 export function verifyChain(auditHash: string, events: CustodyEvent[]): ChainVerdict {
   let head = auditHash
   for (const [index, event] of events.entries()) {
     const expectedSeq = index + 1
     const { hash, ...unsigned } = event
-    const fail = (reason: string): ChainVerdict => ({ valid: false, length: events.length, first_bad_seq: event.seq ?? expectedSeq, reason })
+    const fail = (reason: string): ChainVerdict => ({ valid: false, length: events.length, first_bad_seq: expectedSeq, reason })
     if (event.seq !== expectedSeq) return fail(`expected seq ${expectedSeq}`)
     if (event.prev_hash !== head) return fail('prev_hash does not match the previous event')
     if (jcsHash(unsigned) !== hash) return fail('hash does not match the event')

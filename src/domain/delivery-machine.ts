@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js'
+import type { ColdChainStatus } from './cold-chain.js'
 import type { CustodyType } from './custody.js'
 
 /** Delivery states (docs/api.md, Deliveries and the chain of custody). */
@@ -7,8 +8,6 @@ export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
 export const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
 export type DeliveryAction = (typeof deliveryActions)[number]
-
-export type ColdChainState = 'OK' | 'EXCURSION' | 'BROKEN' | 'UNMONITORED'
 
 type Move = { from: readonly DeliveryStatus[]; to: DeliveryStatus | 'unchanged'; custody: CustodyType; events: readonly string[] }
 
@@ -27,7 +26,7 @@ const moves: Record<DeliveryAction, Move> = {
 /** States after which the tote is released and the delivery is over. */
 export const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
 
-export type DeliveryFacts = { status: DeliveryStatus; coldChainState: ColdChainState; released: boolean }
+export type DeliveryFacts = { status: DeliveryStatus; coldChainState: ColdChainStatus; released: boolean }
 
 export function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
   return deliveryActions.filter((action) => {

@@ -1,7 +1,9 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '../domain/custody.js'
-import { planMove, type ColdChainState, type DeliveryStatus } from '../domain/delivery-machine.js'
+import { decideHandover } from '../domain/custody-rules.js'
+import { storedFigures, type ColdChain, type ColdChainFigures, type Disposition } from '../domain/cold-chain.js'
+import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError, validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
@@ -12,16 +14,10 @@ import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { canSee, visibleOr404 } from '../auth/tenancy.js'
 
-export type ColdChainSummary = {
-  state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null
-  time_out_of_range_s: number; excursions: unknown[]; break_reason?: string | null
-}
-export type Disposition = { decision: 'release' | 'return'; note: string | null; decided_by: { client_id: string; sub: string }; decided_at: string }
-
 export type Delivery = {
   id: string; rx_id: string; pharmacy_id: string; status: DeliveryStatus; eta: string; fleet_id: string | null
   driver_id: string | null; tote_id: string | null
-  cold_chain: ColdChainSummary & { required: boolean; profile: unknown; disposition: Disposition | null }
+  cold_chain: ColdChain
   custody: CustodyEvent[]; created_at: string; updated_at: string
 }
 
@@ -38,10 +34,6 @@ export type ActionInput =
 const CLOCK_SKEW_MS = 5_000
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
-
-export function initialColdChain(required: boolean): ColdChainSummary {
-  return { state: required ? 'OK' : 'UNMONITORED', min_c: null, max_c: null, mkt_c: null, time_out_of_range_s: 0, excursions: [], break_reason: null }
-}
 
 /** Delivery reads and the actions of docs/api.md (Deliveries and the chain of custody), each appending to the custody chain. */
 export class DeliveryService {
@@ -103,7 +95,7 @@ export class DeliveryService {
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleOr404(principal, row, 'delivery')
     const chain = await this.custody(db, id)
-    const summary = fromJson<ColdChainSummary>(delivery.cold_chain)
+    const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
     const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release' }, input.action)
 
@@ -149,37 +141,30 @@ export class DeliveryService {
     principal: Principal, delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string,
     changes: Partial<Database['deliveries']>,
   ): Promise<{ from: string | null; to: string | null; evidence_hash: string | null }> {
-    const holder = currentHolder(chain)
+    const handover = decideHandover(delivery, chain, input)
+    if (!handover.ok) throw validationFailed([{ pointer: handover.pointer, message: handover.message }])
+    if (handover.driver) await this.checkDriver(delivery, handover.driver.id, handover.driver.pointer)
+    const parties = { from: handover.from, to: handover.to }
     switch (input.action) {
       case 'dispatch': {
         await this.checkDispatch(principal, delivery, input, occurredAt)
         Object.assign(changes, { fleet_id: input.fleet_id, driver_id: input.driver_id ?? null, tote_id: input.tote_id ?? null, bound_from: input.tote_id ? occurredAt : null })
-        return { from: delivery.pharmacy_id, to: input.driver_id ?? input.fleet_id, evidence_hash: null }
+        return { ...parties, evidence_hash: null }
       }
       case 'pickup':
-        if (!/^(us|ph)_/.test(input.from)) throw validationFailed([{ pointer: '/from', message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)' }])
-        if (input.from.startsWith('ph_') && input.from !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/from', message: "is not this delivery's pharmacy" }])
-        await this.checkDriver(delivery, input.to, '/to')
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
       case 'handoff':
-        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
-        if (input.to === input.from) throw validationFailed([{ pointer: '/to', message: 'must be another driver' }])
-        await this.checkDriver(delivery, input.to, '/to')
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
       case 'return':
-        if (input.from !== holder) throw validationFailed([{ pointer: '/from', message: `the goods are held by ${holder}` }])
-        if (input.to !== delivery.pharmacy_id) throw validationFailed([{ pointer: '/to', message: `returns go back to the pharmacy ${delivery.pharmacy_id}` }])
-        return { from: input.from, to: input.to, evidence_hash: evidenceHash(input.signature) }
+        return { ...parties, evidence_hash: evidenceHash(input.signature) }
       case 'deliver':
         // The method is hashed with the evidence so neither can be swapped later.
-        return { from: holder, to: 'patient', evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
+        return { ...parties, evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
       case 'fail':
       case 'cancel':
-        return { from: null, to: null, evidence_hash: evidenceHash(input.reason) }
+        return { ...parties, evidence_hash: evidenceHash(input.reason) }
       case 'disposition': {
         const disposition: Disposition = { decision: input.decision, note: input.note ?? null, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
         changes.disposition = toJson(disposition)
-        return { from: null, to: null, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
+        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
       }
     }
   }
@@ -218,15 +203,6 @@ export class DeliveryService {
   }
 }
 
-/** Who physically holds the goods: the receiving party of the last handing-over event. */
-function currentHolder(chain: CustodyEvent[]): string | null {
-  for (let i = chain.length - 1; i >= 0; i--) {
-    const e = chain[i]!
-    if (['created', 'picked_up', 'handoff', 'returned', 'delivered'].includes(e.type)) return e.to
-  }
-  return null
-}
-
 const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`
 
 function checkOccurredAt(value: string | undefined, previous: string, nowMs: number): string {
@@ -239,11 +215,12 @@ function checkOccurredAt(value: string | undefined, previous: string, nowMs: num
 
 
 export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
-  const summary = fromJson<ColdChainSummary>(row.cold_chain)
+  const required = row.cold_chain_required === 1
+  const figures = storedFigures(required, fromJson<Partial<ColdChainFigures>>(row.cold_chain))
   return {
     id: row.id, rx_id: row.rx_id, pharmacy_id: row.pharmacy_id, status: row.status as DeliveryStatus, eta: row.eta,
     fleet_id: row.fleet_id, driver_id: row.driver_id, tote_id: row.tote_id,
-    cold_chain: { required: row.cold_chain_required === 1, profile: fromJson(row.profile), ...summary, disposition: fromJson(row.disposition) },
+    cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
     custody, created_at: row.created_at, updated_at: row.updated_at,
   }
 }

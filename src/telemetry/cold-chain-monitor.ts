@@ -1,7 +1,8 @@
 import { sql } from 'kysely'
 import type { Logger } from 'pino'
-import { checkSilence, evaluate, recompute, ReorderBuffer, replay, summarize, type ColdChainState, type RuleEvent } from '../../rules/index.js'
+import { checkSilence, evaluate, recompute, ReorderBuffer, replay, type ColdChainState, type RuleEvent } from '../../rules/index.js'
 import type { Clock } from '../clock.js'
+import { coldChainFigures, type ColdChainFigures } from '../domain/cold-chain.js'
 import { iso } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { NewEvent, Outbox } from '../events/outbox.js'
@@ -388,7 +389,7 @@ export class ColdChainMonitor {
 async function announcedBreak(db: Db, deliveryId: string): Promise<ColdChainState['broken']> {
   const row = await db.selectFrom('deliveries').select('cold_chain').where('id', '=', deliveryId).executeTakeFirst()
   if (!row?.cold_chain) return null
-  const saved = JSON.parse(row.cold_chain) as Partial<ReturnType<typeof apiSummary>>
+  const saved = JSON.parse(row.cold_chain) as Partial<ColdChainFigures>
   return saved.break_reason && saved.broken_at ? { reason: saved.break_reason, at: Date.parse(saved.broken_at) } : null
 }
 
@@ -398,17 +399,12 @@ async function writeSummaries(trx: Executor, tracks: readonly Track[]): Promise<
     const chunk = tracks.slice(i, i + SUMMARIES_PER_STATEMENT)
     if (chunk.length === 1) {
       const t = chunk[0]!
-      await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(apiSummary(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
+      await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(coldChainFigures(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
       continue
     }
-    const cases = sql.join(chunk.map((t) => sql`WHEN ${t.binding.deliveryId} THEN ${JSON.stringify(apiSummary(t.state))}`), sql` `)
+    const cases = sql.join(chunk.map((t) => sql`WHEN ${t.binding.deliveryId} THEN ${JSON.stringify(coldChainFigures(t.state))}`), sql` `)
     await trx.updateTable('deliveries').set({ cold_chain: sql<string>`CASE id ${cases} END` })
       .where('id', 'in', chunk.map((t) => t.binding.deliveryId)).execute()
   }
 }
 
-/** The delivery's `cold_chain` block (README, Telemetry over MQTT) from the engine's state. */
-export function apiSummary(state: ColdChainState) {
-  const { break: broken, ...summary } = summarize(state)
-  return { ...summary, break_reason: broken?.reason ?? null, broken_at: broken?.at ?? null }
-}

@@ -1,7 +1,8 @@
 import { roundCelsius } from '../../rules/events.js'
-import type { TemperatureProfile } from '../../rules/profile.js'
 import { iso } from '../clock.js'
 import { parseDuration } from '../config.js'
+import type { ColdChain } from '../domain/cold-chain.js'
+import type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary } from '../domain/temperature-trace.js'
 import { validationFailed } from '../errors.js'
 import type { ReadingSink } from './sink.js'
 
@@ -28,36 +29,7 @@ export type TraceWindow = {
   whole: boolean
 }
 
-export type TracePoint = { t: string; min: number; max: number; avg: number; n: number }
-
-export type TraceExcursion = {
-  started_at: string
-  ended_at: string | null
-  duration_s: number
-  peak_c: number | null
-  kind: string
-}
-
-export type TraceSummary = {
-  min_c: number | null
-  max_c: number | null
-  mkt_c: number | null
-  time_out_of_range_s: number
-  /** `delivery`: the whole delivery's figures; `window`: min/max of the points in the window. */
-  scope: 'delivery' | 'window'
-}
-
-export type TemperatureTrace = {
-  delivery_id: string
-  unit: 'Cel'
-  profile: TemperatureProfile | null
-  from: string
-  to: string
-  step_s: number
-  points: TracePoint[]
-  excursions: TraceExcursion[]
-  summary: TraceSummary
-}
+export type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary }
 
 /** Beyond this a chart or a spreadsheet is no longer read by a person; ask for a larger step. */
 export const MAX_POINTS = 10_000
@@ -71,7 +43,7 @@ const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
 export type TracedDelivery = {
   id: string; created_at: string
   custody: readonly { type: string; occurred_at: string }[]
-  cold_chain: { required: boolean; profile: unknown; excursions: unknown[]; min_c: number | null; max_c: number | null; mkt_c: number | null; time_out_of_range_s: number }
+  cold_chain: Pick<ColdChain, 'required' | 'profile' | 'excursions' | 'min_c' | 'max_c' | 'mkt_c' | 'time_out_of_range_s'>
 }
 
 /** Where the tote's binding starts and the delivery ends (null while open). */
@@ -105,12 +77,12 @@ export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, win
   const buckets = await sink.bucketed(delivery.id, window.fromMs, window.toMs + 1, window.stepMs)
   const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))
   const stored = delivery.cold_chain
-  const excursions = (stored.excursions as TraceExcursion[]).filter((e) => overlaps(e, window))
+  const excursions = stored.excursions.filter((e) => overlaps(e, window))
   const useStored = window.whole && stored.required
   return {
     delivery_id: delivery.id,
     unit: 'Cel',
-    profile: (stored.profile as TemperatureProfile | null) ?? null,
+    profile: stored.profile,
     from: iso(window.fromMs),
     to: iso(window.toMs),
     step_s: window.stepMs / 1_000,

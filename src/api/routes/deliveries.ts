@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { DeliveryService } from '../../services/deliveries.js'
+import { coldChainSchema } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -19,12 +20,7 @@ const CustodyEvent = z.object({
 const Delivery = z.object({
   id: z.string(), rx_id: z.string(), pharmacy_id: z.string(), status: z.enum(deliveryStatuses), eta: z.string(),
   fleet_id: z.string().nullable(), driver_id: z.string().nullable(), tote_id: z.string().nullable(),
-  cold_chain: z.object({
-    required: z.boolean(), profile: z.record(z.string(), z.unknown()).nullable(),
-    state: z.enum(['OK', 'EXCURSION', 'BROKEN', 'UNMONITORED']), min_c: z.number().nullable(), max_c: z.number().nullable(),
-    mkt_c: z.number().nullable(), time_out_of_range_s: z.number(), excursions: z.array(z.record(z.string(), z.unknown())),
-    break_reason: z.string().nullable().optional(), disposition: z.record(z.string(), z.unknown()).nullable(),
-  }),
+  cold_chain: coldChainSchema.openapi('ColdChain'),
   custody: z.array(CustodyEvent), created_at: z.string(), updated_at: z.string(),
 }).openapi('Delivery')
 

@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Clock } from '../../clock.js'
+import { temperatureTraceSchema, traceExcursionSchema, tracePointSchema } from '../../domain/temperature-trace.js'
 import type { DeliveryService } from '../../services/deliveries.js'
 import type { ReadingSink } from '../../timeseries/sink.js'
 import { DEFAULT_STEP, MAX_POINTS, readTrace, traceWindow } from '../../timeseries/trace.js'
@@ -15,26 +16,9 @@ const TraceQuery = z.object({
     .describe(`Bucket size: at least 1s, and at most ${MAX_POINTS} buckets in the window`),
 })
 
-const TracePoint = z.object({
-  t: z.string().describe('Bucket start, RFC 3339 UTC; buckets are aligned to multiples of the step'),
-  min: z.number(), max: z.number(), avg: z.number().describe('0.01 °C'), n: z.number().int().describe('Readings in the bucket; empty buckets are left out'),
-}).openapi('TracePoint')
-
-const TraceExcursion = z.object({
-  started_at: z.string(), ended_at: z.string().nullable().describe('Null while it goes on'), duration_s: z.number(),
-  peak_c: z.number().nullable(), kind: z.string(),
-}).openapi('TraceExcursion')
-
-const TemperatureTrace = z.object({
-  delivery_id: z.string(), unit: z.literal('Cel').describe('SenML unit (RFC 8428): degrees Celsius'),
-  profile: z.record(z.string(), z.unknown()).nullable().describe('The temperature profile judged; null without a cold chain'),
-  from: z.string(), to: z.string(), step_s: z.number(),
-  points: z.array(TracePoint),
-  excursions: z.array(TraceExcursion).describe('The excursions overlapping the window'),
-  summary: z.object({
-    min_c: z.number().nullable(), max_c: z.number().nullable(), mkt_c: z.number().nullable(), time_out_of_range_s: z.number(),
-    scope: z.enum(['delivery', 'window']).describe('`delivery`: the whole delivery as the rule engine judged it. `window`: the window is narrower than the delivery, so min_c/max_c are those of the points in it; mkt_c and time_out_of_range_s stay the whole delivery\'s'),
-  }),
+const TemperatureTrace = temperatureTraceSchema.extend({
+  points: z.array(tracePointSchema.openapi('TracePoint')),
+  excursions: z.array(traceExcursionSchema.openapi('TraceExcursion')).describe('The excursions overlapping the window'),
 }).openapi('TemperatureTrace')
 
 /** `GET /v1/deliveries/{id}/temperature` (JSON or CSV) and `…/temperature.svg` (README, Telemetry over MQTT). */
