@@ -50,6 +50,11 @@ export const configSchema = z.object({
   }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
   /** Event-time reorder window for telemetry, seconds (SPEC §5). */
   REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
+  /**
+   * scrypt cost of password hashes as log2(N), with r = 8 and p = 3 (see src/auth/passwords.ts):
+   * 15 (32 MiB, OWASP's equivalent setting) by default; tests lower it to stay fast.
+   */
+  PASSWORD_SCRYPT_LOG2_N: z.coerce.number().int().min(10).max(20).default(15),
   /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })

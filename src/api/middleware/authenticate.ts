@@ -1,10 +1,15 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../errors.js'
-import type { TokenService } from '../../auth/tokens.js'
+import { invalidToken, type TokenService } from '../../auth/tokens.js'
+import type { UserDirectory } from '../../auth/users.js'
 import type { AppEnv } from '../env.js'
 
-/** RFC 6750 bearer authentication; the verified caller becomes `principal`. */
-export function authenticate({ tokens }: { tokens: TokenService }): MiddlewareHandler<AppEnv> {
+/**
+ * RFC 6750 bearer authentication; the verified caller becomes `principal`. A user's token
+ * (`sub` us_…) stops working the moment the user is disabled, and a driver user's token is
+ * narrowed to that driver's deliveries.
+ */
+export function authenticate({ tokens, users }: { tokens: TokenService; users?: Pick<UserDirectory, 'standingOf'> }): MiddlewareHandler<AppEnv> {
   return async function authenticateMiddleware(c, next) {
     const header = c.req.header('authorization')
     if (!header) {
@@ -15,7 +20,13 @@ export function authenticate({ tokens }: { tokens: TokenService }): MiddlewareHa
     if (!match) {
       throw new AppError('unauthorized', 'The Authorization header must be "Bearer <token>".', {}, { 'WWW-Authenticate': 'Bearer realm="rxtrace", error="invalid_request"' })
     }
-    c.set('principal', await tokens.verify(match[1]!))
+    let principal = await tokens.verify(match[1]!)
+    if (users && principal.sub.startsWith('us_')) {
+      const standing = await users.standingOf(principal.sub)
+      if (!standing.active) throw invalidToken('The user behind this token is disabled.')
+      if (standing.driverId) principal = { ...principal, driverId: standing.driverId }
+    }
+    c.set('principal', principal)
     await next()
   }
 }

@@ -4,12 +4,14 @@ import type { MigrationStep } from './types.js'
 import { up as foundation } from './0001_foundation.js'
 import { up as webhooks } from './0002_webhooks.js'
 import { up as partialIndexes } from './0003_partial_indexes.js'
+import { up as usersAndSignin } from './0007_users_and_signin.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
   '0001_foundation': foundation,
   '0002_webhooks': webhooks,
   '0003_partial_indexes': partialIndexes,
+  '0007_users_and_signin': usersAndSignin,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
