@@ -9,7 +9,8 @@ import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from './pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
-import { visibleOr404 } from './tenancy.js'
+import { visibleDelivery } from './delivery-visibility.js'
+import { checkUserParties } from './user-parties.js'
 
 export type ColdChainSummary = {
   state: ColdChainState; min_c: number | null; max_c: number | null; mkt_c: number | null
@@ -52,13 +53,14 @@ export class DeliveryService {
 
   async get(principal: Principal, id: string): Promise<Delivery> {
     const row = await this.deps.db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
-    return toDelivery(visibleOr404(principal, row, 'delivery'), await this.custody(this.deps.db, id))
+    return toDelivery(visibleDelivery(principal, row), await this.custody(this.deps.db, id))
   }
 
   async list(principal: Principal, filter: { status?: string | undefined; pharmacy_id?: string | undefined }, page: PageRequest): Promise<Page<Delivery>> {
     let query = this.deps.db.selectFrom('deliveries').selectAll()
     if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
     if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
+    if (principal.driverId) query = query.where('driver_id', '=', principal.driverId)
     if (filter.status) query = query.where('status', '=', filter.status)
     if (filter.pharmacy_id) query = query.where('pharmacy_id', '=', filter.pharmacy_id)
     const result = await paginate(query, 'id', page)
@@ -71,8 +73,8 @@ export class DeliveryService {
 
   async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
     const row = await this.deps.db.selectFrom('deliveries').innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
-      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
-    const visible = visibleOr404(principal, row, 'delivery')
+      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'deliveries.driver_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
+    const visible = visibleDelivery(principal, row)
     return verifyChain(visible.audit_hash, await this.custody(this.deps.db, id))
   }
 
@@ -97,7 +99,7 @@ export class DeliveryService {
   private async tryAct(principal: Principal, id: string, input: ActionInput): Promise<false | { messages: number; boundTote: string | null }> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
-    const delivery = visibleOr404(principal, row, 'delivery')
+    const delivery = visibleDelivery(principal, row)
     const chain = await this.custody(db, id)
     const summary = fromJson<ColdChainSummary>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
@@ -143,6 +145,7 @@ export class DeliveryService {
     changes: Partial<Database['deliveries']>,
   ): Promise<{ from: string | null; to: string | null; evidence_hash: string | null }> {
     const holder = currentHolder(chain)
+    if ('from' in input) await checkUserParties(this.deps.db, delivery, input)
     switch (input.action) {
       case 'dispatch': {
         await this.checkDispatch(principal, delivery, input, occurredAt)

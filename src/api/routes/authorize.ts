@@ -58,12 +58,15 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
   }
 
   /** RFC 6749 §4.1.2 / §4.1.2.1 with RFC 9207: back to the client with the result, `state` intact and our `iss`. */
-  function redirectBack({ redirectUri, request }: Checked, result: Record<string, string>, status: 302 | 303): Response {
+  function redirectBack(c: Context, { redirectUri, request }: Checked, result: Record<string, string>, status: 302 | 303): Response {
     const url = new URL(redirectUri)
     for (const [k, v] of Object.entries(result)) url.searchParams.set(k, v)
     if (request.state !== undefined) url.searchParams.set('state', request.state)
     url.searchParams.set('iss', issuer)
-    return new Response(null, { status, headers: { location: url.toString(), 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' } })
+    c.header('Cache-Control', 'no-store')
+    c.header('Referrer-Policy', 'no-referrer')
+    return c.redirect(url.toString(), status) // keeps the cookies set on the way
+
   }
 
   /** Step 2: what is wrong with the rest of the request, as an RFC 6749 §4.1.2.1 error, or null. */
@@ -100,17 +103,17 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
   const clientAddress = (c: Context) => (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress ?? 'unknown'
 
   /** Step 4: with consent (or a first-party client), a code bound to client, redirect URI, challenge and user. */
-  async function issueCode(checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
+  async function issueCode(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
     const scopes = userScopes(checked.request.scope, checked.client, user.role)
     const code = await people.codes.issue({
       client_id: checked.client.client_id, user_id: user.id, session_hash: session.idHash, redirect_uri: checked.redirectUri,
       code_challenge: checked.request.code_challenge!, scope: scopes.join(' '),
     })
-    return redirectBack(checked, { code }, status)
+    return redirectBack(c, checked, { code }, status)
   }
 
   async function afterSignIn(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
-    if (checked.client.first_party) return issueCode(checked, user, session, status)
+    if (checked.client.first_party) return issueCode(c, checked, user, session, status)
     return consentPage(c, {
       appName: checked.client.client_name, userName: user.name, scopes: userScopes(checked.request.scope, checked.client, user.role),
       params: checked.request, csrf: csrfToken(c), returnTo: new URL(checked.redirectUri).origin,
@@ -130,7 +133,7 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     const checked = await checkClientAndRedirect(c, request)
     if (checked instanceof Response) return checked
     const error = requestError(checked)
-    if (error) return redirectBack(checked, error, 302)
+    if (error) return redirectBack(c, checked, error, 302)
     const session = await people.sessions.resume(getCookie(c, SESSION))
     const user = session && (await people.users.find(session.userId))
     if (!session || !user) return showSignIn(c, checked)
@@ -148,7 +151,7 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     const checked = await checkClientAndRedirect(c, pick(form))
     if (checked instanceof Response) return checked
     const error = requestError(checked)
-    if (error) return redirectBack(checked, error, 303)
+    if (error) return redirectBack(c, checked, error, 303)
     if (!csrfValid(c, form.csrf_token)) return messagePage(c, 'Please try again', 'This form expired or was not sent from this site. Go back to the app and start signing in again.', 400)
 
     if (form.step === 'sign_in') {
@@ -177,8 +180,8 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     const user = session && (await people.users.find(session.userId))
     if (!session || !user) return showSignIn(c, checked)
     if (form.step === 'consent' && !checked.client.first_party) {
-      if (form.decision !== 'allow') return redirectBack(checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
-      return issueCode(checked, user, session, 303)
+      if (form.decision !== 'allow') return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
+      return issueCode(c, checked, user, session, 303)
     }
     return afterSignIn(c, checked, user, session, 303)
   })
