@@ -8,10 +8,11 @@ import { ConfigError, loadConfig } from './config.js'
 import { createClient, rotateClientSecret, showClient } from './cli/clients.js'
 import type { CliContext, Command } from './cli/command.js'
 import { rotateKeys } from './cli/keys.js'
+import { createUser, disableUser, listUsers, showUser } from './cli/users.js'
 import { parse, UsageError } from './cli/usage.js'
 import { entityStoreOptions, openEntityStore, type EntityStore } from './store/database.js'
 
-const commands: Command[] = [createClient, rotateClientSecret, showClient, rotateKeys]
+const commands: Command[] = [createClient, rotateClientSecret, showClient, rotateKeys, createUser, listUsers, showUser, disableUser]
 
 const EXIT_FAILED = 1
 const EXIT_USAGE = 2
