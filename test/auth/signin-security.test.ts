@@ -116,3 +116,21 @@ describe('sign-in security (RFC 9700)', () => {
     expect((await signIn(guesser, params, 'someone-else@example.com', 'not the password!!')).status).toBe(429)
   })
 })
+
+describe('registering a client for sign-in', () => {
+  it('redirect URIs are https or loopback http, without a fragment; authorization_code needs one', async () => {
+    const world = await signInWorld()
+    try {
+      const register = (body: Record<string, unknown>) => world.api.post('/v1/oauth/clients', world.admin, { client_name: 'App', token_endpoint_auth_method: 'none', ...body })
+      for (const uri of ['http://app.example/cb', 'https://app.example/cb#frag']) {
+        const res = await register({ redirect_uris: [uri] })
+        expect(res.status).toBe(422)
+        expect(res.body.errors[0].pointer).toBe('/redirect_uris/0')
+      }
+      expect((await register({})).body.errors[0].pointer).toBe('/redirect_uris')
+      expect((await register({ redirect_uris: ['http://127.0.0.1:4000/cb'] })).status).toBe(201)
+    } finally {
+      await world.api.stop()
+    }
+  })
+})
