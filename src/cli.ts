@@ -11,11 +11,12 @@ import { createClient, listClients, revokeClient, rotateClientSecret, showClient
 import type { CliContext, Command } from './cli/command.js'
 import { rotateKeys } from './cli/keys.js'
 import { initStore } from './cli/store.js'
+import { createUser, disableUser, listUsers, showUser } from './cli/users.js'
 import { parse, UsageError } from './cli/usage.js'
 import { entityStoreOptions, openEntityStore, type EntityStore } from './store/database.js'
 import { naming, StartupError } from './startup-error.js'
 
-const commands: Command[] = [createClient, listClients, showClient, rotateClientSecret, revokeClient, rotateKeys, initStore]
+const commands: Command[] = [createClient, listClients, showClient, rotateClientSecret, revokeClient, rotateKeys, initStore, createUser, listUsers, showUser, disableUser]
 
 // The service's SQLite entity store inside DATA_DIR (src/store/database.ts).
 const SQLITE_FILE = 'rxtrace.db'

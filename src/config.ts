@@ -113,6 +113,11 @@ export const configSchema = z.object({
       return false
     }
   }, 'must be a regular expression').optional(),
+  /**
+   * scrypt cost of password hashes as log2(N), with r = 8 and p = 3 (see src/auth/passwords.ts):
+   * 15 (32 MiB, OWASP's equivalent setting) by default; tests lower it to stay fast.
+   */
+  PASSWORD_SCRYPT_LOG2_N: z.coerce.number().int().min(10).max(20).default(15),
   /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `json` (one JSON record a line), `pretty` (for a person), or `auto`: pretty when stdout is a terminal, JSON otherwise. */

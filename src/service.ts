@@ -14,10 +14,13 @@ import { pharmacyRoutes } from './api/routes/pharmacies.js'
 import { prescriptionRoutes } from './api/routes/prescriptions.js'
 import { temperatureRoutes } from './api/routes/temperature.js'
 import { toteRoutes } from './api/routes/totes.js'
+import { userRoutes } from './api/routes/users.js'
 import { webhookRoutes } from './api/routes/webhooks.js'
 import { AuditLog } from './auth/audit-log.js'
 import { ClientRegistry } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
+import { createPeople } from './auth/people.js'
+import { DEFAULT_SCRYPT } from './auth/passwords.js'
 import { TokenService } from './auth/tokens.js'
 import { systemClock, type Clock } from './clock.js'
 import { issuerOf, type Config } from './config.js'
@@ -98,6 +101,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
   const outbox = new Outbox(clock)
+  const people = createPeople({ db, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
 
@@ -162,7 +166,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
 
   const app = createApp({
-    config, db, clock, logger, metrics, keys, tokens, clients, audit,
+    config, db, clock, logger, metrics, keys, tokens, clients, audit, people,
     readiness: {
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),
@@ -174,6 +178,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
       auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
+      userRoutes(people.admin),
     ],
   })
 
@@ -197,7 +202,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
 
   return {
-    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, outbox, services, app, dispatcher,
+    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, services, app, dispatcher,
     sink, bindings, monitor, committer, pipeline,
     get broker() {
       return broker

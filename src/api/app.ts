@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { AuditLog } from '../auth/audit-log.js'
 import type { ClientRegistry } from '../auth/clients.js'
 import type { KeyRing } from '../auth/keys.js'
+import type { People } from '../auth/people.js'
 import type { TokenService } from '../auth/tokens.js'
 import type { Clock } from '../clock.js'
 import type { Config } from '../config.js'
@@ -28,10 +29,12 @@ import { onError } from './problem.js'
 import { docsRoutes } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { oauthRoutes } from './routes/oauth.js'
+import { authorizeRoutes } from './routes/authorize.js'
+import { accountRoutes } from './routes/account.js'
 
 export type AppDeps = {
   config: Config; db: Db; clock: Clock; logger: Logger; metrics: Metrics
-  keys: KeyRing; tokens: TokenService; clients: ClientRegistry; audit: AuditLog
+  keys: KeyRing; tokens: TokenService; clients: ClientRegistry; audit: AuditLog; people: People
   readiness: Record<string, () => Promise<void>>
   /** Route groups under /v1, each built over its service. */
   v1: OpenAPIHono<AppEnv>[]
@@ -59,7 +62,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     trustProxy: config.TRUST_PROXY,
   }))
   const guarded = [
-    authenticate({ tokens: deps.tokens, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
+    authenticate({ tokens: deps.tokens, users: deps.people.users, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
     // docs/api.md, Audit log: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
@@ -84,7 +87,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
 
   app.route('/', healthRoutes({ metrics: deps.metrics, checks: deps.readiness, deadlineMs: deps.config.READY_TIMEOUT_MS }))
   app.route('/', docsRoutes() as unknown as Hono<AppEnv>)
-  app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys }))
+  app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys, people: deps.people, clock: deps.clock }))
+  app.route('/', authorizeRoutes({ clients: deps.clients, people: deps.people, issuer: deps.tokens.issuer }))
+  app.route('/', accountRoutes({ people: deps.people }))
   for (const group of deps.v1) app.route('/', group)
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (RFC 9068, ES256)' })

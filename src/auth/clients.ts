@@ -17,17 +17,25 @@ export type ClientRecord = {
   token_endpoint_auth_method: string
   pharmacy_id: string | null
   fleet_id: string | null
+  /** Trusted by the operator: its users see no consent page. Only an unrestricted administrator sets it. */
+  first_party: boolean
   created_at: string
 }
+
+/** RFC 7591 §2: how a client authenticates at the token endpoint; `none` is a public client (no secret). */
+export const tokenEndpointAuthMethods = ['client_secret_basic', 'client_secret_post', 'none'] as const
+export type TokenEndpointAuthMethod = (typeof tokenEndpointAuthMethods)[number]
+export const clientGrantTypes = ['client_credentials', 'authorization_code', 'refresh_token'] as const
 
 export type NewClient = {
   client_name: string
   grant_types?: string[] | undefined
   redirect_uris?: string[] | undefined
   scope?: string | undefined
-  token_endpoint_auth_method?: 'client_secret_basic' | 'client_secret_post' | undefined
+  token_endpoint_auth_method?: TokenEndpointAuthMethod | undefined
   pharmacy_id?: string | null | undefined
   fleet_id?: string | null | undefined
+  first_party?: boolean | undefined
 }
 
 /** The admin client holds every scope and no tenant restriction. */
@@ -41,18 +49,27 @@ export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')
 export class ClientRegistry {
   constructor(private readonly db: Db, private readonly clock: Clock) {}
 
-  /** Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. The secret is shown once: `record` keeps the answer without it.
-   * `db`: a transaction to insert in (the per-tenant limit counts and inserts in one). */
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>, db: Executor = this.db): Promise<ClientRecord & { client_secret: string }> {
+  /**
+   * Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. A public
+   * client (`none`) gets no secret: its row holds an empty hash, which no secret matches. A secret
+   * is shown once: `record` keeps the answer without it. `db`: a transaction to insert in (the
+   * per-tenant limit counts and inserts in one).
+   */
+  async create(input: NewClient & { token_endpoint_auth_method: 'none' }, fixed?: undefined, record?: RecordAnswer<ClientRecord>, db?: Executor): Promise<ClientRecord>
+  async create(input: NewClient & { token_endpoint_auth_method?: Exclude<TokenEndpointAuthMethod, 'none'> | undefined }, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>, db?: Executor): Promise<ClientRecord & { client_secret: string }>
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret?: string }>, db?: Executor): Promise<ClientRecord & { client_secret?: string }>
+  // Each overload above narrows what `record` is given.
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<any>, db: Executor = this.db): Promise<ClientRecord & { client_secret?: string }> {
     const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
     const scope = input.scope ?? defaultScopes(tenant).join(' ')
     assertScopesFitTenant({ scopes: scope, ...tenant })
     const clientId = fixed?.clientId ?? newId('cl')
+    const isPublic = input.token_endpoint_auth_method === 'none'
     const secret = fixed?.secret ?? newClientSecret()
     const row = {
       client_id: clientId,
       client_name: input.client_name,
-      secret_hash: hashSecret(secret),
+      secret_hash: isPublic ? '' : hashSecret(secret),
       previous_secret_hash: null,
       previous_secret_expires_at: null,
       grant_types: JSON.stringify(input.grant_types ?? ['client_credentials']),
@@ -61,9 +78,10 @@ export class ClientRegistry {
       token_endpoint_auth_method: input.token_endpoint_auth_method ?? 'client_secret_basic',
       pharmacy_id: input.pharmacy_id ?? null,
       fleet_id: input.fleet_id ?? null,
+      first_party: input.first_party ? 1 : 0,
       created_at: iso(this.clock.now()),
     }
-    const created = { ...toRecord(row), client_secret: secret }
+    const created = isPublic ? toRecord(row) : { ...toRecord(row), client_secret: secret }
     const insert = async (trx: Executor) => {
       await trx.insertInto('oauth_clients').values(row).execute()
       await record?.(trx, created)
@@ -171,7 +189,7 @@ export function grantableScopes(client: ClientRecord, requested: string | undefi
 
 function toRecord(row: {
   client_id: string; client_name: string; grant_types: string; redirect_uris: string; scope: string
-  token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string
+  token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string; first_party: number
 }): ClientRecord {
   return {
     client_id: row.client_id,
@@ -182,6 +200,7 @@ function toRecord(row: {
     token_endpoint_auth_method: row.token_endpoint_auth_method,
     pharmacy_id: row.pharmacy_id,
     fleet_id: row.fleet_id,
+    first_party: !!row.first_party,
     created_at: row.created_at,
   }
 }

@@ -22,4 +22,6 @@ export type Principal = {
   fleetId: string | null
   jti: string
   exp: number
+  /** A driver user (role driver) sees only the deliveries assigned to this driver. */
+  driverId?: string | null
 }

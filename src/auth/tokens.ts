@@ -8,7 +8,11 @@ import { effectiveScopes } from './authority.js'
 import type { KeyRing } from './keys.js'
 import { parseScope, type Principal } from './scopes.js'
 
-export type TokenSubject = { clientId: string; sub: string; scopes: string[]; pharmacyId: string | null; fleetId: string | null }
+export type TokenSubject = {
+  clientId: string; sub: string; scopes: string[]; pharmacyId: string | null; fleetId: string | null
+  /** Chosen by the caller when it must remember the token to revoke it later (refresh families). */
+  jti?: string
+}
 
 export type AccessTokenResponse = { access_token: string; token_type: 'Bearer'; expires_in: number; scope: string }
 
@@ -47,7 +51,7 @@ export class TokenService {
       .setSubject(subject.sub)
       .setIssuedAt(nowS)
       .setExpirationTime(nowS + this.ttlS)
-      .setJti(randomUUID())
+      .setJti(subject.jti ?? randomUUID())
       .sign(key.privateKey)
     return { access_token: token, token_type: 'Bearer', expires_in: this.ttlS, scope }
   }
@@ -80,7 +84,7 @@ export class TokenService {
     }
   }
 
-  async revoke(principal: Principal): Promise<void> {
+  async revoke(principal: Pick<Principal, 'jti' | 'exp'>): Promise<void> {
     await this.db.insertInto('revoked_tokens')
       .values({ jti: principal.jti, expires_at: iso(principal.exp * 1_000) })
       .onConflict((oc) => oc.column('jti').doNothing())

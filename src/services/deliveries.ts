@@ -12,7 +12,9 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
-import { canSee, visibleOr404 } from '../auth/tenancy.js'
+import { canSee } from '../auth/tenancy.js'
+import { visibleDelivery } from './delivery-visibility.js'
+import { checkUserParties } from './user-parties.js'
 
 export type Delivery = {
   id: string; rx_id: string; pharmacy_id: string; status: DeliveryStatus; eta: string; fleet_id: string | null
@@ -45,13 +47,14 @@ export class DeliveryService {
 
   async get(principal: Principal, id: string): Promise<Delivery> {
     const row = await this.deps.db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
-    return toDelivery(visibleOr404(principal, row, 'delivery'), await this.custody(this.deps.db, id))
+    return toDelivery(visibleDelivery(principal, row), await this.custody(this.deps.db, id))
   }
 
   async list(principal: Principal, filter: { status?: string | undefined; pharmacy_id?: string | undefined }, page: PageRequest): Promise<Page<Delivery>> {
     let query = this.deps.db.selectFrom('deliveries').selectAll()
     if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
     if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
+    if (principal.driverId) query = query.where('driver_id', '=', principal.driverId)
     if (filter.status) query = query.where('status', '=', filter.status)
     if (filter.pharmacy_id) query = query.where('pharmacy_id', '=', filter.pharmacy_id)
     const result = await paginate(query, 'id', page)
@@ -64,8 +67,8 @@ export class DeliveryService {
 
   async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
     const row = await this.deps.db.selectFrom('deliveries').innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
-      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
-    const visible = visibleOr404(principal, row, 'delivery')
+      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'deliveries.driver_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
+    const visible = visibleDelivery(principal, row)
     return verifyChain(visible.audit_hash, await this.custody(this.deps.db, id))
   }
 
@@ -93,7 +96,7 @@ export class DeliveryService {
   private async tryAct(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<false | { messages: number; boundTote: string | null; delivery: Delivery }> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
-    const delivery = visibleOr404(principal, row, 'delivery')
+    const delivery = visibleDelivery(principal, row)
     const chain = await this.custody(db, id)
     const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
@@ -145,6 +148,7 @@ export class DeliveryService {
     if (!handover.ok) throw validationFailed([{ pointer: handover.pointer, message: handover.message }])
     if (handover.driver) await this.checkDriver(delivery, handover.driver.id, handover.driver.pointer)
     const parties = { from: handover.from, to: handover.to }
+    if ('from' in input) await checkUserParties(this.deps.db, delivery, input)
     switch (input.action) {
       case 'dispatch': {
         await this.checkDispatch(principal, delivery, input, occurredAt)

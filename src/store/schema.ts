@@ -11,6 +11,7 @@ export interface Database {
     client_id: string; client_name: string; secret_hash: string; previous_secret_hash: string | null
     previous_secret_expires_at: string | null; grant_types: string; redirect_uris: string; scope: string
     token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string
+    first_party: Generated<number>
   }
   revoked_tokens: { jti: string; expires_at: string }
   pharmacies: {
@@ -61,6 +62,22 @@ export interface Database {
   webhook_attempts: {
     id: string; message_id: string; endpoint_id: string; event_id: string; attempt: number; at: string
     status_code: number | null; error: string | null; duration_ms: number; success: number
+  }
+  users: {
+    id: string; email: string; name: string; role: string; pharmacy_id: string | null; fleet_id: string | null
+    driver_id: string | null; password_hash: string | null; disabled: number; created_at: string; updated_at: string
+  }
+  user_setup_tokens: { token_hash: string; user_id: string; expires_at: string; used_at: string | null }
+  user_sessions: { id_hash: string; user_id: string; created_at: string; last_seen_at: string; ended_at: string | null }
+  authorization_codes: {
+    code_hash: string; client_id: string; user_id: string; session_hash: string; redirect_uri: string
+    code_challenge: string; scope: string; expires_at: string; used_at: string | null; family_id: string | null
+    access_jti: string | null; access_expires_at: string | null
+  }
+  refresh_tokens: {
+    token_hash: string; family_id: string; client_id: string; user_id: string; session_hash: string; scope: string
+    family_created_at: string; created_at: string; expires_at: string; access_jti: string; access_expires_at: string
+    rotated_at: string | null; revoked_at: string | null
   }
   totes: {
     id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string

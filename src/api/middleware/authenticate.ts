@@ -1,12 +1,15 @@
 import type { MiddlewareHandler } from 'hono'
 import { AppError } from '../../errors.js'
-import type { TokenService } from '../../auth/tokens.js'
+import { invalidToken, type TokenService } from '../../auth/tokens.js'
+import type { UserDirectory } from '../../auth/users.js'
 import type { AppEnv } from '../env.js'
 import { callerAddress } from './caller-address.js'
 import type { TokenBuckets } from './token-buckets.js'
 
 export type AuthenticateOptions = {
   tokens: TokenService
+  /** Who stands behind a user's token (us_…): disabled users' tokens stop working at once. */
+  users?: Pick<UserDirectory, 'standingOf'> | undefined
   /** Invalid tokens allowed per caller address; each one costs a signature check (docs/security.md, Resource limits). */
   invalidTokens: TokenBuckets
   trustProxy: boolean
@@ -16,8 +19,10 @@ export type AuthenticateOptions = {
  * RFC 6750 bearer authentication; the verified caller becomes `principal`. Each invalid token
  * spends one of its address's allowance; an address that has spent it gets 429 before any
  * signature is checked, except for tokens already verified (they cost nothing to check again).
+ * A user's token (`sub` us_…) stops working the moment the user is disabled, and a driver
+ * user's token is narrowed to that driver's deliveries.
  */
-export function authenticate({ tokens, invalidTokens, trustProxy }: AuthenticateOptions): MiddlewareHandler<AppEnv> {
+export function authenticate({ tokens, users, invalidTokens, trustProxy }: AuthenticateOptions): MiddlewareHandler<AppEnv> {
   return async function authenticateMiddleware(c, next) {
     const header = c.req.header('authorization')
     if (!header) {
@@ -34,12 +39,19 @@ export function authenticate({ tokens, invalidTokens, trustProxy }: Authenticate
     if (waitS > 0 && !tokens.knows(token)) {
       throw new AppError('rate_limited', 'Too many invalid access tokens from this address; wait before sending another.', {}, { 'Retry-After': String(waitS) })
     }
+    let principal
     try {
-      c.set('principal', await tokens.verify(token))
+      principal = await tokens.verify(token)
     } catch (error) {
       if (error instanceof AppError && error.code === 'unauthorized') invalidTokens.take(address)
       throw error
     }
+    if (users && principal.sub.startsWith('us_')) {
+      const standing = await users.standingOf(principal.sub)
+      if (!standing.active) throw invalidToken('The user behind this token is disabled.')
+      if (standing.driverId) principal = { ...principal, driverId: standing.driverId }
+    }
+    c.set('principal', principal)
     await next()
   }
 }

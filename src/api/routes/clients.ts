@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { assertNotMorePowerful, assertScopesFitTenant, defaultScopes, powerGap } from '../../auth/authority.js'
-import { authorityOf, type ClientRecord, type ClientRegistry } from '../../auth/clients.js'
+import { authorityOf, clientGrantTypes, tokenEndpointAuthMethods, type ClientRecord, type ClientRegistry } from '../../auth/clients.js'
 import type { KeyRing } from '../../auth/keys.js'
 import { allScopes, type Principal } from '../../auth/scopes.js'
 import { AppError, notFound, validationFailed } from '../../errors.js'
@@ -14,18 +14,42 @@ import { idParam, json, jsonBody, v1Route, z } from '../openapi.js'
 // RFC 7591 §2 client metadata names.
 const NewClient = z.strictObject({
   client_name: z.string().min(1).max(200),
-  grant_types: z.array(z.literal('client_credentials')).min(1).optional().describe('Only client_credentials in this release'),
-  redirect_uris: z.array(z.url()).max(10).optional(),
-  scope: z.string().refine((s) => s.split(' ').filter(Boolean).every((x) => (allScopes as readonly string[]).includes(x)), 'contains an unknown scope').optional().describe('Space-separated. Default: the read-only scopes of the client\'s tenant kind that the creator holds. A fleet-restricted client never holds cold-chain:disposition.'),
-  token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional().describe('RFC 6749 §2.3: the only way /oauth/token accepts its secret. Default client_secret_basic'),
+  grant_types: z.array(z.enum(clientGrantTypes)).min(1).optional()
+    .describe('Default: client_credentials, or authorization_code and refresh_token for a public client. A public client never gets client_credentials.'),
+  redirect_uris: z.array(z.url()).max(10).optional().describe('Exact redirect URIs for authorization_code: https, or http on a loopback address (RFC 8252 §7.3); no fragment'),
+  scope: z.string().refine((s) => s.split(' ').filter(Boolean).every((x) => (allScopes as readonly string[]).includes(x)), 'contains an unknown scope').optional().describe('Space-separated; Default: the read-only scopes of the client\'s tenant kind that the creator holds. A fleet-restricted client never holds cold-chain:disposition.'),
+  token_endpoint_auth_method: z.enum(tokenEndpointAuthMethods).optional().describe('RFC 6749 §2.3: the only way /oauth/token accepts its secret (default client_secret_basic); `none` registers a public client (a browser or mobile app): no secret, PKCE only'),
+  first_party: z.boolean().optional().describe('Operator-trusted: its users see no consent page. Only an unrestricted administrator may set it.'),
   pharmacy_id: z.string().optional().describe('Restrict the client to one pharmacy'),
   fleet_id: z.string().optional().describe('Restrict the client to one fleet'),
 }).openapi('NewClient')
 
 const Client = z.object({
   client_id: z.string(), client_name: z.string(), grant_types: z.array(z.string()), redirect_uris: z.array(z.string()),
-  scope: z.string(), token_endpoint_auth_method: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(), created_at: z.string(),
+  scope: z.string(), token_endpoint_auth_method: z.string(), pharmacy_id: z.string().nullable(), fleet_id: z.string().nullable(),
+  first_party: z.boolean(), created_at: z.string(),
 }).openapi('Client')
+
+/** RFC 6749 §3.1.2, RFC 9700 §2.1 and §4.1: grants that fit the client type, and redirect URIs compared exactly. */
+function checkSignInFields(principal: Principal, input: z.infer<typeof NewClient>): z.infer<typeof NewClient> {
+  const method = input.token_endpoint_auth_method ?? 'client_secret_basic'
+  const grants = input.grant_types ?? (method === 'none' ? ['authorization_code', 'refresh_token'] : ['client_credentials'])
+  const errors: { pointer: string; message: string }[] = []
+  if (method === 'none' && grants.includes('client_credentials')) errors.push({ pointer: '/grant_types', message: 'a public client (token_endpoint_auth_method none) cannot use client_credentials' })
+  if (grants.includes('refresh_token') && !grants.includes('authorization_code')) errors.push({ pointer: '/grant_types', message: 'refresh_token comes with authorization_code' })
+  const uris = input.redirect_uris ?? []
+  if (grants.includes('authorization_code') && uris.length === 0) errors.push({ pointer: '/redirect_uris', message: 'authorization_code needs at least one redirect URI' })
+  uris.forEach((uri, i) => {
+    const url = new URL(uri)
+    const loopback = url.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)
+    if (url.protocol !== 'https:' && !loopback) errors.push({ pointer: `/redirect_uris/${i}`, message: 'must be https (or http on a loopback address)' })
+    if (url.hash || uri.includes('#')) errors.push({ pointer: `/redirect_uris/${i}`, message: 'must not contain a fragment' })
+  })
+  const administrator = !principal.pharmacyId && !principal.fleetId && allScopes.every((s) => principal.scopes.has(s))
+  if (input.first_party && !administrator) errors.push({ pointer: '/first_party', message: 'only an unrestricted administrator marks a client first-party' })
+  if (errors.length) throw validationFailed(errors)
+  return { ...input, token_endpoint_auth_method: method, grant_types: grants }
+}
 
 /**
  * A token registers only clients no more powerful than itself: within its own tenant, holding no
@@ -63,7 +87,7 @@ export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: Clien
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
     method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
-    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The client and its secret') },
+    request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().nullable().optional().describe('Shown once; a public client (none) has none; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The client and its secret') },
   }), async (c) => {
     const principal = c.get('principal')
     const input = c.req.valid('json')
@@ -74,7 +98,7 @@ export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: Clien
     if (input.fleet_id && !(await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
       throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     }
-    const newClient = { ...input, scope }
+    const newClient = { ...checkSignInFields(principal, input), scope }
     const owner = { pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null }
     const record = answerInTransaction(c, 201, ['/client_secret'])
     const created = owner.pharmacy_id || owner.fleet_id

@@ -1,8 +1,12 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context, MiddlewareHandler } from 'hono'
 import type { ClientRegistry, ClientRecord } from '../../auth/clients.js'
-import { grantableScopes } from '../../auth/clients.js'
+import { tokenEndpointAuthMethods } from '../../auth/clients.js'
+import { grants } from '../../auth/grants/index.js'
 import type { KeyRing } from '../../auth/keys.js'
+import { OAuthError } from '../../auth/oauth-error.js'
+import type { People } from '../../auth/people.js'
+import type { Clock } from '../../clock.js'
 import { allScopes } from '../../auth/scopes.js'
 import type { TokenService } from '../../auth/tokens.js'
 import type { AppEnv } from '../env.js'
@@ -14,7 +18,7 @@ const oauthError = (c: Context, status: 400 | 401, error: string, description: s
   return c.json({ error, error_description: description }, status)
 }
 
-const OAuthError = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
+const OAuthErrorBody = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
 const form = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true } })
 const clientAuthFields = {
   client_id: z.string().optional().describe('client_secret_post only (or, with client_secret_basic, the same id as the Authorization header)'),
@@ -64,6 +68,13 @@ async function authenticateClient(c: Context, clients: ClientRegistry, body: Cli
   return client
 }
 
+/** RFC 6749 §2.1 / RFC 7591 `none`: a public client names itself and proves nothing; PKCE binds its code instead. */
+async function identifyPublicClient(clients: ClientRegistry, body: { client_id?: string | undefined; client_secret?: string | undefined }, authorization: string | undefined): Promise<ClientRecord | null> {
+  if (!body.client_id || body.client_secret || authorization) return null
+  const client = await clients.find(body.client_id)
+  return client?.token_endpoint_auth_method === 'none' ? client : null
+}
+
 // Many clients (curl -u among them) send the id and secret without the form-encoding of
 // RFC 6749 §2.3.1; a value that is not valid percent-encoding is taken as sent.
 function formDecoded(text: string): string {
@@ -83,7 +94,7 @@ const requireForm: MiddlewareHandler = async function requireForm(c, next) {
   await next()
 }
 
-export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry; tokens: TokenService; keys: KeyRing }) {
+export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients: ClientRegistry; tokens: TokenService; keys: KeyRing; people: People; clock: Clock }) {
   const app = new OpenAPIHono<AppEnv>()
   const issuer = tokens.issuer
   app.use('/oauth/*', requireForm)
@@ -95,15 +106,21 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
     issuer,
     token_endpoint: `${issuer}/oauth/token`,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
+    authorization_endpoint: `${issuer}/oauth/authorize`,
     revocation_endpoint: `${issuer}/oauth/revoke`,
     introspection_endpoint: `${issuer}/oauth/introspect`,
     registration_endpoint: `${issuer}/v1/oauth/clients`,
-    grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    // Ends the browser session of the sign-in pages (the name OpenID Connect RP-Initiated Logout uses).
+    end_session_endpoint: `${issuer}/oauth/logout`,
+    grant_types_supported: [...grants.keys()],
+    token_endpoint_auth_methods_supported: tokenEndpointAuthMethods,
+    code_challenge_methods_supported: ['S256'], // RFC 7636: `plain` is refused
+    authorization_response_iss_parameter_supported: true, // RFC 9207
+    response_modes_supported: ['query'],
     revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     scopes_supported: allScopes,
-    response_types_supported: [],
+    response_types_supported: ['code'],
     access_token_signing_alg_values_supported: ['ES256'],
     service_documentation: `${issuer}/docs`,
   }, 200))
@@ -117,24 +134,39 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   })
 
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/token', tags: ['OAuth'], summary: 'Get an access token (client_credentials)',
-    request: form(z.object({ grant_type: z.string(), scope: z.string().optional(), ...clientAuthFields })),
-    responses: { 200: json(z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string() }), 'RFC 6749 §5.1 token'), 400: json(OAuthError, 'RFC 6749 §5.2 error'), 401: json(OAuthError, 'Client authentication failed') },
+    method: 'post', path: '/oauth/token', tags: ['OAuth'], summary: 'Get tokens: client_credentials, authorization_code (PKCE S256) or refresh_token',
+    description: 'Confidential clients authenticate with client_secret_basic or client_secret_post; a public client (token_endpoint_auth_method none) sends only client_id and may use authorization_code and refresh_token. Refresh tokens rotate on every use.',
+    request: form(z.object({
+      grant_type: z.string(), scope: z.string().optional(),
+      code: z.string().optional().describe('authorization_code'), redirect_uri: z.string().optional().describe('authorization_code: the one the code was issued for'),
+      code_verifier: z.string().optional().describe('authorization_code: the PKCE verifier (RFC 7636)'),
+      refresh_token: z.string().optional().describe('refresh_token'),
+      ...clientAuthFields,
+    })),
+    responses: {
+      200: json(z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string(), refresh_token: z.string().optional().describe('User grants, when the client may refresh') }), 'RFC 6749 §5.1 token'),
+      400: json(OAuthErrorBody, 'RFC 6749 §5.2 error'), 401: json(OAuthErrorBody, 'Client authentication failed'),
+    },
   }), async (c) => {
     const body = c.req.valid('form')
-    const client = await authenticateClient(c, clients, body)
+    // A public client names itself and proves nothing (PKCE binds its code); any other authenticates one way only.
+    const publicClient = await identifyPublicClient(clients, body, c.req.header('authorization'))
+    const client = publicClient ?? (await authenticateClient(c, clients, body))
     if (client instanceof Response) return client
-    if (body.grant_type !== 'client_credentials') return oauthError(c, 400, 'unsupported_grant_type', 'Only client_credentials is supported here.')
-    if (!client.grant_types.includes('client_credentials')) return oauthError(c, 400, 'unauthorized_client', 'This client may not use client_credentials.')
-    const scopes = grantableScopes(client, body.scope)
-    if (!scopes) return oauthError(c, 400, 'invalid_scope', 'The client is not allowed every requested scope.')
-    return c.json(await tokens.issue({ clientId: client.client_id, sub: client.client_id, scopes, pharmacyId: client.pharmacy_id, fleetId: client.fleet_id }), 200)
+    const grant = grants.get(body.grant_type)
+    if (!grant) return oauthError(c, 400, 'unsupported_grant_type', `Supported grant types: ${[...grants.keys()].join(', ')}.`)
+    try {
+      return c.json(await grant.handler({ client, params: body, requestId: c.get('requestId'), tokens, people, clock }), 200)
+    } catch (error) {
+      if (error instanceof OAuthError) return oauthError(c, error.status, error.error, error.message)
+      throw error
+    }
   }, badForm)
 
   app.openapi(publicRoute({
     method: 'post', path: '/oauth/revoke', tags: ['OAuth'], summary: 'RFC 7009 token revocation',
     request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
-    responses: { 200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' }, 401: json(OAuthError, 'Client authentication failed') },
+    responses: { 200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' }, 401: json(OAuthErrorBody, 'Client authentication failed') },
   }), async (c) => {
     const body = c.req.valid('form')
     const client = await authenticateClient(c, clients, body)
@@ -148,7 +180,7 @@ export function oauthRoutes({ clients, tokens, keys }: { clients: ClientRegistry
   app.openapi(publicRoute({
     method: 'post', path: '/oauth/introspect', tags: ['OAuth'], summary: 'RFC 7662 token introspection',
     request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
-    responses: { 200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'), 401: json(OAuthError, 'Client authentication failed') },
+    responses: { 200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'), 401: json(OAuthErrorBody, 'Client authentication failed') },
   }), async (c) => {
     const body = c.req.valid('form')
     const client = await authenticateClient(c, clients, body)

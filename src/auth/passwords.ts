@@ -1,0 +1,63 @@
+import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+
+/**
+ * Password hashing with scrypt (RFC 7914) from node:crypto: memory-hard, no native dependency,
+ * and run on libuv's thread pool, so a sign-in never blocks the event loop.
+ *
+ * Parameters: N = 2^15, r = 8, p = 3, a 16-byte salt, a 32-byte key. That is one of OWASP's
+ * equivalent scrypt settings (Password Storage Cheat Sheet: N=2^17 r=8 p=1 … N=2^13 r=8 p=10):
+ * 32 MiB per hash (128 · N · r bytes), so four concurrent sign-ins on the default thread pool
+ * hold 128 MiB, and p = 3 buys back the work a larger N would have cost.
+ * The parameters are stored with each hash, so raising them later only affects new passwords.
+ */
+export type ScryptParams = { log2N: number; r: number; p: number }
+export const DEFAULT_SCRYPT: ScryptParams = { log2N: 15, r: 8, p: 3 }
+
+const SALT_BYTES = 16
+const KEY_BYTES = 32
+/** RFC 7914 §2: at least 8 characters is common; we ask for 12 (NIST SP 800-63B allows any ≥ 8). */
+export const MIN_PASSWORD_LENGTH = 12
+/** Long enough for any passphrase, short enough that hashing cannot be used to burn CPU. */
+export const MAX_PASSWORD_LENGTH = 256
+
+function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
+  const N = 2 ** log2N
+  // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
+  const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * 2 }
+  return new Promise((resolve, reject) => scrypt(password.normalize('NFKC'), salt, KEY_BYTES, options, (err, key) => (err ? reject(err) : resolve(key))))
+}
+
+export class PasswordHasher {
+  private dummy: Promise<string> | null = null
+
+  constructor(private readonly params: ScryptParams = DEFAULT_SCRYPT) {}
+
+  async hash(password: string): Promise<string> {
+    const salt = randomBytes(SALT_BYTES)
+    const key = await derive(password, salt, this.params)
+    const { log2N, r, p } = this.params
+    return `scrypt$${log2N}$${r}$${p}$${salt.toString('base64url')}$${key.toString('base64url')}`
+  }
+
+  /**
+   * True when `password` matches `stored`. With no stored hash (an unknown account, or a user who
+   * has not set a password yet) it still runs scrypt against a dummy hash, so the answer takes as
+   * long either way and timing does not tell which accounts exist.
+   */
+  async verify(password: string, stored: string | null | undefined): Promise<boolean> {
+    if (!stored) {
+      await this.check(password, await (this.dummy ??= this.hash(randomBytes(16).toString('hex'))))
+      return false
+    }
+    return this.check(password, stored)
+  }
+
+  private async check(password: string, stored: string): Promise<boolean> {
+    const parts = stored.split('$')
+    if (parts.length !== 6 || parts[0] !== 'scrypt') return false
+    const [, log2N, r, p, salt, key] = parts as [string, string, string, string, string, string]
+    const expected = Buffer.from(key, 'base64url')
+    const actual = await derive(password.slice(0, MAX_PASSWORD_LENGTH), Buffer.from(salt, 'base64url'), { log2N: Number(log2N), r: Number(r), p: Number(p) })
+    return actual.length === expected.length && timingSafeEqual(actual, expected)
+  }
+}

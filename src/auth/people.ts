@@ -1,0 +1,27 @@
+import type { Clock } from '../clock.js'
+import type { Db } from '../store/schema.js'
+import type { AuditLog } from './audit-log.js'
+import { AuthorizationCodes } from './codes.js'
+import { PasswordHasher, type ScryptParams } from './passwords.js'
+import { RefreshTokens } from './refresh-tokens.js'
+import { SessionStore } from './sessions.js'
+import { SignInThrottle } from './sign-in-throttle.js'
+import type { TokenService } from './tokens.js'
+import { UserAdmin } from './user-admin.js'
+import { UserDirectory } from './users.js'
+
+/** Everything people's sign-in needs, built once by the composition root. */
+export function createPeople({ db, clock, tokens, audit, scrypt }: { db: Db; clock: Clock; tokens: TokenService; audit: AuditLog; scrypt?: ScryptParams }) {
+  const passwords = new PasswordHasher(scrypt)
+  const users = new UserDirectory(db, clock, passwords)
+  const sessions = new SessionStore(db, clock)
+  const refreshTokens = new RefreshTokens(db, clock, tokens, audit)
+  return {
+    passwords, users, sessions, refreshTokens,
+    codes: new AuthorizationCodes(db, clock),
+    throttle: new SignInThrottle(clock),
+    admin: new UserAdmin(db, users, sessions, refreshTokens, tokens.issuer),
+  }
+}
+
+export type People = ReturnType<typeof createPeople>
