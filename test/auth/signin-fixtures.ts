@@ -1,3 +1,4 @@
+import { allScopes } from '../../src/auth/scopes.js'
 import { expect } from 'vitest'
 import { authorizeUrl, browser, pkce, type Browser } from '../helpers/browser.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
@@ -13,6 +14,7 @@ export async function signInWorld(env: Record<string, string> = {}) {
   const user = (await api.post('/v1/users', admin, { email: 'Pat@Example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })).body
   const client = (await api.post('/v1/oauth/clients', admin, {
     client_name: 'Pharmacist Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true,
+    scope: allScopes.join(' '), // a person's token is capped by the role; the app may ask for anything
   })).body
   return { api, admin, pharmacy, user, client }
 }

@@ -197,7 +197,7 @@ describe('operator CLI (npm run cli)', () => {
   })
 
   it('lists clients without secrets, and a revoked client gets no token', { timeout: 120_000 }, async () => {
-    const { json: client } = await cli('clients', 'create', '--name', 'to be revoked')
+    const { json: client } = await cli('clients', 'create', '--name', 'to be revoked', '--auth-method', 'client_secret_post')
     expect((await token(api, client.client_id, client.client_secret)).status).toBe(200)
 
     const revoked = await cli('clients', 'revoke', client.client_id)
