@@ -16,9 +16,9 @@ export function notFoundOrMethodNotAllowed(routes: () => readonly RouteEntry[]) 
     patterns ??= compile(routes())
     const allowed = new Set<string>()
     for (const { pattern, methods } of patterns) if (pattern.test(c.req.path)) for (const m of methods) allowed.add(m)
-    // A route of this method exists but found nothing (an unknown asset, say): that is a 404 too.
-    if (allowed.size === 0 || allowed.has(c.req.method)) return problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`))
     if (allowed.has('GET')) allowed.add('HEAD') // Hono answers HEAD with the GET handler
+    // No route at all, or the route's own handler found nothing (e.g. an unknown file under /docs/assets/).
+    if (allowed.size === 0 || allowed.has(c.req.method)) return problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`))
     const allow = [...allowed].sort().join(', ')
     return problemResponse(c, new AppError('method_not_allowed', `${c.req.path} does not accept ${c.req.method}; it accepts ${allow}.`, {}, { allow }))
   }

@@ -16,6 +16,7 @@ describe('wrong method on an existing path', () => {
     ['PUT', '/v1/deliveries/dl_01jd0000000000000000000000', 'GET, HEAD'],
     ['GET', '/v1/deliveries/dl_01jd0000000000000000000000/dispatch', 'POST'],
     ['POST', '/healthz', 'GET, HEAD'],
+    ['POST', '/docs/assets/init.js', 'GET, HEAD'],
   ] as const) {
     it(`${method} ${path} → 405 method_not_allowed, Allow: ${allow}`, async () => {
       const res = await api.request(method, path, { token })
@@ -30,6 +31,10 @@ describe('wrong method on an existing path', () => {
     const res = await api.request('GET', '/v1/no-such-thing', { token })
     expect(res.status).toBe(404)
     expect(res.body).toMatchObject({ code: 'not_found' })
+  })
+
+  it("a route's own not-found (an unknown file under /docs/assets/) stays 404", async () => {
+    expect((await api.request('GET', '/docs/assets/nope.js')).status).toBe(404)
   })
 
   it('without a token, /v1 still asks for one first', async () => {

@@ -6,6 +6,12 @@ import { startChildService, type ChildService } from '../helpers/child-service.j
  * SIGTERM while HTTP clients keep their connections alive and keep sending: the service stops
  * accepting, answers what is running with `Connection: close`, and exits 0 — which it does only
  * when it stopped within its own 10 s deadline (otherwise it exits 1).
+ *
+ * On Node 20.20 a separate client process's keep-alive connections also ended without the
+ * explicit draining (server.close() closes the idle ones, and these clients leave them idle
+ * between requests), so this guards the behaviour rather than reproducing a failure; a client
+ * in the same process as the server, always mid-request, is where server.close() alone never
+ * completes.
  */
 
 /** Concurrent keep-alive clients, each sending its next request as soon as the last is answered. */
@@ -52,15 +58,14 @@ describe('SIGTERM with keep-alive HTTP clients hammering the API', () => {
     const clients = Array.from({ length: CLIENTS }, hammer)
     while (answered < 200) await new Promise((resolve) => setTimeout(resolve, 20))
 
-    const killedAt = Date.now(); const before = answered
-    process.kill(svc.pid, "SIGTERM")
+    const answeredBefore = answered
+    process.kill(svc.pid, 'SIGTERM')
     const exit = await svc.exited
     running = false
     await Promise.all(clients)
     agent.destroy()
 
-    console.log("EXIT", exit, Date.now() - killedAt, before, answered, closeAnnounced, svc.stderr.slice(-500))
     expect(exit).toEqual({ code: 0, signal: null })
-    await annotate(`${answered} requests answered; ${closeAnnounced} answers carried Connection: close`)
+    await annotate(`${answered} requests answered, ${answered - answeredBefore} after SIGTERM; ${closeAnnounced} answers carried Connection: close`)
   }, 60_000)
 })
