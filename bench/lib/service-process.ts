@@ -49,14 +49,15 @@ export function processCpuMs(pid: number): number | null {
 }
 
 /**
- * The node flags of `npm start` (`tsx <flags> src/main.ts` in package.json), so a benchmark runs
+ * The node flags of `npm start` (`[exec] node <flags> --import tsx src/main.ts` in package.json), so a benchmark runs
  * the service as it is started in production (today: the young-generation size).
  */
 export function npmStartFlags(): string[] {
   const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
-  const match = /^tsx((?: --\S+)*) src\/main\.ts$/.exec(scripts.start)
-  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts": ${scripts.start}`)
-  return match[1]!.split(' ').filter(Boolean)
+  // `tsx [--flags] src/main.ts` or `[exec] node [--flags] --import tsx src/main.ts`.
+  const match = /^(?:exec )?(?:tsx((?: --\S+)*)|node((?: --\S+)*) --import tsx) src\/main\.ts$/.exec(scripts.start)
+  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts" or "node [--flags] --import tsx src/main.ts": ${scripts.start}`)
+  return (match[1] ?? match[2]!).split(' ').filter(Boolean)
 }
 
 /**
