@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+import PQueue from 'p-queue'
 
 /**
  * Password hashing with scrypt (RFC 7914) from node:crypto: memory-hard, no native dependency,
@@ -20,7 +21,19 @@ export const MIN_PASSWORD_LENGTH = 12
 /** Long enough for any passphrase, short enough that hashing cannot be used to burn CPU. */
 export const MAX_PASSWORD_LENGTH = 256
 
-function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
+/**
+ * One hash at a time per process: each takes ~0.1-0.4 s of a core, and libuv's four threads would
+ * otherwise run four at once and take every core of a small machine from the event loop, so a
+ * burst of sign-ins would delay every PUBACK and request. Sign-ins queue instead (the per-account
+ * and per-address throttles bound how long the queue can get).
+ */
+const hashing = new PQueue({ concurrency: 1 })
+
+function derive(password: string, salt: Buffer, params: ScryptParams): Promise<Buffer> {
+  return hashing.add(() => deriveNow(password, salt, params))
+}
+
+function deriveNow(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
   const N = 2 ** log2N
   // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
   const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * 2 }
