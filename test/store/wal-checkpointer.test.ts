@@ -87,11 +87,10 @@ describe('WAL checkpointer', () => {
 
   it('never leaves a paused writer waiting on a stopped worker', async () => {
     const { file, db } = openWriter('stopped.db')
-    const checkpointer = startWalCheckpointer(file, { levelAtPages: 1, everyMs: 10, levelTimeoutMs: 10_000 })
+    // A level() that waited for the worker would wait out this timeout, far past the test's own.
+    const checkpointer = startWalCheckpointer(file, { levelAtPages: 1, everyMs: 10, levelTimeoutMs: 600_000 })
     await checkpointer.stop()
-    const started = performance.now()
     await expect(checkpointer.level()).resolves.toBeUndefined()
-    expect(performance.now() - started).toBeLessThan(100)
     db.close()
   })
 })
