@@ -1,6 +1,6 @@
 import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
+import { browser, pkce } from '../helpers/browser.js'
 import type { TestApi } from '../helpers/service.js'
 import { REDIRECT, signIn, signInWorld, tokenRequest } from './signin-fixtures.js'
 
@@ -8,8 +8,7 @@ import { REDIRECT, signIn, signInWorld, tokenRequest } from './signin-fixtures.j
 async function userTokens(api: TestApi, clientId: string, email: string, password: string) {
   const b = browser(api.service)
   const { verifier, challenge } = pkce()
-  const page = await b.get(authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge }))
-  const done = await b.post('/oauth/authorize', { ...page.form, email, password })
+  const done = await signIn(b, { client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge }, email, password)
   expect(done.status).toBe(303)
   const res = await tokenRequest(api, { grant_type: 'authorization_code', code: done.location!.searchParams.get('code')!, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId })
   expect(res.status).toBe(200)
