@@ -5,6 +5,7 @@ import pg from 'pg'
 import type { Dialect } from './dialect.js'
 import type { Database, Db } from './schema.js'
 import { migrateToLatest } from './migrations/index.js'
+import { OwnSchemaPostgresDialect } from './migrations/own-schema-introspector.js'
 import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
 import { createPrivateFile, ensurePrivateDataDir } from './private-files.js'
 import { checkpointOffThread } from './wal-checkpointer.js'
@@ -120,7 +121,7 @@ async function migratePostgres(url: string, schema: string | undefined, limits: 
     }
   }
   const pool = createPool(url, schema, { ...limits, statementTimeoutMs: 0 }, onConnectionError, 1)
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardedPool(pool) }) })
+  const db = new Kysely<Database>({ dialect: new OwnSchemaPostgresDialect({ pool: guardedPool(pool) }) })
   try {
     // kysely's Migrator finds its bookkeeping tables in any schema of the database unless told
     // which one is ours; another schema's tables (another app, another test run) would hide ours.
