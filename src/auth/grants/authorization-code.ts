@@ -38,8 +38,9 @@ export const authorizationCode: Grant = {
     const user = await people.users.find(code.user_id)
     if (!user || user.disabled) throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
     const scopes = code.scope.split(' ').filter(Boolean)
-    return issueForUser(ctx, user, scopes, {
+    const answer = await issueForUser(ctx, user, scopes, {
       familyId, clientId: client.client_id, userId: user.id, sessionHash: code.session_hash, scope: code.scope, familyCreatedAt: iso(clock.now()),
     }, jti)
+    return answer! // a new family's first token is always stored
   },
 }
