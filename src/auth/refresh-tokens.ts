@@ -4,6 +4,7 @@ import { iso } from '../clock.js'
 import { hashSecret } from '../hashing.js'
 import type { Database, Db } from '../store/schema.js'
 import type { AuditLog } from './audit-log.js'
+import type { ConsentStore } from './consents.js'
 import type { Role } from './roles.js'
 import type { TokenService } from './tokens.js'
 import type { User } from './users.js'
@@ -27,6 +28,7 @@ export type Presented =
 export class RefreshTokens {
   constructor(
     private readonly db: Db, private readonly clock: Clock, private readonly tokens: TokenService, private readonly audit: AuditLog,
+    private readonly consents: ConsentStore,
   ) {}
 
   newFamilyId = () => `rf_${randomBytes(16).toString('hex')}`
@@ -56,7 +58,9 @@ export class RefreshTokens {
     if (row.client_id !== clientId) return { ok: false, reason: 'wrong_client' }
     if (row.revoked_at) return { ok: false, reason: 'revoked' }
     if (row.rotated_at) {
+      // Two parties hold the family: revoke it, and ask the person again before this app gets more.
       await this.revokeFamily(row.family_id)
+      await this.consents.forget(row.user_id, row.client_id)
       this.audit.record({ jti: null, client_id: clientId, sub: row.user_id, method: 'POST', path: `/oauth/token refresh_token reused: family ${row.family_id} revoked`, status: 400, request_id: requestId })
       return { ok: false, reason: 'reused' }
     }

@@ -30,6 +30,7 @@ export const authorizationCode: Grant = {
         const { issued } = redemption
         if (issued.familyId) await people.refreshTokens.revokeFamily(issued.familyId)
         if (issued.accessJti) await tokens.revoke({ jti: issued.accessJti, exp: Math.ceil(Date.parse(issued.accessExpiresAt!) / 1_000) })
+        await people.consents.forget(redemption.userId, redemption.clientId) // ask the person again before this app gets more
         throw new OAuthError('invalid_grant', 'The code was already used; what it issued is revoked.')
       }
       throw new OAuthError('invalid_grant', 'The code is invalid, expired, or was issued for another client, redirect URI or code_verifier.')
