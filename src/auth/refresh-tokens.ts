@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { hashSecret } from '../hashing.js'
+import { insertRow, precompiled } from '../store/precompiled.js'
 import type { Database, Db } from '../store/schema.js'
 import type { AuditLog } from './audit-log.js'
 import type { ConsentStore } from './consents.js'
@@ -47,12 +48,7 @@ export class RefreshTokens {
    */
   async present(token: string, clientId: string, requestId: string): Promise<Presented> {
     const tokenHash = hashSecret(token)
-    const row = await this.db.selectFrom('refresh_tokens')
-      .leftJoin('users', 'users.id', 'refresh_tokens.user_id')
-      .selectAll('refresh_tokens')
-      .select(['users.id as u_id', 'users.email as u_email', 'users.name as u_name', 'users.role as u_role', 'users.pharmacy_id as u_pharmacy_id',
-        'users.fleet_id as u_fleet_id', 'users.driver_id as u_driver_id', 'users.disabled as u_disabled', 'users.created_at as u_created_at'])
-      .where('refresh_tokens.token_hash', '=', tokenHash).executeTakeFirst()
+    const [row] = await presentedRow(this.db, tokenHash)
     if (!row) return { ok: false, reason: 'unknown' }
     // RFC 6749 §10.4: the token is bound to the client it was issued to.
     if (row.client_id !== clientId) return { ok: false, reason: 'wrong_client' }
@@ -82,10 +78,8 @@ export class RefreshTokens {
     const now = this.clock.now()
     const { token, row } = this.newRow(next, access, now)
     const spent = await this.db.transaction().execute(async (trx) => {
-      const update = await trx.updateTable('refresh_tokens').set({ rotated_at: iso(now) })
-        .where('token_hash', '=', spentHash).where('rotated_at', 'is', null).where('revoked_at', 'is', null).executeTakeFirst()
-      if (Number(update.numUpdatedRows) !== 1) return false
-      await trx.insertInto('refresh_tokens').values(row).execute()
+      if ((await spend(trx, spentHash, iso(now))).length !== 1) return false
+      await insertRow(trx, 'refresh_tokens', row)
       return true
     })
     return spent ? token : null
@@ -126,6 +120,17 @@ export class RefreshTokens {
     for (const row of rows) await this.tokens.revoke({ jti: row.access_jti, exp: Math.ceil(Date.parse(row.access_expires_at) / 1_000) })
   }
 }
+
+// The refresh grant's queries, compiled once (src/store/precompiled.ts): a grant runs three.
+const presentedRow = precompiled((db, tokenHash: string) => db.selectFrom('refresh_tokens')
+  .leftJoin('users', 'users.id', 'refresh_tokens.user_id')
+  .selectAll('refresh_tokens')
+  .select(['users.id as u_id', 'users.email as u_email', 'users.name as u_name', 'users.role as u_role', 'users.pharmacy_id as u_pharmacy_id',
+    'users.fleet_id as u_fleet_id', 'users.driver_id as u_driver_id', 'users.disabled as u_disabled', 'users.created_at as u_created_at'])
+  .where('refresh_tokens.token_hash', '=', tokenHash))
+/** Spends a token still unrotated and unrevoked; answers its hash when it did. */
+const spend = precompiled((db, tokenHash: string, now: string) => db.updateTable('refresh_tokens').set({ rotated_at: now })
+  .where('token_hash', '=', tokenHash).where('rotated_at', 'is', null).where('revoked_at', 'is', null).returning('token_hash'))
 
 function grantOf(row: Database['refresh_tokens']): RefreshGrant {
   return { familyId: row.family_id, clientId: row.client_id, userId: row.user_id, sessionHash: row.session_hash, scope: row.scope, familyCreatedAt: row.family_created_at }
