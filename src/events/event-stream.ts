@@ -381,8 +381,9 @@ class Subscription {
     this.finish(true)
     this.queue = []
     this.queued = 0
-    this.controller?.error(new Error('the reader fell too far behind'))
-    this.request.onCutOff?.()
+    // Closing the connection cancels the body; served in-process, the body fails instead.
+    if (this.request.onCutOff) this.request.onCutOff()
+    else this.controller?.error(new Error('the reader fell too far behind'))
   }
 
   private finish(cutOff: boolean) {
