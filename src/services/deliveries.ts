@@ -4,7 +4,7 @@ import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '.
 import { decideHandover } from '../domain/custody-rules.js'
 import { storedFigures, type ColdChain, type ColdChainFigures, type Disposition } from '../domain/cold-chain.js'
 import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
-import { AppError, validationFailed } from '../errors.js'
+import { AppError, validationFailed, type FieldError } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import { isUniqueViolation } from '../store/errors.js'
@@ -114,11 +114,13 @@ export class DeliveryService {
       const messages = await this.deps.db.transaction().execute(async (trx) => {
         const row = await trx.selectFrom('deliveries').select(['pharmacy_id', 'fleet_id', 'driver_id', 'rx_id', 'status']).where('id', '=', id).executeTakeFirst()
         if (!row || !canSee(principal, row) || (principal.driverId && row.driver_id !== principal.driverId)) return 0
-        const errors = Array.isArray(error.extra.errors) ? error.extra.errors : []
+        const errors = Array.isArray(error.extra.errors) ? error.extra.errors as FieldError[] : []
+        // A 422's detail is generic; its reason is what each refused member says.
+        const reason = errors.length ? errors.map((e) => e.message).join('; ') : error.message
         const { messages } = await this.deps.outbox.append(trx, [{
           type: 'handoff.refused', pharmacy_id: row.pharmacy_id, fleet_id: row.fleet_id, delivery_id: id, rx_id: row.rx_id,
           data: {
-            action: input.action, code: error.code, reason: error.message, errors, status: row.status,
+            action: input.action, code: error.code, reason, errors, status: row.status,
             from: 'from' in input ? input.from : null, to: 'to' in input ? input.to : null,
             occurred_at: input.occurred_at ?? null, refused_at: now,
           },

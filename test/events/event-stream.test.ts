@@ -65,6 +65,9 @@ function describeStreams(store: StoreUnderTest) {
 
     it('starts now: events committed before the stream opened are not sent', async () => {
       const before = await write('before the stream')
+      // "Now" is the end of what GET /v1/events lists: on PostgreSQL a committed event is listed
+      // once the transactions that were running when it was written have ended.
+      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 5_000, 'the event to be listed')
       const stream = await sse('/v1/events/stream?type=test.stream', admin)
       const after = await write('after the stream opened')
       await stream.untilEvents(1)
