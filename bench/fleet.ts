@@ -69,7 +69,7 @@ async function startFleetService(extraEnv: Record<string, string>) {
   }
   delete env.DATABASE_URL // the embedded defaults
   delete env.QUESTDB_CONFIG
-  const service = await startService({ env, httpPort })
+  const service = await startService({ env, httpPort, nodeArgs: process.env.BENCH_FLEET_NODE_ARGS ? process.env.BENCH_FLEET_NODE_ARGS.split(' ') : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   return {
     service, dataDir, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`,

@@ -36,6 +36,8 @@ export type StreamStats = { subscribers: number; cutOff: number; largestBacklogB
 // The tail reads the whole feed this many events at a time; a catching-up stream its own scope.
 const TAIL_PAGE = 500
 const CATCH_UP_PAGE = 100
+// Streams handed a page per turn of the event loop.
+const FANOUT_CHUNK = 50
 /** The first line of every stream: the browser's EventSource reconnects after 2 s. */
 const RETRY = Buffer.from('retry: 2000\n\n')
 const HEARTBEAT = Buffer.from(': heartbeat\n\n')
@@ -212,20 +214,36 @@ export class EventStreams {
     this.running = null
   }
 
+  /**
+   * Reads what is new and hands it to the streams, FANOUT_CHUNK streams per turn of the event
+   * loop: with a thousand streams open, writing one event to all of them in one go kept the loop
+   * (and the PUBACKs waiting on it) for tens of milliseconds. A stream that opens meanwhile is
+   * not handed this page: it starts before it and reads it from the store.
+   */
   private async readAll(): Promise<void> {
     for (;;) {
       const page = await this.feed.readPositioned(this.cursor, TAIL_PAGE)
       this.counters.tailReads += 1
-      for (const item of page.events) {
-        const frames = new Map<(event: EventEnvelope) => EventEnvelope, Buffer>()
-        const frame = (project: (event: EventEnvelope) => EventEnvelope) => {
-          let bytes = frames.get(project)
-          if (!bytes) frames.set(project, (bytes = frameOf(project(item.event))))
-          return bytes
+      if (page.events.length) {
+        const framed = page.events.map((item) => {
+          const frames = new Map<(event: EventEnvelope) => EventEnvelope, Buffer>()
+          const frame = (project: (event: EventEnvelope) => EventEnvelope) => {
+            let bytes = frames.get(project)
+            if (!bytes) frames.set(project, (bytes = frameOf(project(item.event))))
+            return bytes
+          }
+          return { item, frame }
+        })
+        const subscribers = [...this.subscribers]
+        for (let i = 0; i < subscribers.length; i += FANOUT_CHUNK) {
+          if (i > 0) await new Promise((resolve) => setImmediate(resolve))
+          for (const subscription of subscribers.slice(i, i + FANOUT_CHUNK)) {
+            for (const { item, frame } of framed) subscription.offer(item, frame)
+          }
         }
-        for (const subscription of [...this.subscribers]) subscription.offer(item, frame)
-        this.cursor = item.cursor
-        this.position = item.position
+        const last = page.events.at(-1)!
+        this.cursor = last.cursor
+        this.position = last.position
       }
       if (!page.more || this.subscribers.size === 0) return
     }
