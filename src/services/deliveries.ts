@@ -31,7 +31,7 @@ export type ActionInput =
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
   | ({ action: 'fail' | 'cancel'; reason: string } & Common)
-  | ({ action: 'disposition'; decision: 'release' | 'return'; note?: string | undefined } & Common)
+  | ({ action: 'disposition'; decision: 'release' | 'return'; note: string } & Common)
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000
@@ -136,7 +136,7 @@ export class DeliveryService {
     const chain = await this.custody(db, id)
     const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
-    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release' }, input.action)
+    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release', decided: disposition !== null }, input.action)
 
     const now = this.deps.clock.now()
     const head = chain.at(-1)!
@@ -202,9 +202,9 @@ export class DeliveryService {
       case 'cancel':
         return { ...parties, evidence_hash: evidenceHash(input.reason) }
       case 'disposition': {
-        const disposition: Disposition = { decision: input.decision, note: input.note ?? null, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
+        const disposition: Disposition = { decision: input.decision, note: input.note, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
         changes.disposition = toJson(disposition)
-        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
+        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note }) }
       }
     }
   }

@@ -32,7 +32,7 @@ const bodies = {
   deliver: z.strictObject({ verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }), ...when }),
   fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
   cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
-  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().max(2_000).optional(), ...when }),
+  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().trim().min(1, 'a decision needs a note saying why').max(2_000).describe('Why: required, and kept with the decision'), ...when }),
 } as const
 
 const scopes: Record<keyof typeof bodies, string> = {
