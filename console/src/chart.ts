@@ -127,7 +127,7 @@ export function chartPanel(input: ChartInput): HTMLElement {
   const x0 = Date.parse(input.trace.from) / 1000
   const x1 = Date.parse(input.trace.summary.as_of ?? input.trace.to) / 1000
   const zoom = (factor: number) => {
-    const min = plot.scales.x.min ?? x0; const max = plot.scales.x.max ?? x1
+    const min = plot.scales.x?.min ?? x0; const max = plot.scales.x?.max ?? x1
     const mid = (min + max) / 2; const half = ((max - min) / 2) * factor
     plot.setScale('x', { min: Math.max(x0, mid - half), max: Math.min(x1, mid + half) })
   }

@@ -2,7 +2,7 @@
 
 export function dateTime(iso: string | null | undefined, timeZone: string): string {
   if (!iso) return '—'
-  return new Intl.DateTimeFormat('en-GB', {
+  return new Intl.DateTimeFormat('en-US', {
     timeZone, year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
   }).format(new Date(iso))
 }

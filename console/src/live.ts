@@ -49,13 +49,14 @@ async function run(): Promise<void> {
 
 /** The SSE wire format (HTML Living Standard §9.2.6): fields per line, a blank line ends an event. */
 export async function readFrames(body: ReadableStream<Uint8Array>, deliver: (e: EventEnvelope) => void = emit): Promise<void> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader()
+  const reader = body.getReader()
+  const decoder = new TextDecoder()
   let buffer = ''
   let data: string[] = []
   for (;;) {
     const { value, done } = await reader.read()
     if (done) return
-    buffer += value
+    buffer += decoder.decode(value, { stream: true })
     let nl: number
     while ((nl = buffer.search(/\r\n|\n|\r/)) >= 0) {
       const line = buffer.slice(0, nl)
