@@ -162,6 +162,16 @@ export function deliveryPage(main: HTMLElement, id: string, announce: (text: str
   let timer: ReturnType<typeof setTimeout> | null = null
   const off = onEvent((e) => {
     if (e.delivery_id !== id || timer) return
+    // A decision being written is never wiped by a live update: say so, and let the reader reload.
+    const form = main.querySelector<HTMLFormElement>('.disp-form')
+    if (form && (form.querySelector<HTMLTextAreaElement>('textarea')!.value || form.querySelector('input:checked'))) {
+      if (!main.querySelector('.changed')) {
+        const reload = h('button', { type: 'button' }, 'Reload')
+        reload.addEventListener('click', () => void load())
+        form.before(h('p', { class: 'changed', role: 'status' }, 'This delivery changed since you opened it. ', reload))
+      }
+      return
+    }
     timer = setTimeout(() => { timer = null; void load().then(() => announce('Delivery updated')) }, 250)
   })
   return () => { stopped = true; off(); if (timer) clearTimeout(timer) }

@@ -18,6 +18,7 @@ beforeAll(async () => {
   scene = await seedQueue(world)
   browser = await launchChromium()
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+  context.setDefaultTimeout(15_000) // a step that cannot happen fails with what it waited for
   page = await context.newPage()
 }, 120_000)
 
@@ -96,6 +97,8 @@ describe('pharmacist console', () => {
     const stale = await context.newPage()
     await stale.goto(`${world.base}/console/#/delivery/${scene.broken.deliveryId}`)
     await stale.locator('main[data-ready="true"]').waitFor(LONG)
+    await stale.getByLabel('Release: the goods may be delivered').check()
+    await stale.getByLabel('Note (required)').fill('Looks fine to me.')
     await page.goto(`${world.base}/console/#/delivery/${scene.broken.deliveryId}`)
     await page.locator('main[data-ready="true"]').waitFor(LONG)
     await page.getByRole('button', { name: 'Record decision' }).click()
@@ -103,12 +106,13 @@ describe('pharmacist console', () => {
     await page.getByLabel('Return: the goods come back').check()
     await page.getByLabel('Note (required)').fill('Frozen insulin: destroy and re-dispense.')
     await page.getByRole('button', { name: 'Record decision' }).click()
-    await expect.poll(() => page.locator('.decided').textContent(), LONG).toContain('Pat Pharmacist')
+    await page.locator('.decided').waitFor()
+    expect(await page.locator('.decided').textContent()).toContain('Pat Pharmacist')
     expect(await page.locator('.disposition blockquote').textContent()).toBe('Frozen insulin: destroy and re-dispense.')
     expect(await page.getByRole('button', { name: 'Record decision' }).count()).toBe(0)
 
-    await stale.getByLabel('Release: the goods may be delivered').check()
-    await stale.getByLabel('Note (required)').fill('Looks fine to me.')
+    // The live update does not wipe the note being written; it says the delivery changed.
+    await stale.locator('.changed').waitFor(LONG)
     await stale.getByRole('button', { name: 'Record decision' }).click()
     await expect.poll(() => stale.locator('.disp-form .error').textContent(), LONG).toContain('already recorded')
     await stale.close()
