@@ -10,6 +10,9 @@ import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
 
 const COLORS = { band: 'rgba(46,158,68,0.14)', bandLine: 'rgba(46,158,68,0.7)', hard: '#c62828', excursion: 'rgba(229,57,53,0.18)', unknown: 'rgba(97,97,97,0.22)', avg: '#0d47a1', envelope: 'rgba(144,202,249,0.55)' }
 
+/** Without a profile's max_gap_s, a silence this long still breaks the line (the built-in profiles' value). */
+const DEFAULT_GAP_S = 900
+
 export type Span = { from: number; to: number; kind: 'high' | 'low' | 'unknown'; label: string }
 
 /** Excursions and sensor gaps to shade, in seconds; open ones end at the as-of time. */
@@ -39,13 +42,16 @@ export function renderChart(target: HTMLElement, input: ChartInput): { plot: uPl
   const { trace, timeZone } = input
   const asOfS = Date.parse(trace.summary.as_of ?? trace.to) / 1000
   const step = trace.step_s
-  // x, min, max, avg; a null after a missing step breaks the lines (uPlot spanGaps: false).
+  // x, min, max, avg. Sensors report less often than the step may be: the lines join readings,
+  // and break (a null, uPlot spanGaps: false) only across a silence longer than max_gap_s, which
+  // is shaded as unknown instead.
+  const breakAfterS = trace.profile?.max_gap_s ?? DEFAULT_GAP_S
   const xs: number[] = []; const mins: (number | null)[] = []; const maxs: (number | null)[] = []; const avgs: (number | null)[] = []
   let previous = -Infinity
   for (const p of trace.points) {
     const t = Date.parse(p.t) / 1000 + step / 2
     if (t > asOfS + step) break
-    if (t - previous > step * 1.5 && xs.length) { xs.push(previous + step / 2); mins.push(null); maxs.push(null); avgs.push(null) }
+    if (t - previous > breakAfterS && xs.length) { xs.push(previous + step / 2); mins.push(null); maxs.push(null); avgs.push(null) }
     xs.push(t); mins.push(p.min); maxs.push(p.max); avgs.push(p.avg)
     previous = t
   }

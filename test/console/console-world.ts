@@ -64,13 +64,23 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
     expect((await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })).status).toBe(200)
     expect((await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: user.id, to: fleet.driverId, signature: 'data:image/png;base64,iVBORw0KGgo=' })).status).toBe(200)
     const startMs = clock.now()
-    clock.shift(0)
     const readings: { ts: number; temp_c: number }[] = []
     for (let t = startMs + 5_000; t <= Date.now(); t += everyMs) {
       const temp = temps(t, startMs)
       if (temp !== null) readings.push({ ts: t, temp_c: temp })
     }
-    await feed(tote.id, readings)
+    // The clock follows the readings as they are fed, as if they arrived live: the rule engine's
+    // wall-clock silence check never sees a tote that has hours of readings still to come.
+    // Batches of at most 4 minutes: readings up to 5 min ahead of the clock are accepted.
+    for (let i = 0; i < readings.length;) {
+      const first = readings[i]!.ts
+      let j = i
+      while (j < readings.length && j - i < 500 && readings[j]!.ts <= first + 4 * MINUTE) j++
+      clock.shift(first - Date.now())
+      await feed(tote.id, readings.slice(i, j))
+      i = j
+    }
+    clock.shift(0)
     return { rx, tote, deliveryId: rx.delivery_id }
   }
 
