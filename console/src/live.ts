@@ -12,6 +12,11 @@ const listeners = new Set<Listener>()
 let lastId: string | null = null
 let started = false
 export let mode: 'stream' | 'polling' | 'connecting' = 'connecting'
+/** How the page follows events, shown on <html data-live> (what the browser tests check). */
+function setMode(next: typeof mode) {
+  mode = next
+  document.documentElement.dataset.live = next
+}
 
 export function onEvent(listener: Listener): () => void {
   listeners.add(listener)
@@ -39,10 +44,10 @@ async function run(): Promise<void> {
       const res = await fetch('/v1/events/stream', { headers, cache: 'no-store' })
       if (res.status === 404 || res.status === 405) return poll()
       if (!res.ok || !res.body) throw new Error(`stream ${res.status}`)
-      mode = 'stream'
+      setMode('stream')
       await readFrames(res.body)
     } catch { /* dropped: reconnect with Last-Event-ID */ }
-    mode = 'connecting'
+    setMode('connecting')
     await sleep(RETRY_MS)
   }
 }
@@ -82,7 +87,7 @@ async function page(query: string): Promise<Page<EventEnvelope>> {
 }
 
 async function poll(): Promise<void> {
-  mode = 'polling'
+  setMode('polling')
   // Where the feed ends now: later events are the news.
   if (!lastId) {
     let cursor: string | null = null

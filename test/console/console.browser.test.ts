@@ -65,6 +65,8 @@ describe('pharmacist console', () => {
     expect(await queueRows().nth(0).getAttribute('data-delivery')).toBe(scene.broken.deliveryId)
     await world.feed(fresh.tote.id, [{ ts: Date.now() - 1_000, temp_c: -3 }]) // frozen: a hard-limit break
     await expect.poll(() => queueRows().nth(0).getAttribute('data-delivery'), LONG).toBe(fresh.deliveryId)
+    // Through the service's event stream (Server-Sent Events), not the polling fallback.
+    expect(await page.locator('html').getAttribute('data-live')).toBe('stream')
   })
 
   it('draws the chart with the excursion shaded, and verifies the custody chain in the browser', async () => {
