@@ -2,7 +2,7 @@ import type { Principal } from '../auth/scopes.js'
 import { AppError, notFound } from '../errors.js'
 import type { ServiceDeps } from './context.js'
 import { EventFeed, type EventScope } from '../events/event-cursor.js'
-import type { EventStreams } from '../events/event-stream.js'
+import type { EventStreams, StreamRequest } from '../events/event-stream.js'
 import { asException, exceptionTypes, isExceptionType } from '../events/exception-feed.js'
 import { envelopeFromRow, type EventEnvelope } from '../events/outbox.js'
 import type { Page } from '../store/pagination.js'
@@ -13,8 +13,8 @@ type ListQuery = { limit: number; cursor?: string | undefined; after?: string | 
 /** What a stream request asks for: filters, and where to resume (Last-Event-ID or `after`). */
 export type StreamQuery = { types?: string[] | undefined; delivery_id?: string | undefined; after?: string | undefined }
 
-/** How the HTTP layer closes a stream's connection. */
-export type StreamHooks = { onCutOff?: () => void }
+/** How the HTTP layer closes a stream's connection, and the response to write frames to. */
+export type StreamHooks = Pick<StreamRequest, 'onCutOff' | 'sink'>
 
 /** Reads of the outbox for the token's tenant: what a consumer that was offline pulls, and the live streams. */
 export class EventService {
