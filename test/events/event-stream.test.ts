@@ -53,6 +53,7 @@ function describeStreams(store: StoreUnderTest) {
       const stream = await sse('/v1/events/stream', admin)
       expect(stream.status).toBe(200)
       expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/)
+      expect(stream.headers.get('cache-control')).toBe('no-store')
       await stream.until(() => stream.raw.length > 0, 'the first bytes')
       expect(stream.raw.split('\n')[0]).toBe('retry: 2000')
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
@@ -252,12 +253,27 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
       if (i % 32 === 31) await new Promise((resolve) => setImmediate(resolve))
     }
     await waitFor(() => api.service.streams.stats().cutOff === before.cutOff + 1, 10_000, 'the stalled stream to be cut off')
+    // Read what the socket buffers still hold: then the end of the closed connection shows.
+    socket.resume()
     await waitFor(() => closed, 10_000, 'the connection to be closed')
     const after = api.service.streams.stats()
     expect(after.subscribers).toBe(0)
     // The bound, plus the one event that crossed it.
     expect(after.largestBacklogBytes).toBeLessThanOrEqual(16 * 1024 + filler.length + 1_024)
     socket.destroy()
+  })
+
+  it('ends a stream cleanly when the token that opened it expires', async () => {
+    const body = await api.service.streams.open({ tenant: 'expiring', scope: {}, after: null, endsInMs: 50 })
+    const reader = body.getReader()
+    const chunks: string[] = []
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(Buffer.from(value).toString())
+    }
+    expect(chunks.join('')).toMatch(/^retry: 2000\n\n/)
+    await waitFor(() => api.service.streams.stats().subscribers === 0, 5_000, 'the ended stream to be forgotten')
   })
 
   it('ends every stream cleanly when the service stops', async () => {
