@@ -25,6 +25,8 @@ export type StreamRequest = {
   after: string | null
   /** How an event is shown (the exception feed cuts `data` to an allowlist); the envelope as it is otherwise. */
   project?: (event: EventEnvelope) => EventEnvelope
+  /** Checked at every heartbeat: once false (the token was revoked), the stream ends cleanly. */
+  stillValid?: () => boolean
   /** The stream ends cleanly this many ms from now (the token's expiry): the reader reconnects with a fresh token. */
   endsInMs?: number
   /** Called when the reader fell too far behind and the stream was ended: close the connection. */
@@ -188,7 +190,7 @@ export class EventStreams {
     this.ready = ready
     ready.then(() => {
       this.heartbeat = setInterval(() => {
-        for (const subscription of [...this.subscribers]) subscription.push(HEARTBEAT)
+        for (const subscription of [...this.subscribers]) subscription.heartbeat()
       }, this.settings.heartbeatMs)
       this.heartbeat.unref()
       this.running = this.loop()
@@ -327,6 +329,12 @@ class Subscription {
     if (this.last && comparePositions(item.position, this.last) <= 0) return
     this.last = item.position
     this.push(frame(this.project))
+  }
+
+  /** Every heartbeat: a comment line, or the end when the token that opened the stream no longer holds. */
+  heartbeat(): void {
+    if (this.request.stillValid && !this.request.stillValid()) this.end()
+    else this.push(HEARTBEAT)
   }
 
   /** Queues bytes for the reader; past the bound the stream is cut off. */

@@ -20,7 +20,12 @@ export type StreamHooks = Pick<StreamRequest, 'onCutOff' | 'sink'>
 export class EventService {
   private readonly feed: EventFeed
 
-  constructor(private readonly deps: ServiceDeps, private readonly streams?: EventStreams) {
+  constructor(
+    private readonly deps: ServiceDeps,
+    private readonly streams?: EventStreams,
+    /** Whether a token was revoked since it opened a stream (checked at every heartbeat). */
+    private readonly isRevoked: (jti: string) => boolean = () => false,
+  ) {
     this.feed = new EventFeed(deps)
   }
 
@@ -64,9 +69,10 @@ export class EventService {
   private async open(principal: Principal, scope: EventScope, after: string | undefined, hooks: StreamHooks, project?: (e: EventEnvelope) => EventEnvelope) {
     if (!this.streams) throw new AppError('not_ready', 'Live event streams are not available in this process.')
     const cursor = after ? await this.resumeAfter(after, scope) : null
-    // The stream ends when the token that opened it expires; the reader resumes with a fresh one.
+    // The stream ends when the token that opened it expires or is revoked; the reader resumes with a fresh one.
     const endsInMs = principal.exp * 1_000 - this.deps.clock.now()
-    return this.streams.open({ tenant: streamTenant(principal), scope, after: cursor, project, endsInMs, ...hooks })
+    const stillValid = () => !this.isRevoked(principal.jti)
+    return this.streams.open({ tenant: streamTenant(principal), scope, after: cursor, project, endsInMs, stillValid, ...hooks })
   }
 
   /**

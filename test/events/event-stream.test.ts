@@ -276,6 +276,19 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
     await waitFor(() => api.service.streams.stats().subscribers === 0, 5_000, 'the ended stream to be forgotten')
   })
 
+  it('ends a stream cleanly once the token that opened it is revoked', async () => {
+    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'revoked reader', scope: 'deliveries:read' })).body
+    const token = await api.tokenFor(client.client_id, client.client_secret)
+    const stream = await sse('/v1/events/stream', token)
+    await stream.until(() => stream.frames.some((f) => f.comment === 'heartbeat'), 'a heartbeat')
+    const revoked = await api.service.app.request('/oauth/revoke', {
+      method: 'POST', body: new URLSearchParams({ token }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.client_id}:${client.client_secret}`).toString('base64')}` },
+    })
+    expect(revoked.status).toBe(200)
+    expect(await stream.untilEnded()).toBe('done')
+  })
+
   it('ends every stream cleanly when the service stops', async () => {
     const stream = await sse('/v1/events/stream', admin)
     await stream.until(() => stream.raw.length > 0, 'the stream to open')
