@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
+import { precompiled } from '../store/precompiled.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db, Executor } from '../store/schema.js'
 import { assertScopesFitTenant, defaultScopes, effectiveScopes, type Authority } from './authority.js'
@@ -92,13 +93,13 @@ export class ClientRegistry {
   }
 
   async find(clientId: string): Promise<ClientRecord | undefined> {
-    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    const [row] = await clientById(this.db, clientId)
     return row && toRecord(row)
   }
 
   /** Checks a presented secret against the current one, or the previous one within its overlap window. */
   async authenticate(clientId: string, secret: string): Promise<ClientRecord | null> {
-    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    const [row] = await clientById(this.db, clientId)
     if (!row) return null
     if (secretMatches(secret, row.secret_hash)) return toRecord(row)
     const previousValid = row.previous_secret_expires_at !== null && Date.parse(row.previous_secret_expires_at) > this.clock.now()
@@ -166,6 +167,9 @@ export class ClientRegistry {
 }
 
 // A revoked client's secret_hash: not hex, so secretMatches never accepts any secret for it.
+// Every token request reads its client: compiled once (src/store/precompiled.ts).
+const clientById = precompiled((db, clientId: string) => db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId))
+
 const REVOKED = 'revoked:'
 
 function revokedAt(secretHash: string): string | null {
