@@ -68,7 +68,7 @@ function describeStreams(store: StoreUnderTest) {
       const before = await write('before the stream')
       // "Now" is the end of what GET /v1/events lists: on PostgreSQL a committed event is listed
       // once the transactions that were running when it was written have ended.
-      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 5_000, 'the event to be listed')
+      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 20_000, 'the event to be listed')
       const stream = await sse('/v1/events/stream?type=test.stream', admin)
       const after = await write('after the stream opened')
       await stream.untilEvents(1)
@@ -99,6 +99,8 @@ function describeStreams(store: StoreUnderTest) {
 
     it('filters by a comma-separated list of types and by delivery_id', async () => {
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
+      // Its delivery.created is listed (so before where the streams start) before they open.
+      await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.length === 1, 20_000, 'delivery.created to be listed')
       const byType = await sse('/v1/events/stream?type=delivery.cancelled,test.stream', admin)
       const byDelivery = await sse(`/v1/events/stream?delivery_id=${rx.delivery_id}`, admin)
       const other = await api.prescription(admin, { pharmacy_id: pharmacyId })

@@ -3,6 +3,7 @@ import { exceptionDataFields } from '../../src/events/exception-feed.js'
 import type { TestApi } from '../helpers/service.js'
 import { openSse, type SseStream } from '../helpers/sse.js'
 import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * A fleet's exception feed (GET /v1/fleets/{id}/exceptions and …/stream) and the
@@ -135,6 +136,10 @@ function describeFeed(store: StoreUnderTest) {
         expect(failed.status, failed.text).toBe(200)
         await api.post(`/v1/deliveries/${deliveryId}/deliver`, fleetToken, { verification: { method: 'otp', evidence: '1' } })
         await api.post(`/v1/deliveries/${await pickedUp(otherFleet)}/fail`, admin, { reason: 'another fleet' })
+        // On PostgreSQL an event is listed once the transactions running when it was written have
+        // ended (other suites share the server): wait until both are listed.
+        const bothListed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data.length === 2
+        await waitFor(bothListed, 20_000, 'the exceptions to be listed')
         const page = await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100`, fleetToken)
         expect(page.status, page.text).toBe(200)
         const mine = page.body.data.filter((e: { delivery_id: string }) => e.delivery_id === deliveryId)
@@ -164,7 +169,9 @@ function describeFeed(store: StoreUnderTest) {
           'last-event-id': (await eventsOf(deliveryId)).at(-1 - Object.keys(exceptionDataFields).length)!.id,
         })
         open.push(stream)
-        const page = (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
+        const listed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
+        await waitFor(async () => (await listed()).length === Object.keys(exceptionDataFields).length, 20_000, 'the exceptions to be listed')
+        const page = await listed()
         await stream.untilEvents(page.length)
         for (const shown of [page, stream.events().map((e) => e.data)]) {
           expect(shown.map((e: { type: string }) => e.type)).toEqual(Object.keys(exceptionDataFields))
