@@ -179,7 +179,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES),
-    events: new EventService(deps, streams),
+    events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 

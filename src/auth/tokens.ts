@@ -73,6 +73,11 @@ export class TokenService {
     return cached !== undefined && cached.exp > this.clock.now() / 1_000 && !this.revoked.has(cached.jti)
   }
 
+  /** Whether the token with this `jti` was revoked (here, or elsewhere as of the last refresh): long-lived streams check it. */
+  isRevoked(jti: string): boolean {
+    return this.revoked.has(jti)
+  }
+
   /** Decodes without throwing: what introspection and revocation need. */
   async inspect(token: string): Promise<Principal | null> {
     try {
