@@ -62,8 +62,11 @@ export class DynamicSecurity {
 
   /** Subscribes to the answers; rejects with DynsecUnavailable when the broker refuses that subscription. */
   static async over(client: MqttClient, timeoutMs = 5_000): Promise<DynamicSecurity> {
-    const granted = await client.subscribeAsync(RESPONSE_TOPIC, { qos: 1 })
-    if (granted.some((g) => g.qos > 2)) throw new DynsecUnavailable(`the broker refused the subscription to ${RESPONSE_TOPIC} (reason code ${granted[0]?.qos})`)
+    try {
+      await client.subscribeAsync(RESPONSE_TOPIC, { qos: 1 }) // mqtt.js rejects when the SUBACK refuses it
+    } catch (error) {
+      throw new DynsecUnavailable(`the broker refused the subscription to ${RESPONSE_TOPIC}: ${(error as Error).message}`)
+    }
     return new DynamicSecurity(client, timeoutMs)
   }
 

@@ -24,6 +24,15 @@ export type IngestWorkerOptions = {
 
 type Held = { messageId: number; outcome: 'pending' | 'ack' | 'fail' }
 type Link = { client: MqttClient; held: Held[]; /** Bumped on every new connection: acks of an older one are never sent. */ generation: number }
+/** The shared subscription at QoS 1; rejects, saying what to fix, when the broker refuses it. */
+async function subscribeReadings(client: MqttClient): Promise<void> {
+  try {
+    await client.subscribeAsync(SHARED_READINGS, { qos: 1 })
+  } catch (error) {
+    throw new Error(`the broker refused the subscription to ${SHARED_READINGS} (${(error as Error).message}); give this user the ingest role (docs/deployment.md)`, { cause: error })
+  }
+}
+
 /** mqtt.js internals this worker reaches into (see the class comment); present in mqtt 5.x. */
 type PacketWriter = {
   _sendPacket(packet: Packet, cb?: (err?: Error) => void, cbStorePut?: unknown, noStore?: boolean): void
@@ -92,15 +101,16 @@ export class IngestWorker {
       resubscribe: false, // the session keeps the subscription
     })
     const link: Link = { client, held: [], generation: 0 }
-    const granted = await client.subscribeAsync(SHARED_READINGS, { qos: 1 })
-    if (granted.some((g) => g.qos !== 1)) {
+    await subscribeReadings(client).catch(async (error: unknown) => {
       await client.endAsync(true)
-      throw new Error(`the broker refused the subscription to ${SHARED_READINGS} (reason code ${granted[0]?.qos}); give this user the ingest role`)
-    }
+      throw error
+    })
     client.options.reconnectPeriod = 1_000
-    client.on('connect', () => {
+    client.on('connect', (connack) => {
       link.generation++
       link.held = []
+      // The broker lost the session (it expired, or the broker restarted without persistence): subscribe again.
+      if (!connack.sessionPresent) subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
       logger.info({ clientId }, 'ingest worker reconnected to the MQTT broker')
     })
     client.on('close', () => {
