@@ -42,6 +42,12 @@ export class DynamicSecurity {
   private readonly waiting = new Map<string, { resolve: (answer: Answer) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>()
 
   private constructor(private readonly client: MqttClient, private readonly timeoutMs: number) {
+    // The control connection starts clean each time; after a reconnect it listens for answers again.
+    client.on('connect', () => {
+      client.subscribe(RESPONSE_TOPIC, { qos: 1 }, (err) => {
+        if (err) client.emit('error', new DynsecUnavailable(`could not subscribe to ${RESPONSE_TOPIC} again: ${err.message}`))
+      })
+    })
     client.on('message', (topic, payload) => {
       if (topic !== RESPONSE_TOPIC) return
       let responses: Answer[] = []
@@ -72,6 +78,8 @@ export class DynamicSecurity {
 
   /** Sends commands in one message; resolves with their answers in order, or rejects with the first error. */
   async run(commands: readonly Command[], tolerate: (answer: Answer) => boolean = () => false): Promise<Answer[]> {
+    // mqtt.js would queue the command until it reconnects; the caller's retry is the better queue.
+    if (!this.client.connected) throw new DynsecUnavailable('not connected to the broker')
     const tagged = commands.map((c) => ({ ...c, correlationData: randomUUID() }))
     const answers = tagged.map((c) => new Promise<Answer>((resolve, reject) => {
       const timer = setTimeout(() => {

@@ -77,12 +77,21 @@ export async function startMosquitto(options: MosquittoOptions = {}) {
   writeFileSync(configFile, lines.join('\n') + '\n')
 
   let log = ''
-  const child: ChildProcess = spawn('mosquitto', ['-c', configFile], { stdio: ['ignore', 'ignore', 'pipe'] })
-  child.stderr!.on('data', (chunk: Buffer) => void (log = (log + chunk.toString()).slice(-65_536)))
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  running.add(child)
-  void exited.then(() => running.delete(child))
-  await untilRunning(child, () => log)
+  const run = async () => {
+    log += '--- start ---\n'
+    const child: ChildProcess = spawn('mosquitto', ['-c', configFile], { stdio: ['ignore', 'ignore', 'pipe'] })
+    child.stderr!.on('data', (chunk: Buffer) => void (log = (log + chunk.toString()).slice(-65_536)))
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    running.add(child)
+    void exited.then(() => running.delete(child))
+    await untilRunning(child, () => log.slice(log.lastIndexOf('--- start ---'))) // this start's lines only
+    return { child, exited }
+  }
+  let current = await run()
+  const stop = async () => {
+    if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill('SIGTERM')
+    await current.exited
+  }
 
   const url = (username: string, password: string) => `mqtt://${encodeURIComponent(username)}:${encodeURIComponent(password)}@127.0.0.1:${port}`
   return {
@@ -95,14 +104,15 @@ export async function startMosquitto(options: MosquittoOptions = {}) {
     get log() {
       return log
     },
-    /** SIGTERM and wait; keeps the directory (a restart on the same port reads a new one). */
-    async stop(): Promise<void> {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
-      await exited
+    /** SIGTERM and wait for the exit; the config and dynamic-security file stay for restart(). */
+    stop,
+    /** Starts Mosquitto again on the same port, config and dynamic-security file (its sessions are gone: persistence is off). */
+    async restart(): Promise<void> {
+      await stop()
+      current = await run()
     },
     async dispose(): Promise<void> {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
-      await exited
+      await stop()
       rmSync(dir, { recursive: true, force: true })
     },
   }
