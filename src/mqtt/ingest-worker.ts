@@ -24,6 +24,22 @@ export type IngestWorkerOptions = {
 
 type Held = { messageId: number; outcome: 'pending' | 'ack' | 'fail' }
 type Link = { client: MqttClient; held: Held[]; /** Bumped on every new connection: acks of an older one are never sent. */ generation: number }
+/** The first CONNACK, or the reason there is none (refused, unreachable, closed). */
+function firstConnack(client: MqttClient): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const settle = (error?: Error) => {
+      client.off('connect', onConnect).off('error', onError).off('close', onClose)
+      if (!error) return resolve()
+      client.end(true)
+      reject(error)
+    }
+    const onConnect = () => settle()
+    const onError = (error: Error) => settle(error)
+    const onClose = () => settle(new Error('the broker closed the connection before CONNACK'))
+    client.on('connect', onConnect).on('error', onError).on('close', onClose)
+  })
+}
+
 /** The shared subscription at QoS 1; rejects, saying what to fix, when the broker refuses it. */
 async function subscribeReadings(client: MqttClient): Promise<void> {
   try {
@@ -89,7 +105,7 @@ export class IngestWorker {
 
   private async connect(clientId: string): Promise<Link> {
     const { broker, sessionExpiryS, logger } = this.options
-    const client = await mqtt.connectAsync(broker.url, {
+    const client = mqtt.connect(broker.url, {
       protocolVersion: 5,
       clientId,
       username: broker.username,
@@ -101,27 +117,8 @@ export class IngestWorker {
       resubscribe: false, // the session keeps the subscription
     })
     const link: Link = { client, held: [], generation: 0 }
-    await subscribeReadings(client).catch(async (error: unknown) => {
-      await client.endAsync(true)
-      throw error
-    })
-    client.options.reconnectPeriod = 1_000
-    client.on('connect', (connack) => {
-      link.generation++
-      link.held = []
-      // The broker lost the session (it expired, or the broker restarted without persistence): subscribe again.
-      if (!connack.sessionPresent) subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
-      logger.info({ clientId }, 'ingest worker reconnected to the MQTT broker')
-    })
-    client.on('close', () => {
-      link.generation++
-      link.held = [] // their PUBACKs can no longer be sent: the broker sends those messages again
-    })
-    client.on('error', (err) => logger.warn({ clientId, err: err.message }, 'ingest worker connection error'))
-
-    // mqtt.js writes a QoS 1 message's PUBACK through _sendPacket once 'message' listeners have
-    // run; that write is dropped here (its callback called, so mqtt.js reads on), and ours
-    // follows the commit.
+    // Before the CONNACK: a resumed session's messages follow it at once, and each must reach
+    // receive() with its PUBACK held, never the PUBACK mqtt.js would send by itself.
     const writer = client as unknown as PacketWriter
     const send = writer._sendPacket.bind(client)
     writer._sendPacket = (packet, cb, cbStorePut, noStore) => {
@@ -129,6 +126,22 @@ export class IngestWorker {
       send(packet, cb, cbStorePut, noStore)
     }
     client.on('message', (topic, payload, packet) => this.receive(link, topic, payload, packet))
+    client.on('close', () => {
+      link.generation++
+      link.held = [] // their PUBACKs can no longer be sent: the broker sends those messages again
+    })
+    await firstConnack(client)
+    await subscribeReadings(client).catch(async (error: unknown) => {
+      await client.endAsync(true)
+      throw error
+    })
+    client.options.reconnectPeriod = 1_000
+    client.on('connect', (connack) => {
+      logger.info({ clientId, sessionPresent: connack.sessionPresent }, 'ingest worker reconnected to the MQTT broker')
+      // The broker lost the session (it expired, or the broker restarted without persistence): subscribe again.
+      if (!connack.sessionPresent) subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
+    })
+    client.on('error', (err) => logger.warn({ clientId, err: err.message }, 'ingest worker connection error'))
     return link
   }
 
