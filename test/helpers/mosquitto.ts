@@ -104,6 +104,10 @@ export async function startMosquitto(options: MosquittoOptions = {}) {
     get log() {
       return log
     },
+    /** The running Mosquitto's pid (benchmarks read its CPU time). */
+    get pid() {
+      return current.child.pid!
+    },
     /** SIGTERM and wait for the exit; the config and dynamic-security file stay for restart(). */
     stop,
     /** Starts Mosquitto again on the same port, config and dynamic-security file (its sessions are gone: persistence is off). */
