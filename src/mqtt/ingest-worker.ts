@@ -94,12 +94,26 @@ export class IngestWorker {
     })
   }
 
-  /** Stops taking messages, acknowledges those being stored, then ends the sessions' connections (the sessions stay on the broker). */
-  async close(): Promise<void> {
-    if (this.closing) return
+  /**
+   * A graceful stop: leaves the shared subscription first, so that the broker hands this copy's
+   * share to the other copies from now on instead of queueing it in this copy's session; stores
+   * and acknowledges what had already arrived; then ends the connections (the sessions stay, and
+   * a restart subscribes again). A copy that dies instead keeps its subscription: its share
+   * waits in its session until it comes back (docs/deployment.md, Guarantees).
+   */
+  close(): Promise<void> {
+    this.closed ??= this.leave()
+    return this.closed
+  }
+
+  private closed: Promise<void> | null = null
+
+  private async leave(): Promise<void> {
+    const timeoutMs = this.options.drainTimeoutMs ?? 5_000
+    const within = (work: Promise<unknown>) => Promise.race([work.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())])
+    await within(Promise.all(this.links.filter((l) => l.client.connected).map((l) => l.client.unsubscribeAsync(SHARED_READINGS))))
+    await within(this.inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve)))
     this.closing = true
-    const drained = this.inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve))
-    await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, this.options.drainTimeoutMs ?? 5_000).unref())])
     await Promise.all(this.links.map((l) => l.client.endAsync().catch(() => undefined)))
   }
 

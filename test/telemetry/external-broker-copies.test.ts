@@ -94,5 +94,15 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('two copies on o
     expect(inA.length + inB.length).toBe(count) // none stored twice
     expect(inA.length).toBeGreaterThan(0) // the subscription is shared: each copy took some
     expect(inB.length).toBeGreaterThan(0)
+
+    // A copy stopped gracefully leaves the subscription: the other copy takes every reading from
+    // then on (none waits in the stopped copy's session for it to come back).
+    await b.stop()
+    const later = await connectTote(broker, tote)
+    const next = first + count * 100
+    await Promise.all(Array.from({ length: 50 }, (_, i) =>
+      later.publishAsync(readings(tote.id), JSON.stringify({ ts: next + i * 100, temp_c: 5 }), { qos: 1 })))
+    await later.endAsync()
+    await waitFor(async () => (await a.service.sink.readingsForTote(tote.id, next, next + 50 * 100)).length === 50, 20_000, 'all 50 later readings stored by the copy still running')
   }, 60_000)
 })

@@ -92,4 +92,19 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     expect(JSON.parse(received[1]!.split(' ').slice(1).join(' ')).error).not.toBe('invalid_json')
     await client.endAsync()
   })
+
+  it('binds readings to the tote\'s delivery and judges them: a reading below the hard minimum breaks the cold chain', async () => {
+    const { fleetId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: true, temperature_profile: 'refrigerated' })
+    const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id })
+    expect(dispatched.status, dispatched.text).toBe(200)
+    const client = await connectTote(broker, tote)
+    // The refrigerated profile's hard minimum is 0 °C: −2 °C breaks at once.
+    await client.publishAsync(readings(tote.id), JSON.stringify({ ts: Date.now(), temp_c: -2 }), { qos: 1 })
+    await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1, 15_000, 'the break event')
+    const [stored] = await api.service.sink.readingsForTote(tote.id, 0, Date.now() + 60_000)
+    expect(stored?.delivery_id).toBe(rx.delivery_id)
+    await client.endAsync()
+  })
 })
