@@ -39,7 +39,7 @@ export const configSchema = z.object({
   /**
    * With `MQTT_URL`: this copy's MQTT client id prefix, stable across restarts so the broker hands
    * back its persistent session (and the messages it had not acknowledged). Unique per copy.
-   * Default: `rxtrace-` + host name + a hash of `DATA_DIR`.
+   * Default: `rxtrace_` + host name + `_` + a hash of `DATA_DIR`.
    */
   MQTT_CLIENT_ID: z.string().regex(/^[A-Za-z0-9_.]{1,60}$/, 'letters, digits, dot and underscore only, at most 60').optional(),
   /** With `MQTT_URL`: connections (sessions on the shared subscription) each copy opens. */
