@@ -17,7 +17,7 @@ import { toteRoutes } from './api/routes/totes.js'
 import { userRoutes } from './api/routes/users.js'
 import { webhookRoutes } from './api/routes/webhooks.js'
 import { AuditLog } from './auth/audit-log.js'
-import { ClientRegistry } from './auth/clients.js'
+import { ClientRegistry, ensureConsoleClient } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
 import { createPeople } from './auth/people.js'
 import { DEFAULT_SCRYPT } from './auth/passwords.js'
@@ -33,6 +33,9 @@ import { DeliveryService } from './services/deliveries.js'
 import { EventService } from './services/events.js'
 import { FleetService } from './services/fleets.js'
 import { Outbox } from './events/outbox.js'
+import { EventFeed } from './events/event-cursor.js'
+import { EventStreams } from './events/event-stream.js'
+import { fleetExceptionRoutes } from './api/routes/fleet-exceptions.js'
 import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
@@ -70,6 +73,15 @@ const FOLLOW_BINDING_RETRY_MS = 1_000
 // On stop, requests already running get this long to finish before their connections are cut:
 // half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
 const HTTP_DRAIN_MS = 5_000
+
+/**
+ * Where the console's sign-in returns (docs/console.md): ISSUER's /console/ when the operator set
+ * the public URL; otherwise this machine's names for the port actually bound.
+ */
+export function consoleRedirectUris(config: Pick<Config, 'ISSUER'>, httpPort: number): string[] {
+  if (config.ISSUER) return [`${config.ISSUER.replace(/\/$/, '')}/console/`]
+  return [`http://localhost:${httpPort}/console/`, `http://127.0.0.1:${httpPort}/console/`]
+}
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -161,6 +173,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const accounts = broker && config.MQTT_PROVISIONING === 'dynsec'
     ? new BrokerAccounts({ db, clock, logger, seal: new PasswordSeal(broker.password) })
     : null
+  // One tail loop per process feeds every live event stream; a local commit wakes it at once.
+  const streams = new EventStreams(new EventFeed(store), {
+    pollMs: config.EVENT_STREAM_POLL_MS, heartbeatMs: config.EVENT_STREAM_HEARTBEAT_S * 1_000,
+    bufferBytes: config.EVENT_STREAM_BUFFER_KB * 1024, maxPerTenant: config.EVENT_STREAM_MAX_PER_TENANT,
+  }, logger)
+  outbox.onAnyCommit(() => streams.wake())
   const services = {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
@@ -170,7 +188,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
-    events: new EventService(deps),
+    events: new EventService(deps, streams),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 
@@ -184,7 +202,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
-      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
+      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events), fleetExceptionRoutes(services.events),
       auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
       userRoutes(people.admin),
@@ -246,7 +264,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
 
   return {
-    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, services, app, dispatcher,
+    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, streams, services, app, dispatcher,
     sink, bindings, monitor, committer, pipeline,
     /** The embedded broker; null before start() and with MQTT_URL. */
     get broker() {
@@ -281,13 +299,19 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()
       if (!pinned) newAdmin = await clients.ensureAdmin()
+      // After the admin: ensureAdmin creates one only while there is no client at all.
+      await ensureConsoleClient(clients, db, consoleRedirectUris(config, httpPort))
       return { httpPort, ...mqttPorts }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
       // Stop taking work first: the broker (or the ingest worker) acknowledges what it is storing, then disconnects.
+      // Live event streams end cleanly first (their readers resume elsewhere with Last-Event-ID),
+      // so the HTTP drain does not wait for them.
+      const streamsClosed = streams.close()
       await Promise.all([http?.stop(HTTP_DRAIN_MS), embedded?.close(), external?.close()])
+      await streamsClosed
       await committer.drain()
       await monitor.flush()
       await dispatcher.stop(3_000)

@@ -8,6 +8,8 @@ import { up as privilegeWalls } from './0004_privilege_walls.js'
 import { up as tenantLimits } from './0005_tenant_limits.js'
 import { up as eventCursor } from './0006_event_cursor.js'
 import { up as usersAndSignin } from './0007_users_and_signin.js'
+import { up as userConsents } from './0010_user_consents.js'
+import { up as attentionQueue } from './0012_attention_queue.js'
 import { up as brokerAccounts } from './0014_broker_accounts.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
@@ -19,6 +21,8 @@ const steps: Record<string, MigrationStep> = {
   '0005_tenant_limits': tenantLimits,
   '0006_event_cursor': eventCursor,
   '0007_users_and_signin': usersAndSignin,
+  '0010_user_consents': userConsents,
+  '0012_attention_queue': attentionQueue,
   '0014_broker_accounts': brokerAccounts,
 }
 
