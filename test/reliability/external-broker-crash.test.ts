@@ -102,7 +102,7 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
     // A's session waits on the broker with what A had not acknowledged; A comes back under the same client id.
     const restarted = await copy('a', a.dataDir)
     const stored = () => [storedTimestamps(restarted.dataDir, tote.id), storedTimestamps(b.dataDir, tote.id)]
-    await waitFor(() => new Set(stored().flatMap((s) => [...s])).size === READINGS, 30_000, `all ${READINGS} readings stored`).catch((error: Error) => {
+    await waitFor(() => new Set(stored().flatMap((s) => [...s])).size === READINGS, 60_000, `all ${READINGS} readings stored`).catch((error: Error) => {
       const [inA, inB] = stored() as [Set<number>, Set<number>]
       const missing = Array.from({ length: READINGS }, (_, i) => i).filter((i) => !inA.has(tsOf(i)) && !inB.has(tsOf(i)))
       throw new Error(`${error.message}: A stored ${inA.size}, B ${inB.size}; missing ${missing.length}, e.g. #${missing.slice(0, 5).join(', #')}\n${broker.log.slice(-3_000)}`)
@@ -112,5 +112,5 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
     for (let i = 0; i < READINGS; i++) expect(inA.has(tsOf(i)) || inB.has(tsOf(i))).toBe(true)
     expect(inA.size).toBeGreaterThan(0)
     expect(inB.size).toBeGreaterThan(0)
-  }, 120_000)
+  }, 300_000)
 })
