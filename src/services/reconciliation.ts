@@ -87,6 +87,11 @@ export class PeriodReader {
 
   /** The period's lines; `totals` is their sum once the iteration has ended. */
   async *lines(): AsyncGenerator<ReconciliationLine> {
+    for await (const chunk of this.chunks()) yield* chunk
+  }
+
+  /** The same lines a store query's worth at a time (one await per chunk rather than per line). */
+  async *chunks(): AsyncGenerator<ReconciliationLine[]> {
     const cards = await this.loadCards()
     let after: { ended_at: string; id: string } | null = null
     for (;;) {
@@ -95,20 +100,25 @@ export class PeriodReader {
         .where('fleet_id', '=', this.fleetId).where('ended_at', '>=', this.period.from).where('ended_at', '<', this.period.to)
       if (after) {
         const { ended_at, id } = after
-        query = query.where((eb) => eb.or([eb('ended_at', '>', ended_at), eb.and([eb('ended_at', '=', ended_at), eb('id', '>', id)])]))
+        // Keyset: `ended_at >= last` lets the (fleet_id, ended_at, id) index seek straight to the
+        // next chunk (an OR alone made SQLite scan from the period's start every time); the OR
+        // then only sorts out the rows that share the last end time.
+        query = query.where('ended_at', '>=', ended_at).where((eb) => eb.or([eb('ended_at', '>', ended_at), eb('id', '>', id)]))
       }
       const rows = await query.orderBy('ended_at').orderBy('id').limit(CHUNK_ROWS).execute()
+      const lines: ReconciliationLine[] = []
       for (const row of rows) {
         const outcome: Outcome = row.status === 'DELIVERED' ? 'delivered' : 'failed'
         const card = row.rate_card_version === null ? undefined : cards.get(row.rate_card_version)
         const inputs = { outcome, cold_chain: row.cold_chain_required === 1, distance_m: row.distance_m, after_hours: row.after_hours === 1 }
         const price = card ? priceLine(card, inputs) : ZERO_LINE
         this.add(price)
-        yield {
+        lines.push({
           delivery_id: row.id, pharmacy_id: row.pharmacy_id, outcome, ended_at: row.ended_at!, rate_card_version: card ? row.rate_card_version : null,
           distance_km: row.distance_m === null ? null : row.distance_m / 1000, after_hours: inputs.after_hours, cold_chain: inputs.cold_chain, ...price,
-        }
+        })
       }
+      if (lines.length) yield lines
       if (rows.length < CHUNK_ROWS) return
       const last = rows.at(-1)!
       after = { ended_at: last.ended_at!, id: last.id }

@@ -164,8 +164,8 @@ function jsonStream(reader: PeriodReader, currency: string | null): ReadableStre
     const head = { fleet_id: reader.fleetId, from: reader.period.from, to: reader.period.to, currency }
     yield `${JSON.stringify(head).slice(0, -1)},"lines":[`
     let first = true
-    for await (const line of reader.lines()) {
-      yield (first ? '' : ',') + JSON.stringify(line)
+    for await (const chunk of reader.chunks()) {
+      yield (first ? '' : ',') + chunk.map((line) => JSON.stringify(line)).join(',')
       first = false
     }
     yield `],"totals":${JSON.stringify(reader.totals)}}`
@@ -175,6 +175,6 @@ function jsonStream(reader: PeriodReader, currency: string | null): ReadableStre
 function csvStream(reader: PeriodReader): ReadableStream<Uint8Array> {
   return textStream((async function* () {
     yield `${CSV_COLUMNS.join(',')}\r\n`
-    for await (const line of reader.lines()) yield csvRow(line)
+    for await (const chunk of reader.chunks()) yield chunk.map(csvRow).join('')
   })())
 }
