@@ -22,7 +22,7 @@ type Row = Database['rate_cards']
 // Our clock and the caller's disagree a little; an effective_from this far back is still "now".
 const CLOCK_SKEW_MS = 5_000
 // Two PUTs racing for the next version number: the loser re-reads and takes the one after.
-const MAX_ATTEMPTS = 3
+const MAX_ATTEMPTS = 5
 
 /** Versioned rate cards: each PUT adds a version, none is ever edited (docs/fleet.md, Rate cards). */
 export class RateCardService {

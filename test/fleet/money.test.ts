@@ -89,6 +89,15 @@ function describeMoney(store: StoreUnderTest) {
         expect(next.body.data.map((v: { version: number }) => v.version)).toEqual([2])
       })
 
+      it('gives concurrent PUTs one version each', async () => {
+        const { fleetId } = await api.fleetWithDriver(admin)
+        const puts = await Promise.all([1, 2, 3, 4].map((n) => api.request('PUT', `/v1/fleets/${fleetId}/rate-card`, { token: admin, body: { ...CARD, base_fee_cents: 100 * n } })))
+        expect(puts.map((p) => p.status)).toEqual([201, 201, 201, 201])
+        expect(puts.map((p) => p.body.version).sort()).toEqual([1, 2, 3, 4])
+        const versions = await api.get(`/v1/fleets/${fleetId}/rate-card/versions`, admin)
+        expect(versions.body.data.map((v: { base_fee_cents: number }) => v.base_fee_cents).sort()).toEqual([100, 200, 300, 400])
+      })
+
       it('refuses another currency, a past effective_from and bad amounts', async () => {
         const path = `/v1/fleets/${fleet.fleetId}/rate-card`
         const euro = await api.request('PUT', path, { token: admin, body: { ...CARD, currency: 'EUR' } })
