@@ -9,6 +9,9 @@
  * service and reader together) per line, and memory: the heap and RSS peaks over the run,
  * measured from a collected heap before it (run with --expose-gc, as the npm script does). If
  * the body were built in memory the peaks would grow with the period; streamed, they stay flat.
+ * One more (untimed) read per period collects the heap every 16 chunks of the body: the largest
+ * heap left after those collections (`heap_retained_peak_mib`) is what the stream keeps alive,
+ * without the garbage that the plain peaks include.
  * Prints one JSON object on stdout; progress goes to stderr.
  *
  * Options: --deliveries N (default 100000)  --repeat N (3: best wall time of N)  --database-url URL
@@ -49,7 +52,8 @@ try {
   await seedEndedDeliveries(api.service.db, { fleetId, pharmacyId, count: COUNT, fromMs: FROM, toMs: TO, seed: 42 })
   log(`seeded in ${Math.round(performance.now() - seedStart)} ms`)
 
-  async function run(share: number, accept: string) {
+  /** One read of the period; with `retained`, a collection every 16 chunks measures what the stream keeps alive. */
+  async function run(share: number, accept: string, retained = false) {
     const to = new Date(FROM + Math.round((TO - FROM) * share)).toISOString()
     const path = `/v1/fleets/${fleetId}/reconciliation?from=${new Date(FROM).toISOString()}&to=${to}`
     gc?.()
@@ -62,12 +66,18 @@ try {
     if (res.status !== 200) throw new Error(`${res.status} ${await res.text()}`)
     const reader = res.body!.getReader()
     let bytes = 0
+    let chunks = 0
+    let retainedPeak = 0
     let last = new Uint8Array()
     for (;;) {
       const { done, value } = await reader.read()
       if (done) break
       bytes += value.length
       last = value // only the end is read (the totals), so the reader costs next to nothing
+      if (retained && gc && ++chunks % 16 === 0) {
+        gc()
+        retainedPeak = Math.max(retainedPeak, process.memoryUsage().heapUsed - base.heapUsed)
+      }
       const now = process.memoryUsage()
       heapPeak = Math.max(heapPeak, now.heapUsed)
       rssPeak = Math.max(rssPeak, now.rss)
@@ -75,7 +85,7 @@ try {
     const ms = performance.now() - started
     const used = process.cpuUsage(cpu)
     const lines = accept === 'text/csv' ? null : Number(/"totals":\{"lines":(\d+)/.exec(new TextDecoder().decode(last.subarray(-400)))?.[1])
-    return { ms, cpuMs: (used.user + used.system) / 1000, bytes, lines, heapGrowthMiB: (heapPeak - base.heapUsed) / 2 ** 20, rssGrowthMiB: (rssPeak - base.rss) / 2 ** 20 }
+    return { ms, cpuMs: (used.user + used.system) / 1000, bytes, lines, heapGrowthMiB: (heapPeak - base.heapUsed) / 2 ** 20, rssGrowthMiB: (rssPeak - base.rss) / 2 ** 20, retainedMiB: retainedPeak / 2 ** 20 }
   }
 
   const results = []
@@ -84,6 +94,7 @@ try {
       const runs = []
       for (let i = 0; i < REPEAT; i++) runs.push(await run(share, accept))
       const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a))
+      const kept = gc ? (await run(share, accept, true)).retainedMiB : null // not timed: the collections cost time
       const lines = best.lines ?? Math.round(COUNT * share)
       const row = {
         format: accept === 'text/csv' ? 'csv' : 'json', period_share: share, lines: best.lines ?? `≈${lines}`,
@@ -91,6 +102,7 @@ try {
         cpu_us_per_line: Number(((best.cpuMs * 1000) / lines).toFixed(2)), body_mib: Number((best.bytes / 2 ** 20).toFixed(1)),
         heap_peak_growth_mib: Number(Math.max(...runs.map((r) => r.heapGrowthMiB)).toFixed(1)),
         rss_peak_growth_mib: Number(Math.max(...runs.map((r) => r.rssGrowthMiB)).toFixed(1)),
+        heap_retained_peak_mib: kept === null ? null : Number(kept.toFixed(1)),
       }
       log(JSON.stringify(row))
       results.push(row)
