@@ -1,6 +1,6 @@
 /**
  * `npm run bench:fleet`: the Fleet Operator surfaces under load, in sections chosen with
- * `--sections` (comma-separated; default all). Prints one JSON object on stdout
+ * `--sections` (comma-separated: exceptions, reconciliation; default exceptions). Prints one JSON object on stdout
  * (`{ machine, sections: { <name>: … } }`), progress on stderr. A new section is a function in
  * `SECTIONS` with its own options, and its own key in the output.
  *
@@ -43,8 +43,12 @@ const opt = parseBenchArgs('bench:fleet', 'Fleet Operator benchmarks, in section
   'break-every-ms': { type: 'string', default: '500' },
   'fanout-events': { type: 'string', default: '20' },
   'keep-data': { type: 'boolean', default: false },
+  deliveries: { type: 'string', default: '100000' },
+  repeat: { type: 'string', default: '3' },
 }, {
-  sections: 'comma-separated sections to run: exceptions',
+  sections: 'comma-separated sections to run: exceptions, reconciliation',
+  deliveries: 'reconciliation: ended deliveries of the fleet',
+  repeat: 'reconciliation: runs per period and format (the best wall time is kept)',
   subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
   totes: 'exceptions: totes publishing readings (QoS 1)',
   bound: 'exceptions: totes on a dispatched cold-chain delivery (each can break once)',
@@ -300,7 +304,23 @@ async function exceptionsSection() {
   }
 }
 
-const SECTIONS: Record<string, () => Promise<unknown>> = { exceptions: exceptionsSection }
+/**
+ * Section `reconciliation` — bench/fleet-reconciliation.ts in its own node process (with
+ * --expose-gc, so its memory peaks are measured from a collected heap): 100,000 ended
+ * deliveries (`--deliveries`) read as JSON and CSV for periods of 10 %, 50 % and 100 % of them.
+ */
+async function reconciliationSection(): Promise<unknown> {
+  const child = fork(join(repoRoot, 'bench/fleet-reconciliation.ts'), ['--deliveries', opt.deliveries, '--repeat', opt.repeat], {
+    execArgv: ['--expose-gc', '--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  })
+  let out = ''
+  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
+  if (code !== 0) throw new Error(`bench/fleet-reconciliation.ts exited with ${code}`)
+  return JSON.parse(out)
+}
+
+const SECTIONS: Record<string, () => Promise<unknown>> = { exceptions: exceptionsSection, reconciliation: reconciliationSection }
 
 const chosen = opt.sections.split(',').map((s) => s.trim()).filter(Boolean)
 const unknown = chosen.filter((s) => !(s in SECTIONS))

@@ -10,6 +10,11 @@ import { clientRoutes } from './api/routes/clients.js'
 import { deliveryRoutes } from './api/routes/deliveries.js'
 import { eventRoutes } from './api/routes/events.js'
 import { fleetRoutes } from './api/routes/fleets.js'
+import { rateCardRoutes } from './api/routes/rate-cards.js'
+import { reconciliationRoutes } from './api/routes/reconciliation.js'
+import { fleetDashboardRoutes } from './api/routes/fleet-dashboard.js'
+import { embedRoutes } from './api/routes/embed.js'
+import { EmbedTokens } from './auth/embed-tokens.js'
 import { pharmacyRoutes } from './api/routes/pharmacies.js'
 import { prescriptionRoutes } from './api/routes/prescriptions.js'
 import { temperatureRoutes } from './api/routes/temperature.js'
@@ -32,6 +37,9 @@ import type { ServiceDeps } from './services/context.js'
 import { DeliveryService } from './services/deliveries.js'
 import { EventService } from './services/events.js'
 import { FleetService } from './services/fleets.js'
+import { RateCardService } from './services/rate-cards.js'
+import { ReconciliationService } from './services/reconciliation.js'
+import { FleetDashboardService } from './services/fleet-dashboard.js'
 import { Outbox } from './events/outbox.js'
 import { EventFeed } from './events/event-cursor.js'
 import { EventStreams } from './events/event-stream.js'
@@ -187,11 +195,15 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       void followBindingWithRetries(toteId, deliveryId)
     }),
     fleets: new FleetService(deps),
+    rateCards: new RateCardService(deps),
+    reconciliation: new ReconciliationService(deps),
+    dashboards: new FleetDashboardService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 
+  const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
   const app = createApp({
     config, db, clock, logger, metrics, keys, tokens, clients, audit, people,
     readiness: {
@@ -206,6 +218,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
       userRoutes(people.admin),
+      rateCardRoutes(services.rateCards), reconciliationRoutes(services.reconciliation),
+      fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
+      // Not under /v1: the embedded page and its data, authorised by the embed token alone.
+      embedRoutes({ db, dashboards: services.dashboards, embedTokens }),
     ],
   })
 

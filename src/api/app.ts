@@ -31,6 +31,7 @@ import { healthRoutes } from './routes/health.js'
 import { oauthRoutes } from './routes/oauth.js'
 import { authorizeRoutes } from './routes/authorize.js'
 import { accountRoutes } from './routes/account.js'
+import { statementBody } from './routes/reconciliation.js'
 import { consoleRoutes } from './routes/console.js'
 
 export type AppDeps = {
@@ -68,7 +69,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     auditTrail({ audit: deps.audit }),
     rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
     queryGuard(),
-    ...bodyGuard(),
+    // An operator's statement (JSON lines or CSV, up to 4 MiB) is the one body that is not a JSON request.
+    ...bodyGuard([statementBody]),
     idempotency({
       // Each write's service keeps the answer in the transaction of its change.
       db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',

@@ -15,6 +15,8 @@ import { sql, type SelectQueryBuilder } from 'kysely'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { canSee } from '../auth/tenancy.js'
 import { visibleDelivery } from './delivery-visibility.js'
+import { distanceMetres, isAfterHours, type LatLng } from '../domain/pricing.js'
+import { rateCardInForce } from './rate-cards.js'
 import { checkUserParties } from './user-parties.js'
 
 export type Delivery = {
@@ -32,6 +34,9 @@ export type ActionInput =
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
   | ({ action: 'fail' | 'cancel'; reason: string } & Common)
   | ({ action: 'disposition'; decision: 'release' | 'return'; note: string } & Common)
+
+// The ends a fleet is paid for; a cancelled delivery was never carried (docs/fleet.md, Pricing).
+const PRICED_ENDINGS: readonly DeliveryStatus[] = ['DELIVERED', 'FAILED', 'RETURNED']
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000
@@ -185,6 +190,7 @@ export class DeliveryService {
     const changes: Partial<Database['deliveries']> = { status: move.status, updated_at: iso(now), version: delivery.version + 1 }
     const parties = await this.partiesOf(principal, delivery, chain, input, occurredAt, changes)
     if (move.ends && delivery.tote_id) changes.bound_to = occurredAt
+    if (PRICED_ENDINGS.includes(move.status) && delivery.ended_at === null) Object.assign(changes, await this.pricingAtEnd(delivery, chain, input, occurredAt, iso(now)))
 
     const custodyEvent = chainEvent(head.hash, {
       seq: head.seq + 1, type: move.custody, actor: { client_id: principal.clientId, sub: principal.sub },
@@ -201,6 +207,8 @@ export class DeliveryService {
     }
 
     return db.transaction().execute(async (trx) => {
+      // docs/fleet.md, Pricing: the version in force at the dispatch, read and recorded by the dispatch's own commit.
+      if (input.action === 'dispatch') changes.rate_card_version = (await rateCardInForce(trx, input.fleet_id, occurredAt))?.version ?? null
       const updated = await trx.updateTable('deliveries').set(changes)
         .where('id', '=', id).where('version', '=', delivery.version).executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
@@ -247,6 +255,25 @@ export class DeliveryService {
         changes.disposition = toJson(disposition)
         return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note }) }
       }
+    }
+  }
+
+  /**
+   * What pricing needs, fixed when a delivery first ends as DELIVERED, FAILED or RETURNED
+   * (docs/fleet.md, Pricing): when the end was recorded (its reconciliation period), the
+   * great-circle distance from the pickup (its custody location, else the pharmacy's) to where
+   * it ended, whether it ended after hours in the pharmacy's time zone, and whether a delivery
+   * reached the patient by its `eta`. A later RETURNED after FAILED keeps the first end's facts.
+   */
+  private async pricingAtEnd(delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string, recordedAt: string): Promise<Partial<Database['deliveries']>> {
+    const pharmacy = await this.deps.db.selectFrom('pharmacies').select(['timezone', 'location']).where('id', '=', delivery.pharmacy_id).executeTakeFirstOrThrow()
+    const origin = chain.find((e) => e.type === 'picked_up')?.location ?? fromJson<LatLng | null>(pharmacy.location)
+    const end = ('location' in input && input.location) || null
+    return {
+      ended_at: recordedAt,
+      distance_m: origin && end ? distanceMetres(origin, end) : null,
+      after_hours: isAfterHours(occurredAt, pharmacy.timezone) ? 1 : 0,
+      on_time: input.action === 'deliver' ? (Date.parse(occurredAt) <= Date.parse(delivery.eta) ? 1 : 0) : null,
     }
   }
 

@@ -9,17 +9,19 @@ import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 
 
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
-export type Fleet = { id: string; name: string; branding: Branding; created_at: string }
+export type Fleet = { id: string; name: string; branding: Branding; embed_origins: string[]; created_at: string }
+export type FleetChanges = { name?: string | undefined; branding?: Branding | undefined; embed_origins?: string[] | undefined }
 export type Driver = { id: string; fleet_id: string; name: string; phone?: string | null; created_at: string }
 
 /** Fleets and their drivers: who a delivery can be dispatched to. */
 export class FleetService {
   constructor(private readonly deps: ServiceDeps) {}
 
-  async create(principal: Principal, input: { name: string; branding?: Branding | undefined }, record?: RecordAnswer<Fleet>): Promise<Fleet> {
+  async create(principal: Principal, input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined }, record?: RecordAnswer<Fleet>): Promise<Fleet> {
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
-    const row = { id: newId('fl'), name: input.name, branding: toJson(input.branding ?? {}), created_at: iso(this.deps.clock.now()) }
-    const fleet = { ...row, branding: input.branding ?? {} }
+    const origins = input.embed_origins ?? []
+    const row = { id: newId('fl'), name: input.name, branding: toJson(input.branding ?? {}), embed_origins: toJson(origins), created_at: iso(this.deps.clock.now()) }
+    const fleet: Fleet = { id: row.id, name: row.name, branding: input.branding ?? {}, embed_origins: origins, created_at: row.created_at }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('fleets').values(row).execute()
       await record?.(trx, fleet)
@@ -30,14 +32,22 @@ export class FleetService {
   async get(principal: Principal, id: string): Promise<Fleet> {
     const row = await this.deps.db.selectFrom('fleets').selectAll().where('id', '=', id).executeTakeFirst()
     if (!row || !this.visible(principal, row.id)) throw notFound('fleet')
-    return { ...row, branding: fromJson(row.branding) }
+    return toFleet(row)
+  }
+
+  /** Changes the name, branding (replaced as a whole) or embed origins: the fleet itself or an unrestricted client. */
+  async update(principal: Principal, id: string, changes: FleetChanges): Promise<Fleet> {
+    const fleet = await this.changeable(principal, id)
+    const next: Fleet = { ...fleet, ...(changes.name === undefined ? {} : { name: changes.name }), ...(changes.branding === undefined ? {} : { branding: changes.branding }), ...(changes.embed_origins === undefined ? {} : { embed_origins: changes.embed_origins }) }
+    await this.deps.db.updateTable('fleets').set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins) }).where('id', '=', id).execute()
+    return next
   }
 
   async list(principal: Principal, page: PageRequest): Promise<Page<Fleet>> {
     let query = this.deps.db.selectFrom('fleets').selectAll()
     if (principal.fleetId) query = query.where('id', '=', principal.fleetId)
     const result = await paginate(query, 'id', page)
-    return { data: result.data.map((row) => ({ ...row, branding: fromJson(row.branding) })), next_cursor: result.next_cursor }
+    return { data: result.data.map(toFleet), next_cursor: result.next_cursor }
   }
 
   async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }, record?: RecordAnswer<Driver>): Promise<Driver> {
@@ -72,6 +82,10 @@ export class FleetService {
     return principal.fleetId ? principal.fleetId === fleetId : true
   }
 }
+
+const toFleet = (row: { id: string; name: string; branding: string; embed_origins: string; created_at: string }): Fleet => ({
+  id: row.id, name: row.name, branding: fromJson(row.branding), embed_origins: fromJson(row.embed_origins), created_at: row.created_at,
+})
 
 /**
  * A driver's phone number is personal data: shown to tokens of the driver's own fleet, and to

@@ -28,6 +28,9 @@ export interface Database {
     driver_id: string | null; tote_id: string | null; cold_chain_required: number; profile: string | null
     cold_chain: string | null; disposition: string | null; bound_from: string | null; bound_to: string | null
     version: number; event_seq: number; created_at: string; updated_at: string
+    /** Pricing (migration 0008): the rate card version at dispatch; the end's record time and price inputs. */
+    rate_card_version: number | null; ended_at: string | null; distance_m: number | null; after_hours: number | null
+    on_time: number | null
   }
   custody_events: {
     delivery_id: string; seq: number; type: string; actor: string; from_party: string | null; to_party: string | null
@@ -47,7 +50,12 @@ export interface Database {
     client_id: string; key: string; request_hash: string; state: string; status: number | null
     body: string | null; headers: string | null; created_at: string; expires_at: string
   }
-  fleets: { id: string; name: string; branding: string; created_at: string }
+  fleets: { id: string; name: string; branding: string; created_at: string; embed_origins: Generated<string> }
+  rate_cards: {
+    fleet_id: string; version: number; currency: string; base_fee_cents: number; per_km_cents: number
+    cold_chain_surcharge_cents: number; failed_attempt_fee_cents: number; after_hours_multiplier_e4: number
+    commission_bps: number; effective_from: string; created_at: string; created_by: string
+  }
   drivers: { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
   webhook_endpoints: {
     id: string; kind: 'webhook' | 'writeback'; url: string; events: string; description: string | null; enabled: number

@@ -13,16 +13,25 @@ const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 // rest of the body would otherwise be taken for the next request on a kept-alive connection.
 const closeAfterReply = { Connection: 'close' }
 
-const tooLarge = () => new AppError('payload_too_large', 'The request body is larger than 256 KiB.', {}, closeAfterReply)
+const tooLarge = (limit: number) => new AppError('payload_too_large', `The request body is larger than ${limit / 1024} KiB.`, {}, closeAfterReply)
 // Nobody reads this answer, but the request still ends (and is audited) with a status.
 const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
+
+/**
+ * A route that takes another body than JSON, or a larger one (an operator's statement):
+ * its own limit and content types, stated in its documentation.
+ */
+export type OtherBody = { method: string; path: RegExp; maxBytes: number; types: RegExp }
+
+const otherBodyOf = (c: Context<AppEnv>, others: readonly OtherBody[]) =>
+  others.find((o) => o.method === c.req.method && o.path.test(c.req.path))
 
 /**
  * Refuses bodies that are too large (413), not JSON (415), or JSON that would otherwise be
  * rewritten or cost too much (400/422, see `parseJsonBody`) before any handler sees them.
  */
-export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
-  return [bodySizeLimit(), requireJson(), parseJsonBody()]
+export function bodyGuard(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv>[] {
+  return [bodySizeLimit(others), requireJson(others), parseJsonBody()]
 }
 
 /**
@@ -33,24 +42,25 @@ export function bodyGuard(): MiddlewareHandler<AppEnv>[] {
  * `c.req.raw.body` would make the adapter build a full WHATWG Request (with an AbortSignal and a
  * web stream over the socket) for every request, which cost more CPU than any handler here.
  */
-export function bodySizeLimit(): MiddlewareHandler<AppEnv> {
+export function bodySizeLimit(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
   return async function bodySizeLimitMiddleware(c, next) {
     if (!METHODS_WITH_BODY.has(c.req.method)) return next()
+    const limit = others.length ? otherBodyOf(c, others)?.maxBytes ?? MAX_BODY_BYTES : MAX_BODY_BYTES
     const declared = c.req.header('content-length')
-    if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) throw tooLarge()
+    if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit)
     const incoming = nodeRequestOf(c)
-    const bytes = incoming ? await readLimited(incoming) : await readWhatwgBody(c.req.raw)
+    const bytes = incoming ? await readLimited(incoming, limit) : await readWhatwgBody(c.req.raw, limit)
     if (bytes !== null) cacheBody(c, bytes)
     await next()
   }
 }
 
 /** 415 for a body that is not JSON. Runs after `bodySizeLimit`, which read the body. */
-export function requireJson(): MiddlewareHandler<AppEnv> {
+export function requireJson(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
   return async function requireJsonMiddleware(c, next) {
     if (['POST', 'PUT', 'PATCH'].includes(c.req.method) && hasBody(c)) {
       const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim()
-      if (!json.test(type)) {
+      if (!json.test(type) && !(others.length && otherBodyOf(c, others)?.types.test(type))) {
         throw new AppError('unsupported_media_type', `Send the body as application/json (got ${type ? `"${type}"` : 'no content type'}).`, {}, closeAfterReply)
       }
     }
@@ -93,7 +103,7 @@ function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
 }
 
 /** Reads the whole body, refusing it as soon as it passes the limit (for bodies sent without a length). */
-function readLimited(incoming: IncomingMessage): Promise<Buffer> {
+function readLimited(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // The client may have gone while earlier middleware awaited: node emits no more events then.
     if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
@@ -101,9 +111,9 @@ function readLimited(incoming: IncomingMessage): Promise<Buffer> {
     let size = 0
     const onData = (chunk: Buffer) => {
       size += chunk.length
-      if (size > MAX_BODY_BYTES) {
+      if (size > limit) {
         cleanup()
-        reject(tooLarge())
+        reject(tooLarge(limit))
         return
       }
       chunks.push(chunk)
@@ -130,10 +140,10 @@ function readLimited(incoming: IncomingMessage): Promise<Buffer> {
   })
 }
 
-async function readWhatwgBody(request: Request): Promise<Buffer | null> {
+async function readWhatwgBody(request: Request, limit: number): Promise<Buffer | null> {
   if (request.body === null) return null
   const bytes = Buffer.from(await request.arrayBuffer())
-  if (bytes.length > MAX_BODY_BYTES) throw tooLarge()
+  if (bytes.length > limit) throw tooLarge(limit)
   return bytes
 }
 

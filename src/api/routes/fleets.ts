@@ -8,8 +8,13 @@ const Branding = z.strictObject({
   display_name: z.string().max(100).optional(), logo_url: z.url().optional(),
   primary_color: z.string().regex(/^#[0-9a-fA-F]{6}$/, 'must be a hex colour like #0a7d5a').optional(),
 }).openapi('Branding')
-const NewFleet = z.strictObject({ name: z.string().min(1).max(200), branding: Branding.optional() }).openapi('NewFleet')
-const Fleet = z.object({ id: z.string(), name: z.string(), branding: Branding, created_at: z.string() }).openapi('Fleet')
+// A browser compares frame-ancestors origins as scheme, host and port: no path, no trailing slash.
+const EmbedOrigins = z.array(z.string().regex(/^https:\/\/[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?$/, 'must be an https origin such as https://dispatch.example.com (lower case, no path)'))
+  .max(10).describe('The https origins allowed to frame the fleet\'s embedded dashboard (CSP frame-ancestors)')
+const NewFleet = z.strictObject({ name: z.string().min(1).max(200), branding: Branding.optional(), embed_origins: EmbedOrigins.optional() }).openapi('NewFleet')
+const FleetChanges = z.strictObject({ name: z.string().min(1).max(200).optional(), branding: Branding.optional(), embed_origins: EmbedOrigins.optional() })
+  .openapi('FleetChanges', { example: { branding: { display_name: 'Speedy', logo_url: 'https://speedy.example.com/logo.png', primary_color: '#0a7d5a' }, embed_origins: ['https://dispatch.speedy.example.com'] } })
+const Fleet = z.object({ id: z.string(), name: z.string(), branding: Branding, embed_origins: z.array(z.string()), created_at: z.string() }).openapi('Fleet')
 const NewDriver = z.strictObject({ name: z.string().min(1).max(200), phone: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be E.164, e.g. +15551234567').optional() }).openapi('NewDriver')
 const Driver = z.object({
   id: z.string(), fleet_id: z.string(), name: z.string(),
@@ -33,6 +38,12 @@ export function fleetRoutes(fleets: FleetService) {
     method: 'get', path: '/v1/fleets', tags: ['Fleets'], summary: 'List fleets',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Fleet), 'A page of fleets') },
   }), async (c) => c.json(await fleets.list(c.get('principal'), c.req.valid('query')), 200))
+
+  app.openapi(v1Route('fleet:write', {
+    method: 'patch', path: '/v1/fleets/{id}', tags: ['Fleets'], summary: "Change a fleet's name, branding or embed origins", operationId: 'updateFleet',
+    description: 'Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.',
+    request: { params: idParam('fl'), ...jsonBody(FleetChanges) }, responses: { 200: json(Fleet, 'The fleet as changed') },
+  }), async (c) => c.json(await fleets.update(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 200))
 
   app.openapi(v1Route('fleet:write', {
     method: 'post', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: 'Add a driver to a fleet',

@@ -1,0 +1,124 @@
+/**
+ * `npm run bench:fleet:reconciliation` — a fleet's reconciliation over 100,000 ended deliveries.
+ *
+ * The whole service runs in this process on a SQLite file in a fresh temporary DATA_DIR (or on
+ * PostgreSQL with --database-url, in its own schema, dropped afterwards); the deliveries are
+ * written straight into the store (bench/lib/fleet-seed.ts), then
+ * `GET /v1/fleets/{id}/reconciliation` is read in full through the app, JSON and CSV, for
+ * periods holding 10 %, 50 % and 100 % of them. For each run: wall time, CPU time (this process:
+ * service and reader together) per line, and memory: the heap and RSS peaks over the run,
+ * measured from a collected heap before it (run with --expose-gc, as the npm script does). If
+ * the body were built in memory the peaks would grow with the period; streamed, they stay flat.
+ * One more (untimed) read per period collects the heap every 16 chunks of the body: the largest
+ * heap left after those collections (`heap_retained_peak_mib`) is what the stream keeps alive,
+ * without the garbage that the plain peaks include.
+ * Prints one JSON object on stdout; progress goes to stderr.
+ *
+ * Options: --deliveries N (default 100000)  --repeat N (3: best wall time of N)  --database-url URL
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { parseBenchArgs } from './lib/args.js'
+import { seedEndedDeliveries } from './lib/fleet-seed.js'
+import { startTestService } from '../test/helpers/service.js'
+
+const opts = parseBenchArgs('bench:fleet:reconciliation', 'Reconciliation of a fleet\'s ended deliveries, streamed: time, CPU and memory per period size. Prints one JSON object on stdout.', {
+  deliveries: { type: 'string', default: '100000' },
+  repeat: { type: 'string', default: '3' },
+  'database-url': { type: 'string', default: '' },
+})
+const COUNT = Number(opts.deliveries)
+const REPEAT = Number(opts.repeat)
+const FROM = Date.parse('2026-11-01T00:00:00.000Z')
+const TO = Date.parse('2026-12-01T00:00:00.000Z')
+const gc = (globalThis as { gc?: () => void }).gc
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-fleet-'))
+const schema = `rx_bench_${randomBytes(4).toString('hex')}`
+const databaseUrl = opts['database-url']
+const api = await startTestService({ DATA_DIR: dataDir, TOKEN_TTL_S: '86400' }, {
+  store: databaseUrl ? { kind: 'postgres', url: databaseUrl, schema } : { kind: 'sqlite', file: join(dataDir, 'rxtrace.db') },
+})
+try {
+  const admin = await api.adminToken()
+  const fleetId = (await api.post('/v1/fleets', admin, { name: 'Bench Couriers' })).body.id as string
+  const pharmacyId = (await api.pharmacy(admin)).id
+  log(`seeding ${COUNT} ended deliveries…`)
+  const seedStart = performance.now()
+  await seedEndedDeliveries(api.service.db, { fleetId, pharmacyId, count: COUNT, fromMs: FROM, toMs: TO, seed: 42 })
+  log(`seeded in ${Math.round(performance.now() - seedStart)} ms`)
+
+  /** One read of the period; with `retained`, a collection every 16 chunks measures what the stream keeps alive. */
+  async function run(share: number, accept: string, retained = false) {
+    const to = new Date(FROM + Math.round((TO - FROM) * share)).toISOString()
+    const path = `/v1/fleets/${fleetId}/reconciliation?from=${new Date(FROM).toISOString()}&to=${to}`
+    gc?.()
+    const base = process.memoryUsage()
+    let heapPeak = base.heapUsed
+    let rssPeak = base.rss
+    const cpu = process.cpuUsage()
+    const started = performance.now()
+    const res = await api.service.app.request(path, { headers: { authorization: `Bearer ${admin}`, accept } })
+    if (res.status !== 200) throw new Error(`${res.status} ${await res.text()}`)
+    const reader = res.body!.getReader()
+    let bytes = 0
+    let chunks = 0
+    let retainedPeak = 0
+    let last = new Uint8Array()
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      bytes += value.length
+      last = value // only the end is read (the totals), so the reader costs next to nothing
+      if (retained && gc && ++chunks % 16 === 0) {
+        gc()
+        retainedPeak = Math.max(retainedPeak, process.memoryUsage().heapUsed - base.heapUsed)
+      }
+      const now = process.memoryUsage()
+      heapPeak = Math.max(heapPeak, now.heapUsed)
+      rssPeak = Math.max(rssPeak, now.rss)
+    }
+    const ms = performance.now() - started
+    const used = process.cpuUsage(cpu)
+    const lines = accept === 'text/csv' ? null : Number(/"totals":\{"lines":(\d+)/.exec(new TextDecoder().decode(last.subarray(-400)))?.[1])
+    return { ms, cpuMs: (used.user + used.system) / 1000, bytes, lines, heapGrowthMiB: (heapPeak - base.heapUsed) / 2 ** 20, rssGrowthMiB: (rssPeak - base.rss) / 2 ** 20, retainedMiB: retainedPeak / 2 ** 20 }
+  }
+
+  const results = []
+  for (const accept of ['application/json', 'text/csv']) {
+    for (const share of [0.1, 0.5, 1]) {
+      const runs = []
+      for (let i = 0; i < REPEAT; i++) runs.push(await run(share, accept))
+      const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a))
+      const kept = gc ? (await run(share, accept, true)).retainedMiB : null // not timed: the collections cost time
+      const lines = best.lines ?? Math.round(COUNT * share)
+      const row = {
+        format: accept === 'text/csv' ? 'csv' : 'json', period_share: share, lines: best.lines ?? `≈${lines}`,
+        wall_ms: Math.round(best.ms), lines_per_s: Math.round(lines / (best.ms / 1000)),
+        cpu_us_per_line: Number(((best.cpuMs * 1000) / lines).toFixed(2)), body_mib: Number((best.bytes / 2 ** 20).toFixed(1)),
+        heap_peak_growth_mib: Number(Math.max(...runs.map((r) => r.heapGrowthMiB)).toFixed(1)),
+        rss_peak_growth_mib: Number(Math.max(...runs.map((r) => r.rssGrowthMiB)).toFixed(1)),
+        heap_retained_peak_mib: kept === null ? null : Number(kept.toFixed(1)),
+      }
+      log(JSON.stringify(row))
+      results.push(row)
+    }
+  }
+  process.stdout.write(`${JSON.stringify({
+    bench: 'fleet:reconciliation', store: databaseUrl ? 'postgres' : 'sqlite', deliveries: COUNT, repeat: REPEAT, gc: Boolean(gc),
+    node: process.version, cpu: cpus()[0]?.model, cores: cpus().length, results,
+  }, null, 2)}\n`)
+} finally {
+  await api.stop()
+  if (databaseUrl) {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    await client.query(`drop schema if exists "${schema}" cascade`)
+    await client.end()
+  }
+  rmSync(dataDir, { recursive: true, force: true })
+}

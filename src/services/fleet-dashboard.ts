@@ -1,0 +1,111 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import { storedFigures, type ColdChainFigures, type ColdChainStatus } from '../domain/cold-chain.js'
+import type { DeliveryStatus } from '../domain/delivery-machine.js'
+import { fromJson, type Database } from '../store/schema.js'
+import type { ServiceDeps } from './context.js'
+import { fleetMoneyVisibleTo } from './fleet-money.js'
+import { PeriodReader } from './reconciliation.js'
+
+const STATUSES: readonly DeliveryStatus[] = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED']
+// Lists on the dashboard are for people to look at: the newest this many, with the full count beside.
+const LIST_LIMIT = 100
+
+export type InProgress = {
+  delivery_id: string; status: DeliveryStatus; driver_id: string | null; tote_id: string | null; eta: string
+  cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }; updated_at: string
+}
+export type OpenException = { delivery_id: string; kind: 'cold_chain_excursion' | 'cold_chain_break' | 'failed'; since: string; status: DeliveryStatus }
+
+/** What the embedded page shows: deliveries and exceptions, nothing of the fleet's money. */
+export type LiveView = {
+  fleet_id: string; generated_at: string
+  counts: Record<DeliveryStatus, number>
+  open_exceptions: { count: number; items: OpenException[] }
+  in_progress: { count: number; items: InProgress[] }
+}
+
+export type Dashboard = LiveView & {
+  period: { from: string; to: string }
+  on_time: { delivered: number; on_time: number; rate: number | null }
+  payout: { currency: string | null; lines: number; gross_cents: number; payout_cents: number }
+}
+
+/**
+ * The fleet's dashboard (docs/fleet.md, Dashboard). "This period" is the current calendar month
+ * in UTC; "on time" is delivered to the patient at or before the delivery's `eta` (the
+ * prescription's `deliver_by` when it had one).
+ */
+export class FleetDashboardService {
+  constructor(private readonly deps: ServiceDeps) {}
+
+  async dashboard(principal: Principal, fleetId: string): Promise<Dashboard> {
+    await fleetMoneyVisibleTo(this.deps.db, principal, fleetId)
+    const period = currentMonth(this.deps.clock.now())
+    const [live, onTime, payout] = await Promise.all([this.liveView(fleetId), this.onTime(fleetId, period), this.payout(fleetId, period)])
+    return { ...live, period, on_time: onTime, payout }
+  }
+
+  /** No access check: the caller proved it may see this fleet (a token, or an embed session). */
+  async liveView(fleetId: string): Promise<LiveView> {
+    const db = this.deps.db
+    const counts = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>
+    const grouped = await db.selectFrom('deliveries').select(['status', (eb) => eb.fn.countAll().as('n')]).where('fleet_id', '=', fleetId).groupBy('status').execute()
+    for (const row of grouped) counts[row.status as DeliveryStatus] = Number(row.n)
+
+    const open = await db.selectFrom('deliveries').selectAll().where('fleet_id', '=', fleetId).where('status', 'in', ['DISPATCHED', 'PICKED_UP'])
+      .orderBy('updated_at', 'desc').limit(LIST_LIMIT).execute()
+    const inProgress = open.map(inProgressOf)
+    // An exception is open while the delivery is: a cold chain in excursion or broken, or a failure not yet returned.
+    const failed = await db.selectFrom('deliveries').select(['id', 'status', 'updated_at']).where('fleet_id', '=', fleetId).where('status', '=', 'FAILED')
+      .orderBy('updated_at', 'desc').limit(LIST_LIMIT).execute()
+    const coldChain: OpenException[] = inProgress.filter((d) => d.cold_chain.state === 'EXCURSION' || d.cold_chain.state === 'BROKEN').map((d) => ({
+      delivery_id: d.delivery_id, kind: d.cold_chain.state === 'BROKEN' ? 'cold_chain_break' : 'cold_chain_excursion', since: d.updated_at, status: d.status,
+    }))
+    const exceptions = [...coldChain, ...failed.map((f): OpenException => ({ delivery_id: f.id, kind: 'failed', since: f.updated_at, status: 'FAILED' }))]
+      .sort((a, b) => (a.since < b.since ? 1 : -1))
+    return {
+      fleet_id: fleetId, generated_at: iso(this.deps.clock.now()), counts,
+      open_exceptions: { count: exceptions.length < LIST_LIMIT ? exceptions.length : await this.openExceptionCount(fleetId), items: exceptions.slice(0, LIST_LIMIT) },
+      in_progress: { count: counts.DISPATCHED + counts.PICKED_UP, items: inProgress },
+    }
+  }
+
+  private async openExceptionCount(fleetId: string): Promise<number> {
+    const rows = await this.deps.db.selectFrom('deliveries').select('cold_chain').where('fleet_id', '=', fleetId).where('status', 'in', ['DISPATCHED', 'PICKED_UP']).execute()
+    const coldChain = rows.filter((r) => ['EXCURSION', 'BROKEN'].includes(fromJson<Partial<ColdChainFigures> | null>(r.cold_chain)?.state ?? '')).length
+    const failed = await this.deps.db.selectFrom('deliveries').select((eb) => eb.fn.countAll().as('n')).where('fleet_id', '=', fleetId).where('status', '=', 'FAILED').executeTakeFirstOrThrow()
+    return coldChain + Number(failed.n)
+  }
+
+  private async onTime(fleetId: string, period: { from: string; to: string }): Promise<Dashboard['on_time']> {
+    const row = await this.deps.db.selectFrom('deliveries')
+      .select([(eb) => eb.fn.countAll().as('delivered'), (eb) => eb.fn.sum('on_time').as('on_time')])
+      .where('fleet_id', '=', fleetId).where('ended_at', '>=', period.from).where('ended_at', '<', period.to).where('on_time', 'is not', null)
+      .executeTakeFirstOrThrow()
+    const delivered = Number(row.delivered)
+    const onTime = Number(row.on_time ?? 0)
+    return { delivered, on_time: onTime, rate: delivered ? onTime / delivered : null }
+  }
+
+  private async payout(fleetId: string, period: { from: string; to: string }): Promise<Dashboard['payout']> {
+    const reader = new PeriodReader(this.deps.db, fleetId, period)
+    for await (const _line of reader.lines()) { /* the totals add up as the lines go by */ }
+    return { currency: await reader.currency(), lines: reader.totals.lines, gross_cents: reader.totals.gross_cents, payout_cents: reader.totals.payout_cents }
+  }
+}
+
+function inProgressOf(row: Database['deliveries']): InProgress {
+  const figures = storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
+  return {
+    delivery_id: row.id, status: row.status as DeliveryStatus, driver_id: row.driver_id, tote_id: row.tote_id, eta: row.eta,
+    cold_chain: { required: row.cold_chain_required === 1, state: figures.state, min_c: figures.min_c ?? null, max_c: figures.max_c ?? null },
+    updated_at: row.updated_at,
+  }
+}
+
+/** The calendar month (UTC) containing `nowMs`: [first day 00:00, first day of the next month). */
+export function currentMonth(nowMs: number): { from: string; to: string } {
+  const now = new Date(nowMs)
+  return { from: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)), to: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)) }
+}
