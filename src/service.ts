@@ -189,7 +189,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),
       // A SQLite store (entities or readings) lives in DATA_DIR: ready means room to write there.
-      ...(config.DATABASE_URL && config.QUESTDB_CONFIG ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
+      // With DATABASE_URL the readings are in PostgreSQL or QuestDB, and nothing is.
+      ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
     },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
