@@ -18,7 +18,9 @@ async function handle(req: IncomingMessage, res: ServerResponse) {
   for await (const chunk of req) chunks.push(chunk as Buffer)
   const url = new URL(req.url ?? '/', 'http://x')
   const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-  if (url.pathname === '/settings') return json(200, { config: { 'line.proto.support.versions': [1, 2] } })
+  // ILP text (protocol 1) only, so every line can be read back to check the count: the client
+  // then sends text, which costs the service a little more CPU than QuestDB 9's binary doubles.
+  if (url.pathname === '/settings') return json(200, { config: { 'line.proto.support.versions': [1] } })
   if (url.pathname === '/exec') {
     const query = url.searchParams.get('query') ?? ''
     if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[requests, requests, false]] })
