@@ -16,8 +16,8 @@ import type { ReadingRow } from './sink.js'
  * (symbols first, then columns; a null is an absent column).
  */
 
-/** ILP escaping of a symbol value: comma, equals sign, space, and line breaks would end it. */
-const escapeSymbol = (value: string) => (/[,= \n\r\\]/.test(value) ? value.replace(/([,= \\])/g, '\\$1').replace(/\n/g, '\\n').replace(/\r/g, '\\r') : value)
+/** ILP escaping of a symbol value, as the official client does it: a backslash before a comma, equals sign, space, line break or backslash. */
+const escapeSymbol = (value: string) => (/[,= \n\r\\]/.test(value) ? value.replace(/[,= \n\r\\]/g, '\\$&') : value)
 
 /** A double in ILP text: JavaScript's shortest round-trip form (readings are finite numbers). */
 const double = (x: number) => (Number.isInteger(x) ? `${x}.0` : String(x))
