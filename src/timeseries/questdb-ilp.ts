@@ -1,3 +1,5 @@
+import http from 'node:http'
+import https from 'node:https'
 import type { SenderOptions } from '@questdb/nodejs-client'
 import type { ReadingRow } from './sink.js'
 
@@ -41,23 +43,42 @@ export function ilpLines(table: string, rows: readonly ReadingRow[]): string {
   return text
 }
 
-export type IlpPost = (body: string, timeoutMs: number) => Promise<void>
+export type IlpPost = ((body: string, timeoutMs: number) => Promise<void>) & { close(): void }
 
 /**
- * One request per call. A non-204 answer rejects with `statusCode=<n>` in its message (what
- * questdb-sink.ts's isRetriable reads); no answer (refused, reset, timed out) rejects without one.
+ * One request per call, on connections of its own (`connections` keep-alive sockets): the
+ * writes never queue behind the reads that /exec sends over fetch's shared pool (a thousand
+ * deliveries loading their state at once held them past their deadline). A non-204 answer
+ * rejects with `statusCode=<n>` in its message (what questdb-sink.ts's isRetriable reads); no
+ * answer (refused, reset, timed out) rejects without one.
  */
-export function createIlpPost(options: SenderOptions): IlpPost {
-  const url = `${options.protocol}://${options.host}:${options.port ?? 9000}/write?precision=n`
+export function createIlpPost(options: SenderOptions, connections: number): IlpPost {
+  const tls = options.protocol === 'https'
+  const agent = tls ? new https.Agent({ keepAlive: true, maxSockets: connections }) : new http.Agent({ keepAlive: true, maxSockets: connections })
   const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' }
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
   else if (options.username !== undefined && options.password !== undefined) {
     headers.authorization = `Basic ${Buffer.from(`${options.username}:${options.password}`).toString('base64')}`
   }
-  return async (body, timeoutMs) => {
-    const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(Math.max(1, timeoutMs)) })
-    if (res.status === 204 || res.status === 200) return void (await res.arrayBuffer().catch(() => undefined))
-    const detail = await res.text().catch(() => '')
-    throw new Error(`QuestDB /write answered statusCode=${res.status}: ${detail.slice(0, 300)}`)
-  }
+  const target = { host: options.host, port: options.port ?? 9000, path: '/write?precision=n', method: 'POST', agent }
+  const post = (body: string, timeoutMs: number) => new Promise<void>((resolve, reject) => {
+    const payload = Buffer.from(body, 'utf8')
+    const req = (tls ? https : http).request({ ...target, headers: { ...headers, 'content-length': String(payload.length) } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => {
+        clearTimeout(timer)
+        if (res.statusCode === 204 || res.statusCode === 200) resolve()
+        else reject(new Error(`QuestDB /write answered statusCode=${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`))
+      })
+      res.on('error', reject)
+    })
+    const timer = setTimeout(() => req.destroy(new Error(`no answer from QuestDB within ${timeoutMs} ms`)), Math.max(1, timeoutMs))
+    req.on('error', (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    req.end(payload)
+  })
+  return Object.assign(post, { close: () => agent.destroy() })
 }

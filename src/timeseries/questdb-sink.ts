@@ -95,7 +95,7 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
   await exec(createTable(table))
 
   const options = await SenderOptions.fromConfig(config, { log: () => {} })
-  const post = createIlpPost(options)
+  const post = createIlpPost(options, concurrentWrites)
   // Each attempt is one request bounded by request_timeout (and the write's deadline); the
   // retrying, and its deadline, are ours whatever the config string says.
   const requestTimeoutMs = Math.min(options.request_timeout ?? CLIENT_REQUEST_TIMEOUT_MS, policy.deadlineMs)
@@ -178,6 +178,7 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
     count: async () => (await caughtUp(), reads.count()),
     async close() {
       while (inFlight.size > 0) await Promise.all(inFlight)
+      post.close()
     },
   }
 }
