@@ -308,7 +308,7 @@ export class ColdChainMonitor {
     const profile = binding.profile!
     if (this.deps.leases) {
       // Another copy evaluates it: its readings are forwarded there until its lease runs out.
-      if (!(await this.deps.leases.acquire([binding.deliveryId])).has(binding.deliveryId)) {
+      if (!(await this.deps.leases.acquireOne(binding.deliveryId))) {
         this.remote.set(binding.deliveryId, { toteId, binding })
         return
       }

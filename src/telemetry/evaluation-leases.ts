@@ -61,6 +61,26 @@ export class EvaluationLeases {
     return new Set(rows.map((r) => r.delivery_id))
   }
 
+  private wanted: { ids: Set<string>; result: Promise<Set<string>> } | null = null
+
+  /**
+   * acquire() for one delivery, gathered with the others asked for in the same turn of the event
+   * loop into one statement: a thousand totes' first readings after a start load a thousand
+   * deliveries at once, and one query each would queue for the pool's connections.
+   */
+  acquireOne(deliveryId: string): Promise<boolean> {
+    if (this.wanted === null) {
+      const ids = new Set<string>()
+      const result = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        this.wanted = null
+        return this.acquire([...ids])
+      })
+      this.wanted = { ids, result }
+    }
+    this.wanted.ids.add(deliveryId)
+    return this.wanted.result.then((held) => held.has(deliveryId))
+  }
+
   /** Gives leases up (a delivery ended, or this copy stops): another copy may take them at once. */
   async release(deliveryIds?: readonly string[]): Promise<void> {
     if (deliveryIds?.length === 0) return

@@ -75,16 +75,16 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
     // Copy A has applied the binding to the stored readings (its monitor watches the delivery
     // once that is done): a reading B stores from now on is B's to bind. Before, B bound it with
     // its cached intervals (up to 2 s old) and it stayed off the delivery's trace.
-    await vi.waitFor(() => expect(a!.api.service.monitor.state(rx.delivery_id) ?? a!.api.service.monitor.isRemote(rx.delivery_id)).toBeTruthy(), { timeout: 10_000, interval: 5 })
+    await vi.waitFor(() => expect(a!.api.service.monitor.state(rx.delivery_id) ?? a!.api.service.monitor.isRemote(rx.delivery_id)).toBeTruthy(), { timeout: 30_000, interval: 5 })
     await publish(atB, tote.id, { ts: dispatchedAt + 1, temp_c: 5, seq: 2 }) // to the copy that did not make the binding
     await publish(atA, tote.id, { ts: dispatchedAt + 2, temp_c: 5, seq: 3 })
 
     // Both copies read both readings of the delivery from the shared table; the unbound one stays unbound.
     for (const copy of [a!, b!]) {
-      await vi.waitFor(async () => expect((await copy.api.service.sink.readingsForDelivery(rx.delivery_id, 0, Infinity)).map((r) => r.seq)).toEqual([2, 3]), { timeout: 10_000, interval: 50 })
+      await vi.waitFor(async () => expect((await copy.api.service.sink.readingsForDelivery(rx.delivery_id, 0, Infinity)).map((r) => r.seq)).toEqual([2, 3]), { timeout: 30_000, interval: 50 })
     }
     expect((await b!.api.service.sink.readingsForTote(tote.id, 0, Infinity)).map((r) => [r.seq, r.delivery_id])).toEqual([[1, null], [2, rx.delivery_id], [3, rx.delivery_id]])
-  })
+  }, 90_000)
 
   it('evaluates each delivery in one copy, whichever copy its readings reach, and emits each break once', async () => {
     const [a, b] = await twoCopies()
@@ -99,7 +99,7 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
       for (let i = 1; i <= 6; i++) await publish(i % 2 ? toA : toB, tote.id, { ts: at + i * 1_000, temp_c: i === 4 ? -2 : 5, seq: i })
     }
     for (const { deliveryId } of deliveries) {
-      await vi.waitFor(async () => expect((await eventsOf(a!.api, deliveryId)).map((e) => e.type)).toContain('cold-chain.break'), { timeout: 15_000, interval: 100 })
+      await vi.waitFor(async () => expect((await eventsOf(a!.api, deliveryId)).map((e) => e.type)).toContain('cold-chain.break'), { timeout: 30_000, interval: 100 })
     }
     // Each delivery has one evaluator, and every reading reached it: both copies' readings are in its summary.
     const leases = await a!.api.service.db.selectFrom('rule_leases' as never).selectAll().execute() as unknown as { delivery_id: string; holder: string }[]
@@ -112,7 +112,7 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
       const breaks = (await eventsOf(a!.api, deliveryId)).filter((e) => e.type === 'cold-chain.break')
       expect(breaks).toHaveLength(1)
     }
-  })
+  }, 90_000)
 
   it('delivers every webhook event of a burst of 50 prescriptions made through both copies, none more than twice', async () => {
     const [a, b] = await twoCopies()
@@ -131,15 +131,15 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
         for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1)
         return count
       }
-      await vi.waitFor(() => expect(deliveries().size).toBe(events.length), { timeout: 20_000, interval: 50 })
+      await vi.waitFor(() => expect(deliveries().size).toBe(events.length), { timeout: 60_000, interval: 50 })
       const count = deliveries()
       for (const { id } of events) expect(count.get(id)).toBeGreaterThanOrEqual(1)
       expect(Math.max(...count.values())).toBeLessThanOrEqual(2)
-      // Both copies' dispatchers took part (each claims what is due when woken by its own commits).
-      const sentBy = await a!.api.service.db.selectFrom('webhook_attempts').select('id').execute()
-      expect(sentBy.length).toBe(receiver.requests.length)
+      // Every request sent is recorded as an attempt (recording follows the answer, in group commits).
+      const attempts = async () => (await a!.api.service.db.selectFrom('webhook_attempts').select('id').execute()).length
+      await vi.waitFor(async () => expect(await attempts()).toBe(receiver.requests.length), { timeout: 30_000, interval: 50 })
     } finally {
       await receiver.close()
     }
-  })
+  }, 120_000)
 })
