@@ -71,6 +71,19 @@ const FOLLOW_BINDING_RETRY_MS = 1_000
 // On stop, requests already running get this long to finish before their connections are cut:
 // half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
 const HTTP_DRAIN_MS = 5_000
+// Releasing evaluation leases and closing the LISTEN connection at stop: each gets this long.
+const SHARED_STOP_MS = 1_000
+
+/** Settles with `work`, or rejects after `ms` (the work goes on unawaited). */
+function atMost(ms: number, work: Promise<void> | undefined): Promise<void> {
+  if (work === undefined) return Promise.resolve()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not done within ${ms} ms`)), ms)
+    timer.unref()
+  })
+  return Promise.race([work, late]).finally(() => clearTimeout(timer))
+}
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -291,9 +304,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       await streamsClosed
       await committer.drain()
       await monitor.flush()
-      // The other copies take this one's deliveries over on their next tick.
-      await monitor.releaseLeases().catch((err: unknown) => logger.warn({ err }, 'releasing evaluation leases failed'))
-      await shared?.close()
+      // The other copies take this one's deliveries over on their next tick (or, should the
+      // database not answer, once the leases run out). Bounded: a partitioned database must not
+      // hold the stop past its 10 s.
+      await atMost(SHARED_STOP_MS, monitor.releaseLeases()).catch((err: unknown) => logger.warn({ err }, 'releasing evaluation leases failed'))
+      await atMost(SHARED_STOP_MS, shared?.close()).catch((err: unknown) => logger.warn({ err }, 'closing the notification connection failed'))
       await dispatcher.stop(3_000)
       await audit.flush()
       await sink.close()
