@@ -17,7 +17,8 @@ import type { Dialect } from '../dialect.js'
  */
 export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   if (dialect !== 'postgres') return
-  await sql`
+  // One round trip: no parameters, so PostgreSQL takes the statements as one simple query.
+  await sql.raw(`
     create table readings (
       tote_id text not null,
       ts bigint not null,
@@ -32,13 +33,13 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
       received_at bigint not null,
       late boolean not null,
       primary key (tote_id, ts)
-    )`.execute(db)
-  await sql`create index readings_by_delivery on readings (delivery_id, ts) where delivery_id is not null`.execute(db)
-  await sql`
+    );
+    create index readings_by_delivery on readings (delivery_id, ts) where delivery_id is not null;
     create table rule_leases (
       delivery_id text primary key,
       holder text not null,
       expires_at bigint not null
-    )`.execute(db)
-  await sql`create index rule_leases_by_holder on rule_leases (holder)`.execute(db)
+    );
+    create index rule_leases_by_holder on rule_leases (holder);
+  `).execute(db)
 }
