@@ -24,7 +24,9 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
 import Database from 'better-sqlite3'
+import pg from 'pg'
 import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './lib/ingest-protocol.js'
 import { formatSummary, summarize } from './lib/cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
@@ -66,7 +68,17 @@ const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK la
     'external-s': { type: 'string', default: '20' },
     /** External mode: the PostgreSQL server the copies share (each mode gets a role and schema of its own). */
     'database-url': { type: 'string', default: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
+    /**
+     * Where readings go: `sqlite` (the embedded default), `postgres` (DATABASE_URL without
+     * QUESTDB_CONFIG: entities and readings in a fresh schema of --database-url), or
+     * `questdb-standin` (QUESTDB_CONFIG pointing at bench/lib/questdb-standin.ts, which answers
+     * each write after --questdb-delay-ms).
+     */
+    sink: { type: 'string', default: 'sqlite' },
+    'questdb-delay-ms': { type: 'string', default: '20' },
 })
+const SINK = opt.sink
+if (!['sqlite', 'postgres', 'questdb-standin'].includes(SINK)) throw new Error(`--sink must be sqlite, postgres or questdb-standin, got ${SINK}`)
 // The issue's targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
 const TOTES = Number(opt.totes)
@@ -162,7 +174,68 @@ const throughput = (m: Measured) => ({
   errors: m.result.errors + m.result.rejected,
 })
 
-async function runService(dataDir: string) {
+/** The store the readings go to, per --sink: set up before the service, asked for counts after it. */
+async function openReadingsStore() {
+  if (SINK === 'postgres') {
+    const schema = `rx_bench_${randomBytes(4).toString('hex')}`
+    const admin = new pg.Client({ connectionString: opt['database-url'] })
+    await admin.connect()
+    await admin.query(`create schema "${schema}"`)
+    const inSchema = async <T>(query: string): Promise<T[]> => {
+      const client = new pg.Client({ connectionString: opt['database-url'], options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        return (await client.query(query)).rows as T[]
+      } finally {
+        await client.end()
+      }
+    }
+    return {
+      env: { DATABASE_URL: `${opt['database-url']}?options=${encodeURIComponent(`-c search_path=${schema}`)}` },
+      events: () => inSchema<{ created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'"),
+      stored: async () => Number((await inSchema<{ n: string }>('SELECT count(*) AS n FROM readings'))[0]!.n),
+      close: async () => {
+        await admin.query(`drop schema "${schema}" cascade`)
+        await admin.end()
+      },
+    }
+  }
+  const sqliteEvents = (dataDir: string) => {
+    const db = new Database(join(dataDir, 'rxtrace.db'), { readonly: true, fileMustExist: true })
+    const rows = db.prepare<[], { created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'").all()
+    db.close()
+    return rows
+  }
+  if (SINK === 'questdb-standin') {
+    const child = fork(join(repoRoot, 'bench/lib/questdb-standin.ts'), [opt['questdb-delay-ms']], { cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())))
+      child.once('exit', (code) => reject(new Error(`the QuestDB stand-in exited with code ${code}`)))
+    })
+    log(`QuestDB stand-in pid ${child.pid} on ${port}, answering writes after ${opt['questdb-delay-ms']} ms`)
+    return {
+      env: { QUESTDB_CONFIG: `http::addr=127.0.0.1:${port};` },
+      events: async (dataDir: string) => sqliteEvents(dataDir),
+      stored: () => new Promise<number>((resolve) => {
+        child.once('message', (m: { rows: number }) => resolve(m.rows))
+        child.send({ type: 'count' })
+      }),
+      close: async () => {
+        child.send({ type: 'stop' })
+        await new Promise((resolve) => child.once('exit', resolve))
+      },
+    }
+  }
+  return {
+    env: {},
+    events: async (dataDir: string) => sqliteEvents(dataDir),
+    stored: async (dataDir: string) => countStored(dataDir),
+    close: async () => {},
+  }
+}
+type ReadingsStore = Awaited<ReturnType<typeof openReadingsStore>>
+
+async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -170,8 +243,9 @@ async function runService(dataDir: string) {
     LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
     RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', WEBHOOK_ALLOW_PRIVATE: 'false',
   }
-  delete env.DATABASE_URL // this bench is about the embedded defaults
+  delete env.DATABASE_URL // the embedded defaults, unless --sink says otherwise
   delete env.QUESTDB_CONFIG
+  Object.assign(env, readings.env)
   const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
@@ -179,10 +253,8 @@ async function runService(dataDir: string) {
 }
 
 /** Reading → event: `created_at` of each tote's cold-chain.break in the outbox minus its publish time. */
-function breakLatencies(dataDir: string, breaks: PhaseResult['breaks']) {
-  const db = new Database(join(dataDir, 'rxtrace.db'), { readonly: true, fileMustExist: true })
-  const rows = db.prepare<[], { created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'").all()
-  db.close()
+async function breakLatencies(dataDir: string, breaks: PhaseResult['breaks'], readings: ReadingsStore) {
+  const rows = await readings.events(dataDir)
   const createdByTote = new Map<string, number>()
   for (const row of rows) createdByTote.set((JSON.parse(row.data) as { tote_id: string }).tote_id, Date.parse(row.created_at))
   const latencies: number[] = []
@@ -287,7 +359,9 @@ async function main() {
     return
   }
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-ingest-'))
-  const { service, mqttUrl, profiler } = await runService(dataDir)
+  const readings = await openReadingsStore()
+  log(`readings in ${SINK}`)
+  const { service, mqttUrl, profiler } = await runService(dataDir, readings)
   let publisher: Publisher | null = null
   let serviceStopped = false
   try {
@@ -333,11 +407,11 @@ async function main() {
     publisher = null
     profiler?.close()
 
-    const events = breakLatencies(dataDir, single.result.breaks)
+    const events = await breakLatencies(dataDir, single.result.breaks, readings)
     const code = await service.stop()
     serviceStopped = true
     if (code !== 0) log(`the service exited with code ${code}:\n${service.output()}`)
-    const stored = countStored(dataDir)
+    const stored = await readings.stored(dataDir)
 
     const ceiling = opt['skip-ceiling'] ? null : await ceilingRun(singleRate)
     const ceilingRate = ceiling ? perSecond(ceiling.measured) : null
@@ -366,6 +440,7 @@ async function main() {
       rss_mb: { service_1000_totes: service1000, service_5000_totes: service5000, ceiling: ceiling?.rssMb ?? null },
       committed_check: { published_acked: totals.ackedReadings, stored },
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
+      sink: SINK === 'questdb-standin' ? `questdb-standin (writes answered after ${opt['questdb-delay-ms']} ms)` : SINK,
       detail: {
         totes: TOTES, closed_loop_window: WINDOW,
         single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: round(capacity, 0), ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch.probe.cpu.us_per_reading, highest_paced_rate: ladderDetail(singleSearch.highest) },
@@ -390,6 +465,7 @@ async function main() {
   } finally {
     publisher?.stop()
     if (!serviceStopped) await service.stop()
+    await readings.close()
     if (!opt['keep-data']) rmSync(dataDir, { recursive: true, force: true })
   }
 }

@@ -55,6 +55,8 @@ import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
 import { openColdChainBindings } from './telemetry/open-deliveries.js'
 import { IngestPipeline } from './telemetry/pipeline.js'
+import { EvaluationLeases } from './telemetry/evaluation-leases.js'
+import { sharedStoreWiring } from './telemetry/shared-store.js'
 import { createReadingSink, type ReadingSink } from './timeseries/index.js'
 import { BrokerAccounts } from './mqtt/broker-accounts.js'
 import { brokerAddress, defaultClientId } from './mqtt/broker-url.js'
@@ -81,6 +83,19 @@ const FOLLOW_BINDING_RETRY_MS = 1_000
 // On stop, requests already running get this long to finish before their connections are cut:
 // half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
 const HTTP_DRAIN_MS = 5_000
+// Releasing evaluation leases and closing the LISTEN connection at stop: each gets this long.
+const SHARED_STOP_MS = 1_000
+
+/** Settles with `work`, or rejects after `ms` (the work goes on unawaited). */
+function atMost(ms: number, work: Promise<void> | undefined): Promise<void> {
+  if (work === undefined) return Promise.resolve()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not done within ${ms} ms`)), ms)
+    timer.unref()
+  })
+  return Promise.race([work, late]).finally(() => clearTimeout(timer))
+}
 
 /**
  * Where the console's sign-in returns (docs/console.md): ISSUER's /console/ when the operator set
@@ -129,10 +144,23 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
 
-  const openSink = () => createReadingSink({ dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG })
-  const sink = overrides.sink ?? (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
+  // On PostgreSQL, N copies of the service may share the store (docs/deployment.md, Several
+  // copies on one PostgreSQL): one evaluates each delivery at a time (leases), the others forward
+  // it the readings they store, and bindings made by one are announced to the others.
+  const postgres = overrides.store?.kind === 'postgres' ? { url: overrides.store.url, schema: overrides.store.schema }
+    : !overrides.store && config.DATABASE_URL ? { url: config.DATABASE_URL, schema: undefined } : null
+  const leases = dialect === 'postgres' ? new EvaluationLeases(db) : undefined
+  const shared = postgres && leases ? await sharedStoreWiring({ db, ...postgres, holder: leases.holder, logger, isRemote: (id): boolean => monitor.isRemote(id) }) : null
+  const openSink = () => createReadingSink({
+    dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG,
+    // DATABASE_URL without QUESTDB_CONFIG: readings in PostgreSQL, forwarded in the insert's own transaction.
+    postgres: postgres ? { ...postgres, ...storeOptions, ...(shared ? { forward: shared.forward } : {}) } : undefined,
+  })
+  const opened = overrides.sink ?? (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
+  // Any other sink beside a shared store forwards right after its own write, before the PUBACK.
+  const sink: ReadingSink = shared && !(postgres && !overrides.sink && !config.QUESTDB_CONFIG) ? shared.forwardingAfter(opened) : opened
   const bindings = new ToteBindings(db, clock)
-  const monitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000 })
+  const monitor: ColdChainMonitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000, leases })
   const committer = new GroupCommitter(sink)
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
@@ -141,15 +169,17 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   // binding (docs/api.md, `occurred_at`), and a delivery given readings is judged again. The tote's new readings
   // wait meanwhile (monitor.hold), so none is judged without them. A backdated end only takes
   // later readings off the delivery's trace; what was judged and announced stands. Other
-  // instances (PostgreSQL deployments) may bind with an interval up to 2 s stale (ToteBindings);
-  // their readings of that moment are attributed at this instance's next start, not before.
-  const followBinding = async (toteId: string, deliveryId: string) => {
+  // copies on one PostgreSQL hear of the binding at once (a NOTIFY, see shared-store.ts) and do the
+  // same: their readings stored meanwhile with the old interval follow it, and the copy that
+  // evaluates the delivery rebuilds its state (`recompute`: the readings may have been
+  // attributed by the copy that made the binding).
+  const followBinding = async (toteId: string, deliveryId: string, recompute = false) => {
     monitor.hold(toteId)
     try {
       const binding = (await bindings.forTote(toteId)).find((b) => b.deliveryId === deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
-        if (await sink.attribute(toteId, binding)) await monitor.reattributed(deliveryId)
+        if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)
       }
     } finally {
       monitor.release(toteId)
@@ -158,10 +188,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
   // A failure (a store that is briefly unavailable) is tried again a few times; after that the
   // next start's reattributeOpenDeliveries catches up.
-  const followBindingWithRetries = async (toteId: string, deliveryId: string) => {
+  const followBindingWithRetries = async (toteId: string, deliveryId: string, recompute = false) => {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await followBinding(toteId, deliveryId)
+        return await followBinding(toteId, deliveryId, recompute)
       } catch (err) {
         const final = attempt >= FOLLOW_BINDING_ATTEMPTS
         logger[final ? 'error' : 'warn']({ err, toteId, deliveryId, attempt }, `applying a tote binding change failed${final ? '' : '; retrying'}`)
@@ -192,6 +222,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     prescriptions: new PrescriptionService(deps),
     deliveries: new DeliveryService(deps, (toteId, deliveryId) => {
       bindings.invalidate(toteId)
+      shared?.announceBinding(toteId, deliveryId)
       void followBindingWithRetries(toteId, deliveryId)
     }),
     fleets: new FleetService(deps),
@@ -210,7 +241,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),
       // A SQLite store (entities or readings) lives in DATA_DIR: ready means room to write there.
-      ...(config.DATABASE_URL && config.QUESTDB_CONFIG ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
+      // With DATABASE_URL the readings are in PostgreSQL or QuestDB, and nothing is.
+      ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
     },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
@@ -301,6 +333,14 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
      */
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
       await reattributeOpenDeliveries() // before any tote can connect and load a delivery without them
+      await shared?.listen({
+        readings: (rows) => monitor.acceptForwarded(rows),
+        binding: (toteId, deliveryId) => {
+          bindings.invalidate(toteId)
+          void followBindingWithRetries(toteId, deliveryId, true)
+        },
+        missed: () => monitor.recomputeAll(),
+      })
       const mqttPorts = broker ? await joinBroker(broker) : await startEmbedded()
       const server = createAdaptorServer({ fetch: app.fetch }) as HttpServer
       http = drainOnClose(server)
@@ -330,6 +370,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       await streamsClosed
       await committer.drain()
       await monitor.flush()
+      // The other copies take this one's deliveries over on their next tick (or, should the
+      // database not answer, once the leases run out). Bounded: a partitioned database must not
+      // hold the stop past its 10 s.
+      await atMost(SHARED_STOP_MS, monitor.releaseLeases()).catch((err: unknown) => logger.warn({ err }, 'releasing evaluation leases failed'))
+      await atMost(SHARED_STOP_MS, shared?.close()).catch((err: unknown) => logger.warn({ err }, 'closing the notification connection failed'))
       await dispatcher.stop(3_000)
       await audit.flush()
       await sink.close()

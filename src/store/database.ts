@@ -152,7 +152,7 @@ const READ_TIMEOUT_MARGIN_MS = 1_000
  * event nobody listens to kills the process, so the pool and every one of its connections get a
  * listener. The broken connection is then discarded and the next query opens a new one.
  */
-function createPool(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog, max: number): pg.Pool {
+export function createPool(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog, max: number): pg.Pool {
   const settings = [
     ...(schema ? [`-c search_path="${schema.replace(/"/g, '')}"`] : []),
     `-c statement_timeout=${limits.statementTimeoutMs}`,

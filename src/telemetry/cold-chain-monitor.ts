@@ -9,6 +9,7 @@ import type { NewEvent, Outbox } from '../events/outbox.js'
 import type { Db, Executor } from '../store/schema.js'
 import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'
+import type { EvaluationLeases } from './evaluation-leases.js'
 
 type Track = { binding: Binding & { profile: NonNullable<Binding['profile']> }; toteId: string; state: ColdChainState; dirty: boolean }
 
@@ -49,10 +50,81 @@ export class ColdChainMonitor {
   private persisting: Promise<void> = Promise.resolve()
   /** A persist waiting for the one in progress: later requests join it instead of queueing another. */
   private queued: { promise: Promise<void>; summaries: boolean } | null = null
+  /**
+   * With several copies on one PostgreSQL (`leases`): deliveries whose lease another copy holds,
+   * so that copy evaluates them; this one forwards their readings (isRemote) and takes the lease
+   * over when it runs out (sweepLeases).
+   */
+  private readonly remote = new Map<string, { toteId: string; binding: Binding }>()
+  private sweeping: Promise<void> | null = null
 
   constructor(private readonly deps: {
     db: Db; sink: ReadingSink; outbox: Outbox; clock: Clock; metrics: Metrics; logger: Logger; windowMs: number
+    /** Several copies share the store: one evaluates each delivery at a time (telemetry/evaluation-leases.ts). */
+    leases?: EvaluationLeases | undefined
   }) {}
+
+  /** Whether another copy evaluates this delivery: its readings stored here must be forwarded to it. */
+  isRemote(deliveryId: string): boolean {
+    return this.remote.has(deliveryId)
+  }
+
+  /**
+   * Readings another copy stored for a delivery this copy evaluates (forwarded over PostgreSQL
+   * NOTIFY): judged like this copy's own committed readings. Rows of a delivery whose state is
+   * being read wait for it; rows of a delivery this copy does not evaluate are dropped (whoever
+   * takes its lease reads them from the store).
+   */
+  acceptForwarded(rows: ReadingRow[]): void {
+    const loads: Promise<void>[] = []
+    for (const row of rows) {
+      const loading = row.delivery_id ? this.loading.get(row.delivery_id) : undefined
+      if (loading && !loads.includes(loading)) loads.push(loading)
+    }
+    if (loads.length === 0) return this.accept(rows)
+    void Promise.all(loads.map((l) => l.catch(() => undefined))).then(() => this.accept(rows))
+  }
+
+  /**
+   * Forwarded readings may have been missed (the listening connection dropped): every delivery
+   * this copy evaluates is recomputed from the store.
+   */
+  recomputeAll(): void {
+    for (const id of this.tracks.keys()) this.recomputeLater(id, true)
+    this.schedulePersist()
+  }
+
+  /**
+   * Every tick with leases: renew ours, drop the deliveries whose lease another copy took, and
+   * take over those whose lease ran out (their copy died or stopped), rebuilding their state
+   * from the store.
+   */
+  private sweepLeases(leases: EvaluationLeases): void {
+    if (this.sweeping) return
+    this.sweeping = (async () => {
+      const held = await leases.renew()
+      for (const [id, track] of this.tracks) {
+        if (held.has(id) || this.loading.has(id)) continue
+        this.deps.logger.warn({ delivery_id: id }, 'cold-chain monitor: another copy took over this delivery')
+        this.tracks.delete(id)
+        this.remote.set(id, { toteId: track.toteId, binding: track.binding })
+      }
+      if (this.remote.size === 0) return
+      for (const id of await leases.acquire([...this.remote.keys()])) {
+        const { toteId, binding } = this.remote.get(id)!
+        this.remote.delete(id)
+        this.deps.logger.info({ delivery_id: id }, 'cold-chain monitor: took over the evaluation of this delivery')
+        await this.load(toteId, binding).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: id }, 'cold-chain monitor: loading a delivery taken over failed'))
+      }
+    })().catch((err: unknown) => this.deps.logger.warn({ err }, 'cold-chain monitor: renewing evaluation leases failed'))
+      .finally(() => (this.sweeping = null))
+  }
+
+  /** Gives up this copy's leases (a graceful stop, after flush()): the other copies take over at once. */
+  async releaseLeases(): Promise<void> {
+    await this.sweeping
+    await this.deps.leases?.release()
+  }
 
   /**
    * Loads the state of every delivery these rows touch, and flags rows older than what was judged.
@@ -62,7 +134,7 @@ export class ColdChainMonitor {
     let loading: Promise<void> | null = null
     for (const binding of bindings) {
       const deliveryId = binding.deliveryId
-      if (binding.profile && !this.tracks.has(deliveryId)) {
+      if (binding.profile && !this.tracks.has(deliveryId) && !this.remote.has(deliveryId)) {
         const toteId = rows[0]!.tote_id
         loading = (loading ?? Promise.resolve()).then(() => this.tracks.has(deliveryId) ? undefined : this.load(toteId, binding))
       }
@@ -122,6 +194,7 @@ export class ColdChainMonitor {
       if (events.length || before !== track.state.offlineAnnouncedSince) this.collect(track, events)
     }
     this.schedulePersist(true)
+    if (this.deps.leases) this.sweepLeases(this.deps.leases)
   }
 
   /**
@@ -195,9 +268,10 @@ export class ColdChainMonitor {
     // One delivery that cannot be read now must not keep the others (or the clean-up below) waiting.
     let failure: unknown = null
     for (const { toteId, binding } of open) {
-      if (!binding.profile || this.tracks.has(binding.deliveryId)) continue
+      if (!binding.profile || this.tracks.has(binding.deliveryId) || this.remote.has(binding.deliveryId)) continue
       await this.load(toteId, binding).catch((error: unknown) => void (failure ??= error))
     }
+    for (const id of this.remote.keys()) if (!openIds.has(id)) this.remote.delete(id)
     for (const [id, track] of this.tracks) {
       if (openIds.has(id)) continue
       // The delivery ended: judge what is still held for it, save, and forget it.
@@ -205,6 +279,7 @@ export class ColdChainMonitor {
       track.dirty = true
       await this.persistNow(true)
       this.tracks.delete(id)
+      await this.deps.leases?.release([id])
     }
     if (failure !== null) throw failure
   }
@@ -231,6 +306,14 @@ export class ColdChainMonitor {
 
   private async read(toteId: string, binding: Binding): Promise<void> {
     const profile = binding.profile!
+    if (this.deps.leases) {
+      // Another copy evaluates it: its readings are forwarded there until its lease runs out.
+      if (!(await this.deps.leases.acquireOne(binding.deliveryId))) {
+        this.remote.set(binding.deliveryId, { toteId, binding })
+        return
+      }
+      this.remote.delete(binding.deliveryId)
+    }
     const [stored, announced] = await Promise.all([
       this.deps.sink.readingsForDelivery(binding.deliveryId, 0, ALL_TIME),
       announcedBreak(this.deps.db, binding.deliveryId),

@@ -7,15 +7,25 @@ export type CommittedListener = (rows: readonly ReadingRow[]) => void
 
 /**
  * Group commit: readings from many publishes are gathered for a few milliseconds and
- * written in one transaction; every publish in the group is acknowledged when it commits. One
- * write at a time, so a slow write naturally makes the next group bigger.
+ * written in one transaction; every publish in the group is acknowledged when it commits.
+ *
+ * Up to the sink's `concurrentWrites` groups are written at once (one for SQLite, a few for
+ * PostgreSQL and QuestDB, whose commit is a round trip that would otherwise cap the rate at one
+ * group per round trip). Groups finish in the order they were made: a group that committed
+ * waits for the groups before it, so listeners see groups, and publishes are acknowledged, in
+ * that order whatever order the sink answered in. With every slot busy the rows gather, so a
+ * slow sink naturally makes the next group bigger.
  */
 export class GroupCommitter {
   private rows: ReadingRow[] = []
   private waiters: Waiter[] = []
   private timer: NodeJS.Timeout | null = null
-  private writing: Promise<void> | null = null
+  /** Groups being written. */
+  private inFlight = 0
+  /** Settles when the newest group made so far has finished (committed or failed), and every one before it. */
+  private last: Promise<void> = Promise.resolve()
   private readonly listeners: CommittedListener[] = []
+  private readonly slots: number
 
   constructor(
     private readonly sink: ReadingSink,
@@ -23,7 +33,9 @@ export class GroupCommitter {
     private readonly maxDelayMs = 2,
     /** A group this big is written at once. */
     private readonly maxRows = 10_000,
-  ) {}
+  ) {
+    this.slots = Math.max(1, sink.concurrentWrites ?? 1)
+  }
 
   /** Resolves once `rows` are durably stored. */
   write(rows: readonly ReadingRow[]): Promise<void> {
@@ -46,46 +58,52 @@ export class GroupCommitter {
   /** Resolves once every row handed to write() before this call is committed (or has failed). */
   async settled(): Promise<void> {
     if (this.rows.length > 0) await this.write([]).catch(() => undefined) // joins the group being gathered
-    else await this.writing?.catch(() => undefined)
+    else await this.last
   }
 
   /** Writes whatever is gathered and waits for every write in progress. */
   async drain(): Promise<void> {
-    while (this.writing || this.rows.length) {
-      if (this.writing) await this.writing.catch(() => undefined)
-      else await this.flush()
+    while (this.inFlight > 0 || this.rows.length) {
+      if (this.rows.length && this.inFlight < this.slots) this.flush()
+      else await this.last
     }
   }
 
   private flushSoon(delayMs: number): void {
-    if (this.writing) return // the write in progress schedules the next group when it ends
+    if (this.inFlight >= this.slots) return // the write that ends next schedules the next group
     if (delayMs === 0) {
       if (this.timer) clearTimeout(this.timer)
       this.timer = null
-      void this.flush()
+      this.flush()
     } else {
       this.timer ??= setTimeout(() => {
         this.timer = null
-        void this.flush()
+        this.flush()
       }, delayMs)
     }
   }
 
-  private async flush(): Promise<void> {
-    if (this.writing || this.rows.length === 0) return
+  private flush(): void {
+    if (this.inFlight >= this.slots || this.rows.length === 0) return
     const rows = this.rows
     const waiters = this.waiters
     this.rows = []
     this.waiters = []
-    this.writing = this.sink.write(rows)
-    try {
-      await this.writing
-    } catch (error) {
-      for (const w of waiters) w.reject(error as Error)
-      return
-    } finally {
-      this.writing = null
+    this.inFlight++
+    const before = this.last
+    const written = this.sink.write(rows).then(() => null, (error: unknown) => error as Error)
+    // The slot is free as soon as the sink answered; the answer is passed on in order.
+    void written.then(() => {
+      this.inFlight--
       if (this.rows.length) this.flushSoon(this.rows.length >= this.maxRows ? 0 : this.maxDelayMs)
+    })
+    this.last = Promise.all([written, before]).then(([error]) => this.finish(rows, waiters, error))
+  }
+
+  private finish(rows: ReadingRow[], waiters: Waiter[], error: Error | null): void {
+    if (error !== null) {
+      for (const w of waiters) w.reject(error)
+      return
     }
     for (const listener of this.listeners) {
       try {

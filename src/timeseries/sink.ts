@@ -1,6 +1,7 @@
 /**
- * The time-series port (STYLE §4): where tote readings are stored and read back. Two adapters,
- * SQLite (embedded default) and QuestDB (`QUESTDB_CONFIG`), pass the same contract tests
+ * The time-series port (STYLE §4): where tote readings are stored and read back. Three adapters,
+ * SQLite (embedded default), PostgreSQL (`DATABASE_URL` without `QUESTDB_CONFIG`: shared by every
+ * copy of the service) and QuestDB (`QUESTDB_CONFIG`), pass the same contract tests
  * (test/timeseries/sink-contract.ts).
  *
  * Time ranges are half-open, `fromMs <= ts < toMs`, in epoch ms of event time.
@@ -39,6 +40,11 @@ export type TemperatureBucket = {
 }
 
 export interface ReadingSink {
+  /**
+   * Writes the adapter can keep in flight at once (GroupCommitter hides commit latency with them);
+   * 1 when absent. Their rows are acknowledged, and judged, in the order the writes were made.
+   */
+  readonly concurrentWrites?: number
   /**
    * Stores rows. Resolves only once they are durably stored, so a QoS 1 PUBACK may follow
    * Idempotent on (tote_id, ts): writing a row again never adds a second one. Which

@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net'
 /**
  * Just enough of QuestDB's HTTP server: /settings, ILP `POST /write`, and /exec for DDL,
  * `wal_tables()` and `SELECT count()`. Like a WAL table, a write is acknowledged when committed
- * and shows in reads `applyLagMs` later.
+ * and shows in reads `applyLagMs` later; like a DEDUP UPSERT KEYS(ts, tote_id) table, a row
+ * written again replaces the first (`rows`). `answerDelayMs` stands for QuestDB's commit latency,
+ * `refuseFor()` for a QuestDB that is down for a while and comes back on the same address.
  */
 export class FakeQuestdb {
   server: Server = createServer((req, res) => void this.handle(req, res))
@@ -21,10 +23,32 @@ export class FakeQuestdb {
   writerTxn = 0
   /** Lines a read sees: those of the transactions applied so far. */
   appliedLines = 0
+  /** How long a write waits before its 204 (QuestDB's WAL commit). */
+  answerDelayMs = 0
+  /** Writes being answered right now, and the most there ever were at once. */
+  writesInFlight = 0
+  maxWritesInFlight = 0
+  /** The table as DEDUP UPSERT KEYS(ts, tote_id) keeps it: `tote_id ts_ns` → the line stored last. */
+  rows = new Map<string, string>()
+  private port = 0
 
   async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve))
-    return `127.0.0.1:${(this.server.address() as AddressInfo).port}`
+    await new Promise<void>((resolve) => this.server.listen(this.port, '127.0.0.1', resolve))
+    this.port = (this.server.address() as AddressInfo).port
+    return `127.0.0.1:${this.port}`
+  }
+
+  /** Down for `ms` (connections refused, requests in progress cut), then up again on the same port. */
+  async refuseFor(ms: number): Promise<void> {
+    await this.stop()
+    await new Promise((resolve) => setTimeout(resolve, ms))
+    this.server = createServer((req, res) => void this.handle(req, res))
+    await this.start()
+  }
+
+  /** Whether the table holds the reading of `toteId` at `tsMs`. */
+  has(toteId: string, tsMs: number): boolean {
+    return this.rows.has(`${toteId} ${BigInt(tsMs) * 1_000_000n}`)
   }
 
   /** Closes the port: from now on a connection is refused, as by a QuestDB that is down. */
@@ -43,7 +67,7 @@ export class FakeQuestdb {
     if (url.pathname === '/exec') {
       const query = url.searchParams.get('query') ?? ''
       if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn, false]] })
-      if (/^\s*SELECT count\(\)/i.test(query)) return json(200, { columns: [], dataset: [[this.appliedLines]] })
+      if (/^\s*SELECT count\(\)/i.test(query)) return json(200, { columns: [], dataset: [[this.applyLagMs === 0 ? this.rows.size : this.appliedLines]] })
       return json(200, { ddl: 'OK' })
     }
     if (url.pathname === '/write' && req.method === 'POST') {
@@ -52,7 +76,17 @@ export class FakeQuestdb {
         this.failNext = Math.max(0, this.failNext - 1)
         return json(this.failStatus, { code: 'internal error', message: 'simulated failure', line: 1, errorId: 'x' })
       }
-      this.stored.push(...Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean))
+      this.writesInFlight++
+      this.maxWritesInFlight = Math.max(this.maxWritesInFlight, this.writesInFlight)
+      try {
+        if (this.answerDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.answerDelayMs))
+      } finally {
+        this.writesInFlight--
+      }
+      if (res.destroyed) return // cut by stop(): nothing committed
+      const written = Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean)
+      this.stored.push(...written)
+      for (const line of written) this.rows.set(dedupKey(line), line)
       const [txn, lines] = [++this.sequencerTxn, this.stored.length]
       const apply = () => Object.assign(this, { writerTxn: txn, appliedLines: lines })
       if (this.applyLagMs === 0) apply()
@@ -61,4 +95,10 @@ export class FakeQuestdb {
     }
     json(404, { error: 'not found' })
   }
+}
+
+/** `readings,tote_id=tt_1,... temp_c=5,... 1735689600000000000` → `tt_1 1735689600000000000`. */
+function dedupKey(line: string): string {
+  const tote = /(?:^|,)tote_id=([^, ]+)/.exec(line)?.[1] ?? ''
+  return `${tote} ${line.slice(line.lastIndexOf(' ') + 1)}`
 }

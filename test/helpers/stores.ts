@@ -63,3 +63,31 @@ export function postgresStore(url: string): StoreUnderTest {
     },
   }
 }
+
+/**
+ * Fresh, migrated schemas of one PostgreSQL database (the entity store's tables, and migration
+ * 0009's `readings` and `rule_leases`), for tests that build stores or copies of the service on
+ * them directly. `drop()` removes every schema made.
+ */
+export function postgresSchemas(url: string) {
+  const made: string[] = []
+  return {
+    async create(): Promise<string> {
+      const schema = `rx_test_${randomBytes(6).toString('hex')}`
+      made.push(schema)
+      const { openEntityStore } = await import('../../src/store/database.js')
+      const store = await openEntityStore({ kind: 'postgres', url, schema })
+      await store.close()
+      return schema
+    },
+    async drop(): Promise<void> {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      try {
+        for (const schema of made.splice(0)) await client.query(`drop schema if exists "${schema}" cascade`)
+      } finally {
+        await client.end()
+      }
+    },
+  }
+}

@@ -1,5 +1,5 @@
 import mqtt from 'mqtt'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createQuestdbSink } from '../../src/timeseries/questdb-sink.js'
 import { FakeQuestdb } from '../helpers/fake-questdb.js'
 import { startTestService } from '../helpers/service.js'
@@ -31,7 +31,8 @@ describe('QuestDB refusing connections', () => {
     await fake.stop()
     const started = Date.now()
     const writes = [1, 2, 3, 4].map((seq) => sink.write([reading({ seq, ts: Date.UTC(2025, 0, 1, 0, 0, seq) })]))
-    for (const write of writes) await expect(write).rejects.toThrow(/QuestDB did not store 1 readings/)
+    // Several are in flight at once: each is awaited together, so none is left unobserved when it fails.
+    await Promise.all(writes.map((write) => expect(write).rejects.toThrow(/QuestDB did not store 1 readings/)))
     expect(Date.now() - started).toBeLessThan(5_000) // one after the other, it would take 8 s
     await sink.close()
   }, 30_000)
@@ -59,4 +60,97 @@ describe('QuestDB refusing connections', () => {
       await api.stop()
     }
   }, 20_000)
+})
+
+// QuestDB down for a while with several flushes in flight (the sink keeps up to four requests
+// going): OUTAGE_MS stands for the 20 s of an operator's restart, shorter so the test is quick; it
+// only has to be longer than the sink's deadline, so publishes fail while QuestDB is still down.
+const OUTAGE_MS = 3_000
+const DEADLINE_MS = 1_000
+const TOTES = 4
+const READINGS_PER_TOTE = 400
+
+describe('QuestDB down for a while with several flushes in flight', () => {
+  it('acknowledges no reading it has not stored, fails publishes within the outage, and resumes by itself', async () => {
+    const fake = new FakeQuestdb()
+    const addr = await fake.start()
+    fake.answerDelayMs = 50 // QuestDB's commit: keeps several requests in flight
+    const sink = await createQuestdbSink({ config: `http::addr=${addr};protocol_version=1;`, retry: { deadlineMs: DEADLINE_MS, firstDelayMs: 50, maxDelayMs: 200 } })
+    const api = await startTestService({}, { sink })
+    const { mqttPort } = await api.service.start()
+    const clients: mqtt.MqttClient[] = []
+    try {
+      const admin = await api.adminToken()
+      const pharmacy = await api.pharmacy(admin)
+      const totes = await Promise.all(Array.from({ length: TOTES }, () => api.tote(admin, { pharmacy_id: pharmacy.id })))
+      const start = Date.now() - 60_000
+      let down = false
+      let closesWhileDown = 0
+      const unstoredAcks: string[] = []
+
+      // Each tote streams its readings with up to 8 unacknowledged; when the service closes its
+      // connection (a failed write), it reconnects and sends every unacknowledged reading again,
+      // as a QoS 1 client does.
+      const stream = async (tote: (typeof totes)[number]) => {
+        const acked = new Array<boolean>(READINGS_PER_TOTE).fill(false)
+        const topic = `rxtrace/v1/totes/${tote.id}/readings`
+        while (acked.includes(false)) {
+          const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+          clients.push(client)
+          client.on('error', () => {})
+          await new Promise<void>((resolve) => {
+            let open = true
+            let next = 0
+            let inFlight = 0
+            client.once('close', () => {
+              open = false
+              if (down) closesWhileDown++
+              resolve()
+            })
+            const pump = () => {
+              while (open && inFlight < 8) {
+                while (next < READINGS_PER_TOTE && acked[next]) next++
+                if (next >= READINGS_PER_TOTE) {
+                  if (inFlight === 0) client.end(false, {}, () => resolve())
+                  return
+                }
+                const i = next++
+                const ts = start + i * 100
+                inFlight++
+                client.publish(topic, JSON.stringify({ ts, temp_c: 5, seq: i }), { qos: 1 }, (err) => {
+                  inFlight--
+                  if (!err && open) {
+                    if (!fake.has(tote.id, ts)) unstoredAcks.push(`${tote.id} ${i}`)
+                    acked[i] = true
+                  }
+                  pump()
+                })
+              }
+            }
+            pump()
+          })
+        }
+      }
+      const streams = Promise.all(totes.map(stream))
+
+      // Down once several flushes are in flight.
+      await vi.waitFor(() => expect(fake.writesInFlight).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 1 })
+      down = true
+      const outage = fake.refuseFor(OUTAGE_MS)
+      await vi.waitFor(() => expect(closesWhileDown).toBeGreaterThanOrEqual(TOTES), { timeout: OUTAGE_MS + 5_000, interval: 10 })
+      await outage
+      down = false
+      await streams
+
+      expect(unstoredAcks).toEqual([])
+      // Every reading stored once (the table's dedup key), nothing missing.
+      for (const tote of totes) for (let i = 0; i < READINGS_PER_TOTE; i++) expect(fake.has(tote.id, start + i * 100)).toBe(true)
+      expect(fake.rows.size).toBe(TOTES * READINGS_PER_TOTE)
+      expect(await api.service.sink.count()).toBe(TOTES * READINGS_PER_TOTE)
+    } finally {
+      for (const client of clients) client.end(true)
+      await api.stop()
+      await fake.stop().catch(() => {})
+    }
+  }, 60_000)
 })

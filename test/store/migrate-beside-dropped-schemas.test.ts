@@ -49,5 +49,5 @@ describe.skipIf(!url)('migrating a PostgreSQL store while other schemas come and
       await churn.end()
     }
     expect(failures).toEqual([])
-  })
+  }, 90_000) // 15 whole migrations beside the churn: past 30 s on a loaded 2-core machine
 })

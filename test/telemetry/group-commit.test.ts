@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { GroupCommitter } from '../../src/telemetry/group-commit.js'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 
@@ -8,9 +8,10 @@ const row = (ts: number): ReadingRow => ({
 })
 
 /** A sink whose writes finish only when the test says so, recording what each one held. */
-function controlledSink() {
+function controlledSink(concurrentWrites?: number) {
   const writes: { rows: readonly ReadingRow[]; finish: (error?: Error) => void }[] = []
   const sink = {
+    concurrentWrites,
     write: (rows: readonly ReadingRow[]) => new Promise<void>((resolve, reject) => {
       writes.push({ rows, finish: (error) => (error ? reject(error) : resolve()) })
     }),
@@ -65,5 +66,29 @@ describe('GroupCommitter', () => {
     writes[0]!.finish()
     expect(await settledState(settled)).toBe('resolved') // while row 2 is not committed
     await expect(new GroupCommitter(controlledSink().sink).settled()).resolves.toBeUndefined() // nothing pending
+  })
+
+  it('keeps several writes in flight on a sink that allows it, and answers them in the order they were made', async () => {
+    const { sink, writes } = controlledSink(3)
+    const committer = new GroupCommitter(sink, 1)
+    const seen: number[][] = []
+    committer.onCommitted((rows) => seen.push(rows.map((r) => r.ts)))
+    const publishes: Promise<void>[] = []
+    for (let ts = 1; ts <= 4; ts++) {
+      publishes.push(committer.write([row(ts)]))
+      await new Promise((resolve) => setTimeout(resolve, 5)) // each its own group
+    }
+    expect(writes.map((w) => w.rows.map((r) => r.ts))).toEqual([[1], [2], [3]]) // the fourth waits for a slot
+    writes[2]!.finish()
+    writes[1]!.finish(new Error('refused'))
+    expect(await settledState(publishes[2]!)).toBe('pending') // committed, but the first group has not answered yet
+    await vi.waitFor(() => expect(writes).toHaveLength(4)) // a slot came free
+    writes[0]!.finish()
+    writes[3]!.finish()
+    await expect(publishes[0]).resolves.toBeUndefined()
+    await expect(publishes[1]).rejects.toThrow('refused')
+    await expect(publishes[2]).resolves.toBeUndefined()
+    await expect(publishes[3]).resolves.toBeUndefined()
+    expect(seen).toEqual([[1], [3], [4]])
   })
 })

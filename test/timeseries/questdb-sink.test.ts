@@ -48,7 +48,7 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   afterEach(async () => {
     await sink?.close()
     sink = undefined
-    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [], applyLagMs: 0, sequencerTxn: 0, writerTxn: 0, appliedLines: 0 })
+    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [], applyLagMs: 0, sequencerTxn: 0, writerTxn: 0, appliedLines: 0, answerDelayMs: 0, maxWritesInFlight: 0, rows: new Map() })
   })
   afterAll(() => new Promise((resolve) => fake.server.close(resolve)))
 
@@ -98,11 +98,22 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
     expect(fake.writeRequests).toBe(1)
   })
 
-  it('keeps concurrent writes apart and in order while one is being retried', async () => {
+  it('keeps concurrent writes apart while some are being retried', async () => {
     sink = await createQuestdbSink({ config: config(), retry: { firstDelayMs: 5, maxDelayMs: 10 } })
     fake.failNext = 2
     await Promise.all([sink.write(batch(0, 3)), sink.write(batch(3, 3)), sink.write(batch(6, 3))])
-    expect(fake.stored.map((l) => Number(/seq=(\d+)i/.exec(l)?.[1]))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
+    // Each stored once and whole, in whatever order QuestDB took the requests (GroupCommitter
+    // acknowledges them in the order it made them).
+    expect(seqs(fake.stored)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
+  })
+
+  it('keeps several requests in flight, so QuestDB’s commit latency does not cap the rate', async () => {
+    fake.answerDelayMs = 200
+    sink = await createQuestdbSink({ config: config(), concurrentWrites: 4 })
+    expect(sink.concurrentWrites).toBe(4)
+    await Promise.all(Array.from({ length: 8 }, (_, i) => sink!.write(batch(i * 10, 10))))
+    expect(fake.maxWritesInFlight).toBe(4)
+    expect(seqs(fake.stored)).toEqual(batch(0, 80).map((r) => r.seq))
   })
 
   it('also holds when the config string names the default (undici) transport and its own retries', async () => {
@@ -127,5 +138,17 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
 
   it('refuses a TCP config, whose writes are never acknowledged', async () => {
     await expect(createQuestdbSink({ config: 'tcp::addr=localhost:9009;' })).rejects.toThrow(/http:: or https::/)
+  })
+})
+
+describe('ILP text of readings', () => {
+  it('writes symbols, then columns (a null is absent), then the designated timestamp in ns, escaping symbol values', async () => {
+    const { ilpLines } = await import('../../src/timeseries/questdb-ilp.js')
+    const ts = Date.UTC(2025, 0, 1)
+    const full = reading({ ts, temp_c: 5, battery: 0.5, humidity: 41.5, lat: 52.52, lng: -13.405, seq: 42, received_at: ts + 1, late: true })
+    const bare = reading({ ts: ts + 1, tote_id: 'tt a,b=c\\d', delivery_id: null, rx_id: null, temp_c: -2.25 })
+    expect(ilpLines('readings', [full, bare])).toBe(
+      `readings,tote_id=tt_contract_a,delivery_id=dl_contract_1,rx_id=rx_contract_1 temp_c=5.0,battery=0.5,humidity=41.5,lat=52.52,lng=-13.405,seq=42i,received_at=${(ts + 1) * 1000}t,late=t ${ts}000000\n` +
+      `readings,tote_id=tt\\ a\\,b\\=c\\\\d temp_c=-2.25,received_at=${(ts + 1001) * 1000}t,late=f ${ts + 1}000000\n`)
   })
 })

@@ -9,6 +9,7 @@ import { up as tenantLimits } from './0005_tenant_limits.js'
 import { up as eventCursor } from './0006_event_cursor.js'
 import { up as usersAndSignin } from './0007_users_and_signin.js'
 import { up as fleetMoney } from './0008_fleet_money.js'
+import { up as sharedReadings } from './0009_shared_readings.js'
 import { up as userConsents } from './0010_user_consents.js'
 import { up as attentionQueue } from './0012_attention_queue.js'
 import { up as brokerAccounts } from './0014_broker_accounts.js'
@@ -23,6 +24,7 @@ const steps: Record<string, MigrationStep> = {
   '0006_event_cursor': eventCursor,
   '0007_users_and_signin': usersAndSignin,
   '0008_fleet_money': fleetMoney,
+  '0009_shared_readings': sharedReadings,
   '0010_user_consents': userConsents,
   '0012_attention_queue': attentionQueue,
   '0014_broker_accounts': brokerAccounts,

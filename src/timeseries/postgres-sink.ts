@@ -1,0 +1,152 @@
+import type pg from 'pg'
+import { createPool, DEFAULT_POSTGRES_LIMITS, type ConnectionErrorLog, type PostgresLimits } from '../store/database.js'
+import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
+
+/**
+ * Readings in PostgreSQL, the entity store's database (`DATABASE_URL` without `QUESTDB_CONFIG`),
+ * so every copy of the service on that database reads every copy's readings. The table is created
+ * by migration 0009 (store/migrations/0009_shared_readings.ts).
+ *
+ * - A write is one statement whatever its size: the rows go as twelve arrays and `unnest` turns
+ *   them back into rows (one parse, one plan, one round trip; a multi-row VALUES list would need
+ *   12 bound parameters per row and hit PostgreSQL's 65,535 at 5,461 rows). GroupCommitter gathers
+ *   the readings of a few milliseconds into each write, and keeps up to `concurrentWrites` of them
+ *   in flight on this sink's own pool, so ingest never queues behind the API's connections.
+ * - ON CONFLICT (tote_id, ts) DO NOTHING: a retransmission, to this copy or another, is stored
+ *   once; the first copy stays. Rows are sorted by (tote_id, ts) first, so two copies inserting
+ *   the same keys take their locks in the same order and cannot deadlock.
+ * - Committed means durable (PostgreSQL's own synchronous_commit), so the PUBACK that follows is
+ *   as durable as the entity store's writes.
+ * - `forward`, when given, names readings another copy must hear of (the evaluator of their
+ *   delivery, telemetry/evaluation-leases.ts): they are sent with pg_notify in the insert's own
+ *   transaction, so they are announced if and only if they are stored.
+ */
+
+export type PostgresSinkOptions = {
+  url: string
+  /** The entity store's schema (tests isolate runs with one each). */
+  schema?: string | undefined
+  limits?: PostgresLimits
+  onConnectionError?: ConnectionErrorLog
+  /** Connections of the sink's own pool: writes in flight plus a reader. */
+  connections?: number
+  /** Payloads to send on `channel` with the write that stores `rows` (none: nothing to send). */
+  forward?: { channel: string; payloads(rows: readonly ReadingRow[]): string[] }
+}
+
+/**
+ * Writes in flight at once. Each waits for its own commit (a WAL flush); several let the flushes
+ * of one commit serve several groups (PostgreSQL's group commit) and hide the round trip.
+ */
+const CONCURRENT_WRITES = 3
+
+const INSERT = `
+  insert into readings (tote_id, ts, delivery_id, rx_id, temp_c, battery, humidity, lat, lng, seq, received_at, late)
+  select * from unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[],
+                       $8::float8[], $9::float8[], $10::bigint[], $11::bigint[], $12::bool[])
+  on conflict (tote_id, ts) do nothing`
+const NOTIFY = 'select pg_notify($1, payload) from unnest($2::text[]) as payload'
+const COLUMNS = 'tote_id, delivery_id, rx_id, ts, temp_c, battery, humidity, lat, lng, seq, received_at, late'
+
+export function createPostgresSink({
+  url, schema, limits = DEFAULT_POSTGRES_LIMITS, onConnectionError = () => {}, connections = CONCURRENT_WRITES + 1, forward,
+}: PostgresSinkOptions): ReadingSink {
+  const pool = createPool(url, schema, limits, onConnectionError, connections)
+  let writing = 0
+  let drained: (() => void) | null = null
+
+  const insert = async (client: pg.PoolClient | pg.Pool, rows: readonly ReadingRow[]) => {
+    const sorted = [...rows].sort(byToteThenTs)
+    const n = sorted.length
+    const columns = Array.from({ length: 12 }, () => new Array<unknown>(n))
+    for (let i = 0; i < n; i++) {
+      const r = sorted[i]!
+      columns[0]![i] = r.tote_id
+      columns[1]![i] = r.ts
+      columns[2]![i] = r.delivery_id
+      columns[3]![i] = r.rx_id
+      columns[4]![i] = r.temp_c
+      columns[5]![i] = r.battery
+      columns[6]![i] = r.humidity
+      columns[7]![i] = r.lat
+      columns[8]![i] = r.lng
+      columns[9]![i] = r.seq
+      columns[10]![i] = r.received_at
+      columns[11]![i] = r.late
+    }
+    await client.query(INSERT, columns)
+  }
+
+  const write = async (rows: readonly ReadingRow[]) => {
+    const payloads = forward?.payloads(rows) ?? []
+    if (payloads.length === 0) return void (await insert(pool, rows))
+    await inTransaction(pool, async (client) => {
+      await insert(client, rows)
+      await client.query(NOTIFY, [forward!.channel, payloads])
+    })
+  }
+
+  const rows = async (where: string, params: unknown[]) =>
+    (await pool.query<ReadingRow>(`select ${COLUMNS} from readings where ${where} order by ts`, params)).rows
+
+  return {
+    concurrentWrites: CONCURRENT_WRITES,
+    async write(batch) {
+      if (batch.length === 0) return
+      writing++
+      try {
+        await write(batch)
+      } finally {
+        if (--writing === 0) drained?.()
+      }
+    },
+    async attribute(toteId, { deliveryId, rxId, fromMs, toMs }) {
+      const to = bound(toMs ?? Infinity)
+      return inTransaction(pool, async (client) => {
+        // The delivery's rows outside its interval lose it (a backdated end).
+        await client.query('update readings set delivery_id = null, rx_id = null where delivery_id = $1 and tote_id = $2 and (ts < $3 or ts >= $4)',
+          [deliveryId, toteId, bound(fromMs), to])
+        const attached = await client.query('update readings set delivery_id = $1, rx_id = $2 where tote_id = $3 and ts >= $4 and ts < $5 and delivery_id is null',
+          [deliveryId, rxId, toteId, bound(fromMs), to])
+        return (attached.rowCount ?? 0) > 0
+      })
+    },
+    readingsForDelivery: (deliveryId, fromMs, toMs) => rows('delivery_id = $1 and ts >= $2 and ts < $3', [deliveryId, bound(fromMs), bound(toMs)]),
+    readingsForTote: (toteId, fromMs, toMs) => rows('tote_id = $1 and ts >= $2 and ts < $3', [toteId, bound(fromMs), bound(toMs)]),
+    async bucketed(deliveryId, fromMs, toMs, stepMs) {
+      assertStep(stepMs)
+      const { rows: buckets } = await pool.query<TemperatureBucket>(`
+        select ts - ts % $4 as t, min(temp_c) as min, max(temp_c) as max, avg(temp_c) as avg, count(*) as n
+        from readings where delivery_id = $1 and ts >= $2 and ts < $3
+        group by 1 order by 1`, [deliveryId, bound(fromMs), bound(toMs), stepMs])
+      return buckets
+    },
+    async count() {
+      return (await pool.query<{ n: number }>('select count(*) as n from readings')).rows[0]!.n
+    },
+    async close() {
+      if (writing > 0) await new Promise<void>((resolve) => (drained = resolve))
+      await pool.end()
+    },
+  }
+}
+
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect()
+  let broken: Error | undefined
+  try {
+    await client.query('begin')
+    const result = await work(client)
+    await client.query('commit')
+    return result
+  } catch (error) {
+    await client.query('rollback').catch((err: Error) => void (broken = err))
+    throw error
+  } finally {
+    client.release(broken)
+  }
+}
+
+const byToteThenTs = (a: ReadingRow, b: ReadingRow) => (a.tote_id < b.tote_id ? -1 : a.tote_id > b.tote_id ? 1 : a.ts - b.ts)
+// bigint columns: ±Infinity (callers' "unbounded") would not bind.
+const bound = (ms: number) => Math.min(Math.max(ms, Number.MIN_SAFE_INTEGER), Number.MAX_SAFE_INTEGER)
