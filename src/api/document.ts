@@ -10,8 +10,8 @@ import { EventEnvelope } from './routes/events.js'
  * Examples are real requests and answers recorded by test/api/openapi-responses.test.ts
  * (`UPDATE_OPENAPI_EXAMPLES=1`), which also checks that each still validates against its schema.
  */
-type Recorded = { request?: unknown; response?: { status: string; contentType: string; body: unknown } }
-const recorded = examples as { operations: Record<string, Recorded>; webhooks: Record<string, unknown> }
+type Recorded = { request?: unknown; response?: { status: string; contentType: string; body?: unknown } }
+const recorded = examples as unknown as { operations: Record<string, Recorded>; webhooks: Record<string, unknown> }
 
 type Operation = {
   operationId?: string
@@ -69,5 +69,5 @@ function attachExamples(op: Operation, example: Recorded | undefined | '') {
   const request = op.requestBody && Object.values(op.requestBody.content)[0]
   if (request && example.request !== undefined) request.example = example.request
   const response = example.response && op.responses?.[example.response.status]?.content?.[example.response.contentType]
-  if (response) response.example = example.response!.body
+  if (response && example.response!.body !== undefined) response.example = example.response!.body
 }
