@@ -21,7 +21,7 @@ describe('verifyWebhook on requests the service really sent', () => {
     const pharmacy = await api.pharmacy(await api.adminToken())
     await api.prescription(await api.adminToken(), { pharmacy_id: pharmacy.id })
     await waitFor(() => receiver.requests.length >= 1)
-    rotatedSecret = (await rx.api.POST('/v1/webhooks/{id}/rotate-secret', { params: { path: { id: hook.data!.id } } })).data!.secret
+    rotatedSecret = (await rx.api.POST('/v1/webhooks/{id}/rotate-secret', { params: { path: { id: hook.data!.id } } })).data!.secret!
     await api.prescription(await api.adminToken(), { pharmacy_id: pharmacy.id })
     await waitFor(() => receiver.requests.length >= 2)
   })
