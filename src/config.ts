@@ -99,6 +99,14 @@ export const configSchema = z.object({
       return false
     }
   }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
+  /** Live event streams (docs/api.md, Event streams): a `: heartbeat` comment on every open stream this often, seconds. */
+  EVENT_STREAM_HEARTBEAT_S: z.coerce.number().min(0.01).max(300).default(15),
+  /** Live event streams: how often the store is read for events committed by other copies of the service, ms. */
+  EVENT_STREAM_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+  /** Live event streams: bytes one stream may have waiting for a slow reader (KiB); past that the stream is ended. */
+  EVENT_STREAM_BUFFER_KB: z.coerce.number().int().min(1).max(65_536).default(256),
+  /** Live event streams one pharmacy or fleet (or the unrestricted clients together) may hold open at once. */
+  EVENT_STREAM_MAX_PER_TENANT: z.coerce.number().int().min(1).max(100_000).default(100),
   /** Event-time reorder window for telemetry, seconds (rules/README.md). */
   REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
   /**

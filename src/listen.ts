@@ -47,6 +47,11 @@ export function drainOnClose(server: HttpServer): { stop(graceMs: number): Promi
     if (stopping) res.setHeader('connection', 'close')
     inFlight.add(res)
     res.once('close', () => inFlight.delete(res))
+    // A response that began before the stop (a live event stream) could not say `Connection:
+    // close`; once it ends while stopping, its now idle keep-alive connection is closed too.
+    res.once('finish', () => {
+      if (stopping) setImmediate(() => server.closeIdleConnections())
+    })
   })
   return {
     async stop(graceMs) {

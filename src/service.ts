@@ -33,6 +33,9 @@ import { DeliveryService } from './services/deliveries.js'
 import { EventService } from './services/events.js'
 import { FleetService } from './services/fleets.js'
 import { Outbox } from './events/outbox.js'
+import { EventFeed } from './events/event-cursor.js'
+import { EventStreams } from './events/event-stream.js'
+import { fleetExceptionRoutes } from './api/routes/fleet-exceptions.js'
 import { PharmacyService } from './services/pharmacies.js'
 import { PrescriptionService } from './services/prescriptions.js'
 import { ToteService } from './services/totes.js'
@@ -152,6 +155,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const reattributeOpenDeliveries = async () => {
     for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
+  // One tail loop per process feeds every live event stream; a local commit wakes it at once.
+  const streams = new EventStreams(new EventFeed(store), {
+    pollMs: config.EVENT_STREAM_POLL_MS, heartbeatMs: config.EVENT_STREAM_HEARTBEAT_S * 1_000,
+    bufferBytes: config.EVENT_STREAM_BUFFER_KB * 1024, maxPerTenant: config.EVENT_STREAM_MAX_PER_TENANT,
+  }, logger)
+  outbox.onAnyCommit(() => streams.wake())
   const services = {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
@@ -161,7 +170,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES),
-    events: new EventService(deps),
+    events: new EventService(deps, streams),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 
@@ -175,7 +184,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     },
     v1: [
       pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
-      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events),
+      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events), fleetExceptionRoutes(services.events),
       auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
       userRoutes(people.admin),
@@ -202,7 +211,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
 
   return {
-    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, services, app, dispatcher,
+    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, streams, services, app, dispatcher,
     sink, bindings, monitor, committer, pipeline,
     get broker() {
       return broker
@@ -248,7 +257,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
       // Stop taking work first: the broker acknowledges what it is storing, then disconnects.
+      // Live event streams end cleanly first (their readers resume elsewhere with Last-Event-ID),
+      // so the HTTP drain does not wait for them.
+      const streamsClosed = streams.close()
       await Promise.all([http?.stop(HTTP_DRAIN_MS), broker?.close()])
+      await streamsClosed
       await committer.drain()
       await monitor.flush()
       await dispatcher.stop(3_000)

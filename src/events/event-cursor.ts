@@ -10,6 +10,8 @@ export type EventScope = {
   pharmacyId?: string | null | undefined
   fleetId?: string | null | undefined
   type?: string | undefined
+  /** Any of these types (the streams' comma-separated `type`); with `type`, both must hold. */
+  types?: readonly string[] | undefined
   deliveryId?: string | undefined
 }
 
@@ -17,7 +19,26 @@ export type EventScope = {
 export type EventsAfter = { events: EventEnvelope[]; cursor: string | null; more: boolean }
 
 /** Just after one event: its writer's transaction id (PostgreSQL only) and its position. */
-type Position = { txid: string | null; pos: number }
+export type Position = { txid: string | null; pos: number }
+
+/** An event with where it stands in the feed (its cursor is the cursor just after it). */
+export type PositionedEvent = { event: EventEnvelope; position: Position; cursor: string }
+
+/** The feed's order: negative when `a` comes before `b`. */
+export function comparePositions(a: Position, b: Position): number {
+  if (a.txid !== null && b.txid !== null && a.txid !== b.txid) return BigInt(a.txid) < BigInt(b.txid) ? -1 : 1
+  return a.pos - b.pos
+}
+
+/** Whether an event belongs to `scope`: the same test the SQL of `readEventsAfter` makes. */
+export function inScope(event: EventEnvelope, scope: EventScope): boolean {
+  if (scope.pharmacyId && event.pharmacy_id !== scope.pharmacyId) return false
+  if (scope.fleetId && event.fleet_id !== scope.fleetId) return false
+  if (scope.type && event.type !== scope.type) return false
+  if (scope.types && !scope.types.includes(event.type)) return false
+  if (scope.deliveryId && event.delivery_id !== scope.deliveryId) return false
+  return true
+}
 
 /**
  * The outbox read as a feed that never skips: whoever reads it page after page, passing back the
@@ -39,11 +60,18 @@ export class EventFeed {
 
   /** Up to `limit` events after `cursor` (null: from the first event), in feed order. */
   async readEventsAfter(cursor: string | null, limit: number, scope: EventScope = {}): Promise<EventsAfter> {
+    const page = await this.readPositioned(cursor, limit, scope)
+    return { events: page.events.map((e) => e.event), cursor: page.cursor, more: page.more }
+  }
+
+  /** `readEventsAfter` with each event's position, for readers that merge the feed with live events. */
+  async readPositioned(cursor: string | null, limit: number, scope: EventScope = {}): Promise<{ events: PositionedEvent[]; cursor: string | null; more: boolean }> {
     const after = cursor === null ? null : await this.positionOf(cursor)
     const postgres = this.store.dialect === 'postgres'
     let query = this.scoped(scope).selectAll()
       .select(txidOf(postgres))
     if (scope.type) query = query.where('type', '=', scope.type)
+    if (scope.types) query = scope.types.length ? query.where('type', 'in', [...scope.types]) : query.where(sql<boolean>`1 = 0`)
     if (scope.deliveryId) query = query.where('delivery_id', '=', scope.deliveryId)
     if (postgres) {
       if (after) query = query.where(sql<boolean>`(txid, pos) > (${after.txid}::xid8, ${after.pos})`)
@@ -53,9 +81,29 @@ export class EventFeed {
       query = query.orderBy('pos')
     }
     const rows = await query.limit(limit + 1).execute()
-    const page = rows.slice(0, limit)
-    const last = page.at(-1)
-    return { events: page.map(envelopeFromRow), cursor: last ? encodePosition(last) : cursor, more: rows.length > limit }
+    const page = rows.slice(0, limit).map((row) => ({ event: envelopeFromRow(row), position: { txid: row.writer_txid, pos: row.pos }, cursor: encodePosition(row) }))
+    return { events: page, cursor: page.at(-1)?.cursor ?? cursor, more: rows.length > limit }
+  }
+
+  /**
+   * The cursor after the last event listed today (null: the feed is empty): a reader that starts
+   * there gets every event listed from now on, and none listed before.
+   */
+  async head(): Promise<{ cursor: string | null; position: Position | null }> {
+    const postgres = this.store.dialect === 'postgres'
+    let query = this.store.db.selectFrom('events').select(['pos', txidOf(postgres)])
+    if (postgres) {
+      query = query.where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`).orderBy(sql`events.txid`, 'desc').orderBy('pos', 'desc')
+    } else {
+      query = query.orderBy('pos', 'desc')
+    }
+    const row = await query.limit(1).executeTakeFirst()
+    return row ? { cursor: encodePosition(row), position: { txid: row.writer_txid, pos: row.pos } } : { cursor: null, position: null }
+  }
+
+  /** The position a cursor this feed returned stands at. */
+  position(cursor: string): Promise<Position> {
+    return this.positionOf(cursor)
   }
 
   /** The cursor just after event `id`, or null when the reader's tenant has no such event. */

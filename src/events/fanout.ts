@@ -7,7 +7,7 @@ export const eventTypes = [
   'delivery.created', 'delivery.dispatched', 'delivery.picked-up', 'delivery.delivered', 'delivery.failed',
   'delivery.returned', 'delivery.cancelled', 'custody.handoff-signed', 'custody.patient-verified',
   'temperature.excursion', 'temperature.recovered', 'cold-chain.break', 'cold-chain.disposition', 'sensor.offline',
-  'writeback.completed', 'writeback.failed',
+  'writeback.completed', 'writeback.failed', 'handoff.refused',
 ] as const
 
 export const subscribes = (events: readonly string[], type: string) => events.includes('*') || events.includes(type)

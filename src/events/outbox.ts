@@ -45,6 +45,7 @@ export type NewEvent = {
  */
 export class Outbox {
   private readonly listeners: Array<() => void> = []
+  private readonly commitListeners: Array<() => void> = []
 
   constructor(private readonly clock: Clock) {}
 
@@ -86,16 +87,26 @@ export class Outbox {
   }
 
   /**
-   * Call after a transaction that queued `messages` webhook messages has committed. Only then is
-   * there something new to deliver: counted per transaction, so concurrent transactions cannot
-   * consume each other's wake-up.
+   * Call after a transaction that appended events (and queued `messages` webhook messages) has
+   * committed, with 0 messages too. Only then is there something new to deliver: counted per
+   * transaction, so concurrent transactions cannot consume each other's wake-up.
    */
   committed(messages: number): void {
+    for (const listener of this.commitListeners) listener()
     if (messages > 0) for (const listener of this.listeners) listener()
   }
 
+  /** Woken after a transaction that queued webhook messages has committed (the dispatcher). */
   onCommitted(listener: () => void): void {
     this.listeners.push(listener)
+  }
+
+  /**
+   * Woken after every transaction that may have written events has committed, messages or not
+   * (the live event streams read the feed then). A wake-up without a new event costs one read.
+   */
+  onAnyCommit(listener: () => void): void {
+    this.commitListeners.push(listener)
   }
 }
 

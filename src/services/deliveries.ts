@@ -4,7 +4,7 @@ import { chainEvent, verifyChain, type ChainVerdict, type CustodyEvent } from '.
 import { decideHandover } from '../domain/custody-rules.js'
 import { storedFigures, type ColdChain, type ColdChainFigures, type Disposition } from '../domain/cold-chain.js'
 import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
-import { AppError, validationFailed } from '../errors.js'
+import { AppError, validationFailed, type FieldError } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import { isUniqueViolation } from '../store/errors.js'
@@ -77,6 +77,15 @@ export class DeliveryService {
    * Answers the delivery as the action's commit left it, which `record` keeps in that commit.
    */
   async act(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<Delivery> {
+    try {
+      return await this.applyAction(principal, id, input, record)
+    } catch (error) {
+      if (isRefusedHandoff(input, error)) await this.recordRefusal(principal, id, input as HandoffInput, error)
+      throw error
+    }
+  }
+
+  private async applyAction(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<Delivery> {
     for (let attempt = 1; ; attempt++) {
       try {
         const done = await this.tryAct(principal, id, input, record)
@@ -89,6 +98,38 @@ export class DeliveryService {
         if (!isUniqueViolation(error) || attempt >= MAX_ATTEMPTS) throw error
       }
       if (attempt >= MAX_ATTEMPTS) throw new AppError('conflict', 'The delivery changed while this action was applied; retry.')
+    }
+  }
+
+  /**
+   * A refused pickup, handoff or deliver leaves a `handoff.refused` event (docs/api.md, Refused
+   * handoffs), committed on its own after the refusal: the action changed nothing, so the custody
+   * chain gets no link (it records who held the goods, and nobody new did); the event takes the
+   * delivery's next event `seq`, so a consumer still sees every event of the delivery numbered
+   * without a gap. A failure to record it is logged; the caller still gets the refusal.
+   */
+  private async recordRefusal(principal: Principal, id: string, input: HandoffInput, error: AppError): Promise<void> {
+    try {
+      const now = iso(this.deps.clock.now())
+      const messages = await this.deps.db.transaction().execute(async (trx) => {
+        const row = await trx.selectFrom('deliveries').select(['pharmacy_id', 'fleet_id', 'driver_id', 'rx_id', 'status']).where('id', '=', id).executeTakeFirst()
+        if (!row || !canSee(principal, row) || (principal.driverId && row.driver_id !== principal.driverId)) return 0
+        const errors = Array.isArray(error.extra.errors) ? error.extra.errors as FieldError[] : []
+        // A 422's detail is generic; its reason is what each refused member says.
+        const reason = errors.length ? errors.map((e) => e.message).join('; ') : error.message
+        const { messages } = await this.deps.outbox.append(trx, [{
+          type: 'handoff.refused', pharmacy_id: row.pharmacy_id, fleet_id: row.fleet_id, delivery_id: id, rx_id: row.rx_id,
+          data: {
+            action: input.action, code: error.code, reason, errors, status: row.status,
+            from: 'from' in input ? input.from : null, to: 'to' in input ? input.to : null,
+            occurred_at: input.occurred_at ?? null, refused_at: now,
+          },
+        }])
+        return messages
+      })
+      this.deps.outbox.committed(messages)
+    } catch (err) {
+      this.deps.logger.warn({ err, deliveryId: id, action: input.action }, 'recording a refused handoff failed')
     }
   }
 
@@ -208,6 +249,18 @@ export class DeliveryService {
 }
 
 const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`
+
+type HandoffInput = Extract<ActionInput, { action: 'pickup' | 'handoff' | 'deliver' }>
+
+/**
+ * A handoff the rules refused: a pickup, handoff or deliver answered 409 (wrong state, a cold
+ * chain hold) or 422 by the service's own checks (who holds the goods, who may sign, when).
+ * Not a 404 (the caller may not see the delivery) nor a lost race (`conflict`).
+ */
+function isRefusedHandoff(input: ActionInput, error: unknown): error is AppError {
+  if (input.action !== 'pickup' && input.action !== 'handoff' && input.action !== 'deliver') return false
+  return error instanceof AppError && (error.code === 'invalid_transition' || error.code === 'cold_chain_hold' || error.code === 'validation_failed')
+}
 
 function checkOccurredAt(value: string | undefined, previous: string, nowMs: number): string {
   if (value === undefined) return iso(nowMs)

@@ -1,0 +1,287 @@
+/**
+ * `npm run bench:fleet`: the Fleet Operator surfaces under load, in sections chosen with
+ * `--sections` (comma-separated; default all). Prints one JSON object on stdout
+ * (`{ machine, sections: { <name>: … } }`), progress on stderr. A new section is a function in
+ * `SECTIONS` with its own options, and its own key in the output.
+ *
+ * Section `exceptions` — the exception feed's live fan-out:
+ * 1. The service runs as a child process exactly as `npm start` would (SQLite, fresh DATA_DIR,
+ *    REORDER_WINDOW_S=0), with room for the subscribers in EVENT_STREAM_MAX_PER_TENANT.
+ * 2. A fleet gets `--totes` totes; the first `--bound` are dispatched on cold-chain deliveries.
+ * 3. Baseline: the publisher child (bench/lib/ingest-publisher.ts: MQTT 3.1.1, QoS 1) sends
+ *    `--rate` single readings/s for `--baseline-s` with no stream open: PUBACK p99 alone.
+ * 4. `--subscribers` SSE readers (node:http, in this process) open
+ *    GET /v1/fleets/{id}/exceptions/stream with the fleet's own token.
+ * 5. The same reading stream runs for `--seconds`, and every `--break-every-ms` a bound tote
+ *    publishes −2 °C (below the refrigerated hard_min_c): a `cold-chain.break` for its delivery.
+ *    Latency = the moment a subscriber has parsed the event − the moment the reading was
+ *    published (same machine, same clock), for every subscriber and every break.
+ * 6. Service CPU (from /proc) per reading, and the service's RSS with the streams open.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { request, Agent, type IncomingMessage } from 'node:http'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fork } from 'node:child_process'
+import { parseBenchArgs } from './lib/args.js'
+import { clientCredentialsToken } from './lib/api-client.js'
+import type { FromPublisher, Phase, PhaseResult, ToPublisher } from './lib/ingest-protocol.js'
+import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
+import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
+
+const opt = parseBenchArgs('bench:fleet', 'Fleet Operator benchmarks, in sections. Prints one JSON object on stdout, progress on stderr.', {
+  sections: { type: 'string', default: 'exceptions' },
+  subscribers: { type: 'string', default: '1000' },
+  totes: { type: 'string', default: '200' },
+  bound: { type: 'string', default: '100' },
+  rate: { type: 'string', default: '2000' },
+  seconds: { type: 'string', default: '20' },
+  'baseline-s': { type: 'string', default: '10' },
+  'break-every-ms': { type: 'string', default: '500' },
+  'keep-data': { type: 'boolean', default: false },
+}, {
+  sections: 'comma-separated sections to run: exceptions',
+  subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
+  totes: 'exceptions: totes publishing readings (QoS 1)',
+  bound: 'exceptions: totes on a dispatched cold-chain delivery (each can break once)',
+  rate: 'exceptions: single readings per second over all totes',
+  seconds: 'exceptions: length of the run with the streams open',
+  'baseline-s': 'exceptions: length of the run without streams (PUBACK alone)',
+  'break-every-ms': 'exceptions: one cold-chain break this often',
+  'keep-data': 'keep the service data directory',
+})
+
+const log = (line: string) => process.stderr.write(`[bench:fleet] ${line}\n`)
+const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-0123456789abcdef' }
+// The targets of the fleet issue, on this 2-core machine.
+const TARGET = { exceptionP99Ms: 1_000, pubackP99Ms: 50 }
+
+/** The service for a section: its own process, DATA_DIR and ports. */
+async function startFleetService(extraEnv: Record<string, string>) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-fleet-'))
+  const [httpPort, mqttPort] = [await freePort(), await freePort()]
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(httpPort), HOST: '127.0.0.1', MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off', DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', RATE_LIMIT_TENANT_RPS: '1000000', RATE_LIMIT_TENANT_BURST: '1000000',
+    ...extraEnv,
+  }
+  delete env.DATABASE_URL // the embedded defaults
+  delete env.QUESTDB_CONFIG
+  const service = await startService({ env, httpPort, nodeArgs: process.env.BENCH_FLEET_NODE_ARGS ? process.env.BENCH_FLEET_NODE_ARGS.split(' ') : [] })
+  log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
+  return {
+    service, dataDir, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`,
+    async stop() {
+      const code = await service.stop()
+      if (!opt['keep-data']) rmSync(dataDir, { recursive: true, force: true })
+      return code
+    },
+  }
+}
+
+/** The publisher child of bench:ingest, over its IPC protocol. */
+function startPublisher() {
+  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], { cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
+    new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
+      const onMessage = (reply: FromPublisher) => {
+        if (reply.type !== answer && reply.type !== 'error') return
+        child.off('message', onMessage)
+        child.off('exit', onExit)
+        if (reply.type === 'error') reject(new Error(`publisher: ${reply.message}`))
+        else resolve(reply as Extract<FromPublisher, { type: T }>)
+      }
+      const onExit = (code: number | null) => reject(new Error(`publisher exited with code ${code}`))
+      child.on('message', onMessage)
+      child.once('exit', onExit)
+      child.send(message)
+    })
+  return {
+    child,
+    connect: (url: string, totes: { id: string; username: string; password: string }[]) => ask({ type: 'connect', url, totes, subscribeErrors: false, parallel: 50, wire: 'raw' }, 'connected'),
+    run: async (phase: Phase) => (await ask({ type: 'run', phase }, 'result')).result,
+    disconnect: () => ask({ type: 'disconnect' }, 'disconnected'),
+    stop: () => child.kill('SIGTERM'),
+  }
+}
+
+/**
+ * One SSE reader on a plain node:http connection: parses frames, and notes when it first saw a
+ * `cold-chain.break` of each delivery.
+ */
+function subscribe(url: string, token: string, agent: Agent) {
+  const seen = new Map<string, number>()
+  let status = 0
+  let buffer = ''
+  let frames = 0
+  let ended = false
+  let res: IncomingMessage | null = null
+  const opened = new Promise<void>((resolve, reject) => {
+    const req = request(url, { agent, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, (response) => {
+      res = response
+      status = response.statusCode ?? 0
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => {
+        buffer += chunk
+        let end: number
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          const data = block.split('\n').find((line) => line.startsWith('data: '))
+          if (!data) continue
+          frames += 1
+          const event = JSON.parse(data.slice(6)) as { type: string; delivery_id: string }
+          if (event.type === 'cold-chain.break' && !seen.has(event.delivery_id)) seen.set(event.delivery_id, Date.now())
+        }
+      })
+      response.on('end', () => (ended = true))
+      response.on('error', () => (ended = true))
+      resolve()
+    })
+    req.on('error', reject)
+    req.end()
+  })
+  return {
+    opened, seen,
+    get status() {
+      return status
+    },
+    get frames() {
+      return frames
+    },
+    get ended() {
+      return ended
+    },
+    close: () => res?.destroy(),
+  }
+}
+
+const latencySummary = (values: number[]) => values.length
+  ? { n: values.length, p50_ms: round(percentile(values, 50), 1), p90_ms: round(percentile(values, 90), 1), p99_ms: round(percentile(values, 99), 1), max_ms: round(Math.max(...values), 1) }
+  : { n: 0 }
+
+const puback = (r: PhaseResult) => ({
+  readings_per_s: round(r.ackedReadings / (r.elapsedMs / 1_000), 0), puback_p50_ms: round(r.latency.p50, 2), puback_p99_ms: round(r.latency.p99, 2),
+  puback_max_ms: round(r.latency.max, 1), errors: r.errors + r.rejected, behind: r.behind,
+})
+
+/** Runs a phase and the service CPU it cost. */
+async function measured(publisher: ReturnType<typeof startPublisher>, service: ServiceChild, phase: Phase) {
+  const cpu0 = cpuSeconds(service.pid)
+  const t0 = performance.now()
+  const result = await publisher.run(phase)
+  const seconds = (performance.now() - t0) / 1_000
+  const cpu1 = cpuSeconds(service.pid)
+  const cpu = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0
+  return {
+    result,
+    cpu: { service_pct: cpu === null ? null : round((cpu / seconds) * 100, 0), us_per_reading: cpu === null || !result.ackedReadings ? null : round((cpu * 1e6) / result.ackedReadings, 1), seconds: cpu === null ? null : round(cpu, 2) },
+  }
+}
+
+async function exceptionsSection() {
+  const subscribers = Number(opt.subscribers)
+  const totes = Number(opt.totes)
+  const bound = Math.min(Number(opt.bound), totes)
+  const seconds = Number(opt.seconds)
+  const everyMs = Number(opt['break-every-ms'])
+  const breaks = Math.min(bound, Math.floor((seconds * 1_000) / everyMs))
+  const { service, mqttUrl, stop } = await startFleetService({ EVENT_STREAM_MAX_PER_TENANT: String(subscribers + 10) })
+  const publisher = startPublisher()
+  const agent = new Agent({ keepAlive: false, maxSockets: Infinity })
+  const readers: ReturnType<typeof subscribe>[] = []
+  try {
+    const fixture = await createFixture(service.baseUrl, ADMIN, { totes, bound, onProgress: log })
+    log(`fixture: ${totes} totes, ${bound} cold-chain deliveries dispatched to fleet ${fixture.fleetId}`)
+    const admin = apiClient(service.baseUrl)
+    await admin.login(ADMIN.id, ADMIN.secret)
+    const client = await admin.post<{ client_id: string; client_secret: string }>('/v1/oauth/clients', { client_name: 'bench fleet reader', scope: 'deliveries:read', fleet_id: fixture.fleetId })
+    const fleetToken = await clientCredentialsToken(service.baseUrl, client.client_id, client.client_secret)
+
+    const connected = await publisher.connect(mqttUrl, fixture.totes)
+    if (connected.failed) throw new Error(`${connected.failed} totes could not connect: ${connected.firstError}`)
+    const phase = (name: string, durationMs: number, extra: Partial<Phase> = {}): Phase => ({ name, durationMs, batch: 1, window: 4, rate: Number(opt.rate), ...extra })
+    await publisher.run(phase('warmup', 3_000))
+    const baseline = await measured(publisher, service, phase('readings-alone', Number(opt['baseline-s']) * 1_000))
+    log(`baseline: ${JSON.stringify(puback(baseline.result))}, service cpu ${baseline.cpu.service_pct}% (${baseline.cpu.us_per_reading} µs/reading)`)
+
+    const rssBefore = rssMb(service.pid)
+    const cpuOpen0 = cpuSeconds(service.pid)
+    const openStarted = performance.now()
+    const streamUrl = `${service.baseUrl}/v1/fleets/${fixture.fleetId}/exceptions/stream`
+    for (let i = 0; i < subscribers; i += 100) {
+      const batch = Array.from({ length: Math.min(100, subscribers - i) }, () => subscribe(streamUrl, fleetToken, agent))
+      readers.push(...batch)
+      await Promise.all(batch.map((r) => r.opened))
+    }
+    const openMs = performance.now() - openStarted
+    const cpuOpen = cpuOpen0 === null ? null : (cpuSeconds(service.pid) ?? cpuOpen0) - cpuOpen0
+    const refused = readers.filter((r) => r.status !== 200).length
+    if (refused) throw new Error(`${refused} of ${subscribers} streams were refused (status ${readers.find((r) => r.status !== 200)?.status})`)
+    log(`${subscribers} streams open in ${Math.round(openMs)} ms; service rss ${rssBefore} → ${rssMb(service.pid)} MB`)
+
+    const breakTotes = fixture.totes.slice(0, breaks).map((t) => t.id)
+    const run = await measured(publisher, service, phase('readings-with-streams', seconds * 1_000, { breaks: { toteIds: breakTotes, everyMs, tempC: -2 } }))
+    // Events of the last breaks are still on their way when the phase ends.
+    const deadline = Date.now() + 5_000
+    const expected = run.result.breaks.map((b) => fixture.deliveries.get(b.toteId)!)
+    while (Date.now() < deadline && !readers.every((r) => expected.every((d) => r.seen.has(d)))) await new Promise((resolve) => setTimeout(resolve, 50))
+    const rssWithStreams = rssMb(service.pid)
+
+    const latencies: number[] = []
+    let missed = 0
+    for (const b of run.result.breaks) {
+      const deliveryId = fixture.deliveries.get(b.toteId)!
+      for (const reader of readers) {
+        const at = reader.seen.get(deliveryId)
+        if (at === undefined) missed += 1
+        else latencies.push(at - b.publishedAtMs)
+      }
+    }
+    const exceptions = latencySummary(latencies)
+    const endedEarly = readers.filter((r) => r.ended).length
+    log(`exceptions: ${run.result.breaks.length} breaks × ${subscribers} streams: ${JSON.stringify(exceptions)}, missed ${missed}, streams ended early ${endedEarly}`)
+    log(`with streams: ${JSON.stringify(puback(run.result))}, service cpu ${run.cpu.service_pct}% (${run.cpu.us_per_reading} µs/reading)`)
+    const withStreams = puback(run.result)
+    return {
+      settings: { subscribers, totes, bound, readings_per_s: Number(opt.rate), seconds, baseline_s: Number(opt['baseline-s']), break_every_ms: everyMs, breaks: run.result.breaks.length },
+      streams: { open_ms: Math.round(openMs), open_cpu_ms_per_stream: cpuOpen === null ? null : round((cpuOpen * 1_000) / subscribers, 2), rss_mb_before: rssBefore, rss_mb_with_streams: rssWithStreams, ended_early: endedEarly },
+      exception_latency: { ...exceptions, missed },
+      readings_alone: { ...puback(baseline.result), service_cpu_pct: baseline.cpu.service_pct, service_us_per_reading: baseline.cpu.us_per_reading },
+      readings_with_streams: {
+        ...withStreams, service_cpu_pct: run.cpu.service_pct, service_us_per_reading: run.cpu.us_per_reading,
+      },
+      targets: {
+        exception_p99_under_1s: exceptions.n > 0 && missed === 0 && (exceptions.p99_ms ?? Infinity) < TARGET.exceptionP99Ms,
+        puback_p99_under_50ms_with_streams: withStreams.puback_p99_ms < TARGET.pubackP99Ms && withStreams.errors === 0,
+      },
+    }
+  } finally {
+    for (const reader of readers) reader.close()
+    agent.destroy()
+    await publisher.disconnect().catch(() => {})
+    publisher.stop()
+    const code = await stop()
+    log(`service stopped with code ${code}`)
+  }
+}
+
+const SECTIONS: Record<string, () => Promise<unknown>> = { exceptions: exceptionsSection }
+
+const chosen = opt.sections.split(',').map((s) => s.trim()).filter(Boolean)
+const unknown = chosen.filter((s) => !(s in SECTIONS))
+if (unknown.length) {
+  process.stderr.write(`bench:fleet: unknown section(s) ${unknown.join(', ')}; known: ${Object.keys(SECTIONS).join(', ')}\n`)
+  process.exit(2)
+}
+const sections: Record<string, unknown> = {}
+for (const name of chosen) {
+  log(`section ${name}`)
+  sections[name] = await SECTIONS[name]!()
+}
+process.stdout.write(`${JSON.stringify({
+  machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg_1m_at_end: round(loadavg()[0]!, 2), node: process.version },
+  date: new Date().toISOString(), sections,
+}, null, 2)}\n`)
