@@ -14,6 +14,8 @@ export interface ExceptionFeedOptions {
   /** Wait before reconnecting when the server has not said (its `retry:` field wins); doubles up to `maxRetryMs`. */
   retryMs?: number
   maxRetryMs?: number
+  /** Told each time a connection is accepted (the feed sends what happens from then on, or after `lastEventId`). */
+  onOpen?: () => void
   /** Told of every reconnect, with the error that ended the connection (for logs and metrics). */
   onReconnect?: (info: { attempt: number; lastEventId: string | undefined; error: unknown }) => void
 }
@@ -58,7 +60,7 @@ export async function* subscribeExceptions(options: ExceptionFeedOptions & { bas
       let error: unknown
       try {
         const url = new URL(`/v1/fleets/${encodeURIComponent(options.fleetId)}/exceptions/stream`, options.baseUrl)
-        for (const type of options.types ?? []) url.searchParams.append('type', type)
+        if (options.types?.length) url.searchParams.set('type', options.types.join(','))
         const token = await options.tokens.token()
         const res = await doFetch(url, {
           headers: { accept: 'text/event-stream', authorization: `Bearer ${token}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
@@ -68,6 +70,7 @@ export async function* subscribeExceptions(options: ExceptionFeedOptions & { bas
         if ([400, 403, 404].includes(res.status)) throw new FeedError(res.status, await res.json().catch(() => null))
         if (!res.ok || !res.body) throw new Error(`exception feed answered ${res.status}`)
         failures = 0
+        options.onOpen?.()
         for await (const message of messages(res.body, (ms) => { serverRetry = ms })) {
           if (!message.data) continue
           const event = JSON.parse(message.data) as FeedEvent

@@ -503,6 +503,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow the tenant's events live (Server-Sent Events)
+         * @description The events `GET /v1/events` lists, as they commit: `retry: 2000`, then one frame per event (`id`, `event`, `data` = the event JSON), and a `: heartbeat` comment every 15 s. Reconnect with `Last-Event-ID` (or `?after=`) to resume with no gap and no duplicate; without it the stream starts now. A reader that falls too far behind has its stream closed and resumes the same way.
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/{id}": {
         parameters: {
             query?: never;
@@ -512,6 +532,46 @@ export interface paths {
         };
         /** Read an event */
         get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/exceptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a fleet's exceptions
+         * @description Cold-chain exceptions (`temperature.excursion`, `cold-chain.break`, `sensor.offline`) and handoff failures (`delivery.failed`, `handoff.refused`) of the deliveries dispatched to the fleet, in commit order. Each type's `data` is cut to a fixed list of members: no patient field. Only a token of the fleet or an unrestricted one; a pharmacy token is refused with 403.
+         */
+        get: operations["listFleetExceptions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/exceptions/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a fleet's exceptions live (Server-Sent Events)
+         * @description Cold-chain exceptions (`temperature.excursion`, `cold-chain.break`, `sensor.offline`) and handoff failures (`delivery.failed`, `handoff.refused`) of the deliveries dispatched to the fleet, in commit order. Each type's `data` is cut to a fixed list of members: no patient field. Only a token of the fleet or an unrestricted one; a pharmacy token is refused with 403. Framed and resumed as `GET /v1/events/stream`.
+         */
+        get: operations["streamFleetExceptions"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1072,6 +1132,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "handoff.refused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `handoff.refused` event, POSTed to every endpoint subscribed to it */
+        post: operations["onHandoffRefused"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1461,7 +1538,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -1471,7 +1548,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
             enabled?: boolean;
             description?: string;
         };
@@ -1704,10 +1781,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "arOy8DgTjVCyGsXiN4Xt4GvbZ4hU1O_jQeauwlxCa3g",
-                     *           "y": "RKkWKYkwV1PUTUb11O95z-bUojmefBjgXWRz-drE9sc",
+                     *           "x": "iZIUWsVum-IRPo33c6A4HhpFq2RPBg2IoDqjIWs7WBc",
+                     *           "y": "5I3miEdTtHnsxOCTy8w4hPJpi6bd2XBAtCG4VLR-wsI",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m84v4pqb9y7ymehxpr48104n",
+                     *           "kid": "key_01m84y95k6g8k8ahwdmvkak6sn",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -1764,7 +1841,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHY0cHFiOXk3eW1laHhwcjQ4MTA0biJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDU5MDE1LCJleHAiOjE3OTU0NTk5MTUsImp0aSI6ImRiNDIzNTg3LTFjNjMtNDM1ZC05NTZhLTdhNGQ3ZDBiYTY2MyJ9.vl27IIivpRuYwK7gC0ZnE0kMh7FAd2SmzumLtUSIJo2Y24Exad3gKJJOjqH5bPyV9ny_P_mJFQAhPaF-vZl0xg",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA3LCJleHAiOjE3OTU0NjMyMDcsImp0aSI6ImJiYTM1YWJkLWY2M2ItNDFmZi05NmVjLTlmMjI4ZmE0MzcxZiJ9.QJyDgsQ1e5mL3cGM6RUlPrqpPALA66VTL9H7J-S91Ozp226_ECau4rNZib-5_tRHcht-t4gncDdp07JUkMDqyQ",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -1812,7 +1889,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHY0cHFiOXk3eW1laHhwcjQ4MTA0biJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDU5MDE2LCJleHAiOjE3OTU0NTk5MTYsImp0aSI6IjI5ZWY1ZjY4LWUxMGEtNDkxOS05YzE4LTQ2ZjA0ZDU1NGI3OCJ9.20rKEnH3iQIU2aig_hHPJ_FRSZAcHrw1irSPmqjtLjK_2UDN_K2MfdEA_NWywxjJuP-8NIDUqi_duNKvdF0wtw"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA4LCJleHAiOjE3OTU0NjMyMDgsImp0aSI6ImUwMzkyYTE5LThlYzYtNGU1Yi1iYTMxLTZiZTgxMzA4MTBlNyJ9.yOTyJhY4eD9480bNHr3WOy31MGb3v6Pp-0WTUm2JhkB4Yn0ptPcjJQMZg099W_sG-eRQKjFyNkZlShRdh7lniQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1855,7 +1932,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHY0cHFiOXk3eW1laHhwcjQ4MTA0biJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDU5MDE1LCJleHAiOjE3OTU0NTk5MTUsImp0aSI6ImRiNDIzNTg3LTFjNjMtNDM1ZC05NTZhLTdhNGQ3ZDBiYTY2MyJ9.vl27IIivpRuYwK7gC0ZnE0kMh7FAd2SmzumLtUSIJo2Y24Exad3gKJJOjqH5bPyV9ny_P_mJFQAhPaF-vZl0xg"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA3LCJleHAiOjE3OTU0NjMyMDcsImp0aSI6ImJiYTM1YWJkLWY2M2ItNDFmZi05NmVjLTlmMjI4ZmE0MzcxZiJ9.QJyDgsQ1e5mL3cGM6RUlPrqpPALA66VTL9H7J-S91Ozp226_ECau4rNZib-5_tRHcht-t4gncDdp07JUkMDqyQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1882,10 +1959,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795459915,
+                     *       "exp": 1795463207,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "db423587-1c63-435d-956a-7a4d7d0ba663"
+                     *       "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f"
                      *     }
                      */
                     "application/json": {
@@ -1965,13 +2042,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m84v4w0rmkqbave8yh074rzs",
+                 *       "client_id": "cl_01m84y9bdyeanf50n65bmwj9gn",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "_HLwiEQjOIqx-Apo7EaH1dFz2leF4SEy1dj1jcx7nG8",
+                 *       "code_challenge": "A7EEERWgDVHDlw191S7I2hfMk6u1aD4ks4gy8urr5d0",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "4H9YhubKMDU5iqWhRkwktoFSztSLBc_iKLoOQOEZoa4",
+                 *       "csrf_token": "yAFxXBxwC_3F7QDHKLp3cy22IPqgUJvYkNqhepVnNaw",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -2082,7 +2159,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -2099,7 +2176,7 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-23T18:36:57.017Z"
+                     *           "created_at": "2026-11-23T19:31:49.412Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2224,7 +2301,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2241,7 +2318,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T18:36:57.017Z"
+                     *       "created_at": "2026-11-23T19:31:49.412Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2349,7 +2426,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2366,7 +2443,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T18:36:57.017Z"
+                     *       "created_at": "2026-11-23T19:31:49.412Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2470,12 +2547,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -2503,7 +2580,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-23T18:36:59.198Z"
+                     *           "created_at": "2026-11-23T19:31:51.767Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2604,7 +2681,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -2632,12 +2709,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2665,7 +2742,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T18:36:59.198Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -2773,12 +2850,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2806,7 +2883,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T18:36:59.198Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -2905,14 +2982,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -2947,13 +3024,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *           "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -2962,14 +3039,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *           "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *           "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -2978,14 +3055,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.844Z",
-                     *           "prev_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *           "hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
+                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -2994,17 +3071,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.023Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.023Z",
-                     *           "prev_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a",
-                     *           "hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827"
+                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
+                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
+                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -3013,18 +3090,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *           "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T18:37:00.278Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.278Z",
-                     *           "prev_hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827",
-                     *           "hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5"
+                     *           "occurred_at": "2026-11-23T19:31:52.987Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.987Z",
+                     *           "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
+                     *           "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:36:59.198Z",
-                     *       "updated_at": "2026-11-23T18:37:00.278Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z",
+                     *       "updated_at": "2026-11-23T19:31:52.987Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3130,14 +3207,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -3172,13 +3249,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *               "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *               "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *               "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *               "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *               "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *               "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *               "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *               "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *             },
                      *             {
                      *               "seq": 2,
@@ -3187,14 +3264,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *               "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *               "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *               "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *               "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *               "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *               "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *               "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *               "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *               "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *               "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *             },
                      *             {
                      *               "seq": 3,
@@ -3203,14 +3280,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *               "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *               "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *               "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *               "recorded_at": "2026-11-23T18:36:59.844Z",
-                     *               "prev_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *               "hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *               "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *               "recorded_at": "2026-11-23T19:31:52.555Z",
+                     *               "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *               "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *             },
                      *             {
                      *               "seq": 4,
@@ -3219,17 +3296,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *               "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *               "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *               "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T18:37:00.023Z",
-                     *               "recorded_at": "2026-11-23T18:37:00.023Z",
-                     *               "prev_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a",
-                     *               "hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827"
+                     *               "occurred_at": "2026-11-23T19:31:52.694Z",
+                     *               "recorded_at": "2026-11-23T19:31:52.694Z",
+                     *               "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
+                     *               "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
                      *             },
                      *             {
                      *               "seq": 5,
@@ -3238,18 +3315,18 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *               "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-23T18:37:00.278Z",
-                     *               "recorded_at": "2026-11-23T18:37:00.278Z",
-                     *               "prev_hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827",
-                     *               "hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5"
+                     *               "occurred_at": "2026-11-23T19:31:52.987Z",
+                     *               "recorded_at": "2026-11-23T19:31:52.987Z",
+                     *               "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
+                     *               "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-23T18:36:59.198Z",
-                     *           "updated_at": "2026-11-23T18:37:00.278Z"
+                     *           "created_at": "2026-11-23T19:31:51.767Z",
+                     *           "updated_at": "2026-11-23T19:31:52.987Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -3356,7 +3433,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5"
+                     *       "head": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -3449,9 +3526,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                 *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja"
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
                  *     }
                  */
                 "application/json": {
@@ -3477,14 +3554,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3519,13 +3596,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *           "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3534,18 +3611,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *           "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *           "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:36:59.198Z",
-                     *       "updated_at": "2026-11-23T18:36:59.684Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z",
+                     *       "updated_at": "2026-11-23T19:31:52.342Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3647,8 +3724,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                 *       "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -3675,14 +3752,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3717,13 +3794,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *           "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3732,14 +3809,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *           "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *           "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3748,18 +3825,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.844Z",
-                     *           "prev_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *           "hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
+                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:36:59.198Z",
-                     *       "updated_at": "2026-11-23T18:36:59.844Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z",
+                     *       "updated_at": "2026-11-23T19:31:52.555Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3861,8 +3938,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                 *       "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                 *       "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *       "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -3893,14 +3970,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3935,13 +4012,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *           "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3950,14 +4027,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *           "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *           "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3966,14 +4043,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.844Z",
-                     *           "prev_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *           "hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
+                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -3982,21 +4059,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.023Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.023Z",
-                     *           "prev_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a",
-                     *           "hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827"
+                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
+                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
+                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:36:59.198Z",
-                     *       "updated_at": "2026-11-23T18:37:00.023Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z",
+                     *       "updated_at": "2026-11-23T19:31:52.694Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4098,8 +4175,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                 *       "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *       "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *       "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -4126,13 +4203,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *       "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-23T22:37:00.508Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *       "eta": "2026-11-23T23:31:53.094Z",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4157,13 +4234,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.508Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.508Z",
-                     *           "prev_hash": "sha256:ea2f872118a8d783c41ee0b9e99be87c0ff172b96d5e6b9bd973222079759442",
-                     *           "hash": "sha256:cb63d94a5b9e1c459b1495e76288c1fc83a32267fe0c7c847a2790e1175402ca"
+                     *           "occurred_at": "2026-11-23T19:31:53.094Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.094Z",
+                     *           "prev_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11",
+                     *           "hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4172,14 +4249,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.574Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.574Z",
-                     *           "prev_hash": "sha256:cb63d94a5b9e1c459b1495e76288c1fc83a32267fe0c7c847a2790e1175402ca",
-                     *           "hash": "sha256:ae1b816a189117eb53518f7c048a94e87f2df3db57f45b28a6476a0fdb6bab08"
+                     *           "occurred_at": "2026-11-23T19:31:53.166Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.166Z",
+                     *           "prev_hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d",
+                     *           "hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4188,14 +4265,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.617Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.617Z",
-                     *           "prev_hash": "sha256:ae1b816a189117eb53518f7c048a94e87f2df3db57f45b28a6476a0fdb6bab08",
-                     *           "hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3"
+                     *           "occurred_at": "2026-11-23T19:31:53.190Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.190Z",
+                     *           "prev_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
+                     *           "hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4208,10 +4285,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T18:37:00.638Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.638Z",
-                     *           "prev_hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3",
-                     *           "hash": "sha256:ce5e0867b8cc85e6a5efeb116f5a03c2270a76b95235a258f9a73697d7132a37"
+                     *           "occurred_at": "2026-11-23T19:31:53.268Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.268Z",
+                     *           "prev_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a",
+                     *           "hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4220,18 +4297,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.772Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.772Z",
-                     *           "prev_hash": "sha256:ce5e0867b8cc85e6a5efeb116f5a03c2270a76b95235a258f9a73697d7132a37",
-                     *           "hash": "sha256:df45fb2dc1e114d7b6673cca36b56e3c5ef00b63e59521548f5e07e55dfa3edb"
+                     *           "occurred_at": "2026-11-23T19:31:53.438Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.438Z",
+                     *           "prev_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
+                     *           "hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:37:00.508Z",
-                     *       "updated_at": "2026-11-23T18:37:00.772Z"
+                     *       "created_at": "2026-11-23T19:31:53.094Z",
+                     *       "updated_at": "2026-11-23T19:31:53.438Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4363,14 +4440,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4405,13 +4482,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.198Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.198Z",
-                     *           "prev_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d",
-                     *           "hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff"
+                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
+                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
+                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
+                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4420,14 +4497,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.684Z",
-                     *           "prev_hash": "sha256:be026236250be773519daa52b2de194c028e807be57870a435975b6d615fcbff",
-                     *           "hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a"
+                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
+                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
+                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4436,14 +4513,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *           "recorded_at": "2026-11-23T18:36:59.844Z",
-                     *           "prev_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *           "hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
+                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4452,17 +4529,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.023Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.023Z",
-                     *           "prev_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a",
-                     *           "hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827"
+                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
+                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
+                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4471,18 +4548,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *           "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T18:37:00.278Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.278Z",
-                     *           "prev_hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827",
-                     *           "hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5"
+                     *           "occurred_at": "2026-11-23T19:31:52.987Z",
+                     *           "recorded_at": "2026-11-23T19:31:52.987Z",
+                     *           "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
+                     *           "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:36:59.198Z",
-                     *       "updated_at": "2026-11-23T18:37:00.278Z"
+                     *       "created_at": "2026-11-23T19:31:51.767Z",
+                     *       "updated_at": "2026-11-23T19:31:52.987Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4607,13 +4684,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *       "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-23T22:37:00.508Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *       "eta": "2026-11-23T23:31:53.094Z",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4638,13 +4715,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.508Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.508Z",
-                     *           "prev_hash": "sha256:ea2f872118a8d783c41ee0b9e99be87c0ff172b96d5e6b9bd973222079759442",
-                     *           "hash": "sha256:cb63d94a5b9e1c459b1495e76288c1fc83a32267fe0c7c847a2790e1175402ca"
+                     *           "occurred_at": "2026-11-23T19:31:53.094Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.094Z",
+                     *           "prev_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11",
+                     *           "hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4653,14 +4730,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.574Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.574Z",
-                     *           "prev_hash": "sha256:cb63d94a5b9e1c459b1495e76288c1fc83a32267fe0c7c847a2790e1175402ca",
-                     *           "hash": "sha256:ae1b816a189117eb53518f7c048a94e87f2df3db57f45b28a6476a0fdb6bab08"
+                     *           "occurred_at": "2026-11-23T19:31:53.166Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.166Z",
+                     *           "prev_hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d",
+                     *           "hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4669,14 +4746,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T18:37:00.617Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.617Z",
-                     *           "prev_hash": "sha256:ae1b816a189117eb53518f7c048a94e87f2df3db57f45b28a6476a0fdb6bab08",
-                     *           "hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3"
+                     *           "occurred_at": "2026-11-23T19:31:53.190Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.190Z",
+                     *           "prev_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
+                     *           "hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4689,14 +4766,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T18:37:00.638Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.638Z",
-                     *           "prev_hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3",
-                     *           "hash": "sha256:ce5e0867b8cc85e6a5efeb116f5a03c2270a76b95235a258f9a73697d7132a37"
+                     *           "occurred_at": "2026-11-23T19:31:53.268Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.268Z",
+                     *           "prev_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a",
+                     *           "hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:37:00.508Z",
-                     *       "updated_at": "2026-11-23T18:37:00.638Z"
+                     *       "created_at": "2026-11-23T19:31:53.094Z",
+                     *       "updated_at": "2026-11-23T19:31:53.268Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4821,11 +4898,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4y1xes263sx4rvsfw0dj",
-                     *       "rx_id": "rx_01m84v4y1xes263sx4rvsfw0dh",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9dhcyjk30t6fc882rm08",
+                     *       "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-23T22:37:00.861Z",
+                     *       "eta": "2026-11-23T23:31:53.516Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -4852,13 +4929,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.861Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.861Z",
-                     *           "prev_hash": "sha256:e2ae118d37a246879718428decec496579182483a4a34d685c03969737ffe17c",
-                     *           "hash": "sha256:24595485424ea447d49c71461625816c8ac8c6fb7cbf478784598a78c1361236"
+                     *           "occurred_at": "2026-11-23T19:31:53.516Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.516Z",
+                     *           "prev_hash": "sha256:59dda553f12e06eca7fd40a506c3a65d023692ec73d82f3292fa0f6e1a333c91",
+                     *           "hash": "sha256:173e92e56b0864318707f108a24ebb5673c89a6fc3db7cd561792dcc390ea166"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4871,14 +4948,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-23T18:37:00.884Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.884Z",
-                     *           "prev_hash": "sha256:24595485424ea447d49c71461625816c8ac8c6fb7cbf478784598a78c1361236",
-                     *           "hash": "sha256:aacb46cdf709509705b2f22054b352903efd43b3e1db604a4cf83d6024f3d720"
+                     *           "occurred_at": "2026-11-23T19:31:53.564Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.564Z",
+                     *           "prev_hash": "sha256:173e92e56b0864318707f108a24ebb5673c89a6fc3db7cd561792dcc390ea166",
+                     *           "hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:37:00.861Z",
-                     *       "updated_at": "2026-11-23T18:37:00.884Z"
+                     *       "created_at": "2026-11-23T19:31:53.516Z",
+                     *       "updated_at": "2026-11-23T19:31:53.564Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5006,14 +5083,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *       "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-23T22:37:00.975Z",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "tote_id": "tt_01m84v4v30j92e8s5ngvky2sy1",
+                     *       "eta": "2026-11-23T23:31:53.693Z",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -5036,7 +5113,7 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-23T18:37:00.995Z",
+                     *         "broken_at": "2026-11-23T19:31:53.742Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
@@ -5044,7 +5121,7 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "decided_at": "2026-11-23T18:37:01.051Z"
+                     *           "decided_at": "2026-11-23T19:31:53.876Z"
                      *         }
                      *       },
                      *       "custody": [
@@ -5056,13 +5133,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.975Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.975Z",
-                     *           "prev_hash": "sha256:656f93758d1bc9ee83ffcd1002dc4549c53b9e9ab4f9a4fd98d01ba9abccf745",
-                     *           "hash": "sha256:73b941e4cdbe945f6ff556e649acf4a8eef1bae101aa07db34006e4a37fbf0ef"
+                     *           "occurred_at": "2026-11-23T19:31:53.693Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.693Z",
+                     *           "prev_hash": "sha256:1e0f25624aa1f6bcee469029cfe8dae8d168a591e183d28bd0ba9a482e3fb55f",
+                     *           "hash": "sha256:1cc60dc0cfdf8e6de2860dec1bf5f86ac71633917bc188f5a575802e762f9182"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5071,14 +5148,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T18:37:00.982Z",
-                     *           "recorded_at": "2026-11-23T18:37:00.982Z",
-                     *           "prev_hash": "sha256:73b941e4cdbe945f6ff556e649acf4a8eef1bae101aa07db34006e4a37fbf0ef",
-                     *           "hash": "sha256:19c2e9dc51c5e9217b284a503b3abc209de5a152dfb70186159b443e25f2505a"
+                     *           "occurred_at": "2026-11-23T19:31:53.717Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.717Z",
+                     *           "prev_hash": "sha256:1cc60dc0cfdf8e6de2860dec1bf5f86ac71633917bc188f5a575802e762f9182",
+                     *           "hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5091,14 +5168,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-23T18:37:01.051Z",
-                     *           "recorded_at": "2026-11-23T18:37:01.051Z",
-                     *           "prev_hash": "sha256:19c2e9dc51c5e9217b284a503b3abc209de5a152dfb70186159b443e25f2505a",
-                     *           "hash": "sha256:518ef85ac0a5c56db14dfc7d8cc445c76cf51c756e7297888dc68b369840b72f"
+                     *           "occurred_at": "2026-11-23T19:31:53.876Z",
+                     *           "recorded_at": "2026-11-23T19:31:53.876Z",
+                     *           "prev_hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08",
+                     *           "hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T18:37:00.975Z",
-                     *       "updated_at": "2026-11-23T18:37:01.051Z"
+                     *       "created_at": "2026-11-23T19:31:53.693Z",
+                     *       "updated_at": "2026-11-23T19:31:53.876Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5211,14 +5288,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *           "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
                      *             "logo_url": "https://speedy.example/logo.png",
                      *             "primary_color": "#0a7d5a"
                      *           },
-                     *           "created_at": "2026-11-23T18:36:57.397Z"
+                     *           "created_at": "2026-11-23T19:31:49.910Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5335,14 +5412,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *       "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T18:36:57.397Z"
+                     *       "created_at": "2026-11-23T19:31:49.910Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5450,14 +5527,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *       "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T18:36:57.397Z"
+                     *       "created_at": "2026-11-23T19:31:49.910Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5563,18 +5640,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *           "id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-23T18:36:57.634Z"
+                     *           "created_at": "2026-11-23T19:31:50.067Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *           "id": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-23T18:36:57.669Z"
+                     *           "created_at": "2026-11-23T19:31:50.190Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5689,11 +5766,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *       "id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-23T18:36:57.634Z"
+                     *       "created_at": "2026-11-23T19:31:50.067Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -5806,18 +5883,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *           "id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T18:36:57.756Z"
+                     *           "created_at": "2026-11-23T19:31:50.284Z"
                      *         },
                      *         {
-                     *           "id": "tt_01m84v4v30j92e8s5ngvky2sy1",
+                     *           "id": "tt_01m84y9ae6dyczeg0rgbb21t20",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T18:36:57.824Z"
+                     *           "created_at": "2026-11-23T19:31:50.342Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5915,7 +5992,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj"
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -5930,17 +6007,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T18:36:57.756Z",
+                     *       "created_at": "2026-11-23T19:31:50.284Z",
                      *       "mqtt": {
-                     *         "username": "tt_01m84v4v0wr90yw8cfavbjfjja",
-                     *         "password": "tp_DJQ79uF4dAMTJ1vgykoEknJP5-QJnWlharHjD6ASaQ0",
-                     *         "client_id": "tt_01m84v4v0wr90yw8cfavbjfjja",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m84v4v0wr90yw8cfavbjfjja/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m84v4v0wr90yw8cfavbjfjja/errors"
+                     *         "username": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *         "password": "tp_4Xu5kGkKoLSQnkxn2rrBZYqfJtbyALBJd6GQFSKMMis",
+                     *         "client_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m84y9acbdw2k941mat7c6x8k/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m84y9acbdw2k941mat7c6x8k/errors"
                      *       }
                      *     }
                      */
@@ -6049,11 +6126,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84v4v0wr90yw8cfavbjfjja",
+                     *       "id": "tt_01m84y9acbdw2k941mat7c6x8k",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T18:36:57.756Z"
+                     *       "created_at": "2026-11-23T19:31:50.284Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Tote"];
@@ -6161,429 +6238,473 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m84v4we062karaqcrmpywh3w",
+                     *           "id": "evt_01m84y9bv9xdmdcek9n14bse32",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T18:36:59.200Z",
+                     *           "created_at": "2026-11-23T19:31:51.785Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
                      *             "eta": "2030-01-01T17:00:00Z",
-                     *             "audit_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d"
+                     *             "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4wxk7wevstv34qx5w0xn",
-                     *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T18:36:59.699Z",
+                     *           "id": "evt_01m84y9capw29w0r992kyeg9jk",
+                     *           "type": "handoff.refused",
+                     *           "created_at": "2026-11-23T19:31:52.278Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": null,
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "seq": 2,
+                     *           "data": {
+                     *             "action": "deliver",
+                     *             "code": "invalid_transition",
+                     *             "reason": "Cannot deliver a delivery that is QUEUED.",
+                     *             "errors": [],
+                     *             "status": "QUEUED",
+                     *             "from": null,
+                     *             "to": null,
+                     *             "occurred_at": null,
+                     *             "refused_at": "2026-11-23T19:31:52.256Z"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9cdnmhpx4kwj7j2cprs4",
+                     *           "type": "delivery.dispatched",
+                     *           "created_at": "2026-11-23T19:31:52.373Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "seq": 3,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T18:36:59.684Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:52.342Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                     *             "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *             "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja"
+                     *             "custody_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4x2vy8v304vn523y6jjd",
+                     *           "id": "evt_01m84y9ckcxeb4m1q42evje5vb",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T18:36:59.867Z",
+                     *           "created_at": "2026-11-23T19:31:52.556Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *           "seq": 3,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m84v4x2vy8v304vn523y6jje",
-                     *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T18:36:59.867Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T18:36:59.844Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                     *             "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4x7rkcbdp8pyfd5m8mdw",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T18:37:00.024Z",
+                     *           "id": "evt_01m84y9ckcxeb4m1q42evje5vc",
+                     *           "type": "delivery.picked-up",
+                     *           "created_at": "2026-11-23T19:31:52.556Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "seq": 5,
+                     *           "data": {
+                     *             "status": "PICKED_UP",
+                     *             "previous_status": "DISPATCHED",
+                     *             "action": "pickup",
+                     *             "occurred_at": "2026-11-23T19:31:52.555Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "custody_seq": 3,
+                     *             "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9cqq137gfgk9j8e7g9gc",
+                     *           "type": "custody.handoff-signed",
+                     *           "created_at": "2026-11-23T19:31:52.695Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "seq": 6,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "handoff",
-                     *             "occurred_at": "2026-11-23T18:37:00.023Z",
-                     *             "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "to": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *             "occurred_at": "2026-11-23T19:31:52.694Z",
+                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:13ff138d4a1d64f98842d82435a6c012eca687b2465aae949f5b0451d3cbb827"
+                     *             "custody_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xfqm1kz833wtdsz93v2",
+                     *           "id": "evt_01m84y9d0w3w3hyehabgb1axm5",
                      *           "type": "custody.patient-verified",
-                     *           "created_at": "2026-11-23T18:37:00.279Z",
+                     *           "created_at": "2026-11-23T19:31:52.988Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                     *           "seq": 6,
-                     *           "data": {
-                     *             "status": "DELIVERED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T18:37:00.278Z",
-                     *             "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
-                     *             "to": "patient",
-                     *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5",
-                     *             "verification_method": "otp"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m84v4xfqm1kz833wtdsz93v3",
-                     *           "type": "delivery.delivered",
-                     *           "created_at": "2026-11-23T18:37:00.279Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                     *           "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "DELIVERED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T18:37:00.278Z",
-                     *             "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                     *             "occurred_at": "2026-11-23T19:31:52.987Z",
+                     *             "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                      *             "to": "patient",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5",
+                     *             "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
                      *             "verification_method": "otp"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xq1hyyadn0qr0kcqtt6",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T18:37:00.513Z",
+                     *           "id": "evt_01m84y9d0w3w3hyehabgb1axm6",
+                     *           "type": "delivery.delivered",
+                     *           "created_at": "2026-11-23T19:31:52.988Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "seq": 8,
+                     *           "data": {
+                     *             "status": "DELIVERED",
+                     *             "previous_status": "PICKED_UP",
+                     *             "action": "deliver",
+                     *             "occurred_at": "2026-11-23T19:31:52.987Z",
+                     *             "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *             "to": "patient",
+                     *             "custody_seq": 5,
+                     *             "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
+                     *             "verification_method": "otp"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9d46abhcmzcra3ak1hsg",
+                     *           "type": "delivery.created",
+                     *           "created_at": "2026-11-23T19:31:53.094Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T22:37:00.508Z",
-                     *             "audit_hash": "sha256:ea2f872118a8d783c41ee0b9e99be87c0ff172b96d5e6b9bd973222079759442"
+                     *             "eta": "2026-11-23T23:31:53.094Z",
+                     *             "audit_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xshzsxe4qerq5sg27yj",
+                     *           "id": "evt_01m84y9d6fj03dkk7ya4nzfask",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T18:37:00.593Z",
+                     *           "created_at": "2026-11-23T19:31:53.167Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T18:37:00.574Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:53.166Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:ae1b816a189117eb53518f7c048a94e87f2df3db57f45b28a6476a0fdb6bab08",
-                     *             "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *             "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "custody_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
+                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "tote_id": null
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xtbrk7x30jdvbzg02m5",
+                     *           "id": "evt_01m84y9d77dc42hd5t4vb92erc",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T18:37:00.619Z",
+                     *           "created_at": "2026-11-23T19:31:53.191Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 3,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T18:37:00.617Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:53.190Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3"
+                     *             "custody_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xtctmnczayntjxdzq3p",
+                     *           "id": "evt_01m84y9d78gjsqxyczbry528az",
                      *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T18:37:00.620Z",
+                     *           "created_at": "2026-11-23T19:31:53.192Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T18:37:00.617Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:53.190Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:8f5f744aad8cb53ec16aead284f0e283068282cc0f9b217adedaecf71b6ceed3"
+                     *             "custody_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xv0n78q8y05ff25edzm",
+                     *           "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T18:37:00.640Z",
+                     *           "created_at": "2026-11-23T19:31:53.268Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T18:37:00.638Z",
+                     *             "occurred_at": "2026-11-23T19:31:53.268Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:ce5e0867b8cc85e6a5efeb116f5a03c2270a76b95235a258f9a73697d7132a37",
+                     *             "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
                      *             "reason": "Nobody home"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xzftw3sjsf0f84fq608",
+                     *           "id": "evt_01m84y9dey4fvyp73w03nyssfv",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T18:37:00.783Z",
+                     *           "created_at": "2026-11-23T19:31:53.438Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 6,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T18:37:00.772Z",
-                     *             "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *             "occurred_at": "2026-11-23T19:31:53.438Z",
+                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:df45fb2dc1e114d7b6673cca36b56e3c5ef00b63e59521548f5e07e55dfa3edb"
+                     *             "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4xzftw3sjsf0f84fq609",
+                     *           "id": "evt_01m84y9dffzjkj63ft9d77ystq",
                      *           "type": "delivery.returned",
-                     *           "created_at": "2026-11-23T18:37:00.783Z",
+                     *           "created_at": "2026-11-23T19:31:53.455Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                     *           "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T18:37:00.772Z",
-                     *             "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *             "occurred_at": "2026-11-23T19:31:53.438Z",
+                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:df45fb2dc1e114d7b6673cca36b56e3c5ef00b63e59521548f5e07e55dfa3edb"
+                     *             "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y1xes263sx4rvsfw0dk",
+                     *           "id": "evt_01m84y9dhdg0ctnbmxb3abceyy",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T18:37:00.861Z",
+                     *           "created_at": "2026-11-23T19:31:53.545Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84v4y1xes263sx4rvsfw0dj",
-                     *           "rx_id": "rx_01m84v4y1xes263sx4rvsfw0dh",
+                     *           "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
+                     *           "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T22:37:00.861Z",
-                     *             "audit_hash": "sha256:e2ae118d37a246879718428decec496579182483a4a34d685c03969737ffe17c"
+                     *             "eta": "2026-11-23T23:31:53.516Z",
+                     *             "audit_hash": "sha256:59dda553f12e06eca7fd40a506c3a65d023692ec73d82f3292fa0f6e1a333c91"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y34h91nk3c0hxb78nfd",
+                     *           "id": "evt_01m84y9dkenqvcb8mk1ry8hcvf",
                      *           "type": "delivery.cancelled",
-                     *           "created_at": "2026-11-23T18:37:00.900Z",
+                     *           "created_at": "2026-11-23T19:31:53.582Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84v4y1xes263sx4rvsfw0dj",
-                     *           "rx_id": "rx_01m84v4y1xes263sx4rvsfw0dh",
+                     *           "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
+                     *           "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "CANCELLED",
                      *             "previous_status": "QUEUED",
                      *             "action": "cancel",
-                     *             "occurred_at": "2026-11-23T18:37:00.884Z",
+                     *             "occurred_at": "2026-11-23T19:31:53.564Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:aacb46cdf709509705b2f22054b352903efd43b3e1db604a4cf83d6024f3d720",
+                     *             "custody_hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da",
                      *             "reason": "Patient picked it up in store"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y5fsz7a0ctfrt2x03wf",
+                     *           "id": "evt_01m84y9dpya5agypy8ngqvkbpm",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T18:37:00.975Z",
+                     *           "created_at": "2026-11-23T19:31:53.694Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *           "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
-                     *             "eta": "2026-11-23T22:37:00.975Z",
-                     *             "audit_hash": "sha256:656f93758d1bc9ee83ffcd1002dc4549c53b9e9ab4f9a4fd98d01ba9abccf745"
+                     *             "eta": "2026-11-23T23:31:53.693Z",
+                     *             "audit_hash": "sha256:1e0f25624aa1f6bcee469029cfe8dae8d168a591e183d28bd0ba9a482e3fb55f"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y5q5pp3wnrw914qfv3d",
+                     *           "id": "evt_01m84y9dqp3csq4xaxgqgqhb5c",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T18:37:00.983Z",
+                     *           "created_at": "2026-11-23T19:31:53.718Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *           "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T18:37:00.982Z",
-                     *             "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *             "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                     *             "occurred_at": "2026-11-23T19:31:53.717Z",
+                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:19c2e9dc51c5e9217b284a503b3abc209de5a152dfb70186159b443e25f2505a",
-                     *             "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *             "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                     *             "tote_id": "tt_01m84v4v30j92e8s5ngvky2sy1"
+                     *             "custody_hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08",
+                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y6b988mqcv86dmtbna7",
+                     *           "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T18:37:01.003Z",
+                     *           "created_at": "2026-11-23T19:31:53.767Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *           "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T18:37:00.995Z",
+                     *             "broken_at": "2026-11-23T19:31:53.742Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T18:37:00.995Z",
+                     *             "excursion_started_at": "2026-11-23T19:31:53.742Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
                      *             "mkt_c": null,
                      *             "profile": "refrigerated",
-                     *             "tote_id": "tt_01m84v4v30j92e8s5ngvky2sy1",
-                     *             "at": "2026-11-23T18:37:00.995Z"
+                     *             "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
+                     *             "at": "2026-11-23T19:31:53.742Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84v4y7v5pnq66jw9gq0yhae",
-                     *           "type": "cold-chain.disposition",
-                     *           "created_at": "2026-11-23T18:37:01.051Z",
+                     *           "id": "evt_01m84y9dtfnp154hn66z7ht3w1",
+                     *           "type": "handoff.refused",
+                     *           "created_at": "2026-11-23T19:31:53.807Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *           "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *           "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *           "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                      *           "seq": 4,
+                     *           "data": {
+                     *             "action": "deliver",
+                     *             "code": "cold_chain_hold",
+                     *             "reason": "The cold chain is broken: a pharmacist must release the delivery before it can be delivered.",
+                     *             "errors": [],
+                     *             "status": "DISPATCHED",
+                     *             "from": null,
+                     *             "to": null,
+                     *             "occurred_at": null,
+                     *             "refused_at": "2026-11-23T19:31:53.806Z"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9dwnw3e0mhcz3gzv9gs6",
+                     *           "type": "cold-chain.disposition",
+                     *           "created_at": "2026-11-23T19:31:53.877Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "seq": 5,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "disposition",
-                     *             "occurred_at": "2026-11-23T18:37:01.051Z",
+                     *             "occurred_at": "2026-11-23T19:31:53.876Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:518ef85ac0a5c56db14dfc7d8cc445c76cf51c756e7297888dc68b369840b72f",
+                     *             "custody_hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0",
                      *             "decision": "return"
                      *           }
                      *         }
@@ -6671,6 +6792,114 @@ export interface operations {
             };
         };
     };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description Comma-separated event types, e.g. `cold-chain.break,delivery.failed` */
+                type?: string;
+                delivery_id?: string;
+                /** @description An event id: resume after it (what the `Last-Event-ID` header does on reconnecting) */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example retry: 2000 */
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many streams open for this tenant */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The service is stopping */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getEvent: {
         parameters: {
             query?: never;
@@ -6690,29 +6919,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m84v4y6b988mqcv86dmtbna7",
+                     *       "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-23T18:37:01.003Z",
+                     *       "created_at": "2026-11-23T19:31:53.767Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                     *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                     *       "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                     *       "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-23T18:37:00.995Z",
+                     *         "broken_at": "2026-11-23T19:31:53.742Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-23T18:37:00.995Z",
+                     *         "excursion_started_at": "2026-11-23T19:31:53.742Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m84v4v30j92e8s5ngvky2sy1",
-                     *         "at": "2026-11-23T18:37:00.995Z"
+                     *         "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
+                     *         "at": "2026-11-23T19:31:53.742Z"
                      *       }
                      *     }
                      */
@@ -6793,6 +7022,301 @@ export interface operations {
             };
         };
     };
+    listFleetExceptions: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+                /** @description An event id: list what came after it */
+                after?: string;
+                type?: string;
+                delivery_id?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of exceptions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
+                     *           "type": "delivery.failed",
+                     *           "created_at": "2026-11-23T19:31:53.268Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "seq": 5,
+                     *           "data": {
+                     *             "status": "FAILED",
+                     *             "previous_status": "PICKED_UP",
+                     *             "action": "fail",
+                     *             "occurred_at": "2026-11-23T19:31:53.268Z",
+                     *             "reason": "Nobody home",
+                     *             "custody_seq": 4,
+                     *             "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                     *           "type": "cold-chain.break",
+                     *           "created_at": "2026-11-23T19:31:53.767Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "seq": 3,
+                     *           "data": {
+                     *             "reason": "hard_limit",
+                     *             "threshold": "hard_min_c",
+                     *             "limit": 0,
+                     *             "broken_at": "2026-11-23T19:31:53.742Z",
+                     *             "temp_c": -4,
+                     *             "excursion_started_at": "2026-11-23T19:31:53.742Z",
+                     *             "excursion_duration_s": 0,
+                     *             "time_out_of_range_s": 0,
+                     *             "unknown_s": 0,
+                     *             "mkt_c": null,
+                     *             "profile": "refrigerated"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m84y9dtfnp154hn66z7ht3w1",
+                     *           "type": "handoff.refused",
+                     *           "created_at": "2026-11-23T19:31:53.807Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "seq": 4,
+                     *           "data": {
+                     *             "action": "deliver",
+                     *             "code": "cold_chain_hold",
+                     *             "reason": "The cold chain is broken: a pharmacist must release the delivery before it can be delivered.",
+                     *             "errors": [],
+                     *             "status": "DISPATCHED",
+                     *             "from": null,
+                     *             "to": null,
+                     *             "occurred_at": null,
+                     *             "refused_at": "2026-11-23T19:31:53.806Z"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Event"][];
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    streamFleetExceptions: {
+        parameters: {
+            query?: {
+                /** @description Comma-separated event types, e.g. `cold-chain.break,delivery.failed` */
+                type?: string;
+                delivery_id?: string;
+                /** @description An event id: resume after it (what the `Last-Event-ID` header does on reconnecting) */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The exception stream */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 2000
+                     *
+                     *     id: evt_01m84y9dtfnp154hn66z7ht3w1
+                     *     event: handoff.refused
+                     *     data: {"id":"evt_01m84y9dtfnp154hn66z7ht3w1","type":"handoff.refused","created_at":"2026-11-23T19:31:53.807Z","api_version":"v1","pharmacy_id":"ph_01m84y99h4bpen1g63nk3a5r68","fleet_id":"fl_01m84y9a0pmzxdtptefg38h8xx","delivery_i…
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many streams open for this tenant */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The service is stopping */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listAuditEvents: {
         parameters: {
             query?: {
@@ -6819,68 +7343,68 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-23T18:36:57.018Z",
-                     *           "jti": "db423587-1c63-435d-956a-7a4d7d0ba663",
+                     *           "at": "2026-11-23T19:31:49.424Z",
+                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m84v4t485erqr2v98t5bzp3g",
+                     *           "request_id": "req_01m84y9987x3n5488gyrm7e6zh",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:5edf600a9bd0d64252c31cd86ff3f2e33e554e9fc2844d7f6caaa0d4cf51f83e"
+                     *           "hash": "sha256:946d0539863090616e9c5bda06292f3a3cf7ed4b52d059e8cae11d830498292c"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-23T18:36:57.172Z",
-                     *           "jti": "db423587-1c63-435d-956a-7a4d7d0ba663",
+                     *           "at": "2026-11-23T19:31:49.656Z",
+                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "path": "/v1/pharmacies/ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "status": 200,
-                     *           "request_id": "req_01m84v4tek4vp4gm9nb33awj0z",
-                     *           "prev_hash": "sha256:5edf600a9bd0d64252c31cd86ff3f2e33e554e9fc2844d7f6caaa0d4cf51f83e",
-                     *           "hash": "sha256:65fa1abc6444412f18f434dfd9489e84328bfe0c62152dc982b6c4b0f6335d85"
+                     *           "request_id": "req_01m84y99rps0cwq0515aatj71t",
+                     *           "prev_hash": "sha256:946d0539863090616e9c5bda06292f3a3cf7ed4b52d059e8cae11d830498292c",
+                     *           "hash": "sha256:10c776ab38203bc3049aff15a0779357c48d0810b7dfcd9cf3b98f3dbdcb79e0"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-23T18:36:57.304Z",
-                     *           "jti": "db423587-1c63-435d-956a-7a4d7d0ba663",
+                     *           "at": "2026-11-23T19:31:49.733Z",
+                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m84v4tjq747b6jk734257as0",
-                     *           "prev_hash": "sha256:65fa1abc6444412f18f434dfd9489e84328bfe0c62152dc982b6c4b0f6335d85",
-                     *           "hash": "sha256:a2f7613c4b741a3f8f0bfe45cd151c4bae189d50582c706b6d2a11c4eeecf2fc"
+                     *           "request_id": "req_01m84y99v3tn3846092nh74jj2",
+                     *           "prev_hash": "sha256:10c776ab38203bc3049aff15a0779357c48d0810b7dfcd9cf3b98f3dbdcb79e0",
+                     *           "hash": "sha256:3514e2674ce0c24e700ded5f652b7b622df86316a7b9984cb42baf014b1ace11"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-23T18:36:57.398Z",
-                     *           "jti": "db423587-1c63-435d-956a-7a4d7d0ba663",
+                     *           "at": "2026-11-23T19:31:49.910Z",
+                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m84v4tn8x6wn0x02exgdarpr",
-                     *           "prev_hash": "sha256:a2f7613c4b741a3f8f0bfe45cd151c4bae189d50582c706b6d2a11c4eeecf2fc",
-                     *           "hash": "sha256:205c469ad14c3c856ad75a02f5e3da3168e73db2aa0bfdf62b5ea373e3301ce4"
+                     *           "request_id": "req_01m84y9a00avn6vmg9faqcb0ec",
+                     *           "prev_hash": "sha256:3514e2674ce0c24e700ded5f652b7b622df86316a7b9984cb42baf014b1ace11",
+                     *           "hash": "sha256:c5be1525e15dc866d64910dbf6bfad9b3901f1a4d19617acc5c12e85957638fd"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-23T18:36:57.451Z",
-                     *           "jti": "db423587-1c63-435d-956a-7a4d7d0ba663",
+                     *           "at": "2026-11-23T19:31:49.972Z",
+                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/fleets/fl_01m84v4tnnbxh9sb2zxn9yx99c",
+                     *           "path": "/v1/fleets/fl_01m84y9a0pmzxdtptefg38h8xx",
                      *           "status": 200,
-                     *           "request_id": "req_01m84v4tq034p8h2mb3y3rcbma",
-                     *           "prev_hash": "sha256:205c469ad14c3c856ad75a02f5e3da3168e73db2aa0bfdf62b5ea373e3301ce4",
-                     *           "hash": "sha256:9d00a0b5bab5abe5642d1b847b325dfebd54cd80dff1f09fabf540affabaea83"
+                     *           "request_id": "req_01m84y9a2ks7m2pztrv40eh4k2",
+                     *           "prev_hash": "sha256:c5be1525e15dc866d64910dbf6bfad9b3901f1a4d19617acc5c12e85957638fd",
+                     *           "hash": "sha256:f45b45d62f57090b8eb2ccb3f4dc8dcee73ffc780e9cbc390ed961ed68367fd0"
                      *         }
                      *       ],
                      *       "next_cursor": "NQ"
@@ -6990,8 +7514,8 @@ export interface operations {
                      * @example {
                      *       "scope": "deployment",
                      *       "valid": true,
-                     *       "checked": 61,
-                     *       "head": "sha256:246945d1c692b50f6d3638b0d81b1d1061502958899c70ba035f4cbe0d3d597f",
+                     *       "checked": 65,
+                     *       "head": "sha256:7d83accdfd54e4d6e94f7694e3ece1869cd72545d26f63377352e91d037cb57c",
                      *       "next_cursor": null
                      *     }
                      */
@@ -7085,7 +7609,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj"
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -7100,7 +7624,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84v4vjwmjjfz2nwb61q4j0q",
+                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7108,11 +7632,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T18:36:58.332Z",
-                     *       "client_secret": "cs_7BkbyTbkg_qZ4BI1IUQlR2B2Q2meubdA4D2jEdS_5Is"
+                     *       "created_at": "2026-11-23T19:31:50.936Z",
+                     *       "client_secret": "cs_r9cVvVXrgk0gShYTS42x9McLLi-a-oqROicgPPvLYDc"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -7223,7 +7747,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84v4vjwmjjfz2nwb61q4j0q",
+                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7231,10 +7755,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T18:36:58.332Z"
+                     *       "created_at": "2026-11-23T19:31:50.936Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -7348,9 +7872,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84v4vjwmjjfz2nwb61q4j0q",
-                     *       "client_secret": "cs_gGQDoJSWcABHyBr3H2a7HuDZ6saLgtRvLVc85Q1HBGc",
-                     *       "previous_secret_expires_at": "2026-11-23T19:36:58.555Z"
+                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
+                     *       "client_secret": "cs_eWp80PDIsdON4wjTr5OXF4-0-OF-iuhGqs5OXHknCP0",
+                     *       "previous_secret_expires_at": "2026-11-23T20:31:51.172Z"
                      *     }
                      */
                     "application/json": {
@@ -7473,9 +7997,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m84v4w0hqg8gz5ewssc37tq8",
-                     *       "activates_at": "2026-11-23T18:36:58.692Z",
-                     *       "previous_retires_at": "2026-11-23T18:51:58.692Z"
+                     *       "kid": "key_01m84y9bbnq2gdb39ehr6ramds",
+                     *       "activates_at": "2026-11-23T19:31:51.278Z",
+                     *       "previous_retires_at": "2026-11-23T19:46:51.278Z"
                      *     }
                      */
                     "application/json": {
@@ -7592,7 +8116,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m84v4ybtm32fx12xhn4k2p3w",
+                     *           "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -7600,10 +8124,10 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T18:37:01.161Z",
-                     *           "updated_at": "2026-11-23T18:37:01.161Z"
+                     *           "created_at": "2026-11-23T19:31:54.501Z",
+                     *           "updated_at": "2026-11-23T19:31:54.501Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -7705,7 +8229,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj"
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -7720,7 +8244,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84v4ybtm32fx12xhn4k2p3w",
+                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -7728,11 +8252,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T18:37:01.161Z",
-                     *       "updated_at": "2026-11-23T18:37:01.161Z",
-                     *       "secret": "whsec_5YJAwlIq/XOr8RfwVmPlQBk3sx+IcanV"
+                     *       "created_at": "2026-11-23T19:31:54.501Z",
+                     *       "updated_at": "2026-11-23T19:31:54.501Z",
+                     *       "secret": "whsec_tNOJfhIlhFpi0QFNKbtsMzFOlDi2KSbs"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -7843,7 +8367,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84v4ybtm32fx12xhn4k2p3w",
+                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -7851,10 +8375,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T18:37:01.161Z",
-                     *       "updated_at": "2026-11-23T18:37:01.161Z"
+                     *       "created_at": "2026-11-23T19:31:54.501Z",
+                     *       "updated_at": "2026-11-23T19:31:54.501Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8067,7 +8591,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84v4ybtm32fx12xhn4k2p3w",
+                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -8076,10 +8600,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T18:37:01.161Z",
-                     *       "updated_at": "2026-11-23T18:37:01.335Z"
+                     *       "created_at": "2026-11-23T19:31:54.501Z",
+                     *       "updated_at": "2026-11-23T19:31:54.683Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8187,8 +8711,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_LNY72vURF0z2tAxIJ91ChQ2bZ/uS5bp8",
-                     *       "previous_secret_expires_at": "2026-11-24T18:37:01.366Z"
+                     *       "secret": "whsec_3L3vjyQ05q5C57kHxei5bE2bnH/BlIAd",
+                     *       "previous_secret_expires_at": "2026-11-24T19:31:54.754Z"
                      *     }
                      */
                     "application/json": {
@@ -8402,7 +8926,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m84v4ybtm32fx12xhn4k2p3w"
+                 *       "endpoint_id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h"
                  *     }
                  */
                 "application/json": {
@@ -8419,9 +8943,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m84v4y6b988mqcv86dmtbna7",
+                     *       "event_id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
                      *       "endpoint_ids": [
-                     *         "wh_01m84v4ybtm32fx12xhn4k2p3w"
+                     *         "wh_01m84y9eg5vdqvg5r4s4tq3e4h"
                      *       ]
                      *     }
                      */
@@ -8540,7 +9064,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
+                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -8554,12 +9078,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-23T18:36:59.684Z",
-                     *       "to": "2026-11-23T18:37:00.153Z",
+                     *       "from": "2026-11-23T19:31:52.342Z",
+                     *       "to": "2026-11-23T19:31:52.815Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-23T18:37:00.000Z",
+                     *           "t": "2026-11-23T19:31:00.000Z",
                      *           "min": 5,
                      *           "max": 5,
                      *           "avg": 5,
@@ -8679,7 +9203,7 @@ export interface operations {
                 };
                 content: {
                     /**
-                     * @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of delivery dl_01m84v4wdyrf91k40w20wdkejb" font-family="system-ui, -apple-system, &#39;Segoe UI&#39;, Roboto, Helvetica, Arial, sans-serif">
+                     * @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of delivery dl_01m84y9btq7nepr093y468tt46" font-family="system-ui, -apple-system, &#39;Segoe UI&#39;, Roboto, Helvetica, Arial, sans-serif">
                      *     <title>Temperature trace of del…
                      */
                     "image/svg+xml": string;
@@ -8783,15 +9307,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m84v4v6z7e399864xvgk9kjc",
+                     *           "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-23T18:36:57.951Z"
+                     *           "created_at": "2026-11-23T19:31:50.466Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -8891,7 +9415,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -8907,15 +9431,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84v4v6z7e399864xvgk9kjc",
+                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T18:36:57.951Z"
+                     *       "created_at": "2026-11-23T19:31:50.466Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -9026,15 +9550,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84v4v6z7e399864xvgk9kjc",
+                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T18:36:57.951Z"
+                     *       "created_at": "2026-11-23T19:31:50.466Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9142,15 +9666,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84v4v6z7e399864xvgk9kjc",
+                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T18:36:57.951Z"
+                     *       "created_at": "2026-11-23T19:31:50.466Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9257,21 +9781,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4we062karaqcrmpywh3w",
+                 *       "id": "evt_01m84y9bv9xdmdcek9n14bse32",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-23T18:36:59.200Z",
+                 *       "created_at": "2026-11-23T19:31:51.785Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:5af1ffd0cd7e151cd30f4bf67a10dadf6ceb23f0da93e4203af2943ea3054b1d"
+                 *         "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf"
                  *       }
                  *     }
                  */
@@ -9309,27 +9833,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4wxk7wevstv34qx5w0xn",
+                 *       "id": "evt_01m84y9cdnmhpx4kwj7j2cprs4",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-23T18:36:59.699Z",
+                 *       "created_at": "2026-11-23T19:31:52.373Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                 *       "seq": 2,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-23T18:36:59.684Z",
-                 *         "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *         "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                 *         "occurred_at": "2026-11-23T19:31:52.342Z",
+                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:cfd2e757082e5df3975ec1d6f617f970378c10db7cc11d8872c4d3e31162930a",
-                 *         "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *         "driver_id": "dr_01m84v4tx29se5tqq0kkygth1s",
-                 *         "tote_id": "tt_01m84v4v0wr90yw8cfavbjfjja"
+                 *         "custody_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
+                 *         "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *         "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *         "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
                  *       }
                  *     }
                  */
@@ -9367,24 +9891,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4x2vy8v304vn523y6jje",
+                 *       "id": "evt_01m84y9ckcxeb4m1q42evje5vc",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-23T18:36:59.867Z",
+                 *       "created_at": "2026-11-23T19:31:52.556Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                 *       "seq": 4,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T18:36:59.844Z",
-                 *         "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *         "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                 *         "occurred_at": "2026-11-23T19:31:52.555Z",
+                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                 *         "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                  *       }
                  *     }
                  */
@@ -9422,24 +9946,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4xfqm1kz833wtdsz93v3",
+                 *       "id": "evt_01m84y9d0w3w3hyehabgb1axm6",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-23T18:37:00.279Z",
+                 *       "created_at": "2026-11-23T19:31:52.988Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                 *       "seq": 7,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T18:37:00.278Z",
-                 *         "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                 *         "occurred_at": "2026-11-23T19:31:52.987Z",
+                 *         "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5",
+                 *         "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -9478,24 +10002,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4xv0n78q8y05ff25edzm",
+                 *       "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-23T18:37:00.640Z",
+                 *       "created_at": "2026-11-23T19:31:53.268Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                 *       "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                 *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-23T18:37:00.638Z",
+                 *         "occurred_at": "2026-11-23T19:31:53.268Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:ce5e0867b8cc85e6a5efeb116f5a03c2270a76b95235a258f9a73697d7132a37",
+                 *         "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
                  *         "reason": "Nobody home"
                  *       }
                  *     }
@@ -9534,24 +10058,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4xzftw3sjsf0f84fq609",
+                 *       "id": "evt_01m84y9dffzjkj63ft9d77ystq",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-23T18:37:00.783Z",
+                 *       "created_at": "2026-11-23T19:31:53.455Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4xpwhbnv8d4r9nf3rs60",
-                 *       "rx_id": "rx_01m84v4xpwhbnv8d4r9nf3rs5z",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
+                 *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-23T18:37:00.772Z",
-                 *         "from": "dr_01m84v4tx29se5tqq0kkygth1s",
-                 *         "to": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *         "occurred_at": "2026-11-23T19:31:53.438Z",
+                 *         "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *         "to": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:df45fb2dc1e114d7b6673cca36b56e3c5ef00b63e59521548f5e07e55dfa3edb"
+                 *         "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
                  *       }
                  *     }
                  */
@@ -9589,24 +10113,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4y34h91nk3c0hxb78nfd",
+                 *       "id": "evt_01m84y9dkenqvcb8mk1ry8hcvf",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-23T18:37:00.900Z",
+                 *       "created_at": "2026-11-23T19:31:53.582Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84v4y1xes263sx4rvsfw0dj",
-                 *       "rx_id": "rx_01m84v4y1xes263sx4rvsfw0dh",
+                 *       "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
+                 *       "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-23T18:37:00.884Z",
+                 *         "occurred_at": "2026-11-23T19:31:53.564Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:aacb46cdf709509705b2f22054b352903efd43b3e1db604a4cf83d6024f3d720",
+                 *         "custody_hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -9645,24 +10169,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4x2vy8v304vn523y6jjd",
+                 *       "id": "evt_01m84y9ckcxeb4m1q42evje5vb",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-23T18:36:59.867Z",
+                 *       "created_at": "2026-11-23T19:31:52.556Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                 *       "seq": 3,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T18:36:59.844Z",
-                 *         "from": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *         "to": "dr_01m84v4tx29se5tqq0kkygth1s",
+                 *         "occurred_at": "2026-11-23T19:31:52.555Z",
+                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:c3c24fe910dc36a5de38d8b1ddd3209a48c1fb6299e515378e44f270c3f55b4a"
+                 *         "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
                  *       }
                  *     }
                  */
@@ -9700,24 +10224,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4xfqm1kz833wtdsz93v2",
+                 *       "id": "evt_01m84y9d0w3w3hyehabgb1axm5",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-23T18:37:00.279Z",
+                 *       "created_at": "2026-11-23T19:31:52.988Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4wdyrf91k40w20wdkejb",
-                 *       "rx_id": "rx_01m84v4wdyrf91k40w20wdkeja",
-                 *       "seq": 6,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T18:37:00.278Z",
-                 *         "from": "dr_01m84v4ty5k7n4f9kbkrc5z9jc",
+                 *         "occurred_at": "2026-11-23T19:31:52.987Z",
+                 *         "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:011c74f7132c6e2bd37e31df770dd64ac7397f11b4a111e4fe04a50f00ad2be5",
+                 *         "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -9820,29 +10344,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4y6b988mqcv86dmtbna7",
+                 *       "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-23T18:37:01.003Z",
+                 *       "created_at": "2026-11-23T19:31:53.767Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                 *       "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                 *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-23T18:37:00.995Z",
+                 *         "broken_at": "2026-11-23T19:31:53.742Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-23T18:37:00.995Z",
+                 *         "excursion_started_at": "2026-11-23T19:31:53.742Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m84v4v30j92e8s5ngvky2sy1",
-                 *         "at": "2026-11-23T18:37:00.995Z"
+                 *         "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
+                 *         "at": "2026-11-23T19:31:53.742Z"
                  *       }
                  *     }
                  */
@@ -9880,24 +10404,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84v4y7v5pnq66jw9gq0yhae",
+                 *       "id": "evt_01m84y9dwnw3e0mhcz3gzv9gs6",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-23T18:37:01.051Z",
+                 *       "created_at": "2026-11-23T19:31:53.877Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84v4t9s3djg8v241584gpaj",
-                 *       "fleet_id": "fl_01m84v4tnnbxh9sb2zxn9yx99c",
-                 *       "delivery_id": "dl_01m84v4y5fsz7a0ctfrt2x03we",
-                 *       "rx_id": "rx_01m84v4y5fsz7a0ctfrt2x03wd",
-                 *       "seq": 4,
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                 *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
+                 *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                 *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-23T18:37:01.051Z",
+                 *         "occurred_at": "2026-11-23T19:31:53.876Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:518ef85ac0a5c56db14dfc7d8cc445c76cf51c756e7297888dc68b369840b72f",
+                 *         "custody_hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0",
                  *         "decision": "return"
                  *       }
                  *     }
@@ -10001,6 +10525,62 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "writeback.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onHandoffRefused: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m84y9capw29w0r992kyeg9jk",
+                 *       "type": "handoff.refused",
+                 *       "created_at": "2026-11-23T19:31:52.278Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "fleet_id": null,
+                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "seq": 2,
+                 *       "data": {
+                 *         "action": "deliver",
+                 *         "code": "invalid_transition",
+                 *         "reason": "Cannot deliver a delivery that is QUEUED.",
+                 *         "errors": [],
+                 *         "status": "QUEUED",
+                 *         "from": null,
+                 *         "to": null,
+                 *         "occurred_at": null,
+                 *         "refused_at": "2026-11-23T19:31:52.256Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "handoff.refused";
                 };
             };
         };
