@@ -17,6 +17,9 @@
  *    Latency = the moment a subscriber has parsed the event − the moment the reading was
  *    published (same machine, same clock), for every subscriber and every break.
  * 6. Service CPU (from /proc) per reading, and the service's RSS with the streams open.
+ * 7. Before 5, with no readings: `--fanout-events` refused `deliver` actions one at a time, each
+ *    `handoff.refused` awaited by every stream: POST sent → parsed by each reader, and service
+ *    CPU per frame delivered (the POST's own cost, ~0.5 ms, is in it, spread over the readers).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { request, Agent, type IncomingMessage } from 'node:http'
@@ -38,6 +41,7 @@ const opt = parseBenchArgs('bench:fleet', 'Fleet Operator benchmarks, in section
   seconds: { type: 'string', default: '20' },
   'baseline-s': { type: 'string', default: '10' },
   'break-every-ms': { type: 'string', default: '500' },
+  'fanout-events': { type: 'string', default: '20' },
   'keep-data': { type: 'boolean', default: false },
 }, {
   sections: 'comma-separated sections to run: exceptions',
@@ -48,6 +52,7 @@ const opt = parseBenchArgs('bench:fleet', 'Fleet Operator benchmarks, in section
   seconds: 'exceptions: length of the run with the streams open',
   'baseline-s': 'exceptions: length of the run without streams (PUBACK alone)',
   'break-every-ms': 'exceptions: one cold-chain break this often',
+  'fanout-events': 'exceptions: refused handoffs sent one at a time to all streams, with no readings (CPU per frame)',
   'keep-data': 'keep the service data directory',
 })
 
@@ -113,6 +118,7 @@ function startPublisher() {
  */
 function subscribe(url: string, token: string, agent: Agent) {
   const seen = new Map<string, number>()
+  const refusals: number[] = []
   let status = 0
   let buffer = ''
   let frames = 0
@@ -134,6 +140,7 @@ function subscribe(url: string, token: string, agent: Agent) {
           frames += 1
           const event = JSON.parse(data.slice(6)) as { type: string; delivery_id: string }
           if (event.type === 'cold-chain.break' && !seen.has(event.delivery_id)) seen.set(event.delivery_id, Date.now())
+          else if (event.type === 'handoff.refused') refusals.push(Date.now())
         }
       })
       response.on('end', () => (ended = true))
@@ -144,7 +151,7 @@ function subscribe(url: string, token: string, agent: Agent) {
     req.end()
   })
   return {
-    opened, seen,
+    opened, seen, refusals,
     get status() {
       return status
     },
@@ -222,6 +229,30 @@ async function exceptionsSection() {
     if (refused) throw new Error(`${refused} of ${subscribers} streams were refused (status ${readers.find((r) => r.status !== 200)?.status})`)
     log(`${subscribers} streams open in ${Math.round(openMs)} ms; service rss ${rssBefore} → ${rssMb(service.pid)} MB`)
 
+    // Fan-out alone (no readings): refused deliver actions on a dispatched delivery, one at a time,
+    // each `handoff.refused` awaited by every stream: service CPU per frame delivered.
+    const fanoutEvents = Number(opt['fanout-events'])
+    const refusedOn = [...fixture.deliveries.values()].at(-1)!
+    const fanoutLatencies: number[] = []
+    const adminToken = await clientCredentialsToken(service.baseUrl, ADMIN.id, ADMIN.secret)
+    const cpuFan0 = cpuSeconds(service.pid)
+    for (let i = 0; i < fanoutEvents; i++) {
+      const sent = Date.now()
+      await fetch(`${service.baseUrl}/v1/deliveries/${refusedOn}/deliver`, {
+        method: 'POST', headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ verification: { method: 'otp', evidence: '000000' } }),
+      }).then(async (r) => {
+        if (r.status !== 409) throw new Error(`a refused deliver answered ${r.status}: ${await r.text()}`)
+        await r.text()
+      })
+      const deadline = Date.now() + 10_000
+      while (Date.now() < deadline && !readers.every((r) => r.refusals.length > i)) await new Promise((resolve) => setTimeout(resolve, 5))
+      for (const reader of readers) if (reader.refusals[i] !== undefined) fanoutLatencies.push(reader.refusals[i]! - sent)
+    }
+    const cpuFan = cpuFan0 === null ? null : (cpuSeconds(service.pid) ?? cpuFan0) - cpuFan0
+    const fanout = { events: fanoutEvents, ...latencySummary(fanoutLatencies), missed: fanoutEvents * subscribers - fanoutLatencies.length, service_cpu_us_per_frame: cpuFan === null || !fanoutLatencies.length ? null : round((cpuFan * 1e6) / fanoutLatencies.length, 1) }
+    log(`fan-out alone: ${JSON.stringify(fanout)}`)
+
     const breakTotes = fixture.totes.slice(0, breaks).map((t) => t.id)
     const run = await measured(publisher, service, phase('readings-with-streams', seconds * 1_000, { breaks: { toteIds: breakTotes, everyMs, tempC: -2 } }))
     // Events of the last breaks are still on their way when the phase ends.
@@ -248,6 +279,7 @@ async function exceptionsSection() {
     return {
       settings: { subscribers, totes, bound, readings_per_s: Number(opt.rate), seconds, baseline_s: Number(opt['baseline-s']), break_every_ms: everyMs, breaks: run.result.breaks.length },
       streams: { open_ms: Math.round(openMs), open_cpu_ms_per_stream: cpuOpen === null ? null : round((cpuOpen * 1_000) / subscribers, 2), rss_mb_before: rssBefore, rss_mb_with_streams: rssWithStreams, ended_early: endedEarly },
+      fanout_alone: fanout,
       exception_latency: { ...exceptions, missed },
       readings_alone: { ...puback(baseline.result), service_cpu_pct: baseline.cpu.service_pct, service_us_per_reading: baseline.cpu.us_per_reading },
       readings_with_streams: {

@@ -11,14 +11,17 @@
  *   (b) `--chains` refresh-token chains rotate in parallel (each grant answers with the next
  *       refresh token) for `--refresh-seconds`: grants/s and latency.
  * Each phase reports the service's CPU ms per operation (from /proc). One JSON object on stdout.
+ * `--profile` runs the service under `node --cpu-prof` and prints its hotspots to stderr (both
+ * phases; give `--signin-seconds 1` to see mostly the refresh grants).
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import mqtt from 'mqtt'
 import { parseBenchArgs } from './lib/args.js'
+import { formatSummary, summarizeProfile } from './lib/cpuprofile.js'
 import { apiClient } from './lib/ingest-service.js'
 import { LatencySamples, round } from './lib/ingest-stats.js'
 import { freePort, startServiceProcess } from './lib/service-process.js'
@@ -36,12 +39,14 @@ const opts = parseBenchArgs('bench:signin', 'Sign-in (scrypt) under load while /
   'readings-per-second': { type: 'string', default: '50' },
   chains: { type: 'string', default: '16' },
   'refresh-seconds': { type: 'string', default: '20' },
+  profile: { type: 'boolean', default: false },
 }, {
   concurrency: 'browsers signing in at once',
   'signin-seconds': 'length of the sign-in phase',
   'readings-per-second': 'QoS 1 readings the tote publishes during sign-ins',
   chains: 'refresh-token chains rotating in parallel',
   'refresh-seconds': 'length of the refresh phase',
+  profile: 'run the service under `node --cpu-prof` and print its hotspots to stderr',
 })
 for (const name of ['concurrency', 'signin-seconds', 'readings-per-second', 'chains', 'refresh-seconds'] as const) {
   if (!(Number(opts[name]) >= 1)) {
@@ -94,6 +99,7 @@ async function token(baseUrl: string, form: Record<string, string>): Promise<{ s
 async function main(): Promise<void> {
   const loadBefore = round(loadavg()[0]!)
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-'))
+  const profileDir = join(dataDir, 'profile')
   const [port, mqttPort] = [await freePort(), await freePort()]
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -105,7 +111,7 @@ async function main(): Promise<void> {
   }
   for (const scaleOut of ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER', 'PASSWORD_SCRYPT_LOG2_N']) delete env[scaleOut]
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})`)
-  const service = await startServiceProcess({ env, port })
+  const service = await startServiceProcess({ env, port, nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
   const base = service.baseUrl
   let tote: mqtt.MqttClient | null = null
   try {
@@ -223,6 +229,7 @@ async function main(): Promise<void> {
     tote = null
     const code = await service.stop()
     if (code !== 0) log(`warning: the service exited with code ${code} after SIGTERM`)
+    if (opts.profile) printProfile(profileDir)
     process.stdout.write(JSON.stringify({
       sign_in_under_load: phaseA,
       refresh_rotation: phaseB,
@@ -240,8 +247,20 @@ async function main(): Promise<void> {
   } finally {
     await tote?.endAsync(true).catch(() => {})
     if (service.child.exitCode === null) await service.stop()
-    rmSync(dataDir, { recursive: true, force: true })
+    if (!opts.profile) rmSync(dataDir, { recursive: true, force: true })
   }
+}
+
+function printProfile(dir: string): void {
+  // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop; others are workers (tsx, sinks).
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()
+  if (files.length === 0) {
+    log(`no .cpuprofile was written in ${dir}`)
+    return
+  }
+  const main = join(dir, files[0]!)
+  log(`profile ${main}:`)
+  for (const line of formatSummary(summarizeProfile(main, 30))) log(line)
 }
 
 await main()

@@ -10,7 +10,17 @@ export type LogFormat = 'json' | 'pretty'
  * bodies in the first place.
  */
 export function createLogger(level: string, format: LogFormat = 'json'): Logger {
-  const options = {
+  const options = loggerOptions(level)
+  if (format === 'json') return pino(options)
+  // In-process and synchronous (no worker thread): a line is on the terminal before the next
+  // statement runs, as with JSON, and nothing is lost when the process exits.
+  const stream: DestinationStream = pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' })
+  return pino(options, stream)
+}
+
+/** The service's logger options (level, base fields, redaction), for createLogger and for tests that capture its lines. */
+export function loggerOptions(level: string) {
+  return {
     level,
     base: { service: 'rxtrace' },
     redact: {
@@ -18,11 +28,6 @@ export function createLogger(level: string, format: LogFormat = 'json'): Logger 
       censor: '[redacted]',
     },
   }
-  if (format === 'json') return pino(options)
-  // In-process and synchronous (no worker thread): a line is on the terminal before the next
-  // statement runs, as with JSON, and nothing is lost when the process exits.
-  const stream: DestinationStream = pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' })
-  return pino(options, stream)
 }
 
 /** JSON unless stdout is a terminal; LOG_FORMAT overrides. */

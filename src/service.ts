@@ -17,7 +17,7 @@ import { toteRoutes } from './api/routes/totes.js'
 import { userRoutes } from './api/routes/users.js'
 import { webhookRoutes } from './api/routes/webhooks.js'
 import { AuditLog } from './auth/audit-log.js'
-import { ClientRegistry } from './auth/clients.js'
+import { ClientRegistry, ensureConsoleClient } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
 import { createPeople } from './auth/people.js'
 import { DEFAULT_SCRYPT } from './auth/passwords.js'
@@ -69,6 +69,15 @@ const FOLLOW_BINDING_RETRY_MS = 1_000
 // On stop, requests already running get this long to finish before their connections are cut:
 // half of the 10 s stop deadline, leaving the rest for telemetry, webhooks and the stores.
 const HTTP_DRAIN_MS = 5_000
+
+/**
+ * Where the console's sign-in returns (docs/console.md): ISSUER's /console/ when the operator set
+ * the public URL; otherwise this machine's names for the port actually bound.
+ */
+export function consoleRedirectUris(config: Pick<Config, 'ISSUER'>, httpPort: number): string[] {
+  if (config.ISSUER) return [`${config.ISSUER.replace(/\/$/, '')}/console/`]
+  return [`http://localhost:${httpPort}/console/`, `http://127.0.0.1:${httpPort}/console/`]
+}
 
 /**
  * Builds the whole service in-process from a configuration: stores, OAuth server, application
@@ -170,7 +179,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     }),
     fleets: new FleetService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES),
-    events: new EventService(deps, streams),
+    events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
 
@@ -251,6 +260,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       every(OPEN_DELIVERIES_REFRESH_MS, watchOpenDeliveries, 'watching open deliveries')
       await watchOpenDeliveries()
       if (!pinned) newAdmin = await clients.ensureAdmin()
+      // After the admin: ensureAdmin creates one only while there is no client at all.
+      await ensureConsoleClient(clients, db, consoleRedirectUris(config, httpPort))
       return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */

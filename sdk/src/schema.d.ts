@@ -126,7 +126,7 @@ export interface paths {
         put?: never;
         /**
          * End the browser session of the sign-in pages
-         * @description Ends the session named by the session cookie and revokes the refresh tokens (and their access tokens) issued under it. SameSite=Lax keeps other sites from posting here with the cookie.
+         * @description Ends the session named by the session cookie, revokes the refresh tokens (and their access tokens) issued under it, and forgets the consent the person gave third-party apps. SameSite=Lax keeps other sites from posting here with the cookie.
          */
         post: operations["logout"];
         delete?: never;
@@ -232,7 +232,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List deliveries */
+        /**
+         * List deliveries
+         * @description `order=attention` lists what needs a pharmacist first: BROKEN cold chains without a disposition, then open EXCURSIONs, then the rest, newest first in each group.
+         */
         get: operations["listDeliveries"];
         put?: never;
         post?: never;
@@ -251,6 +254,23 @@ export interface paths {
         };
         /** Recompute the custody hash chain */
         get: operations["verifyCustodyChain"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/parties": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Names of the people and places the delivery's custody chain names */
+        get: operations["listCustodyParties"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1406,6 +1426,14 @@ export interface components {
             first_bad_seq?: number;
             reason?: string;
         };
+        CustodyParties: {
+            data: {
+                id: string;
+                /** @enum {string} */
+                kind: "user" | "driver" | "pharmacy";
+                name: string;
+            }[];
+        };
         Fleet: {
             id: string;
             name: string;
@@ -1564,6 +1592,8 @@ export interface components {
         };
         TemperatureTrace: {
             delivery_id: string;
+            /** @description The prescription the delivery carries */
+            rx_id: string;
             /**
              * @description SenML unit (RFC 8428): degrees Celsius
              * @enum {string}
@@ -1590,6 +1620,7 @@ export interface components {
                 max_gap_s: number | null;
             } | null;
             from: string;
+            /** @description Window end; equals summary.as_of */
             to: string;
             step_s: number;
             points: components["schemas"]["TracePoint"][];
@@ -1600,8 +1631,12 @@ export interface components {
                 max_c: number | null;
                 /** @description USP <1079.2> MKT over known time, 0.01 °C; the single reading before any time is covered; null without readings */
                 mkt_c: number | null;
-                /** @description Cumulative out-of-range time, grace and sensor gaps included, up to the last evaluated reading */
+                /** @description Cumulative out-of-range time up to as_of: the rule engine's figure, plus the sensor gap of a tote silent since its last reading */
                 time_out_of_range_s: number;
+                /** @description Of which sensor-gap (unknown) time, up to as_of */
+                unknown_s: number;
+                /** @description The instant the trace and its summary hold at (RFC 3339 UTC): the window end; for an open delivery, the later of now and the newest reading */
+                as_of: string;
                 /**
                  * @description `delivery`: the whole delivery as the rule engine judged it. `window`: the window is narrower than the delivery, so min_c/max_c are those of the points in it; mkt_c and time_out_of_range_s stay the whole delivery's
                  * @enum {string}
@@ -1781,10 +1816,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "iZIUWsVum-IRPo33c6A4HhpFq2RPBg2IoDqjIWs7WBc",
-                     *           "y": "5I3miEdTtHnsxOCTy8w4hPJpi6bd2XBAtCG4VLR-wsI",
+                     *           "x": "t4xeEpcvQ6KSwaQgxBiYhqqYRU1UUa4t0Gg0LnqQBtQ",
+                     *           "y": "02mHZDzcMssJ2vytMsecLABuObqI-n5uovwFoIrByng",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m84y95k6g8k8ahwdmvkak6sn",
+                     *           "kid": "key_01m84zr7cfs2mymgpb5yn7fqhf",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -1841,7 +1876,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA3LCJleHAiOjE3OTU0NjMyMDcsImp0aSI6ImJiYTM1YWJkLWY2M2ItNDFmZi05NmVjLTlmMjI4ZmE0MzcxZiJ9.QJyDgsQ1e5mL3cGM6RUlPrqpPALA66VTL9H7J-S91Ozp226_ECau4rNZib-5_tRHcht-t4gncDdp07JUkMDqyQ",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ4LCJleHAiOjE3OTU0NjQ3NDgsImp0aSI6ImFjNjQyM2NkLWE2NWQtNDI2ZC1hNmMyLWY4YzVkNmJhYmJiNyJ9.ByJlOy-sehUEjpgxliWFrHnm0uuQSuH6Lg_W3-9zTXeCqMWcNKNuCHC7KouK0u5dh1VEoRWSWyM1O48r-w_5Cg",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -1889,7 +1924,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA4LCJleHAiOjE3OTU0NjMyMDgsImp0aSI6ImUwMzkyYTE5LThlYzYtNGU1Yi1iYTMxLTZiZTgxMzA4MTBlNyJ9.yOTyJhY4eD9480bNHr3WOy31MGb3v6Pp-0WTUm2JhkB4Yn0ptPcjJQMZg099W_sG-eRQKjFyNkZlShRdh7lniQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ5LCJleHAiOjE3OTU0NjQ3NDksImp0aSI6IjdmMGIwNzg0LWNkYmMtNDVmYi1hNzg5LTQyOTZlMWQ1NWFkNSJ9.Zs3Mr5FUNUtqmqQm1F6z7UGYCaofZBy_yFtJCASbEJyz4Dat14nyPKavRJGOny0mSokbuSUkJUQC0o8w2qCv9A"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1932,7 +1967,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHk5NWs2ZzhrOGFod2RtdmthazZzbiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYyMzA3LCJleHAiOjE3OTU0NjMyMDcsImp0aSI6ImJiYTM1YWJkLWY2M2ItNDFmZi05NmVjLTlmMjI4ZmE0MzcxZiJ9.QJyDgsQ1e5mL3cGM6RUlPrqpPALA66VTL9H7J-S91Ozp226_ECau4rNZib-5_tRHcht-t4gncDdp07JUkMDqyQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ4LCJleHAiOjE3OTU0NjQ3NDgsImp0aSI6ImFjNjQyM2NkLWE2NWQtNDI2ZC1hNmMyLWY4YzVkNmJhYmJiNyJ9.ByJlOy-sehUEjpgxliWFrHnm0uuQSuH6Lg_W3-9zTXeCqMWcNKNuCHC7KouK0u5dh1VEoRWSWyM1O48r-w_5Cg"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1959,10 +1994,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795463207,
+                     *       "exp": 1795464748,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f"
+                     *       "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7"
                      *     }
                      */
                     "application/json": {
@@ -2042,13 +2077,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m84y9bdyeanf50n65bmwj9gn",
+                 *       "client_id": "cl_01m84zrarjptvmnr4fwysy83xv",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "A7EEERWgDVHDlw191S7I2hfMk6u1aD4ks4gy8urr5d0",
+                 *       "code_challenge": "D1Jua87vmFOXDzrXxCxtaqlrHmTT_sf9PHHDl-vKAhE",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "yAFxXBxwC_3F7QDHKLp3cy22IPqgUJvYkNqhepVnNaw",
+                 *       "csrf_token": "qFGge4cBiZHRbslkcDeGlrOk8k61Uu6IU6cvq8R0Ofs",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -2159,7 +2194,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -2176,7 +2211,7 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-23T19:31:49.412Z"
+                     *           "created_at": "2026-11-23T19:57:29.669Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2301,7 +2336,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2318,7 +2353,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T19:31:49.412Z"
+                     *       "created_at": "2026-11-23T19:57:29.669Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2426,7 +2461,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2443,7 +2478,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T19:31:49.412Z"
+                     *       "created_at": "2026-11-23T19:57:29.669Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2547,12 +2582,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -2580,7 +2615,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-23T19:31:51.767Z"
+                     *           "created_at": "2026-11-23T19:57:30.952Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2681,7 +2716,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -2709,12 +2744,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2742,7 +2777,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T19:31:51.767Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -2850,12 +2885,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2883,7 +2918,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T19:31:51.767Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -2982,14 +3017,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3024,13 +3059,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3039,14 +3074,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3055,14 +3090,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
-                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
+                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -3071,17 +3106,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
-                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
-                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
+                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
+                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
+                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -3090,18 +3125,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T19:31:52.987Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.987Z",
-                     *           "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
-                     *           "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
+                     *           "occurred_at": "2026-11-23T19:57:31.452Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.452Z",
+                     *           "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
+                     *           "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:51.767Z",
-                     *       "updated_at": "2026-11-23T19:31:52.987Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z",
+                     *       "updated_at": "2026-11-23T19:57:31.452Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3190,6 +3225,14 @@ export interface operations {
                 cursor?: string;
                 status?: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
                 pharmacy_id?: string;
+                /** @description The cold chain's state */
+                cold_chain_state?: "OK" | "EXCURSION" | "BROKEN" | "UNMONITORED";
+                /** @description Created at or after (RFC 3339 UTC) */
+                created_from?: string;
+                /** @description Created before (RFC 3339 UTC) */
+                created_to?: string;
+                /** @description `id` (oldest first) or `attention` (the pharmacist queue) */
+                order?: "id" | "attention";
             };
             header?: never;
             path?: never;
@@ -3207,14 +3250,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -3249,13 +3292,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *               "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *               "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *               "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *               "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *               "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *               "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *               "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *               "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *             },
                      *             {
                      *               "seq": 2,
@@ -3264,14 +3307,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *               "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *               "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *               "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *               "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *               "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *               "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *               "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *               "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *               "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *               "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *             },
                      *             {
                      *               "seq": 3,
@@ -3280,14 +3323,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *               "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *               "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *               "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *               "recorded_at": "2026-11-23T19:31:52.555Z",
-                     *               "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *               "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *               "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *               "recorded_at": "2026-11-23T19:57:31.231Z",
+                     *               "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *               "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *             },
                      *             {
                      *               "seq": 4,
@@ -3296,17 +3339,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *               "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *               "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *               "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T19:31:52.694Z",
-                     *               "recorded_at": "2026-11-23T19:31:52.694Z",
-                     *               "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
-                     *               "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
+                     *               "occurred_at": "2026-11-23T19:57:31.307Z",
+                     *               "recorded_at": "2026-11-23T19:57:31.307Z",
+                     *               "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
+                     *               "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
                      *             },
                      *             {
                      *               "seq": 5,
@@ -3315,18 +3358,18 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *               "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-23T19:31:52.987Z",
-                     *               "recorded_at": "2026-11-23T19:31:52.987Z",
-                     *               "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
-                     *               "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
+                     *               "occurred_at": "2026-11-23T19:57:31.452Z",
+                     *               "recorded_at": "2026-11-23T19:57:31.452Z",
+                     *               "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
+                     *               "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-23T19:31:51.767Z",
-                     *           "updated_at": "2026-11-23T19:31:52.987Z"
+                     *           "created_at": "2026-11-23T19:57:30.952Z",
+                     *           "updated_at": "2026-11-23T19:57:31.452Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -3433,10 +3476,125 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
+                     *       "head": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listCustodyParties: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One entry per us_, dr_ and ph_ id in the chain */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "kind": "driver",
+                     *           "name": "Dana Driver"
+                     *         },
+                     *         {
+                     *           "id": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "kind": "driver",
+                     *           "name": "Sam Second"
+                     *         },
+                     *         {
+                     *           "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "kind": "pharmacy",
+                     *           "name": "Main Street Pharmacy"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CustodyParties"];
                 };
             };
             /** @description Malformed JSON or a missing Idempotency-Key */
@@ -3526,9 +3684,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                 *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
                  *     }
                  */
                 "application/json": {
@@ -3554,14 +3712,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3596,13 +3754,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3611,18 +3769,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:51.767Z",
-                     *       "updated_at": "2026-11-23T19:31:52.342Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z",
+                     *       "updated_at": "2026-11-23T19:57:31.080Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3724,8 +3882,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *       "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -3752,14 +3910,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3794,13 +3952,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3809,14 +3967,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3825,18 +3983,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
-                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
+                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:51.767Z",
-                     *       "updated_at": "2026-11-23T19:31:52.555Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z",
+                     *       "updated_at": "2026-11-23T19:57:31.231Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3938,8 +4096,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                 *       "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                 *       "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *       "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -3970,14 +4128,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4012,13 +4170,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4027,14 +4185,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4043,14 +4201,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
-                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
+                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4059,21 +4217,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
-                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
-                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
+                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
+                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
+                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:51.767Z",
-                     *       "updated_at": "2026-11-23T19:31:52.694Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z",
+                     *       "updated_at": "2026-11-23T19:57:31.307Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4175,8 +4333,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                 *       "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *       "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -4203,13 +4361,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-23T23:31:53.094Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "eta": "2026-11-23T23:57:31.626Z",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4234,13 +4392,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.094Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.094Z",
-                     *           "prev_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11",
-                     *           "hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d"
+                     *           "occurred_at": "2026-11-23T19:57:31.626Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.626Z",
+                     *           "prev_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9",
+                     *           "hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4249,14 +4407,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.166Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.166Z",
-                     *           "prev_hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d",
-                     *           "hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064"
+                     *           "occurred_at": "2026-11-23T19:57:31.647Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.647Z",
+                     *           "prev_hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e",
+                     *           "hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4265,14 +4423,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:53.190Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.190Z",
-                     *           "prev_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
-                     *           "hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
+                     *           "occurred_at": "2026-11-23T19:57:31.656Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.656Z",
+                     *           "prev_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
+                     *           "hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4285,10 +4443,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T19:31:53.268Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.268Z",
-                     *           "prev_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a",
-                     *           "hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
+                     *           "occurred_at": "2026-11-23T19:57:31.675Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.675Z",
+                     *           "prev_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c",
+                     *           "hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4297,18 +4455,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:53.438Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.438Z",
-                     *           "prev_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
-                     *           "hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
+                     *           "occurred_at": "2026-11-23T19:57:31.727Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.727Z",
+                     *           "prev_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
+                     *           "hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:53.094Z",
-                     *       "updated_at": "2026-11-23T19:31:53.438Z"
+                     *       "created_at": "2026-11-23T19:57:31.626Z",
+                     *       "updated_at": "2026-11-23T19:57:31.727Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4440,14 +4598,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9btq7nepr093y468tt46",
-                     *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4482,13 +4640,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:51.767Z",
-                     *           "recorded_at": "2026-11-23T19:31:51.767Z",
-                     *           "prev_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf",
-                     *           "hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c"
+                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
+                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
+                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
+                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4497,14 +4655,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.342Z",
-                     *           "prev_hash": "sha256:e87479715df943b6ed0a537a1a6d90e32735062416eec357133f3b190464970c",
-                     *           "hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3"
+                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
+                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
+                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4513,14 +4671,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.555Z",
-                     *           "prev_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *           "hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
+                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4529,17 +4687,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:52.694Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.694Z",
-                     *           "prev_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6",
-                     *           "hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
+                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
+                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
+                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4548,18 +4706,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *           "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T19:31:52.987Z",
-                     *           "recorded_at": "2026-11-23T19:31:52.987Z",
-                     *           "prev_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152",
-                     *           "hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad"
+                     *           "occurred_at": "2026-11-23T19:57:31.452Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.452Z",
+                     *           "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
+                     *           "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:51.767Z",
-                     *       "updated_at": "2026-11-23T19:31:52.987Z"
+                     *       "created_at": "2026-11-23T19:57:30.952Z",
+                     *       "updated_at": "2026-11-23T19:57:31.452Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4684,13 +4842,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-23T23:31:53.094Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *       "eta": "2026-11-23T23:57:31.626Z",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4715,13 +4873,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.094Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.094Z",
-                     *           "prev_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11",
-                     *           "hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d"
+                     *           "occurred_at": "2026-11-23T19:57:31.626Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.626Z",
+                     *           "prev_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9",
+                     *           "hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4730,14 +4888,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.166Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.166Z",
-                     *           "prev_hash": "sha256:147e20eb5000aea6da07c7b3aa1e3b61dbb3280ac1fedda87fd23f584c94271d",
-                     *           "hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064"
+                     *           "occurred_at": "2026-11-23T19:57:31.647Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.647Z",
+                     *           "prev_hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e",
+                     *           "hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4746,14 +4904,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:31:53.190Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.190Z",
-                     *           "prev_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
-                     *           "hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
+                     *           "occurred_at": "2026-11-23T19:57:31.656Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.656Z",
+                     *           "prev_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
+                     *           "hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4766,14 +4924,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T19:31:53.268Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.268Z",
-                     *           "prev_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a",
-                     *           "hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
+                     *           "occurred_at": "2026-11-23T19:57:31.675Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.675Z",
+                     *           "prev_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c",
+                     *           "hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:53.094Z",
-                     *       "updated_at": "2026-11-23T19:31:53.268Z"
+                     *       "created_at": "2026-11-23T19:57:31.626Z",
+                     *       "updated_at": "2026-11-23T19:57:31.675Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4898,11 +5056,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9dhcyjk30t6fc882rm08",
-                     *       "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zrbrfz6f1peenzy9g4sky",
+                     *       "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-23T23:31:53.516Z",
+                     *       "eta": "2026-11-23T23:57:31.791Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -4929,13 +5087,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.516Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.516Z",
-                     *           "prev_hash": "sha256:59dda553f12e06eca7fd40a506c3a65d023692ec73d82f3292fa0f6e1a333c91",
-                     *           "hash": "sha256:173e92e56b0864318707f108a24ebb5673c89a6fc3db7cd561792dcc390ea166"
+                     *           "occurred_at": "2026-11-23T19:57:31.791Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.791Z",
+                     *           "prev_hash": "sha256:8a9314b4086d308eab681e314bd2df4e78c98b0ea210a978cb293360a7b85341",
+                     *           "hash": "sha256:27cb5f1453478ef2225b46a99ea06b9617d2971a0d89184334e628e34a0a7710"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4948,14 +5106,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-23T19:31:53.564Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.564Z",
-                     *           "prev_hash": "sha256:173e92e56b0864318707f108a24ebb5673c89a6fc3db7cd561792dcc390ea166",
-                     *           "hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da"
+                     *           "occurred_at": "2026-11-23T19:57:31.803Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.803Z",
+                     *           "prev_hash": "sha256:27cb5f1453478ef2225b46a99ea06b9617d2971a0d89184334e628e34a0a7710",
+                     *           "hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:53.516Z",
-                     *       "updated_at": "2026-11-23T19:31:53.564Z"
+                     *       "created_at": "2026-11-23T19:57:31.791Z",
+                     *       "updated_at": "2026-11-23T19:57:31.803Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5064,7 +5222,8 @@ export interface operations {
                 "application/json": {
                     /** @enum {string} */
                     decision: "release" | "return";
-                    note?: string;
+                    /** @description Why: required, and kept with the decision */
+                    note: string;
                     /**
                      * Format: date-time
                      * @description When it physically happened (RFC 3339 UTC); defaults to now
@@ -5083,14 +5242,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-23T23:31:53.693Z",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
+                     *       "eta": "2026-11-23T23:57:31.859Z",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -5113,7 +5272,7 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-23T19:31:53.742Z",
+                     *         "broken_at": "2026-11-23T19:57:31.875Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
@@ -5121,7 +5280,7 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "decided_at": "2026-11-23T19:31:53.876Z"
+                     *           "decided_at": "2026-11-23T19:57:31.930Z"
                      *         }
                      *       },
                      *       "custody": [
@@ -5133,13 +5292,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.693Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.693Z",
-                     *           "prev_hash": "sha256:1e0f25624aa1f6bcee469029cfe8dae8d168a591e183d28bd0ba9a482e3fb55f",
-                     *           "hash": "sha256:1cc60dc0cfdf8e6de2860dec1bf5f86ac71633917bc188f5a575802e762f9182"
+                     *           "occurred_at": "2026-11-23T19:57:31.859Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.859Z",
+                     *           "prev_hash": "sha256:2ec2f35686e421d80a94bf2570c44793e45bfad9a459577206dba0a4455fd0eb",
+                     *           "hash": "sha256:9e25feea051d990f741291c842d738a1dd28b51955a035f01e9dd53991aade22"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5148,14 +5307,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:31:53.717Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.717Z",
-                     *           "prev_hash": "sha256:1cc60dc0cfdf8e6de2860dec1bf5f86ac71633917bc188f5a575802e762f9182",
-                     *           "hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08"
+                     *           "occurred_at": "2026-11-23T19:57:31.867Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.867Z",
+                     *           "prev_hash": "sha256:9e25feea051d990f741291c842d738a1dd28b51955a035f01e9dd53991aade22",
+                     *           "hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5168,14 +5327,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-23T19:31:53.876Z",
-                     *           "recorded_at": "2026-11-23T19:31:53.876Z",
-                     *           "prev_hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08",
-                     *           "hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0"
+                     *           "occurred_at": "2026-11-23T19:57:31.930Z",
+                     *           "recorded_at": "2026-11-23T19:57:31.930Z",
+                     *           "prev_hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce",
+                     *           "hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:31:53.693Z",
-                     *       "updated_at": "2026-11-23T19:31:53.876Z"
+                     *       "created_at": "2026-11-23T19:57:31.859Z",
+                     *       "updated_at": "2026-11-23T19:57:31.930Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5288,14 +5447,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
                      *             "logo_url": "https://speedy.example/logo.png",
                      *             "primary_color": "#0a7d5a"
                      *           },
-                     *           "created_at": "2026-11-23T19:31:49.910Z"
+                     *           "created_at": "2026-11-23T19:57:29.893Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5412,14 +5571,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T19:31:49.910Z"
+                     *       "created_at": "2026-11-23T19:57:29.893Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5527,14 +5686,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T19:31:49.910Z"
+                     *       "created_at": "2026-11-23T19:57:29.893Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5640,18 +5799,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-23T19:31:50.067Z"
+                     *           "created_at": "2026-11-23T19:57:30.126Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m84y9a9eyps6nn3j3c1yj43y",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "id": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-23T19:31:50.190Z"
+                     *           "created_at": "2026-11-23T19:57:30.155Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5766,11 +5925,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *       "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-23T19:31:50.067Z"
+                     *       "created_at": "2026-11-23T19:57:30.126Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -5883,18 +6042,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *           "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:31:50.284Z"
+                     *           "created_at": "2026-11-23T19:57:30.202Z"
                      *         },
                      *         {
-                     *           "id": "tt_01m84y9ae6dyczeg0rgbb21t20",
+                     *           "id": "tt_01m84zra7cmwfjpcgch2fgkv17",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:31:50.342Z"
+                     *           "created_at": "2026-11-23T19:57:30.220Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5992,7 +6151,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -6007,17 +6166,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:31:50.284Z",
+                     *       "created_at": "2026-11-23T19:57:30.202Z",
                      *       "mqtt": {
-                     *         "username": "tt_01m84y9acbdw2k941mat7c6x8k",
-                     *         "password": "tp_4Xu5kGkKoLSQnkxn2rrBZYqfJtbyALBJd6GQFSKMMis",
-                     *         "client_id": "tt_01m84y9acbdw2k941mat7c6x8k",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m84y9acbdw2k941mat7c6x8k/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m84y9acbdw2k941mat7c6x8k/errors"
+                     *         "username": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *         "password": "tp_aUvFXhL1OM60RCaAhAamT09ivIj9fm-e6FQZb_HmYPU",
+                     *         "client_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m84zra6t8hzh7e2bdpwckfbg/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m84zra6t8hzh7e2bdpwckfbg/errors"
                      *       }
                      *     }
                      */
@@ -6126,11 +6285,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84y9acbdw2k941mat7c6x8k",
+                     *       "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:31:50.284Z"
+                     *       "created_at": "2026-11-23T19:57:30.202Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Tote"];
@@ -6238,32 +6397,32 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m84y9bv9xdmdcek9n14bse32",
+                     *           "id": "evt_01m84zrayafkhjexxt4pj3gf91",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:31:51.785Z",
+                     *           "created_at": "2026-11-23T19:57:30.954Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
                      *             "eta": "2030-01-01T17:00:00Z",
-                     *             "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf"
+                     *             "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9capw29w0r992kyeg9jk",
+                     *           "id": "evt_01m84zrb1yh521qqwb6snb7h6v",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:31:52.278Z",
+                     *           "created_at": "2026-11-23T19:57:31.070Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 2,
                      *           "data": {
                      *             "action": "deliver",
@@ -6274,405 +6433,405 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:31:52.256Z"
+                     *             "refused_at": "2026-11-23T19:57:31.069Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9cdnmhpx4kwj7j2cprs4",
+                     *           "id": "evt_01m84zrb2bf80s1yg3eym4p86e",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:31:52.373Z",
+                     *           "created_at": "2026-11-23T19:57:31.083Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 3,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:31:52.342Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.080Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *             "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
+                     *             "custody_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9ckcxeb4m1q42evje5vb",
+                     *           "id": "evt_01m84zrb70w7k4smcc8y7rh0hw",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:31:52.556Z",
+                     *           "created_at": "2026-11-23T19:57:31.232Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *             "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9ckcxeb4m1q42evje5vc",
+                     *           "id": "evt_01m84zrb70w7k4smcc8y7rh0hx",
                      *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T19:31:52.556Z",
+                     *           "created_at": "2026-11-23T19:57:31.232Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:31:52.555Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.231Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                     *             "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9cqq137gfgk9j8e7g9gc",
+                     *           "id": "evt_01m84zrb9b461r475shbp3p8ez",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:31:52.695Z",
+                     *           "created_at": "2026-11-23T19:57:31.307Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 6,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "handoff",
-                     *             "occurred_at": "2026-11-23T19:31:52.694Z",
-                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *             "to": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *             "occurred_at": "2026-11-23T19:57:31.307Z",
+                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "to": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:58bdbe5f0291f58741e5eebe50dfccaaeb425694b38d84a7d31034c92c30b152"
+                     *             "custody_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d0w3w3hyehabgb1axm5",
+                     *           "id": "evt_01m84zrbdwzsrzmqc3nz93dnbv",
                      *           "type": "custody.patient-verified",
-                     *           "created_at": "2026-11-23T19:31:52.988Z",
+                     *           "created_at": "2026-11-23T19:57:31.452Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "DELIVERED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T19:31:52.987Z",
-                     *             "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *             "occurred_at": "2026-11-23T19:57:31.452Z",
+                     *             "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *             "to": "patient",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
+                     *             "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
                      *             "verification_method": "otp"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d0w3w3hyehabgb1axm6",
+                     *           "id": "evt_01m84zrbdx80zjhr172arkccnm",
                      *           "type": "delivery.delivered",
-                     *           "created_at": "2026-11-23T19:31:52.988Z",
+                     *           "created_at": "2026-11-23T19:57:31.453Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                     *           "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *           "seq": 8,
                      *           "data": {
                      *             "status": "DELIVERED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T19:31:52.987Z",
-                     *             "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                     *             "occurred_at": "2026-11-23T19:57:31.452Z",
+                     *             "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                      *             "to": "patient",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
+                     *             "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
                      *             "verification_method": "otp"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d46abhcmzcra3ak1hsg",
+                     *           "id": "evt_01m84zrbkb8cnqwbwtz2a3n6fw",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:31:53.094Z",
+                     *           "created_at": "2026-11-23T19:57:31.627Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T23:31:53.094Z",
-                     *             "audit_hash": "sha256:c2571f5f24ee5f29b0e719142a2e769547649207ee18d77087764c9666450d11"
+                     *             "eta": "2026-11-23T23:57:31.626Z",
+                     *             "audit_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d6fj03dkk7ya4nzfask",
+                     *           "id": "evt_01m84zrbm03vsmj3pt3r0mn2me",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:31:53.167Z",
+                     *           "created_at": "2026-11-23T19:57:31.648Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:31:53.166Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.647Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:beff12b09b1ed8c0bab8de5ad36ec93aff52c7a0c5bf11b7aae6677a79630064",
-                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "custody_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
+                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "tote_id": null
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d77dc42hd5t4vb92erc",
+                     *           "id": "evt_01m84zrbm9m9mrk1qqqgsyppvb",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:31:53.191Z",
+                     *           "created_at": "2026-11-23T19:57:31.669Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 3,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:31:53.190Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.656Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
+                     *             "custody_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d78gjsqxyczbry528az",
+                     *           "id": "evt_01m84zrbmppyxtnnr031h7nawn",
                      *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T19:31:53.192Z",
+                     *           "created_at": "2026-11-23T19:57:31.671Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:31:53.190Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.656Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:dce6d6d987e422c540c4ff4802e2769a271738ed401a0f5139109d0f273f332a"
+                     *             "custody_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
+                     *           "id": "evt_01m84zrbmwqrj598ey3ncv349r",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T19:31:53.268Z",
+                     *           "created_at": "2026-11-23T19:57:31.676Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T19:31:53.268Z",
+                     *             "occurred_at": "2026-11-23T19:57:31.675Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
+                     *             "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
                      *             "reason": "Nobody home"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dey4fvyp73w03nyssfv",
+                     *           "id": "evt_01m84zrbpfejzs42mane2kay93",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:31:53.438Z",
+                     *           "created_at": "2026-11-23T19:57:31.727Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 6,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T19:31:53.438Z",
-                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *             "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "occurred_at": "2026-11-23T19:57:31.727Z",
+                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
+                     *             "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dffzjkj63ft9d77ystq",
+                     *           "id": "evt_01m84zrbpg8thqb01y3fve8ndc",
                      *           "type": "delivery.returned",
-                     *           "created_at": "2026-11-23T19:31:53.455Z",
+                     *           "created_at": "2026-11-23T19:57:31.728Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T19:31:53.438Z",
-                     *             "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *             "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *             "occurred_at": "2026-11-23T19:57:31.727Z",
+                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
+                     *             "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dhdg0ctnbmxb3abceyy",
+                     *           "id": "evt_01m84zrbrg5dga7x2gr4m73dw5",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:31:53.545Z",
+                     *           "created_at": "2026-11-23T19:57:31.792Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
-                     *           "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
+                     *           "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
+                     *           "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T23:31:53.516Z",
-                     *             "audit_hash": "sha256:59dda553f12e06eca7fd40a506c3a65d023692ec73d82f3292fa0f6e1a333c91"
+                     *             "eta": "2026-11-23T23:57:31.791Z",
+                     *             "audit_hash": "sha256:8a9314b4086d308eab681e314bd2df4e78c98b0ea210a978cb293360a7b85341"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dkenqvcb8mk1ry8hcvf",
+                     *           "id": "evt_01m84zrbrw3880rmnqgjktakcg",
                      *           "type": "delivery.cancelled",
-                     *           "created_at": "2026-11-23T19:31:53.582Z",
+                     *           "created_at": "2026-11-23T19:57:31.804Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
-                     *           "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
+                     *           "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
+                     *           "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "CANCELLED",
                      *             "previous_status": "QUEUED",
                      *             "action": "cancel",
-                     *             "occurred_at": "2026-11-23T19:31:53.564Z",
+                     *             "occurred_at": "2026-11-23T19:57:31.803Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da",
+                     *             "custody_hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5",
                      *             "reason": "Patient picked it up in store"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dpya5agypy8ngqvkbpm",
+                     *           "id": "evt_01m84zrbtk2v07er4twxdt3v92",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:31:53.694Z",
+                     *           "created_at": "2026-11-23T19:57:31.859Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
-                     *             "eta": "2026-11-23T23:31:53.693Z",
-                     *             "audit_hash": "sha256:1e0f25624aa1f6bcee469029cfe8dae8d168a591e183d28bd0ba9a482e3fb55f"
+                     *             "eta": "2026-11-23T23:57:31.859Z",
+                     *             "audit_hash": "sha256:2ec2f35686e421d80a94bf2570c44793e45bfad9a459577206dba0a4455fd0eb"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dqp3csq4xaxgqgqhb5c",
+                     *           "id": "evt_01m84zrbtwqhbnrgypbr3makp6",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:31:53.718Z",
+                     *           "created_at": "2026-11-23T19:57:31.868Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:31:53.717Z",
-                     *             "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *             "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                     *             "occurred_at": "2026-11-23T19:57:31.867Z",
+                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:c24f68a63a918d82ed58b5f9e2104c8dd76fb413b014fee9f2885a35391f6f08",
-                     *             "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *             "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                     *             "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20"
+                     *             "custody_hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce",
+                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                     *           "id": "evt_01m84zrbvbyab17cdfsazg72vn",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T19:31:53.767Z",
+                     *           "created_at": "2026-11-23T19:57:31.883Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T19:31:53.742Z",
+                     *             "broken_at": "2026-11-23T19:57:31.875Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T19:31:53.742Z",
+                     *             "excursion_started_at": "2026-11-23T19:57:31.875Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
                      *             "mkt_c": null,
                      *             "profile": "refrigerated",
-                     *             "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
-                     *             "at": "2026-11-23T19:31:53.742Z"
+                     *             "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
+                     *             "at": "2026-11-23T19:57:31.875Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dtfnp154hn66z7ht3w1",
+                     *           "id": "evt_01m84zrbvz7wajdf1sk76d5w1s",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:31:53.807Z",
+                     *           "created_at": "2026-11-23T19:57:31.903Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -6683,28 +6842,28 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:31:53.806Z"
+                     *             "refused_at": "2026-11-23T19:57:31.903Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dwnw3e0mhcz3gzv9gs6",
+                     *           "id": "evt_01m84zrbwt9edzpwe3z34vn7xs",
                      *           "type": "cold-chain.disposition",
-                     *           "created_at": "2026-11-23T19:31:53.877Z",
+                     *           "created_at": "2026-11-23T19:57:31.930Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "disposition",
-                     *             "occurred_at": "2026-11-23T19:31:53.876Z",
+                     *             "occurred_at": "2026-11-23T19:57:31.930Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0",
+                     *             "custody_hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8",
                      *             "decision": "return"
                      *           }
                      *         }
@@ -6919,29 +7078,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                     *       "id": "evt_01m84zrbvbyab17cdfsazg72vn",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-23T19:31:53.767Z",
+                     *       "created_at": "2026-11-23T19:57:31.883Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-23T19:31:53.742Z",
+                     *         "broken_at": "2026-11-23T19:57:31.875Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-23T19:31:53.742Z",
+                     *         "excursion_started_at": "2026-11-23T19:57:31.875Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
-                     *         "at": "2026-11-23T19:31:53.742Z"
+                     *         "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
+                     *         "at": "2026-11-23T19:57:31.875Z"
                      *       }
                      *     }
                      */
@@ -7052,42 +7211,42 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
+                     *           "id": "evt_01m84zrbmwqrj598ey3ncv349r",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T19:31:53.268Z",
+                     *           "created_at": "2026-11-23T19:57:31.676Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                     *           "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T19:31:53.268Z",
+                     *             "occurred_at": "2026-11-23T19:57:31.675Z",
                      *             "reason": "Nobody home",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8"
+                     *             "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                     *           "id": "evt_01m84zrbvbyab17cdfsazg72vn",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T19:31:53.767Z",
+                     *           "created_at": "2026-11-23T19:57:31.883Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T19:31:53.742Z",
+                     *             "broken_at": "2026-11-23T19:57:31.875Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T19:31:53.742Z",
+                     *             "excursion_started_at": "2026-11-23T19:57:31.875Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -7096,14 +7255,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84y9dtfnp154hn66z7ht3w1",
+                     *           "id": "evt_01m84zrbvz7wajdf1sk76d5w1s",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:31:53.807Z",
+                     *           "created_at": "2026-11-23T19:57:31.903Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                     *           "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                     *           "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                     *           "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -7114,7 +7273,7 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:31:53.806Z"
+                     *             "refused_at": "2026-11-23T19:57:31.903Z"
                      *           }
                      *         }
                      *       ],
@@ -7227,9 +7386,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m84y9dtfnp154hn66z7ht3w1
+                     *     id: evt_01m84zrbvz7wajdf1sk76d5w1s
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m84y9dtfnp154hn66z7ht3w1","type":"handoff.refused","created_at":"2026-11-23T19:31:53.807Z","api_version":"v1","pharmacy_id":"ph_01m84y99h4bpen1g63nk3a5r68","fleet_id":"fl_01m84y9a0pmzxdtptefg38h8xx","delivery_i…
+                     *     data: {"id":"evt_01m84zrbvz7wajdf1sk76d5w1s","type":"handoff.refused","created_at":"2026-11-23T19:57:31.903Z","api_version":"v1","pharmacy_id":"ph_01m84zr9p53f1rcbk8dqwjw02z","fleet_id":"fl_01m84zr9x5yfxdqgycmbrmyz7p","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -7343,68 +7502,68 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-23T19:31:49.424Z",
-                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
+                     *           "at": "2026-11-23T19:57:29.671Z",
+                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m84y9987x3n5488gyrm7e6zh",
+                     *           "request_id": "req_01m84zr9h29620e6xssmbwdj2q",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:946d0539863090616e9c5bda06292f3a3cf7ed4b52d059e8cae11d830498292c"
+                     *           "hash": "sha256:bc9137cec25ea876cba3eacb69f8f7a3048eb995240671ec2306bb064fe7e600"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-23T19:31:49.656Z",
-                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
+                     *           "at": "2026-11-23T19:57:29.776Z",
+                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "path": "/v1/pharmacies/ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "status": 200,
-                     *           "request_id": "req_01m84y99rps0cwq0515aatj71t",
-                     *           "prev_hash": "sha256:946d0539863090616e9c5bda06292f3a3cf7ed4b52d059e8cae11d830498292c",
-                     *           "hash": "sha256:10c776ab38203bc3049aff15a0779357c48d0810b7dfcd9cf3b98f3dbdcb79e0"
+                     *           "request_id": "req_01m84zr9s8xhft55w72c8bw031",
+                     *           "prev_hash": "sha256:bc9137cec25ea876cba3eacb69f8f7a3048eb995240671ec2306bb064fe7e600",
+                     *           "hash": "sha256:a26d74508b2fbd921217cbd3c33bb7fed2d514cbc7c51177ded6ce0131d81e80"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-23T19:31:49.733Z",
-                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
+                     *           "at": "2026-11-23T19:57:29.832Z",
+                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m84y99v3tn3846092nh74jj2",
-                     *           "prev_hash": "sha256:10c776ab38203bc3049aff15a0779357c48d0810b7dfcd9cf3b98f3dbdcb79e0",
-                     *           "hash": "sha256:3514e2674ce0c24e700ded5f652b7b622df86316a7b9984cb42baf014b1ace11"
+                     *           "request_id": "req_01m84zr9v06643vdmz9e772a2h",
+                     *           "prev_hash": "sha256:a26d74508b2fbd921217cbd3c33bb7fed2d514cbc7c51177ded6ce0131d81e80",
+                     *           "hash": "sha256:beea380b27f7dfed1bc57f6ae02468bdab248570d92624e98ab3b1174e043bee"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-23T19:31:49.910Z",
-                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
+                     *           "at": "2026-11-23T19:57:29.905Z",
+                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m84y9a00avn6vmg9faqcb0ec",
-                     *           "prev_hash": "sha256:3514e2674ce0c24e700ded5f652b7b622df86316a7b9984cb42baf014b1ace11",
-                     *           "hash": "sha256:c5be1525e15dc866d64910dbf6bfad9b3901f1a4d19617acc5c12e85957638fd"
+                     *           "request_id": "req_01m84zr9x3dc009n3sgzawhss6",
+                     *           "prev_hash": "sha256:beea380b27f7dfed1bc57f6ae02468bdab248570d92624e98ab3b1174e043bee",
+                     *           "hash": "sha256:3985dd017d934cb0a493bd834f598bfb6bd759283da866a707014e12b3c5c5cc"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-23T19:31:49.972Z",
-                     *           "jti": "bba35abd-f63b-41ff-96ec-9f228fa4371f",
+                     *           "at": "2026-11-23T19:57:29.990Z",
+                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/fleets/fl_01m84y9a0pmzxdtptefg38h8xx",
+                     *           "path": "/v1/fleets/fl_01m84zr9x5yfxdqgycmbrmyz7p",
                      *           "status": 200,
-                     *           "request_id": "req_01m84y9a2ks7m2pztrv40eh4k2",
-                     *           "prev_hash": "sha256:c5be1525e15dc866d64910dbf6bfad9b3901f1a4d19617acc5c12e85957638fd",
-                     *           "hash": "sha256:f45b45d62f57090b8eb2ccb3f4dc8dcee73ffc780e9cbc390ed961ed68367fd0"
+                     *           "request_id": "req_01m84zr9ztc6xb84vt35jwtf32",
+                     *           "prev_hash": "sha256:3985dd017d934cb0a493bd834f598bfb6bd759283da866a707014e12b3c5c5cc",
+                     *           "hash": "sha256:b4b0224abcf851a20b00b328188729b805da256ffbdfc3d28e13e20153cbc622"
                      *         }
                      *       ],
                      *       "next_cursor": "NQ"
@@ -7514,8 +7673,8 @@ export interface operations {
                      * @example {
                      *       "scope": "deployment",
                      *       "valid": true,
-                     *       "checked": 65,
-                     *       "head": "sha256:7d83accdfd54e4d6e94f7694e3ece1869cd72545d26f63377352e91d037cb57c",
+                     *       "checked": 67,
+                     *       "head": "sha256:d00ce76c69e6c65c5a99c15856a550f76cc3cbc81af24cfbfaf4d4acb2bd3b4e",
                      *       "next_cursor": null
                      *     }
                      */
@@ -7609,7 +7768,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -7624,7 +7783,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
+                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7632,11 +7791,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T19:31:50.936Z",
-                     *       "client_secret": "cs_r9cVvVXrgk0gShYTS42x9McLLi-a-oqROicgPPvLYDc"
+                     *       "created_at": "2026-11-23T19:57:30.646Z",
+                     *       "client_secret": "cs_6Nlqfqejh5m_urIH7c2EKMII2_28L1oUzp0idZCOTw0"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -7747,7 +7906,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
+                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7755,10 +7914,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T19:31:50.936Z"
+                     *       "created_at": "2026-11-23T19:57:30.646Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -7872,9 +8031,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84y9b0q7fhb2s0w11earee1",
-                     *       "client_secret": "cs_eWp80PDIsdON4wjTr5OXF4-0-OF-iuhGqs5OXHknCP0",
-                     *       "previous_secret_expires_at": "2026-11-23T20:31:51.172Z"
+                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
+                     *       "client_secret": "cs_6AHBVWS80y2HGlTbG09ESMnsS8YgCduk8wQH53rAv7o",
+                     *       "previous_secret_expires_at": "2026-11-23T20:57:30.711Z"
                      *     }
                      */
                     "application/json": {
@@ -7997,9 +8156,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m84y9bbnq2gdb39ehr6ramds",
-                     *       "activates_at": "2026-11-23T19:31:51.278Z",
-                     *       "previous_retires_at": "2026-11-23T19:46:51.278Z"
+                     *       "kid": "key_01m84zraqwy1w8p6v906exy195",
+                     *       "activates_at": "2026-11-23T19:57:30.733Z",
+                     *       "previous_retires_at": "2026-11-23T20:12:30.733Z"
                      *     }
                      */
                     "application/json": {
@@ -8116,7 +8275,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
+                     *           "id": "wh_01m84zrc4ebz1abckwef08zc6y",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -8124,10 +8283,10 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:31:54.501Z",
-                     *           "updated_at": "2026-11-23T19:31:54.501Z"
+                     *           "created_at": "2026-11-23T19:57:32.174Z",
+                     *           "updated_at": "2026-11-23T19:57:32.174Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -8229,7 +8388,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68"
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -8244,7 +8403,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
+                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -8252,11 +8411,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:31:54.501Z",
-                     *       "updated_at": "2026-11-23T19:31:54.501Z",
-                     *       "secret": "whsec_tNOJfhIlhFpi0QFNKbtsMzFOlDi2KSbs"
+                     *       "created_at": "2026-11-23T19:57:32.174Z",
+                     *       "updated_at": "2026-11-23T19:57:32.174Z",
+                     *       "secret": "whsec_cjhcA6qz2zl7+O6lQtKQJry8C5+TEear"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -8367,7 +8526,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
+                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -8375,10 +8534,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:31:54.501Z",
-                     *       "updated_at": "2026-11-23T19:31:54.501Z"
+                     *       "created_at": "2026-11-23T19:57:32.174Z",
+                     *       "updated_at": "2026-11-23T19:57:32.174Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8591,7 +8750,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h",
+                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -8600,10 +8759,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:31:54.501Z",
-                     *       "updated_at": "2026-11-23T19:31:54.683Z"
+                     *       "created_at": "2026-11-23T19:57:32.174Z",
+                     *       "updated_at": "2026-11-23T19:57:32.253Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8711,8 +8870,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_3L3vjyQ05q5C57kHxei5bE2bnH/BlIAd",
-                     *       "previous_secret_expires_at": "2026-11-24T19:31:54.754Z"
+                     *       "secret": "whsec_1fesFiQAOApRXCEbY7xnon73wX3up9cM",
+                     *       "previous_secret_expires_at": "2026-11-24T19:57:32.274Z"
                      *     }
                      */
                     "application/json": {
@@ -8926,7 +9085,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m84y9eg5vdqvg5r4s4tq3e4h"
+                 *       "endpoint_id": "wh_01m84zrc4ebz1abckwef08zc6y"
                  *     }
                  */
                 "application/json": {
@@ -8943,9 +9102,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                     *       "event_id": "evt_01m84zrbvbyab17cdfsazg72vn",
                      *       "endpoint_ids": [
-                     *         "wh_01m84y9eg5vdqvg5r4s4tq3e4h"
+                     *         "wh_01m84zrc4ebz1abckwef08zc6y"
                      *       ]
                      *     }
                      */
@@ -9064,7 +9223,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
+                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -9078,16 +9238,16 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-23T19:31:52.342Z",
-                     *       "to": "2026-11-23T19:31:52.815Z",
+                     *       "from": "2026-11-23T19:57:31.080Z",
+                     *       "to": "2026-11-23T19:57:32.354Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-23T19:31:00.000Z",
+                     *           "t": "2026-11-23T19:57:00.000Z",
                      *           "min": 5,
-                     *           "max": 5,
-                     *           "avg": 5,
-                     *           "n": 1
+                     *           "max": 5.2,
+                     *           "avg": 5.1,
+                     *           "n": 2
                      *         }
                      *       ],
                      *       "excursions": [],
@@ -9096,6 +9256,8 @@ export interface operations {
                      *         "max_c": 5.2,
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
+                     *         "unknown_s": 0,
+                     *         "as_of": "2026-11-23T19:57:32.354Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -9202,10 +9364,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of delivery dl_01m84y9btq7nepr093y468tt46" font-family="system-ui, -apple-system, &#39;Segoe UI&#39;, Roboto, Helvetica, Arial, sans-serif">
-                     *     <title>Temperature trace of del…
-                     */
+                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m84zray81yr94yrvnqj17gqh (delivery dl_01m84zray81yr94yrvnqj17gqj) as of 2026-11-23T19:57:32.354Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
                 };
             };
@@ -9307,15 +9466,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
+                     *           "id": "us_01m84zra8c3j0j69pd7adcwynt",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-23T19:31:50.466Z"
+                     *           "created_at": "2026-11-23T19:57:30.252Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -9415,7 +9574,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -9431,15 +9590,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
+                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:31:50.466Z"
+                     *       "created_at": "2026-11-23T19:57:30.252Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -9550,15 +9709,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
+                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:31:50.466Z"
+                     *       "created_at": "2026-11-23T19:57:30.252Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9666,15 +9825,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84y9aj2r9xb2cyzk4gsss8d",
+                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:31:50.466Z"
+                     *       "created_at": "2026-11-23T19:57:30.252Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9781,21 +9940,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9bv9xdmdcek9n14bse32",
+                 *       "id": "evt_01m84zrayafkhjexxt4pj3gf91",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-23T19:31:51.785Z",
+                 *       "created_at": "2026-11-23T19:57:30.954Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:db5fc551da2bdcfcbe3f099d1639c528a66df9b5db350cf80ceb78dca9ff29bf"
+                 *         "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce"
                  *       }
                  *     }
                  */
@@ -9833,27 +9992,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9cdnmhpx4kwj7j2cprs4",
+                 *       "id": "evt_01m84zrb2bf80s1yg3eym4p86e",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-23T19:31:52.373Z",
+                 *       "created_at": "2026-11-23T19:57:31.083Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-23T19:31:52.342Z",
-                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *         "occurred_at": "2026-11-23T19:57:31.080Z",
+                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:e92f52e722acf494b50827788b9efff079e06eefeaf0653e0a587aa84a0673e3",
-                 *         "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *         "driver_id": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                 *         "tote_id": "tt_01m84y9acbdw2k941mat7c6x8k"
+                 *         "custody_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
+                 *         "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *         "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *         "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
                  *       }
                  *     }
                  */
@@ -9891,24 +10050,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9ckcxeb4m1q42evje5vc",
+                 *       "id": "evt_01m84zrb70w7k4smcc8y7rh0hx",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-23T19:31:52.556Z",
+                 *       "created_at": "2026-11-23T19:57:31.232Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T19:31:52.555Z",
-                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *         "occurred_at": "2026-11-23T19:57:31.231Z",
+                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                 *         "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                  *       }
                  *     }
                  */
@@ -9946,24 +10105,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9d0w3w3hyehabgb1axm6",
+                 *       "id": "evt_01m84zrbdx80zjhr172arkccnm",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-23T19:31:52.988Z",
+                 *       "created_at": "2026-11-23T19:57:31.453Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T19:31:52.987Z",
-                 *         "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                 *         "occurred_at": "2026-11-23T19:57:31.452Z",
+                 *         "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
+                 *         "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -10002,24 +10161,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9d9mejxc8hx4ntd9zmca",
+                 *       "id": "evt_01m84zrbmwqrj598ey3ncv349r",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-23T19:31:53.268Z",
+                 *       "created_at": "2026-11-23T19:57:31.676Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                 *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                 *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-23T19:31:53.268Z",
+                 *         "occurred_at": "2026-11-23T19:57:31.675Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:ca6f818457b09d5abd895d1f1a698911b7cad5e8a33a33618f2dbd2ab86567e8",
+                 *         "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
                  *         "reason": "Nobody home"
                  *       }
                  *     }
@@ -10058,24 +10217,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9dffzjkj63ft9d77ystq",
+                 *       "id": "evt_01m84zrbpg8thqb01y3fve8ndc",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-23T19:31:53.455Z",
+                 *       "created_at": "2026-11-23T19:57:31.728Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9d46abhcmzcra3ak1hsf",
-                 *       "rx_id": "rx_01m84y9d46abhcmzcra3ak1hse",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
+                 *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-23T19:31:53.438Z",
-                 *         "from": "dr_01m84y9a5k7rxqac0hz1bpkedn",
-                 *         "to": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *         "occurred_at": "2026-11-23T19:57:31.727Z",
+                 *         "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *         "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:7f74a2e92c0a5f244e153769e8f7dc1ab921a660914ff2947b6fb239cc0bec06"
+                 *         "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
                  *       }
                  *     }
                  */
@@ -10113,24 +10272,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9dkenqvcb8mk1ry8hcvf",
+                 *       "id": "evt_01m84zrbrw3880rmnqgjktakcg",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-23T19:31:53.582Z",
+                 *       "created_at": "2026-11-23T19:57:31.804Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84y9dhcyjk30t6fc882rm08",
-                 *       "rx_id": "rx_01m84y9dhcyjk30t6fc882rm07",
+                 *       "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
+                 *       "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-23T19:31:53.564Z",
+                 *         "occurred_at": "2026-11-23T19:57:31.803Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:8984e627ecce436e2ffd582c8fd7deb02e5217f983973f67aad48f2ccc03f2da",
+                 *         "custody_hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -10169,24 +10328,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9ckcxeb4m1q42evje5vb",
+                 *       "id": "evt_01m84zrb70w7k4smcc8y7rh0hw",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-23T19:31:52.556Z",
+                 *       "created_at": "2026-11-23T19:57:31.232Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T19:31:52.555Z",
-                 *         "from": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *         "to": "dr_01m84y9a5k7rxqac0hz1bpkedn",
+                 *         "occurred_at": "2026-11-23T19:57:31.231Z",
+                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:34fb81332e572563acf5dbb78c69318b66a05c1e5676d23b52ead53d497936e6"
+                 *         "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
                  *       }
                  *     }
                  */
@@ -10224,24 +10383,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9d0w3w3hyehabgb1axm5",
+                 *       "id": "evt_01m84zrbdwzsrzmqc3nz93dnbv",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-23T19:31:52.988Z",
+                 *       "created_at": "2026-11-23T19:57:31.452Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T19:31:52.987Z",
-                 *         "from": "dr_01m84y9a9eyps6nn3j3c1yj43y",
+                 *         "occurred_at": "2026-11-23T19:57:31.452Z",
+                 *         "from": "dr_01m84zra5brdjfy1rj2mxch78k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:0a975655f9e695d0e67beda841878c390e4d1aaf67df31b8f01bde4dbe8335ad",
+                 *         "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -10344,29 +10503,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9ds7gf8g9apgxk58m9xy",
+                 *       "id": "evt_01m84zrbvbyab17cdfsazg72vn",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-23T19:31:53.767Z",
+                 *       "created_at": "2026-11-23T19:57:31.883Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                 *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                 *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-23T19:31:53.742Z",
+                 *         "broken_at": "2026-11-23T19:57:31.875Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-23T19:31:53.742Z",
+                 *         "excursion_started_at": "2026-11-23T19:57:31.875Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m84y9ae6dyczeg0rgbb21t20",
-                 *         "at": "2026-11-23T19:31:53.742Z"
+                 *         "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
+                 *         "at": "2026-11-23T19:57:31.875Z"
                  *       }
                  *     }
                  */
@@ -10404,24 +10563,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9dwnw3e0mhcz3gzv9gs6",
+                 *       "id": "evt_01m84zrbwt9edzpwe3z34vn7xs",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-23T19:31:53.877Z",
+                 *       "created_at": "2026-11-23T19:57:31.930Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
-                 *       "fleet_id": "fl_01m84y9a0pmzxdtptefg38h8xx",
-                 *       "delivery_id": "dl_01m84y9dpx6b5xpzyz0f61gqjy",
-                 *       "rx_id": "rx_01m84y9dpx6b5xpzyz0f61gqjx",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                 *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
+                 *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-23T19:31:53.876Z",
+                 *         "occurred_at": "2026-11-23T19:57:31.930Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:11619b4af623ad8021437a8805d09861b9d3c37964e6f5046ec6a122f25d02a0",
+                 *         "custody_hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8",
                  *         "decision": "return"
                  *       }
                  *     }
@@ -10556,14 +10715,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84y9capw29w0r992kyeg9jk",
+                 *       "id": "evt_01m84zrb1yh521qqwb6snb7h6v",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-23T19:31:52.278Z",
+                 *       "created_at": "2026-11-23T19:57:31.070Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84y99h4bpen1g63nk3a5r68",
+                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84y9btq7nepr093y468tt46",
-                 *       "rx_id": "rx_01m84y9btq7nepr093y468tt45",
+                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
+                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -10574,7 +10733,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-23T19:31:52.256Z"
+                 *         "refused_at": "2026-11-23T19:57:31.069Z"
                  *       }
                  *     }
                  */

@@ -32,6 +32,7 @@ import { healthRoutes } from './routes/health.js'
 import { oauthRoutes } from './routes/oauth.js'
 import { authorizeRoutes } from './routes/authorize.js'
 import { accountRoutes } from './routes/account.js'
+import { consoleRoutes } from './routes/console.js'
 
 export type AppDeps = {
   config: Config; db: Db; clock: Clock; logger: Logger; metrics: Metrics
@@ -91,6 +92,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys, people: deps.people, clock: deps.clock }))
   app.route('/', authorizeRoutes({ clients: deps.clients, people: deps.people, issuer: deps.tokens.issuer }))
   app.route('/', accountRoutes({ people: deps.people }))
+  app.route('/', consoleRoutes() as unknown as Hono<AppEnv>)
   for (const group of deps.v1) app.route('/', group)
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (RFC 9068, ES256)' })

@@ -23,10 +23,10 @@ export function resumeFrom(c: Context<AppEnv>, after: string | undefined): strin
   return header || after
 }
 
-/** The Node response under this request, when served by the Node adapter: a stream cut off closes it. */
+/** The Node response under this request, when served by the Node adapter: a stream cut off closes it, live frames go straight to it. */
 export function cutOffHook(c: Context<AppEnv>): StreamHooks {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing
-  return outgoing ? { onCutOff: () => outgoing.destroy() } : {}
+  return outgoing ? { onCutOff: () => outgoing.destroy(), sink: outgoing } : {}
 }
 
 /** The SSE answer over a stream of bytes. */

@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { hashSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
+import { precompiled } from '../store/precompiled.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db, Executor } from '../store/schema.js'
 import { assertScopesFitTenant, defaultScopes, effectiveScopes, type Authority } from './authority.js'
@@ -55,15 +56,15 @@ export class ClientRegistry {
    * is shown once: `record` keeps the answer without it. `db`: a transaction to insert in (the
    * per-tenant limit counts and inserts in one).
    */
-  async create(input: NewClient & { token_endpoint_auth_method: 'none' }, fixed?: undefined, record?: RecordAnswer<ClientRecord>, db?: Executor): Promise<ClientRecord>
+  async create(input: NewClient & { token_endpoint_auth_method: 'none' }, fixed?: undefined, record?: RecordAnswer<ClientRecord>, db?: Executor, publicId?: string): Promise<ClientRecord>
   async create(input: NewClient & { token_endpoint_auth_method?: Exclude<TokenEndpointAuthMethod, 'none'> | undefined }, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>, db?: Executor): Promise<ClientRecord & { client_secret: string }>
   async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret?: string }>, db?: Executor): Promise<ClientRecord & { client_secret?: string }>
   // Each overload above narrows what `record` is given.
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<any>, db: Executor = this.db): Promise<ClientRecord & { client_secret?: string }> {
+  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<any>, db: Executor = this.db, publicId?: string): Promise<ClientRecord & { client_secret?: string }> {
     const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
     const scope = input.scope ?? defaultScopes(tenant).join(' ')
     assertScopesFitTenant({ scopes: scope, ...tenant })
-    const clientId = fixed?.clientId ?? newId('cl')
+    const clientId = fixed?.clientId ?? publicId ?? newId('cl')
     const isPublic = input.token_endpoint_auth_method === 'none'
     const secret = fixed?.secret ?? newClientSecret()
     const row = {
@@ -92,13 +93,13 @@ export class ClientRegistry {
   }
 
   async find(clientId: string): Promise<ClientRecord | undefined> {
-    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    const [row] = await clientById(this.db, clientId)
     return row && toRecord(row)
   }
 
   /** Checks a presented secret against the current one, or the previous one within its overlap window. */
   async authenticate(clientId: string, secret: string): Promise<ClientRecord | null> {
-    const row = await this.db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst()
+    const [row] = await clientById(this.db, clientId)
     if (!row) return null
     if (secretMatches(secret, row.secret_hash)) return toRecord(row)
     const previousValid = row.previous_secret_expires_at !== null && Date.parse(row.previous_secret_expires_at) > this.clock.now()
@@ -165,7 +166,34 @@ export class ClientRegistry {
   }
 }
 
+/** The pharmacist console's client (docs/console.md): first-party, public, the same id everywhere. */
+export const CONSOLE_CLIENT_ID = 'cl_console'
+/** What the console reads and decides; a person's token is further capped by their role. */
+export const CONSOLE_SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition'
+
+/**
+ * Creates the console's client on first start, or brings an existing one in line with this
+ * start's public URLs (an operator who changed ISSUER): a first-party public client (PKCE, no
+ * secret) that may use only authorization_code and refresh_token, redirecting to /console/.
+ */
+export async function ensureConsoleClient(registry: ClientRegistry, db: Db, redirectUris: string[]): Promise<void> {
+  const existing = await registry.find(CONSOLE_CLIENT_ID)
+  if (!existing) {
+    await registry.create({
+      client_name: 'rxtrace console', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'],
+      redirect_uris: redirectUris, scope: CONSOLE_SCOPE, first_party: true,
+    }, undefined, undefined, undefined, CONSOLE_CLIENT_ID)
+    return
+  }
+  if (JSON.stringify(existing.redirect_uris) === JSON.stringify(redirectUris) && existing.scope === CONSOLE_SCOPE) return
+  await db.updateTable('oauth_clients').set({ redirect_uris: JSON.stringify(redirectUris), scope: CONSOLE_SCOPE })
+    .where('client_id', '=', CONSOLE_CLIENT_ID).execute()
+}
+
 // A revoked client's secret_hash: not hex, so secretMatches never accepts any secret for it.
+// Every token request reads its client: compiled once (src/store/precompiled.ts).
+const clientById = precompiled((db, clientId: string) => db.selectFrom('oauth_clients').selectAll().where('client_id', '=', clientId))
+
 const REVOKED = 'revoked:'
 
 function revokedAt(secretHash: string): string | null {

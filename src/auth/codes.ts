@@ -16,7 +16,7 @@ export type Redemption =
   | { ok: true; code: CodeRow }
   | { ok: false; reason: 'unknown' | 'expired' | 'mismatch' }
   /** RFC 6749 §4.1.2: a second use; `issued` is what the first use issued, to revoke. */
-  | { ok: false; reason: 'reused'; issued: Partial<Issued> }
+  | { ok: false; reason: 'reused'; userId: string; clientId: string; issued: Partial<Issued> }
 
 /** RFC 7636 §4.6: S256 only, so the challenge never reveals the verifier. */
 export const s256 = (verifier: string) => Buffer.from(sha256Hex(verifier), 'hex').toString('base64url')
@@ -51,7 +51,7 @@ export class AuthorizationCodes {
       .where('code_hash', '=', codeHash).where('used_at', 'is', null).executeTakeFirst()
     if (Number(spent.numUpdatedRows) !== 1) {
       const first = await this.db.selectFrom('authorization_codes').select(['family_id', 'access_jti', 'access_expires_at']).where('code_hash', '=', codeHash).executeTakeFirstOrThrow()
-      return { ok: false, reason: 'reused', issued: { familyId: first.family_id ?? undefined, accessJti: first.access_jti ?? undefined, accessExpiresAt: first.access_expires_at ?? undefined } }
+      return { ok: false, reason: 'reused', userId: row.user_id, clientId: row.client_id, issued: { familyId: first.family_id ?? undefined, accessJti: first.access_jti ?? undefined, accessExpiresAt: first.access_expires_at ?? undefined } }
     }
     if (row.expires_at <= iso(this.clock.now())) return { ok: false, reason: 'expired' }
     // RFC 6749 §4.1.3: same client, same redirect_uri; RFC 7636 §4.6: the verifier hashes to the challenge.

@@ -1,3 +1,4 @@
+import { createPrivateKey, type JsonWebKey as NodeJwk, type KeyObject } from 'node:crypto'
 import { exportJWK, generateKeyPair, importJWK, type JWK, type CryptoKey } from 'jose'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
@@ -5,7 +6,12 @@ import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 
-type LoadedKey = { kid: string; privateKey: CryptoKey; publicKey: CryptoKey; publicJwk: JWK; activatesAt: number; retiresAt: number | null }
+type Imported = {
+  privateKey: CryptoKey; publicKey: CryptoKey; publicJwk: JWK
+  /** The private key for node:crypto's synchronous sign, which costs a fraction of WebCrypto's per token. */
+  signer: KeyObject
+}
+type LoadedKey = Imported & { kid: string; activatesAt: number; retiresAt: number | null }
 
 // Instances sharing a store (and the CLI) rotate keys through it. Each instance re-reads the key
 // set once it is this old, so it signs with the current key and publishes the next one…
@@ -24,6 +30,8 @@ export class KeyRing {
   private checkedAtMs = -Infinity
   private unknownKidReloadAtMs = -Infinity
   private generation = 0
+  // A key's material never changes (only when it activates and retires): each is imported once.
+  private readonly imported = new Map<string, Promise<Imported>>()
 
   constructor(private readonly db: Db, private readonly clock: Clock, private readonly tokenTtlS: number) {}
 
@@ -106,18 +114,31 @@ export class KeyRing {
       await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
       rows = await select()
     }
-    return Promise.all(rows.map(async (row) => {
-      const privateJwk = JSON.parse(row.private_jwk) as JWK
-      const publicJwk = JSON.parse(row.public_jwk) as JWK
-      return {
-        kid: row.kid,
-        privateKey: (await importJWK(privateJwk, 'ES256')) as CryptoKey,
-        publicKey: (await importJWK(publicJwk, 'ES256')) as CryptoKey,
-        publicJwk,
-        activatesAt: Date.parse(row.activates_at),
-        retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
-      }
-    }))
+    return Promise.all(rows.map(async (row) => ({
+      kid: row.kid,
+      ...(await this.importOnce(row.kid, row.private_jwk, row.public_jwk)),
+      activatesAt: Date.parse(row.activates_at),
+      retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
+    })))
+  }
+
+  private importOnce(kid: string, privateText: string, publicText: string): Promise<Imported> {
+    let imported = this.imported.get(kid)
+    if (!imported) {
+      imported = (async () => {
+        const privateJwk = JSON.parse(privateText) as JWK
+        const publicJwk = JSON.parse(publicText) as JWK
+        return {
+          privateKey: (await importJWK(privateJwk, 'ES256')) as CryptoKey,
+          publicKey: (await importJWK(publicJwk, 'ES256')) as CryptoKey,
+          publicJwk,
+          signer: createPrivateKey({ key: privateJwk as NodeJwk, format: 'jwk' }),
+        }
+      })()
+      imported.catch(() => this.imported.delete(kid))
+      this.imported.set(kid, imported)
+    }
+    return imported
   }
 
   private async insertKey(activatesAtMs: number): Promise<string> {

@@ -41,12 +41,20 @@ function deriveNow(password: string, salt: Buffer, { log2N, r, p }: ScryptParams
 }
 
 export class PasswordHasher {
-  private dummy: Promise<string> | null = null
+  /** scrypt derivations run so far (hashes and checks): what an unknown account must cost as much of as a known one. */
+  derivations = 0
+  // Random salt and key in the stored format: checking against it costs one derivation like any
+  // other, and making it costs none (hashing it on first use would make that one attempt slower).
+  private readonly dummy: string
 
-  constructor(private readonly params: ScryptParams = DEFAULT_SCRYPT) {}
+  constructor(private readonly params: ScryptParams = DEFAULT_SCRYPT) {
+    const { log2N, r, p } = params
+    this.dummy = `scrypt$${log2N}$${r}$${p}$${randomBytes(SALT_BYTES).toString('base64url')}$${randomBytes(KEY_BYTES).toString('base64url')}`
+  }
 
   async hash(password: string): Promise<string> {
     const salt = randomBytes(SALT_BYTES)
+    this.derivations++
     const key = await derive(password, salt, this.params)
     const { log2N, r, p } = this.params
     return `scrypt$${log2N}$${r}$${p}$${salt.toString('base64url')}$${key.toString('base64url')}`
@@ -54,12 +62,12 @@ export class PasswordHasher {
 
   /**
    * True when `password` matches `stored`. With no stored hash (an unknown account, or a user who
-   * has not set a password yet) it still runs scrypt against a dummy hash, so the answer takes as
-   * long either way and timing does not tell which accounts exist.
+   * has not set a password yet) it still runs scrypt, with this hasher's parameters, against a
+   * dummy hash, so the answer takes as long either way and timing does not tell which accounts exist.
    */
   async verify(password: string, stored: string | null | undefined): Promise<boolean> {
     if (!stored) {
-      await this.check(password, await (this.dummy ??= this.hash(randomBytes(16).toString('hex'))))
+      await this.check(password, this.dummy)
       return false
     }
     return this.check(password, stored)
@@ -70,6 +78,7 @@ export class PasswordHasher {
     if (parts.length !== 6 || parts[0] !== 'scrypt') return false
     const [, log2N, r, p, salt, key] = parts as [string, string, string, string, string, string]
     const expected = Buffer.from(key, 'base64url')
+    this.derivations++
     const actual = await derive(password.slice(0, MAX_PASSWORD_LENGTH), Buffer.from(salt, 'base64url'), { log2N: Number(log2N), r: Number(r), p: Number(p) })
     return actual.length === expected.length && timingSafeEqual(actual, expected)
   }

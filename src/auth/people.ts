@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js'
 import type { Db } from '../store/schema.js'
 import type { AuditLog } from './audit-log.js'
 import { AuthorizationCodes } from './codes.js'
+import { ConsentStore } from './consents.js'
 import { PasswordHasher, type ScryptParams } from './passwords.js'
 import { RefreshTokens } from './refresh-tokens.js'
 import { SessionStore } from './sessions.js'
@@ -15,12 +16,13 @@ export function createPeople({ db, clock, tokens, audit, scrypt }: { db: Db; clo
   const passwords = new PasswordHasher(scrypt)
   const users = new UserDirectory(db, clock, passwords)
   const sessions = new SessionStore(db, clock)
-  const refreshTokens = new RefreshTokens(db, clock, tokens, audit)
+  const consents = new ConsentStore(db, clock)
+  const refreshTokens = new RefreshTokens(db, clock, tokens, audit, consents)
   return {
-    passwords, users, sessions, refreshTokens,
+    passwords, users, sessions, refreshTokens, consents,
     codes: new AuthorizationCodes(db, clock),
     throttle: new SignInThrottle(clock),
-    admin: new UserAdmin(db, users, sessions, refreshTokens, tokens.issuer),
+    admin: new UserAdmin(db, users, sessions, refreshTokens, consents, tokens.issuer),
   }
 }
 

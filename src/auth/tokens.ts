@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto'
-import { SignJWT, errors as joseErrors, jwtVerify, decodeProtectedHeader } from 'jose'
+import { randomUUID, sign } from 'node:crypto'
+import { errors as joseErrors, jwtVerify, decodeProtectedHeader } from 'jose'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { AppError } from '../errors.js'
@@ -44,15 +44,13 @@ export class TokenService {
     const claims: Record<string, unknown> = { client_id: subject.clientId, scope }
     if (subject.pharmacyId) claims.pharmacy_id = subject.pharmacyId
     if (subject.fleetId) claims.fleet_id = subject.fleetId
-    const token = await new SignJWT(claims)
-      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid }) // RFC 9068 §2.1
-      .setIssuer(this.issuer)
-      .setAudience(this.audience)
-      .setSubject(subject.sub)
-      .setIssuedAt(nowS)
-      .setExpirationTime(nowS + this.ttlS)
-      .setJti(subject.jti ?? randomUUID())
-      .sign(key.privateKey)
+    // RFC 9068 §2.1 header; RFC 7515 compact serialisation, RFC 7518 §3.4: ES256 is the raw r‖s pair (ieee-p1363).
+    const header = { alg: 'ES256', typ: 'at+jwt', kid: key.kid }
+    const payload = {
+      ...claims, iss: this.issuer, aud: this.audience, sub: subject.sub, iat: nowS, exp: nowS + this.ttlS, jti: subject.jti ?? randomUUID(),
+    }
+    const signingInput = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`
+    const token = `${signingInput}.${sign('sha256', Buffer.from(signingInput), { key: key.signer, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`
     return { access_token: token, token_type: 'Bearer', expires_in: this.ttlS, scope }
   }
 
@@ -73,6 +71,11 @@ export class TokenService {
   knows(token: string): boolean {
     const cached = this.verified.get(token)
     return cached !== undefined && cached.exp > this.clock.now() / 1_000 && !this.revoked.has(cached.jti)
+  }
+
+  /** Whether the token with this `jti` was revoked (here, or elsewhere as of the last refresh): long-lived streams check it. */
+  isRevoked(jti: string): boolean {
+    return this.revoked.has(jti)
   }
 
   /** Decodes without throwing: what introspection and revocation need. */
@@ -137,6 +140,8 @@ export class TokenService {
     }
   }
 }
+
+const base64url = (text: string) => Buffer.from(text).toString('base64url')
 
 /** RFC 6750 §3: a bad token names `invalid_token`; no token at all carries no error code. */
 export function invalidToken(detail: string): AppError {

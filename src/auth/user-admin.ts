@@ -3,6 +3,7 @@ import type { Page, PageRequest } from '../store/pagination.js'
 import { paginate } from '../store/pagination.js'
 import { canSee } from './tenancy.js'
 import type { Db } from '../store/schema.js'
+import type { ConsentStore } from './consents.js'
 import type { RefreshTokens } from './refresh-tokens.js'
 import { roles, type Role } from './roles.js'
 import type { Principal } from './scopes.js'
@@ -20,7 +21,7 @@ export type Manager = Principal | null
 export class UserAdmin {
   constructor(
     private readonly db: Db, private readonly users: UserDirectory, private readonly sessions: SessionStore,
-    private readonly refreshTokens: RefreshTokens, private readonly issuer: string,
+    private readonly refreshTokens: RefreshTokens, private readonly consents: ConsentStore, private readonly issuer: string,
   ) {}
 
   async create(manager: Manager, input: NewUser): Promise<User & { setup_url?: string }> {
@@ -64,6 +65,7 @@ export class UserAdmin {
     if (patch.disabled) {
       await this.sessions.endAllOf(id)
       await this.refreshTokens.revokeForUser(id)
+      await this.consents.forget(id)
     }
     return updated!
   }

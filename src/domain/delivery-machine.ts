@@ -26,12 +26,16 @@ const moves: Record<DeliveryAction, Move> = {
 /** States after which the tote is released and the delivery is over. */
 export const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
 
-export type DeliveryFacts = { status: DeliveryStatus; coldChainState: ColdChainStatus; released: boolean }
+export type DeliveryFacts = {
+  status: DeliveryStatus; coldChainState: ColdChainStatus; released: boolean
+  /** A pharmacist has already decided on the broken cold chain: that decision stands, a second is refused. */
+  decided?: boolean | undefined
+}
 
 export function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
   return deliveryActions.filter((action) => {
     if (!moves[action].from.includes(delivery.status)) return false
-    return action !== 'disposition' || delivery.coldChainState === 'BROKEN'
+    return action !== 'disposition' || (delivery.coldChainState === 'BROKEN' && !delivery.decided)
   })
 }
 
@@ -46,7 +50,7 @@ export function planMove(delivery: DeliveryFacts, action: DeliveryAction): Plann
   const allowed = allowedActions(delivery)
   if (!allowed.includes(action)) {
     const detail = action === 'disposition' && moves.disposition.from.includes(delivery.status)
-      ? 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
+      ? delivery.decided ? 'A disposition was already recorded for this delivery; a second decision is refused.' : 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
       : `Cannot ${action} a delivery that is ${delivery.status}.`
     throw new AppError('invalid_transition', detail, { status_now: delivery.status, allowed_actions: allowed })
   }

@@ -10,7 +10,8 @@ import { fromJson, toJson, type Database, type Executor } from '../store/schema.
 import { isUniqueViolation } from '../store/errors.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
-import { paginate, type Page, type PageRequest } from '../store/pagination.js'
+import { decodeCursor, encodeCursor, paginate, type Page, type PageRequest } from '../store/pagination.js'
+import { sql, type SelectQueryBuilder } from 'kysely'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { canSee } from '../auth/tenancy.js'
 import { visibleDelivery } from './delivery-visibility.js'
@@ -30,7 +31,7 @@ export type ActionInput =
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
   | ({ action: 'fail' | 'cancel'; reason: string } & Common)
-  | ({ action: 'disposition'; decision: 'release' | 'return'; note?: string | undefined } & Common)
+  | ({ action: 'disposition'; decision: 'release' | 'return'; note: string } & Common)
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000
@@ -50,19 +51,54 @@ export class DeliveryService {
     return toDelivery(visibleDelivery(principal, row), await this.custody(this.deps.db, id))
   }
 
-  async list(principal: Principal, filter: { status?: string | undefined; pharmacy_id?: string | undefined }, page: PageRequest): Promise<Page<Delivery>> {
-    let query = this.deps.db.selectFrom('deliveries').selectAll()
+  async list(principal: Principal, filter: DeliveryFilter, page: PageRequest): Promise<Page<Delivery>> {
+    const { db, dialect } = this.deps
+    let query = db.selectFrom('deliveries').selectAll()
     if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
     if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
     if (principal.driverId) query = query.where('driver_id', '=', principal.driverId)
     if (filter.status) query = query.where('status', '=', filter.status)
     if (filter.pharmacy_id) query = query.where('pharmacy_id', '=', filter.pharmacy_id)
-    const result = await paginate(query, 'id', page)
+    if (filter.cold_chain_state) {
+      const state = dialect === 'postgres' ? sql<string>`(cold_chain::jsonb ->> 'state')` : sql<string>`json_extract(cold_chain, '$.state')`
+      query = query.where(state, '=', filter.cold_chain_state)
+    }
+    if (filter.created_from) query = query.where('created_at', '>=', filter.created_from)
+    if (filter.created_to) query = query.where('created_at', '<', filter.created_to)
+    const result = filter.order === 'attention' ? await attentionPage(query, page) : await paginate(query, 'id', page)
     const ids = result.data.map((r) => r.id)
     const custody = ids.length
-      ? await this.deps.db.selectFrom('custody_events').selectAll().where('delivery_id', 'in', ids).orderBy('seq').execute()
+      ? await db.selectFrom('custody_events').selectAll().where('delivery_id', 'in', ids).orderBy('seq').execute()
       : []
-    return { data: result.data.map((r) => toDelivery(r, custody.filter((c) => c.delivery_id === r.id).map(toCustodyEvent))), next_cursor: result.next_cursor }
+    const byDelivery = new Map<string, CustodyEvent[]>()
+    for (const row of custody) byDelivery.set(row.delivery_id, [...(byDelivery.get(row.delivery_id) ?? []), toCustodyEvent(row)])
+    return { data: result.data.map((r) => toDelivery(r, byDelivery.get(r.id) ?? [])), next_cursor: result.next_cursor }
+  }
+
+  /**
+   * Who the delivery's custody chain names (`from`, `to`, `actor.sub`, the disposition's decider),
+   * with their names, so a timeline reads "Pat Pharmacist → Dana Driver". Only parties the chain
+   * already names, of a delivery the caller may see: no directory of the tenant's people.
+   */
+  async parties(principal: Principal, id: string): Promise<{ data: { id: string; kind: 'user' | 'driver' | 'pharmacy'; name: string }[] }> {
+    const delivery = await this.get(principal, id)
+    const ids = new Set<string>()
+    for (const e of delivery.custody) for (const p of [e.from, e.to, e.actor.sub]) if (p) ids.add(p)
+    if (delivery.cold_chain.disposition) ids.add(delivery.cold_chain.disposition.decided_by.sub)
+    const of = (prefix: string) => [...ids].filter((p) => p.startsWith(prefix))
+    const db = this.deps.db
+    const [users, drivers, pharmacies] = await Promise.all([
+      of('us_').length ? db.selectFrom('users').select(['id', 'name']).where('id', 'in', of('us_')).execute() : [],
+      of('dr_').length ? db.selectFrom('drivers').select(['id', 'name']).where('id', 'in', of('dr_')).execute() : [],
+      of('ph_').length ? db.selectFrom('pharmacies').select(['id', 'name']).where('id', 'in', of('ph_')).execute() : [],
+    ])
+    return {
+      data: [
+        ...users.map((u) => ({ id: u.id, kind: 'user' as const, name: u.name })),
+        ...drivers.map((d) => ({ id: d.id, kind: 'driver' as const, name: d.name })),
+        ...pharmacies.map((p) => ({ id: p.id, kind: 'pharmacy' as const, name: p.name })),
+      ],
+    }
   }
 
   async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
@@ -141,7 +177,7 @@ export class DeliveryService {
     const chain = await this.custody(db, id)
     const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
-    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release' }, input.action)
+    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release', decided: disposition !== null }, input.action)
 
     const now = this.deps.clock.now()
     const head = chain.at(-1)!
@@ -207,9 +243,9 @@ export class DeliveryService {
       case 'cancel':
         return { ...parties, evidence_hash: evidenceHash(input.reason) }
       case 'disposition': {
-        const disposition: Disposition = { decision: input.decision, note: input.note ?? null, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
+        const disposition: Disposition = { decision: input.decision, note: input.note, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
         changes.disposition = toJson(disposition)
-        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note ?? null }) }
+        return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note }) }
       }
     }
   }
@@ -246,6 +282,37 @@ export class DeliveryService {
     const rows = await db.selectFrom('custody_events').selectAll().where('delivery_id', '=', deliveryId).orderBy('seq').execute()
     return rows.map(toCustodyEvent)
   }
+}
+
+export type DeliveryFilter = {
+  status?: string | undefined; pharmacy_id?: string | undefined
+  /** The cold chain's state (OK, EXCURSION, BROKEN, UNMONITORED). */
+  cold_chain_state?: string | undefined
+  /** Created at or after / before these instants (RFC 3339 UTC, compared as text like every stored time). */
+  created_from?: string | undefined; created_to?: string | undefined
+  /** `attention`: the pharmacist's queue (BROKEN undecided, then EXCURSION, then the rest; newest first in each). Default: by id. */
+  order?: 'id' | 'attention' | undefined
+}
+
+/**
+ * Keyset pagination over (attention asc, id desc), the index of migration 0012; the cursor
+ * carries both keys (`<rank>.<id>`).
+ */
+async function attentionPage<O extends { id: string }>(
+  query: SelectQueryBuilder<Database, 'deliveries', O>, { limit, cursor }: PageRequest,
+): Promise<Page<O>> {
+  // A generated column (never written, so not in the Database type the writers use).
+  const attention = sql<number>`attention`
+  let q = query.select(attention.as('attention_rank'))
+  if (cursor) {
+    const [rank, id] = decodeCursor(cursor).split('.')
+    if (!/^[0-2]$/.test(rank ?? '') || !id) throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
+    q = q.where((eb) => eb.or([eb(attention, '>', Number(rank)), eb.and([eb(attention, '=', Number(rank)), eb('id', '<', id)])]))
+  }
+  const rows = await q.orderBy(attention).orderBy('id', 'desc').limit(limit + 1).execute()
+  const data = rows.slice(0, limit)
+  const last = data.at(-1)
+  return { data, next_cursor: rows.length > limit && last ? encodeCursor(`${last.attention_rank}.${last.id}`) : null }
 }
 
 const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`

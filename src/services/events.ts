@@ -2,7 +2,7 @@ import type { Principal } from '../auth/scopes.js'
 import { AppError, notFound } from '../errors.js'
 import type { ServiceDeps } from './context.js'
 import { EventFeed, type EventScope } from '../events/event-cursor.js'
-import type { EventStreams } from '../events/event-stream.js'
+import type { EventStreams, StreamRequest } from '../events/event-stream.js'
 import { asException, exceptionTypes, isExceptionType } from '../events/exception-feed.js'
 import { envelopeFromRow, type EventEnvelope } from '../events/outbox.js'
 import type { Page } from '../store/pagination.js'
@@ -13,14 +13,19 @@ type ListQuery = { limit: number; cursor?: string | undefined; after?: string | 
 /** What a stream request asks for: filters, and where to resume (Last-Event-ID or `after`). */
 export type StreamQuery = { types?: string[] | undefined; delivery_id?: string | undefined; after?: string | undefined }
 
-/** How the HTTP layer closes a stream's connection. */
-export type StreamHooks = { onCutOff?: () => void }
+/** How the HTTP layer closes a stream's connection, and the response to write frames to. */
+export type StreamHooks = Pick<StreamRequest, 'onCutOff' | 'sink'>
 
 /** Reads of the outbox for the token's tenant: what a consumer that was offline pulls, and the live streams. */
 export class EventService {
   private readonly feed: EventFeed
 
-  constructor(private readonly deps: ServiceDeps, private readonly streams?: EventStreams) {
+  constructor(
+    private readonly deps: ServiceDeps,
+    private readonly streams?: EventStreams,
+    /** Whether a token was revoked since it opened a stream (checked at every heartbeat). */
+    private readonly isRevoked: (jti: string) => boolean = () => false,
+  ) {
     this.feed = new EventFeed(deps)
   }
 
@@ -64,9 +69,10 @@ export class EventService {
   private async open(principal: Principal, scope: EventScope, after: string | undefined, hooks: StreamHooks, project?: (e: EventEnvelope) => EventEnvelope) {
     if (!this.streams) throw new AppError('not_ready', 'Live event streams are not available in this process.')
     const cursor = after ? await this.resumeAfter(after, scope) : null
-    // The stream ends when the token that opened it expires; the reader resumes with a fresh one.
+    // The stream ends when the token that opened it expires or is revoked; the reader resumes with a fresh one.
     const endsInMs = principal.exp * 1_000 - this.deps.clock.now()
-    return this.streams.open({ tenant: streamTenant(principal), scope, after: cursor, project, endsInMs, ...hooks })
+    const stillValid = () => !this.isRevoked(principal.jti)
+    return this.streams.open({ tenant: streamTenant(principal), scope, after: cursor, project, endsInMs, stillValid, ...hooks })
   }
 
   /**

@@ -79,6 +79,7 @@ export interface Database {
     family_created_at: string; created_at: string; expires_at: string; access_jti: string; access_expires_at: string
     rotated_at: string | null; revoked_at: string | null
   }
+  user_consents: { user_id: string; client_id: string; scope: string; granted_at: string }
   totes: {
     id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string
     created_at: string

@@ -7,13 +7,17 @@ import type { TemperatureTrace, TracePoint } from './trace.js'
  * Self-contained (no fonts, scripts or images to fetch); every text is XML-escaped.
  */
 
-export type ChartHeading = { status: string; coldChainState: string }
+export type ChartHeading = {
+  status: string; coldChainState: string
+  /** The break, marked where it happened (never past the chart's as-of end) with its reason. */
+  brokenAt?: string | null | undefined; breakReason?: string | null | undefined
+}
 
 const WIDTH = 900
 const HEIGHT = 360
 const PLOT = { left: 64, right: WIDTH - 24, top: 70, bottom: HEIGHT - 48 }
 const COLORS = {
-  band: '#2e9e44', hard: '#c62828', envelope: '#90caf9', avg: '#0d47a1', excursion: '#e53935',
+  band: '#2e9e44', hard: '#c62828', envelope: '#90caf9', avg: '#0d47a1', excursion: '#e53935', unknown: '#616161',
   grid: '#e0e0e0', axis: '#616161', text: '#212121', muted: '#757575',
 }
 const STATE_COLORS: Record<string, string> = { OK: '#2e7d32', EXCURSION: '#e65100', BROKEN: '#c62828', UNMONITORED: '#616161' }
@@ -56,13 +60,14 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
   // Buckets are aligned to the step, so the first and last may reach past the window: clip them.
   parts.push(`<clipPath id="plot-area"><rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}"/></clipPath>`)
   parts.push(`<g clip-path="url(#plot-area)">`, ...excursions(trace, stepMs, clampX, clock.label), ...runs(trace.points, stepMs).flatMap((run) => series(run, stepMs, x, y)), '</g>')
+  if (heading.brokenAt) parts.push(breakMarker(heading.brokenAt, heading.breakReason ?? null, toMs, clampX))
   parts.push(...timeAxis(fromMs, toMs, x, clock))
   parts.push(`<rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="${COLORS.axis}"/>`)
   if (trace.points.length === 0) {
     parts.push(text((PLOT.left + PLOT.right) / 2, (PLOT.top + PLOT.bottom) / 2, 'no readings yet', { anchor: 'middle', size: 20, fill: COLORS.muted }))
   }
 
-  const label = `Temperature trace of delivery ${trace.delivery_id}`
+  const label = `Temperature trace of prescription ${trace.rx_id} (delivery ${trace.delivery_id}) as of ${trace.summary.as_of}`
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img" aria-label="${escapeXml(label)}" font-family="${escapeXml(FONT)}">\n<title>${escapeXml(label)}</title>\n${parts.join('\n')}\n</svg>\n`
 }
 
@@ -74,9 +79,13 @@ export function escapeXml(value: string): string {
 function title(trace: TemperatureTrace, heading: ChartHeading): string {
   const mkt = trace.summary.mkt_c === null ? 'MKT —' : `MKT ${trace.summary.mkt_c.toFixed(2)} °C`
   const stateColor = STATE_COLORS[heading.coldChainState] ?? COLORS.text
-  return `<text x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"><tspan font-weight="bold">${escapeXml(trace.delivery_id)}</tspan>` +
+  // A tote silent past max_gap_s is not "OK": the chart says what it does not know.
+  const silent = trace.excursions.find((e) => e.kind === 'unknown' && e.ended_at === null)
+  const state = silent && heading.coldChainState === 'OK' ? 'NO SIGNAL' : heading.coldChainState
+  return `<text x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"><tspan font-weight="bold">${escapeXml(`Rx ${trace.rx_id}`)}</tspan>` +
+    `<tspan dx="8" font-size="11" fill="${COLORS.muted}">${escapeXml(trace.delivery_id)}</tspan>` +
     `<tspan dx="10">${escapeXml(heading.status)}</tspan><tspan dx="10" fill="${COLORS.muted}">cold chain</tspan>` +
-    `<tspan dx="5" font-weight="bold" fill="${stateColor}">${escapeXml(heading.coldChainState)}</tspan><tspan dx="10">${escapeXml(mkt)}</tspan></text>`
+    `<tspan dx="5" font-weight="bold" fill="${silent ? COLORS.unknown : stateColor}">${escapeXml(state)}</tspan><tspan dx="10">${escapeXml(mkt)}</tspan></text>`
 }
 
 function legend(trace: TemperatureTrace): string {
@@ -95,7 +104,9 @@ function legend(trace: TemperatureTrace): string {
     at += 22 + label.length * 7 + 18 // ~7 px a character at 12 px
   }
   const { min_c: low, max_c: high, time_out_of_range_s: outOfRangeS } = trace.summary
-  const facts = low === null || high === null ? '' : `${formatCelsius(low)}–${formatCelsius(high)} °C · out of range ${duration(outOfRangeS)}`
+  const unknown = trace.summary.unknown_s > 0 ? ` (unknown ${duration(trace.summary.unknown_s)})` : ''
+  const range = low === null || high === null ? '' : `${formatCelsius(low)}–${formatCelsius(high)} °C · `
+  const facts = `${range}out of range ${duration(outOfRangeS)}${unknown} · as of ${trace.summary.as_of.slice(11, 16)} UTC`
   out.push(text(PLOT.right, 52, facts, { anchor: 'end', size: 12, fill: COLORS.muted }))
   return `<g class="legend">${out.join('')}</g>`
 }
@@ -103,18 +114,21 @@ function legend(trace: TemperatureTrace): string {
 function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number) => number, clockLabel: (ms: number) => string): string[] {
   const last = trace.points.at(-1)
   // An excursion still open ends, on the chart, with the last reading (or the window).
-  const openEnd = Math.min(last ? Date.parse(last.t) + stepMs : Infinity, Date.parse(trace.to))
+  // Unknown time runs to as of; a temperature excursion to its newest reading.
+  const readingsEnd = Math.min(last ? Date.parse(last.t) + stepMs : Infinity, Date.parse(trace.to))
   const out: string[] = []
   let lastLabelX = -Infinity
   let row = 0
   for (const e of trace.excursions) {
     const x1 = clampX(Date.parse(e.started_at))
+    const openEnd = e.kind === 'unknown' ? Date.parse(trace.to) : readingsEnd
     const x2 = Math.max(clampX(e.ended_at === null ? openEnd : Date.parse(e.ended_at)), x1 + 2)
     const what = e.kind === 'unknown' ? 'no signal' : e.kind === 'low' ? 'too cold' : 'too warm'
     const tip = `${what} from ${clockLabel(Date.parse(e.started_at))} UTC, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
     // A light wash over the whole height, and a solid strip on top that stays red over the green band.
-    out.push(`<rect class="excursion" x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="${PLOT.bottom - PLOT.top}" fill="${COLORS.excursion}" fill-opacity="0.12"><title>${escapeXml(tip)}</title></rect>`)
-    out.push(`<rect x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="5" fill="${COLORS.excursion}" fill-opacity="0.85"/>`)
+    const color = e.kind === 'unknown' ? COLORS.unknown : COLORS.excursion
+    out.push(`<rect class="excursion${e.kind === 'unknown' ? ' unknown' : ''}" x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="${PLOT.bottom - PLOT.top}" fill="${color}" fill-opacity="${e.kind === 'unknown' ? 0.2 : 0.12}"><title>${escapeXml(tip)}</title></rect>`)
+    out.push(`<rect x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="5" fill="${color}" fill-opacity="0.85"/>`)
     // Labels of close excursions go on alternate rows so they do not overlap.
     row = x1 - lastLabelX < 70 ? (row + 1) % 2 : 0
     lastLabelX = x1
@@ -122,6 +136,21 @@ function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number
     out.push(text(x1 + 3, PLOT.top + 17 + row * 13, label, { size: 11, fill: COLORS.hard, weight: 'bold' }))
   }
   return out
+}
+
+const BREAK_WORDS: Record<string, string> = {
+  hard_limit: 'hard limit crossed', excursion_too_long: 'excursion too long', cumulative_budget: 'too long out of range in total',
+  mkt_exceeded: 'MKT over its limit', sensor_gap: 'sensor silent too long',
+}
+
+/** A vertical line where the cold chain broke, with its reason; never drawn past the chart's as-of end. */
+function breakMarker(brokenAt: string, reason: string | null, asOfMs: number, clampX: (ms: number) => number): string {
+  const at = Math.min(Date.parse(brokenAt), asOfMs)
+  const bx = clampX(at)
+  const label = `BREAK: ${BREAK_WORDS[reason ?? ''] ?? reason ?? ''}`
+  const anchor = bx > (PLOT.left + PLOT.right) / 2 ? 'end' : 'start'
+  return `<g class="break" data-at="${escapeXml(new Date(at).toISOString())}"><line x1="${n(bx)}" x2="${n(bx)}" y1="${PLOT.top}" y2="${PLOT.bottom}" stroke="${COLORS.hard}" stroke-width="2"/>` +
+    text(bx + (anchor === 'end' ? -4 : 4), PLOT.bottom - 8, label, { anchor, size: 12, fill: COLORS.hard, weight: 'bold' }) + '</g>'
 }
 
 /** Consecutive buckets; a missing bucket (no reading in that step) breaks the line. */

@@ -27,7 +27,14 @@ export type TraceWindow = {
   stepMs: number
   /** The window covers the whole delivery, so the stored summary applies as it is. */
   whole: boolean
+  /** The wall clock when the trace was asked for. */
+  nowMs: number
+  /** No `to` was given and the delivery is open: the window ends at "as of" (now, or the newest reading). */
+  openEnded: boolean
 }
+
+/** Readings are accepted up to this far ahead of the wall clock (docs/api.md, Telemetry): an open window reads that far. */
+export const FUTURE_TOLERANCE_MS = 5 * 60_000
 
 export type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary }
 
@@ -41,9 +48,9 @@ const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
 
 /** What a trace reads of a delivery; the API's delivery has these fields (timeseries/ does not import services/). */
 export type TracedDelivery = {
-  id: string; created_at: string
+  id: string; rx_id: string; created_at: string
   custody: readonly { type: string; occurred_at: string }[]
-  cold_chain: Pick<ColdChain, 'required' | 'profile' | 'excursions' | 'min_c' | 'max_c' | 'mkt_c' | 'time_out_of_range_s'>
+  cold_chain: Pick<ColdChain, 'required' | 'profile' | 'excursions' | 'min_c' | 'max_c' | 'mkt_c' | 'time_out_of_range_s' | 'unknown_s'>
 }
 
 /** Where the tote's binding starts and the delivery ends (null while open). */
@@ -68,23 +75,37 @@ export function traceWindow(delivery: TracedDelivery, query: TraceQuery, nowMs: 
   if (points > MAX_POINTS) {
     throw validationFailed([{ pointer: '/query/step', message: `gives ${points} points; at most ${MAX_POINTS} (use a step of at least ${minimumStep(fromMs, toMs)})` }])
   }
-  return { fromMs, toMs, stepMs, whole: fromMs <= span.startMs && toMs >= defaultTo }
+  return { fromMs, toMs, stepMs, whole: fromMs <= span.startMs && toMs >= defaultTo, nowMs, openEnded: !query.to && span.endMs === null }
 }
 
-/** Reads the buckets and puts the trace together. */
+/**
+ * Reads the buckets and puts the trace together, as of one instant (`summary.as_of`): the end of
+ * a closed window, or for an open delivery the later of now and its newest reading (readings up to
+ * 5 min ahead of the clock are accepted, so nothing they show lies past the chart's end).
+ *
+ * A tote silent longer than the profile's `max_gap_s` leaves its delivery's stored figures where
+ * the last evaluated reading left them; the time since is unknown, and unknown time counts as out
+ * of range (rules/README.md). The trace counts it up to as_of (`time_out_of_range_s`,
+ * `unknown_s`) and lists it as an open `unknown` excursion, so a silent tote never reads "OK".
+ */
 export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, window: TraceWindow): Promise<TemperatureTrace> {
+  const readToMs = window.openEnded ? Math.max(window.toMs, window.nowMs + FUTURE_TOLERANCE_MS) : window.toMs
   // The sink's ranges are half-open; the end of the window is included.
-  const buckets = await sink.bucketed(delivery.id, window.fromMs, window.toMs + 1, window.stepMs)
+  const buckets = await sink.bucketed(delivery.id, window.fromMs, readToMs + 1, window.stepMs)
   const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))
+  const lastReadingMs = await newestReading(sink, delivery.id, buckets.at(-1)?.t ?? null, window.stepMs, readToMs)
+  const asOfMs = window.openEnded ? Math.max(window.toMs, lastReadingMs ?? -Infinity) : window.toMs
   const stored = delivery.cold_chain
-  const excursions = stored.excursions.filter((e) => overlaps(e, window))
+  const silence = pendingSilence(delivery, lastReadingMs, asOfMs)
+  const excursions = [...stored.excursions, ...(silence ? [silence.excursion] : [])].filter((e) => overlaps(e, window.fromMs, asOfMs))
   const useStored = window.whole && stored.required
   return {
     delivery_id: delivery.id,
+    rx_id: delivery.rx_id,
     unit: 'Cel',
     profile: stored.profile,
     from: iso(window.fromMs),
-    to: iso(window.toMs),
+    to: iso(asOfMs),
     step_s: window.stepMs / 1_000,
     points,
     excursions,
@@ -92,10 +113,34 @@ export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, win
       min_c: useStored ? stored.min_c : extreme(points, 'min'),
       max_c: useStored ? stored.max_c : extreme(points, 'max'),
       mkt_c: stored.mkt_c,
-      time_out_of_range_s: stored.time_out_of_range_s,
+      time_out_of_range_s: stored.time_out_of_range_s + (silence?.seconds ?? 0),
+      unknown_s: (stored.unknown_s ?? 0) + (silence?.seconds ?? 0),
+      as_of: iso(asOfMs),
       scope: useStored ? 'delivery' : 'window',
     },
   }
+}
+
+/** The newest reading's time, looked up in the last bucket only; null without readings. */
+async function newestReading(sink: ReadingSink, deliveryId: string, lastBucketMs: number | null, stepMs: number, toMs: number): Promise<number | null> {
+  if (lastBucketMs === null) return null
+  const rows = await sink.readingsForDelivery(deliveryId, lastBucketMs, Math.min(lastBucketMs + stepMs, toMs + 1))
+  return rows.length ? Math.max(...rows.map((r) => r.ts)) : lastBucketMs
+}
+
+/**
+ * Sensor-gap time after the newest reading (or the binding's start) that the stored figures do
+ * not hold yet: from newest + max_gap_s up to as of, or up to the delivery's end.
+ */
+function pendingSilence(delivery: TracedDelivery, lastReadingMs: number | null, asOfMs: number): { seconds: number; excursion: TraceExcursion } | null {
+  const profile = delivery.cold_chain.profile
+  if (!delivery.cold_chain.required || !profile || profile.max_gap_s === null) return null
+  const span = deliverySpan(delivery)
+  const unknownFrom = (lastReadingMs ?? span.startMs) + profile.max_gap_s * 1_000
+  const until = Math.min(asOfMs, span.endMs ?? Infinity)
+  if (!(until > unknownFrom)) return null
+  const seconds = (until - unknownFrom) / 1_000
+  return { seconds, excursion: { started_at: iso(unknownFrom), ended_at: span.endMs === null ? null : iso(until), duration_s: seconds, peak_c: null, kind: 'unknown' } }
 }
 
 function parseStep(text: string): number {
@@ -119,10 +164,10 @@ function minimumStep(fromMs: number, toMs: number): string {
   return `${Math.max(seconds, 1)}s`
 }
 
-function overlaps(e: TraceExcursion, window: TraceWindow): boolean {
+function overlaps(e: TraceExcursion, fromMs: number, toMs: number): boolean {
   const start = Date.parse(e.started_at)
   const end = e.ended_at === null ? Infinity : Date.parse(e.ended_at)
-  return start <= window.toMs && end >= window.fromMs
+  return start <= toMs && end >= fromMs
 }
 
 function extreme(points: readonly TracePoint[], which: 'min' | 'max'): number | null {

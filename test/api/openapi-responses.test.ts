@@ -159,6 +159,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('GET', `/v1/deliveries/${dl}`, 200, { token: admin })
     await call('GET', `/v1/deliveries?status=DELIVERED&pharmacy_id=${world.pharmacy}`, 200, { token: admin })
     await call('GET', `/v1/deliveries/${dl}/custody/verify`, 200, { token: admin })
+    await call('GET', `/v1/deliveries/${dl}/parties`, 200, { token: admin })
 
     const second = (await rx({ patient_id: 'pt_456', cold_chain: false, pharmacy_id: world.pharmacy }, 'rx-2')).body.delivery_id
     await call('POST', `/v1/deliveries/${second}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })
@@ -176,6 +177,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const broken = await call('GET', `/v1/deliveries/${fourth}`, 200, { token: admin })
     expect(broken.body.cold_chain.state).toBe('BROKEN')
     await call('POST', `/v1/deliveries/${fourth}/deliver`, 409, { token: admin, json: { verification: { method: 'otp', evidence: '1' } } })
+    await call('GET', '/v1/deliveries?order=attention&cold_chain_state=BROKEN', 200, { token: admin })
     await call('POST', `/v1/deliveries/${fourth}/disposition`, 200, { token: admin, json: { decision: 'return', note: 'Froze in transit; destroy and re-dispense' } })
     world.broken = fourth
   })

@@ -1,14 +1,15 @@
 import { allScopes } from '../../src/auth/scopes.js'
 import { expect } from 'vitest'
 import { authorizeUrl, browser, pkce, type Browser } from '../helpers/browser.js'
+import type { ServiceOverrides } from '../../src/service.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
 
 export const PASSWORD = 'correct horse battery staple'
 export const REDIRECT = 'https://console.example/callback'
 
 /** A service with a pharmacy, a pharmacist who has a password, and a first-party public client. */
-export async function signInWorld(env: Record<string, string> = {}) {
-  const api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10', ...env })
+export async function signInWorld(env: Record<string, string> = {}, overrides: ServiceOverrides = {}) {
+  const api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10', ...env }, overrides)
   const admin = await api.adminToken()
   const pharmacy = await api.pharmacy(admin)
   const user = (await api.post('/v1/users', admin, { email: 'Pat@Example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })).body

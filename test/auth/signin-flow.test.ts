@@ -2,7 +2,7 @@ import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
 import type { TestApi } from '../helpers/service.js'
-import { codeFor, REDIRECT, signIn, signInWorld, tokenRequest } from './signin-fixtures.js'
+import { codeFor, PASSWORD, REDIRECT, signIn, signInWorld, tokenRequest } from './signin-fixtures.js'
 
 describe('a pharmacist signs in to a first-party public app', () => {
   let world: Awaited<ReturnType<typeof signInWorld>>
@@ -148,6 +148,63 @@ describe('signing in with a confidential third-party app', () => {
       expect(tokens.status).toBe(200)
       expect(tokens.body.scope).toBe('prescriptions:read deliveries:read')
       expect(tokens.body.refresh_token).toBeUndefined() // not registered for refresh_token
+    } finally {
+      await api.stop()
+    }
+  })
+})
+
+describe('consent to a third-party app is remembered per (user, app, scope)', () => {
+  it('is asked once; asked again for a new scope, after "Deny", after signing out, after a replayed code, and of each person', async () => {
+    const { api, admin, pharmacy } = await signInWorld()
+    try {
+      const app = (await api.post('/v1/oauth/clients', admin, {
+        client_name: 'Refill Reminders Inc.', grant_types: ['authorization_code'], redirect_uris: [REDIRECT], scope: 'prescriptions:read deliveries:read',
+      })).body
+      const b = browser(api.service)
+      const ask = (scope: string) => b.get(authorizeUrl({ client_id: app.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge, scope }))
+      const isConsentPage = (page: { status: number; text: string }) => page.status === 200 && page.text.includes('Allow Refill Reminders Inc.?')
+
+      const first = await signIn(b, { client_id: app.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge, scope: 'prescriptions:read' })
+      expect(isConsentPage(first)).toBe(true)
+      expect((await b.post('/oauth/authorize', { ...first.form, decision: 'allow' })).status).toBe(303)
+
+      // Remembered: the same scope (or part of it) goes straight back with a code.
+      const again = await ask('prescriptions:read')
+      expect(again.status).toBe(302)
+      expect(again.location!.searchParams.get('code')).toBeTruthy()
+
+      // A scope not allowed yet: asked again, listing what is asked; "Deny" forgets the app's consent.
+      const wider = await ask('prescriptions:read deliveries:read')
+      expect(isConsentPage(wider)).toBe(true)
+      expect(wider.text).toContain('See deliveries and their chain of custody')
+      expect((await b.post('/oauth/authorize', { ...wider.form, decision: 'deny' })).location!.searchParams.get('error')).toBe('access_denied')
+      expect(isConsentPage(await ask('prescriptions:read'))).toBe(true)
+
+      // Allowed again, then signing out forgets it: the next sign-in asks again.
+      const allowed = await ask('prescriptions:read deliveries:read')
+      expect((await b.post('/oauth/authorize', { ...allowed.form, decision: 'allow' })).status).toBe(303)
+      expect((await ask('deliveries:read')).status).toBe(302)
+      await b.post('/oauth/logout', {})
+      const afterLogout = await signIn(b, { client_id: app.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge, scope: 'deliveries:read' })
+      expect(isConsentPage(afterLogout)).toBe(true)
+
+      // A replayed code (someone else holds it) forgets the consent too.
+      const { verifier, challenge } = pkce()
+      const consent = await b.get(authorizeUrl({ client_id: app.client_id, redirect_uri: REDIRECT, code_challenge: challenge, scope: 'deliveries:read' }))
+      const code = (await b.post('/oauth/authorize', { ...consent.form, decision: 'allow' })).location!.searchParams.get('code')!
+      const exchange = () => tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier }, { id: app.client_id, secret: app.client_secret })
+      expect((await exchange()).status).toBe(200)
+      expect((await ask('deliveries:read')).status).toBe(302)
+      expect((await exchange()).status).toBe(400)
+      expect(isConsentPage(await ask('deliveries:read'))).toBe(true)
+
+      // Consent is the person's: another user of the same pharmacy is asked for their own.
+      const allowedAgain = await ask('deliveries:read')
+      expect((await b.post('/oauth/authorize', { ...allowedAgain.form, decision: 'allow' })).status).toBe(303)
+      await api.post('/v1/users', admin, { email: 'sam@example.com', name: 'Sam Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })
+      const other = await signIn(browser(api.service), { client_id: app.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge, scope: 'deliveries:read' }, 'sam@example.com')
+      expect(isConsentPage(other)).toBe(true)
     } finally {
       await api.stop()
     }

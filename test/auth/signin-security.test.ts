@@ -1,5 +1,10 @@
+import { Writable } from 'node:stream'
+import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
+import { sha256Hex } from '../../src/hashing.js'
+import { loggerOptions } from '../../src/logger.js'
+import { HOUR, MINUTE, SECOND, testClock } from '../helpers/clock.js'
 import type { TestApi } from '../helpers/service.js'
 import { codeFor, PASSWORD, REDIRECT, signIn, signInWorld, tokenRequest } from './signin-fixtures.js'
 
@@ -131,6 +136,174 @@ describe('registering a client for sign-in', () => {
       expect((await register({ redirect_uris: ['http://127.0.0.1:4000/cb'] })).status).toBe(201)
     } finally {
       await world.api.stop()
+    }
+  })
+})
+
+describe('lifetimes and bindings of codes, refresh tokens and sessions (test clock)', () => {
+  const clock = testClock()
+  let world: Awaited<ReturnType<typeof signInWorld>>
+  let api: TestApi
+  let clientId: string
+  let otherClient: { client_id: string }
+  beforeAll(async () => {
+    world = await signInWorld({}, { clock })
+    api = world.api
+    clientId = world.client.client_id
+    otherClient = (await api.post('/v1/oauth/clients', world.admin, {
+      client_name: 'Another Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: 'deliveries:read',
+    })).body
+  })
+  afterAll(() => api.stop())
+
+  const exchange = (code: string, verifier: string, client = clientId) =>
+    tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: client })
+  const refresh = (token: string, client = clientId) => tokenRequest(api, { grant_type: 'refresh_token', refresh_token: token, client_id: client })
+
+  it('a code works for 60 seconds, not after', async () => {
+    const early = await codeFor(api, clientId)
+    const late = await codeFor(api, clientId)
+    clock.advance(59 * SECOND)
+    expect((await exchange(early.code, early.verifier)).status).toBe(200)
+    clock.advance(2 * SECOND)
+    expect((await exchange(late.code, late.verifier)).body.error).toBe('invalid_grant')
+  })
+
+  it('a code and a refresh token work only for the client they were issued to', async () => {
+    const { code, verifier } = await codeFor(api, clientId)
+    expect((await exchange(code, verifier, otherClient.client_id)).body.error).toBe('invalid_grant')
+    const mine = await codeFor(api, clientId)
+    const tokens = await exchange(mine.code, mine.verifier)
+    expect((await refresh(tokens.body.refresh_token, otherClient.client_id)).body.error).toBe('invalid_grant')
+    expect((await refresh(tokens.body.refresh_token)).status).toBe(200) // not spent by the other client's attempt
+  })
+
+  it('a refresh token unused for 24 hours expires; a family ends 30 days after sign-in however often it rotates', async () => {
+    const idle = await codeFor(api, clientId)
+    const idleTokens = await exchange(idle.code, idle.verifier)
+    const kept = await codeFor(api, clientId)
+    let current = (await exchange(kept.code, kept.verifier)).body.refresh_token as string
+    clock.advance(24 * HOUR - SECOND)
+    current = (await refresh(current)).body.refresh_token // used in time: rotates
+    clock.advance(2 * SECOND)
+    expect((await refresh(idleTokens.body.refresh_token)).body.error).toBe('invalid_grant')
+    // Rotated every 20 hours, the family still ends at 30 days.
+    for (let day = 20; day < 30 * 24; day += 20) {
+      clock.advance(20 * HOUR)
+      const next = await refresh(current)
+      if (next.status !== 200) break
+      current = next.body.refresh_token
+    }
+    const created = await api.service.db.selectFrom('refresh_tokens').select('family_created_at').where('token_hash', '=', sha256Hex(current)).executeTakeFirstOrThrow()
+    expect(clock.now()).toBeGreaterThanOrEqual(Date.parse(created.family_created_at) + 30 * 24 * HOUR)
+    expect((await refresh(current)).body.error).toBe('invalid_grant')
+  })
+
+  it('a sign-in session ends after 8 hours without use', async () => {
+    const b = browser(api.service)
+    await codeFor(api, clientId, b)
+    const params = () => authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().challenge })
+    clock.advance(8 * HOUR - MINUTE)
+    expect((await b.get(params())).status).toBe(302) // still signed in; the visit counts as use
+    clock.advance(8 * HOUR - MINUTE)
+    expect((await b.get(params())).status).toBe(302)
+    clock.advance(8 * HOUR + SECOND)
+    const page = await b.get(params())
+    expect(page.status).toBe(200) // the sign-in page again
+    expect(page.form.step).toBe('sign_in')
+  })
+})
+
+describe('what a failed sign-in costs and what the pages leave behind', () => {
+  it('one scrypt derivation, with the same parameters, for an unknown account, a wrong password, a disabled user and a user without a password, from the first attempt on', async () => {
+    const { api, admin, pharmacy, client } = await signInWorld()
+    try {
+      const noPassword = (await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })).body
+      expect(noPassword.setup_url).toBeTruthy()
+      const disabled = (await api.post('/v1/users', admin, { email: 'gone@example.com', name: 'Gone', role: 'technician', pharmacy_id: pharmacy.id, password: PASSWORD })).body
+      expect((await api.request('PATCH', `/v1/users/${disabled.id}`, { token: admin, body: { disabled: true } })).status).toBe(200)
+      const passwords = api.service.people.passwords
+      const params = { client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }
+      let address = 1
+      const costOf = async (email: string, password: string) => {
+        const before = passwords.derivations
+        const res = await signIn(browser(api.service, `198.51.100.${address++}`), params, email, password)
+        expect(res.status).toBe(401)
+        return passwords.derivations - before
+      }
+      // The first unknown account is tried first: a dummy hash made on first use would cost it two.
+      expect(await costOf('nobody@example.com', 'not the password!!')).toBe(1)
+      expect(await costOf('pat@example.com', 'not the password!!')).toBe(1)
+      expect(await costOf('gone@example.com', PASSWORD)).toBe(1)
+      expect(await costOf('new@example.com', 'not the password!!')).toBe(1)
+      expect(await costOf('nobody-else@example.com', 'not the password!!')).toBe(1)
+      const stored = await api.service.db.selectFrom('users').select('password_hash').where('email', '=', 'pat@example.com').executeTakeFirstOrThrow()
+      expect(stored.password_hash!.split('$').slice(0, 4)).toEqual((passwords as unknown as { dummy: string }).dummy.split('$').slice(0, 4))
+    } finally {
+      await api.stop()
+    }
+  })
+
+  it('on an https issuer the cookies are __Host- prefixed, Secure, HttpOnly and SameSite=Lax', async () => {
+    const { api, client } = await signInWorld({ ISSUER: 'https://rxtrace.example' })
+    try {
+      const b = browser(api.service)
+      const page = await b.get(authorizeUrl({ client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }))
+      const csrf = page.headers.getSetCookie().find((c) => c.startsWith('__Host-rxtrace_csrf='))!
+      const done = await b.post('/oauth/authorize', { ...page.form, email: 'pat@example.com', password: PASSWORD })
+      expect(done.status).toBe(303)
+      expect(done.location!.searchParams.get('iss')).toBe('https://rxtrace.example')
+      const session = done.headers.getSetCookie().find((c) => c.startsWith('__Host-rxtrace_session='))!
+      for (const cookie of [csrf, session]) {
+        expect(cookie).toMatch(/; Secure/)
+        expect(cookie).toMatch(/; HttpOnly/)
+        expect(cookie).toMatch(/; SameSite=Lax/)
+        expect(cookie).toMatch(/; Path=\//)
+        expect(cookie).not.toMatch(/Domain=/i)
+      }
+    } finally {
+      await api.stop()
+    }
+  })
+
+  it('no password, setup link, code, verifier, refresh or access token, CSRF token or session id reaches a log line', async () => {
+    const lines: string[] = []
+    const logger = pino(loggerOptions('trace'), new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done() } }))
+    const { api, admin, pharmacy, client } = await signInWorld({ LOG_LEVEL: 'trace' }, { logger })
+    try {
+      const secrets: string[] = [PASSWORD]
+      const created = (await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })).body
+      const setupToken = new URL(created.setup_url).searchParams.get('token')!
+      const newPassword = 'a brand new passphrase 42'
+      secrets.push(setupToken, newPassword)
+      const setup = browser(api.service)
+      const setupPage = await setup.get(`/account/setup?token=${setupToken}`)
+      expect((await setup.post('/account/setup', { ...setupPage.form, password: newPassword, confirm: newPassword })).status).toBe(200)
+
+      const b = browser(api.service)
+      const { code, verifier } = await codeFor(api, client.client_id, b)
+      secrets.push(code, verifier, b.jar.get('rxtrace_session')!, b.jar.get('rxtrace_csrf')!)
+      await signIn(browser(api.service), { client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }, 'new@example.com', 'wrong, and logged nowhere')
+      secrets.push('wrong, and logged nowhere')
+      const tokens = await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: client.client_id })
+      const refreshed = await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: client.client_id })
+      secrets.push(tokens.body.refresh_token, tokens.body.access_token, refreshed.body.refresh_token, refreshed.body.access_token)
+      expect((await api.get('/v1/deliveries', refreshed.body.access_token)).status).toBe(200)
+      // The replay is audit-logged and logged: still without the token.
+      expect((await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: client.client_id })).status).toBe(400)
+      await b.post('/oauth/logout', {})
+      await api.service.audit.flush()
+
+      expect(lines.length).toBeGreaterThan(10) // the requests were logged
+      const log = lines.join('')
+      for (const secret of secrets) {
+        expect(secret.length).toBeGreaterThan(11)
+        expect(log).not.toContain(secret)
+      }
+      const audit = JSON.stringify(await api.service.db.selectFrom('audit_events').selectAll().execute())
+      for (const secret of secrets) expect(audit).not.toContain(secret)
+    } finally {
+      await api.stop()
     }
   })
 })

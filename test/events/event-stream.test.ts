@@ -53,6 +53,7 @@ function describeStreams(store: StoreUnderTest) {
       const stream = await sse('/v1/events/stream', admin)
       expect(stream.status).toBe(200)
       expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/)
+      expect(stream.headers.get('cache-control')).toBe('no-store')
       await stream.until(() => stream.raw.length > 0, 'the first bytes')
       expect(stream.raw.split('\n')[0]).toBe('retry: 2000')
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
@@ -67,7 +68,7 @@ function describeStreams(store: StoreUnderTest) {
       const before = await write('before the stream')
       // "Now" is the end of what GET /v1/events lists: on PostgreSQL a committed event is listed
       // once the transactions that were running when it was written have ended.
-      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 5_000, 'the event to be listed')
+      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 20_000, 'the event to be listed')
       const stream = await sse('/v1/events/stream?type=test.stream', admin)
       const after = await write('after the stream opened')
       await stream.untilEvents(1)
@@ -98,6 +99,8 @@ function describeStreams(store: StoreUnderTest) {
 
     it('filters by a comma-separated list of types and by delivery_id', async () => {
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
+      // Its delivery.created is listed (so before where the streams start) before they open.
+      await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.length === 1, 20_000, 'delivery.created to be listed')
       const byType = await sse('/v1/events/stream?type=delivery.cancelled,test.stream', admin)
       const byDelivery = await sse(`/v1/events/stream?delivery_id=${rx.delivery_id}`, admin)
       const other = await api.prescription(admin, { pharmacy_id: pharmacyId })
@@ -252,12 +255,40 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
       if (i % 32 === 31) await new Promise((resolve) => setImmediate(resolve))
     }
     await waitFor(() => api.service.streams.stats().cutOff === before.cutOff + 1, 10_000, 'the stalled stream to be cut off')
+    // Read what the socket buffers still hold: then the end of the closed connection shows.
+    socket.resume()
     await waitFor(() => closed, 10_000, 'the connection to be closed')
     const after = api.service.streams.stats()
     expect(after.subscribers).toBe(0)
     // The bound, plus the one event that crossed it.
     expect(after.largestBacklogBytes).toBeLessThanOrEqual(16 * 1024 + filler.length + 1_024)
     socket.destroy()
+  })
+
+  it('ends a stream cleanly when the token that opened it expires', async () => {
+    const body = await api.service.streams.open({ tenant: 'expiring', scope: {}, after: null, endsInMs: 50 })
+    const reader = body.getReader()
+    const chunks: string[] = []
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(Buffer.from(value).toString())
+    }
+    expect(chunks.join('')).toMatch(/^retry: 2000\n\n/)
+    await waitFor(() => api.service.streams.stats().subscribers === 0, 5_000, 'the ended stream to be forgotten')
+  })
+
+  it('ends a stream cleanly once the token that opened it is revoked', async () => {
+    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'revoked reader', scope: 'deliveries:read' })).body
+    const token = await api.tokenFor(client.client_id, client.client_secret)
+    const stream = await sse('/v1/events/stream', token)
+    await stream.until(() => stream.frames.some((f) => f.comment === 'heartbeat'), 'a heartbeat')
+    const revoked = await api.service.app.request('/oauth/revoke', {
+      method: 'POST', body: new URLSearchParams({ token }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.client_id}:${client.client_secret}`).toString('base64')}` },
+    })
+    expect(revoked.status).toBe(200)
+    expect(await stream.untilEnded()).toBe('done')
   })
 
   it('ends every stream cleanly when the service stops', async () => {

@@ -3,6 +3,7 @@ import { exceptionDataFields } from '../../src/events/exception-feed.js'
 import type { TestApi } from '../helpers/service.js'
 import { openSse, type SseStream } from '../helpers/sse.js'
 import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * A fleet's exception feed (GET /v1/fleets/{id}/exceptions and …/stream) and the
@@ -45,7 +46,10 @@ function describeFeed(store: StoreUnderTest) {
       return rx.delivery_id
     }
 
-    const eventsOf = async (deliveryId: string) => (await api.get(`/v1/events?delivery_id=${deliveryId}&limit=100`, admin)).body.data as Array<{ id: string; type: string; seq: number; data: Record<string, unknown> }>
+    // What was recorded, from the table: on PostgreSQL GET /v1/events lists a just-committed event
+    // only once the transactions running when it was written have ended.
+    const eventsOf = async (deliveryId: string) => (await api.service.db.selectFrom('events').select(['id', 'type', 'seq', 'data'])
+      .where('delivery_id', '=', deliveryId).orderBy('seq').execute()).map((e) => ({ ...e, seq: e.seq!, data: JSON.parse(e.data) as Record<string, unknown> }))
 
     beforeAll(async () => {
       api = await store.start()
@@ -115,7 +119,8 @@ function describeFeed(store: StoreUnderTest) {
 
       it('records nothing for a delivery the caller cannot see, for malformed input, or for other actions', async () => {
         const theirs = await pickedUp(otherFleet)
-        const count = async () => (await eventsOf(theirs)).length
+        // The table itself: on PostgreSQL the feed may not list a just-committed event yet.
+        const count = async () => Number((await api.service.db.selectFrom('events').select((eb) => eb.fn.countAll().as('n')).where('delivery_id', '=', theirs).executeTakeFirstOrThrow()).n)
         const before = await count()
         expect((await api.post(`/v1/deliveries/${theirs}/handoff`, fleetToken, { from: otherFleet.driverId, to: fleet.driverId, signature })).status).toBe(404)
         expect((await api.post(`/v1/deliveries/${theirs}/handoff`, admin, { from: 'nobody', to: fleet.driverId, signature })).status).toBe(422)
@@ -131,6 +136,10 @@ function describeFeed(store: StoreUnderTest) {
         expect(failed.status, failed.text).toBe(200)
         await api.post(`/v1/deliveries/${deliveryId}/deliver`, fleetToken, { verification: { method: 'otp', evidence: '1' } })
         await api.post(`/v1/deliveries/${await pickedUp(otherFleet)}/fail`, admin, { reason: 'another fleet' })
+        // On PostgreSQL an event is listed once the transactions running when it was written have
+        // ended (other suites share the server): wait until both are listed.
+        const bothListed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data.length === 2
+        await waitFor(bothListed, 20_000, 'the exceptions to be listed')
         const page = await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100`, fleetToken)
         expect(page.status, page.text).toBe(200)
         const mine = page.body.data.filter((e: { delivery_id: string }) => e.delivery_id === deliveryId)
@@ -160,7 +169,9 @@ function describeFeed(store: StoreUnderTest) {
           'last-event-id': (await eventsOf(deliveryId)).at(-1 - Object.keys(exceptionDataFields).length)!.id,
         })
         open.push(stream)
-        const page = (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
+        const listed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
+        await waitFor(async () => (await listed()).length === Object.keys(exceptionDataFields).length, 20_000, 'the exceptions to be listed')
+        const page = await listed()
         await stream.untilEvents(page.length)
         for (const shown of [page, stream.events().map((e) => e.data)]) {
           expect(shown.map((e: { type: string }) => e.type)).toEqual(Object.keys(exceptionDataFields))

@@ -44,12 +44,18 @@ describe("the pharmacist's temperature trace", () => {
   it('takes excursions and the summary from the delivery the rule engine keeps current', async () => {
     const trace = (await api.get(path(), admin)).body
     const delivery = (await api.get(`/v1/deliveries/${trip.deliveryId}`, admin)).body
+    // The tote went silent after its last reading (start + 59:40): past max_gap_s (15 min) the
+    // time since is unknown, and counts as out of range up to as_of (now).
+    const unknownFrom = start + 59 * MINUTE + 40_000 + 15 * MINUTE
+    const silenceS = (clock.now() - unknownFrom) / 1000
     expect(trace.summary).toEqual({
-      min_c: 5, max_c: 12, mkt_c: delivery.cold_chain.mkt_c, time_out_of_range_s: delivery.cold_chain.time_out_of_range_s, scope: 'delivery',
+      min_c: 5, max_c: 12, mkt_c: delivery.cold_chain.mkt_c, time_out_of_range_s: delivery.cold_chain.time_out_of_range_s + silenceS,
+      unknown_s: delivery.cold_chain.unknown_s + silenceS, as_of: new Date(clock.now()).toISOString(), scope: 'delivery',
     })
     expect(trace.summary.time_out_of_range_s).toBeGreaterThan(30 * 60)
-    expect(trace.excursions).toHaveLength(1)
+    expect(trace.excursions).toHaveLength(2)
     expect(trace.excursions[0]).toMatchObject({ started_at: new Date(start + 20 * MINUTE).toISOString(), peak_c: 12 })
+    expect(trace.excursions[1]).toEqual({ started_at: new Date(unknownFrom).toISOString(), ended_at: null, duration_s: silenceS, peak_c: null, kind: 'unknown' })
   })
 
   it('computes min and max from the points of a narrower window, and says so', async () => {
@@ -100,6 +106,47 @@ describe("the pharmacist's temperature trace", () => {
     const svg = (await api.get(`/v1/deliveries/${quiet.deliveryId}/temperature.svg`, admin)).text
     expect(svg).toContain('no readings yet')
     expect(svg).not.toMatch(/NaN|Infinity/)
+  })
+
+  it('counts a silent tote\'s unknown time: 28 minutes without a reading is not "OK, 0 s out of range"', async () => {
+    const silent = await dispatchedColdChain(api, clock, clock.now() - 40 * MINUTE)
+    const dispatchedAt = clock.now() - 40 * MINUTE
+    // Twelve minutes of good readings, then nothing for 28 minutes: 13 of them past max_gap_s (15 min).
+    await feed(api, silent.tote.id, Array.from({ length: 12 }, (_, i) => ({ ts: dispatchedAt + (i + 1) * MINUTE, temp_c: 5 })))
+    const delivery = (await api.get(`/v1/deliveries/${silent.deliveryId}`, admin)).body
+    expect(delivery.cold_chain).toMatchObject({ state: 'OK', time_out_of_range_s: 0 }) // what the rule engine has evaluated so far
+    const trace = (await api.get(`/v1/deliveries/${silent.deliveryId}/temperature`, admin)).body
+    expect(trace.summary).toMatchObject({ time_out_of_range_s: 13 * 60, unknown_s: 13 * 60, as_of: new Date(clock.now()).toISOString() })
+    expect(trace.excursions).toEqual([{ started_at: new Date(dispatchedAt + 27 * MINUTE).toISOString(), ended_at: null, duration_s: 13 * 60, peak_c: null, kind: 'unknown' }])
+    const svg = (await api.get(`/v1/deliveries/${silent.deliveryId}/temperature.svg`, admin)).text
+    expect(svg).not.toContain('out of range 0 s')
+    expect(svg).toContain('out of range 13 min (unknown 13 min)')
+    expect(svg).toContain('NO SIGNAL')
+    expect(svg).toMatch(/<rect class="excursion unknown"/)
+  })
+
+  it('ends an open trace at its newest reading when the tote runs ahead of the clock, so no break lies past the chart', async () => {
+    const ahead = await dispatchedColdChain(api, clock, clock.now() - 10 * MINUTE)
+    const now = clock.now()
+    // Readings are accepted up to 5 min ahead: a frozen tote, its clock 4 minutes fast.
+    await feed(api, ahead.tote.id, [{ ts: now - 5 * MINUTE, temp_c: 5 }, { ts: now + 3 * MINUTE, temp_c: -2 }, { ts: now + 4 * MINUTE, temp_c: -2 }])
+    const delivery = (await api.get(`/v1/deliveries/${ahead.deliveryId}`, admin)).body
+    expect(delivery.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'hard_limit', broken_at: new Date(now + 3 * MINUTE).toISOString() })
+    const trace = (await api.get(`/v1/deliveries/${ahead.deliveryId}/temperature`, admin)).body
+    expect(trace.to).toBe(new Date(now + 4 * MINUTE).toISOString())
+    expect(trace.summary.as_of).toBe(trace.to)
+    expect(trace.points.map((p: { min: number }) => p.min)).toEqual([5, -2, -2])
+    const svg = (await api.get(`/v1/deliveries/${ahead.deliveryId}/temperature.svg`, admin)).text
+    const marker = /<g class="break" data-at="([^"]+)"><line x1="([\d.]+)"/.exec(svg)
+    expect(marker?.[1]).toBe(new Date(now + 3 * MINUTE).toISOString())
+    expect(Number(marker?.[2])).toBeLessThan(876) // inside the plot, before its right edge (the as-of end)
+    expect(svg).toContain('BREAK: hard limit crossed')
+  })
+
+  it('names the prescription in the chart title, not only the delivery', async () => {
+    const svg = (await api.get(`${path()}.svg`, admin)).text
+    expect(svg).toContain(`>Rx ${trip.rx.rx_id}<`)
+    expect(svg).toContain(`aria-label="Temperature trace of prescription ${trip.rx.rx_id}`)
   })
 
   it('refuses a step that is too small or makes too many points', async () => {

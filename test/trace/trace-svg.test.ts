@@ -5,10 +5,10 @@ import { traceSvg } from '../../src/timeseries/trace-svg.js'
 import type { TemperatureTrace } from '../../src/timeseries/trace.js'
 
 const trace = (over: Partial<TemperatureTrace> = {}): TemperatureTrace => ({
-  delivery_id: 'dl_01jd0000000000000000000000', unit: 'Cel', profile: { ...builtInProfiles.refrigerated },
+  delivery_id: 'dl_01jd0000000000000000000000', rx_id: 'rx_01jd0000000000000000000000', unit: 'Cel', profile: { ...builtInProfiles.refrigerated },
   from: '2026-03-01T08:00:00.000Z', to: '2026-03-01T10:00:00.000Z', step_s: 60,
   points: [{ t: '2026-03-01T08:00:00.000Z', min: 4.8, max: 5.2, avg: 5, n: 3 }],
-  excursions: [], summary: { min_c: 4.8, max_c: 5.2, mkt_c: 5, time_out_of_range_s: 0, scope: 'delivery' }, ...over,
+  excursions: [], summary: { min_c: 4.8, max_c: 5.2, mkt_c: 5, time_out_of_range_s: 0, unknown_s: 0, as_of: '2026-03-01T10:00:00.000Z', scope: 'delivery' }, ...over,
 })
 
 describe('the trace chart and CSV', () => {

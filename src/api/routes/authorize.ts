@@ -117,8 +117,11 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
 
   async function afterSignIn(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
     if (checked.client.first_party) return issueCode(c, checked, user, session, status)
+    // RFC 9700 §4.13: consent once per (user, app, scope); asked again only for a scope not yet allowed.
+    const scopes = userScopes(checked.request.scope, checked.client, user.role)
+    if (await people.consents.covers(user.id, checked.client.client_id, scopes)) return issueCode(c, checked, user, session, status)
     return consentPage(c, {
-      appName: checked.client.client_name, userName: user.name, scopes: userScopes(checked.request.scope, checked.client, user.role),
+      appName: checked.client.client_name, userName: user.name, scopes,
       params: checked.request, csrf: csrfToken(c), returnTo: new URL(checked.redirectUri).origin,
     })
   }
@@ -183,7 +186,11 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     const user = session && (await people.users.find(session.userId))
     if (!session || !user) return showSignIn(c, checked)
     if (form.step === 'consent' && !checked.client.first_party) {
-      if (form.decision !== 'allow') return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
+      if (form.decision !== 'allow') {
+        await people.consents.forget(user.id, checked.client.client_id)
+        return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
+      }
+      await people.consents.remember(user.id, checked.client.client_id, userScopes(checked.request.scope, checked.client, user.role))
       return issueCode(c, checked, user, session, 303)
     }
     return afterSignIn(c, checked, user, session, 303)
@@ -191,13 +198,14 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
 
   app.openapi(publicRoute({
     method: 'post', path: '/oauth/logout', operationId: 'logout', tags: ['OAuth'], summary: 'End the browser session of the sign-in pages',
-    description: 'Ends the session named by the session cookie and revokes the refresh tokens (and their access tokens) issued under it. SameSite=Lax keeps other sites from posting here with the cookie.',
+    description: 'Ends the session named by the session cookie, revokes the refresh tokens (and their access tokens) issued under it, and forgets the consent the person gave third-party apps. SameSite=Lax keeps other sites from posting here with the cookie.',
     responses: { 200: html('A signed-out page (HTML)') },
   }), async (c) => {
     const session = await people.sessions.resume(getCookie(c, SESSION))
     if (session) {
       await people.sessions.end(session.idHash)
       await people.refreshTokens.revokeForSession(session.idHash)
+      await people.consents.forget(session.userId) // signing out also forgets what the person allowed third-party apps
     }
     deleteCookie(c, SESSION, cookieOptions)
     return messagePage(c, 'Signed out', 'You are signed out of rxtrace.', 200)

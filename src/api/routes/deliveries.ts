@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { DeliveryService } from '../../services/deliveries.js'
-import { coldChainSchema } from '../../domain/cold-chain.js'
+import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -32,7 +32,7 @@ const bodies = {
   deliver: z.strictObject({ verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }), ...when }),
   fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
   cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
-  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().max(2_000).optional(), ...when }),
+  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().trim().min(1, 'a decision needs a note saying why').max(2_000).describe('Why: required, and kept with the decision'), ...when }),
 } as const
 
 const scopes: Record<keyof typeof bodies, string> = {
@@ -54,6 +54,8 @@ const operationIds: Record<keyof typeof bodies, string> = {
 
 const Verdict = z.object({ valid: z.boolean(), length: z.number().int(), head: z.string().optional(), first_bad_seq: z.number().int().optional(), reason: z.string().optional() }).openapi('CustodyVerdict')
 
+const Parties = z.object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['user', 'driver', 'pharmacy']), name: z.string() })) }).openapi('CustodyParties')
+
 export function deliveryRoutes(deliveries: DeliveryService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('deliveries:read', {
@@ -63,17 +65,31 @@ export function deliveryRoutes(deliveries: DeliveryService) {
 
   app.openapi(v1Route('deliveries:read', {
     method: 'get', path: '/v1/deliveries', operationId: 'listDeliveries', tags: ['Deliveries'], summary: 'List deliveries',
-    request: { query: pageQuery.extend({ status: z.enum(deliveryStatuses).optional(), pharmacy_id: z.string().optional() }) },
+    description: '`order=attention` lists what needs a pharmacist first: BROKEN cold chains without a disposition, then open EXCURSIONs, then the rest, newest first in each group.',
+    request: {
+      query: pageQuery.extend({
+        status: z.enum(deliveryStatuses).optional(), pharmacy_id: z.string().optional(),
+        cold_chain_state: z.enum(coldChainStates).optional().describe("The cold chain's state"),
+        created_from: z.iso.datetime({ offset: false }).optional().describe('Created at or after (RFC 3339 UTC)'),
+        created_to: z.iso.datetime({ offset: false }).optional().describe('Created before (RFC 3339 UTC)'),
+        order: z.enum(['id', 'attention']).default('id').describe('`id` (oldest first) or `attention` (the pharmacist queue)'),
+      }),
+    },
     responses: { 200: json(pageOf(Delivery), 'A page of deliveries') },
   }), async (c) => {
-    const { status, pharmacy_id, ...page } = c.req.valid('query')
-    return c.json(await deliveries.list(c.get('principal'), { status, pharmacy_id }, page), 200)
+    const { limit, cursor, ...filter } = c.req.valid('query')
+    return c.json(await deliveries.list(c.get('principal'), filter, { limit, cursor }), 200)
   })
 
   app.openapi(v1Route('deliveries:read', {
     method: 'get', path: '/v1/deliveries/{id}/custody/verify', operationId: 'verifyCustodyChain', tags: ['Deliveries'], summary: 'Recompute the custody hash chain',
     request: { params: idParam('dl') }, responses: { 200: json(Verdict, 'Whether every link holds, or the first bad seq') },
   }), async (c) => c.json(await deliveries.verifyCustody(c.get('principal'), c.req.valid('param').id), 200))
+
+  app.openapi(v1Route('deliveries:read', {
+    method: 'get', path: '/v1/deliveries/{id}/parties', operationId: 'listCustodyParties', tags: ['Deliveries'], summary: "Names of the people and places the delivery's custody chain names",
+    request: { params: idParam('dl') }, responses: { 200: json(Parties, 'One entry per us_, dr_ and ph_ id in the chain') },
+  }), async (c) => c.json(await deliveries.parties(c.get('principal'), c.req.valid('param').id), 200))
 
   for (const action of Object.keys(bodies) as (keyof typeof bodies)[]) {
     app.openapi(v1Route(scopes[action], {

@@ -53,7 +53,7 @@ export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink
   }), async (c) => {
     const delivery = await deliveries.get(c.get('principal'), c.req.valid('param').id)
     const trace = await readTrace(sink, delivery, traceWindow(delivery, c.req.valid('query'), clock.now()))
-    const svg = traceSvg(trace, { status: delivery.status, coldChainState: delivery.cold_chain.state })
+    const svg = traceSvg(trace, { status: delivery.status, coldChainState: delivery.cold_chain.state, brokenAt: delivery.cold_chain.broken_at, breakReason: delivery.cold_chain.break_reason })
     return c.body(svg, 200, { 'content-type': 'image/svg+xml; charset=utf-8' })
   })
   return app

@@ -30,6 +30,7 @@ export const authorizationCode: Grant = {
         const { issued } = redemption
         if (issued.familyId) await people.refreshTokens.revokeFamily(issued.familyId)
         if (issued.accessJti) await tokens.revoke({ jti: issued.accessJti, exp: Math.ceil(Date.parse(issued.accessExpiresAt!) / 1_000) })
+        await people.consents.forget(redemption.userId, redemption.clientId) // ask the person again before this app gets more
         throw new OAuthError('invalid_grant', 'The code was already used; what it issued is revoked.')
       }
       throw new OAuthError('invalid_grant', 'The code is invalid, expired, or was issued for another client, redirect URI or code_verifier.')
@@ -38,8 +39,9 @@ export const authorizationCode: Grant = {
     const user = await people.users.find(code.user_id)
     if (!user || user.disabled) throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
     const scopes = code.scope.split(' ').filter(Boolean)
-    return issueForUser(ctx, user, scopes, {
+    const answer = await issueForUser(ctx, user, scopes, {
       familyId, clientId: client.client_id, userId: user.id, sessionHash: code.session_hash, scope: code.scope, familyCreatedAt: iso(clock.now()),
     }, jti)
+    return answer! // a new family's first token is always stored
   },
 }

@@ -14,14 +14,9 @@ export const refreshToken: Grant = {
     const { client, params, people, requestId } = ctx
     if (!client.grant_types.includes('refresh_token')) throw new OAuthError('unauthorized_client', 'This client may not use refresh_token.')
     if (!params.refresh_token) throw new OAuthError('invalid_request', 'Send the refresh_token.')
-    const rotated = await people.refreshTokens.rotate(params.refresh_token, client.client_id, requestId)
-    if (!rotated.ok) {
-      throw new OAuthError('invalid_grant', rotated.reason === 'reused'
-        ? 'The refresh token was already used; every token of its family is revoked.'
-        : 'The refresh token is invalid, expired or revoked.')
-    }
-    const { grant } = rotated
-    const user = await people.users.find(grant.userId)
+    const presented = await people.refreshTokens.present(params.refresh_token, client.client_id, requestId)
+    if (!presented.ok) throw refused(presented.reason)
+    const { grant, user, tokenHash } = presented
     if (!user || user.disabled) {
       await people.refreshTokens.revokeFamily(grant.familyId)
       throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
@@ -32,6 +27,17 @@ export const refreshToken: Grant = {
       throw new OAuthError('invalid_scope', 'A refresh cannot ask for more than the original grant.')
     }
     const scopes = userScopes(params.scope ?? grant.scope, client, user.role).filter((s) => original.includes(s))
-    return issueForUser(ctx, user, scopes, grant)
+    // Spending the presented token and storing the next one are one transaction.
+    const answer = await issueForUser(ctx, user, scopes, grant, undefined, (next, access) => people.refreshTokens.rotate(tokenHash, next, access))
+    if (answer) return answer
+    // Another request spent it first: presenting it again is a replay, which revokes the family.
+    const again = await people.refreshTokens.present(params.refresh_token, client.client_id, requestId)
+    throw refused(again.ok ? 'revoked' : again.reason)
   },
+}
+
+function refused(reason: 'unknown' | 'expired' | 'revoked' | 'reused' | 'wrong_client'): OAuthError {
+  return new OAuthError('invalid_grant', reason === 'reused'
+    ? 'The refresh token was already used; every token of its family is revoked.'
+    : 'The refresh token is invalid, expired or revoked.')
 }

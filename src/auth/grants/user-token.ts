@@ -14,14 +14,22 @@ export function userScopes(requested: string | undefined, client: ClientRecord, 
   return asked.filter((s) => clientScopes.includes(s) && ceiling.includes(s))
 }
 
+/** Stores the family's next refresh token; null when the store refused it (a rotation that lost a race). */
+export type StoreRefresh = (grant: RefreshGrant, access: { jti: string; expiresAtMs: number }) => Promise<string | null>
+
 /**
  * The answer to a code exchange or a refresh: an RFC 9068 access token whose `sub` is the user
  * and whose tenant claim is the user's, plus the family's next refresh token when the client
- * may refresh.
+ * may refresh. The access token is signed before anything is stored, so the store's write (one
+ * transaction for a rotation) never waits on the signature; it is handed out only once stored.
+ * Null when `store` refused.
  */
-export async function issueForUser(ctx: GrantContext, user: User, scopes: string[], grant: RefreshGrant, jti: string = randomUUID()): Promise<TokenAnswer> {
+export async function issueForUser(ctx: GrantContext, user: User, scopes: string[], grant: RefreshGrant, jti: string = randomUUID(), store?: StoreRefresh): Promise<TokenAnswer | null> {
   const access = await ctx.tokens.issue({ clientId: ctx.client.client_id, sub: user.id, scopes, pharmacyId: user.pharmacy_id, fleetId: user.fleet_id, jti })
   // The family row exists even for a client that may not refresh: it is how this access token is found to revoke.
-  const refresh = await ctx.people.refreshTokens.add({ ...grant, scope: scopes.join(' ') }, { jti, expiresAtMs: ctx.clock.now() + access.expires_in * 1_000 })
+  const next = { ...grant, scope: scopes.join(' ') }
+  const accessRecord = { jti, expiresAtMs: ctx.clock.now() + access.expires_in * 1_000 }
+  const refresh = store ? await store(next, accessRecord) : await ctx.people.refreshTokens.add(next, accessRecord)
+  if (refresh === null) return null
   return ctx.client.grant_types.includes('refresh_token') ? { ...access, refresh_token: refresh } : access
 }

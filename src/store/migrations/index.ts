@@ -8,6 +8,8 @@ import { up as privilegeWalls } from './0004_privilege_walls.js'
 import { up as tenantLimits } from './0005_tenant_limits.js'
 import { up as eventCursor } from './0006_event_cursor.js'
 import { up as usersAndSignin } from './0007_users_and_signin.js'
+import { up as userConsents } from './0010_user_consents.js'
+import { up as attentionQueue } from './0012_attention_queue.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -18,6 +20,8 @@ const steps: Record<string, MigrationStep> = {
   '0005_tenant_limits': tenantLimits,
   '0006_event_cursor': eventCursor,
   '0007_users_and_signin': usersAndSignin,
+  '0010_user_consents': userConsents,
+  '0012_attention_queue': attentionQueue,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */

@@ -134,7 +134,7 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const tote = await api.tote(await token(), { pharmacy_id: pharmacyId })
       const rx = await queue({ cold_chain: true })
       await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })
-      const notBroken = await act(rx.delivery_id, 'disposition', { decision: 'release' })
+      const notBroken = await act(rx.delivery_id, 'disposition', { decision: 'release', note: 'looks fine' })
       expect(notBroken.body.code).toBe('invalid_transition')
 
       // What the rule engine writes when it declares a break.
@@ -149,7 +149,7 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       expect(held.status).toBe(409)
       expect(held.body.code).toBe('cold_chain_hold')
 
-      const withoutScope = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, await api.adminToken('deliveries:write custody:write'), { decision: 'release' })
+      const withoutScope = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, await api.adminToken('deliveries:write custody:write'), { decision: 'release', note: 'n' })
       expect(withoutScope.status).toBe(403)
       const pharmacist = await api.adminToken('cold-chain:disposition deliveries:read')
       const decidedAt = at(clock.now())
@@ -159,6 +159,11 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       expect(released.body.status).toBe('PICKED_UP')
       expect(released.body.cold_chain).toMatchObject({ state: 'BROKEN', disposition: { decision: 'release', note: 'excursion reviewed; stability data OK', decided_at: decidedAt } })
       expect(released.body.custody.at(-1)).toMatchObject({ type: 'disposition', occurred_at: decidedAt, recorded_at: at(clock.now()) })
+      // One decision per delivery: a second one, either way, is refused and the first stands.
+      const second = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'return', note: 'changed my mind' })
+      expect(second.status).toBe(409)
+      expect(second.body).toMatchObject({ code: 'invalid_transition', detail: expect.stringContaining('already recorded') })
+      expect((await api.get(`/v1/deliveries/${rx.delivery_id}`, pharmacist)).body.cold_chain.disposition.decision).toBe('release')
 
       const delivered = await ok(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
       expect(delivered.status).toBe('DELIVERED')
@@ -173,7 +178,10 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       await ok(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 's' })
       const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', rx.delivery_id).executeTakeFirstOrThrow()
       await api.service.db.updateTable('deliveries').set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN' }) }).where('id', '=', rx.delivery_id).execute()
-      await ok(rx.delivery_id, 'disposition', { decision: 'return' })
+      const noNote = await act(rx.delivery_id, 'disposition', { decision: 'return' })
+      expect(noNote.status).toBe(422)
+      expect(noNote.body.errors).toEqual([expect.objectContaining({ pointer: '/note' })])
+      await ok(rx.delivery_id, 'disposition', { decision: 'return', note: 'excursion too long for insulin' })
       expect((await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })).body.code).toBe('cold_chain_hold')
       expect((await ok(rx.delivery_id, 'return', { from: fleet.driverId, to: pharmacyId, signature: 's' })).status).toBe('RETURNED')
     })

@@ -1,0 +1,61 @@
+/**
+ * `npm run screenshots:console` — the PNGs of docs/console.md, taken in headless Chromium
+ * (1280×800) from a service seeded with the usual scene: a broken, an excursion, a fine and an
+ * unmonitored delivery. Writes docs/console/*.png.
+ */
+import { mkdirSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { launchChromium, seedQueue, signInToConsole, startConsoleWorld } from '../test/console/console-world.js'
+
+const OUT = fileURLToPath(new URL('../docs/console/', import.meta.url))
+mkdirSync(OUT, { recursive: true })
+
+const world = await startConsoleWorld()
+const browser = await launchChromium()
+try {
+  const scene = await seedQueue(world)
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+  const page = await context.newPage()
+  await page.goto(`${world.base}/console/`)
+  await page.getByLabel('Email').waitFor()
+  await page.screenshot({ path: `${OUT}sign-in.png` })
+  await signInToConsole(page, world.base)
+  await page.locator('table.queue tbody tr').nth(3).waitFor()
+  await page.screenshot({ path: `${OUT}queue.png`, fullPage: true })
+  const open = async (hash: string) => {
+    await page.goto(`${world.base}/console/${hash}`)
+    await page.locator('main[data-ready="true"]').waitFor()
+  }
+  await open(`#/delivery/${scene.broken.deliveryId}`)
+  await page.screenshot({ path: `${OUT}delivery-broken.png`, fullPage: true })
+  await page.locator('figure.chart .u-over').hover({ position: { x: 400, y: 150 } })
+  await page.locator('figure.chart').screenshot({ path: `${OUT}chart-hover.png` })
+  await open(`#/delivery/${scene.excursion.deliveryId}`)
+  await page.screenshot({ path: `${OUT}delivery-excursion.png`, fullPage: true })
+  await open(`#/delivery/${scene.broken.deliveryId}`)
+  await page.getByLabel('Return: the goods come back').check()
+  await page.getByLabel('Note (required)').fill('Frozen insulin: destroy and re-dispense.')
+  await page.locator('section.disposition').screenshot({ path: `${OUT}disposition-form.png` })
+  await page.getByRole('button', { name: 'Record decision' }).click()
+  await page.locator('.decided').waitFor()
+  await page.locator('section.disposition').screenshot({ path: `${OUT}disposition-decided.png` })
+  await world.service.db.updateTable('custody_events').set({ to_party: 'dr_someoneelse' })
+    .where('delivery_id', '=', scene.fine.deliveryId).where('seq', '=', 3).execute()
+  await open(`#/delivery/${scene.fine.deliveryId}`)
+  await page.locator('section.custody').screenshot({ path: `${OUT}custody-tampered.png` })
+  await open(`#/print/${scene.broken.deliveryId}`)
+  await page.emulateMedia({ media: 'print' })
+  await page.screenshot({ path: `${OUT}print-report.png`, fullPage: true })
+  await page.pdf({ path: `${OUT}excursion-report.pdf`, format: 'A4', printBackground: true })
+  await page.emulateMedia({ media: 'screen' })
+  await context.close()
+  // A tablet, portrait.
+  const tablet = await (await browser.newContext({ viewport: { width: 820, height: 1180 } })).newPage()
+  await signInToConsole(tablet, world.base)
+  await tablet.locator('table.queue tbody tr').nth(3).waitFor()
+  await tablet.screenshot({ path: `${OUT}queue-tablet.png` })
+  process.stdout.write(`screenshots written to ${OUT}\n`)
+} finally {
+  await browser.close()
+  await world.stop()
+}
