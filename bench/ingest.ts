@@ -31,6 +31,7 @@ import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
 import { parseBenchArgs } from './lib/args.js'
+import { runExternalComparison } from './lib/ingest-external.js'
 
 const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK latency of the service, against a bare Aedes broker's ceiling. Prints one JSON object on stdout, progress on stderr.", {
     totes: { type: 'string', default: '1000' },
@@ -59,6 +60,12 @@ const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK la
     /** Measure the bare-Aedes ceiling only (quick reference runs). */
     'only-ceiling': { type: 'boolean', default: false },
     'keep-data': { type: 'boolean', default: false },
+    /** `embedded` (the phases above) or `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker (bench/lib/ingest-external.ts). */
+    mode: { type: 'string', default: 'embedded' },
+    /** External mode: seconds of the paced single-reading phase in each mode. */
+    'external-s': { type: 'string', default: '20' },
+    /** External mode: the PostgreSQL server the copies share (each mode gets a role and schema of its own). */
+    'database-url': { type: 'string', default: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
 })
 // The issue's targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
@@ -255,6 +262,22 @@ async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; pac
 
 async function main() {
   log(`machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg().map((l) => round(l, 2)).join(' ')}`)
+  if (opt.mode === 'external') {
+    const publisher = startPublisher()
+    try {
+      const modes = await runExternalComparison({
+        // --totes defaults to 1,000 for the embedded phases; 500 here keeps the set-up (each tote's account goes to Mosquitto) short.
+        totes: process.argv.includes('--totes') ? TOTES : 500, rate: process.argv.includes('--rate') ? Number(opt.rate) : 10_000,
+        seconds: Number(opt['external-s']), breaks: BREAKS, databaseUrl: opt['database-url'], admin: ADMIN, log,
+        publisher: { child: publisher.child, connect: publisher.connect, run: publisher.run, disconnect: publisher.disconnect },
+      })
+      process.stdout.write(JSON.stringify({ mode: 'external', modes, machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) } }) + '\n')
+    } finally {
+      publisher.stop()
+    }
+    return
+  }
+  if (opt.mode !== 'embedded') throw new Error(`--mode must be embedded or external, not ${opt.mode}`)
   if (opt['only-ceiling']) {
     const { measured, paced, rssMb } = await ceilingRun(opt.rate ? Number(opt.rate) : undefined)
     process.stdout.write(JSON.stringify({

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { withoutPassword } from './startup-error.js'
 
 /** A duration such as `500ms`, `5s`, `5m`, `2h`, parsed to milliseconds. */
 export function parseDuration(text: string): number {
@@ -29,6 +30,27 @@ export const configSchema = z.object({
   MQTT_MAX_SESSIONS_PER_TOTE: z.coerce.number().int().min(1).max(1_000).default(4),
   /** QoS 1 messages kept per persistent MQTT session until acknowledged; newer ones are dropped. */
   MQTT_MAX_QUEUED_PER_SESSION: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * `mqtt://user:pass@host:1883` (or `mqtts://`): no embedded broker; each copy is an ingest worker on
+   * this external broker (docs/deployment.md). The user needs the ingest role and, unless
+   * `MQTT_PROVISIONING=off`, Mosquitto's dynamic-security admin role.
+   */
+  MQTT_URL: z.string().regex(/^mqtts?:\/\/[^:@/]+:[^@/]+@[^/]+/, 'must look like mqtt://user:password@host:1883').optional(),
+  /**
+   * With `MQTT_URL`: this copy's MQTT client id prefix, stable across restarts so the broker hands
+   * back its persistent session (and the messages it had not acknowledged). Unique per copy.
+   * Default: `rxtrace_` + host name + `_` + a hash of `DATA_DIR`.
+   */
+  MQTT_CLIENT_ID: z.string().regex(/^[A-Za-z0-9_.]{1,60}$/, 'letters, digits, dot and underscore only, at most 60').optional(),
+  /** With `MQTT_URL`: connections (sessions on the shared subscription) each copy opens. */
+  MQTT_INGEST_CONNECTIONS: z.coerce.number().int().min(1).max(64).default(2),
+  /** With `MQTT_URL`: how long the broker keeps a copy's session (and its unacknowledged messages) while it is away. */
+  MQTT_SESSION_EXPIRY_S: z.coerce.number().int().min(60).max(4_294_967_295).default(7 * 86_400),
+  /**
+   * With `MQTT_URL`: `dynsec` puts tote credentials into Mosquitto's dynamic-security plugin;
+   * `off` leaves them to the operator (e.g. EMQX's HTTP authentication, docs/deployment.md).
+   */
+  MQTT_PROVISIONING: z.enum(['dynsec', 'off']).default('dynsec'),
   /** Where the embedded SQLite stores live. */
   DATA_DIR: z.string().default('./data'),
   /** postgres://… switches the entity store from SQLite to PostgreSQL. */
@@ -138,16 +160,44 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>
 
+/** Settings of the embedded broker, which does not run with `MQTT_URL`. */
+const EMBEDDED_BROKER_ONLY = ['MQTT_PORT', 'MQTT_WS_PORT', 'MQTT_MAX_PACKET_BYTES', 'MQTT_CONNECT_TIMEOUT_S', 'MQTT_MAX_SESSIONS_PER_TOTE', 'MQTT_MAX_QUEUED_PER_SESSION'] as const
+/** Settings of an ingest worker, which only runs with `MQTT_URL`. */
+const EXTERNAL_BROKER_ONLY = ['MQTT_CLIENT_ID', 'MQTT_INGEST_CONNECTIONS', 'MQTT_SESSION_EXPIRY_S', 'MQTT_PROVISIONING'] as const
+
+/** A combination of variables no mode uses: one of them would be silently ignored. */
+function unusedVariable(present: Record<string, unknown>): string | null {
+  if (present.MQTT_URL !== undefined) {
+    // MQTT_WS_PORT=off says what is true anyway: this process listens for no MQTT at all.
+    const unused = EMBEDDED_BROKER_ONLY.find((name) => present[name] !== undefined && !(name === 'MQTT_WS_PORT' && present[name] === 'off'))
+    return unused ? `${unused}: has no effect with MQTT_URL (no embedded broker runs); unset one of them` : null
+  }
+  const unused = EXTERNAL_BROKER_ONLY.find((name) => present[name] !== undefined)
+  return unused ? `${unused}: has effect only with MQTT_URL (an external broker); set MQTT_URL or unset ${unused}` : null
+}
+
 export class ConfigError extends Error {}
 
 /** Parses the environment; the error message is one line naming the offending variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
   const result = configSchema.safeParse(present)
-  if (result.success) return result.data
+  if (result.success) {
+    const unused = unusedVariable(present)
+    if (unused) {
+      const name = unused.slice(0, unused.indexOf(':'))
+      throw new ConfigError(`invalid configuration: ${name}=${shown(name, env[name])}${unused.slice(name.length)}`)
+    }
+    return result.data
+  }
   const issue = result.error.issues[0]!
   const name = String(issue.path[0] ?? 'environment')
-  throw new ConfigError(`invalid configuration: ${name}=${JSON.stringify(env[name] ?? '')}: ${issue.message}`)
+  throw new ConfigError(`invalid configuration: ${name}=${shown(name, env[name])}: ${issue.message}`)
+}
+
+/** A variable's value for an error line: a URL's password is never printed. */
+function shown(name: string, value: string | undefined): string {
+  return JSON.stringify(name.endsWith('_URL') && value ? withoutPassword(value) : value ?? '')
 }
 
 export function issuerOf(config: Pick<Config, 'ISSUER' | 'PORT'>): string {

@@ -48,6 +48,10 @@ import { GroupCommitter } from './telemetry/group-commit.js'
 import { openColdChainBindings } from './telemetry/open-deliveries.js'
 import { IngestPipeline } from './telemetry/pipeline.js'
 import { createReadingSink, type ReadingSink } from './timeseries/index.js'
+import { BrokerAccounts } from './mqtt/broker-accounts.js'
+import { brokerAddress, defaultClientId } from './mqtt/broker-url.js'
+import { joinExternalBroker, type ExternalBroker } from './mqtt/external-broker.js'
+import { PasswordSeal } from './mqtt/seal.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { WebhookService } from './services/webhook-endpoints.js'
 import { parseRetrySchedule } from './webhooks/retry-policy.js'
@@ -164,6 +168,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const reattributeOpenDeliveries = async () => {
     for (const { toteId, binding } of await openColdChainBindings(db)) await sink.attribute(toteId, binding)
   }
+  // MQTT_URL: an external broker authenticates totes; their accounts reach it through this outbox.
+  const broker = config.MQTT_URL ? brokerAddress(config.MQTT_URL) : null
+  const accounts = broker && config.MQTT_PROVISIONING === 'dynsec'
+    ? new BrokerAccounts({ db, clock, logger, seal: new PasswordSeal(broker.password) })
+    : null
   // One tail loop per process feeds every live event stream; a local commit wakes it at once.
   const streams = new EventStreams(new EventFeed(store), {
     pollMs: config.EVENT_STREAM_POLL_MS, heartbeatMs: config.EVENT_STREAM_HEARTBEAT_S * 1_000,
@@ -178,7 +187,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       void followBindingWithRetries(toteId, deliveryId)
     }),
     fleets: new FleetService(deps),
-    totes: new ToteService(deps, config.TENANT_MAX_TOTES),
+    totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
   }
@@ -211,7 +220,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   outbox.onCommitted(() => dispatcher.wake())
 
   let http: ReturnType<typeof drainOnClose> | null = null
-  let broker: RxBroker | null = null
+  let embedded: RxBroker | null = null
+  let external: ExternalBroker | null = null
   const timers: NodeJS.Timeout[] = []
   const every = (ms: number, task: () => Promise<void> | void, what: string) => {
     const timer = setInterval(() => void Promise.resolve().then(task).catch((err) => logger.warn({ err }, `${what} failed`)), ms)
@@ -219,38 +229,67 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     timers.push(timer)
   }
 
+  /** MQTT_URL: no broker here; this copy joins the external one's shared subscription. */
+  async function joinBroker(address: NonNullable<typeof broker>) {
+    external = await joinExternalBroker({
+      mqttUrl: config.MQTT_URL!, broker: address, accounts,
+      clientId: config.MQTT_CLIENT_ID ?? defaultClientId(config.DATA_DIR),
+      connections: config.MQTT_INGEST_CONNECTIONS, sessionExpiryS: config.MQTT_SESSION_EXPIRY_S,
+      // The same pipeline as the embedded broker's: a refusal is acknowledged with its reason on
+      // the errors topic; any other failure leaves the message unacknowledged for the broker to resend.
+      onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
+      logger,
+      metrics: { readingsPublishes: metrics.mqttReadingsPublishes },
+    })
+    return { mqttPort: external.port, mqttWsPort: null }
+  }
+
+  async function startEmbedded() {
+    embedded = await createBroker({
+      authenticateTote: (username, password) => services.totes.authenticate(username, password.toString('utf8')),
+      // A refused payload rejects with ReadingsRejected (acknowledged, reason on the errors
+      // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
+      onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
+      logger,
+      metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes, limitsEnforced: metrics.mqttLimitsEnforced },
+      limits: {
+        maxPacketBytes: config.MQTT_MAX_PACKET_BYTES, connectTimeoutMs: config.MQTT_CONNECT_TIMEOUT_S * 1_000,
+        maxSessionsPerTote: config.MQTT_MAX_SESSIONS_PER_TOTE, maxQueuedPerSession: config.MQTT_MAX_QUEUED_PER_SESSION,
+      },
+      tcpPort: config.MQTT_PORT,
+      wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
+      host: config.HOST,
+    })
+    return { mqttPort: embedded.tcpPort, mqttWsPort: embedded.wsPort }
+  }
+
   return {
     config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, streams, services, app, dispatcher,
     sink, bindings, monitor, committer, pipeline,
+    /** The embedded broker; null before start() and with MQTT_URL. */
     get broker() {
-      return broker
+      return embedded
     },
+    /** The link to the external broker (MQTT_URL); null otherwise. */
+    get externalBroker() {
+      return external
+    },
+    accounts,
     /** Credentials of an admin client created by this start (there was no client at all), to print once; null otherwise. */
     get newAdmin() {
       return newAdmin
     },
-    /** Binds the listeners; resolves with the ports actually bound. */
+    /**
+     * Binds the listeners; resolves with the ports actually bound. With MQTT_URL, `mqttPort` is
+     * the external broker's (where totes connect) and nothing here listens for MQTT.
+     */
     async start(): Promise<{ httpPort: number; mqttPort: number; mqttWsPort: number | null }> {
       await reattributeOpenDeliveries() // before any tote can connect and load a delivery without them
-      broker = await createBroker({
-        authenticateTote: (username, password) => services.totes.authenticate(username, password.toString('utf8')),
-        // A refused payload rejects with ReadingsRejected (acknowledged, reason on the errors
-        // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
-        onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
-        logger,
-        metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes, limitsEnforced: metrics.mqttLimitsEnforced },
-        limits: {
-          maxPacketBytes: config.MQTT_MAX_PACKET_BYTES, connectTimeoutMs: config.MQTT_CONNECT_TIMEOUT_S * 1_000,
-          maxSessionsPerTote: config.MQTT_MAX_SESSIONS_PER_TOTE, maxQueuedPerSession: config.MQTT_MAX_QUEUED_PER_SESSION,
-        },
-        tcpPort: config.MQTT_PORT,
-        wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
-        host: config.HOST,
-      })
+      const mqttPorts = broker ? await joinBroker(broker) : await startEmbedded()
       const server = createAdaptorServer({ fetch: app.fetch }) as HttpServer
       http = drainOnClose(server)
       const httpPort = await listen(server, config.PORT, config.HOST, 'PORT').catch(async (error) => {
-        await broker?.close()
+        await Promise.all([embedded?.close(), external?.close()])
         throw error
       })
       dispatcher.start()
@@ -262,16 +301,16 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       if (!pinned) newAdmin = await clients.ensureAdmin()
       // After the admin: ensureAdmin creates one only while there is no client at all.
       await ensureConsoleClient(clients, db, consoleRedirectUris(config, httpPort))
-      return { httpPort, mqttPort: broker.tcpPort, mqttWsPort: broker.wsPort }
+      return { httpPort, ...mqttPorts }
     },
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
       for (const timer of timers) clearInterval(timer)
-      // Stop taking work first: the broker acknowledges what it is storing, then disconnects.
+      // Stop taking work first: the broker (or the ingest worker) acknowledges what it is storing, then disconnects.
       // Live event streams end cleanly first (their readers resume elsewhere with Last-Event-ID),
       // so the HTTP drain does not wait for them.
       const streamsClosed = streams.close()
-      await Promise.all([http?.stop(HTTP_DRAIN_MS), broker?.close()])
+      await Promise.all([http?.stop(HTTP_DRAIN_MS), embedded?.close(), external?.close()])
       await streamsClosed
       await committer.drain()
       await monitor.flush()

@@ -4,6 +4,7 @@ import { AppError, validationFailed } from '../errors.js'
 import { hashSecret, newSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
+import type { Executor } from '../store/schema.js'
 import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
@@ -12,6 +13,20 @@ import { countOwned, createWithinLimit } from './tenant-limits.js'
 
 export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
 export type ToteWithCredentials = Tote & { mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string } }
+
+/**
+ * Where a tote's MQTT account goes when an external broker authenticates totes
+ * (src/mqtt/broker-accounts.ts): enqueued in the registering transaction, then handed to the broker.
+ */
+export type ToteAccounts = {
+  enqueue(trx: Executor, toteId: string, password: string): Promise<void>
+  /** Resolves once a pass over due accounts is over (the broker has this tote's, if it is up). */
+  provisionDue(): Promise<void>
+}
+
+// POST /v1/totes waits this long for the broker to have the account, so that a tote can connect
+// with the answer at once; past it, or with the broker down, the account follows in the background.
+const PROVISION_WAIT_MS = 3_000
 
 export const readingsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
 export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
@@ -22,6 +37,8 @@ export class ToteService {
     private readonly deps: ServiceDeps,
     /** Totes one pharmacy or fleet may register (docs/api.md, Per-tenant limits): each may hold MQTT sessions. */
     private readonly maxPerTenant = 10_000,
+    /** Set with an external broker (`MQTT_URL`); the embedded broker reads the totes table itself. */
+    private readonly accounts?: ToteAccounts,
   ) {}
 
   /** The MQTT password is shown once: `record` keeps the answer without it. */
@@ -45,12 +62,14 @@ export class ToteService {
     try {
       await createWithinLimit(this.deps, { what: 'totes', max: this.maxPerTenant, owner: tenant }, (trx) => countOwned(trx, 'totes', tenant), async (trx) => {
         await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
+        await this.accounts?.enqueue(trx, tote.id, password)
         await record?.(trx, registered)
       })
     } catch (error) {
       if (isUniqueViolation(error)) throw duplicateSerial(input.serial) // registered concurrently
       throw error
     }
+    if (this.accounts) await provisioned(this.accounts, this.deps)
     return registered
   }
 
@@ -71,6 +90,14 @@ export class ToteService {
     const row = await this.deps.db.selectFrom('totes').select(['id', 'mqtt_password_hash']).where('id', '=', username).executeTakeFirst()
     return row && secretMatches(password, row.mqtt_password_hash) ? row.id : null
   }
+}
+
+/** Waits (a bounded time) for the pass that gives the broker this account; a failure is the outbox's to retry. */
+async function provisioned(accounts: ToteAccounts, deps: ServiceDeps): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, PROVISION_WAIT_MS)))
+  await Promise.race([accounts.provisionDue().catch((err) => deps.logger.warn({ err }, 'tote account pass failed; it is retried')), late])
+  clearTimeout(timer)
 }
 
 const duplicateSerial = (serial: string) => new AppError('conflict', `This owner already has a tote with serial "${serial}".`)

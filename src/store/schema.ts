@@ -84,6 +84,11 @@ export interface Database {
     id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string
     created_at: string
   }
+  /** Tote accounts an external MQTT broker has yet to get (src/mqtt/broker-accounts.ts). */
+  broker_accounts: {
+    tote_id: string; sealed_password: string; attempts: Generated<number>; next_attempt_at: number
+    last_error: string | null; created_at: string
+  }
 }
 
 export type Db = Kysely<Database>

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { childEnv, freePort, runUntilExit } from '../helpers/child-service.js'
+import { mosquittoAvailable, SERVICE_USER, startMosquitto, type Mosquitto } from '../helpers/mosquitto.js'
 
 /**
  * A start that cannot come up says why in one line that names the variable to look at, not
@@ -10,8 +11,10 @@ import { childEnv, freePort, runUntilExit } from '../helpers/child-service.js'
  */
 
 const dirs: string[] = []
-afterAll(() => {
+const brokers: Mosquitto[] = []
+afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  for (const broker of brokers) await broker.dispose()
 })
 
 async function startWith(overrides: Record<string, string>) {
@@ -48,5 +51,51 @@ describe('start-up errors name their cause', () => {
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(/^rxtrace: QUESTDB_CONFIG=http::addr=127\.0\.0\.1:\d+;: cannot reach QuestDB: .*ECONNREFUSED/)
     await annotate(lines[0]!)
+  }, 60_000)
+
+  // MQTT_URL: no embedded broker; the external one must be there, take these credentials, and
+  // (to receive tote accounts) answer on its dynamic-security topic. MQTT_PORT: '' unsets childEnv's.
+  it('MQTT_URL where nothing listens names MQTT_URL (without its password) and the refusal', async ({ annotate }) => {
+    const port = await freePort()
+    const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: `mqtt://rxtrace:hunter2@127.0.0.1:${port}` })
+    expect(code, stdout).not.toBe(0)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+: cannot reach the MQTT broker: .*ECONNREFUSED/)
+    expect(lines[0]).not.toContain('hunter2')
+    await annotate(lines[0]!)
+  }, 60_000)
+
+  it.skipIf(!mosquittoAvailable())('MQTT_URL with a password the broker refuses says so', async ({ annotate }) => {
+    const broker = await startMosquitto()
+    brokers.push(broker)
+    const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.url(SERVICE_USER.username, 'not-the-password') })
+    expect(code, stdout).not.toBe(0)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the MQTT broker refused this user name and password/)
+    await annotate(lines[0]!)
+  }, 60_000)
+
+  it.skipIf(!mosquittoAvailable())('MQTT_URL on a broker without the dynamic-security plugin names the plugin and MQTT_PROVISIONING', async ({ annotate }) => {
+    const broker = await startMosquitto({ dynsec: false })
+    brokers.push(broker)
+    const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.serviceUrl })
+    expect(code, stdout).not.toBe(0)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the broker's dynamic-security plugin does not answer .*MQTT_PROVISIONING=off/)
+    await annotate(lines[0]!)
+  }, 60_000)
+
+  it('MQTT_URL with MQTT_PORT set names MQTT_PORT: there is no embedded broker for it', async ({ annotate }) => {
+    const { code, lines, stdout } = await startWith({ MQTT_PORT: '1884', MQTT_URL: 'mqtt://rxtrace:hunter2@127.0.0.1:1883' })
+    expect(code, stdout).not.toBe(0)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toBe('rxtrace: invalid configuration: MQTT_PORT="1884": has no effect with MQTT_URL (no embedded broker runs); unset one of them')
+    await annotate(lines[0]!)
+  }, 60_000)
+
+  it('MQTT_URL without credentials names MQTT_URL', async () => {
+    const { code, lines } = await startWith({ MQTT_PORT: '', MQTT_URL: 'mqtt://127.0.0.1:1883' })
+    expect(code).not.toBe(0)
+    expect(lines).toEqual(['rxtrace: invalid configuration: MQTT_URL="mqtt://127.0.0.1:1883": must look like mqtt://user:password@host:1883'])
   }, 60_000)
 })

@@ -10,6 +10,7 @@ import { up as eventCursor } from './0006_event_cursor.js'
 import { up as usersAndSignin } from './0007_users_and_signin.js'
 import { up as userConsents } from './0010_user_consents.js'
 import { up as attentionQueue } from './0012_attention_queue.js'
+import { up as brokerAccounts } from './0014_broker_accounts.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -22,6 +23,7 @@ const steps: Record<string, MigrationStep> = {
   '0007_users_and_signin': usersAndSignin,
   '0010_user_consents': userConsents,
   '0012_attention_queue': attentionQueue,
+  '0014_broker_accounts': brokerAccounts,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */

@@ -1,0 +1,210 @@
+/**
+ * `npm run bench:ingest -- --mode external`: the service behind an external Mosquitto
+ * (`MQTT_URL`, docs/deployment.md) with 1 and 2 ingest workers, next to the embedded broker, in
+ * one run, with one publisher and the same load.
+ *
+ * Each mode gets a fresh PostgreSQL entity store (a role and schema of its own, so that two copies
+ * share it; the embedded mode uses it too, for a like-for-like CPU figure) and fresh DATA_DIRs
+ * (readings in each copy's readings.db). Totes, cold-chain prescriptions and dispatches are
+ * created over HTTP; totes publish single QoS 1 readings at a paced rate (MQTT 3.1.1, as the
+ * embedded broker speaks), some of them −2 °C for an immediate `cold-chain.break`.
+ *
+ * - readings/s: PUBACKed readings over the phase; PUBACK p99: publish → PUBACK at the tote (from
+ *   Mosquitto in external mode: accepted by the broker, not yet stored).
+ * - reading → event: the break's `created_at` in the outbox minus its publish time.
+ * - service CPU per reading: CPU of every service process from the phase's start until every
+ *   PUBACKed reading is in a readings.db, over the readings stored. Mosquitto's CPU is shown apart.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import { startMosquitto, type Mosquitto } from '../../test/helpers/mosquitto.js'
+import type { Phase, PhaseResult } from './ingest-protocol.js'
+import { createFixture, freePort, startService, type ServiceChild } from './ingest-service.js'
+import { cpuSeconds, percentile, round } from './ingest-stats.js'
+
+export type ExternalOptions = {
+  totes: number
+  rate: number
+  seconds: number
+  breaks: number
+  databaseUrl: string
+  admin: { id: string; secret: string }
+  log(line: string): void
+  /** The publisher of bench/ingest.ts (a child process). */
+  publisher: {
+    child: { pid?: number }
+    connect(url: string, totes: { id: string; username: string; password: string }[], subscribeErrors: boolean): Promise<void>
+    run(phase: Phase): Promise<PhaseResult>
+    disconnect(): Promise<unknown>
+  }
+}
+
+type Mode = { name: string; workers: number }
+const MODES: Mode[] = [{ name: 'embedded', workers: 0 }, { name: 'external-1-worker', workers: 1 }, { name: 'external-2-workers', workers: 2 }]
+// The refrigerated profile's hard_min_c is 0 °C: −2 °C breaks at once.
+const BREAK_TEMP_C = -2
+const WARMUP_MS = 5_000
+
+/** A role whose search_path is a schema of its own (trust authentication): N copies share it. */
+async function ownSchema(url: string) {
+  const name = `rx_bench_${randomBytes(5).toString('hex')}`
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  await admin.query(`create role ${name} login`)
+  await admin.query(`create schema ${name} authorization ${name}`)
+  await admin.query(`alter role ${name} set search_path = ${name}`)
+  await admin.end()
+  const target = new URL(url)
+  target.username = name
+  return {
+    url: target.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      await client.query(`drop schema if exists ${name} cascade`)
+      await client.query(`drop role if exists ${name}`)
+      await client.end()
+    },
+  }
+}
+
+function storedCount(dataDir: string): number {
+  try {
+    const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
+    try {
+      return db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings').get()!.n
+    } finally {
+      db.close()
+    }
+  } catch {
+    return 0
+  }
+}
+
+export async function runExternalComparison(options: ExternalOptions) {
+  const results: Record<string, unknown> = {}
+  for (const mode of MODES) results[mode.name] = await runMode(mode, options)
+  const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null }).service_cpu_us_per_reading
+  for (const mode of MODES.slice(1)) {
+    const r = results[mode.name] as { service_cpu_us_per_reading: number | null; readings_per_s: number; reading_to_event_p99_ms: number; cpu_vs_embedded?: number | null; targets?: object }
+    r.cpu_vs_embedded = embeddedUs && r.service_cpu_us_per_reading ? round(r.service_cpu_us_per_reading / embeddedUs, 2) : null
+    r.targets = {
+      at_least_10000_per_s: r.readings_per_s >= 10_000 * 0.99,
+      reading_to_event_p99_under_250_ms: r.reading_to_event_p99_ms < 250,
+      cpu_per_reading_at_most_1_5x_embedded: r.cpu_vs_embedded === null ? null : r.cpu_vs_embedded <= 1.5,
+    }
+  }
+  return results
+}
+
+async function runMode(mode: Mode, options: ExternalOptions) {
+  const { log, publisher } = options
+  const schema = await ownSchema(options.databaseUrl)
+  const broker: Mosquitto | null = mode.workers > 0 ? await startMosquitto() : null
+  const copies: { service: ServiceChild; dataDir: string }[] = []
+  try {
+    const copiesWanted = Math.max(1, mode.workers)
+    let mqttUrl = ''
+    for (let i = 0; i < copiesWanted; i++) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-external-'))
+      const httpPort = await freePort()
+      const env: NodeJS.ProcessEnv = {
+        PATH: process.env.PATH, HOME: process.env.HOME,
+        PORT: String(httpPort), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: schema.url,
+        LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: options.admin.id, ADMIN_CLIENT_SECRET: options.admin.secret,
+        RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', RATE_LIMIT_TENANT_RPS: '1000000', RATE_LIMIT_TENANT_BURST: '1000000',
+        ...(broker
+          ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}`, MQTT_WS_PORT: 'off' }
+          : { MQTT_PORT: String(await freePort()), MQTT_WS_PORT: 'off' }),
+      }
+      const service = await startService({ env, httpPort })
+      copies.push({ service, dataDir })
+      mqttUrl = broker ? `mqtt://127.0.0.1:${broker.port}` : `mqtt://127.0.0.1:${env.MQTT_PORT}`
+    }
+    log(`${mode.name}: ${copies.length} service process(es) ${copies.map((c) => c.service.pid).join(', ')}${broker ? `, mosquitto ${broker.pid} on ${broker.port}` : ''}`)
+    const fixture = await createFixture(copies[0]!.service.baseUrl, options.admin, { totes: options.totes, bound: options.totes, onProgress: log })
+    const bound = fixture.totes
+    await publisher.connect(mqttUrl, bound, true)
+    // Every copy watches every open delivery (refreshed every 5 s) and has warmed its caches.
+    const warmup = await publisher.run({ name: `${mode.name}-warmup`, durationMs: WARMUP_MS, batch: 1, window: 4, rate: Math.min(options.rate, 5_000) })
+    // In external mode the broker acknowledges before the copies store: the backlog is gone first.
+    const before = await drained(copies.map((c) => c.dataDir), warmup.ackedReadings)
+    const pids = copies.map((c) => c.service.pid)
+    const cpu0 = pids.map(cpuSeconds)
+    const brokerCpu0 = broker ? cpuSeconds(broker.pid) : null
+    const publisherCpu0 = cpuSeconds(publisher.child.pid!)
+    const durationMs = options.seconds * 1_000
+    const breaks = Math.min(options.breaks, bound.length)
+    const result = await publisher.run({
+      name: mode.name, durationMs, batch: 1, window: 4, rate: options.rate,
+      breaks: { toteIds: bound.slice(0, breaks).map((t) => t.id), everyMs: Math.max(1, Math.floor((durationMs - 1_000) / Math.max(1, breaks))), tempC: BREAK_TEMP_C },
+    })
+    const storedAll = await drained(copies.map((c) => c.dataDir), before + result.ackedReadings)
+    const cpu1 = pids.map(cpuSeconds)
+    const serviceCpuS = cpu1.reduce<number>((sum, c, i) => sum + (c ?? 0) - (cpu0[i] ?? 0), 0)
+    const brokerCpuS = broker && brokerCpu0 !== null ? (cpuSeconds(broker.pid) ?? 0) - brokerCpu0 : null
+    const publisherCpuS = (cpuSeconds(publisher.child.pid!) ?? 0) - (publisherCpu0 ?? 0)
+    const stored = storedAll - before
+    await publisher.disconnect()
+
+    const events = await breakEvents(schema.url, result.breaks.length)
+    const latencies = result.breaks.flatMap((b) => (events.has(b.toteId) ? [events.get(b.toteId)! - b.publishedAtMs] : []))
+    const summary = {
+      readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
+      puback_p50_ms: round(result.latency.p50, 2),
+      puback_p99_ms: round(result.latency.p99, 2),
+      reading_to_event_p50_ms: round(percentile(latencies, 50), 1),
+      reading_to_event_p99_ms: round(percentile(latencies, 99), 1),
+      breaks: { published: result.breaks.length, events: latencies.length },
+      service_cpu_us_per_reading: stored > 0 ? round((serviceCpuS * 1e6) / stored, 2) : null,
+      mosquitto_cpu_us_per_reading: brokerCpuS !== null && stored > 0 ? round((brokerCpuS * 1e6) / stored, 2) : null,
+      publisher_cpu_us_per_reading: stored > 0 ? round((publisherCpuS * 1e6) / stored, 2) : null,
+      acked_readings: result.ackedReadings, stored, errors: result.errors + result.rejected, behind: result.behind,
+    }
+    log(`${mode.name}: ${JSON.stringify(summary)}`)
+    return summary
+  } finally {
+    for (const copy of copies) {
+      await copy.service.stop()
+      rmSync(copy.dataDir, { recursive: true, force: true })
+    }
+    await broker?.dispose()
+    await schema.drop().catch(() => undefined)
+  }
+}
+
+/** Waits (at most a minute) until the copies' readings.db hold `expected` readings in all; returns the count. */
+async function drained(dataDirs: string[], expected: number): Promise<number> {
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const n = dataDirs.map(storedCount).reduce((a, b) => a + b, 0)
+    if (n >= expected || Date.now() > deadline) return n
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+/** First `cold-chain.break` per tote in the outbox (its created_at, epoch ms), once `expected` totes have one or 20 s have passed. */
+async function breakEvents(url: string, expected: number): Promise<Map<string, number>> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  const deadline = Date.now() + 20_000
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ created_at: string; data: string }>("select created_at, data from events where type = 'cold-chain.break'")
+      const byTote = new Map<string, number>()
+      for (const row of rows) {
+        const tote = (JSON.parse(row.data) as { tote_id: string }).tote_id
+        const at = Date.parse(row.created_at)
+        if (!byTote.has(tote) || at < byTote.get(tote)!) byTote.set(tote, at)
+      }
+      if (byTote.size >= expected || Date.now() > deadline) return byTote
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+  } finally {
+    await client.end()
+  }
+}
