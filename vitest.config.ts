@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config'
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'sdk/test/**/*.test.ts', 'sdk/react-native/test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Tests bind ephemeral ports and share the local PostgreSQL; two workers match the CI machine.

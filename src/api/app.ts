@@ -23,6 +23,7 @@ import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { TokenBuckets } from './middleware/token-buckets.js'
+import { buildDocument, registerWebhooks } from './document.js'
 import { validationHook } from './openapi.js'
 import { notFoundOrMethodNotAllowed } from './method-not-allowed.js'
 import { onError } from './problem.js'
@@ -97,10 +98,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   for (const group of deps.v1) app.route('/', group)
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (RFC 9068, ES256)' })
-  app.doc31('/v1/openapi.json', {
-    openapi: '3.1.0',
-    info: { title: 'rxtrace API', version: '1.0.0', description: 'Prescription delivery with a verifiable chain of custody and live cold-chain monitoring.' },
-    servers: [{ url: deps.tokens.issuer }],
-  })
+  registerWebhooks(app)
+  // Built once, on first request: the routes are all registered by then and never change.
+  let document: ReturnType<typeof buildDocument> | undefined
+  app.get('/v1/openapi.json', (c) => c.json(document ??= buildDocument(app, deps.tokens.issuer)))
   return app
 }

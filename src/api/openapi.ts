@@ -10,9 +10,10 @@ export const Problem = z.object({
   type: z.string(), title: z.string(), status: z.number().int(), detail: z.string(),
   code: z.string().describe('Stable, snake_case error code'), request_id: z.string(),
   errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
+  allowed_actions: z.array(z.string()).optional().describe('With `invalid_transition`: the actions the delivery allows now'),
 }).openapi('Problem')
 
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
+export const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
 
 /** The failures every authenticated route can answer with (docs/api.md, Errors). */
 const commonErrors = {
@@ -29,14 +30,22 @@ const commonErrors = {
 export const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } })
 export const jsonBody = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/json': { schema } }, required: true } })
 
+/** What every operation of the document names (SDK method names come from `operationId`). */
+type Described = { operationId: string; summary: string }
+
 /** A `/v1` route: bearer token with `scope`, the common error answers, and the scope check. */
-export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'>>(scope: string, config: R) {
+export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'> & Described>(scope: string, config: R) {
   return createRoute({
     ...config,
     security: [{ bearer: [scope] }],
     middleware: [requireScope(scope)] as const,
     // Loosely typed on purpose: handlers return our service types, the schema documents them.
-    responses: { ...commonErrors, ...config.responses } as RouteConfig['responses'],
+    responses: {
+      ...commonErrors,
+      // Every write accepts Idempotency-Key (docs/api.md, Idempotency): a second request while the first runs is 409.
+      ...(config.method === 'get' ? {} : { 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') }),
+      ...config.responses,
+    } as RouteConfig['responses'],
   })
 }
 
@@ -65,6 +74,6 @@ export const validationHook: Hook<any, AppEnv, any, any> = (result) => {
 }
 
 /** A route without a token (OAuth endpoints, discovery); responses loosely typed as in v1Route. */
-export function publicRoute<R extends RouteConfig>(config: R) {
+export function publicRoute<R extends RouteConfig & Described>(config: R) {
   return createRoute({ ...config, responses: config.responses as RouteConfig['responses'] })
 }

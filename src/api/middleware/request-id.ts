@@ -16,5 +16,10 @@ export function requestId({ logger }: { logger: Logger }): MiddlewareHandler<App
     c.header('X-Request-Id', id)
     c.header('API-Version', 'v1') // docs/api.md, Conventions
     await next()
+    // A handler that answers with its own Response (the event streams) bypasses c.header(): set them on it.
+    if (!c.res.headers.has('API-Version')) {
+      c.res.headers.set('X-Request-Id', id)
+      c.res.headers.set('API-Version', 'v1')
+    }
   }
 }

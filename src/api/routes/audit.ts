@@ -27,7 +27,7 @@ const Verdict = z.object({
 export function auditRoutes(db: Db, audit: AuditLog) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('audit:read', {
-    method: 'get', path: '/v1/audit-events', tags: ['Audit'], summary: 'The hash-chained record of every authenticated request',
+    method: 'get', path: '/v1/audit-events', operationId: 'listAuditEvents', tags: ['Audit'], summary: 'The hash-chained record of every authenticated request',
     description: 'A token restricted to a pharmacy or fleet sees only the records of its own client, without `pos` and `prev_hash` (which count other tenants\' requests).',
     request: { query: pageQuery.extend({ client_id: z.string().optional() }) },
     responses: { 200: json(pageOf(AuditEvent), 'A page of audit records, oldest first') },
@@ -50,7 +50,7 @@ export function auditRoutes(db: Db, audit: AuditLog) {
   })
 
   app.openapi(v1Route('audit:read', {
-    method: 'get', path: '/v1/audit-events/verify', tags: ['Audit'], summary: 'Recompute the audit hash chain, a page at a time',
+    method: 'get', path: '/v1/audit-events/verify', operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Recompute the audit hash chain, a page at a time',
     description: 'An unrestricted token verifies the deployment\'s whole chain, links included; a token restricted to a pharmacy or fleet verifies its own client\'s records. '
       + 'Each call checks at most `limit` records after `cursor`; follow `next_cursor` until it is null.',
     request: { query: z.object({

@@ -36,6 +36,9 @@ const AuthorizeForm = AuthorizeQuery.extend({
  * redirect with `code`, `state` and `iss` (RFC 9207). Each request runs the same steps:
  * check client and redirect URI → check the rest → find or start the session → consent → code.
  */
+/** An HTML page answer (the sign-in pages work without JavaScript). */
+const html = (description: string) => ({ description, content: { 'text/html': { schema: z.string() } } })
+
 export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRegistry; people: People; issuer: string }) {
   const app = new OpenAPIHono<AppEnv>()
   const secure = issuer.startsWith('https:')
@@ -127,10 +130,10 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     signInPage(c, { appName: checked.client.client_name, params: checked.request, csrf: csrfToken(c), returnTo: new URL(checked.redirectUri).origin, ...extra })
 
   app.openapi(publicRoute({
-    method: 'get', path: '/oauth/authorize', tags: ['OAuth'], summary: 'Start a person’s sign-in (authorization_code with PKCE S256)',
+    method: 'get', path: '/oauth/authorize', operationId: 'authorize', tags: ['OAuth'], summary: 'Start a person’s sign-in (authorization_code with PKCE S256)',
     description: 'A browser page, not an API call: shows the sign-in page (and, for clients not marked first-party, a consent page), then redirects to the registered redirect_uri with `code`, `state` and `iss` (RFC 9207). Errors in client_id or redirect_uri are shown on a page; later errors are redirected per RFC 6749 §4.1.2.1.',
     request: { query: AuthorizeQuery },
-    responses: { 200: { description: 'The sign-in or consent page (HTML)' }, 302: { description: 'Back to the client with code, state and iss, or with error' }, 400: { description: 'An error page (HTML)' } },
+    responses: { 200: html('The sign-in or consent page (HTML)'), 302: { description: 'Back to the client with code, state and iss, or with error' }, 400: html('An error page (HTML)') },
   }), async (c) => {
     const request = pick(c.req.valid('query'))
     const checked = await checkClientAndRedirect(c, request)
@@ -145,10 +148,10 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
 
   // The sign-in and consent forms post here (RFC 6749 §3.1 allows POST at this endpoint).
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/authorize', tags: ['OAuth'], summary: 'The sign-in and consent forms of /oauth/authorize',
+    method: 'post', path: '/oauth/authorize', operationId: 'submitSignInForm', tags: ['OAuth'], summary: 'The sign-in and consent forms of /oauth/authorize',
     description: 'Posted by the pages themselves, with the authorization request\'s parameters and a CSRF token bound to a pre-session cookie. Failed sign-ins are throttled per account and per address (5 in 15 min).',
     request: { body: { content: { 'application/x-www-form-urlencoded': { schema: AuthorizeForm } }, required: true } },
-    responses: { 200: { description: 'The next page (HTML)' }, 303: { description: 'Back to the client with code, state and iss, or with error' }, 401: { description: 'Sign-in failed (HTML)' }, 429: { description: 'Too many failed sign-ins (HTML, Retry-After)' } },
+    responses: { 200: html('The next page (HTML)'), 303: { description: 'Back to the client with code, state and iss, or with error' }, 401: html('Sign-in failed (HTML)'), 429: html('Too many failed sign-ins (HTML, Retry-After)') },
   }), async (c) => {
     const form = c.req.valid('form') as Record<string, string | undefined>
     const checked = await checkClientAndRedirect(c, pick(form))
@@ -194,9 +197,9 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
   })
 
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/logout', tags: ['OAuth'], summary: 'End the browser session of the sign-in pages',
+    method: 'post', path: '/oauth/logout', operationId: 'logout', tags: ['OAuth'], summary: 'End the browser session of the sign-in pages',
     description: 'Ends the session named by the session cookie, revokes the refresh tokens (and their access tokens) issued under it, and forgets the consent the person gave third-party apps. SameSite=Lax keeps other sites from posting here with the cookie.',
-    responses: { 200: { description: 'A signed-out page (HTML)' } },
+    responses: { 200: html('A signed-out page (HTML)') },
   }), async (c) => {
     const session = await people.sessions.resume(getCookie(c, SESSION))
     if (session) {

@@ -86,7 +86,7 @@ export type ClientRouteDeps = {
 export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: ClientRouteDeps) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
-    method: 'post', path: '/v1/oauth/clients', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
+    method: 'post', path: '/v1/oauth/clients', operationId: 'createClient', tags: ['OAuth'], summary: 'Register an OAuth client (RFC 7591 fields)',
     request: jsonBody(NewClient), responses: { 201: json(Client.extend({ client_secret: z.string().nullable().optional().describe('Shown once; a public client (none) has none; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The client and its secret') },
   }), async (c) => {
     const principal = c.get('principal')
@@ -108,14 +108,14 @@ export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: Clien
   })
 
   app.openapi(v1Route('clients:write', {
-    method: 'get', path: '/v1/oauth/clients/{id}', tags: ['OAuth'], summary: 'Read a client (never its secret)',
+    method: 'get', path: '/v1/oauth/clients/{id}', operationId: 'getClient', tags: ['OAuth'], summary: 'Read a client (never its secret)',
     request: { params: idParam('cl') }, responses: { 200: json(Client, 'The client') },
   }), async (c) => {
     return c.json(await clientInReach(clients, c.get('principal'), c.req.valid('param').id), 200)
   })
 
   app.openapi(v1Route('clients:write', {
-    method: 'post', path: '/v1/oauth/clients/{id}/rotate-secret', tags: ['OAuth'], summary: 'New client secret; the old one works for the overlap window',
+    method: 'post', path: '/v1/oauth/clients/{id}/rotate-secret', operationId: 'rotateClientSecret', tags: ['OAuth'], summary: 'New client secret; the old one works for the overlap window',
     request: { params: idParam('cl'), body: { content: { 'application/json': { schema: z.strictObject({ overlap_s: z.number().int().min(0).max(30 * 86_400).default(86_400).describe('How long the old secret keeps working (default 24 h)') }) } }, required: false } },
     responses: { 200: json(z.object({ client_id: z.string(), client_secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => {
@@ -127,7 +127,7 @@ export function clientRoutes({ db, dialect, clients, keys, maxPerTenant }: Clien
   })
 
   app.openapi(v1Route('clients:write', {
-    method: 'post', path: '/v1/oauth/signing-keys/rotate', tags: ['OAuth'], summary: 'Rotate the token signing key',
+    method: 'post', path: '/v1/oauth/signing-keys/rotate', operationId: 'rotateSigningKey', tags: ['OAuth'], summary: 'Rotate the token signing key',
     description: 'The new key is published in the JWKS at once and signs after `publish_ahead_s`; the old key stays published until its tokens expire.',
     request: { body: { content: { 'application/json': { schema: z.strictObject({ publish_ahead_s: z.number().int().min(0).max(86_400).default(0) }) } }, required: false } },
     responses: { 200: json(z.object({ kid: z.string(), activates_at: z.string(), previous_retires_at: z.string() }), 'The new key id') },

@@ -4,7 +4,7 @@ import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
-import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { Location } from './pharmacies.js'
 
 const when = { occurred_at: z.iso.datetime({ offset: false }).optional().describe('When it physically happened (RFC 3339 UTC); defaults to now'), location: Location.optional() }
@@ -47,6 +47,11 @@ const summaries: Record<keyof typeof bodies, string> = {
   return: 'Goods handed back to the pharmacy', cancel: 'Cancel before pickup', disposition: "Pharmacist's decision on a broken cold chain",
 }
 
+const operationIds: Record<keyof typeof bodies, string> = {
+  dispatch: 'dispatchDelivery', pickup: 'pickUpDelivery', handoff: 'handOffDelivery', deliver: 'completeDelivery',
+  fail: 'failDelivery', return: 'returnDelivery', cancel: 'cancelDelivery', disposition: 'decideDisposition',
+}
+
 const Verdict = z.object({ valid: z.boolean(), length: z.number().int(), head: z.string().optional(), first_bad_seq: z.number().int().optional(), reason: z.string().optional() }).openapi('CustodyVerdict')
 
 const Parties = z.object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['user', 'driver', 'pharmacy']), name: z.string() })) }).openapi('CustodyParties')
@@ -54,12 +59,12 @@ const Parties = z.object({ data: z.array(z.object({ id: z.string(), kind: z.enum
 export function deliveryRoutes(deliveries: DeliveryService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}', tags: ['Deliveries'], summary: 'Read a delivery with its custody chain and cold-chain status',
+    method: 'get', path: '/v1/deliveries/{id}', operationId: 'getDelivery', tags: ['Deliveries'], summary: 'Read a delivery with its custody chain and cold-chain status',
     request: { params: idParam('dl') }, responses: { 200: json(Delivery, 'The delivery') },
   }), async (c) => c.json(await deliveries.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries', tags: ['Deliveries'], summary: 'List deliveries',
+    method: 'get', path: '/v1/deliveries', operationId: 'listDeliveries', tags: ['Deliveries'], summary: 'List deliveries',
     description: '`order=attention` lists what needs a pharmacist first: BROKEN cold chains without a disposition, then open EXCURSIONs, then the rest, newest first in each group.',
     request: {
       query: pageQuery.extend({
@@ -77,20 +82,20 @@ export function deliveryRoutes(deliveries: DeliveryService) {
   })
 
   app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}/custody/verify', tags: ['Deliveries'], summary: 'Recompute the custody hash chain',
+    method: 'get', path: '/v1/deliveries/{id}/custody/verify', operationId: 'verifyCustodyChain', tags: ['Deliveries'], summary: 'Recompute the custody hash chain',
     request: { params: idParam('dl') }, responses: { 200: json(Verdict, 'Whether every link holds, or the first bad seq') },
   }), async (c) => c.json(await deliveries.verifyCustody(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}/parties', tags: ['Deliveries'], summary: "Names of the people and places the delivery's custody chain names",
+    method: 'get', path: '/v1/deliveries/{id}/parties', operationId: 'listCustodyParties', tags: ['Deliveries'], summary: "Names of the people and places the delivery's custody chain names",
     request: { params: idParam('dl') }, responses: { 200: json(Parties, 'One entry per us_, dr_ and ph_ id in the chain') },
   }), async (c) => c.json(await deliveries.parties(c.get('principal'), c.req.valid('param').id), 200))
 
   for (const action of Object.keys(bodies) as (keyof typeof bodies)[]) {
     app.openapi(v1Route(scopes[action], {
-      method: 'post', path: `/v1/deliveries/{id}/${action}`, tags: ['Deliveries'], summary: summaries[action],
+      method: 'post', path: `/v1/deliveries/{id}/${action}`, operationId: operationIds[action], tags: ['Deliveries'], summary: summaries[action],
       request: { params: idParam('dl'), ...jsonBody(bodies[action]) },
-      responses: { 200: json(Delivery, 'The updated delivery'), 409: json(z.any(), '`invalid_transition` (with allowed_actions) or `cold_chain_hold`') },
+      responses: { 200: json(Delivery, 'The updated delivery'), 409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`') },
     }), async (c) => {
       const body = c.req.valid('json' as never) as object
       return c.json(await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never, answerInTransaction(c, 200)), 200)

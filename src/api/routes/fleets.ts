@@ -25,17 +25,17 @@ const Driver = z.object({
 export function fleetRoutes(fleets: FleetService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('fleet:write', {
-    method: 'post', path: '/v1/fleets', tags: ['Fleets'], summary: 'Register a fleet operator',
+    method: 'post', path: '/v1/fleets', operationId: 'createFleet', tags: ['Fleets'], summary: 'Register a fleet operator',
     request: jsonBody(NewFleet), responses: { 201: json(Fleet, 'The fleet') },
   }), async (c) => c.json(await fleets.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201)), 201))
 
   app.openapi(v1Route('fleet:read', {
-    method: 'get', path: '/v1/fleets/{id}', tags: ['Fleets'], summary: 'Read a fleet',
+    method: 'get', path: '/v1/fleets/{id}', operationId: 'getFleet', tags: ['Fleets'], summary: 'Read a fleet',
     request: { params: idParam('fl') }, responses: { 200: json(Fleet, 'The fleet') },
   }), async (c) => c.json(await fleets.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('fleet:read', {
-    method: 'get', path: '/v1/fleets', tags: ['Fleets'], summary: 'List fleets',
+    method: 'get', path: '/v1/fleets', operationId: 'listFleets', tags: ['Fleets'], summary: 'List fleets',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Fleet), 'A page of fleets') },
   }), async (c) => c.json(await fleets.list(c.get('principal'), c.req.valid('query')), 200))
 
@@ -46,13 +46,13 @@ export function fleetRoutes(fleets: FleetService) {
   }), async (c) => c.json(await fleets.update(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 200))
 
   app.openapi(v1Route('fleet:write', {
-    method: 'post', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: 'Add a driver to a fleet',
+    method: 'post', path: '/v1/fleets/{id}/drivers', operationId: 'createDriver', tags: ['Fleets'], summary: 'Add a driver to a fleet',
     description: 'Only a token of that fleet, or an unrestricted one, changes a fleet; a pharmacy token is refused with 403.',
     request: { params: idParam('fl'), ...jsonBody(NewDriver) }, responses: { 201: json(Driver, 'The driver') },
   }), async (c) => c.json(await fleets.addDriver(c.get('principal'), c.req.valid('param').id, c.req.valid('json'), answerInTransaction(c, 201)), 201))
 
   app.openapi(v1Route('fleet:read', {
-    method: 'get', path: '/v1/fleets/{id}/drivers', tags: ['Fleets'], summary: "List a fleet's drivers",
+    method: 'get', path: '/v1/fleets/{id}/drivers', operationId: 'listDrivers', tags: ['Fleets'], summary: "List a fleet's drivers",
     request: { params: idParam('fl'), query: pageQuery }, responses: { 200: json(pageOf(Driver), 'A page of drivers') },
   }), async (c) => c.json(await fleets.listDrivers(c.get('principal'), c.req.valid('param').id, c.req.valid('query')), 200))
   return app

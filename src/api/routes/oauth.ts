@@ -100,7 +100,7 @@ export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients:
   app.use('/oauth/*', requireForm)
 
   app.openapi(publicRoute({
-    method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], summary: 'RFC 8414 authorization server metadata',
+    method: 'get', path: '/.well-known/oauth-authorization-server', operationId: 'getAuthorizationServerMetadata', tags: ['OAuth'], summary: 'RFC 8414 authorization server metadata',
     responses: { 200: json(z.record(z.string(), z.unknown()), 'Metadata') },
   }), (c) => c.json({
     issuer,
@@ -126,7 +126,7 @@ export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients:
   }, 200))
 
   app.openapi(publicRoute({
-    method: 'get', path: '/.well-known/jwks.json', tags: ['OAuth'], summary: 'RFC 7517 public signing keys',
+    method: 'get', path: '/.well-known/jwks.json', operationId: 'getJwks', tags: ['OAuth'], summary: 'RFC 7517 public signing keys',
     responses: { 200: json(z.object({ keys: z.array(z.record(z.string(), z.unknown())) }), 'JWKS') },
   }), async (c) => {
     c.header('Cache-Control', 'public, max-age=300')
@@ -134,7 +134,7 @@ export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients:
   })
 
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/token', tags: ['OAuth'], summary: 'Get tokens: client_credentials, authorization_code (PKCE S256) or refresh_token',
+    method: 'post', path: '/oauth/token', operationId: 'requestToken', tags: ['OAuth'], summary: 'Get tokens: client_credentials, authorization_code (PKCE S256) or refresh_token',
     description: 'Confidential clients authenticate with client_secret_basic or client_secret_post; a public client (token_endpoint_auth_method none) sends only client_id and may use authorization_code and refresh_token. Refresh tokens rotate on every use.',
     request: form(z.object({
       grant_type: z.string(), scope: z.string().optional(),
@@ -164,7 +164,7 @@ export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients:
   }, badForm)
 
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/revoke', tags: ['OAuth'], summary: 'RFC 7009 token revocation',
+    method: 'post', path: '/oauth/revoke', operationId: 'revokeToken', tags: ['OAuth'], summary: 'RFC 7009 token revocation',
     request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
     responses: { 200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' }, 401: json(OAuthErrorBody, 'Client authentication failed') },
   }), async (c) => {
@@ -178,7 +178,7 @@ export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients:
   }, badForm)
 
   app.openapi(publicRoute({
-    method: 'post', path: '/oauth/introspect', tags: ['OAuth'], summary: 'RFC 7662 token introspection',
+    method: 'post', path: '/oauth/introspect', operationId: 'introspectToken', tags: ['OAuth'], summary: 'RFC 7662 token introspection',
     request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
     responses: { 200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'), 401: json(OAuthErrorBody, 'Client authentication failed') },
   }), async (c) => {

@@ -30,7 +30,9 @@ const NewPharmacy = z.strictObject({
   writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
 }).openapi('NewPharmacy')
 
-const Pharmacy = NewPharmacy.extend({
+// A plain object over the request's fields: the strict NewPharmacy would forbid the answer's own members.
+const Pharmacy = z.object({
+  ...NewPharmacy.shape,
   id: z.string(), ncpdp_id: z.string().nullable(), npi: z.string().nullable(), location: Location.nullable(),
   writeback: z.object({ url: z.string(), secret: z.string().nullable().optional().describe('whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }).nullable(), created_at: z.string(),
 }).openapi('Pharmacy')
@@ -38,17 +40,17 @@ const Pharmacy = NewPharmacy.extend({
 export function pharmacyRoutes(pharmacies: PharmacyService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('pharmacies:write', {
-    method: 'post', path: '/v1/pharmacies', tags: ['Pharmacies'], summary: 'Register a pharmacy',
+    method: 'post', path: '/v1/pharmacies', operationId: 'createPharmacy', tags: ['Pharmacies'], summary: 'Register a pharmacy',
     request: jsonBody(NewPharmacy), responses: { 201: json(Pharmacy, 'The pharmacy') },
   }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/writeback/secret'])), 201))
 
   app.openapi(v1Route('pharmacies:read', {
-    method: 'get', path: '/v1/pharmacies/{id}', tags: ['Pharmacies'], summary: 'Read a pharmacy',
+    method: 'get', path: '/v1/pharmacies/{id}', operationId: 'getPharmacy', tags: ['Pharmacies'], summary: 'Read a pharmacy',
     request: { params: idParam('ph') }, responses: { 200: json(Pharmacy, 'The pharmacy') },
   }), async (c) => c.json(await pharmacies.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('pharmacies:read', {
-    method: 'get', path: '/v1/pharmacies', tags: ['Pharmacies'], summary: 'List pharmacies',
+    method: 'get', path: '/v1/pharmacies', operationId: 'listPharmacies', tags: ['Pharmacies'], summary: 'List pharmacies',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Pharmacy), 'A page of pharmacies') },
   }), async (c) => c.json(await pharmacies.list(c.get('principal'), c.req.valid('query')), 200))
   return app

@@ -3,7 +3,7 @@ import { customProfileSchema } from '../../../rules/profile-schema.js'
 import type { PrescriptionService } from '../../services/prescriptions.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
-import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const ProfileName = z.enum(['refrigerated', 'frozen', 'controlled_room'])
 
@@ -33,22 +33,22 @@ const Prescription = z.object({
 export function prescriptionRoutes(prescriptions: PrescriptionService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('prescriptions:write', {
-    method: 'post', path: '/v1/prescriptions', tags: ['Prescriptions'], summary: 'Queue a delivery for a prescription',
+    method: 'post', path: '/v1/prescriptions', operationId: 'createPrescription', tags: ['Prescriptions'], summary: 'Queue a delivery for a prescription',
     description: 'Requires `Idempotency-Key`. A replay returns the stored response with `Idempotent-Replayed: true`.',
     request: { ...jsonBody(NewPrescription), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
-    responses: { 201: json(Prescription, 'Queued'), 409: json(z.any(), 'A request with this key is in flight') },
+    responses: { 201: json(Prescription, 'Queued'), 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') },
   }), async (c) => {
     const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201))
     return c.json(created, 201)
   })
 
   app.openapi(v1Route('prescriptions:read', {
-    method: 'get', path: '/v1/prescriptions/{id}', tags: ['Prescriptions'], summary: 'Read a prescription',
+    method: 'get', path: '/v1/prescriptions/{id}', operationId: 'getPrescription', tags: ['Prescriptions'], summary: 'Read a prescription',
     request: { params: idParam('rx') }, responses: { 200: json(Prescription, 'The prescription') },
   }), async (c) => c.json(await prescriptions.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('prescriptions:read', {
-    method: 'get', path: '/v1/prescriptions', tags: ['Prescriptions'], summary: 'List prescriptions',
+    method: 'get', path: '/v1/prescriptions', operationId: 'listPrescriptions', tags: ['Prescriptions'], summary: 'List prescriptions',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Prescription), 'A page of prescriptions') },
   }), async (c) => c.json(await prescriptions.list(c.get('principal'), c.req.valid('query')), 200))
   return app

@@ -26,7 +26,7 @@ export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink
   const app = new OpenAPIHono<AppEnv>()
 
   app.openapi(v1Route('telemetry:read', {
-    method: 'get', path: '/v1/deliveries/{id}/temperature', tags: ['Telemetry'], summary: 'Temperature trace of a delivery, in steps',
+    method: 'get', path: '/v1/deliveries/{id}/temperature', operationId: 'getTemperatureTrace', tags: ['Telemetry'], summary: 'Temperature trace of a delivery, in steps',
     description: 'JSON by default; `Accept: text/csv` gives the points as RFC 4180 CSV (`t,min_c,max_c,avg_c,n`).',
     request: { params: idParam('dl'), query: TraceQuery },
     responses: {
@@ -46,7 +46,7 @@ export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink
   })
 
   app.openapi(v1Route('telemetry:read', {
-    method: 'get', path: '/v1/deliveries/{id}/temperature.svg', tags: ['Telemetry'], summary: 'Temperature trace as a chart',
+    method: 'get', path: '/v1/deliveries/{id}/temperature.svg', operationId: 'getTemperatureChart', tags: ['Telemetry'], summary: 'Temperature trace as a chart',
     description: 'A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions. Same query as the trace.',
     request: { params: idParam('dl'), query: TraceQuery },
     responses: { 200: { description: 'The chart', content: { 'image/svg+xml': { schema: z.string() } } } },

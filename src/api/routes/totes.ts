@@ -19,17 +19,17 @@ const ToteWithCredentials = Tote.extend({
 export function toteRoutes(totes: ToteService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('totes:write', {
-    method: 'post', path: '/v1/totes', tags: ['Totes'], summary: 'Register a tote and get its MQTT credentials',
+    method: 'post', path: '/v1/totes', operationId: 'createTote', tags: ['Totes'], summary: 'Register a tote and get its MQTT credentials',
     request: jsonBody(NewTote), responses: { 201: json(ToteWithCredentials, 'The tote; the password is shown only now') },
   }), async (c) => c.json(await totes.register(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/mqtt/password'])), 201))
 
   app.openapi(v1Route('telemetry:read', {
-    method: 'get', path: '/v1/totes/{id}', tags: ['Totes'], summary: 'Read a tote',
+    method: 'get', path: '/v1/totes/{id}', operationId: 'getTote', tags: ['Totes'], summary: 'Read a tote',
     request: { params: idParam('tt') }, responses: { 200: json(Tote, 'The tote') },
   }), async (c) => c.json(await totes.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('telemetry:read', {
-    method: 'get', path: '/v1/totes', tags: ['Totes'], summary: 'List totes',
+    method: 'get', path: '/v1/totes', operationId: 'listTotes', tags: ['Totes'], summary: 'List totes',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Tote), 'A page of totes') },
   }), async (c) => c.json(await totes.list(c.get('principal'), c.req.valid('query')), 200))
   return app

@@ -3,7 +3,7 @@ import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../auth/passwords.j
 import { roleNames } from '../../auth/roles.js'
 import type { UserAdmin } from '../../auth/user-admin.js'
 import type { AppEnv } from '../env.js'
-import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const role = z.enum(roleNames).describe('pharmacist and technician belong to a pharmacy; dispatcher, driver and fleet_admin to a fleet; admin to neither')
 const password = z.string().min(MIN_PASSWORD_LENGTH).max(MAX_PASSWORD_LENGTH)
@@ -34,27 +34,27 @@ const UserPatch = z.strictObject({
 export function userRoutes(admin: UserAdmin) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('clients:write', {
-    method: 'post', path: '/v1/users', tags: ['Users'], summary: 'Create a user',
+    method: 'post', path: '/v1/users', operationId: 'createUser', tags: ['Users'], summary: 'Create a user',
     description: 'No token creates a user more powerful than itself: every scope of the role must be the caller’s, and a pharmacy- or fleet-restricted caller creates users of its own tenant only.',
     request: jsonBody(NewUser),
-    responses: { 201: json(User.extend({ setup_url: z.string().optional().describe('Single-use, 72 h; only when no password was given') }), 'The user'), 409: json(z.object({}), 'The email is taken') },
+    responses: { 201: json(User.extend({ setup_url: z.string().optional().describe('Single-use, 72 h; only when no password was given') }), 'The user'), 409: problem('The email is taken, or a request with this Idempotency-Key is still running') },
   }), async (c) => {
     c.header('Cache-Control', 'no-store')
     return c.json(await admin.create(c.get('principal'), c.req.valid('json')), 201)
   })
 
   app.openapi(v1Route('clients:write', {
-    method: 'get', path: '/v1/users', tags: ['Users'], summary: 'List users',
+    method: 'get', path: '/v1/users', operationId: 'listUsers', tags: ['Users'], summary: 'List users',
     request: { query: pageQuery }, responses: { 200: json(pageOf(User), 'A page of users') },
   }), async (c) => c.json(await admin.list(c.get('principal'), c.req.valid('query')), 200))
 
   app.openapi(v1Route('clients:write', {
-    method: 'get', path: '/v1/users/{id}', tags: ['Users'], summary: 'Read a user',
+    method: 'get', path: '/v1/users/{id}', operationId: 'getUser', tags: ['Users'], summary: 'Read a user',
     request: { params: idParam('us') }, responses: { 200: json(User, 'The user') },
   }), async (c) => c.json(await admin.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('clients:write', {
-    method: 'patch', path: '/v1/users/{id}', tags: ['Users'], summary: 'Rename, change the role of, disable or re-enable a user',
+    method: 'patch', path: '/v1/users/{id}', operationId: 'updateUser', tags: ['Users'], summary: 'Rename, change the role of, disable or re-enable a user',
     request: { params: idParam('us'), ...jsonBody(UserPatch) }, responses: { 200: json(User, 'The user') },
   }), async (c) => c.json(await admin.update(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 200))
   return app

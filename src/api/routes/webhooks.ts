@@ -26,27 +26,27 @@ const Attempt = z.object({
 export function webhookRoutes(webhooks: WebhookService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(v1Route('webhooks:write', {
-    method: 'post', path: '/v1/webhooks', tags: ['Webhooks'], summary: 'Register an endpoint; its secret is shown once',
+    method: 'post', path: '/v1/webhooks', operationId: 'createWebhook', tags: ['Webhooks'], summary: 'Register an endpoint; its secret is shown once',
     request: jsonBody(NewEndpoint), responses: { 201: json(Endpoint.extend({ secret: z.string().nullable().describe('whsec_…, shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }), 'The endpoint and its signing secret') },
   }), async (c) => c.json(await webhooks.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/secret'])), 201))
 
   app.openapi(v1Route('webhooks:read', {
-    method: 'get', path: '/v1/webhooks', tags: ['Webhooks'], summary: 'List endpoints',
+    method: 'get', path: '/v1/webhooks', operationId: 'listWebhooks', tags: ['Webhooks'], summary: 'List endpoints',
     request: { query: pageQuery }, responses: { 200: json(pageOf(Endpoint), 'A page of endpoints') },
   }), async (c) => c.json(await webhooks.list(c.get('principal'), c.req.valid('query')), 200))
 
   app.openapi(v1Route('webhooks:read', {
-    method: 'get', path: '/v1/webhooks/{id}', tags: ['Webhooks'], summary: 'Read an endpoint (never its secret)',
+    method: 'get', path: '/v1/webhooks/{id}', operationId: 'getWebhook', tags: ['Webhooks'], summary: 'Read an endpoint (never its secret)',
     request: { params: idParam('wh') }, responses: { 200: json(Endpoint, 'The endpoint') },
   }), async (c) => c.json(await webhooks.get(c.get('principal'), c.req.valid('param').id), 200))
 
   app.openapi(v1Route('webhooks:write', {
-    method: 'patch', path: '/v1/webhooks/{id}', tags: ['Webhooks'], summary: 'Change url, events, description or enabled',
+    method: 'patch', path: '/v1/webhooks/{id}', operationId: 'updateWebhook', tags: ['Webhooks'], summary: 'Change url, events, description or enabled',
     request: { params: idParam('wh'), ...jsonBody(Patch) }, responses: { 200: json(Endpoint, 'The endpoint') },
   }), async (c) => c.json(await webhooks.update(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 200))
 
   app.openapi(v1Route('webhooks:write', {
-    method: 'delete', path: '/v1/webhooks/{id}', tags: ['Webhooks'], summary: 'Delete an endpoint and its pending deliveries',
+    method: 'delete', path: '/v1/webhooks/{id}', operationId: 'deleteWebhook', tags: ['Webhooks'], summary: 'Delete an endpoint and its pending deliveries',
     request: { params: idParam('wh') }, responses: { 204: { description: 'Deleted' } },
   }), async (c) => {
     await webhooks.remove(c.get('principal'), c.req.valid('param').id)
@@ -54,17 +54,17 @@ export function webhookRoutes(webhooks: WebhookService) {
   })
 
   app.openapi(v1Route('webhooks:write', {
-    method: 'post', path: '/v1/webhooks/{id}/rotate-secret', tags: ['Webhooks'], summary: 'New secret; the old one signs alongside for 24 h',
+    method: 'post', path: '/v1/webhooks/{id}/rotate-secret', operationId: 'rotateWebhookSecret', tags: ['Webhooks'], summary: 'New secret; the old one signs alongside for 24 h',
     request: { params: idParam('wh') }, responses: { 200: json(z.object({ secret: z.string().nullable().describe('Shown once; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted'), previous_secret_expires_at: z.string() }), 'The new secret, shown once') },
   }), async (c) => c.json(await webhooks.rotateSecret(c.get('principal'), c.req.valid('param').id, answerInTransaction(c, 200, ['/secret'])), 200))
 
   app.openapi(v1Route('webhooks:read', {
-    method: 'get', path: '/v1/webhooks/{id}/attempts', tags: ['Webhooks'], summary: 'Every delivery attempt to this endpoint, oldest first',
+    method: 'get', path: '/v1/webhooks/{id}/attempts', operationId: 'listWebhookAttempts', tags: ['Webhooks'], summary: 'Every delivery attempt to this endpoint, oldest first',
     request: { params: idParam('wh'), query: pageQuery }, responses: { 200: json(pageOf(Attempt), 'A page of attempts') },
   }), async (c) => c.json(await webhooks.attempts(c.get('principal'), c.req.valid('param').id, c.req.valid('query')), 200))
 
   app.openapi(v1Route('webhooks:write', {
-    method: 'post', path: '/v1/events/{id}/redeliver', tags: ['Webhooks'], summary: 'Send an event again to your subscribed endpoints',
+    method: 'post', path: '/v1/events/{id}/redeliver', operationId: 'redeliverEvent', tags: ['Webhooks'], summary: 'Send an event again to your subscribed endpoints',
     request: { params: idParam('evt'), body: { content: { 'application/json': { schema: z.strictObject({ endpoint_id: z.string().optional() }) } }, required: false } },
     responses: { 202: json(z.object({ event_id: z.string(), endpoint_ids: z.array(z.string()) }), 'Queued for delivery') },
   }), async (c) => {

@@ -1,0 +1,67 @@
+import createFetchClient, { type Client, type Middleware } from 'openapi-fetch'
+import { createEmbedUrl, type EmbedSession } from './embed.js'
+import { subscribeExceptions, type ExceptionFeedOptions } from './exceptions.js'
+import { paginate, type PagedPath, type PageItem, type PageQuery } from './pages.js'
+import type { components, paths } from './schema.js'
+import { ClientCredentials, staticToken, type TokenSource } from './tokens.js'
+
+export interface RxtraceClientOptions {
+  /** The service's base URL, e.g. `https://api.rxtrace.example` (no `/v1`). */
+  baseUrl: string
+  /** client_credentials (a server), an access token you already have, or your own token source. */
+  auth: { clientId: string; clientSecret: string; scope?: string } | { accessToken: string } | TokenSource
+  fetch?: typeof fetch
+}
+
+export type Event = components['schemas']['Event']
+export type RxtraceClient = ReturnType<typeof createRxtraceClient>
+
+function tokenSource(options: RxtraceClientOptions): TokenSource {
+  const { auth } = options
+  if ('token' in auth) return auth
+  if ('accessToken' in auth) return staticToken(auth.accessToken)
+  return new ClientCredentials({ baseUrl: options.baseUrl, ...auth, ...(options.fetch ? { fetch: options.fetch } : {}) })
+}
+
+/**
+ * A typed client of the rxtrace API. `api` is an openapi-fetch client over the generated `paths`:
+ * `api.GET('/v1/deliveries/{id}', { params: { path: { id } } })` answers `{ data, error, response }`
+ * with both typed from the OpenAPI document. Every request carries a bearer token from `auth`.
+ */
+export function createRxtraceClient(options: RxtraceClientOptions) {
+  const tokens = tokenSource(options)
+  const sent = new WeakMap<Request, string>()
+  const bearer: Middleware = {
+    async onRequest({ request }) {
+      const token = await tokens.token()
+      sent.set(request, token)
+      request.headers.set('authorization', `Bearer ${token}`)
+      return request
+    },
+    onResponse({ request, response }) {
+      // RFC 6750 §3.1: a refused token is not used again; the next request gets a fresh one.
+      const token = sent.get(request)
+      if (response.status === 401 && token) tokens.invalidate(token)
+      return undefined
+    },
+  }
+  const api: Client<paths> = createFetchClient<paths>({ baseUrl: options.baseUrl, ...(options.fetch ? { fetch: options.fetch } : {}) })
+  api.use(bearer)
+
+  return {
+    api,
+    tokens,
+    /** Every item of a list, page after page (`next_cursor`), as an async iterator. */
+    list<P extends PagedPath>(path: P, query?: PageQuery<P>): AsyncGenerator<PageItem<P>> {
+      return paginate(api, path, query)
+    },
+    /** A fleet's exceptions as they happen; reconnects and resumes with `Last-Event-ID` (see ExceptionFeedOptions). */
+    exceptions(fleetId: string, feed: ExceptionFeedOptions = {}): AsyncGenerator<Event> {
+      return subscribeExceptions({ baseUrl: options.baseUrl, tokens, fetch: options.fetch, fleetId, ...feed })
+    },
+    /** A signed URL of the fleet's branded dashboard for an iframe (ttl ≤ 600 s). */
+    embedUrl(fleetId: string, ttlS?: number): Promise<EmbedSession> {
+      return createEmbedUrl({ baseUrl: options.baseUrl, tokens, fetch: options.fetch }, fleetId, ttlS)
+    },
+  }
+}
