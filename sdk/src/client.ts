@@ -1,5 +1,6 @@
 import createFetchClient, { type Client, type Middleware } from 'openapi-fetch'
 import { createEmbedUrl, type EmbedSession } from './embed.js'
+import { checkStatement, getRateCard, getReconciliation, getReconciliationCsv, type Period, type RateCard, type Reconciliation, type StatementComparison, type StatementLine } from './fleet-money.js'
 import { subscribeExceptions, type ExceptionFeedOptions } from './exceptions.js'
 import { paginate, type PagedPath, type PageItem, type PageQuery } from './pages.js'
 import type { components, paths } from './schema.js'
@@ -61,7 +62,23 @@ export function createRxtraceClient(options: RxtraceClientOptions) {
     },
     /** A signed URL of the fleet's branded dashboard for an iframe (ttl ≤ 600 s). */
     embedUrl(fleetId: string, ttlS?: number): Promise<EmbedSession> {
-      return createEmbedUrl({ baseUrl: options.baseUrl, tokens, fetch: options.fetch }, fleetId, ttlS)
+      return createEmbedUrl(api, fleetId, ttlS)
+    },
+    /** The fleet's rate card in force now. */
+    rateCard(fleetId: string): Promise<RateCard> {
+      return getRateCard(api, fleetId)
+    },
+    /** A period's reconciliation: one line per ended delivery and the totals. */
+    reconciliation(fleetId: string, period: Period): Promise<Reconciliation> {
+      return getReconciliation(api, fleetId, period)
+    },
+    /** The period's lines as CSV text (header row first). */
+    reconciliationCsv(fleetId: string, period: Period): Promise<string> {
+      return getReconciliationCsv(api, fleetId, period)
+    },
+    /** The operator's statement (lines, sent as JSON lines, or CSV text) compared with the period's lines. */
+    checkStatement(fleetId: string, period: Period, statement: Iterable<StatementLine> | string): Promise<StatementComparison> {
+      return checkStatement(api, fleetId, period, statement)
     },
   }
 }

@@ -1,5 +1,6 @@
 export { createRxtraceClient, type Event, type RxtraceClient, type RxtraceClientOptions } from './client.js'
 export { createEmbedUrl, type EmbedSession } from './embed.js'
+export { checkStatement, getRateCard, getReconciliation, getReconciliationCsv, type Period, type RateCard, type Reconciliation, type ReconciliationLine, type StatementComparison, type StatementLine } from './fleet-money.js'
 export { FeedError, subscribeExceptions, type ExceptionFeedOptions, type FeedEvent } from './exceptions.js'
 export { ApiError, paginate, type PagedPath, type PageItem, type PageQuery } from './pages.js'
 export { beginSignIn, completeSignIn, createPkcePair, refreshSignIn, signedInTokens, SignInError, type SignInClient, type Tokens } from './pkce.js'

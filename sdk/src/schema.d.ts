@@ -447,7 +447,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a fleet's name, branding or embed origins
+         * @description Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.
+         */
+        patch: operations["updateFleet"];
         trace?: never;
     };
     "/v1/fleets/{id}/drivers": {
@@ -876,6 +880,151 @@ export interface paths {
         head?: never;
         /** Rename, change the role of, disable or re-enable a user */
         patch: operations["updateUser"];
+        trace?: never;
+    };
+    "/v1/fleets/{id}/rate-card": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet's rate card in force now
+         * @description The fleet's own tokens and unrestricted clients; a pharmacy token gets 403, another fleet's 404. 404 as well while no version is in force.
+         */
+        get: operations["getFleetRateCard"];
+        /**
+         * Add a rate card version
+         * @description Unrestricted clients only. Adds the next version; none is ever edited. A delivery is priced by the version in force at its dispatch.
+         */
+        put: operations["putFleetRateCard"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/rate-card/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every version of the fleet's rate card, oldest first */
+        get: operations["listFleetRateCardVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/reconciliation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A period's reconciliation: a line per ended delivery and the totals
+         * @description Streamed a chunk at a time. JSON by default; `Accept: text/csv` gives the lines as RFC 4180 CSV (`delivery_id,pharmacy_id,outcome,ended_at,rate_card_version,distance_km,after_hours,cold_chain,base_cents,distance_cents,cold_chain_cents,failed_attempt_cents,after_hours_cents,gross_cents,commission_cents,payout_cents`). The fleet's own tokens and unrestricted clients only.
+         */
+        get: operations["getFleetReconciliation"];
+        put?: never;
+        /**
+         * Check the operator's statement against the period's reconciliation
+         * @description Body: JSON lines (`application/x-ndjson`, one `{"delivery_id","payout_cents"}` per line) or CSV (`text/csv`, a header row naming `delivery_id` and `payout_cents`), at most 4 MiB. Any malformed line → 422 naming every bad line as `/lines/<n>`. Nothing is stored.
+         */
+        post: operations["checkFleetStatement"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/dashboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet's dashboard as JSON
+         * @description Counts by status, open exceptions, deliveries in progress with their cold-chain state, the on-time rate and the payout so far this period. The fleet's own tokens and unrestricted clients only.
+         */
+        get: operations["getFleetDashboard"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/fleets/{id}/embed-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A short-lived signed URL of the dashboard page, for an iframe
+         * @description The page shows the live deliveries and exceptions (no payouts) in the fleet's branding, and may be framed only by the fleet's `embed_origins`. Nothing is stored: the URL carries its own signature and expiry.
+         */
+        post: operations["createFleetEmbedSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/embed/dashboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet's dashboard page, for an iframe
+         * @description Served with CSP `frame-ancestors` set to the fleet's `embed_origins`. An expired or altered URL gets 401 and an error page, nothing else.
+         */
+        get: operations["embeddedFleetDashboard"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/embed/dashboard/data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The live view behind the embedded page
+         * @description What the page refreshes from, with the same token: deliveries and exceptions, no payouts.
+         */
+        get: operations["embeddedFleetDashboardData"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
 }
@@ -1438,6 +1587,7 @@ export interface components {
             id: string;
             name: string;
             branding: components["schemas"]["Branding"];
+            embed_origins: string[];
             created_at: string;
         };
         Branding: {
@@ -1449,6 +1599,26 @@ export interface components {
         NewFleet: {
             name: string;
             branding?: components["schemas"]["Branding"];
+            /** @description The https origins allowed to frame the fleet's embedded dashboard (CSP frame-ancestors) */
+            embed_origins?: string[];
+        };
+        /**
+         * @example {
+         *       "branding": {
+         *         "display_name": "Speedy",
+         *         "logo_url": "https://speedy.example.com/logo.png",
+         *         "primary_color": "#0a7d5a"
+         *       },
+         *       "embed_origins": [
+         *         "https://dispatch.speedy.example.com"
+         *       ]
+         *     }
+         */
+        FleetChanges: {
+            name?: string;
+            branding?: components["schemas"]["Branding"];
+            /** @description The https origins allowed to frame the fleet's embedded dashboard (CSP frame-ancestors) */
+            embed_origins?: string[];
         };
         Driver: {
             id: string;
@@ -1703,6 +1873,439 @@ export interface components {
             /** @description true ends the user’s sessions and revokes their refresh tokens; their access tokens stop working */
             disabled?: boolean;
         };
+        /**
+         * @example {
+         *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "version": 2,
+         *       "currency": "USD",
+         *       "base_fee_cents": 650,
+         *       "per_km_cents": 85,
+         *       "cold_chain_surcharge_cents": 300,
+         *       "failed_attempt_fee_cents": 400,
+         *       "after_hours_multiplier": 1.5,
+         *       "commission_bps": 1200,
+         *       "effective_from": "2026-12-01T00:00:00.000Z",
+         *       "created_at": "2026-11-23T18:00:00.000Z"
+         *     }
+         */
+        RateCard: {
+            fleet_id: string;
+            /** @description 1, 2, …: each PUT adds one; versions are never edited */
+            version: number;
+            currency: string;
+            base_fee_cents: number;
+            per_km_cents: number;
+            cold_chain_surcharge_cents: number;
+            failed_attempt_fee_cents: number;
+            after_hours_multiplier: number;
+            commission_bps: number;
+            effective_from: string;
+            created_at: string;
+        };
+        /**
+         * @example {
+         *       "currency": "USD",
+         *       "base_fee_cents": 650,
+         *       "per_km_cents": 85,
+         *       "cold_chain_surcharge_cents": 300,
+         *       "failed_attempt_fee_cents": 400,
+         *       "after_hours_multiplier": 1.5,
+         *       "commission_bps": 1200,
+         *       "effective_from": "2026-12-01T00:00:00Z"
+         *     }
+         */
+        NewRateCard: {
+            /** @description ISO 4217; every version of a fleet's rate card keeps the same one */
+            currency: string;
+            /** @description Paid for each delivered delivery, in minor units of the currency */
+            base_fee_cents: number;
+            /** @description Paid per great-circle kilometre from pickup to the patient, in minor units of the currency */
+            per_km_cents: number;
+            /** @description Added for a delivered cold-chain delivery, in minor units of the currency */
+            cold_chain_surcharge_cents: number;
+            /** @description Paid instead of the delivery fees when a delivery ends FAILED or RETURNED, in minor units of the currency */
+            failed_attempt_fee_cents: number;
+            /** @description Multiplies the fees of a delivery that ended before 08:00 or from 20:00 on, pharmacy local time */
+            after_hours_multiplier: number;
+            /** @description Our commission on the gross, in basis points (1200 = 12 %) */
+            commission_bps: number;
+            /**
+             * Format: date-time
+             * @description When the version comes into force (RFC 3339, now or later); defaults to now
+             */
+            effective_from?: string;
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "fleet_id": "fl_01jd0000000000000000000000",
+         *           "version": 2,
+         *           "currency": "USD",
+         *           "base_fee_cents": 650,
+         *           "per_km_cents": 85,
+         *           "cold_chain_surcharge_cents": 300,
+         *           "failed_attempt_fee_cents": 400,
+         *           "after_hours_multiplier": 1.5,
+         *           "commission_bps": 1200,
+         *           "effective_from": "2026-12-01T00:00:00.000Z",
+         *           "created_at": "2026-11-23T18:00:00.000Z"
+         *         }
+         *       ],
+         *       "next_cursor": null
+         *     }
+         */
+        RateCardPage: {
+            data: components["schemas"]["RateCard"][];
+            next_cursor: string | null;
+        };
+        /**
+         * @example {
+         *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "from": "2026-11-01T00:00:00.000Z",
+         *       "to": "2026-12-01T00:00:00.000Z",
+         *       "currency": "USD",
+         *       "lines": [
+         *         {
+         *           "delivery_id": "dl_01jd0000000000000000000000",
+         *           "pharmacy_id": "ph_01jd0000000000000000000000",
+         *           "outcome": "delivered",
+         *           "ended_at": "2026-11-20T21:14:03.120Z",
+         *           "rate_card_version": 2,
+         *           "distance_km": 7.412,
+         *           "after_hours": true,
+         *           "cold_chain": true,
+         *           "base_cents": 650,
+         *           "distance_cents": 630,
+         *           "cold_chain_cents": 300,
+         *           "failed_attempt_cents": 0,
+         *           "after_hours_cents": 790,
+         *           "gross_cents": 2370,
+         *           "commission_cents": 284,
+         *           "payout_cents": 2086
+         *         }
+         *       ],
+         *       "totals": {
+         *         "lines": 1,
+         *         "base_cents": 650,
+         *         "distance_cents": 630,
+         *         "cold_chain_cents": 300,
+         *         "failed_attempt_cents": 0,
+         *         "after_hours_cents": 790,
+         *         "gross_cents": 2370,
+         *         "commission_cents": 284,
+         *         "payout_cents": 2086
+         *       }
+         *     }
+         */
+        Reconciliation: {
+            fleet_id: string;
+            from: string;
+            to: string;
+            currency: string | null;
+            lines: components["schemas"]["ReconciliationLine"][];
+            /** @description Sums of the lines, to the cent */
+            totals: {
+                lines: number;
+                base_cents: number;
+                distance_cents: number;
+                cold_chain_cents: number;
+                failed_attempt_cents: number;
+                after_hours_cents: number;
+                gross_cents: number;
+                commission_cents: number;
+                payout_cents: number;
+            };
+        };
+        /**
+         * @example {
+         *       "delivery_id": "dl_01jd0000000000000000000000",
+         *       "pharmacy_id": "ph_01jd0000000000000000000000",
+         *       "outcome": "delivered",
+         *       "ended_at": "2026-11-20T21:14:03.120Z",
+         *       "rate_card_version": 2,
+         *       "distance_km": 7.412,
+         *       "after_hours": true,
+         *       "cold_chain": true,
+         *       "base_cents": 650,
+         *       "distance_cents": 630,
+         *       "cold_chain_cents": 300,
+         *       "failed_attempt_cents": 0,
+         *       "after_hours_cents": 790,
+         *       "gross_cents": 2370,
+         *       "commission_cents": 284,
+         *       "payout_cents": 2086
+         *     }
+         */
+        ReconciliationLine: {
+            delivery_id: string;
+            pharmacy_id: string;
+            /**
+             * @description `failed`: the delivery ended FAILED or RETURNED and earns the failed-attempt fee
+             * @enum {string}
+             */
+            outcome: "delivered" | "failed";
+            /** @description When the end was recorded; the line belongs to the period containing it */
+            ended_at: string;
+            /** @description The version in force at dispatch; null (all amounts 0) when none was */
+            rate_card_version: number | null;
+            /** @description Great-circle km from pickup to the end; null when a place is unknown (charged as 0) */
+            distance_km: number | null;
+            after_hours: boolean;
+            cold_chain: boolean;
+            base_cents: number;
+            distance_cents: number;
+            cold_chain_cents: number;
+            failed_attempt_cents: number;
+            after_hours_cents: number;
+            gross_cents: number;
+            commission_cents: number;
+            payout_cents: number;
+        };
+        /**
+         * @example {
+         *       "from": "2026-11-01T00:00:00.000Z",
+         *       "to": "2026-12-01T00:00:00.000Z",
+         *       "matched": 412,
+         *       "mismatched": [
+         *         {
+         *           "delivery_id": "dl_01jd0000000000000000000000",
+         *           "ours": 2086,
+         *           "theirs": 2100,
+         *           "difference": 14
+         *         }
+         *       ],
+         *       "missing_from_statement": [],
+         *       "unknown_in_statement": [],
+         *       "totals": {
+         *         "ours": 802311,
+         *         "theirs": 802325,
+         *         "difference": 14
+         *       }
+         *     }
+         */
+        StatementComparison: {
+            from: string;
+            to: string;
+            /** @description Lines where both payouts agree */
+            matched: number;
+            mismatched: {
+                delivery_id: string;
+                ours: number;
+                theirs: number;
+                /** @description theirs − ours */
+                difference: number;
+            }[];
+            missing_from_statement: {
+                delivery_id: string;
+                ours: number;
+            }[];
+            unknown_in_statement: {
+                delivery_id: string;
+                theirs: number;
+            }[];
+            totals: {
+                ours: number;
+                theirs: number;
+                difference: number;
+            };
+        };
+        /**
+         * @example {
+         *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "generated_at": "2026-11-23T18:00:00.000Z",
+         *       "counts": {
+         *         "QUEUED": 0,
+         *         "DISPATCHED": 3,
+         *         "PICKED_UP": 5,
+         *         "DELIVERED": 410,
+         *         "FAILED": 1,
+         *         "RETURNED": 2,
+         *         "CANCELLED": 4
+         *       },
+         *       "open_exceptions": {
+         *         "count": 1,
+         *         "items": [
+         *           {
+         *             "delivery_id": "dl_01jd0000000000000000000000",
+         *             "kind": "cold_chain_excursion",
+         *             "since": "2026-11-23T17:52:10.000Z",
+         *             "status": "PICKED_UP"
+         *           }
+         *         ]
+         *       },
+         *       "in_progress": {
+         *         "count": 8,
+         *         "items": [
+         *           {
+         *             "delivery_id": "dl_01jd0000000000000000000000",
+         *             "status": "PICKED_UP",
+         *             "driver_id": "dr_01jd0000000000000000000000",
+         *             "tote_id": "tt_01jd0000000000000000000000",
+         *             "eta": "2026-11-23T19:00:00.000Z",
+         *             "cold_chain": {
+         *               "required": true,
+         *               "state": "EXCURSION",
+         *               "min_c": 3.1,
+         *               "max_c": 9.2
+         *             },
+         *             "updated_at": "2026-11-23T17:52:10.000Z"
+         *           }
+         *         ]
+         *       },
+         *       "period": {
+         *         "from": "2026-11-01T00:00:00.000Z",
+         *         "to": "2026-12-01T00:00:00.000Z"
+         *       },
+         *       "on_time": {
+         *         "delivered": 410,
+         *         "on_time": 388,
+         *         "rate": 0.9463
+         *       },
+         *       "payout": {
+         *         "currency": "USD",
+         *         "lines": 413,
+         *         "gross_cents": 912800,
+         *         "payout_cents": 803264
+         *       }
+         *     }
+         */
+        FleetDashboard: components["schemas"]["FleetLiveView"] & {
+            /** @description This period: the current calendar month, UTC */
+            period: {
+                from: string;
+                to: string;
+            };
+            /** @description Deliveries delivered this period, and those delivered at or before their eta; rate null when none */
+            on_time: {
+                delivered: number;
+                on_time: number;
+                rate: number | null;
+            };
+            /** @description This period's reconciliation totals so far */
+            payout: {
+                currency: string | null;
+                lines: number;
+                gross_cents: number;
+                payout_cents: number;
+            };
+        };
+        /**
+         * @example {
+         *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "generated_at": "2026-11-23T18:00:00.000Z",
+         *       "counts": {
+         *         "QUEUED": 0,
+         *         "DISPATCHED": 3,
+         *         "PICKED_UP": 5,
+         *         "DELIVERED": 410,
+         *         "FAILED": 1,
+         *         "RETURNED": 2,
+         *         "CANCELLED": 4
+         *       },
+         *       "open_exceptions": {
+         *         "count": 1,
+         *         "items": [
+         *           {
+         *             "delivery_id": "dl_01jd0000000000000000000000",
+         *             "kind": "cold_chain_excursion",
+         *             "since": "2026-11-23T17:52:10.000Z",
+         *             "status": "PICKED_UP"
+         *           }
+         *         ]
+         *       },
+         *       "in_progress": {
+         *         "count": 8,
+         *         "items": [
+         *           {
+         *             "delivery_id": "dl_01jd0000000000000000000000",
+         *             "status": "PICKED_UP",
+         *             "driver_id": "dr_01jd0000000000000000000000",
+         *             "tote_id": "tt_01jd0000000000000000000000",
+         *             "eta": "2026-11-23T19:00:00.000Z",
+         *             "cold_chain": {
+         *               "required": true,
+         *               "state": "EXCURSION",
+         *               "min_c": 3.1,
+         *               "max_c": 9.2
+         *             },
+         *             "updated_at": "2026-11-23T17:52:10.000Z"
+         *           }
+         *         ]
+         *       }
+         *     }
+         */
+        FleetLiveView: {
+            fleet_id: string;
+            generated_at: string;
+            /** @description The fleet's deliveries by status */
+            counts: {
+                QUEUED: number;
+                DISPATCHED: number;
+                PICKED_UP: number;
+                DELIVERED: number;
+                FAILED: number;
+                RETURNED: number;
+                CANCELLED: number;
+            };
+            /** @description Open deliveries whose cold chain is in excursion or broken, and failed deliveries not yet returned */
+            open_exceptions: {
+                count: number;
+                /** @description The newest 100 */
+                items: {
+                    delivery_id: string;
+                    /** @enum {string} */
+                    kind: "cold_chain_excursion" | "cold_chain_break" | "failed";
+                    since: string;
+                    /** @enum {string} */
+                    status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+                }[];
+            };
+            /** @description DISPATCHED and PICKED_UP deliveries */
+            in_progress: {
+                count: number;
+                /** @description The 100 most recently changed */
+                items: {
+                    delivery_id: string;
+                    /** @enum {string} */
+                    status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+                    driver_id: string | null;
+                    tote_id: string | null;
+                    eta: string;
+                    cold_chain: {
+                        required: boolean;
+                        /** @enum {string} */
+                        state: "OK" | "EXCURSION" | "BROKEN" | "UNMONITORED";
+                        min_c: number | null;
+                        max_c: number | null;
+                    };
+                    updated_at: string;
+                }[];
+            };
+        };
+        /**
+         * @example {
+         *       "url": "https://rxtrace.example.com/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0In0…",
+         *       "expires_at": "2026-11-23T18:05:00.000Z"
+         *     }
+         */
+        EmbedSession: {
+            /** @description Put it in an iframe on one of the fleet's embed_origins; read-only, this fleet only */
+            url: string;
+            expires_at: string;
+        };
+        /**
+         * @example {
+         *       "ttl_s": 300
+         *     }
+         */
+        NewEmbedSession: {
+            /**
+             * @description How long the URL works, in seconds (at most 600)
+             * @default 300
+             */
+            ttl_s: number;
+        };
     };
     responses: never;
     parameters: never;
@@ -1816,10 +2419,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "t4xeEpcvQ6KSwaQgxBiYhqqYRU1UUa4t0Gg0LnqQBtQ",
-                     *           "y": "02mHZDzcMssJ2vytMsecLABuObqI-n5uovwFoIrByng",
+                     *           "x": "zvsvXT9jVqrgHhuo4O5dUeH0Hva1PSAo4iLm0wJ6Vr0",
+                     *           "y": "2ADpZgkrYdFEwhKnCtmDJOjsUYkbJ0GvjW6OUBzB-L4",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m84zr7cfs2mymgpb5yn7fqhf",
+                     *           "kid": "key_01m850pj8nk3t70p3s9qtyt5rs",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -1876,7 +2479,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ4LCJleHAiOjE3OTU0NjQ3NDgsImp0aSI6ImFjNjQyM2NkLWE2NWQtNDI2ZC1hNmMyLWY4YzVkNmJhYmJiNyJ9.ByJlOy-sehUEjpgxliWFrHnm0uuQSuH6Lg_W3-9zTXeCqMWcNKNuCHC7KouK0u5dh1VEoRWSWyM1O48r-w_5Cg",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6IjNiYmY2NGUyLTQxZDMtNGIzNy1iYTBjLTZlOTQyYjIzNmY2NSJ9.juAicS8v9Qffil6VYw0l1e3LnfWDNXz8pXLDThf0DkU_TH3XVvIWJo0gpvOM9alNOKs7nz2UPi6xtKSpwXwd-A",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -1924,7 +2527,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ5LCJleHAiOjE3OTU0NjQ3NDksImp0aSI6IjdmMGIwNzg0LWNkYmMtNDVmYi1hNzg5LTQyOTZlMWQ1NWFkNSJ9.Zs3Mr5FUNUtqmqQm1F6z7UGYCaofZBy_yFtJCASbEJyz4Dat14nyPKavRJGOny0mSokbuSUkJUQC0o8w2qCv9A"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6Ijk2MGFlOWE5LWY3YzItNDY3ZC04YWM4LWRmMmNkNWYxYTcyNiJ9.rFgxLkGnL95_mcD63hvMQhwJPuIUlyt8L8HkhuMIG-o-lhp7seM0YptMSDDi-RSKK_PLpNIGfna45Z8d9yo5_g"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1967,7 +2570,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NHpyN2NmczJteW1ncGI1eW43ZnFoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDYzODQ4LCJleHAiOjE3OTU0NjQ3NDgsImp0aSI6ImFjNjQyM2NkLWE2NWQtNDI2ZC1hNmMyLWY4YzVkNmJhYmJiNyJ9.ByJlOy-sehUEjpgxliWFrHnm0uuQSuH6Lg_W3-9zTXeCqMWcNKNuCHC7KouK0u5dh1VEoRWSWyM1O48r-w_5Cg"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6IjNiYmY2NGUyLTQxZDMtNGIzNy1iYTBjLTZlOTQyYjIzNmY2NSJ9.juAicS8v9Qffil6VYw0l1e3LnfWDNXz8pXLDThf0DkU_TH3XVvIWJo0gpvOM9alNOKs7nz2UPi6xtKSpwXwd-A"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -1994,10 +2597,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795464748,
+                     *       "exp": 1795465741,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7"
+                     *       "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65"
                      *     }
                      */
                     "application/json": {
@@ -2077,13 +2680,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m84zrarjptvmnr4fwysy83xv",
+                 *       "client_id": "cl_01m850pjtzcacgqjr51h0k1v2n",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "D1Jua87vmFOXDzrXxCxtaqlrHmTT_sf9PHHDl-vKAhE",
+                 *       "code_challenge": "kNeiIZbf-EI_6DxQn08W66RR-M2HBa6WjPHvtOJ8ttE",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "qFGge4cBiZHRbslkcDeGlrOk8k61Uu6IU6cvq8R0Ofs",
+                 *       "csrf_token": "VxykTdhHzZp9ljHetVGAMwsO-i7r2AalbfH6e1kEYCc",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -2194,7 +2797,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -2211,7 +2814,7 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-23T19:57:29.669Z"
+                     *           "created_at": "2026-11-23T20:14:01.857Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2336,7 +2939,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2353,7 +2956,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T19:57:29.669Z"
+                     *       "created_at": "2026-11-23T20:14:01.857Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2461,7 +3064,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2478,7 +3081,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T19:57:29.669Z"
+                     *       "created_at": "2026-11-23T20:14:01.857Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -2582,12 +3185,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -2615,7 +3218,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-23T19:57:30.952Z"
+                     *           "created_at": "2026-11-23T20:14:02.148Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2716,7 +3319,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -2744,12 +3347,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2777,7 +3380,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T19:57:30.952Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -2885,12 +3488,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -2918,7 +3521,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T19:57:30.952Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -3017,14 +3620,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3059,13 +3662,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3074,14 +3677,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3090,14 +3693,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
-                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
+                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -3106,17 +3709,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
-                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
-                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
+                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
+                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
+                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -3125,18 +3728,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T19:57:31.452Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.452Z",
-                     *           "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
-                     *           "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
+                     *           "occurred_at": "2026-11-23T20:14:02.272Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.272Z",
+                     *           "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
+                     *           "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:30.952Z",
-                     *       "updated_at": "2026-11-23T19:57:31.452Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z",
+                     *       "updated_at": "2026-11-23T20:14:02.272Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3250,14 +3853,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -3292,13 +3895,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *               "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *               "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *               "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *               "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *               "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *               "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *               "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *               "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *             },
                      *             {
                      *               "seq": 2,
@@ -3307,14 +3910,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *               "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *               "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *               "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *               "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *               "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *               "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *               "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *               "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *               "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *               "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *             },
                      *             {
                      *               "seq": 3,
@@ -3323,14 +3926,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *               "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *               "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *               "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *               "recorded_at": "2026-11-23T19:57:31.231Z",
-                     *               "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *               "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *               "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *               "recorded_at": "2026-11-23T20:14:02.213Z",
+                     *               "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *               "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *             },
                      *             {
                      *               "seq": 4,
@@ -3339,17 +3942,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *               "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *               "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *               "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T19:57:31.307Z",
-                     *               "recorded_at": "2026-11-23T19:57:31.307Z",
-                     *               "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
-                     *               "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
+                     *               "occurred_at": "2026-11-23T20:14:02.226Z",
+                     *               "recorded_at": "2026-11-23T20:14:02.226Z",
+                     *               "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
+                     *               "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
                      *             },
                      *             {
                      *               "seq": 5,
@@ -3358,18 +3961,18 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *               "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-23T19:57:31.452Z",
-                     *               "recorded_at": "2026-11-23T19:57:31.452Z",
-                     *               "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
-                     *               "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
+                     *               "occurred_at": "2026-11-23T20:14:02.272Z",
+                     *               "recorded_at": "2026-11-23T20:14:02.272Z",
+                     *               "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
+                     *               "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-23T19:57:30.952Z",
-                     *           "updated_at": "2026-11-23T19:57:31.452Z"
+                     *           "created_at": "2026-11-23T20:14:02.148Z",
+                     *           "updated_at": "2026-11-23T20:14:02.272Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -3476,7 +4079,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
+                     *       "head": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -3577,17 +4180,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "id": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -3684,9 +4287,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                 *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
                  *     }
                  */
                 "application/json": {
@@ -3712,14 +4315,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3754,13 +4357,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3769,18 +4372,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:30.952Z",
-                     *       "updated_at": "2026-11-23T19:57:31.080Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z",
+                     *       "updated_at": "2026-11-23T20:14:02.192Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -3882,8 +4485,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *       "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -3910,14 +4513,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3952,13 +4555,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3967,14 +4570,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3983,18 +4586,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
-                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
+                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:30.952Z",
-                     *       "updated_at": "2026-11-23T19:57:31.231Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z",
+                     *       "updated_at": "2026-11-23T20:14:02.213Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4096,8 +4699,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                 *       "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                 *       "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *       "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -4128,14 +4731,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4170,13 +4773,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4185,14 +4788,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4201,14 +4804,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
-                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
+                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4217,21 +4820,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
-                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
-                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
+                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
+                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
+                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:30.952Z",
-                     *       "updated_at": "2026-11-23T19:57:31.307Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z",
+                     *       "updated_at": "2026-11-23T20:14:02.226Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4333,8 +4936,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                 *       "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *       "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -4361,13 +4964,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pk2p874tavytg02nggr3",
+                     *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-23T23:57:31.626Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "eta": "2026-11-24T00:14:02.326Z",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4392,13 +4995,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.626Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.626Z",
-                     *           "prev_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9",
-                     *           "hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e"
+                     *           "occurred_at": "2026-11-23T20:14:02.326Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.326Z",
+                     *           "prev_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8",
+                     *           "hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4407,14 +5010,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.647Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.647Z",
-                     *           "prev_hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e",
-                     *           "hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a"
+                     *           "occurred_at": "2026-11-23T20:14:02.330Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.330Z",
+                     *           "prev_hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64",
+                     *           "hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4423,14 +5026,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.656Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.656Z",
-                     *           "prev_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
-                     *           "hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
+                     *           "occurred_at": "2026-11-23T20:14:02.334Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.334Z",
+                     *           "prev_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
+                     *           "hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4443,10 +5046,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T19:57:31.675Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.675Z",
-                     *           "prev_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c",
-                     *           "hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
+                     *           "occurred_at": "2026-11-23T20:14:02.338Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.338Z",
+                     *           "prev_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f",
+                     *           "hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4455,18 +5058,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.727Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.727Z",
-                     *           "prev_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
-                     *           "hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
+                     *           "occurred_at": "2026-11-23T20:14:02.349Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.349Z",
+                     *           "prev_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
+                     *           "hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:31.626Z",
-                     *       "updated_at": "2026-11-23T19:57:31.727Z"
+                     *       "created_at": "2026-11-23T20:14:02.326Z",
+                     *       "updated_at": "2026-11-23T20:14:02.349Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4598,14 +5201,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4640,13 +5243,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:30.952Z",
-                     *           "recorded_at": "2026-11-23T19:57:30.952Z",
-                     *           "prev_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce",
-                     *           "hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61"
+                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
+                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
+                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4655,14 +5258,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.080Z",
-                     *           "prev_hash": "sha256:7364a0961d6c72d7b203c6972205e8622200115c3dc82fc91e78545d21955b61",
-                     *           "hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154"
+                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
+                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
+                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4671,14 +5274,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.231Z",
-                     *           "prev_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *           "hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
+                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4687,17 +5290,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.307Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.307Z",
-                     *           "prev_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d",
-                     *           "hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
+                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
+                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
+                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -4706,18 +5309,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *           "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T19:57:31.452Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.452Z",
-                     *           "prev_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376",
-                     *           "hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0"
+                     *           "occurred_at": "2026-11-23T20:14:02.272Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.272Z",
+                     *           "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
+                     *           "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:30.952Z",
-                     *       "updated_at": "2026-11-23T19:57:31.452Z"
+                     *       "created_at": "2026-11-23T20:14:02.148Z",
+                     *       "updated_at": "2026-11-23T20:14:02.272Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -4842,13 +5445,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pk2p874tavytg02nggr3",
+                     *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-23T23:57:31.626Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *       "eta": "2026-11-24T00:14:02.326Z",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4873,13 +5476,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.626Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.626Z",
-                     *           "prev_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9",
-                     *           "hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e"
+                     *           "occurred_at": "2026-11-23T20:14:02.326Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.326Z",
+                     *           "prev_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8",
+                     *           "hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4888,14 +5491,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.647Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.647Z",
-                     *           "prev_hash": "sha256:42494eea917c92c32d8af7d0f64335b385eb6c9ee562efed86f1a9ee9488ff6e",
-                     *           "hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a"
+                     *           "occurred_at": "2026-11-23T20:14:02.330Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.330Z",
+                     *           "prev_hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64",
+                     *           "hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4904,14 +5507,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T19:57:31.656Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.656Z",
-                     *           "prev_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
-                     *           "hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
+                     *           "occurred_at": "2026-11-23T20:14:02.334Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.334Z",
+                     *           "prev_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
+                     *           "hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4924,14 +5527,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T19:57:31.675Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.675Z",
-                     *           "prev_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c",
-                     *           "hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
+                     *           "occurred_at": "2026-11-23T20:14:02.338Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.338Z",
+                     *           "prev_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f",
+                     *           "hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:31.626Z",
-                     *       "updated_at": "2026-11-23T19:57:31.675Z"
+                     *       "created_at": "2026-11-23T20:14:02.326Z",
+                     *       "updated_at": "2026-11-23T20:14:02.338Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5056,11 +5659,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zrbrfz6f1peenzy9g4sky",
-                     *       "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
+                     *       "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-23T23:57:31.791Z",
+                     *       "eta": "2026-11-24T00:14:02.360Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -5087,13 +5690,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.791Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.791Z",
-                     *           "prev_hash": "sha256:8a9314b4086d308eab681e314bd2df4e78c98b0ea210a978cb293360a7b85341",
-                     *           "hash": "sha256:27cb5f1453478ef2225b46a99ea06b9617d2971a0d89184334e628e34a0a7710"
+                     *           "occurred_at": "2026-11-23T20:14:02.360Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.360Z",
+                     *           "prev_hash": "sha256:cbfa1fa7b31c027bcd6c0951ce3a7f278dd1c1e484d8474c417c80140c0ddbc5",
+                     *           "hash": "sha256:ff55103b8eac07f0c9dfdb8b8a73d984acf1320ea8b482ed9802f9be3b8dcfda"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5106,14 +5709,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-23T19:57:31.803Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.803Z",
-                     *           "prev_hash": "sha256:27cb5f1453478ef2225b46a99ea06b9617d2971a0d89184334e628e34a0a7710",
-                     *           "hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5"
+                     *           "occurred_at": "2026-11-23T20:14:02.364Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.364Z",
+                     *           "prev_hash": "sha256:ff55103b8eac07f0c9dfdb8b8a73d984acf1320ea8b482ed9802f9be3b8dcfda",
+                     *           "hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:31.791Z",
-                     *       "updated_at": "2026-11-23T19:57:31.803Z"
+                     *       "created_at": "2026-11-23T20:14:02.360Z",
+                     *       "updated_at": "2026-11-23T20:14:02.364Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5242,14 +5845,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-23T23:57:31.859Z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
+                     *       "eta": "2026-11-24T00:14:02.379Z",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -5272,7 +5875,7 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-23T19:57:31.875Z",
+                     *         "broken_at": "2026-11-23T20:14:02.386Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
@@ -5280,7 +5883,7 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "decided_at": "2026-11-23T19:57:31.930Z"
+                     *           "decided_at": "2026-11-23T20:14:02.402Z"
                      *         }
                      *       },
                      *       "custody": [
@@ -5292,13 +5895,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.859Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.859Z",
-                     *           "prev_hash": "sha256:2ec2f35686e421d80a94bf2570c44793e45bfad9a459577206dba0a4455fd0eb",
-                     *           "hash": "sha256:9e25feea051d990f741291c842d738a1dd28b51955a035f01e9dd53991aade22"
+                     *           "occurred_at": "2026-11-23T20:14:02.379Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.379Z",
+                     *           "prev_hash": "sha256:47af4305a6d682ee1f99c63ecc2ee04ecb8324caff40e33413ddd8dbab6ef855",
+                     *           "hash": "sha256:fea30ba575088752fb826bee37a25b8576149de434cbe548a5a03503909c2d37"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5307,14 +5910,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T19:57:31.867Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.867Z",
-                     *           "prev_hash": "sha256:9e25feea051d990f741291c842d738a1dd28b51955a035f01e9dd53991aade22",
-                     *           "hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce"
+                     *           "occurred_at": "2026-11-23T20:14:02.383Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.383Z",
+                     *           "prev_hash": "sha256:fea30ba575088752fb826bee37a25b8576149de434cbe548a5a03503909c2d37",
+                     *           "hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5327,14 +5930,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-23T19:57:31.930Z",
-                     *           "recorded_at": "2026-11-23T19:57:31.930Z",
-                     *           "prev_hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce",
-                     *           "hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8"
+                     *           "occurred_at": "2026-11-23T20:14:02.402Z",
+                     *           "recorded_at": "2026-11-23T20:14:02.402Z",
+                     *           "prev_hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1",
+                     *           "hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T19:57:31.859Z",
-                     *       "updated_at": "2026-11-23T19:57:31.930Z"
+                     *       "created_at": "2026-11-23T20:14:02.379Z",
+                     *       "updated_at": "2026-11-23T20:14:02.402Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -5447,14 +6050,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "id": "fl_01m850pjp27t177wgta27nnk8g",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
                      *             "logo_url": "https://speedy.example/logo.png",
                      *             "primary_color": "#0a7d5a"
                      *           },
-                     *           "created_at": "2026-11-23T19:57:29.893Z"
+                     *           "embed_origins": [],
+                     *           "created_at": "2026-11-23T20:14:01.922Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5571,14 +6175,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T19:57:29.893Z"
+                     *       "embed_origins": [],
+                     *       "created_at": "2026-11-23T20:14:01.922Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5686,14 +6291,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
                      *         "logo_url": "https://speedy.example/logo.png",
                      *         "primary_color": "#0a7d5a"
                      *       },
-                     *       "created_at": "2026-11-23T19:57:29.893Z"
+                     *       "embed_origins": [],
+                     *       "created_at": "2026-11-23T20:14:01.922Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -5773,6 +6379,135 @@ export interface operations {
             };
         };
     };
+    updateFleet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "embed_origins": [
+                 *         "https://dispatch.speedy.example"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["FleetChanges"];
+            };
+        };
+        responses: {
+            /** @description The fleet as changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "name": "Speedy Couriers",
+                     *       "branding": {
+                     *         "display_name": "Speedy",
+                     *         "logo_url": "https://speedy.example/logo.png",
+                     *         "primary_color": "#0a7d5a"
+                     *       },
+                     *       "embed_origins": [
+                     *         "https://dispatch.speedy.example"
+                     *       ],
+                     *       "created_at": "2026-11-23T20:14:01.922Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Fleet"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listDrivers: {
         parameters: {
             query?: {
@@ -5799,18 +6534,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-23T19:57:30.126Z"
+                     *           "created_at": "2026-11-23T20:14:01.946Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m84zra5brdjfy1rj2mxch78k",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "id": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-23T19:57:30.155Z"
+                     *           "created_at": "2026-11-23T20:14:01.953Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5925,11 +6660,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *       "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-23T19:57:30.126Z"
+                     *       "created_at": "2026-11-23T20:14:01.946Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -6042,18 +6777,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *           "id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:57:30.202Z"
+                     *           "created_at": "2026-11-23T20:14:01.963Z"
                      *         },
                      *         {
-                     *           "id": "tt_01m84zra7cmwfjpcgch2fgkv17",
+                     *           "id": "tt_01m850pjqkcdde6jn600097ggk",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:57:30.220Z"
+                     *           "created_at": "2026-11-23T20:14:01.971Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6151,7 +6886,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -6166,17 +6901,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:57:30.202Z",
+                     *       "created_at": "2026-11-23T20:14:01.963Z",
                      *       "mqtt": {
-                     *         "username": "tt_01m84zra6t8hzh7e2bdpwckfbg",
-                     *         "password": "tp_aUvFXhL1OM60RCaAhAamT09ivIj9fm-e6FQZb_HmYPU",
-                     *         "client_id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m84zra6t8hzh7e2bdpwckfbg/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m84zra6t8hzh7e2bdpwckfbg/errors"
+                     *         "username": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *         "password": "tp_919MD-WB4W4izEXmD9uTPMJm1FeWKdgRYXrIPOvRhF0",
+                     *         "client_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m850pjqbax61svvbzk0tcq93/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m850pjqbax61svvbzk0tcq93/errors"
                      *       }
                      *     }
                      */
@@ -6285,11 +7020,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m84zra6t8hzh7e2bdpwckfbg",
+                     *       "id": "tt_01m850pjqbax61svvbzk0tcq93",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:57:30.202Z"
+                     *       "created_at": "2026-11-23T20:14:01.963Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Tote"];
@@ -6397,32 +7132,32 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m84zrayafkhjexxt4pj3gf91",
+                     *           "id": "evt_01m850pjx5gmgmxn7f27j71we3",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:57:30.954Z",
+                     *           "created_at": "2026-11-23T20:14:02.149Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
                      *             "eta": "2030-01-01T17:00:00Z",
-                     *             "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce"
+                     *             "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrb1yh521qqwb6snb7h6v",
+                     *           "id": "evt_01m850pjyawam5em6s5e5z2ks7",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:57:31.070Z",
+                     *           "created_at": "2026-11-23T20:14:02.186Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 2,
                      *           "data": {
                      *             "action": "deliver",
@@ -6433,405 +7168,405 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:57:31.069Z"
+                     *             "refused_at": "2026-11-23T20:14:02.185Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrb2bf80s1yg3eym4p86e",
+                     *           "id": "evt_01m850pjyjqtsqpce2pdp92x2r",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:57:31.083Z",
+                     *           "created_at": "2026-11-23T20:14:02.194Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 3,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:57:31.080Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.192Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *             "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
+                     *             "custody_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrb70w7k4smcc8y7rh0hw",
+                     *           "id": "evt_01m850pjz608fnxtqz875sdhk0",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:57:31.232Z",
+                     *           "created_at": "2026-11-23T20:14:02.214Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *             "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrb70w7k4smcc8y7rh0hx",
+                     *           "id": "evt_01m850pjz608fnxtqz875sdhk1",
                      *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T19:57:31.232Z",
+                     *           "created_at": "2026-11-23T20:14:02.214Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:57:31.231Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.213Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                     *             "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrb9b461r475shbp3p8ez",
+                     *           "id": "evt_01m850pjzjmtaksdgj9w05xxhm",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:57:31.307Z",
+                     *           "created_at": "2026-11-23T20:14:02.226Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 6,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "handoff",
-                     *             "occurred_at": "2026-11-23T19:57:31.307Z",
-                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *             "to": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *             "occurred_at": "2026-11-23T20:14:02.226Z",
+                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "to": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:6fefe46450a99818c540f48170a173fb94b71e0144ec006844f7a587d1d3d376"
+                     *             "custody_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbdwzsrzmqc3nz93dnbv",
+                     *           "id": "evt_01m850pk13741zjk07y7qb926t",
                      *           "type": "custody.patient-verified",
-                     *           "created_at": "2026-11-23T19:57:31.452Z",
+                     *           "created_at": "2026-11-23T20:14:02.275Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "DELIVERED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T19:57:31.452Z",
-                     *             "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *             "occurred_at": "2026-11-23T20:14:02.272Z",
+                     *             "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *             "to": "patient",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
+                     *             "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
                      *             "verification_method": "otp"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbdx80zjhr172arkccnm",
+                     *           "id": "evt_01m850pk13741zjk07y7qb926v",
                      *           "type": "delivery.delivered",
-                     *           "created_at": "2026-11-23T19:57:31.453Z",
+                     *           "created_at": "2026-11-23T20:14:02.275Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *           "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *           "seq": 8,
                      *           "data": {
                      *             "status": "DELIVERED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T19:57:31.452Z",
-                     *             "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                     *             "occurred_at": "2026-11-23T20:14:02.272Z",
+                     *             "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                      *             "to": "patient",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
+                     *             "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
                      *             "verification_method": "otp"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbkb8cnqwbwtz2a3n6fw",
+                     *           "id": "evt_01m850pk2q3pw8pfxfdgdcktsz",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:57:31.627Z",
+                     *           "created_at": "2026-11-23T20:14:02.327Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T23:57:31.626Z",
-                     *             "audit_hash": "sha256:315ce8308c05ea98a4ac311ba22e903061a7acc53aaa0776d7d31a4451aa93d9"
+                     *             "eta": "2026-11-24T00:14:02.326Z",
+                     *             "audit_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbm03vsmj3pt3r0mn2me",
+                     *           "id": "evt_01m850pk2vdj292wbazrmsctz3",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:57:31.648Z",
+                     *           "created_at": "2026-11-23T20:14:02.331Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:57:31.647Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.330Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:01cd8d19e1670cd34010171a428ef099b1e47fb91da7660b525c258cf1ace45a",
-                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "custody_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
+                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "tote_id": null
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbm9m9mrk1qqqgsyppvb",
+                     *           "id": "evt_01m850pk2y3qfdkvnwpq0p344k",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:57:31.669Z",
+                     *           "created_at": "2026-11-23T20:14:02.334Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 3,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:57:31.656Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.334Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
+                     *             "custody_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbmppyxtnnr031h7nawn",
+                     *           "id": "evt_01m850pk2z88bqfst0gy3qaqad",
                      *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T19:57:31.671Z",
+                     *           "created_at": "2026-11-23T20:14:02.335Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 4,
                      *           "data": {
                      *             "status": "PICKED_UP",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T19:57:31.656Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.334Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:af83c9d2d5646dd20a8ae0c86f0fe8c9697e6f51a99e8f697ec6a3e04164233c"
+                     *             "custody_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbmwqrj598ey3ncv349r",
+                     *           "id": "evt_01m850pk33cckyqfz39zzrjf79",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T19:57:31.676Z",
+                     *           "created_at": "2026-11-23T20:14:02.339Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T19:57:31.675Z",
+                     *             "occurred_at": "2026-11-23T20:14:02.338Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
+                     *             "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
                      *             "reason": "Nobody home"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbpfejzs42mane2kay93",
+                     *           "id": "evt_01m850pk3e0yfz4snx77rnhjhq",
                      *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T19:57:31.727Z",
+                     *           "created_at": "2026-11-23T20:14:02.350Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 6,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T19:57:31.727Z",
-                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *             "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "occurred_at": "2026-11-23T20:14:02.349Z",
+                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
+                     *             "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbpg8thqb01y3fve8ndc",
+                     *           "id": "evt_01m850pk3e0yfz4snx77rnhjhr",
                      *           "type": "delivery.returned",
-                     *           "created_at": "2026-11-23T19:57:31.728Z",
+                     *           "created_at": "2026-11-23T20:14:02.350Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 7,
                      *           "data": {
                      *             "status": "RETURNED",
                      *             "previous_status": "FAILED",
                      *             "action": "return",
-                     *             "occurred_at": "2026-11-23T19:57:31.727Z",
-                     *             "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *             "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *             "occurred_at": "2026-11-23T20:14:02.349Z",
+                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
+                     *             "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbrg5dga7x2gr4m73dw5",
+                     *           "id": "evt_01m850pk3sqx3bjp12n42d3m48",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:57:31.792Z",
+                     *           "created_at": "2026-11-23T20:14:02.361Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
-                     *           "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
+                     *           "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
+                     *           "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": false,
                      *             "profile": null,
-                     *             "eta": "2026-11-23T23:57:31.791Z",
-                     *             "audit_hash": "sha256:8a9314b4086d308eab681e314bd2df4e78c98b0ea210a978cb293360a7b85341"
+                     *             "eta": "2026-11-24T00:14:02.360Z",
+                     *             "audit_hash": "sha256:cbfa1fa7b31c027bcd6c0951ce3a7f278dd1c1e484d8474c417c80140c0ddbc5"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbrw3880rmnqgjktakcg",
+                     *           "id": "evt_01m850pk3xmye5572x2n59wrpr",
                      *           "type": "delivery.cancelled",
-                     *           "created_at": "2026-11-23T19:57:31.804Z",
+                     *           "created_at": "2026-11-23T20:14:02.365Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
-                     *           "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
+                     *           "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
+                     *           "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "CANCELLED",
                      *             "previous_status": "QUEUED",
                      *             "action": "cancel",
-                     *             "occurred_at": "2026-11-23T19:57:31.803Z",
+                     *             "occurred_at": "2026-11-23T20:14:02.364Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5",
+                     *             "custody_hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00",
                      *             "reason": "Patient picked it up in store"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbtk2v07er4twxdt3v92",
+                     *           "id": "evt_01m850pk4cmvmjygkpzf8hbfgn",
                      *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T19:57:31.859Z",
+                     *           "created_at": "2026-11-23T20:14:02.380Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 1,
                      *           "data": {
                      *             "status": "QUEUED",
                      *             "cold_chain": true,
                      *             "profile": "refrigerated",
-                     *             "eta": "2026-11-23T23:57:31.859Z",
-                     *             "audit_hash": "sha256:2ec2f35686e421d80a94bf2570c44793e45bfad9a459577206dba0a4455fd0eb"
+                     *             "eta": "2026-11-24T00:14:02.379Z",
+                     *             "audit_hash": "sha256:47af4305a6d682ee1f99c63ecc2ee04ecb8324caff40e33413ddd8dbab6ef855"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbtwqhbnrgypbr3makp6",
+                     *           "id": "evt_01m850pk4gjegygm2ftv1mnntr",
                      *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T19:57:31.868Z",
+                     *           "created_at": "2026-11-23T20:14:02.384Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 2,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "QUEUED",
                      *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T19:57:31.867Z",
-                     *             "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *             "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                     *             "occurred_at": "2026-11-23T20:14:02.383Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                      *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:2d44936157a14434c939bc86d4ba464b8bf476366fd4053e6869ea73131ea2ce",
-                     *             "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *             "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                     *             "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17"
+                     *             "custody_hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1",
+                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbvbyab17cdfsazg72vn",
+                     *           "id": "evt_01m850pk4p1kkasembkm4zqa9v",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T19:57:31.883Z",
+                     *           "created_at": "2026-11-23T20:14:02.390Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T19:57:31.875Z",
+                     *             "broken_at": "2026-11-23T20:14:02.386Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T19:57:31.875Z",
+                     *             "excursion_started_at": "2026-11-23T20:14:02.386Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
                      *             "mkt_c": null,
                      *             "profile": "refrigerated",
-                     *             "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
-                     *             "at": "2026-11-23T19:57:31.875Z"
+                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *             "at": "2026-11-23T20:14:02.386Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbvz7wajdf1sk76d5w1s",
+                     *           "id": "evt_01m850pk4tq0m7dfp4dztaqbep",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:57:31.903Z",
+                     *           "created_at": "2026-11-23T20:14:02.394Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -6842,29 +7577,157 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:57:31.903Z"
+                     *             "refused_at": "2026-11-23T20:14:02.394Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbwt9edzpwe3z34vn7xs",
+                     *           "id": "evt_01m850pk5245paw62sy7h0p5wf",
                      *           "type": "cold-chain.disposition",
-                     *           "created_at": "2026-11-23T19:57:31.930Z",
+                     *           "created_at": "2026-11-23T20:14:02.402Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "DISPATCHED",
                      *             "previous_status": "DISPATCHED",
                      *             "action": "disposition",
-                     *             "occurred_at": "2026-11-23T19:57:31.930Z",
+                     *             "occurred_at": "2026-11-23T20:14:02.402Z",
                      *             "from": null,
                      *             "to": null,
                      *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8",
+                     *             "custody_hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc",
                      *             "decision": "return"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk6pmy11bgvhktd2ttvb",
+                     *           "type": "delivery.created",
+                     *           "created_at": "2026-11-23T20:14:02.454Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": null,
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 1,
+                     *           "data": {
+                     *             "status": "QUEUED",
+                     *             "cold_chain": false,
+                     *             "profile": null,
+                     *             "eta": "2026-11-24T00:14:02.453Z",
+                     *             "audit_hash": "sha256:89d2ee5d99ce3b8e20f2cf7bdeb957a288b4bf3aea5db74188bf186dd0994f69"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk6s7136endjhx24nhs4",
+                     *           "type": "delivery.dispatched",
+                     *           "created_at": "2026-11-23T20:14:02.458Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 2,
+                     *           "data": {
+                     *             "status": "DISPATCHED",
+                     *             "previous_status": "QUEUED",
+                     *             "action": "dispatch",
+                     *             "occurred_at": "2026-11-23T20:14:02.457Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "custody_seq": 2,
+                     *             "custody_hash": "sha256:7f3ff6748b9f5ce14aadb63c109372a7526b1303a17b83a6fe673a1424964099",
+                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "tote_id": null
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk6yrc938agr7hdjarfs",
+                     *           "type": "custody.handoff-signed",
+                     *           "created_at": "2026-11-23T20:14:02.462Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 3,
+                     *           "data": {
+                     *             "status": "PICKED_UP",
+                     *             "previous_status": "DISPATCHED",
+                     *             "action": "pickup",
+                     *             "occurred_at": "2026-11-23T20:14:02.461Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "custody_seq": 3,
+                     *             "custody_hash": "sha256:3bbadfe9dd5690dad5c5843640be9d8b26f5e315e84de620f0ee2121ddd5c82f"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk6yrc938agr7hdjarft",
+                     *           "type": "delivery.picked-up",
+                     *           "created_at": "2026-11-23T20:14:02.462Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 4,
+                     *           "data": {
+                     *             "status": "PICKED_UP",
+                     *             "previous_status": "DISPATCHED",
+                     *             "action": "pickup",
+                     *             "occurred_at": "2026-11-23T20:14:02.461Z",
+                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "custody_seq": 3,
+                     *             "custody_hash": "sha256:3bbadfe9dd5690dad5c5843640be9d8b26f5e315e84de620f0ee2121ddd5c82f"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk714s4zv7pqcjprs4pd",
+                     *           "type": "custody.patient-verified",
+                     *           "created_at": "2026-11-23T20:14:02.465Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 5,
+                     *           "data": {
+                     *             "status": "DELIVERED",
+                     *             "previous_status": "PICKED_UP",
+                     *             "action": "deliver",
+                     *             "occurred_at": "2026-11-23T20:14:02.464Z",
+                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "to": "patient",
+                     *             "custody_seq": 4,
+                     *             "custody_hash": "sha256:b8181ff6e0bfe8a478025d9ab47f20ba4ef1a3b09fd24e2e75340b820a9c0113",
+                     *             "verification_method": "otp"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m850pk714s4zv7pqcjprs4pe",
+                     *           "type": "delivery.delivered",
+                     *           "created_at": "2026-11-23T20:14:02.465Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
+                     *           "seq": 6,
+                     *           "data": {
+                     *             "status": "DELIVERED",
+                     *             "previous_status": "PICKED_UP",
+                     *             "action": "deliver",
+                     *             "occurred_at": "2026-11-23T20:14:02.464Z",
+                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "to": "patient",
+                     *             "custody_seq": 4,
+                     *             "custody_hash": "sha256:b8181ff6e0bfe8a478025d9ab47f20ba4ef1a3b09fd24e2e75340b820a9c0113",
+                     *             "verification_method": "otp"
                      *           }
                      *         }
                      *       ],
@@ -7078,29 +7941,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m84zrbvbyab17cdfsazg72vn",
+                     *       "id": "evt_01m850pk4p1kkasembkm4zqa9v",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-23T19:57:31.883Z",
+                     *       "created_at": "2026-11-23T20:14:02.390Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-23T19:57:31.875Z",
+                     *         "broken_at": "2026-11-23T20:14:02.386Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-23T19:57:31.875Z",
+                     *         "excursion_started_at": "2026-11-23T20:14:02.386Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
-                     *         "at": "2026-11-23T19:57:31.875Z"
+                     *         "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *         "at": "2026-11-23T20:14:02.386Z"
                      *       }
                      *     }
                      */
@@ -7211,42 +8074,42 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m84zrbmwqrj598ey3ncv349r",
+                     *           "id": "evt_01m850pk33cckyqfz39zzrjf79",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T19:57:31.676Z",
+                     *           "created_at": "2026-11-23T20:14:02.339Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                     *           "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T19:57:31.675Z",
+                     *             "occurred_at": "2026-11-23T20:14:02.338Z",
                      *             "reason": "Nobody home",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97"
+                     *             "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbvbyab17cdfsazg72vn",
+                     *           "id": "evt_01m850pk4p1kkasembkm4zqa9v",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T19:57:31.883Z",
+                     *           "created_at": "2026-11-23T20:14:02.390Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T19:57:31.875Z",
+                     *             "broken_at": "2026-11-23T20:14:02.386Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T19:57:31.875Z",
+                     *             "excursion_started_at": "2026-11-23T20:14:02.386Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -7255,14 +8118,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m84zrbvz7wajdf1sk76d5w1s",
+                     *           "id": "evt_01m850pk4tq0m7dfp4dztaqbep",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T19:57:31.903Z",
+                     *           "created_at": "2026-11-23T20:14:02.394Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                     *           "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                     *           "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                     *           "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -7273,7 +8136,7 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T19:57:31.903Z"
+                     *             "refused_at": "2026-11-23T20:14:02.394Z"
                      *           }
                      *         }
                      *       ],
@@ -7386,9 +8249,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m84zrbvz7wajdf1sk76d5w1s
+                     *     id: evt_01m850pk4tq0m7dfp4dztaqbep
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m84zrbvz7wajdf1sk76d5w1s","type":"handoff.refused","created_at":"2026-11-23T19:57:31.903Z","api_version":"v1","pharmacy_id":"ph_01m84zr9p53f1rcbk8dqwjw02z","fleet_id":"fl_01m84zr9x5yfxdqgycmbrmyz7p","delivery_i…
+                     *     data: {"id":"evt_01m850pk4tq0m7dfp4dztaqbep","type":"handoff.refused","created_at":"2026-11-23T20:14:02.394Z","api_version":"v1","pharmacy_id":"ph_01m850pjm1qfec2p2mbam6wy0p","fleet_id":"fl_01m850pjp27t177wgta27nnk8g","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -7502,68 +8365,68 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-23T19:57:29.671Z",
-                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
+                     *           "at": "2026-11-23T20:14:01.857Z",
+                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m84zr9h29620e6xssmbwdj2q",
+                     *           "request_id": "req_01m850pjk5rttfv0604c2peq1j",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:bc9137cec25ea876cba3eacb69f8f7a3048eb995240671ec2306bb064fe7e600"
+                     *           "hash": "sha256:013b9bdbd55157bc89930c7e4a8e4330961ed812b21f343ff9a293ea8749402f"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-23T19:57:29.776Z",
-                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
+                     *           "at": "2026-11-23T20:14:01.877Z",
+                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "path": "/v1/pharmacies/ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "status": 200,
-                     *           "request_id": "req_01m84zr9s8xhft55w72c8bw031",
-                     *           "prev_hash": "sha256:bc9137cec25ea876cba3eacb69f8f7a3048eb995240671ec2306bb064fe7e600",
-                     *           "hash": "sha256:a26d74508b2fbd921217cbd3c33bb7fed2d514cbc7c51177ded6ce0131d81e80"
+                     *           "request_id": "req_01m850pjmkfq2446e43hehh5pk",
+                     *           "prev_hash": "sha256:013b9bdbd55157bc89930c7e4a8e4330961ed812b21f343ff9a293ea8749402f",
+                     *           "hash": "sha256:7b9cf9f74d12e95a5da231d931122350b184f959188a808805ea4e60fe94d838"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-23T19:57:29.832Z",
-                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
+                     *           "at": "2026-11-23T20:14:01.899Z",
+                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m84zr9v06643vdmz9e772a2h",
-                     *           "prev_hash": "sha256:a26d74508b2fbd921217cbd3c33bb7fed2d514cbc7c51177ded6ce0131d81e80",
-                     *           "hash": "sha256:beea380b27f7dfed1bc57f6ae02468bdab248570d92624e98ab3b1174e043bee"
+                     *           "request_id": "req_01m850pjn9w1a802g7hd7fjv8g",
+                     *           "prev_hash": "sha256:7b9cf9f74d12e95a5da231d931122350b184f959188a808805ea4e60fe94d838",
+                     *           "hash": "sha256:856a32244eb4ec55c0cca836220252e9745ec3781c81efa37f45d151d5c04807"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-23T19:57:29.905Z",
-                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
+                     *           "at": "2026-11-23T20:14:01.922Z",
+                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m84zr9x3dc009n3sgzawhss6",
-                     *           "prev_hash": "sha256:beea380b27f7dfed1bc57f6ae02468bdab248570d92624e98ab3b1174e043bee",
-                     *           "hash": "sha256:3985dd017d934cb0a493bd834f598bfb6bd759283da866a707014e12b3c5c5cc"
+                     *           "request_id": "req_01m850pjp08j78kz6fzv6rvkbb",
+                     *           "prev_hash": "sha256:856a32244eb4ec55c0cca836220252e9745ec3781c81efa37f45d151d5c04807",
+                     *           "hash": "sha256:4936c88986daeae9a6289ce3b30316134f747376c9c23c264a6aa0540f7e5f65"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-23T19:57:29.990Z",
-                     *           "jti": "ac6423cd-a65d-426d-a6c2-f8c5d6babbb7",
+                     *           "at": "2026-11-23T20:14:01.930Z",
+                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/fleets/fl_01m84zr9x5yfxdqgycmbrmyz7p",
+                     *           "path": "/v1/fleets/fl_01m850pjp27t177wgta27nnk8g",
                      *           "status": 200,
-                     *           "request_id": "req_01m84zr9ztc6xb84vt35jwtf32",
-                     *           "prev_hash": "sha256:3985dd017d934cb0a493bd834f598bfb6bd759283da866a707014e12b3c5c5cc",
-                     *           "hash": "sha256:b4b0224abcf851a20b00b328188729b805da256ffbdfc3d28e13e20153cbc622"
+                     *           "request_id": "req_01m850pjparq0pcva1mx569vzn",
+                     *           "prev_hash": "sha256:4936c88986daeae9a6289ce3b30316134f747376c9c23c264a6aa0540f7e5f65",
+                     *           "hash": "sha256:10f6b24a829afab4637a5f5ff332c01116941c72f2462309751b4043fbc329d7"
                      *         }
                      *       ],
                      *       "next_cursor": "NQ"
@@ -7673,8 +8536,8 @@ export interface operations {
                      * @example {
                      *       "scope": "deployment",
                      *       "valid": true,
-                     *       "checked": 67,
-                     *       "head": "sha256:d00ce76c69e6c65c5a99c15856a550f76cc3cbc81af24cfbfaf4d4acb2bd3b4e",
+                     *       "checked": 86,
+                     *       "head": "sha256:88e02f32ad815007bd48093267b38e5fa66cfe15e05d2bcd605c588c5cdf82d5",
                      *       "next_cursor": null
                      *     }
                      */
@@ -7768,7 +8631,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -7783,7 +8646,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
+                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7791,11 +8654,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T19:57:30.646Z",
-                     *       "client_secret": "cs_6Nlqfqejh5m_urIH7c2EKMII2_28L1oUzp0idZCOTw0"
+                     *       "created_at": "2026-11-23T20:14:02.054Z",
+                     *       "client_secret": "cs_a70r3zj5KVJerM-8kbMmNdRifGlM2_JSE8twBjJ3fZw"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -7906,7 +8769,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
+                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -7914,10 +8777,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T19:57:30.646Z"
+                     *       "created_at": "2026-11-23T20:14:02.054Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -8031,9 +8894,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m84zrampm8x8jpgsk9p77f3c",
-                     *       "client_secret": "cs_6AHBVWS80y2HGlTbG09ESMnsS8YgCduk8wQH53rAv7o",
-                     *       "previous_secret_expires_at": "2026-11-23T20:57:30.711Z"
+                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
+                     *       "client_secret": "cs_77R3vGVkmUrJ5oflLAbya0pclheoUTD1rIobgLn1TPw",
+                     *       "previous_secret_expires_at": "2026-11-23T21:14:02.066Z"
                      *     }
                      */
                     "application/json": {
@@ -8156,9 +9019,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m84zraqwy1w8p6v906exy195",
-                     *       "activates_at": "2026-11-23T19:57:30.733Z",
-                     *       "previous_retires_at": "2026-11-23T20:12:30.733Z"
+                     *       "kid": "key_01m850pjtrknhxjkcg6b4dbjqj",
+                     *       "activates_at": "2026-11-23T20:14:02.071Z",
+                     *       "previous_retires_at": "2026-11-23T20:29:02.071Z"
                      *     }
                      */
                     "application/json": {
@@ -8275,7 +9138,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m84zrc4ebz1abckwef08zc6y",
+                     *           "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -8283,10 +9146,10 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T19:57:32.174Z",
-                     *           "updated_at": "2026-11-23T19:57:32.174Z"
+                     *           "created_at": "2026-11-23T20:14:02.645Z",
+                     *           "updated_at": "2026-11-23T20:14:02.645Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -8388,7 +9251,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z"
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -8403,7 +9266,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
+                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -8411,11 +9274,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:57:32.174Z",
-                     *       "updated_at": "2026-11-23T19:57:32.174Z",
-                     *       "secret": "whsec_cjhcA6qz2zl7+O6lQtKQJry8C5+TEear"
+                     *       "created_at": "2026-11-23T20:14:02.645Z",
+                     *       "updated_at": "2026-11-23T20:14:02.645Z",
+                     *       "secret": "whsec_4TNrk2I+tD54ezmeCoDcvScH3OWEjKp5"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -8526,7 +9389,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
+                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -8534,10 +9397,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:57:32.174Z",
-                     *       "updated_at": "2026-11-23T19:57:32.174Z"
+                     *       "created_at": "2026-11-23T20:14:02.645Z",
+                     *       "updated_at": "2026-11-23T20:14:02.645Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8750,7 +9613,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m84zrc4ebz1abckwef08zc6y",
+                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -8759,10 +9622,10 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T19:57:32.174Z",
-                     *       "updated_at": "2026-11-23T19:57:32.253Z"
+                     *       "created_at": "2026-11-23T20:14:02.645Z",
+                     *       "updated_at": "2026-11-23T20:14:02.662Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -8870,8 +9733,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_1fesFiQAOApRXCEbY7xnon73wX3up9cM",
-                     *       "previous_secret_expires_at": "2026-11-24T19:57:32.274Z"
+                     *       "secret": "whsec_sMkYGVSGvXZZxWxI6XxS4vhMO0Yus5M3",
+                     *       "previous_secret_expires_at": "2026-11-24T20:14:02.667Z"
                      *     }
                      */
                     "application/json": {
@@ -9085,7 +9948,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m84zrc4ebz1abckwef08zc6y"
+                 *       "endpoint_id": "wh_01m850pkcnw2yjnx34q9qjj0b9"
                  *     }
                  */
                 "application/json": {
@@ -9102,9 +9965,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m84zrbvbyab17cdfsazg72vn",
+                     *       "event_id": "evt_01m850pk4p1kkasembkm4zqa9v",
                      *       "endpoint_ids": [
-                     *         "wh_01m84zrc4ebz1abckwef08zc6y"
+                     *         "wh_01m850pkcnw2yjnx34q9qjj0b9"
                      *       ]
                      *     }
                      */
@@ -9223,8 +10086,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                     *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -9238,12 +10101,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-23T19:57:31.080Z",
-                     *       "to": "2026-11-23T19:57:32.354Z",
+                     *       "from": "2026-11-23T20:14:02.192Z",
+                     *       "to": "2026-11-23T20:14:03.242Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-23T19:57:00.000Z",
+                     *           "t": "2026-11-23T20:14:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -9257,7 +10120,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-23T19:57:32.354Z",
+                     *         "as_of": "2026-11-23T20:14:03.242Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -9364,7 +10227,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m84zray81yr94yrvnqj17gqh (delivery dl_01m84zray81yr94yrvnqj17gqj) as of 2026-11-23T19:57:32.354Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
+                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m850pjx4rnhnhgh3ggh15q2w (delivery dl_01m850pjx4rnhnhgh3ggh15q2x) as of 2026-11-23T20:14:03.242Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
                 };
             };
@@ -9466,15 +10329,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m84zra8c3j0j69pd7adcwynt",
+                     *           "id": "us_01m850pjqxez96p5a45xcd6hmw",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-23T19:57:30.252Z"
+                     *           "created_at": "2026-11-23T20:14:01.981Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -9574,7 +10437,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -9590,15 +10453,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
+                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:57:30.252Z"
+                     *       "created_at": "2026-11-23T20:14:01.981Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -9709,15 +10572,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
+                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:57:30.252Z"
+                     *       "created_at": "2026-11-23T20:14:01.981Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9825,15 +10688,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m84zra8c3j0j69pd7adcwynt",
+                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T19:57:30.252Z"
+                     *       "created_at": "2026-11-23T20:14:01.981Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -9922,6 +10785,1082 @@ export interface operations {
             };
         };
     };
+    getFleetRateCard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The version in force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "version": 1,
+                     *       "currency": "USD",
+                     *       "base_fee_cents": 650,
+                     *       "per_km_cents": 85,
+                     *       "cold_chain_surcharge_cents": 300,
+                     *       "failed_attempt_fee_cents": 400,
+                     *       "after_hours_multiplier": 1.5,
+                     *       "commission_bps": 1200,
+                     *       "effective_from": "2026-11-23T20:14:02.432Z",
+                     *       "created_at": "2026-11-23T20:14:02.432Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RateCard"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putFleetRateCard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "currency": "USD",
+                 *       "base_fee_cents": 650,
+                 *       "per_km_cents": 85,
+                 *       "cold_chain_surcharge_cents": 300,
+                 *       "failed_attempt_fee_cents": 400,
+                 *       "after_hours_multiplier": 1.5,
+                 *       "commission_bps": 1200
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewRateCard"];
+            };
+        };
+        responses: {
+            /** @description The new version */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "version": 1,
+                     *       "currency": "USD",
+                     *       "base_fee_cents": 650,
+                     *       "per_km_cents": 85,
+                     *       "cold_chain_surcharge_cents": 300,
+                     *       "failed_attempt_fee_cents": 400,
+                     *       "after_hours_multiplier": 1.5,
+                     *       "commission_bps": 1200,
+                     *       "effective_from": "2026-11-23T20:14:02.432Z",
+                     *       "created_at": "2026-11-23T20:14:02.432Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RateCard"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listFleetRateCardVersions: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of versions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "version": 1,
+                     *           "currency": "USD",
+                     *           "base_fee_cents": 650,
+                     *           "per_km_cents": 85,
+                     *           "cold_chain_surcharge_cents": 300,
+                     *           "failed_attempt_fee_cents": 400,
+                     *           "after_hours_multiplier": 1.5,
+                     *           "commission_bps": 1200,
+                     *           "effective_from": "2026-11-23T20:14:02.432Z",
+                     *           "created_at": "2026-11-23T20:14:02.432Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RateCardPage"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getFleetReconciliation: {
+        parameters: {
+            query: {
+                /** @description Period start, inclusive (RFC 3339): deliveries whose end was recorded at or after it */
+                from: string;
+                /** @description Period end, exclusive (RFC 3339) */
+                to: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reconciliation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "from": "2026-11-22T20:14:02.466Z",
+                     *       "to": "2026-11-24T20:14:02.466Z",
+                     *       "currency": "USD",
+                     *       "lines": [
+                     *         {
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "outcome": "delivered",
+                     *           "ended_at": "2026-11-23T20:14:02.272Z",
+                     *           "rate_card_version": null,
+                     *           "distance_km": null,
+                     *           "after_hours": false,
+                     *           "cold_chain": true,
+                     *           "base_cents": 0,
+                     *           "distance_cents": 0,
+                     *           "cold_chain_cents": 0,
+                     *           "failed_attempt_cents": 0,
+                     *           "after_hours_cents": 0,
+                     *           "gross_cents": 0,
+                     *           "commission_cents": 0,
+                     *           "payout_cents": 0
+                     *         },
+                     *         {
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "outcome": "failed",
+                     *           "ended_at": "2026-11-23T20:14:02.338Z",
+                     *           "rate_card_version": null,
+                     *           "distance_km": null,
+                     *           "after_hours": false,
+                     *           "cold_chain": false,
+                     *           "base_cents": 0,
+                     *           "distance_cents": 0,
+                     *           "cold_chain_cents": 0,
+                     *           "failed_attempt_cents": 0,
+                     *           "after_hours_cents": 0,
+                     *           "gross_cents": 0,
+                     *           "commission_cents": 0,
+                     *           "payout_cents": 0
+                     *         },
+                     *         {
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "outcome": "delivered",
+                     *           "ended_at": "2026-11-23T20:14:02.464Z",
+                     *           "rate_card_version": 1,
+                     *           "distance_km": 4.74,
+                     *           "after_hours": false,
+                     *           "cold_chain": false,
+                     *           "base_cents": 650,
+                     *           "distance_cents": 403,
+                     *           "cold_chain_cents": 0,
+                     *           "failed_attempt_cents": 0,
+                     *           "after_hours_cents": 0,
+                     *           "gross_cents": 1053,
+                     *           "commission_cents": 126,
+                     *           "payout_cents": 927
+                     *         }
+                     *       ],
+                     *       "totals": {
+                     *         "lines": 3,
+                     *         "base_cents": 650,
+                     *         "distance_cents": 403,
+                     *         "cold_chain_cents": 0,
+                     *         "failed_attempt_cents": 0,
+                     *         "after_hours_cents": 0,
+                     *         "gross_cents": 1053,
+                     *         "commission_cents": 126,
+                     *         "payout_cents": 927
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Reconciliation"];
+                    /** @example delivery_id,pharmacy_id,outcome,ended_at,rate_card_version,distance_km,after_hours,cold_chain,base_cents,distance_cents,cold_chain_cents,failed_attempt_cents,after_hours_cents,gross_cents,commission_cents,payout_cents */
+                    "text/csv": string;
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    checkFleetStatement: {
+        parameters: {
+            query: {
+                /** @description Period start, inclusive (RFC 3339): deliveries whose end was recorded at or after it */
+                from: string;
+                /** @description Period end, exclusive (RFC 3339) */
+                to: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {"delivery_id":"dl_01jd0000000000000000000000","payout_cents":2100} */
+                "application/x-ndjson": string;
+                /**
+                 * @example delivery_id,payout_cents
+                 *     dl_01jd0000000000000000000000,2100
+                 */
+                "text/csv": string;
+            };
+        };
+        responses: {
+            /** @description How the statement compares */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "from": "2026-11-22T20:14:02.466Z",
+                     *       "to": "2026-11-24T20:14:02.466Z",
+                     *       "matched": 0,
+                     *       "mismatched": [
+                     *         {
+                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
+                     *           "ours": 927,
+                     *           "theirs": 928,
+                     *           "difference": 1
+                     *         }
+                     *       ],
+                     *       "missing_from_statement": [
+                     *         {
+                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "ours": 0
+                     *         },
+                     *         {
+                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "ours": 0
+                     *         }
+                     *       ],
+                     *       "unknown_in_statement": [],
+                     *       "totals": {
+                     *         "ours": 927,
+                     *         "theirs": 928,
+                     *         "difference": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StatementComparison"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getFleetDashboard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The dashboard */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "generated_at": "2026-11-23T20:14:02.509Z",
+                     *       "counts": {
+                     *         "QUEUED": 0,
+                     *         "DISPATCHED": 1,
+                     *         "PICKED_UP": 0,
+                     *         "DELIVERED": 2,
+                     *         "FAILED": 0,
+                     *         "RETURNED": 1,
+                     *         "CANCELLED": 0
+                     *       },
+                     *       "open_exceptions": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "kind": "cold_chain_break",
+                     *             "since": "2026-11-23T20:14:02.402Z",
+                     *             "status": "DISPATCHED"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "in_progress": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "status": "DISPATCHED",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *             "eta": "2026-11-24T00:14:02.379Z",
+                     *             "cold_chain": {
+                     *               "required": true,
+                     *               "state": "BROKEN",
+                     *               "min_c": -4.5,
+                     *               "max_c": -4
+                     *             },
+                     *             "updated_at": "2026-11-23T20:14:02.402Z"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "period": {
+                     *         "from": "2026-11-01T00:00:00.000Z",
+                     *         "to": "2026-12-01T00:00:00.000Z"
+                     *       },
+                     *       "on_time": {
+                     *         "delivered": 2,
+                     *         "on_time": 2,
+                     *         "rate": 1
+                     *       },
+                     *       "payout": {
+                     *         "currency": "USD",
+                     *         "lines": 3,
+                     *         "gross_cents": 1053,
+                     *         "payout_cents": 927
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FleetDashboard"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createFleetEmbedSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "ttl_s": 120
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewEmbedSession"];
+            };
+        };
+        responses: {
+            /** @description The embed session */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbTg1MHBqdHJrbmh4amtjZzZiNGRianFqIn0.eyJmbGVldF9pZCI6ImZsXzAxbTg1MHBqcDI3dDE3N3dndGEyN25uazhnIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtODUwcGpwMjd0MTc3d2d0YTI3bm5rOGciLCJpYXQiOjE3OTU0NjQ4NDIsImV4cCI6MTc5NTQ2NDk2Mn0.sA198tb3sECjxjkNSkewYHnQ4oR9hDx3tR1G7Qr_jlGAGBfT_MIo4kJbjPh87bV49VWOVXvatkGO9Nvj-5kTAA",
+                     *       "expires_at": "2026-11-23T20:16:02.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EmbedSession"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    embeddedFleetDashboard: {
+        parameters: {
+            query?: {
+                /** @description The token of the URL an embed session answered */
+                token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example <!doctype html>
+                     *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+                     *     <title>Speedy</title>
+                     *     <style nonce="F/TZ7/9lrW7Sb4BQ7hnr1A==">
+                     *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
+                     *     header{display:flex;align-items:center;gap:1…
+                     */
+                    "text/html": string;
+                };
+            };
+            /** @description The error page */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!doctype html><html lang="en">…This dashboard link has expired or is not valid…</html> */
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    embeddedFleetDashboardData: {
+        parameters: {
+            query?: {
+                /** @description The token of the URL an embed session answered */
+                token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live view */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "generated_at": "2026-11-23T20:14:02.558Z",
+                     *       "counts": {
+                     *         "QUEUED": 0,
+                     *         "DISPATCHED": 1,
+                     *         "PICKED_UP": 0,
+                     *         "DELIVERED": 2,
+                     *         "FAILED": 0,
+                     *         "RETURNED": 1,
+                     *         "CANCELLED": 0
+                     *       },
+                     *       "open_exceptions": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "kind": "cold_chain_break",
+                     *             "since": "2026-11-23T20:14:02.402Z",
+                     *             "status": "DISPATCHED"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "in_progress": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "status": "DISPATCHED",
+                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *             "eta": "2026-11-24T00:14:02.379Z",
+                     *             "cold_chain": {
+                     *               "required": true,
+                     *               "state": "BROKEN",
+                     *               "min_c": -4.5,
+                     *               "max_c": -4
+                     *             },
+                     *             "updated_at": "2026-11-23T20:14:02.402Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FleetLiveView"];
+                };
+            };
+            /** @description `unauthorized`: the embed session has expired or its token is not valid; the page shows that instead of the data */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     onDeliveryCreated: {
         parameters: {
             query?: never;
@@ -9940,21 +11879,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrayafkhjexxt4pj3gf91",
+                 *       "id": "evt_01m850pjx5gmgmxn7f27j71we3",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-23T19:57:30.954Z",
+                 *       "created_at": "2026-11-23T20:14:02.149Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:48f662d24a027b996e2668b92cdf8ad33d22f7081774d1b25ab9a7417e7f20ce"
+                 *         "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006"
                  *       }
                  *     }
                  */
@@ -9992,27 +11931,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrb2bf80s1yg3eym4p86e",
+                 *       "id": "evt_01m850pjyjqtsqpce2pdp92x2r",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-23T19:57:31.083Z",
+                 *       "created_at": "2026-11-23T20:14:02.194Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-23T19:57:31.080Z",
-                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *         "occurred_at": "2026-11-23T20:14:02.192Z",
+                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:224494e24119d689dbfc66c2a959dc3066321cc03c84133c498cf3fd4750f154",
-                 *         "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *         "driver_id": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                 *         "tote_id": "tt_01m84zra6t8hzh7e2bdpwckfbg"
+                 *         "custody_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
+                 *         "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *         "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *         "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
                  *       }
                  *     }
                  */
@@ -10050,24 +11989,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrb70w7k4smcc8y7rh0hx",
+                 *       "id": "evt_01m850pjz608fnxtqz875sdhk1",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-23T19:57:31.232Z",
+                 *       "created_at": "2026-11-23T20:14:02.214Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T19:57:31.231Z",
-                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *         "occurred_at": "2026-11-23T20:14:02.213Z",
+                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                 *         "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                  *       }
                  *     }
                  */
@@ -10105,24 +12044,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbdx80zjhr172arkccnm",
+                 *       "id": "evt_01m850pk13741zjk07y7qb926v",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-23T19:57:31.453Z",
+                 *       "created_at": "2026-11-23T20:14:02.275Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T19:57:31.452Z",
-                 *         "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                 *         "occurred_at": "2026-11-23T20:14:02.272Z",
+                 *         "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
+                 *         "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -10161,24 +12100,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbmwqrj598ey3ncv349r",
+                 *       "id": "evt_01m850pk33cckyqfz39zzrjf79",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-23T19:57:31.676Z",
+                 *       "created_at": "2026-11-23T20:14:02.339Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                 *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                 *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-23T19:57:31.675Z",
+                 *         "occurred_at": "2026-11-23T20:14:02.338Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:c3d569162f0224e82e1a0dc797513ac1afedfc0585ececa89ad608712dbadb97",
+                 *         "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
                  *         "reason": "Nobody home"
                  *       }
                  *     }
@@ -10217,24 +12156,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbpg8thqb01y3fve8ndc",
+                 *       "id": "evt_01m850pk3e0yfz4snx77rnhjhr",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-23T19:57:31.728Z",
+                 *       "created_at": "2026-11-23T20:14:02.350Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zrbkaqrcdw9gg9v9x0chk",
-                 *       "rx_id": "rx_01m84zrbkaqrcdw9gg9v9x0chj",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                 *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-23T19:57:31.727Z",
-                 *         "from": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
-                 *         "to": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *         "occurred_at": "2026-11-23T20:14:02.349Z",
+                 *         "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *         "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:4e887c2c835bbf4abdf6d2eb422267acc4adf01eb80535551ecc562f74774eb4"
+                 *         "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
                  *       }
                  *     }
                  */
@@ -10272,24 +12211,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbrw3880rmnqgjktakcg",
+                 *       "id": "evt_01m850pk3xmye5572x2n59wrpr",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-23T19:57:31.804Z",
+                 *       "created_at": "2026-11-23T20:14:02.365Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84zrbrfz6f1peenzy9g4sky",
-                 *       "rx_id": "rx_01m84zrbrfz6f1peenzy9g4skx",
+                 *       "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
+                 *       "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-23T19:57:31.803Z",
+                 *         "occurred_at": "2026-11-23T20:14:02.364Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:322b55ed3cf1b05869d7879f8095e63dbd2b7d62020d3994a0c4783d7c372dc5",
+                 *         "custody_hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -10328,24 +12267,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrb70w7k4smcc8y7rh0hw",
+                 *       "id": "evt_01m850pjz608fnxtqz875sdhk0",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-23T19:57:31.232Z",
+                 *       "created_at": "2026-11-23T20:14:02.214Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T19:57:31.231Z",
-                 *         "from": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *         "to": "dr_01m84zra4e3rkc7s0jrzkdf1ae",
+                 *         "occurred_at": "2026-11-23T20:14:02.213Z",
+                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:5687c01f84ce8d4250cdc478e0f87c2cb2aed1c4f4151d44a730d04c37b9e42d"
+                 *         "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
                  *       }
                  *     }
                  */
@@ -10383,24 +12322,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbdwzsrzmqc3nz93dnbv",
+                 *       "id": "evt_01m850pk13741zjk07y7qb926t",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-23T19:57:31.452Z",
+                 *       "created_at": "2026-11-23T20:14:02.275Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T19:57:31.452Z",
-                 *         "from": "dr_01m84zra5brdjfy1rj2mxch78k",
+                 *         "occurred_at": "2026-11-23T20:14:02.272Z",
+                 *         "from": "dr_01m850pjq1d7jvysw0916pjvnv",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:701599343dba20c98ecaa69a80bb1e60fba2b31b13ff041a8a022d705435b8d0",
+                 *         "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -10503,29 +12442,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbvbyab17cdfsazg72vn",
+                 *       "id": "evt_01m850pk4p1kkasembkm4zqa9v",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-23T19:57:31.883Z",
+                 *       "created_at": "2026-11-23T20:14:02.390Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                 *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                 *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-23T19:57:31.875Z",
+                 *         "broken_at": "2026-11-23T20:14:02.386Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-23T19:57:31.875Z",
+                 *         "excursion_started_at": "2026-11-23T20:14:02.386Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m84zra7cmwfjpcgch2fgkv17",
-                 *         "at": "2026-11-23T19:57:31.875Z"
+                 *         "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                 *         "at": "2026-11-23T20:14:02.386Z"
                  *       }
                  *     }
                  */
@@ -10563,24 +12502,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrbwt9edzpwe3z34vn7xs",
+                 *       "id": "evt_01m850pk5245paw62sy7h0p5wf",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-23T19:57:31.930Z",
+                 *       "created_at": "2026-11-23T20:14:02.402Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
-                 *       "fleet_id": "fl_01m84zr9x5yfxdqgycmbrmyz7p",
-                 *       "delivery_id": "dl_01m84zrbtk2v07er4twxdt3v91",
-                 *       "rx_id": "rx_01m84zrbtk2v07er4twxdt3v90",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                 *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                 *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-23T19:57:31.930Z",
+                 *         "occurred_at": "2026-11-23T20:14:02.402Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:29ace603e32c1c1e10772d2c0eaa67d12e720ad19ef825e10ca6dad47d5862a8",
+                 *         "custody_hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc",
                  *         "decision": "return"
                  *       }
                  *     }
@@ -10715,14 +12654,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m84zrb1yh521qqwb6snb7h6v",
+                 *       "id": "evt_01m850pjyawam5em6s5e5z2ks7",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-23T19:57:31.070Z",
+                 *       "created_at": "2026-11-23T20:14:02.186Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m84zr9p53f1rcbk8dqwjw02z",
+                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m84zray81yr94yrvnqj17gqj",
-                 *       "rx_id": "rx_01m84zray81yr94yrvnqj17gqh",
+                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -10733,7 +12672,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-23T19:57:31.069Z"
+                 *         "refused_at": "2026-11-23T20:14:02.185Z"
                  *       }
                  *     }
                  */

@@ -27,6 +27,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
   const seen = new Map<string, Set<number>>()
   const recorded: { operations: Record<string, unknown>; webhooks: Record<string, unknown> } = { operations: {}, webhooks: {} }
   const requests = new Map<string, unknown>() // operationId → the body of its first success
+  const rawRequests = new Map<string, { raw: string; contentType: string }>() // … when it was not JSON or a form
+  const queries = new Map<string, string>() // operationId → the query string of its first success
   let admin: string
   const world: Record<string, string> = {}
 
@@ -57,6 +59,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
         const example = /json/.test(media) ? JSON.parse(text) : text.length > 300 ? `${text.slice(0, 300)}…` : text
         const request = opts.json ?? opts.form
         if (request !== undefined) requests.set(operationId, request)
+        if (opts.raw !== undefined && opts.contentType) rawRequests.set(operationId, { raw: opts.raw, contentType: opts.contentType })
+        if (path.includes('?')) queries.set(operationId, path.slice(path.indexOf('?') + 1))
         recorded.operations[operationId] = { ...(request !== undefined ? { request } : {}), response: { status: String(res.status), contentType: media, ...(text ? { body: example } : {}) } }
       }
     }
@@ -182,6 +186,41 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     world.broken = fourth
   })
 
+  it('fleet money: rate cards, reconciliation, the statement check, the dashboard and the embedded page', async () => {
+    const f = `/v1/fleets/${world.fleet}`
+    await call('PATCH', f, 200, { token: admin, json: { embed_origins: ['https://dispatch.speedy.example'] } })
+    await call('GET', `${f}/rate-card`, 404, { token: admin })
+    await call('PUT', `${f}/rate-card`, 201, { token: admin, json: { currency: 'USD', base_fee_cents: 650, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 } })
+    await call('PUT', `${f}/rate-card`, 422, { token: admin, json: { currency: 'usd', base_fee_cents: -1, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 } })
+    await call('GET', `${f}/rate-card`, 200, { token: admin })
+    await call('GET', `${f}/rate-card/versions?limit=10`, 200, { token: admin })
+    // Priced at dispatch: a delivery dispatched under version 1 and delivered gives a line.
+    const rx = await call('POST', '/v1/prescriptions', 201, { token: admin, json: { patient_id: 'pt_321', cold_chain: false, pharmacy_id: world.pharmacy }, headers: { 'idempotency-key': 'rx-money' } })
+    const dl = rx.body.delivery_id as string
+    await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })
+    const signature = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
+    await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver, signature } })
+    await call('POST', `/v1/deliveries/${dl}/deliver`, 200, { token: admin, json: { verification: { method: 'otp', evidence: '123456' }, location: { lat: 39.8, lng: -89.6 } } })
+    const period = `from=${encodeURIComponent(new Date(Date.now() - 86_400_000).toISOString())}&to=${encodeURIComponent(new Date(Date.now() + 86_400_000).toISOString())}`
+    const recon = await call('GET', `${f}/reconciliation?${period}`, 200, { token: admin })
+    expect(recon.body.lines.map((l: { delivery_id: string }) => l.delivery_id)).toContain(dl)
+    await call('GET', `${f}/reconciliation?${period}`, 200, { token: admin, headers: { accept: 'text/csv' } })
+    await call('GET', `${f}/reconciliation?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z`, 422, { token: admin })
+    const ours = recon.body.lines.find((l: { delivery_id: string }) => l.delivery_id === dl).payout_cents as number
+    await call('POST', `${f}/reconciliation?${period}`, 200, { token: admin, raw: `${JSON.stringify({ delivery_id: dl, payout_cents: ours + 1 })}\n`, contentType: 'application/x-ndjson' })
+    await call('POST', `${f}/reconciliation?${period}`, 200, { token: admin, raw: `delivery_id,payout_cents\r\n${dl},${ours}\r\n`, contentType: 'text/csv' })
+    await call('POST', `${f}/reconciliation?${period}`, 422, { token: admin, raw: 'not json\n{"payout_cents":1}\n', contentType: 'application/x-ndjson' })
+    await call('GET', `${f}/dashboard`, 200, { token: admin })
+    const session = await call('POST', `${f}/embed-sessions`, 201, { token: admin, json: { ttl_s: 120 } })
+    await call('POST', `${f}/embed-sessions`, 422, { token: admin, json: { ttl_s: 6000 } })
+    const page = new URL(session.body.url)
+    await call('GET', `/embed/dashboard${page.search}`, 200)
+    await call('GET', `/embed/dashboard/data${page.search}`, 200)
+    await call('GET', '/embed/dashboard?token=not-a-token', 401)
+    await call('GET', '/embed/dashboard/data?token=not-a-token', 401)
+    await call('GET', `${f}/dashboard`, 401, { token: page.searchParams.get('token')! }) // an embed token is not an access token
+  })
+
   it('events, webhooks and the audit log', async () => {
     const events = await call('GET', '/v1/events?limit=100', 200, { token: admin })
     for (const event of events.body.data) recorded.webhooks[event.type] ??= event
@@ -210,17 +249,23 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const fleetOnly = (await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials', scope: 'fleet:read' }, basic: [ADMIN.id, ADMIN.secret] })).body.access_token
     for (const { path, method, op } of validator.operations.filter((o) => o.path.startsWith('/v1/'))) {
       const scope = (op.security?.[0] as { bearer: string[] }).bearer[0]
-      const missing = path.replace(/\{id\}/g, 'xx_01jd0000000000000000000000')
+      // Required query parameters (a reconciliation's period) are sent as its first success sent them.
+      const query = (op.parameters ?? []).some((p) => p.in === 'query' && (p as { required?: boolean }).required) ? `?${queries.get(op.operationId) ?? ''}` : ''
+      const missing = path.replace(/\{id\}/g, 'xx_01jd0000000000000000000000') + query
       const verb = method.toUpperCase()
       const body = requests.get(op.operationId)
-      const withBody = op.requestBody ? { json: body ?? {} } : {}
+      // A body that is not JSON (a statement as JSON lines or CSV) is sent in its own media type.
+      const json = !op.requestBody || Boolean(op.requestBody.content['application/json'])
+      const raw = rawRequests.get(op.operationId)
+      const withBody = op.requestBody ? (json ? { json: body ?? {} } : { raw: raw?.raw ?? '', contentType: raw?.contentType ?? Object.keys(op.requestBody.content)[0]! }) : {}
       const key = (why: string) => ({ 'idempotency-key': `${why}-${op.operationId}` })
       await call(verb, missing, 401, { ...withBody, headers: key('anon') })
       await call(verb, missing, 403, { token: scope === 'audit:read' ? fleetOnly : readOnly, ...withBody, headers: key('scope') })
       if (path.includes('{id}')) await call(verb, missing, 404, { token: admin, ...withBody, headers: { 'idempotency-key': `missing-${op.operationId}` } })
       if (op.requestBody) {
-        await call(verb, missing.replace(/xx_01jd\w+/, world.broken!), 422, { token: admin, json: { not_a_field: true }, headers: { 'idempotency-key': `bad-${op.operationId}` } })
-        await call(verb, missing, 400, { token: admin, raw: '{"unterminated', headers: { 'idempotency-key': `raw-${op.operationId}` } })
+        const invalid = json ? { json: { not_a_field: true } } : { raw: 'not a line of a statement\n', contentType: withBody.contentType }
+        await call(verb, missing.replace(/xx_01jd\w+/, json ? world.broken! : world.fleet!), 422, { token: admin, ...invalid, headers: { 'idempotency-key': `bad-${op.operationId}` } })
+        if (json) await call(verb, missing, 400, { token: admin, raw: '{"unterminated', headers: { 'idempotency-key': `raw-${op.operationId}` } })
         await call(verb, missing, 415, { token: admin, raw: 'plain text', contentType: 'text/plain', headers: { 'idempotency-key': `txt-${op.operationId}` } })
       }
     }

@@ -6,7 +6,7 @@ import type { Branding } from '../../services/fleets.js'
 import { fromJson, type Db } from '../../store/schema.js'
 import { dashboardPage, embedErrorPage } from '../embed-page.js'
 import type { AppEnv } from '../env.js'
-import { publicRoute, z } from '../openapi.js'
+import { problem, publicRoute, z } from '../openapi.js'
 import { LiveView } from './fleet-dashboard.js'
 
 // A signed embed token is a few hundred bytes; anything far longer is not one.
@@ -58,7 +58,10 @@ export function embedRoutes(deps: { db: Db; dashboards: FleetDashboardService; e
     summary: 'The live view behind the embedded page',
     description: 'What the page refreshes from, with the same token: deliveries and exceptions, no payouts.',
     request: { query: EmbedQuery },
-    responses: { 200: { description: 'The live view', content: { 'application/json': { schema: LiveView } } } },
+    responses: {
+      200: { description: 'The live view', content: { 'application/json': { schema: LiveView } } },
+      401: problem('`unauthorized`: the embed session has expired or its token is not valid; the page shows that instead of the data'),
+    },
   }), async (c) => {
     c.header('cache-control', 'no-store')
     c.header('referrer-policy', 'no-referrer')
