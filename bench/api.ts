@@ -29,14 +29,18 @@ const UNLIMITED_RPS = '1000000'
 const SWEEP_CONNECTIONS = [8, 16, 32, 64, 128]
 const SWEEP_SECONDS = 5
 
-const opts = parseBenchArgs('bench:api', 'HTTP API throughput and latency against the service in its own process (SQLite, fresh temporary DATA_DIR). Prints one JSON object on stdout, progress on stderr.', {
+const opts = parseBenchArgs(
+  'bench:api',
+  'HTTP API throughput and latency against the service in its own process (SQLite, fresh temporary DATA_DIR). Prints one JSON object on stdout, progress on stderr.',
+  {
     connections: { type: 'string', default: '32' },
     'post-seconds': { type: 'string', default: '20' },
     'get-seconds': { type: 'string', default: '10' },
     'warmup-seconds': { type: 'string', default: '3' },
     sweep: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
-})
+  },
+)
 for (const name of ['connections', 'post-seconds', 'get-seconds', 'warmup-seconds'] as const) {
   const value = Number(opts[name])
   if (!Number.isFinite(value) || value < (name === 'warmup-seconds' ? 0 : 1)) {
@@ -69,11 +73,17 @@ async function main(): Promise<void> {
   const port = await freePort()
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off',
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    MQTT_WS_PORT: 'off',
     // One JSON log line per request costs throughput (serialisation and a write per request); warn keeps errors only.
     LOG_LEVEL: 'warn',
-    ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: UNLIMITED_RPS, RATE_LIMIT_BURST: UNLIMITED_RPS,
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: UNLIMITED_RPS,
+    RATE_LIMIT_BURST: UNLIMITED_RPS,
   }
   for (const scaleOut of ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER']) delete env[scaleOut]
 
@@ -82,14 +92,19 @@ async function main(): Promise<void> {
   try {
     const token = await clientCredentialsToken(service.baseUrl, ADMIN.id, ADMIN.secret)
     const pharmacy = await postJson<{ id: string }>(service.baseUrl, '/v1/pharmacies', token, {
-      name: 'Bench Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago',
+      name: 'Bench Pharmacy',
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
     })
     const auth = { authorization: `Bearer ${token}` }
 
     let counter = 0
     const run = `${process.pid}-${Date.now()}`
     const postRx: LoadRequest = {
-      method: 'POST', path: '/v1/prescriptions', headers: { ...auth, 'content-type': 'application/json' }, body: prescriptionBody(pharmacy.id),
+      method: 'POST',
+      path: '/v1/prescriptions',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: prescriptionBody(pharmacy.id),
       // A fresh key per request: every request creates a prescription, none is a replay.
       setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `bench-${run}-${++counter}` } }),
     }
@@ -102,7 +117,10 @@ async function main(): Promise<void> {
       const figures = await drive({ url: service.baseUrl, connections: conns, seconds, request })
       const cpuAfter = service.cpuMs()
       const own = process.cpuUsage(ownBefore)
-      const cpuPerReq = cpuBefore === null || cpuAfter === null || figures.total === 0 ? null : Math.round(((cpuAfter - cpuBefore) / figures.total) * 1_000) / 1_000
+      const cpuPerReq =
+        cpuBefore === null || cpuAfter === null || figures.total === 0
+          ? null
+          : Math.round(((cpuAfter - cpuBefore) / figures.total) * 1_000) / 1_000
       // On a 2-core machine the load generator competes with the service: say how much it took.
       const loadGeneratorCorePct = Math.round(((own.user + own.system) / 1_000 / (figures.seconds * 1_000)) * 100)
       return { ...figures, service_cpu_ms_per_req: cpuPerReq, load_generator_core_pct: loadGeneratorCorePct }
@@ -111,7 +129,9 @@ async function main(): Promise<void> {
     if (opts.sweep) {
       for (const conns of SWEEP_CONNECTIONS) {
         const f = await load(postRx, SWEEP_SECONDS, conns)
-        log(`sweep POST /v1/prescriptions c=${conns}: ${f.rps} rps, p50 ${f.p50_ms} ms, p99 ${f.p99_ms} ms, errors ${f.errors}, non2xx ${f.non2xx}, service CPU ${f.service_cpu_ms_per_req} ms/req`)
+        log(
+          `sweep POST /v1/prescriptions c=${conns}: ${f.rps} rps, p50 ${f.p50_ms} ms, p99 ${f.p99_ms} ms, errors ${f.errors}, non2xx ${f.non2xx}, service CPU ${f.service_cpu_ms_per_req} ms/req`,
+        )
       }
     }
     const warmup = Number(opts['warmup-seconds'])
@@ -129,15 +149,27 @@ async function main(): Promise<void> {
     if (code !== 0) log(`warning: the service exited with code ${code} after SIGTERM:\n${service.output()}`)
     if (opts.profile) printProfile(profileDir)
 
-    process.stdout.write(JSON.stringify({
-      post_prescriptions: post,
-      get_pharmacy: get,
-      // How many trivial authenticated reads fit in the time of one create: the price of the write
-      // path (idempotency claim + one transaction of four inserts + hashing) over the shared
-      // pipeline every /v1 request pays (token check, rate limit, audit, routing, JSON).
-      overhead_ratio: Math.round((get.rps / post.rps) * 100) / 100,
-      machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? 'unknown', node: process.version, loadavg_1m_before: loadBefore, loadavg_1m_after: Math.round(loadavg()[0]! * 100) / 100 },
-    }, null, 2) + '\n')
+    process.stdout.write(
+      JSON.stringify(
+        {
+          post_prescriptions: post,
+          get_pharmacy: get,
+          // How many trivial authenticated reads fit in the time of one create: the price of the write
+          // path (idempotency claim + one transaction of four inserts + hashing) over the shared
+          // pipeline every /v1 request pays (token check, rate limit, audit, routing, JSON).
+          overhead_ratio: Math.round((get.rps / post.rps) * 100) / 100,
+          machine: {
+            cpus: cpus().length,
+            cpu_model: cpus()[0]?.model ?? 'unknown',
+            node: process.version,
+            loadavg_1m_before: loadBefore,
+            loadavg_1m_after: Math.round(loadavg()[0]! * 100) / 100,
+          },
+        },
+        null,
+        2,
+      ) + '\n',
+    )
   } catch (error) {
     log(`failed: ${(error as Error).message}\n--- service output ---\n${service.output()}`)
     process.exitCode = 1
@@ -149,7 +181,9 @@ async function main(): Promise<void> {
 
 function printProfile(dir: string): void {
   // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop; others are workers (tsx, sinks).
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .sort()
   if (files.length === 0) {
     log(`no .cpuprofile was written in ${dir}`)
     return

@@ -25,11 +25,15 @@ import { parseBenchArgs } from './lib/args.js'
 import { seedEndedDeliveries } from './lib/fleet-seed.js'
 import { startTestService } from '../test/helpers/service.js'
 
-const opts = parseBenchArgs('bench:fleet:reconciliation', 'Reconciliation of a fleet\'s ended deliveries, streamed: time, CPU and memory per period size. Prints one JSON object on stdout.', {
-  deliveries: { type: 'string', default: '100000' },
-  repeat: { type: 'string', default: '3' },
-  'database-url': { type: 'string', default: '' },
-})
+const opts = parseBenchArgs(
+  'bench:fleet:reconciliation',
+  "Reconciliation of a fleet's ended deliveries, streamed: time, CPU and memory per period size. Prints one JSON object on stdout.",
+  {
+    deliveries: { type: 'string', default: '100000' },
+    repeat: { type: 'string', default: '3' },
+    'database-url': { type: 'string', default: '' },
+  },
+)
 const COUNT = Number(opts.deliveries)
 const REPEAT = Number(opts.repeat)
 const FROM = Date.parse('2026-11-01T00:00:00.000Z')
@@ -40,9 +44,12 @@ const log = (line: string) => process.stderr.write(`${line}\n`)
 const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-fleet-'))
 const schema = `rx_bench_${randomBytes(4).toString('hex')}`
 const databaseUrl = opts['database-url']
-const api = await startTestService({ DATA_DIR: dataDir, TOKEN_TTL_S: '86400' }, {
-  store: databaseUrl ? { kind: 'postgres', url: databaseUrl, schema } : { kind: 'sqlite', file: join(dataDir, 'rxtrace.db') },
-})
+const api = await startTestService(
+  { DATA_DIR: dataDir, TOKEN_TTL_S: '86400' },
+  {
+    store: databaseUrl ? { kind: 'postgres', url: databaseUrl, schema } : { kind: 'sqlite', file: join(dataDir, 'rxtrace.db') },
+  },
+)
 try {
   const admin = await api.adminToken()
   const fleetId = (await api.post('/v1/fleets', admin, { name: 'Bench Couriers' })).body.id as string
@@ -85,7 +92,15 @@ try {
     const ms = performance.now() - started
     const used = process.cpuUsage(cpu)
     const lines = accept === 'text/csv' ? null : Number(/"totals":\{"lines":(\d+)/.exec(new TextDecoder().decode(last.subarray(-400)))?.[1])
-    return { ms, cpuMs: (used.user + used.system) / 1000, bytes, lines, heapGrowthMiB: (heapPeak - base.heapUsed) / 2 ** 20, rssGrowthMiB: (rssPeak - base.rss) / 2 ** 20, retainedMiB: retainedPeak / 2 ** 20 }
+    return {
+      ms,
+      cpuMs: (used.user + used.system) / 1000,
+      bytes,
+      lines,
+      heapGrowthMiB: (heapPeak - base.heapUsed) / 2 ** 20,
+      rssGrowthMiB: (rssPeak - base.rss) / 2 ** 20,
+      retainedMiB: retainedPeak / 2 ** 20,
+    }
   }
 
   const results = []
@@ -97,9 +112,13 @@ try {
       const kept = gc ? (await run(share, accept, true)).retainedMiB : null // not timed: the collections cost time
       const lines = best.lines ?? Math.round(COUNT * share)
       const row = {
-        format: accept === 'text/csv' ? 'csv' : 'json', period_share: share, lines: best.lines ?? `≈${lines}`,
-        wall_ms: Math.round(best.ms), lines_per_s: Math.round(lines / (best.ms / 1000)),
-        cpu_us_per_line: Number(((best.cpuMs * 1000) / lines).toFixed(2)), body_mib: Number((best.bytes / 2 ** 20).toFixed(1)),
+        format: accept === 'text/csv' ? 'csv' : 'json',
+        period_share: share,
+        lines: best.lines ?? `≈${lines}`,
+        wall_ms: Math.round(best.ms),
+        lines_per_s: Math.round(lines / (best.ms / 1000)),
+        cpu_us_per_line: Number(((best.cpuMs * 1000) / lines).toFixed(2)),
+        body_mib: Number((best.bytes / 2 ** 20).toFixed(1)),
         heap_peak_growth_mib: Number(Math.max(...runs.map((r) => r.heapGrowthMiB)).toFixed(1)),
         rss_peak_growth_mib: Number(Math.max(...runs.map((r) => r.rssGrowthMiB)).toFixed(1)),
         heap_retained_peak_mib: kept === null ? null : Number(kept.toFixed(1)),
@@ -108,10 +127,23 @@ try {
       results.push(row)
     }
   }
-  process.stdout.write(`${JSON.stringify({
-    bench: 'fleet:reconciliation', store: databaseUrl ? 'postgres' : 'sqlite', deliveries: COUNT, repeat: REPEAT, gc: Boolean(gc),
-    node: process.version, cpu: cpus()[0]?.model, cores: cpus().length, results,
-  }, null, 2)}\n`)
+  process.stdout.write(
+    `${JSON.stringify(
+      {
+        bench: 'fleet:reconciliation',
+        store: databaseUrl ? 'postgres' : 'sqlite',
+        deliveries: COUNT,
+        repeat: REPEAT,
+        gc: Boolean(gc),
+        node: process.version,
+        cpu: cpus()[0]?.model,
+        cores: cpus().length,
+        results,
+      },
+      null,
+      2,
+    )}\n`,
+  )
 } finally {
   await api.stop()
   if (databaseUrl) {

@@ -32,33 +32,38 @@ import type { FromPublisher, Phase, PhaseResult, ToPublisher } from './lib/inges
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
 
-const opt = parseBenchArgs('bench:fleet', 'Fleet Operator benchmarks, in sections. Prints one JSON object on stdout, progress on stderr.', {
-  sections: { type: 'string', default: 'exceptions' },
-  subscribers: { type: 'string', default: '1000' },
-  totes: { type: 'string', default: '200' },
-  bound: { type: 'string', default: '100' },
-  rate: { type: 'string', default: '2000' },
-  seconds: { type: 'string', default: '20' },
-  'baseline-s': { type: 'string', default: '10' },
-  'break-every-ms': { type: 'string', default: '500' },
-  'fanout-events': { type: 'string', default: '20' },
-  'keep-data': { type: 'boolean', default: false },
-  deliveries: { type: 'string', default: '100000' },
-  repeat: { type: 'string', default: '3' },
-}, {
-  sections: 'comma-separated sections to run: exceptions, reconciliation',
-  deliveries: 'reconciliation: ended deliveries of the fleet',
-  repeat: 'reconciliation: runs per period and format (the best wall time is kept)',
-  subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
-  totes: 'exceptions: totes publishing readings (QoS 1)',
-  bound: 'exceptions: totes on a dispatched cold-chain delivery (each can break once)',
-  rate: 'exceptions: single readings per second over all totes',
-  seconds: 'exceptions: length of the run with the streams open',
-  'baseline-s': 'exceptions: length of the run without streams (PUBACK alone)',
-  'break-every-ms': 'exceptions: one cold-chain break this often',
-  'fanout-events': 'exceptions: refused handoffs sent one at a time to all streams, with no readings (CPU per frame)',
-  'keep-data': 'keep the service data directory',
-})
+const opt = parseBenchArgs(
+  'bench:fleet',
+  'Fleet Operator benchmarks, in sections. Prints one JSON object on stdout, progress on stderr.',
+  {
+    sections: { type: 'string', default: 'exceptions' },
+    subscribers: { type: 'string', default: '1000' },
+    totes: { type: 'string', default: '200' },
+    bound: { type: 'string', default: '100' },
+    rate: { type: 'string', default: '2000' },
+    seconds: { type: 'string', default: '20' },
+    'baseline-s': { type: 'string', default: '10' },
+    'break-every-ms': { type: 'string', default: '500' },
+    'fanout-events': { type: 'string', default: '20' },
+    'keep-data': { type: 'boolean', default: false },
+    deliveries: { type: 'string', default: '100000' },
+    repeat: { type: 'string', default: '3' },
+  },
+  {
+    sections: 'comma-separated sections to run: exceptions, reconciliation',
+    deliveries: 'reconciliation: ended deliveries of the fleet',
+    repeat: 'reconciliation: runs per period and format (the best wall time is kept)',
+    subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
+    totes: 'exceptions: totes publishing readings (QoS 1)',
+    bound: 'exceptions: totes on a dispatched cold-chain delivery (each can break once)',
+    rate: 'exceptions: single readings per second over all totes',
+    seconds: 'exceptions: length of the run with the streams open',
+    'baseline-s': 'exceptions: length of the run without streams (PUBACK alone)',
+    'break-every-ms': 'exceptions: one cold-chain break this often',
+    'fanout-events': 'exceptions: refused handoffs sent one at a time to all streams, with no readings (CPU per frame)',
+    'keep-data': 'keep the service data directory',
+  },
+)
 
 const log = (line: string) => process.stderr.write(`[bench:fleet] ${line}\n`)
 const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-0123456789abcdef' }
@@ -71,17 +76,33 @@ async function startFleetService(extraEnv: Record<string, string>) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    PORT: String(httpPort), HOST: '127.0.0.1', MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off', DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', RATE_LIMIT_TENANT_RPS: '1000000', RATE_LIMIT_TENANT_BURST: '1000000',
+    PORT: String(httpPort),
+    HOST: '127.0.0.1',
+    MQTT_PORT: String(mqttPort),
+    MQTT_WS_PORT: 'off',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    REORDER_WINDOW_S: '0',
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: '1000000',
+    RATE_LIMIT_BURST: '1000000',
+    RATE_LIMIT_TENANT_RPS: '1000000',
+    RATE_LIMIT_TENANT_BURST: '1000000',
     ...extraEnv,
   }
   delete env.DATABASE_URL // the embedded defaults
   delete env.QUESTDB_CONFIG
-  const service = await startService({ env, httpPort, nodeArgs: process.env.BENCH_FLEET_NODE_ARGS ? process.env.BENCH_FLEET_NODE_ARGS.split(' ') : [] })
+  const service = await startService({
+    env,
+    httpPort,
+    nodeArgs: process.env.BENCH_FLEET_NODE_ARGS ? process.env.BENCH_FLEET_NODE_ARGS.split(' ') : [],
+  })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   return {
-    service, dataDir, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`,
+    service,
+    dataDir,
+    mqttUrl: `mqtt://127.0.0.1:${mqttPort}`,
     async stop() {
       const code = await service.stop()
       if (!opt['keep-data']) rmSync(dataDir, { recursive: true, force: true })
@@ -92,7 +113,11 @@ async function startFleetService(extraEnv: Record<string, string>) {
 
 /** The publisher child of bench:ingest, over its IPC protocol. */
 function startPublisher() {
-  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], { cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
+    cwd: repoRoot,
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
   const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
     new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
       const onMessage = (reply: FromPublisher) => {
@@ -109,7 +134,8 @@ function startPublisher() {
     })
   return {
     child,
-    connect: (url: string, totes: { id: string; username: string; password: string }[]) => ask({ type: 'connect', url, totes, subscribeErrors: false, parallel: 50, wire: 'raw' }, 'connected'),
+    connect: (url: string, totes: { id: string; username: string; password: string }[]) =>
+      ask({ type: 'connect', url, totes, subscribeErrors: false, parallel: 50, wire: 'raw' }, 'connected'),
     run: async (phase: Phase) => (await ask({ type: 'run', phase }, 'result')).result,
     disconnect: () => ask({ type: 'disconnect' }, 'disconnected'),
     stop: () => child.kill('SIGTERM'),
@@ -155,7 +181,9 @@ function subscribe(url: string, token: string, agent: Agent) {
     req.end()
   })
   return {
-    opened, seen, refusals,
+    opened,
+    seen,
+    refusals,
     get status() {
       return status
     },
@@ -169,13 +197,24 @@ function subscribe(url: string, token: string, agent: Agent) {
   }
 }
 
-const latencySummary = (values: number[]) => values.length
-  ? { n: values.length, p50_ms: round(percentile(values, 50), 1), p90_ms: round(percentile(values, 90), 1), p99_ms: round(percentile(values, 99), 1), max_ms: round(Math.max(...values), 1) }
-  : { n: 0 }
+const latencySummary = (values: number[]) =>
+  values.length
+    ? {
+        n: values.length,
+        p50_ms: round(percentile(values, 50), 1),
+        p90_ms: round(percentile(values, 90), 1),
+        p99_ms: round(percentile(values, 99), 1),
+        max_ms: round(Math.max(...values), 1),
+      }
+    : { n: 0 }
 
 const puback = (r: PhaseResult) => ({
-  readings_per_s: round(r.ackedReadings / (r.elapsedMs / 1_000), 0), puback_p50_ms: round(r.latency.p50, 2), puback_p99_ms: round(r.latency.p99, 2),
-  puback_max_ms: round(r.latency.max, 1), errors: r.errors + r.rejected, behind: r.behind,
+  readings_per_s: round(r.ackedReadings / (r.elapsedMs / 1_000), 0),
+  puback_p50_ms: round(r.latency.p50, 2),
+  puback_p99_ms: round(r.latency.p99, 2),
+  puback_max_ms: round(r.latency.max, 1),
+  errors: r.errors + r.rejected,
+  behind: r.behind,
 })
 
 /** Runs a phase and the service CPU it cost. */
@@ -188,7 +227,11 @@ async function measured(publisher: ReturnType<typeof startPublisher>, service: S
   const cpu = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0
   return {
     result,
-    cpu: { service_pct: cpu === null ? null : round((cpu / seconds) * 100, 0), us_per_reading: cpu === null || !result.ackedReadings ? null : round((cpu * 1e6) / result.ackedReadings, 1), seconds: cpu === null ? null : round(cpu, 2) },
+    cpu: {
+      service_pct: cpu === null ? null : round((cpu / seconds) * 100, 0),
+      us_per_reading: cpu === null || !result.ackedReadings ? null : round((cpu * 1e6) / result.ackedReadings, 1),
+      seconds: cpu === null ? null : round(cpu, 2),
+    },
   }
 }
 
@@ -208,15 +251,28 @@ async function exceptionsSection() {
     log(`fixture: ${totes} totes, ${bound} cold-chain deliveries dispatched to fleet ${fixture.fleetId}`)
     const admin = apiClient(service.baseUrl)
     await admin.login(ADMIN.id, ADMIN.secret)
-    const client = await admin.post<{ client_id: string; client_secret: string }>('/v1/oauth/clients', { client_name: 'bench fleet reader', scope: 'deliveries:read', fleet_id: fixture.fleetId })
+    const client = await admin.post<{ client_id: string; client_secret: string }>('/v1/oauth/clients', {
+      client_name: 'bench fleet reader',
+      scope: 'deliveries:read',
+      fleet_id: fixture.fleetId,
+    })
     const fleetToken = await clientCredentialsToken(service.baseUrl, client.client_id, client.client_secret)
 
     const connected = await publisher.connect(mqttUrl, fixture.totes)
     if (connected.failed) throw new Error(`${connected.failed} totes could not connect: ${connected.firstError}`)
-    const phase = (name: string, durationMs: number, extra: Partial<Phase> = {}): Phase => ({ name, durationMs, batch: 1, window: 4, rate: Number(opt.rate), ...extra })
+    const phase = (name: string, durationMs: number, extra: Partial<Phase> = {}): Phase => ({
+      name,
+      durationMs,
+      batch: 1,
+      window: 4,
+      rate: Number(opt.rate),
+      ...extra,
+    })
     await publisher.run(phase('warmup', 3_000))
     const baseline = await measured(publisher, service, phase('readings-alone', Number(opt['baseline-s']) * 1_000))
-    log(`baseline: ${JSON.stringify(puback(baseline.result))}, service cpu ${baseline.cpu.service_pct}% (${baseline.cpu.us_per_reading} µs/reading)`)
+    log(
+      `baseline: ${JSON.stringify(puback(baseline.result))}, service cpu ${baseline.cpu.service_pct}% (${baseline.cpu.us_per_reading} µs/reading)`,
+    )
 
     const rssBefore = rssMb(service.pid)
     const cpuOpen0 = cpuSeconds(service.pid)
@@ -230,7 +286,8 @@ async function exceptionsSection() {
     const openMs = performance.now() - openStarted
     const cpuOpen = cpuOpen0 === null ? null : (cpuSeconds(service.pid) ?? cpuOpen0) - cpuOpen0
     const refused = readers.filter((r) => r.status !== 200).length
-    if (refused) throw new Error(`${refused} of ${subscribers} streams were refused (status ${readers.find((r) => r.status !== 200)?.status})`)
+    if (refused)
+      throw new Error(`${refused} of ${subscribers} streams were refused (status ${readers.find((r) => r.status !== 200)?.status})`)
     log(`${subscribers} streams open in ${Math.round(openMs)} ms; service rss ${rssBefore} → ${rssMb(service.pid)} MB`)
 
     // Fan-out alone (no readings): refused deliver actions on a dispatched delivery, one at a time,
@@ -243,7 +300,8 @@ async function exceptionsSection() {
     for (let i = 0; i < fanoutEvents; i++) {
       const sent = Date.now()
       await fetch(`${service.baseUrl}/v1/deliveries/${refusedOn}/deliver`, {
-        method: 'POST', headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
         body: JSON.stringify({ verification: { method: 'otp', evidence: '000000' } }),
       }).then(async (r) => {
         if (r.status !== 409) throw new Error(`a refused deliver answered ${r.status}: ${await r.text()}`)
@@ -254,15 +312,25 @@ async function exceptionsSection() {
       for (const reader of readers) if (reader.refusals[i] !== undefined) fanoutLatencies.push(reader.refusals[i]! - sent)
     }
     const cpuFan = cpuFan0 === null ? null : (cpuSeconds(service.pid) ?? cpuFan0) - cpuFan0
-    const fanout = { events: fanoutEvents, ...latencySummary(fanoutLatencies), missed: fanoutEvents * subscribers - fanoutLatencies.length, service_cpu_us_per_frame: cpuFan === null || !fanoutLatencies.length ? null : round((cpuFan * 1e6) / fanoutLatencies.length, 1) }
+    const fanout = {
+      events: fanoutEvents,
+      ...latencySummary(fanoutLatencies),
+      missed: fanoutEvents * subscribers - fanoutLatencies.length,
+      service_cpu_us_per_frame: cpuFan === null || !fanoutLatencies.length ? null : round((cpuFan * 1e6) / fanoutLatencies.length, 1),
+    }
     log(`fan-out alone: ${JSON.stringify(fanout)}`)
 
     const breakTotes = fixture.totes.slice(0, breaks).map((t) => t.id)
-    const run = await measured(publisher, service, phase('readings-with-streams', seconds * 1_000, { breaks: { toteIds: breakTotes, everyMs, tempC: -2 } }))
+    const run = await measured(
+      publisher,
+      service,
+      phase('readings-with-streams', seconds * 1_000, { breaks: { toteIds: breakTotes, everyMs, tempC: -2 } }),
+    )
     // Events of the last breaks are still on their way when the phase ends.
     const deadline = Date.now() + 5_000
     const expected = run.result.breaks.map((b) => fixture.deliveries.get(b.toteId)!)
-    while (Date.now() < deadline && !readers.every((r) => expected.every((d) => r.seen.has(d)))) await new Promise((resolve) => setTimeout(resolve, 50))
+    while (Date.now() < deadline && !readers.every((r) => expected.every((d) => r.seen.has(d))))
+      await new Promise((resolve) => setTimeout(resolve, 50))
     const rssWithStreams = rssMb(service.pid)
 
     const latencies: number[] = []
@@ -277,17 +345,40 @@ async function exceptionsSection() {
     }
     const exceptions = latencySummary(latencies)
     const endedEarly = readers.filter((r) => r.ended).length
-    log(`exceptions: ${run.result.breaks.length} breaks × ${subscribers} streams: ${JSON.stringify(exceptions)}, missed ${missed}, streams ended early ${endedEarly}`)
+    log(
+      `exceptions: ${run.result.breaks.length} breaks × ${subscribers} streams: ${JSON.stringify(exceptions)}, missed ${missed}, streams ended early ${endedEarly}`,
+    )
     log(`with streams: ${JSON.stringify(puback(run.result))}, service cpu ${run.cpu.service_pct}% (${run.cpu.us_per_reading} µs/reading)`)
     const withStreams = puback(run.result)
     return {
-      settings: { subscribers, totes, bound, readings_per_s: Number(opt.rate), seconds, baseline_s: Number(opt['baseline-s']), break_every_ms: everyMs, breaks: run.result.breaks.length },
-      streams: { open_ms: Math.round(openMs), open_cpu_ms_per_stream: cpuOpen === null ? null : round((cpuOpen * 1_000) / subscribers, 2), rss_mb_before: rssBefore, rss_mb_with_streams: rssWithStreams, ended_early: endedEarly },
+      settings: {
+        subscribers,
+        totes,
+        bound,
+        readings_per_s: Number(opt.rate),
+        seconds,
+        baseline_s: Number(opt['baseline-s']),
+        break_every_ms: everyMs,
+        breaks: run.result.breaks.length,
+      },
+      streams: {
+        open_ms: Math.round(openMs),
+        open_cpu_ms_per_stream: cpuOpen === null ? null : round((cpuOpen * 1_000) / subscribers, 2),
+        rss_mb_before: rssBefore,
+        rss_mb_with_streams: rssWithStreams,
+        ended_early: endedEarly,
+      },
       fanout_alone: fanout,
       exception_latency: { ...exceptions, missed },
-      readings_alone: { ...puback(baseline.result), service_cpu_pct: baseline.cpu.service_pct, service_us_per_reading: baseline.cpu.us_per_reading },
+      readings_alone: {
+        ...puback(baseline.result),
+        service_cpu_pct: baseline.cpu.service_pct,
+        service_us_per_reading: baseline.cpu.us_per_reading,
+      },
       readings_with_streams: {
-        ...withStreams, service_cpu_pct: run.cpu.service_pct, service_us_per_reading: run.cpu.us_per_reading,
+        ...withStreams,
+        service_cpu_pct: run.cpu.service_pct,
+        service_us_per_reading: run.cpu.us_per_reading,
       },
       targets: {
         exception_p99_under_1s: exceptions.n > 0 && missed === 0 && (exceptions.p99_ms ?? Infinity) < TARGET.exceptionP99Ms,
@@ -311,10 +402,13 @@ async function exceptionsSection() {
  */
 async function reconciliationSection(): Promise<unknown> {
   const child = fork(join(repoRoot, 'bench/fleet-reconciliation.ts'), ['--deliveries', opt.deliveries, '--repeat', opt.repeat], {
-    execArgv: ['--expose-gc', '--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    execArgv: ['--expose-gc', '--import', 'tsx'],
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   })
   let out = ''
-  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString()
+  })
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
   if (code !== 0) throw new Error(`bench/fleet-reconciliation.ts exited with ${code}`)
   return JSON.parse(out)
@@ -322,7 +416,10 @@ async function reconciliationSection(): Promise<unknown> {
 
 const SECTIONS: Record<string, () => Promise<unknown>> = { exceptions: exceptionsSection, reconciliation: reconciliationSection }
 
-const chosen = opt.sections.split(',').map((s) => s.trim()).filter(Boolean)
+const chosen = opt.sections
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean)
 const unknown = chosen.filter((s) => !(s in SECTIONS))
 if (unknown.length) {
   process.stderr.write(`bench:fleet: unknown section(s) ${unknown.join(', ')}; known: ${Object.keys(SECTIONS).join(', ')}\n`)
@@ -333,7 +430,14 @@ for (const name of chosen) {
   log(`section ${name}`)
   sections[name] = await SECTIONS[name]!()
 }
-process.stdout.write(`${JSON.stringify({
-  machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg_1m_at_end: round(loadavg()[0]!, 2), node: process.version },
-  date: new Date().toISOString(), sections,
-}, null, 2)}\n`)
+process.stdout.write(
+  `${JSON.stringify(
+    {
+      machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg_1m_at_end: round(loadavg()[0]!, 2), node: process.version },
+      date: new Date().toISOString(),
+      sections,
+    },
+    null,
+    2,
+  )}\n`,
+)

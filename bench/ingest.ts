@@ -35,7 +35,10 @@ import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-sta
 import { parseBenchArgs } from './lib/args.js'
 import { runExternalComparison } from './lib/ingest-external.js'
 
-const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK latency of the service, against a bare Aedes broker's ceiling. Prints one JSON object on stdout, progress on stderr.", {
+const opt = parseBenchArgs(
+  'bench:ingest',
+  "MQTT ingest throughput and PUBACK latency of the service, against a bare Aedes broker's ceiling. Prints one JSON object on stdout, progress on stderr.",
+  {
     totes: { type: 'string', default: '1000' },
     'many-totes': { type: 'string', default: '5000' },
     'single-s': { type: 'string', default: '30' },
@@ -76,9 +79,11 @@ const opt = parseBenchArgs('bench:ingest', "MQTT ingest throughput and PUBACK la
      */
     sink: { type: 'string', default: 'sqlite' },
     'questdb-delay-ms': { type: 'string', default: '20' },
-})
+  },
+)
 const SINK = opt.sink
-if (!['sqlite', 'postgres', 'questdb-standin'].includes(SINK)) throw new Error(`--sink must be sqlite, postgres or questdb-standin, got ${SINK}`)
+if (!['sqlite', 'postgres', 'questdb-standin'].includes(SINK))
+  throw new Error(`--sink must be sqlite, postgres or questdb-standin, got ${SINK}`)
 // The issue's targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
 const TOTES = Number(opt.totes)
@@ -106,7 +111,9 @@ function startPublisher() {
   // BENCH_PUBLISHER_PROF=dir: `node --cpu-prof` of the publisher, to check it is not the bottleneck.
   const prof = process.env.BENCH_PUBLISHER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PUBLISHER_PROF] : []
   const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
-    cwd: repoRoot, execArgv: [...prof, '--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    cwd: repoRoot,
+    execArgv: [...prof, '--import', 'tsx'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
   const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
     new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
@@ -125,7 +132,10 @@ function startPublisher() {
   return {
     child,
     async connect(url: string, totes: ToteCredentials[], subscribeErrors: boolean) {
-      const reply = await ask({ type: 'connect', url, totes, subscribeErrors, parallel: 50, wire: opt.wire === 'mqttjs' ? 'mqttjs' : 'raw' }, 'connected')
+      const reply = await ask(
+        { type: 'connect', url, totes, subscribeErrors, parallel: 50, wire: opt.wire === 'mqttjs' ? 'mqttjs' : 'raw' },
+        'connected',
+      )
       log(`connected ${reply.connected} totes in ${reply.ms} ms${reply.failed ? `, ${reply.failed} failed: ${reply.firstError}` : ''}`)
       if (reply.failed) throw new Error(`${reply.failed} totes could not connect: ${reply.firstError}`)
     },
@@ -143,7 +153,12 @@ type Measured = {
 }
 
 /** Runs a phase while watching the broker process's RSS and both processes' CPU. */
-async function measure(publisher: ReturnType<typeof startPublisher>, brokerPid: number, phase: Phase, profiler?: Profiler | null): Promise<Measured> {
+async function measure(
+  publisher: ReturnType<typeof startPublisher>,
+  brokerPid: number,
+  phase: Phase,
+  profiler?: Profiler | null,
+): Promise<Measured> {
   const profiling = profiler && PROFILED.has(phase.name) ? profiler : null
   await profiling?.start()
   const rss = watchRss(brokerPid)
@@ -154,16 +169,21 @@ async function measure(publisher: ReturnType<typeof startPublisher>, brokerPid: 
   const cpu1 = [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!)]
   if (profiling) {
     const file = join(PROFILE_DIR!, `${phase.name}.cpuprofile`)
-    log(`CPU profile of the broker process during ${phase.name} (${file}):\n${formatSummary(summarize(await profiling.stop(file), 25)).join('\n')}`)
+    log(
+      `CPU profile of the broker process during ${phase.name} (${file}):\n${formatSummary(summarize(await profiling.stop(file), 25)).join('\n')}`,
+    )
   }
   const pct = (i: number) => (cpu0[i] == null || cpu1[i] == null ? null : round(((cpu1[i]! - cpu0[i]!) / seconds) * 100, 0))
   // Broker CPU per reading does not depend on how busy the rest of the machine is: it is the
   // figure to compare before and after a change when other work shares the cores.
-  const usPerReading = cpu0[0] == null || cpu1[0] == null || result.ackedReadings === 0 ? null : round(((cpu1[0]! - cpu0[0]!) * 1e6) / result.ackedReadings, 2)
+  const usPerReading =
+    cpu0[0] == null || cpu1[0] == null || result.ackedReadings === 0 ? null : round(((cpu1[0]! - cpu0[0]!) * 1e6) / result.ackedReadings, 2)
   const measured = { result, cpu: { service_pct: pct(0), publisher_pct: pct(1), us_per_reading: usPerReading }, rssPeakMb: rss.stop() }
   const r = result
-  log(`${r.name}: ${round(r.ackedReadings / (r.elapsedMs / 1_000), 0)} readings/s, puback p50 ${round(r.latency.p50, 2)} ms p99 ${round(r.latency.p99, 2)} ms max ${round(r.latency.max, 1)} ms, ` +
-    `errors ${r.errors}, rejected ${r.rejected}, behind ${r.behind}, cpu broker ${measured.cpu.service_pct}% (${measured.cpu.us_per_reading} µs/reading) publisher ${measured.cpu.publisher_pct}%, rss peak ${measured.rssPeakMb} MB`)
+  log(
+    `${r.name}: ${round(r.ackedReadings / (r.elapsedMs / 1_000), 0)} readings/s, puback p50 ${round(r.latency.p50, 2)} ms p99 ${round(r.latency.p99, 2)} ms max ${round(r.latency.max, 1)} ms, ` +
+      `errors ${r.errors}, rejected ${r.rejected}, behind ${r.behind}, cpu broker ${measured.cpu.service_pct}% (${measured.cpu.us_per_reading} µs/reading) publisher ${measured.cpu.publisher_pct}%, rss peak ${measured.rssPeakMb} MB`,
+  )
   return measured
 }
 
@@ -202,12 +222,18 @@ async function openReadingsStore() {
   }
   const sqliteEvents = (dataDir: string) => {
     const db = new Database(join(dataDir, 'rxtrace.db'), { readonly: true, fileMustExist: true })
-    const rows = db.prepare<[], { created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'").all()
+    const rows = db
+      .prepare<[], { created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'")
+      .all()
     db.close()
     return rows
   }
   if (SINK === 'questdb-standin') {
-    const child = fork(join(repoRoot, 'bench/lib/questdb-standin.ts'), [opt['questdb-delay-ms']], { cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+    const child = fork(join(repoRoot, 'bench/lib/questdb-standin.ts'), [opt['questdb-delay-ms']], {
+      cwd: repoRoot,
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    })
     const port = await new Promise<number>((resolve, reject) => {
       child.stdout!.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())))
       child.once('exit', (code) => reject(new Error(`the QuestDB stand-in exited with code ${code}`)))
@@ -216,10 +242,11 @@ async function openReadingsStore() {
     return {
       env: { QUESTDB_CONFIG: `http::addr=127.0.0.1:${port};` },
       events: async (dataDir: string) => sqliteEvents(dataDir),
-      stored: () => new Promise<number>((resolve) => {
-        child.once('message', (m: { rows: number }) => resolve(m.rows))
-        child.send({ type: 'count' })
-      }),
+      stored: () =>
+        new Promise<number>((resolve) => {
+          child.once('message', (m: { rows: number }) => resolve(m.rows))
+          child.send({ type: 'count' })
+        }),
       close: async () => {
         child.send({ type: 'stop' })
         await new Promise((resolve) => child.once('exit', resolve))
@@ -239,9 +266,18 @@ async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    PORT: String(httpPort), HOST: '127.0.0.1', MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off', DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', WEBHOOK_ALLOW_PRIVATE: 'false',
+    PORT: String(httpPort),
+    HOST: '127.0.0.1',
+    MQTT_PORT: String(mqttPort),
+    MQTT_WS_PORT: 'off',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    REORDER_WINDOW_S: '0',
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: '1000000',
+    RATE_LIMIT_BURST: '1000000',
+    WEBHOOK_ALLOW_PRIVATE: 'false',
   }
   delete env.DATABASE_URL // the embedded defaults, unless --sink says otherwise
   delete env.QUESTDB_CONFIG
@@ -288,18 +324,29 @@ async function rateLadder(publisher: Publisher, pid: number, profiler: Profiler 
   const capacity = perSecond(probe, 'publishes')
   for (const fraction of LADDER) {
     const rate = Math.floor(capacity * fraction)
-    const step = await measure(publisher, pid, { name: `${name}-at-${Math.round(fraction * 100)}pct`, durationMs: PROBE_MS, batch, window: 4, rate }, profiler)
-    if (perSecond(step, 'publishes') >= rate * 0.97 && step.result.latency.p99 < P99_MS && step.result.errors === 0) return { probe, highest: step }
+    const step = await measure(
+      publisher,
+      pid,
+      { name: `${name}-at-${Math.round(fraction * 100)}pct`, durationMs: PROBE_MS, batch, window: 4, rate },
+      profiler,
+    )
+    if (perSecond(step, 'publishes') >= rate * 0.97 && step.result.latency.p99 < P99_MS && step.result.errors === 0)
+      return { probe, highest: step }
   }
   return { probe, highest: null }
 }
 
 const ladderDetail = (highest: Measured | null) =>
-  highest ? { readings_per_s: round(perSecond(highest), 0), puback_p99_ms: round(highest.result.latency.p99, 2), seconds: PROBE_MS / 1_000 } : null
+  highest
+    ? { readings_per_s: round(perSecond(highest), 0), puback_p99_ms: round(highest.result.latency.p99, 2), seconds: PROBE_MS / 1_000 }
+    : null
 
 /** A paced run meets its target when (nearly) every paced publish went out and came back in time. */
 const metRate = (m: Measured, targetPerS: number) =>
-  perSecond(m) >= targetPerS * 0.99 && m.result.behind === 0 && m.result.latency.p99 < TARGET.pubackP99Ms && m.result.errors + m.result.rejected === 0
+  perSecond(m) >= targetPerS * 0.99 &&
+  m.result.behind === 0 &&
+  m.result.latency.p99 < TARGET.pubackP99Ms &&
+  m.result.errors + m.result.rejected === 0
 
 /**
  * The bare-Aedes ceiling with the same publisher and the same closed loop as the capacity probe;
@@ -308,7 +355,9 @@ const metRate = (m: Measured, targetPerS: number) =>
  */
 async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; paced: Measured | null; rssMb: number | null }> {
   const child: ChildProcess = fork(join(repoRoot, 'bench/lib/ingest-ceiling-broker.ts'), [], {
-    cwd: repoRoot, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    cwd: repoRoot,
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (m: { type: string; port: number }) => resolve(m.port))
@@ -320,9 +369,16 @@ async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; pac
     const totes = Array.from({ length: TOTES }, (_, i) => ({ id: `tt_ceiling_${i}`, username: `tt_ceiling_${i}`, password: 'x' }))
     await publisher.connect(`mqtt://127.0.0.1:${port}`, totes, false)
     await measure(publisher, child.pid!, { name: 'ceiling-warmup', durationMs: 3_000, batch: 1, window: WINDOW })
-    const measured = await measure(publisher, child.pid!, { name: 'ceiling', durationMs: Number(opt['ceiling-s']) * 1_000, batch: 1, window: WINDOW })
+    const measured = await measure(publisher, child.pid!, {
+      name: 'ceiling',
+      durationMs: Number(opt['ceiling-s']) * 1_000,
+      batch: 1,
+      window: WINDOW,
+    })
     const rss = rssMb(child.pid!)
-    const paced = pacedRate ? await measure(publisher, child.pid!, { name: 'ceiling-paced', durationMs: PROBE_MS * 2, batch: 1, window: 4, rate: pacedRate }) : null
+    const paced = pacedRate
+      ? await measure(publisher, child.pid!, { name: 'ceiling-paced', durationMs: PROBE_MS * 2, batch: 1, window: 4, rate: pacedRate })
+      : null
     await publisher.disconnect()
     return { measured, paced, rssMb: rss }
   } finally {
@@ -333,17 +389,32 @@ async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; pac
 }
 
 async function main() {
-  log(`machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg().map((l) => round(l, 2)).join(' ')}`)
+  log(
+    `machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg()
+      .map((l) => round(l, 2))
+      .join(' ')}`,
+  )
   if (opt.mode === 'external') {
     const publisher = startPublisher()
     try {
       const modes = await runExternalComparison({
         // --totes defaults to 1,000 for the embedded phases; 500 here keeps the set-up (each tote's account goes to Mosquitto) short.
-        totes: process.argv.includes('--totes') ? TOTES : 500, rate: process.argv.includes('--rate') ? Number(opt.rate) : 10_000,
-        seconds: Number(opt['external-s']), breaks: BREAKS, databaseUrl: opt['database-url'], admin: ADMIN, log,
+        totes: process.argv.includes('--totes') ? TOTES : 500,
+        rate: process.argv.includes('--rate') ? Number(opt.rate) : 10_000,
+        seconds: Number(opt['external-s']),
+        breaks: BREAKS,
+        databaseUrl: opt['database-url'],
+        admin: ADMIN,
+        log,
         publisher: { child: publisher.child, connect: publisher.connect, run: publisher.run, disconnect: publisher.disconnect },
       })
-      process.stdout.write(JSON.stringify({ mode: 'external', modes, machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) } }) + '\n')
+      process.stdout.write(
+        JSON.stringify({
+          mode: 'external',
+          modes,
+          machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
+        }) + '\n',
+      )
     } finally {
       publisher.stop()
     }
@@ -352,10 +423,24 @@ async function main() {
   if (opt.mode !== 'embedded') throw new Error(`--mode must be embedded or external, not ${opt.mode}`)
   if (opt['only-ceiling']) {
     const { measured, paced, rssMb } = await ceilingRun(opt.rate ? Number(opt.rate) : undefined)
-    process.stdout.write(JSON.stringify({
-      ceiling: { msgs_per_s: round(perSecond(measured), 0), puback_p99_ms: round(measured.result.latency.p99, 2), rss_mb: rssMb, cpu: measured.cpu },
-      paced: paced ? { msgs_per_s: round(perSecond(paced), 0), puback_p50_ms: round(paced.result.latency.p50, 2), puback_p99_ms: round(paced.result.latency.p99, 2), cpu: paced.cpu } : null,
-    }) + '\n')
+    process.stdout.write(
+      JSON.stringify({
+        ceiling: {
+          msgs_per_s: round(perSecond(measured), 0),
+          puback_p99_ms: round(measured.result.latency.p99, 2),
+          rss_mb: rssMb,
+          cpu: measured.cpu,
+        },
+        paced: paced
+          ? {
+              msgs_per_s: round(perSecond(paced), 0),
+              puback_p50_ms: round(paced.result.latency.p50, 2),
+              puback_p99_ms: round(paced.result.latency.p99, 2),
+              cpu: paced.cpu,
+            }
+          : null,
+      }) + '\n',
+    )
     return
   }
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-ingest-'))
@@ -366,8 +451,14 @@ async function main() {
   let serviceStopped = false
   try {
     const setupStarted = Date.now()
-    const fixture = await createFixture(service.baseUrl, ADMIN, { totes: opt['skip-many'] ? TOTES : MANY_TOTES, bound: TOTES, onProgress: log })
-    log(`fixture: ${fixture.totes.length} totes, ${fixture.deliveries.size} dispatched cold-chain deliveries in ${round((Date.now() - setupStarted) / 1_000)} s`)
+    const fixture = await createFixture(service.baseUrl, ADMIN, {
+      totes: opt['skip-many'] ? TOTES : MANY_TOTES,
+      bound: TOTES,
+      onProgress: log,
+    })
+    log(
+      `fixture: ${fixture.totes.length} totes, ${fixture.deliveries.size} dispatched cold-chain deliveries in ${round((Date.now() - setupStarted) / 1_000)} s`,
+    )
 
     publisher = startPublisher()
     // 5,000 connected totes first, on a fresh process: its RSS is not inflated by the memory the
@@ -376,7 +467,12 @@ async function main() {
     let service5000: number | null = null
     if (!opt['skip-many']) {
       await publisher.connect(mqttUrl, fixture.totes.slice(0, MANY_TOTES), true)
-      const many = await measure(publisher, service.pid, { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES }, profiler)
+      const many = await measure(
+        publisher,
+        service.pid,
+        { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES },
+        profiler,
+      )
       service5000 = many.rssPeakMb
       await publisher.disconnect()
     }
@@ -391,16 +487,34 @@ async function main() {
     const singleSearch = await rateLadder(publisher, service.pid, profiler, 'single', 1, WINDOW)
     const singleRate = Number(opt.rate)
     const singleMs = Number(opt['single-s']) * 1_000
-    const single = await measure(publisher, service.pid, {
-      name: 'single', durationMs: singleMs, batch: 1, window: 4, rate: singleRate,
-      // Spread over the phase, leaving its last second for the last event to land.
-      breaks: { toteIds: bound.slice(0, BREAKS).map((t) => t.id), everyMs: Math.max(1, Math.floor((singleMs - 1_000) / Math.max(1, BREAKS))), tempC: BREAK_TEMP_C },
-    }, profiler)
+    const single = await measure(
+      publisher,
+      service.pid,
+      {
+        name: 'single',
+        durationMs: singleMs,
+        batch: 1,
+        window: 4,
+        rate: singleRate,
+        // Spread over the phase, leaving its last second for the last event to land.
+        breaks: {
+          toteIds: bound.slice(0, BREAKS).map((t) => t.id),
+          everyMs: Math.max(1, Math.floor((singleMs - 1_000) / Math.max(1, BREAKS))),
+          tempC: BREAK_TEMP_C,
+        },
+      },
+      profiler,
+    )
 
     // (b) Gateway batches of 100 readings: one publish in flight per tote for the capacity.
     const batchSearch = await rateLadder(publisher, service.pid, profiler, 'batch100', 100, 1)
     const batchRate = Number(opt['batch-rate'])
-    const batch = await measure(publisher, service.pid, { name: 'batch100', durationMs: Number(opt['batch-s']) * 1_000, batch: 100, window: 4, rate: batchRate }, profiler)
+    const batch = await measure(
+      publisher,
+      service.pid,
+      { name: 'batch100', durationMs: Number(opt['batch-s']) * 1_000, batch: 100, window: 4, rate: batchRate },
+      profiler,
+    )
     const service1000 = rss1000.stop()
     const totals = await publisher.disconnect()
     publisher.stop()
@@ -423,16 +537,29 @@ async function main() {
       // Each of the issue's targets, measured in this run, and whether it was met.
       targets: {
         single_20000_per_s_p99_under_50_ms: { ...throughput(single), seconds: singleMs / 1_000, met: metRate(single, TARGET.singlePerS) },
-        batch100_100000_per_s_p99_under_50_ms: { ...throughput(batch), seconds: Number(opt['batch-s']), met: metRate(batch, TARGET.batchPerS) },
-        reading_to_event_p99_under_100_ms: { p99_ms: round(eventP99, 1), n: events.latencies.length, met: events.latencies.length === BREAKS && eventP99 < TARGET.eventP99Ms },
-        pipeline_at_least_40pct_of_ceiling: { ratio: pipelineVsCeiling === null ? null : round(pipelineVsCeiling, 3), met: pipelineVsCeiling === null ? null : pipelineVsCeiling >= TARGET.pipelineVsCeiling },
+        batch100_100000_per_s_p99_under_50_ms: {
+          ...throughput(batch),
+          seconds: Number(opt['batch-s']),
+          met: metRate(batch, TARGET.batchPerS),
+        },
+        reading_to_event_p99_under_100_ms: {
+          p99_ms: round(eventP99, 1),
+          n: events.latencies.length,
+          met: events.latencies.length === BREAKS && eventP99 < TARGET.eventP99Ms,
+        },
+        pipeline_at_least_40pct_of_ceiling: {
+          ratio: pipelineVsCeiling === null ? null : round(pipelineVsCeiling, 3),
+          met: pipelineVsCeiling === null ? null : pipelineVsCeiling >= TARGET.pipelineVsCeiling,
+        },
         rss_under_500_mb_with_5000_totes: { mb: service5000, met: service5000 === null ? null : service5000 < TARGET.rss5000Mb },
         acked_readings_all_stored: { acked: totals.ackedReadings, stored, met: totals.ackedReadings === stored },
       },
       single: throughput(single),
       batch100: throughput(batch),
       reading_to_event_ms: {
-        p50: round(percentile(events.latencies, 50), 1), p99: round(eventP99, 1), n: events.latencies.length,
+        p50: round(percentile(events.latencies, 50), 1),
+        p99: round(eventP99, 1),
+        n: events.latencies.length,
       },
       ceiling: ceiling ? { msgs_per_s: round(ceilingRate!, 0), puback_p99_ms: round(ceiling.measured.result.latency.p99, 2) } : null,
       // Same closed loop (window per tote) on both sides: the service's capacity over the bare broker's.
@@ -442,19 +569,46 @@ async function main() {
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
       sink: SINK === 'questdb-standin' ? `questdb-standin (writes answered after ${opt['questdb-delay-ms']} ms)` : SINK,
       detail: {
-        totes: TOTES, closed_loop_window: WINDOW,
-        single: { paced_publishes_per_s: singleRate, capacity_readings_per_s: round(capacity, 0), ...pacedDetail(single), capacity_service_cpu_us_per_reading: singleSearch.probe.cpu.us_per_reading, highest_paced_rate: ladderDetail(singleSearch.highest) },
-        batch100: { paced_publishes_per_s: batchRate, capacity_readings_per_s: round(perSecond(batchSearch.probe), 0), ...pacedDetail(batch), capacity_service_cpu_us_per_reading: batchSearch.probe.cpu.us_per_reading, highest_paced_rate: ladderDetail(batchSearch.highest) },
-        ceiling: ceiling ? {
-          cpu: ceiling.measured.cpu, puback_p50_ms: round(ceiling.measured.result.latency.p50, 2),
-          // The bare broker at the single phase's paced rate: per-message CPU when messages arrive one by one.
-          paced: ceiling.paced ? { msgs_per_s: round(perSecond(ceiling.paced), 0), puback_p50_ms: round(ceiling.paced.result.latency.p50, 2), puback_p99_ms: round(ceiling.paced.result.latency.p99, 2), cpu: ceiling.paced.cpu } : null,
-        } : null,
+        totes: TOTES,
+        closed_loop_window: WINDOW,
+        single: {
+          paced_publishes_per_s: singleRate,
+          capacity_readings_per_s: round(capacity, 0),
+          ...pacedDetail(single),
+          capacity_service_cpu_us_per_reading: singleSearch.probe.cpu.us_per_reading,
+          highest_paced_rate: ladderDetail(singleSearch.highest),
+        },
+        batch100: {
+          paced_publishes_per_s: batchRate,
+          capacity_readings_per_s: round(perSecond(batchSearch.probe), 0),
+          ...pacedDetail(batch),
+          capacity_service_cpu_us_per_reading: batchSearch.probe.cpu.us_per_reading,
+          highest_paced_rate: ladderDetail(batchSearch.highest),
+        },
+        ceiling: ceiling
+          ? {
+              cpu: ceiling.measured.cpu,
+              puback_p50_ms: round(ceiling.measured.result.latency.p50, 2),
+              // The bare broker at the single phase's paced rate: per-message CPU when messages arrive one by one.
+              paced: ceiling.paced
+                ? {
+                    msgs_per_s: round(perSecond(ceiling.paced), 0),
+                    puback_p50_ms: round(ceiling.paced.result.latency.p50, 2),
+                    puback_p99_ms: round(ceiling.paced.result.latency.p99, 2),
+                    cpu: ceiling.paced.cpu,
+                  }
+                : null,
+            }
+          : null,
         // Broker CPU per message over service CPU per reading: the ratio with the other tenants of the machine factored out.
-        pipeline_vs_ceiling_cpu: ceiling?.measured.cpu.us_per_reading && singleSearch.probe.cpu.us_per_reading
-          ? round(ceiling.measured.cpu.us_per_reading / singleSearch.probe.cpu.us_per_reading, 3) : null,
+        pipeline_vs_ceiling_cpu:
+          ceiling?.measured.cpu.us_per_reading && singleSearch.probe.cpu.us_per_reading
+            ? round(ceiling.measured.cpu.us_per_reading / singleSearch.probe.cpu.us_per_reading, 3)
+            : null,
         sustained_vs_ceiling: ceilingRate ? round(perSecond(single) / ceilingRate, 3) : null,
-        break_events_in_outbox: events.events, breaks_published: single.result.breaks.length, service_exit_code: code,
+        break_events_in_outbox: events.events,
+        breaks_published: single.result.breaks.length,
+        service_exit_code: code,
       },
     }
     process.stdout.write(JSON.stringify(report) + '\n')
@@ -471,7 +625,12 @@ async function main() {
 }
 
 function pacedDetail(m: Measured) {
-  return { puback_p999_ms: round(m.result.latency.p999, 1), puback_max_ms: round(m.result.latency.max, 1), service_cpu: m.cpu, behind: m.result.behind }
+  return {
+    puback_p999_ms: round(m.result.latency.p999, 1),
+    puback_max_ms: round(m.result.latency.max, 1),
+    service_cpu: m.cpu,
+    behind: m.result.behind,
+  }
 }
 
 main().catch((err: unknown) => {

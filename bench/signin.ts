@@ -33,21 +33,26 @@ const REDIRECT = 'https://console.example/callback'
 const HEALTHZ_EVERY_MS = 20
 const TARGET = { healthzP99Ms: 50, pubackP99Ms: 50, refreshPerS: 1_000, refreshP99Ms: 50 }
 
-const opts = parseBenchArgs('bench:signin', 'Sign-in (scrypt) under load while /healthz and a QoS 1 reading stream are measured, then refresh-token rotation throughput. Service in its own process (SQLite, fresh temporary DATA_DIR). Prints one JSON object on stdout, progress on stderr.', {
-  concurrency: { type: 'string', default: '20' },
-  'signin-seconds': { type: 'string', default: '20' },
-  'readings-per-second': { type: 'string', default: '50' },
-  chains: { type: 'string', default: '16' },
-  'refresh-seconds': { type: 'string', default: '20' },
-  profile: { type: 'boolean', default: false },
-}, {
-  concurrency: 'browsers signing in at once',
-  'signin-seconds': 'length of the sign-in phase',
-  'readings-per-second': 'QoS 1 readings the tote publishes during sign-ins',
-  chains: 'refresh-token chains rotating in parallel',
-  'refresh-seconds': 'length of the refresh phase',
-  profile: 'run the service under `node --cpu-prof` and print its hotspots to stderr',
-})
+const opts = parseBenchArgs(
+  'bench:signin',
+  'Sign-in (scrypt) under load while /healthz and a QoS 1 reading stream are measured, then refresh-token rotation throughput. Service in its own process (SQLite, fresh temporary DATA_DIR). Prints one JSON object on stdout, progress on stderr.',
+  {
+    concurrency: { type: 'string', default: '20' },
+    'signin-seconds': { type: 'string', default: '20' },
+    'readings-per-second': { type: 'string', default: '50' },
+    chains: { type: 'string', default: '16' },
+    'refresh-seconds': { type: 'string', default: '20' },
+    profile: { type: 'boolean', default: false },
+  },
+  {
+    concurrency: 'browsers signing in at once',
+    'signin-seconds': 'length of the sign-in phase',
+    'readings-per-second': 'QoS 1 readings the tote publishes during sign-ins',
+    chains: 'refresh-token chains rotating in parallel',
+    'refresh-seconds': 'length of the refresh phase',
+    profile: 'run the service under `node --cpu-prof` and print its hotspots to stderr',
+  },
+)
 for (const name of ['concurrency', 'signin-seconds', 'readings-per-second', 'chains', 'refresh-seconds'] as const) {
   if (!(Number(opts[name]) >= 1)) {
     process.stderr.write(`bench:signin: --${name} must be a number ≥ 1\n`)
@@ -74,15 +79,31 @@ async function signIn(baseUrl: string, clientId: string, email: string): Promise
   const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
   const verifier = randomBytes(32).toString('base64url')
   const challenge = createHash('sha256').update(verifier).digest('base64url')
-  const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'bench', scope: 'deliveries:read' })
+  const query = new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: REDIRECT,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state: 'bench',
+    scope: 'deliveries:read',
+  })
   const page = await fetch(`${baseUrl}/oauth/authorize?${query}`, { redirect: 'manual' })
   keep(page)
   const html = await page.text()
   if (page.status !== 200) throw new Error(`sign-in page: ${page.status} ${html.slice(0, 200)}`)
   const form: Record<string, string> = {}
-  for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) form[m[1]!] = m[2]!.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+  for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g))
+    form[m[1]!] = m[2]!
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&')
   const res = await fetch(`${baseUrl}/oauth/authorize`, {
-    method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
     body: new URLSearchParams({ ...form, email, password: PASSWORD }).toString(),
   })
   await res.text()
@@ -92,7 +113,11 @@ async function signIn(baseUrl: string, clientId: string, email: string): Promise
 }
 
 async function token(baseUrl: string, form: Record<string, string>): Promise<{ status: number; body: Record<string, string> }> {
-  const res = await fetch(`${baseUrl}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form).toString() })
+  const res = await fetch(`${baseUrl}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form).toString(),
+  })
   return { status: res.status, body: (await res.json()) as Record<string, string> }
 }
 
@@ -103,11 +128,24 @@ async function main(): Promise<void> {
   const [port, mqttPort] = [await freePort(), await freePort()]
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off', LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0',
-    ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    MQTT_PORT: String(mqttPort),
+    MQTT_WS_PORT: 'off',
+    LOG_LEVEL: 'warn',
+    REORDER_WINDOW_S: '0',
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
     // Everything comes from one address and one client: the throttles are not what is measured.
-    RATE_LIMIT_RPS: UNLIMITED, RATE_LIMIT_BURST: UNLIMITED, RATE_LIMIT_TENANT_RPS: UNLIMITED, RATE_LIMIT_TENANT_BURST: UNLIMITED,
-    OAUTH_ADDRESS_RPS: UNLIMITED, OAUTH_ADDRESS_BURST: UNLIMITED, OAUTH_CLIENT_RPS: UNLIMITED, OAUTH_CLIENT_BURST: UNLIMITED,
+    RATE_LIMIT_RPS: UNLIMITED,
+    RATE_LIMIT_BURST: UNLIMITED,
+    RATE_LIMIT_TENANT_RPS: UNLIMITED,
+    RATE_LIMIT_TENANT_BURST: UNLIMITED,
+    OAUTH_ADDRESS_RPS: UNLIMITED,
+    OAUTH_ADDRESS_BURST: UNLIMITED,
+    OAUTH_CLIENT_RPS: UNLIMITED,
+    OAUTH_CLIENT_BURST: UNLIMITED,
   }
   for (const scaleOut of ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER', 'PASSWORD_SCRYPT_LOG2_N']) delete env[scaleOut]
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})`)
@@ -117,17 +155,47 @@ async function main(): Promise<void> {
   try {
     const api = apiClient(base)
     await api.login(ADMIN.id, ADMIN.secret)
-    const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', { name: 'Bench Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago' })
-    await api.post('/v1/users', { email: 'pat@bench.example', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })
+    const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', {
+      name: 'Bench Pharmacy',
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+    })
+    await api.post('/v1/users', {
+      email: 'pat@bench.example',
+      name: 'Pat Pharmacist',
+      role: 'pharmacist',
+      pharmacy_id: pharmacy.id,
+      password: PASSWORD,
+    })
     // New clients default to read-only scopes: this one names what it asks for.
-    const client = await api.post<{ client_id: string }>('/v1/oauth/clients', { client_name: 'Bench Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: 'deliveries:read' })
+    const client = await api.post<{ client_id: string }>('/v1/oauth/clients', {
+      client_name: 'Bench Console',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [REDIRECT],
+      first_party: true,
+      scope: 'deliveries:read',
+    })
     const fleet = await api.post<{ id: string }>('/v1/fleets', { name: 'Bench Couriers' })
     const driver = await api.post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name: 'Dana Driver' })
-    const t = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', { serial: 'bench-signin-0', fleet_id: fleet.id })
-    const rx = await api.post<{ delivery_id: string }>('/v1/prescriptions', { patient_id: 'pt_bench_1', pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' }, { 'idempotency-key': 'bench-signin-rx' })
+    const t = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', {
+      serial: 'bench-signin-0',
+      fleet_id: fleet.id,
+    })
+    const rx = await api.post<{ delivery_id: string }>(
+      '/v1/prescriptions',
+      { patient_id: 'pt_bench_1', pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' },
+      { 'idempotency-key': 'bench-signin-rx' },
+    )
     await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleet.id, driver_id: driver.id, tote_id: t.id })
 
-    tote = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: t.mqtt.username, password: t.mqtt.password, clientId: t.mqtt.username, clean: true, protocolVersion: 4, reconnectPeriod: 0 })
+    tote = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+      username: t.mqtt.username,
+      password: t.mqtt.password,
+      clientId: t.mqtt.username,
+      clean: true,
+      protocolVersion: 4,
+      reconnectPeriod: 0,
+    })
     const topic = `rxtrace/v1/totes/${t.id}/readings`
 
     // (a) Sign-ins under load, /healthz and PUBACK measured alongside.
@@ -147,7 +215,10 @@ async function main(): Promise<void> {
     const probe = (async () => {
       while (performance.now() < end) {
         const t0 = performance.now()
-        const ok = await fetch(`${base}/healthz`).then(async (r) => (await r.arrayBuffer(), r.ok), () => false)
+        const ok = await fetch(`${base}/healthz`).then(
+          async (r) => (await r.arrayBuffer(), r.ok),
+          () => false,
+        )
         if (ok) healthz.add(performance.now() - t0)
         else healthzErrors++
         await new Promise((r) => setTimeout(r, HEALTHZ_EVERY_MS))
@@ -160,31 +231,47 @@ async function main(): Promise<void> {
       while (next < end) {
         const ts = (lastTs = Math.max(lastTs + 1, Date.now()))
         const t0 = performance.now()
-        pending.push(tote!.publishAsync(topic, JSON.stringify({ ts, temp_c: 5 + Math.random(), seq: seq++, battery: 0.9 }), { qos: 1 }).then(() => puback.add(performance.now() - t0), () => void pubErrors++))
+        pending.push(
+          tote!.publishAsync(topic, JSON.stringify({ ts, temp_c: 5 + Math.random(), seq: seq++, battery: 0.9 }), { qos: 1 }).then(
+            () => puback.add(performance.now() - t0),
+            () => void pubErrors++,
+          ),
+        )
         next += everyMs
         await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())))
       }
     })()
-    log(`(a) ${concurrency} concurrent sign-ins for ${signinMs / 1_000} s, /healthz every ${HEALTHZ_EVERY_MS} ms, ${opts['readings-per-second']} QoS 1 readings/s`)
-    await Promise.all(Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now()
-        try {
-          await signIn(base, client.client_id, 'pat@bench.example')
-          signins.add(performance.now() - t0)
-        } catch (error) {
-          if (signinErrors++ === 0) log(`first sign-in error: ${(error as Error).message}`)
+    log(
+      `(a) ${concurrency} concurrent sign-ins for ${signinMs / 1_000} s, /healthz every ${HEALTHZ_EVERY_MS} ms, ${opts['readings-per-second']} QoS 1 readings/s`,
+    )
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now()
+          try {
+            await signIn(base, client.client_id, 'pat@bench.example')
+            signins.add(performance.now() - t0)
+          } catch (error) {
+            if (signinErrors++ === 0) log(`first sign-in error: ${(error as Error).message}`)
+          }
         }
-      }
-    }))
+      }),
+    )
     await Promise.all([probe, publisher])
     await Promise.all(pending)
     const secondsA = (performance.now() - started) / 1_000
     const cpuAfterA = service.cpuMs()
     const signIns = summary(signins)
     const phaseA = {
-      seconds: round(secondsA), concurrency,
-      sign_ins: { ...signIns, per_s: round(signIns.count / secondsA), errors: signinErrors, service_cpu_ms_per_sign_in: cpuA === null || cpuAfterA === null || !signIns.count ? null : round((cpuAfterA - cpuA) / signIns.count) },
+      seconds: round(secondsA),
+      concurrency,
+      sign_ins: {
+        ...signIns,
+        per_s: round(signIns.count / secondsA),
+        errors: signinErrors,
+        service_cpu_ms_per_sign_in:
+          cpuA === null || cpuAfterA === null || !signIns.count ? null : round((cpuAfterA - cpuA) / signIns.count),
+      },
       healthz: { ...summary(healthz), errors: healthzErrors },
       puback: { ...summary(puback), errors: pubErrors, readings_per_s: Number(opts['readings-per-second']) },
     }
@@ -196,7 +283,13 @@ async function main(): Promise<void> {
     const heads: string[] = []
     for (let i = 0; i < chains; i++) {
       const { code, verifier } = await signIn(base, client.client_id, 'pat@bench.example')
-      const exchanged = await token(base, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: client.client_id })
+      const exchanged = await token(base, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+        client_id: client.client_id,
+      })
       if (exchanged.status !== 200) throw new Error(`code exchange: ${exchanged.status} ${JSON.stringify(exchanged.body)}`)
       heads.push(exchanged.body.refresh_token!)
     }
@@ -206,23 +299,32 @@ async function main(): Promise<void> {
     const cpuB = service.cpuMs()
     const startedB = performance.now()
     const endB = startedB + refreshMs
-    await Promise.all(heads.map(async (head) => {
-      let current = head
-      while (performance.now() < endB) {
-        const t0 = performance.now()
-        const res = await token(base, { grant_type: 'refresh_token', refresh_token: current, client_id: client.client_id })
-        if (res.status !== 200) {
-          if (refreshErrors++ === 0) log(`first refresh error: ${res.status} ${JSON.stringify(res.body)}`)
-          return // the chain is broken (a rotated token cannot be retried)
+    await Promise.all(
+      heads.map(async (head) => {
+        let current = head
+        while (performance.now() < endB) {
+          const t0 = performance.now()
+          const res = await token(base, { grant_type: 'refresh_token', refresh_token: current, client_id: client.client_id })
+          if (res.status !== 200) {
+            if (refreshErrors++ === 0) log(`first refresh error: ${res.status} ${JSON.stringify(res.body)}`)
+            return // the chain is broken (a rotated token cannot be retried)
+          }
+          grants.add(performance.now() - t0)
+          current = res.body.refresh_token!
         }
-        grants.add(performance.now() - t0)
-        current = res.body.refresh_token!
-      }
-    }))
+      }),
+    )
     const secondsB = (performance.now() - startedB) / 1_000
     const cpuAfterB = service.cpuMs()
     const g = summary(grants)
-    const phaseB = { seconds: round(secondsB), chains, ...g, grants_per_s: round(g.count / secondsB), errors: refreshErrors, service_cpu_ms_per_grant: cpuB === null || cpuAfterB === null || !g.count ? null : round((cpuAfterB - cpuB) / g.count) }
+    const phaseB = {
+      seconds: round(secondsB),
+      chains,
+      ...g,
+      grants_per_s: round(g.count / secondsB),
+      errors: refreshErrors,
+      service_cpu_ms_per_grant: cpuB === null || cpuAfterB === null || !g.count ? null : round((cpuAfterB - cpuB) / g.count),
+    }
     log(`(b) ${JSON.stringify(phaseB)}`)
 
     await tote.endAsync()
@@ -230,17 +332,35 @@ async function main(): Promise<void> {
     const code = await service.stop()
     if (code !== 0) log(`warning: the service exited with code ${code} after SIGTERM`)
     if (opts.profile) printProfile(profileDir)
-    process.stdout.write(JSON.stringify({
-      sign_in_under_load: phaseA,
-      refresh_rotation: phaseB,
-      targets: {
-        healthz_p99_under_50_ms_during_sign_ins: { ms: phaseA.healthz.p99_ms, met: phaseA.healthz.p99_ms < TARGET.healthzP99Ms },
-        puback_p99_under_50_ms_during_sign_ins: { ms: phaseA.puback.p99_ms, met: phaseA.puback.p99_ms < TARGET.pubackP99Ms && pubErrors === 0 },
-        refresh_grants_at_least_1000_per_s: { per_s: phaseB.grants_per_s, met: phaseB.grants_per_s >= TARGET.refreshPerS && refreshErrors === 0 },
-        refresh_p99_under_50_ms: { ms: phaseB.p99_ms, met: phaseB.p99_ms < TARGET.refreshP99Ms },
-      },
-      machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? 'unknown', node: process.version, loadavg_1m_before: loadBefore, loadavg_1m_after: round(loadavg()[0]!) },
-    }, null, 2) + '\n')
+    process.stdout.write(
+      JSON.stringify(
+        {
+          sign_in_under_load: phaseA,
+          refresh_rotation: phaseB,
+          targets: {
+            healthz_p99_under_50_ms_during_sign_ins: { ms: phaseA.healthz.p99_ms, met: phaseA.healthz.p99_ms < TARGET.healthzP99Ms },
+            puback_p99_under_50_ms_during_sign_ins: {
+              ms: phaseA.puback.p99_ms,
+              met: phaseA.puback.p99_ms < TARGET.pubackP99Ms && pubErrors === 0,
+            },
+            refresh_grants_at_least_1000_per_s: {
+              per_s: phaseB.grants_per_s,
+              met: phaseB.grants_per_s >= TARGET.refreshPerS && refreshErrors === 0,
+            },
+            refresh_p99_under_50_ms: { ms: phaseB.p99_ms, met: phaseB.p99_ms < TARGET.refreshP99Ms },
+          },
+          machine: {
+            cpus: cpus().length,
+            cpu_model: cpus()[0]?.model ?? 'unknown',
+            node: process.version,
+            loadavg_1m_before: loadBefore,
+            loadavg_1m_after: round(loadavg()[0]!),
+          },
+        },
+        null,
+        2,
+      ) + '\n',
+    )
   } catch (error) {
     log(`failed: ${(error as Error).message}\n--- service output ---\n${service.output()}`)
     process.exitCode = 1
@@ -253,7 +373,9 @@ async function main(): Promise<void> {
 
 function printProfile(dir: string): void {
   // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop; others are workers (tsx, sinks).
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .sort()
   if (files.length === 0) {
     log(`no .cpuprofile was written in ${dir}`)
     return

@@ -32,7 +32,10 @@ import type { NewEvent } from '../src/events/outbox.js'
 import type { ReceiverMessage, ReceiverReport, ReceiverRequest } from './lib/webhooks-receivers.js'
 import { parseBenchArgs } from './lib/args.js'
 
-const opts = parseBenchArgs('bench:webhooks', 'Webhook fan-out: commit-to-receipt latency and deliveries per second. Prints one JSON object on stdout, progress on stderr.', {
+const opts = parseBenchArgs(
+  'bench:webhooks',
+  'Webhook fan-out: commit-to-receipt latency and deliveries per second. Prints one JSON object on stdout, progress on stderr.',
+  {
     events: { type: 'string', default: '10000' },
     endpoints: { type: 'string', default: '10' },
     rate: { type: 'string', default: '250' },
@@ -40,7 +43,8 @@ const opts = parseBenchArgs('bench:webhooks', 'Webhook fan-out: commit-to-receip
     'warmup-events': { type: 'string', default: '1000' },
     'drain-events': { type: 'string', default: '10000' },
     timeline: { type: 'boolean', default: false },
-})
+  },
+)
 const EVENTS = Number(opts.events)
 const ENDPOINTS = Number(opts.endpoints)
 const RATE = Number(opts.rate)
@@ -57,19 +61,31 @@ const SETTLE_TIMEOUT_MS = 120_000
 const log = (line: string): void => void process.stderr.write(`bench:webhooks ${line}\n`)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits
-const admin: Principal = { clientId: 'cl_bench', sub: 'cl_bench', scopes: new Set(allScopes), pharmacyId: null, fleetId: null, jti: 'bench', exp: Number.MAX_SAFE_INTEGER }
+const admin: Principal = {
+  clientId: 'cl_bench',
+  sub: 'cl_bench',
+  scopes: new Set(allScopes),
+  pharmacyId: null,
+  fleetId: null,
+  jti: 'bench',
+  exp: Number.MAX_SAFE_INTEGER,
+}
 
 /** The receivers' process, and a request/answer helper over its IPC channel. */
 async function startReceivers(count: number) {
-  const child: ChildProcess = fork(fileURLToPath(new URL('./lib/webhooks-receivers.ts', import.meta.url)), [String(count)], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  const next = <T extends ReceiverMessage['type']>(type: T) => new Promise<Extract<ReceiverMessage, { type: T }>>((resolve) => {
-    const onMessage = (message: ReceiverMessage) => {
-      if (message.type !== type) return
-      child.off('message', onMessage)
-      resolve(message as Extract<ReceiverMessage, { type: T }>)
-    }
-    child.on('message', onMessage)
+  const child: ChildProcess = fork(fileURLToPath(new URL('./lib/webhooks-receivers.ts', import.meta.url)), [String(count)], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
+  const next = <T extends ReceiverMessage['type']>(type: T) =>
+    new Promise<Extract<ReceiverMessage, { type: T }>>((resolve) => {
+      const onMessage = (message: ReceiverMessage) => {
+        if (message.type !== type) return
+        child.off('message', onMessage)
+        resolve(message as Extract<ReceiverMessage, { type: T }>)
+      }
+      child.on('message', onMessage)
+    })
   const { urls } = await next('ready')
   const ask = <T extends ReceiverMessage['type']>(request: ReceiverRequest, type: T) => {
     const answer = next(type)
@@ -90,19 +106,32 @@ type Receivers = Awaited<ReturnType<typeof startReceivers>>
 async function prepareService(receivers: Receivers) {
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-webhooks-'))
   const config = loadConfig({
-    DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off', LOG_LEVEL: 'warn',
-    WEBHOOK_ALLOW_PRIVATE: 'true', ADMIN_CLIENT_ID: 'cl_bench_admin', ADMIN_CLIENT_SECRET: 'bench-admin-secret-not-for-production',
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    MQTT_WS_PORT: 'off',
+    LOG_LEVEL: 'warn',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    ADMIN_CLIENT_ID: 'cl_bench_admin',
+    ADMIN_CLIENT_SECRET: 'bench-admin-secret-not-for-production',
   })
   const service = await buildService(config)
   const { services } = service
   const pharmacy = await services.pharmacies.create(admin, {
-    name: 'Bench Pharmacy', timezone: 'America/Chicago', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+    name: 'Bench Pharmacy',
+    timezone: 'America/Chicago',
+    address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
   })
   // Before any endpoint exists, so their delivery.created events go nowhere.
   const deliveryIds: string[] = []
-  for (let i = 0; i < DELIVERIES; i++) deliveryIds.push((await services.prescriptions.create(admin, { pharmacy_id: pharmacy.id, patient_id: `pt_${i}`, cold_chain: false })).delivery_id)
+  for (let i = 0; i < DELIVERIES; i++)
+    deliveryIds.push(
+      (await services.prescriptions.create(admin, { pharmacy_id: pharmacy.id, patient_id: `pt_${i}`, cold_chain: false })).delivery_id,
+    )
   const secrets: string[] = []
-  for (const url of receivers.urls) secrets.push((await services.webhooks.create(admin, { url: `${url}/hooks`, events: ['*'], pharmacy_id: pharmacy.id })).secret)
+  for (const url of receivers.urls)
+    secrets.push((await services.webhooks.create(admin, { url: `${url}/hooks`, events: ['*'], pharmacy_id: pharmacy.id })).secret)
   receivers.setSecrets(secrets)
   return {
     service,
@@ -118,11 +147,23 @@ async function prepareService(receivers: Receivers) {
 /** A dispatch-sized event (≈ 560-byte envelope) on one of the deliveries. */
 function dispatchEvent(pharmacyId: string, deliveryId: string, n: number): NewEvent {
   return {
-    type: 'delivery.dispatched', pharmacy_id: pharmacyId, fleet_id: 'fl_01jbenchfleet000000000000', delivery_id: deliveryId, rx_id: `rx_bench_${n}`,
+    type: 'delivery.dispatched',
+    pharmacy_id: pharmacyId,
+    fleet_id: 'fl_01jbenchfleet000000000000',
+    delivery_id: deliveryId,
+    rx_id: `rx_bench_${n}`,
     data: {
-      status: 'DISPATCHED', previous_status: 'QUEUED', action: 'dispatch', occurred_at: new Date().toISOString(),
-      from: pharmacyId, to: 'dr_01jbenchdriver00000000000', custody_seq: 2, custody_hash: `sha256:${'ab'.repeat(32)}`,
-      fleet_id: 'fl_01jbenchfleet000000000000', driver_id: 'dr_01jbenchdriver00000000000', tote_id: null,
+      status: 'DISPATCHED',
+      previous_status: 'QUEUED',
+      action: 'dispatch',
+      occurred_at: new Date().toISOString(),
+      from: pharmacyId,
+      to: 'dr_01jbenchdriver00000000000',
+      custody_seq: 2,
+      custody_hash: `sha256:${'ab'.repeat(32)}`,
+      fleet_id: 'fl_01jbenchfleet000000000000',
+      driver_id: 'dr_01jbenchdriver00000000000',
+      tote_id: null,
     },
   }
 }
@@ -138,7 +179,8 @@ async function waitForDeliveries(receivers: Receivers, expected: number, deadlin
   while ((await receivers.count()) < expected && Date.now() < deadline) await sleep(100)
 }
 
-const percentile = (sorted: number[], p: number) => sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : null
+const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : null
 
 /** Failed attempts by cause (status code or transport error), e.g. `{ "ECONNRESET": 3 }`. */
 async function failedAttempts(service: Service): Promise<{ total: number; by_cause: Record<string, number> }> {
@@ -193,7 +235,14 @@ async function underLoad(receivers: Receivers) {
   if (opts.timeline) for (const slot of report.timeline) log(`t=${slot.second}s received ${slot.received} worst lag ${slot.max_lag_ms} ms`)
   const failedAfter = await failedAttempts(service)
   await prepared.close()
-  const failed = { total: failedAfter.total - failedBefore.total, by_cause: Object.fromEntries(Object.entries(failedAfter.by_cause).map(([cause, n]) => [cause, n - (failedBefore.by_cause[cause] ?? 0)]).filter(([, n]) => Number(n) > 0)) }
+  const failed = {
+    total: failedAfter.total - failedBefore.total,
+    by_cause: Object.fromEntries(
+      Object.entries(failedAfter.by_cause)
+        .map(([cause, n]) => [cause, n - (failedBefore.by_cause[cause] ?? 0)])
+        .filter(([, n]) => Number(n) > 0),
+    ),
+  }
   const eventLoopDelayMs = { p99: round(loopDelay.percentile(99) / 1e6), max: round(loopDelay.max / 1e6) }
   return { started, producedSeconds, report, failed, cpuMs: (cpu.user + cpu.system) / 1_000, eventLoopDelayMs }
 }
@@ -218,14 +267,22 @@ async function backlogDrain(receivers: Receivers) {
   await prepared.close()
   const seconds = ((report.last_at ?? Date.now()) - started) / 1_000
   return {
-    deliveries: report.distinct, seconds: round(seconds, 2), deliveries_per_s: Math.round(report.distinct / seconds),
+    deliveries: report.distinct,
+    seconds: round(seconds, 2),
+    deliveries_per_s: Math.round(report.distinct / seconds),
     errors: failed.total + report.signature_failures + (DRAIN_EVENTS * ENDPOINTS - report.distinct),
     failed_attempts_by_cause: failed.by_cause,
     service_cpu_us_per_delivery: Math.round(((cpu.user + cpu.system) / report.distinct) * 10) / 10,
   }
 }
 
-function figures(phase: { started: number; report: ReceiverReport; failed: { total: number; by_cause: Record<string, number> }; cpuMs: number; eventLoopDelayMs: { p99: number; max: number } }) {
+function figures(phase: {
+  started: number
+  report: ReceiverReport
+  failed: { total: number; by_cause: Record<string, number> }
+  cpuMs: number
+  eventLoopDelayMs: { p99: number; max: number }
+}) {
   const { report } = phase
   const seconds = ((report.last_at ?? Date.now()) - phase.started) / 1_000
   const expected = EVENTS * ENDPOINTS
@@ -240,7 +297,7 @@ function figures(phase: { started: number; report: ReceiverReport; failed: { tot
     // At-least-once: a delivery the receiver got but the service did not see succeed is sent again.
     duplicates: report.duplicates,
     // Service CPU (this process: dispatcher, producer, SQLite) per delivery: what the machine's load cannot inflate.
-    service_cpu_us_per_delivery: Math.round((phase.cpuMs * 1_000 / Math.max(1, report.distinct)) * 10) / 10,
+    service_cpu_us_per_delivery: Math.round(((phase.cpuMs * 1_000) / Math.max(1, report.distinct)) * 10) / 10,
     // How late the service's event loop ran timers: long stalls here are the service's own (or CPU starvation).
     event_loop_delay_ms: phase.eventLoopDelayMs,
   }
@@ -252,16 +309,18 @@ async function main(): Promise<void> {
   try {
     const loaded = await underLoad(receivers)
     const drain = DRAIN_EVENTS > 0 ? await backlogDrain(receivers) : null
-    process.stdout.write(`${JSON.stringify({
-      events: EVENTS,
-      endpoints: ENDPOINTS,
-      ...figures(loaded),
-      offered_events_per_s: RATE,
-      warmup_events: WARMUP_EVENTS,
-      produced_seconds: round(loaded.producedSeconds, 2),
-      backlog_drain: drain && { events: DRAIN_EVENTS, ...drain },
-      machine: { cpus: cpus().length, load_1m_before: loadBefore, load_1m_after: round(loadavg()[0]!, 2), receivers: 'separate process' },
-    })}\n`)
+    process.stdout.write(
+      `${JSON.stringify({
+        events: EVENTS,
+        endpoints: ENDPOINTS,
+        ...figures(loaded),
+        offered_events_per_s: RATE,
+        warmup_events: WARMUP_EVENTS,
+        produced_seconds: round(loaded.producedSeconds, 2),
+        backlog_drain: drain && { events: DRAIN_EVENTS, ...drain },
+        machine: { cpus: cpus().length, load_1m_before: loadBefore, load_1m_after: round(loadavg()[0]!, 2), receivers: 'separate process' },
+      })}\n`,
+    )
   } finally {
     receivers.stop()
   }

@@ -12,7 +12,10 @@
  */
 export class PayloadRefusedError extends Error {
   readonly refused = true
-  constructor(readonly code: string, reason: string) {
+  constructor(
+    readonly code: string,
+    reason: string,
+  ) {
     super(reason)
   }
 }

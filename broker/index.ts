@@ -66,18 +66,26 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   })
   // aedes' default in-memory persistence, created by createBroker, bounded per session.
   boundSessionQueues((aedes as unknown as { persistence: QueuePersistence }).persistence, limits.maxQueuedPerSession, {
-    filled: (clientId) => logger.warn({ clientId, limit: limits.maxQueuedPerSession }, 'mqtt session queue full; later messages to it are dropped'),
+    filled: (clientId) =>
+      logger.warn({ clientId, limit: limits.maxQueuedPerSession }, 'mqtt session queue full; later messages to it are dropped'),
     dropped: () => context.metrics.limitsEnforced?.inc({ limit: 'queue' }),
   })
 
   const publishError = (toteId: string, reason: object) => {
     // QoS 1: a tote subscribed with QoS 1 gets the reason even across a brief reconnect.
-    aedes.publish({ cmd: 'publish', topic: errorsTopic(toteId), payload: Buffer.from(JSON.stringify(reason)), qos: 1, retain: false, dup: false }, (err) => {
-      if (err) logger.error({ err, toteId }, 'could not publish to errors topic')
-    })
+    aedes.publish(
+      { cmd: 'publish', topic: errorsTopic(toteId), payload: Buffer.from(JSON.stringify(reason)), qos: 1, retain: false, dup: false },
+      (err) => {
+        if (err) logger.error({ err, toteId }, 'could not publish to errors topic')
+      },
+    )
   }
   aedes.authorizePublish = createAuthorizePublish({
-    ...context, onReadings: deps.onReadings, publishError, isClosing: () => closing, inFlight,
+    ...context,
+    onReadings: deps.onReadings,
+    publishError,
+    isClosing: () => closing,
+    inFlight,
   })
 
   // Readings are consumed by the authorizePublish hook and no one may subscribe to them, so

@@ -22,7 +22,6 @@ const WS_MAX_PAYLOAD = 1024 * 1024
 /** A fixed header: one type byte and up to four bytes of remaining length [MQTT-2.2]. */
 const MAX_FIXED_HEADER = 5
 
-
 /** MQTT over TCP. Nagle off: a PUBACK is tiny and the tote is waiting for it. */
 export async function listenTcp(handle: HandleConnection, port: number, host?: string): Promise<Listener> {
   const server = createTcpServer((socket: Socket) => {

@@ -1,6 +1,14 @@
 // When a cold chain breaks (rules/README.md, Semantics), shared by evaluate() and checkSilence() so both compute
 // the same instant, reason and data.
-import { eventKey, rfc3339, roundCelsius, type BreakReason, type BreakThreshold, type ColdChainBreakData, type RuleEvent } from './events.js'
+import {
+  eventKey,
+  rfc3339,
+  roundCelsius,
+  type BreakReason,
+  type BreakThreshold,
+  type ColdChainBreakData,
+  type RuleEvent,
+} from './events.js'
 import { mktOf, type MktSums } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
 import type { ColdChainState } from './state.js'

@@ -130,12 +130,7 @@ function spendOutOfRange(
   if (announce && !open.announced) announceExcursion(profile, open, excursionAt, events)
 }
 
-function announceExcursion(
-  profile: TemperatureProfile,
-  open: OpenInterval,
-  at: number,
-  events: RuleEvent[],
-): void {
+function announceExcursion(profile: TemperatureProfile, open: OpenInterval, at: number, events: RuleEvent[]): void {
   open.announced = true
   events.push({
     type: 'temperature.excursion',

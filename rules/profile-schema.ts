@@ -4,12 +4,7 @@
 import { z } from 'zod'
 import { CUSTOM_PROFILE_DEFAULTS as D, ProfileError, resolveProfile } from './profile.js'
 
-const seconds = (what: string, def: number) =>
-  z
-    .number()
-    .nonnegative()
-    .optional()
-    .describe(`${what}, in seconds. Default ${def}.`)
+const seconds = (what: string, def: number) => z.number().nonnegative().optional().describe(`${what}, in seconds. Default ${def}.`)
 
 export const customProfileSchema = z
   .strictObject({

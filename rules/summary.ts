@@ -15,11 +15,18 @@ export const excursionSummarySchema = z.object({
 export type ExcursionSummary = z.infer<typeof excursionSummarySchema>
 
 export const coldChainSummarySchema = z.object({
-  state: z.enum(['OK', 'EXCURSION', 'BROKEN']).describe('BROKEN once broken (for good); EXCURSION while an announced excursion is open; else OK'),
+  state: z
+    .enum(['OK', 'EXCURSION', 'BROKEN'])
+    .describe('BROKEN once broken (for good); EXCURSION while an announced excursion is open; else OK'),
   min_c: z.number().nullable(),
   max_c: z.number().nullable(),
-  mkt_c: z.number().nullable().describe('USP <1079.2> MKT over known time, 0.01 °C; the single reading before any time is covered; null without readings'),
-  time_out_of_range_s: z.number().describe('Cumulative out-of-range time, grace and sensor gaps included, up to the last evaluated reading'),
+  mkt_c: z
+    .number()
+    .nullable()
+    .describe('USP <1079.2> MKT over known time, 0.01 °C; the single reading before any time is covered; null without readings'),
+  time_out_of_range_s: z
+    .number()
+    .describe('Cumulative out-of-range time, grace and sensor gaps included, up to the last evaluated reading'),
   unknown_s: z.number().describe('Of which sensor-gap (unknown) time'),
   excursions: z.array(excursionSummarySchema).describe('Intervals that outlasted grace_s, oldest first'),
   break: z.object({ reason: z.enum(breakReasons), at: z.string() }).nullable(),

@@ -7,7 +7,11 @@ import { randomUUID } from 'node:crypto'
  */
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly problem: { code?: string; detail?: string; errors?: { pointer: string; message: string }[] } | null, what: string) {
+  constructor(
+    readonly status: number,
+    readonly problem: { code?: string; detail?: string; errors?: { pointer: string; message: string }[] } | null,
+    what: string,
+  ) {
     const detail = problem?.errors?.map((e) => `${e.pointer} ${e.message}`).join('; ') || problem?.detail || ''
     super(`${what}: ${status} ${problem?.code ?? ''} ${detail}`.trim())
   }
@@ -19,7 +23,11 @@ const RENEW_EARLY_MS = 30_000
 export class ApiClient {
   private token: { value: string; expiresAt: number } | null = null
 
-  constructor(readonly baseUrl: string, private readonly clientId: string, private readonly clientSecret: string) {}
+  constructor(
+    readonly baseUrl: string,
+    private readonly clientId: string,
+    private readonly clientSecret: string,
+  ) {}
 
   async get<T = any>(path: string): Promise<T> {
     return this.request<T>('GET', path)
@@ -61,7 +69,12 @@ export class ApiClient {
       },
       body: new URLSearchParams({ grant_type: 'client_credentials' }).toString(),
     })
-    const json = safeJson(await res.text()) as { access_token?: string; expires_in?: number; error?: string; error_description?: string } | null
+    const json = safeJson(await res.text()) as {
+      access_token?: string
+      expires_in?: number
+      error?: string
+      error_description?: string
+    } | null
     if (!res.ok || !json?.access_token) {
       throw new Error(`token request to ${this.baseUrl} failed: ${res.status} ${json?.error ?? ''} ${json?.error_description ?? ''}`.trim())
     }

@@ -30,9 +30,18 @@ export async function startDemoService(): Promise<DemoService> {
   const mqttPort = await portOr(1883, 'MQTT', notes)
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-demo-'))
   const config = loadConfig({
-    PORT: String(httpPort), HOST, ISSUER: `http://${HOST}:${httpPort}`, MQTT_PORT: String(mqttPort), MQTT_WS_PORT: 'off',
-    DATA_DIR: dataDir, WEBHOOK_ALLOW_PRIVATE: 'true', REORDER_WINDOW_S: '5', WEBHOOK_RETRY_SCHEDULE: '1s,2s,5s',
-    ADMIN_CLIENT_ID: DEMO_ADMIN.clientId, ADMIN_CLIENT_SECRET: DEMO_ADMIN.clientSecret, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
+    PORT: String(httpPort),
+    HOST,
+    ISSUER: `http://${HOST}:${httpPort}`,
+    MQTT_PORT: String(mqttPort),
+    MQTT_WS_PORT: 'off',
+    DATA_DIR: dataDir,
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    REORDER_WINDOW_S: '5',
+    WEBHOOK_RETRY_SCHEDULE: '1s,2s,5s',
+    ADMIN_CLIENT_ID: DEMO_ADMIN.clientId,
+    ADMIN_CLIENT_SECRET: DEMO_ADMIN.clientSecret,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
   })
   const service = await buildService(config)
   const cleanUp = async () => {
@@ -49,14 +58,15 @@ export async function startDemoService(): Promise<DemoService> {
 
 /** `preferred` when it is free on HOST, else one the OS picks (noted for the user). */
 async function portOr(preferred: number, what: string, notes: string[]): Promise<number> {
-  const tryListen = (port: number) => new Promise<number | null>((resolve) => {
-    const probe = createServer()
-    probe.once('error', () => resolve(null))
-    probe.listen(port, HOST, () => {
-      const address = probe.address()
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : null))
+  const tryListen = (port: number) =>
+    new Promise<number | null>((resolve) => {
+      const probe = createServer()
+      probe.once('error', () => resolve(null))
+      probe.listen(port, HOST, () => {
+        const address = probe.address()
+        probe.close(() => resolve(typeof address === 'object' && address ? address.port : null))
+      })
     })
-  })
   if ((await tryListen(preferred)) !== null) return preferred
   const free = await tryListen(0)
   if (free === null) throw new Error(`no free port for ${what}`)

@@ -34,7 +34,8 @@ const started = Date.now()
 // Ids are long; once introduced, the story calls them by name ("delivery A", "Dana").
 const names = new Map<string, string>()
 const named = (line: string) => line.replace(/\b(dl|dr|ph|tt)_[0-9a-z]{26}\b/g, (id) => names.get(id) ?? id)
-const say = (who: string, line: string) => console.log(`[+${((Date.now() - started) / 1_000).toFixed(1).padStart(5)}s] ${who.padEnd(8)} ${named(line)}`)
+const say = (who: string, line: string) =>
+  console.log(`[+${((Date.now() - started) / 1_000).toFixed(1).padStart(5)}s] ${who.padEnd(8)} ${named(line)}`)
 
 async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) => void): Promise<void> {
   say('service', 'starting rxtrace in-process (SQLite in a temporary directory) …')
@@ -50,7 +51,11 @@ async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) =
   })
   cleanup(() => receiver.close())
   const api = new ApiClient(service.baseUrl, DEMO_ADMIN.clientId, DEMO_ADMIN.clientSecret)
-  const endpoint = await api.post<{ id: string; secret: string }>('/v1/webhooks', { url: receiver.url, events: ['*'], description: 'demo receiver' })
+  const endpoint = await api.post<{ id: string; secret: string }>('/v1/webhooks', {
+    url: receiver.url,
+    events: ['*'],
+    description: 'demo receiver',
+  })
   receiver.setSecret(endpoint.secret)
   say('webhook', `receiver at ${receiver.url} registered for every event (${endpoint.id}); signatures verified with standardwebhooks`)
 
@@ -62,8 +67,13 @@ async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) =
   }
   names.set(dana, 'Dana').set(sam, 'Sam').set(setup.pharmacyId, 'pharmacy')
 
-  const totes = await Promise.all(setup.trips.map((t) => SimulatedTote.connect(service.mqttUrl, { toteId: t.toteId, password: t.password },
-    (r, toteId) => say('tote', `${toteId} was told on its errors topic: ${r.error} — ${r.reason}`))))
+  const totes = await Promise.all(
+    setup.trips.map((t) =>
+      SimulatedTote.connect(service.mqttUrl, { toteId: t.toteId, password: t.password }, (r, toteId) =>
+        say('tote', `${toteId} was told on its errors topic: ${r.error} — ${r.reason}`),
+      ),
+    ),
+  )
   cleanup(() => Promise.all(totes.map((t) => t.close())))
   const riding = setup.trips.map((trip) => ride(trip, totes[trip.index]!, stop))
   say('tote', `3 totes connected over MQTT, publishing a reading every ${RATE_MS} ms at QoS 1 (${SPEED}× speed)`)
@@ -110,7 +120,13 @@ async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) =
 function ride(trip: Trip, tote: SimulatedTote, demoStop: AbortSignal): AbortController {
   const stop = new AbortController()
   demoStop.addEventListener('abort', () => stop.abort())
-  const player = new TripPlayer(tote, { scenario: CAST[trip.index]!.scenario, seed: trip.index + 1, startMs: trip.startMs, rateMs: RATE_MS, speed: SPEED })
+  const player = new TripPlayer(tote, {
+    scenario: CAST[trip.index]!.scenario,
+    seed: trip.index + 1,
+    startMs: trip.startMs,
+    rateMs: RATE_MS,
+    speed: SPEED,
+  })
   void player.play(stop.signal, (error) => say('tote', `${trip.toteId} publish failed: ${error.message}`))
   return stop
 }
@@ -126,8 +142,10 @@ async function summary(api: ApiClient, apps: CourierApp[]): Promise<void> {
     const chart = join(dir, `${d.id}.svg`)
     // The trip lasted well under a minute of wall-clock time: one bucket per second.
     writeFileSync(chart, await api.text(`/v1/deliveries/${d.id}/temperature.svg?step=1s`))
-    console.log(`${d.id} (${named(d.id).replace('delivery ', '')})  ${d.status.padEnd(9)} cold chain ${cc.state.padEnd(6)} ${cc.min_c ?? '–'}…${cc.max_c ?? '–'} °C  MKT ${cc.mkt_c ?? '–'} °C  ` +
-      `${cc.excursions.length} excursion(s)${cc.break_reason ? `, broke: ${cc.break_reason}` : ''}  custody ${chain.valid ? 'valid' : 'BROKEN'} (${chain.length} events)`)
+    console.log(
+      `${d.id} (${named(d.id).replace('delivery ', '')})  ${d.status.padEnd(9)} cold chain ${cc.state.padEnd(6)} ${cc.min_c ?? '–'}…${cc.max_c ?? '–'} °C  MKT ${cc.mkt_c ?? '–'} °C  ` +
+        `${cc.excursions.length} excursion(s)${cc.break_reason ? `, broke: ${cc.break_reason}` : ''}  custody ${chain.valid ? 'valid' : 'BROKEN'} (${chain.length} events)`,
+    )
   }
   console.log(`\ntemperature charts: ${dir}`)
 }

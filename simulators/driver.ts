@@ -8,15 +8,28 @@ import { ApiError, type ApiClient } from './api-client.js'
  */
 
 export type DeliveryView = {
-  id: string; status: string
-  cold_chain: { state: string; min_c: number | null; max_c: number | null; mkt_c: number | null; time_out_of_range_s: number; excursions: unknown[]; break_reason?: string | null }
+  id: string
+  status: string
+  cold_chain: {
+    state: string
+    min_c: number | null
+    max_c: number | null
+    mkt_c: number | null
+    time_out_of_range_s: number
+    excursions: unknown[]
+    break_reason?: string | null
+  }
   custody: { seq: number; type: string; hash: string }[]
 }
 
 const signature = (who: string, what: string) => `signed:${who}:${what}:${new Date().toISOString()}`
 
 export class CourierApp {
-  constructor(private readonly api: ApiClient, readonly deliveryId: string, private readonly pharmacyId: string) {}
+  constructor(
+    private readonly api: ApiClient,
+    readonly deliveryId: string,
+    private readonly pharmacyId: string,
+  ) {}
 
   pickup(driverId: string): Promise<DeliveryView> {
     return this.act('pickup', { from: this.pharmacyId, to: driverId, signature: signature(driverId, 'received at the pharmacy counter') })
@@ -38,7 +51,11 @@ export class CourierApp {
   }
 
   returnToPharmacy(driverId: string): Promise<DeliveryView> {
-    return this.act('return', { from: driverId, to: this.pharmacyId, signature: signature(this.pharmacyId, 'received back for quarantine') })
+    return this.act('return', {
+      from: driverId,
+      to: this.pharmacyId,
+      signature: signature(this.pharmacyId, 'received back for quarantine'),
+    })
   }
 
   read(): Promise<DeliveryView> {

@@ -13,7 +13,10 @@ export class EventWatcher {
   readonly counts = new Map<string, number>()
   total = 0
 
-  constructor(private readonly api: ApiClient, private readonly deliveryIds: ReadonlySet<string>) {}
+  constructor(
+    private readonly api: ApiClient,
+    private readonly deliveryIds: ReadonlySet<string>,
+  ) {}
 
   /** Fetches what is new; only events of this simulation's deliveries count. */
   async poll(): Promise<EventEnvelope[]> {
@@ -50,7 +53,10 @@ const PLAIN_REDRAW_MS = 10_000
 export class StatusLine {
   private last = ''
   private lastPlainAt = 0
-  constructor(private readonly stream: NodeJS.WriteStream = process.stderr, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly stream: NodeJS.WriteStream = process.stderr,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   update(text: string, { redraw = false }: { redraw?: boolean } = {}): void {
     this.last = text

@@ -34,7 +34,11 @@ export function* scenario(name: ScenarioName, seed: number, startMs: number, int
     const s = (i * intervalMs) / 1_000
     const temp = curve(s)
     if (temp === null) continue
-    yield { ts: startMs + i * intervalMs, temp_c: Math.round(temp * 100) / 100, battery: Math.round(Math.max(0, charge - (drainPerHour * s) / 3_600) * 1_000) / 1_000 }
+    yield {
+      ts: startMs + i * intervalMs,
+      temp_c: Math.round(temp * 100) / 100,
+      battery: Math.round(Math.max(0, charge - (drainPerHour * s) / 3_600) * 1_000) / 1_000,
+    }
   }
 }
 
@@ -84,7 +88,8 @@ const curves: Record<ScenarioName, (shape: Random, noise: Random) => Curve> = {
     const failsAt = between(shape, 480, 900)
     const ambient = between(shape, 14.5, 15.5)
     const tauS = between(shape, 900, 1_500)
-    return (s) => s < failsAt ? base.noisy(s) : ambient - (ambient - base.clean(s)) * Math.exp(-(s - failsAt) / tauS) + between(noise, -0.2, 0.2)
+    return (s) =>
+      s < failsAt ? base.noisy(s) : ambient - (ambient - base.clean(s)) * Math.exp(-(s - failsAt) / tauS) + between(noise, -0.2, 0.2)
   },
 
   // A frozen gel pack touches the sensor: the temperature slides below 0 °C and stays there.
@@ -93,7 +98,8 @@ const curves: Record<ScenarioName, (shape: Random, noise: Random) => Curve> = {
     const coolsAt = between(shape, 600, 1_200)
     const floor = between(shape, -3, -1.5)
     const tauS = between(shape, 600, 900)
-    return (s) => s < coolsAt ? base.noisy(s) : floor + (base.clean(s) - floor) * Math.exp(-(s - coolsAt) / tauS) + between(noise, -0.2, 0.2)
+    return (s) =>
+      s < coolsAt ? base.noisy(s) : floor + (base.clean(s) - floor) * Math.exp(-(s - coolsAt) / tauS) + between(noise, -0.2, 0.2)
   },
 
   // The logger loses its radio for 20–30 minutes at a time: longer than the 15-minute max_gap_s.
@@ -114,7 +120,12 @@ type Interval = { start: number; end: number }
  * and the next starts `every` after the previous one ended. Returns the latest interval that has
  * started by `s` (it may be over), or null before the first.
  */
-function schedule(shape: Random, first: [number, number], every: [number, number], length: [number, number]): (s: number) => Interval | null {
+function schedule(
+  shape: Random,
+  first: [number, number],
+  every: [number, number],
+  length: [number, number],
+): (s: number) => Interval | null {
   const intervals: Interval[] = []
   const add = (start: number) => intervals.push({ start, end: start + between(shape, ...length) })
   add(between(shape, ...first))

@@ -35,7 +35,8 @@ export function profileFor(speed: number): 'refrigerated' | Record<string, unkno
 export async function registerTrips(api: ApiClient, opts: { totes: number; speed: number; label?: string }): Promise<Setup> {
   const label = opts.label ?? `sim-${Date.now().toString(36)}`
   const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', {
-    name: `Simulated Pharmacy ${label}`, timezone: 'America/Chicago',
+    name: `Simulated Pharmacy ${label}`,
+    timezone: 'America/Chicago',
     address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
   })
   const fleet = await api.post<{ id: string }>('/v1/fleets', { name: `Simulated Couriers ${label}` })
@@ -45,16 +46,32 @@ export async function registerTrips(api: ApiClient, opts: { totes: number; speed
 
   const trips: Trip[] = []
   for (let index = 0; index < opts.totes; index++) {
-    const tote = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', { serial: `${label}-${index + 1}`, pharmacy_id: pharmacy.id })
+    const tote = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', {
+      serial: `${label}-${index + 1}`,
+      pharmacy_id: pharmacy.id,
+    })
     const rx = await api.post<{ rx_id: string; delivery_id: string }>('/v1/prescriptions', {
-      patient_id: `pt_sim_${index + 1}`, pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: profile,
-      items: [{ description: 'Insulin glargine 100 U/mL pen', quantity: 5 }], external_ref: `${label}-${index + 1}`,
+      patient_id: `pt_sim_${index + 1}`,
+      pharmacy_id: pharmacy.id,
+      cold_chain: true,
+      temperature_profile: profile,
+      items: [{ description: 'Insulin glargine 100 U/mL pen', quantity: 5 }],
+      external_ref: `${label}-${index + 1}`,
     })
     const dispatched = await api.post<{ custody: { type: string; occurred_at: string }[] }>(`/v1/deliveries/${rx.delivery_id}/dispatch`, {
-      fleet_id: fleet.id, driver_id: first.id, tote_id: tote.id,
+      fleet_id: fleet.id,
+      driver_id: first.id,
+      tote_id: tote.id,
     })
     const bound = dispatched.custody.find((e) => e.type === 'dispatched')!
-    trips.push({ index, deliveryId: rx.delivery_id, rxId: rx.rx_id, toteId: tote.id, password: tote.mqtt.password, startMs: Date.parse(bound.occurred_at) })
+    trips.push({
+      index,
+      deliveryId: rx.delivery_id,
+      rxId: rx.rx_id,
+      toteId: tote.id,
+      password: tote.mqtt.password,
+      startMs: Date.parse(bound.occurred_at),
+    })
   }
   return { pharmacyId: pharmacy.id, fleetId: fleet.id, driverIds: [first.id, second.id], trips }
 }

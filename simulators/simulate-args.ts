@@ -27,13 +27,22 @@ const MAX_SPEED = 300
 export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): SimulateOptions | { error: string } {
   let values: Record<string, string | undefined>
   try {
-    ({ values } = parseArgs({
-      args: argv, strict: true, allowPositionals: false,
+    ;({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
       options: {
         // The defaults follow the service's own PORT and MQTT_PORT, so one environment serves both.
-        totes: { type: 'string' }, scenario: { type: 'string' }, url: { type: 'string', default: `http://localhost:${env.PORT || 8080}` },
-        mqtt: { type: 'string', default: `mqtt://localhost:${env.MQTT_PORT || 1883}` }, 'client-id': { type: 'string' }, 'client-secret': { type: 'string' },
-        rate: { type: 'string', default: '1s' }, speed: { type: 'string', default: '1' }, seed: { type: 'string', default: '1' }, for: { type: 'string' },
+        totes: { type: 'string' },
+        scenario: { type: 'string' },
+        url: { type: 'string', default: `http://localhost:${env.PORT || 8080}` },
+        mqtt: { type: 'string', default: `mqtt://localhost:${env.MQTT_PORT || 1883}` },
+        'client-id': { type: 'string' },
+        'client-secret': { type: 'string' },
+        rate: { type: 'string', default: '1s' },
+        speed: { type: 'string', default: '1' },
+        seed: { type: 'string', default: '1' },
+        for: { type: 'string' },
       },
     }) as { values: Record<string, string | undefined> })
   } catch (error) {
@@ -41,7 +50,8 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   const totes = Number(values.totes)
   if (values.totes === undefined) return { error: '--totes is required' }
-  if (!Number.isInteger(totes) || totes < 1 || totes > MAX_TOTES) return { error: `--totes must be a whole number from 1 to ${MAX_TOTES}, got ${values.totes}` }
+  if (!Number.isInteger(totes) || totes < 1 || totes > MAX_TOTES)
+    return { error: `--totes must be a whole number from 1 to ${MAX_TOTES}, got ${values.totes}` }
   if (values.scenario === undefined) return { error: `--scenario is required (${SCENARIOS.join(', ')})` }
   if (!isScenario(values.scenario)) return { error: `--scenario must be one of ${SCENARIOS.join(', ')}, got ${values.scenario}` }
   if (!/^https?:\/\/[^/]+/.test(values.url!)) return { error: `--url must be an http(s) URL, got ${values.url}` }
@@ -49,14 +59,19 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
   const rateMs = duration(values.rate!)
   if (rateMs === null || rateMs < 100) return { error: `--rate must be a duration of at least 100ms such as 1s, got ${values.rate}` }
   const speed = Number(values.speed)
-  if (!Number.isFinite(speed) || speed < 1 || speed > MAX_SPEED) return { error: `--speed must be a number from 1 to ${MAX_SPEED}, got ${values.speed}` }
+  if (!Number.isFinite(speed) || speed < 1 || speed > MAX_SPEED)
+    return { error: `--speed must be a number from 1 to ${MAX_SPEED}, got ${values.speed}` }
   const seed = Number(values.seed)
   if (!Number.isInteger(seed)) return { error: `--seed must be a whole number, got ${values.seed}` }
   const forMs = values.for === undefined ? null : duration(values.for)
-  if (forMs === 0 || (values.for !== undefined && forMs === null)) return { error: `--for must be a duration such as 10m, got ${values.for}` }
+  if (forMs === 0 || (values.for !== undefined && forMs === null))
+    return { error: `--for must be a duration such as 10m, got ${values.for}` }
   const clientId = values['client-id'] ?? env.ADMIN_CLIENT_ID
   const clientSecret = values['client-secret'] ?? env.ADMIN_CLIENT_SECRET
-  if (!clientId || !clientSecret) return { error: 'no credentials: pass --client-id and --client-secret (printed by npm start), or set ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET' }
+  if (!clientId || !clientSecret)
+    return {
+      error: 'no credentials: pass --client-id and --client-secret (printed by npm start), or set ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET',
+    }
   return { totes, scenario: values.scenario, url: values.url!, mqtt: values.mqtt!, clientId, clientSecret, rateMs, speed, seed, forMs }
 }
 

@@ -24,7 +24,8 @@ async function simulate(opts: SimulateOptions): Promise<void> {
   const deliveryIds = new Set<string>()
   const events = new EventWatcher(api, deliveryIds)
   status.update(`reaching the service at ${opts.url} …`)
-  await events.poll().catch((error: Error) => { // also skips the service's earlier events
+  await events.poll().catch((error: Error) => {
+    // also skips the service's earlier events
     throw new Error(unreachable('the service', opts.url, error, 'is it running (npm start)? --url names its HTTP address (PORT)'))
   })
 
@@ -32,15 +33,35 @@ async function simulate(opts: SimulateOptions): Promise<void> {
   const { trips } = await registerTrips(api, { totes: opts.totes, speed: opts.speed })
   for (const trip of trips) deliveryIds.add(trip.deliveryId)
   status.update(`connecting ${trips.length} totes to ${opts.mqtt} …`)
-  const onRejected = (r: { error: string; reason: string }, toteId: string) => status.log(`✗ ${toteId} payload refused: ${r.error}: ${r.reason}`)
-  const totes = await Promise.all(trips.map((t) => SimulatedTote.connect(opts.mqtt, { toteId: t.toteId, password: t.password }, onRejected))).catch((error: Error) => {
+  const onRejected = (r: { error: string; reason: string }, toteId: string) =>
+    status.log(`✗ ${toteId} payload refused: ${r.error}: ${r.reason}`)
+  const totes = await Promise.all(
+    trips.map((t) => SimulatedTote.connect(opts.mqtt, { toteId: t.toteId, password: t.password }, onRejected)),
+  ).catch((error: Error) => {
     throw new Error(unreachable("the service's MQTT broker", opts.mqtt, error, '--mqtt names its MQTT address (MQTT_PORT)'))
   })
 
   const stop = new AbortController()
-  const players = trips.map((t, i) => new TripPlayer(totes[i]!, { scenario: opts.scenario, seed: opts.seed + t.index, startMs: t.startMs, rateMs: opts.rateMs, speed: opts.speed }))
+  const players = trips.map(
+    (t, i) =>
+      new TripPlayer(totes[i]!, {
+        scenario: opts.scenario,
+        seed: opts.seed + t.index,
+        startMs: t.startMs,
+        rateMs: opts.rateMs,
+        speed: opts.speed,
+      }),
+  )
   const playing = players.map((p) => p.play(stop.signal, (error) => status.log(`✗ publish failed: ${error.message}`)))
-  const redraw = () => status.update(progressLine(totes, players.reduce((n, p) => n + p.failures, 0), events), { redraw: true })
+  const redraw = () =>
+    status.update(
+      progressLine(
+        totes,
+        players.reduce((n, p) => n + p.failures, 0),
+        events,
+      ),
+      { redraw: true },
+    )
   const pollEvents = async () => {
     for (const event of await events.poll()) if (NOTABLE.test(event.type)) status.log(eventLine(event))
   }
@@ -49,7 +70,9 @@ async function simulate(opts: SimulateOptions): Promise<void> {
     setInterval(() => void pollEvents().catch((error: Error) => status.log(`✗ polling events: ${error.message}`)), EVENT_POLL_MS),
   ]
   if (opts.forMs !== null) timers.push(setTimeout(() => stop.abort(), opts.forMs))
-  status.log(`playing "${opts.scenario}" on ${trips.length} totes${opts.speed > 1 ? ` at ${opts.speed}× speed` : ''}, one reading per tote every ${opts.rateMs / 1000} s; Ctrl-C stops`)
+  status.log(
+    `playing "${opts.scenario}" on ${trips.length} totes${opts.speed > 1 ? ` at ${opts.speed}× speed` : ''}, one reading per tote every ${opts.rateMs / 1000} s; Ctrl-C stops`,
+  )
   if (opts.speed === 1) status.log('at real speed a scenario unfolds over minutes, as it would on the road; --speed 60 plays it 60× faster')
 
   const interrupted = new Promise<void>((resolve) => {
@@ -69,7 +92,8 @@ async function simulate(opts: SimulateOptions): Promise<void> {
   redraw()
   status.end()
   await Promise.all(totes.map((t) => t.close()))
-  for (const trip of trips) console.error(`  ${trip.deliveryId}  trace: ${new URL(`/v1/deliveries/${trip.deliveryId}/temperature.svg`, opts.url)}`)
+  for (const trip of trips)
+    console.error(`  ${trip.deliveryId}  trace: ${new URL(`/v1/deliveries/${trip.deliveryId}/temperature.svg`, opts.url)}`)
 }
 
 /** One line that names what could not be reached, where, why, and what to check. */
@@ -80,10 +104,15 @@ function unreachable(what: string, url: string, error: Error, check: string): st
 
 const opts = parseSimulateArgs(process.argv.slice(2))
 if ('error' in opts) {
-  console.error(`simulate: ${opts.error} (usage: npm run simulate -- --totes N --scenario normal|door-open|compressor-failure|freeze|sensor-dropout)`)
+  console.error(
+    `simulate: ${opts.error} (usage: npm run simulate -- --totes N --scenario normal|door-open|compressor-failure|freeze|sensor-dropout)`,
+  )
   process.exit(2)
 }
-simulate(opts).then(() => process.exit(0), (error: Error) => {
-  console.error(`\nsimulate: ${error.message}`)
-  process.exit(1)
-})
+simulate(opts).then(
+  () => process.exit(0),
+  (error: Error) => {
+    console.error(`\nsimulate: ${error.message}`)
+    process.exit(1)
+  },
+)

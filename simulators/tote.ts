@@ -41,11 +41,24 @@ export class SimulatedTote {
   }
 
   /** Connects and subscribes to the tote's errors topic; rejects when the broker refuses the credentials. */
-  static async connect(mqttUrl: string, { toteId, password }: ToteCredentials, onRejected: (rejection: Rejection, toteId: string) => void = () => {}): Promise<SimulatedTote> {
-    const client = await connectAsync(mqttUrl, {
-      username: toteId, password, clientId: toteId, protocolVersion: MQTT_3_1_1, clean: true,
-      reconnectPeriod: RECONNECT_MS, connectTimeout: 5_000,
-    }, false)
+  static async connect(
+    mqttUrl: string,
+    { toteId, password }: ToteCredentials,
+    onRejected: (rejection: Rejection, toteId: string) => void = () => {},
+  ): Promise<SimulatedTote> {
+    const client = await connectAsync(
+      mqttUrl,
+      {
+        username: toteId,
+        password,
+        clientId: toteId,
+        protocolVersion: MQTT_3_1_1,
+        clean: true,
+        reconnectPeriod: RECONNECT_MS,
+        connectTimeout: 5_000,
+      },
+      false,
+    )
     const tote = new SimulatedTote(toteId, client, onRejected)
     await client.subscribeAsync(topics(toteId).errors, { qos: 1 })
     return tote
@@ -55,7 +68,9 @@ export class SimulatedTote {
   async publish(readings: SimulatedReading | readonly SimulatedReading[]): Promise<void> {
     const list = Array.isArray(readings) ? readings : [readings as SimulatedReading]
     for (let i = 0; i < list.length; i += MAX_BATCH) {
-      const chunk = list.slice(i, i + MAX_BATCH).map((r) => ({ ts: new Date(r.ts).toISOString(), temp_c: r.temp_c, battery: r.battery, seq: ++this.seq }))
+      const chunk = list
+        .slice(i, i + MAX_BATCH)
+        .map((r) => ({ ts: new Date(r.ts).toISOString(), temp_c: r.temp_c, battery: r.battery, seq: ++this.seq }))
       const payload = JSON.stringify(chunk.length === 1 ? chunk[0] : chunk)
       this.stats.sent += chunk.length
       await this.client.publishAsync(topics(this.toteId).readings, payload, { qos: 1 })
@@ -76,7 +91,11 @@ export class SimulatedTote {
 function parseRejection(payload: Buffer): Rejection {
   try {
     const parsed = JSON.parse(payload.toString('utf8')) as Partial<Rejection>
-    return { error: String(parsed.error ?? 'rejected'), reason: String(parsed.reason ?? ''), ...(parsed.at ? { at: String(parsed.at) } : {}) }
+    return {
+      error: String(parsed.error ?? 'rejected'),
+      reason: String(parsed.reason ?? ''),
+      ...(parsed.at ? { at: String(parsed.at) } : {}),
+    }
   } catch {
     return { error: 'rejected', reason: payload.toString('utf8').slice(0, 200) }
   }

@@ -21,7 +21,10 @@ export class TripPlayer {
   /** Publishes that failed (connection lost past the retry, broker refused); the loop goes on. */
   failures = 0
 
-  constructor(private readonly tote: SimulatedTote, opts: PlayOptions) {
+  constructor(
+    private readonly tote: SimulatedTote,
+    opts: PlayOptions,
+  ) {
     this.readings = scenarioOnWallClock(opts)
     this.next = this.readings.next().value!
   }

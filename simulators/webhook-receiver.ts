@@ -13,7 +13,14 @@ import { Webhook } from 'standardwebhooks'
  *   npx tsx simulators/webhook-receiver.ts --secret whsec_… [--port 9000]   (or WEBHOOK_SECRET=…)
  */
 
-export type WebhookEvent = { id: string; type: string; created_at: string; delivery_id?: string | null; seq?: number | null; data: Record<string, unknown> }
+export type WebhookEvent = {
+  id: string
+  type: string
+  created_at: string
+  delivery_id?: string | null
+  seq?: number | null
+  data: Record<string, unknown>
+}
 
 export type WebhookReceiver = {
   url: string
@@ -26,7 +33,9 @@ export type WebhookReceiver = {
 const MAX_BODY_BYTES = 1 << 20
 
 export async function startWebhookReceiver(opts: {
-  port?: number; host?: string; secret?: string
+  port?: number
+  host?: string
+  secret?: string
   onEvent: (event: WebhookEvent) => void
   onRejected?: (reason: string) => void
 }): Promise<WebhookReceiver> {
@@ -60,31 +69,39 @@ export async function startWebhookReceiver(opts: {
   return {
     url: `http://${address}:${port}/webhooks`,
     setSecret: (secret) => void (verifier = new Webhook(secret)),
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
 function headersOf(headers: Record<string, string | string[] | undefined>): Record<string, string> {
-  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : v ?? '']))
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : (v ?? '')]))
 }
 
 /** `12:03:04  cold-chain.break  dl_…  reason=excursion_too_long`: the event's type, delivery and salient data. */
 export function eventLine(event: WebhookEvent, { time = true } = {}): string {
   const d = event.data
   const details = [
-    d.reason && `reason=${d.reason}`, d.status && `status=${d.status}`, d.peak_c != null && `peak=${d.peak_c}°C`,
-    d.decision && `decision=${d.decision}`, d.from && d.to && `${d.from}→${d.to}`,
-  ].filter(Boolean).join(' ')
+    d.reason && `reason=${d.reason}`,
+    d.status && `status=${d.status}`,
+    d.peak_c != null && `peak=${d.peak_c}°C`,
+    d.decision && `decision=${d.decision}`,
+    d.from && d.to && `${d.from}→${d.to}`,
+  ]
+    .filter(Boolean)
+    .join(' ')
   return `${time ? `${event.created_at.slice(11, 19)}  ` : ''}${event.type.padEnd(24)} ${event.delivery_id ?? ''}  ${details}`.trimEnd()
 }
 
 async function main(): Promise<void> {
   let values: { secret?: string; port?: string; host?: string }
   try {
-    ({ values } = parseArgs({ options: { secret: { type: 'string' }, port: { type: 'string', default: '9000' }, host: { type: 'string', default: '127.0.0.1' } } }))
+    ;({ values } = parseArgs({
+      options: { secret: { type: 'string' }, port: { type: 'string', default: '9000' }, host: { type: 'string', default: '127.0.0.1' } },
+    }))
   } catch (error) {
     return usage((error as Error).message)
   }
@@ -93,7 +110,9 @@ async function main(): Promise<void> {
   const port = Number(values.port)
   if (!Number.isInteger(port) || port < 0 || port > 65_535) return usage(`--port must be a port number, got ${values.port}`)
   const receiver = await startWebhookReceiver({
-    port, host: values.host!, secret,
+    port,
+    host: values.host!,
+    secret,
     onEvent: (event) => console.log(eventLine(event)),
     onRejected: (reason) => console.log(`✗ rejected ${reason}`),
   })

@@ -16,7 +16,19 @@ import { parse, UsageError } from './cli/usage.js'
 import { entityStoreOptions, openEntityStore, type EntityStore } from './store/database.js'
 import { naming, StartupError } from './startup-error.js'
 
-const commands: Command[] = [createClient, listClients, showClient, rotateClientSecret, revokeClient, rotateKeys, initStore, createUser, listUsers, showUser, disableUser]
+const commands: Command[] = [
+  createClient,
+  listClients,
+  showClient,
+  rotateClientSecret,
+  revokeClient,
+  rotateKeys,
+  initStore,
+  createUser,
+  listUsers,
+  showUser,
+  disableUser,
+]
 
 // The service's SQLite entity store inside DATA_DIR (src/store/database.ts).
 const SQLITE_FILE = 'rxtrace.db'
@@ -32,12 +44,17 @@ function overview(): string {
     ...commands.flatMap((c) => [`  ${c.synopsis}`, `      ${c.summary}`]),
     '',
     'Each command prints one JSON document on stdout; `<command> --help` explains its options.',
-    'The store is the service\'s: DATA_DIR (SQLite, default ./data) or DATABASE_URL (PostgreSQL).',
+    "The store is the service's: DATA_DIR (SQLite, default ./data) or DATABASE_URL (PostgreSQL).",
   ].join('\n')
 }
 
 function commandHelp(command: Command): string {
-  return [`Usage: npm run cli -- ${command.synopsis}`, '', command.summary + '.', ...(command.help.length ? ['', ...command.help.map((l) => `  ${l}`)] : [])].join('\n')
+  return [
+    `Usage: npm run cli -- ${command.synopsis}`,
+    '',
+    command.summary + '.',
+    ...(command.help.length ? ['', ...command.help.map((l) => `  ${l}`)] : []),
+  ].join('\n')
 }
 
 /** Finds the command named by the first words of argv; the rest are its arguments. */
@@ -47,7 +64,8 @@ function resolve(argv: string[]): { command: Command; rest: string[] } | null {
   if (command) return { command, rest: argv.slice(2) }
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') return null
   const group = commands.filter((c) => c.name.startsWith(`${argv[0]} `))
-  if (group.length === 0) throw new UsageError(`unknown command "${argv[0]}" (commands: ${[...new Set(commands.map((c) => c.name.split(' ')[0]))].join(', ')})`)
+  if (group.length === 0)
+    throw new UsageError(`unknown command "${argv[0]}" (commands: ${[...new Set(commands.map((c) => c.name.split(' ')[0]))].join(', ')})`)
   const known = group.map((c) => c.name.split(' ')[1]).join(', ')
   if (argv[1] === undefined || argv[1].startsWith('-')) throw new UsageError(`${argv[0]}: name a subcommand (${known})`)
   throw new UsageError(`${argv[0]}: unknown subcommand "${argv[1]}" (${known})`)
@@ -88,10 +106,13 @@ async function main(argv: string[]): Promise<number> {
  * mistyped DATA_DIR would otherwise get a new, empty store and the command would act on it.
  */
 async function openStore(config: Config, mayCreate: boolean): Promise<EntityStore> {
-  if (config.DATABASE_URL) return naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config)))
+  if (config.DATABASE_URL)
+    return naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config)))
   const file = join(config.DATA_DIR, SQLITE_FILE)
   if (!mayCreate && !existsSync(file)) {
-    throw new StartupError(`DATA_DIR=${config.DATA_DIR}: no rxtrace store there (${resolvePath(file)} does not exist); set DATA_DIR to the service's, or create a store with \`npm run cli -- store init\``)
+    throw new StartupError(
+      `DATA_DIR=${config.DATA_DIR}: no rxtrace store there (${resolvePath(file)} does not exist); set DATA_DIR to the service's, or create a store with \`npm run cli -- store init\``,
+    )
   }
   return openEntityStore(entityStoreOptions(config))
 }

@@ -13,146 +13,175 @@ const port = z.coerce.number().int().min(0).max(65_535)
 const flag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')
 
 /** Every environment variable the service reads, with its default. Parsed once at start-up. */
-export const configSchema = z.object({
-  /** HTTP API port; 0 picks a free one (tests). */
-  PORT: port.default(8080),
-  /** Interface every listener binds to. */
-  HOST: z.string().default('0.0.0.0'),
-  /** Embedded MQTT broker, plain TCP. */
-  MQTT_PORT: port.default(1883),
-  /** Embedded MQTT broker over WebSocket (path /mqtt); `off` disables it. */
-  MQTT_WS_PORT: z.union([z.literal('off'), port]).default(8083),
-  /** Largest MQTT packet (remaining length, bytes); a larger one closes the connection as its header is read. */
-  MQTT_MAX_PACKET_BYTES: z.coerce.number().int().min(1_024).max(268_435_455).default(256 * 1024),
-  /** Seconds a new MQTT connection has to complete its CONNECT. */
-  MQTT_CONNECT_TIMEOUT_S: z.coerce.number().positive().max(300).default(10),
-  /** Client ids one tote may hold an MQTT session under at once (connected, or persistent and offline). */
-  MQTT_MAX_SESSIONS_PER_TOTE: z.coerce.number().int().min(1).max(1_000).default(4),
-  /** QoS 1 messages kept per persistent MQTT session until acknowledged; newer ones are dropped. */
-  MQTT_MAX_QUEUED_PER_SESSION: z.coerce.number().int().min(1).max(100_000).default(100),
-  /**
-   * `mqtt://user:pass@host:1883` (or `mqtts://`): no embedded broker; each copy is an ingest worker on
-   * this external broker (docs/deployment.md). The user needs the ingest role and, unless
-   * `MQTT_PROVISIONING=off`, Mosquitto's dynamic-security admin role.
-   */
-  MQTT_URL: z.string().regex(/^mqtts?:\/\/[^:@/]+:[^@/]+@[^/]+/, 'must look like mqtt://user:password@host:1883').optional(),
-  /**
-   * With `MQTT_URL`: this copy's MQTT client id prefix, stable across restarts so the broker hands
-   * back its persistent session (and the messages it had not acknowledged). Unique per copy.
-   * Default: `rxtrace_` + host name + `_` + a hash of `DATA_DIR`.
-   */
-  MQTT_CLIENT_ID: z.string().regex(/^[A-Za-z0-9_.]{1,60}$/, 'letters, digits, dot and underscore only, at most 60').optional(),
-  /** With `MQTT_URL`: connections (sessions on the shared subscription) each copy opens. */
-  MQTT_INGEST_CONNECTIONS: z.coerce.number().int().min(1).max(64).default(2),
-  /** With `MQTT_URL`: how long the broker keeps a copy's session (and its unacknowledged messages) while it is away. */
-  MQTT_SESSION_EXPIRY_S: z.coerce.number().int().min(60).max(4_294_967_295).default(7 * 86_400),
-  /**
-   * With `MQTT_URL`: `dynsec` puts tote credentials into Mosquitto's dynamic-security plugin;
-   * `off` leaves them to the operator (e.g. EMQX's HTTP authentication, docs/deployment.md).
-   */
-  MQTT_PROVISIONING: z.enum(['dynsec', 'off']).default('dynsec'),
-  /** Where the embedded SQLite stores live. */
-  DATA_DIR: z.string().default('./data'),
-  /** postgres://… switches the entity store from SQLite to PostgreSQL. */
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres://').optional(),
-  /**
-   * PostgreSQL: how long opening a connection (TCP, TLS, authentication), or waiting for a free
-   * one in the pool, may take before the request gives up with 503 `not_ready`.
-   */
-  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
-  /**
-   * PostgreSQL: the server cancels a statement running longer than this (`statement_timeout`),
-   * and this process stops waiting for an answer 1 s later (a partition: the server cannot say).
-   */
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
-  /** PostgreSQL: a session left idle inside a transaction this long is ended by the server, releasing its locks. */
-  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
-  /** `/readyz` waits this long for each store's probe; one that has not answered counts as not ready. */
-  READY_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(800),
-  /**
-   * Free space `DATA_DIR` must keep (MiB) for `/readyz` to say ready while a SQLite store lives
-   * there; below it the next writes may fail with a full disk.
-   */
-  DISK_FREE_MIN_MB: z.coerce.number().min(0).default(64),
-  /** QuestDB client config string (e.g. `http::addr=host:9000;`) switches the time series to QuestDB. */
-  QUESTDB_CONFIG: z.string().regex(/^(http|https|tcp|tcps)::/, 'must be a QuestDB client config string like http::addr=host:9000;').optional(),
-  /** Public base URL of the service: the token issuer; `aud` is ISSUER + "/v1". Defaults to http://localhost:PORT. */
-  ISSUER: z.url().optional(),
-  /** Access-token lifetime in seconds (15 min by default). */
-  TOKEN_TTL_S: z.coerce.number().int().min(10).max(86_400).default(900),
-  /** Per-client token bucket: sustained requests per second. */
-  RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
-  /** Per-client token bucket: burst size. */
-  RATE_LIMIT_BURST: z.coerce.number().int().positive().default(100),
-  /** Per-tenant token bucket shared by all clients of one pharmacy or fleet: sustained requests per second (4 clients' worth). */
-  RATE_LIMIT_TENANT_RPS: z.coerce.number().positive().default(200),
-  /** Per-tenant token bucket: burst size. */
-  RATE_LIMIT_TENANT_BURST: z.coerce.number().int().positive().default(400),
-  /** OAuth clients one pharmacy or fleet may have; one more is refused with 409 `limit_exceeded`. */
-  TENANT_MAX_CLIENTS: z.coerce.number().int().min(1).default(50),
-  /** Webhook endpoints one pharmacy or fleet (or the unrestricted admin) may register. */
-  TENANT_MAX_WEBHOOKS: z.coerce.number().int().min(1).default(20),
-  /** Totes one pharmacy or fleet may register (a large chain's fleet of totes, with room to spare). */
-  TENANT_MAX_TOTES: z.coerce.number().int().min(1).default(10_000),
-  /** `/oauth/*` requests per remote address: sustained per second (tokens live 15 min; clients rarely ask). */
-  OAUTH_ADDRESS_RPS: z.coerce.number().positive().default(10),
-  /** `/oauth/*` requests per remote address: burst size (a deployment's workers starting at once). */
-  OAUTH_ADDRESS_BURST: z.coerce.number().int().positive().default(60),
-  /** `/oauth/token` requests naming one client id, whoever sends them: sustained per second. */
-  OAUTH_CLIENT_RPS: z.coerce.number().positive().default(2),
-  /** `/oauth/token` requests naming one client id: burst size. */
-  OAUTH_CLIENT_BURST: z.coerce.number().int().positive().default(30),
-  /** Invalid bearer tokens (each costs a signature check) per remote address: sustained per second. */
-  INVALID_TOKEN_RPS: z.coerce.number().positive().default(1),
-  /** Invalid bearer tokens per remote address: burst size; once spent, that address's bearer requests get 429. */
-  INVALID_TOKEN_BURST: z.coerce.number().int().positive().default(20),
-  /** Take the caller's address from the last X-Forwarded-For entry (set only behind a proxy that appends it); default: the socket's address. */
-  TRUST_PROXY: flag.default(false),
-  /** Pins the admin client's credentials (every scope, no tenant) instead of generating them on first start. */
-  ADMIN_CLIENT_ID: z.string().min(3).max(100).optional(),
-  ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters').max(200).optional(),
-  /** Development and tests: allow plain-http and private webhook targets. */
-  WEBHOOK_ALLOW_PRIVATE: flag.default(false),
-  /** Webhook retry delays, e.g. `1s,2s,5s`; default is the schedule in src/webhooks/README.md. */
-  WEBHOOK_RETRY_SCHEDULE: z.string().refine((text) => {
-    try {
-      return text.split(',').every((d) => parseDuration(d) > 0)
-    } catch {
-      return false
-    }
-  }, 'must be comma-separated durations such as 1s,2s,5s').optional(),
-  /** Live event streams (docs/api.md, Event streams): a `: heartbeat` comment on every open stream this often, seconds. */
-  EVENT_STREAM_HEARTBEAT_S: z.coerce.number().min(0.01).max(300).default(15),
-  /** Live event streams: how often the store is read for events committed by other copies of the service, ms. */
-  EVENT_STREAM_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
-  /** Live event streams: bytes one stream may have waiting for a slow reader (KiB); past that the stream is ended. */
-  EVENT_STREAM_BUFFER_KB: z.coerce.number().int().min(1).max(65_536).default(256),
-  /** Live event streams one pharmacy or fleet (or the unrestricted clients together) may hold open at once. */
-  EVENT_STREAM_MAX_PER_TENANT: z.coerce.number().int().min(1).max(100_000).default(100),
-  /** Event-time reorder window for telemetry, seconds (rules/README.md). */
-  REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
-  /**
-   * Crash tests only, never in production: a regular expression over request paths. A POST whose
-   * path matches kills the process (SIGKILL) right after its handler has done its work and before
-   * the answer leaves, the moment a real crash would lose the answer but not the change.
-   */
-  CRASH_AFTER_HANDLER: z.string().refine((text) => {
-    try {
-      return Boolean(new RegExp(text))
-    } catch {
-      return false
-    }
-  }, 'must be a regular expression').optional(),
-  /**
-   * scrypt cost of password hashes as log2(N), with r = 8 and p = 3 (see src/auth/passwords.ts):
-   * 15 (32 MiB, OWASP's equivalent setting) by default; tests lower it to stay fast.
-   */
-  PASSWORD_SCRYPT_LOG2_N: z.coerce.number().int().min(10).max(20).default(15),
-  /** pino level. */
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** `json` (one JSON record a line), `pretty` (for a person), or `auto`: pretty when stdout is a terminal, JSON otherwise. */
-  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
-})
+export const configSchema = z
+  .object({
+    /** HTTP API port; 0 picks a free one (tests). */
+    PORT: port.default(8080),
+    /** Interface every listener binds to. */
+    HOST: z.string().default('0.0.0.0'),
+    /** Embedded MQTT broker, plain TCP. */
+    MQTT_PORT: port.default(1883),
+    /** Embedded MQTT broker over WebSocket (path /mqtt); `off` disables it. */
+    MQTT_WS_PORT: z.union([z.literal('off'), port]).default(8083),
+    /** Largest MQTT packet (remaining length, bytes); a larger one closes the connection as its header is read. */
+    MQTT_MAX_PACKET_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1_024)
+      .max(268_435_455)
+      .default(256 * 1024),
+    /** Seconds a new MQTT connection has to complete its CONNECT. */
+    MQTT_CONNECT_TIMEOUT_S: z.coerce.number().positive().max(300).default(10),
+    /** Client ids one tote may hold an MQTT session under at once (connected, or persistent and offline). */
+    MQTT_MAX_SESSIONS_PER_TOTE: z.coerce.number().int().min(1).max(1_000).default(4),
+    /** QoS 1 messages kept per persistent MQTT session until acknowledged; newer ones are dropped. */
+    MQTT_MAX_QUEUED_PER_SESSION: z.coerce.number().int().min(1).max(100_000).default(100),
+    /**
+     * `mqtt://user:pass@host:1883` (or `mqtts://`): no embedded broker; each copy is an ingest worker on
+     * this external broker (docs/deployment.md). The user needs the ingest role and, unless
+     * `MQTT_PROVISIONING=off`, Mosquitto's dynamic-security admin role.
+     */
+    MQTT_URL: z
+      .string()
+      .regex(/^mqtts?:\/\/[^:@/]+:[^@/]+@[^/]+/, 'must look like mqtt://user:password@host:1883')
+      .optional(),
+    /**
+     * With `MQTT_URL`: this copy's MQTT client id prefix, stable across restarts so the broker hands
+     * back its persistent session (and the messages it had not acknowledged). Unique per copy.
+     * Default: `rxtrace_` + host name + `_` + a hash of `DATA_DIR`.
+     */
+    MQTT_CLIENT_ID: z
+      .string()
+      .regex(/^[A-Za-z0-9_.]{1,60}$/, 'letters, digits, dot and underscore only, at most 60')
+      .optional(),
+    /** With `MQTT_URL`: connections (sessions on the shared subscription) each copy opens. */
+    MQTT_INGEST_CONNECTIONS: z.coerce.number().int().min(1).max(64).default(2),
+    /** With `MQTT_URL`: how long the broker keeps a copy's session (and its unacknowledged messages) while it is away. */
+    MQTT_SESSION_EXPIRY_S: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(4_294_967_295)
+      .default(7 * 86_400),
+    /**
+     * With `MQTT_URL`: `dynsec` puts tote credentials into Mosquitto's dynamic-security plugin;
+     * `off` leaves them to the operator (e.g. EMQX's HTTP authentication, docs/deployment.md).
+     */
+    MQTT_PROVISIONING: z.enum(['dynsec', 'off']).default('dynsec'),
+    /** Where the embedded SQLite stores live. */
+    DATA_DIR: z.string().default('./data'),
+    /** postgres://… switches the entity store from SQLite to PostgreSQL. */
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must start with postgres://')
+      .optional(),
+    /**
+     * PostgreSQL: how long opening a connection (TCP, TLS, authentication), or waiting for a free
+     * one in the pool, may take before the request gives up with 503 `not_ready`.
+     */
+    DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+    /**
+     * PostgreSQL: the server cancels a statement running longer than this (`statement_timeout`),
+     * and this process stops waiting for an answer 1 s later (a partition: the server cannot say).
+     */
+    DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
+    /** PostgreSQL: a session left idle inside a transaction this long is ended by the server, releasing its locks. */
+    DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    /** `/readyz` waits this long for each store's probe; one that has not answered counts as not ready. */
+    READY_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(800),
+    /**
+     * Free space `DATA_DIR` must keep (MiB) for `/readyz` to say ready while a SQLite store lives
+     * there; below it the next writes may fail with a full disk.
+     */
+    DISK_FREE_MIN_MB: z.coerce.number().min(0).default(64),
+    /** QuestDB client config string (e.g. `http::addr=host:9000;`) switches the time series to QuestDB. */
+    QUESTDB_CONFIG: z
+      .string()
+      .regex(/^(http|https|tcp|tcps)::/, 'must be a QuestDB client config string like http::addr=host:9000;')
+      .optional(),
+    /** Public base URL of the service: the token issuer; `aud` is ISSUER + "/v1". Defaults to http://localhost:PORT. */
+    ISSUER: z.url().optional(),
+    /** Access-token lifetime in seconds (15 min by default). */
+    TOKEN_TTL_S: z.coerce.number().int().min(10).max(86_400).default(900),
+    /** Per-client token bucket: sustained requests per second. */
+    RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
+    /** Per-client token bucket: burst size. */
+    RATE_LIMIT_BURST: z.coerce.number().int().positive().default(100),
+    /** Per-tenant token bucket shared by all clients of one pharmacy or fleet: sustained requests per second (4 clients' worth). */
+    RATE_LIMIT_TENANT_RPS: z.coerce.number().positive().default(200),
+    /** Per-tenant token bucket: burst size. */
+    RATE_LIMIT_TENANT_BURST: z.coerce.number().int().positive().default(400),
+    /** OAuth clients one pharmacy or fleet may have; one more is refused with 409 `limit_exceeded`. */
+    TENANT_MAX_CLIENTS: z.coerce.number().int().min(1).default(50),
+    /** Webhook endpoints one pharmacy or fleet (or the unrestricted admin) may register. */
+    TENANT_MAX_WEBHOOKS: z.coerce.number().int().min(1).default(20),
+    /** Totes one pharmacy or fleet may register (a large chain's fleet of totes, with room to spare). */
+    TENANT_MAX_TOTES: z.coerce.number().int().min(1).default(10_000),
+    /** `/oauth/*` requests per remote address: sustained per second (tokens live 15 min; clients rarely ask). */
+    OAUTH_ADDRESS_RPS: z.coerce.number().positive().default(10),
+    /** `/oauth/*` requests per remote address: burst size (a deployment's workers starting at once). */
+    OAUTH_ADDRESS_BURST: z.coerce.number().int().positive().default(60),
+    /** `/oauth/token` requests naming one client id, whoever sends them: sustained per second. */
+    OAUTH_CLIENT_RPS: z.coerce.number().positive().default(2),
+    /** `/oauth/token` requests naming one client id: burst size. */
+    OAUTH_CLIENT_BURST: z.coerce.number().int().positive().default(30),
+    /** Invalid bearer tokens (each costs a signature check) per remote address: sustained per second. */
+    INVALID_TOKEN_RPS: z.coerce.number().positive().default(1),
+    /** Invalid bearer tokens per remote address: burst size; once spent, that address's bearer requests get 429. */
+    INVALID_TOKEN_BURST: z.coerce.number().int().positive().default(20),
+    /** Take the caller's address from the last X-Forwarded-For entry (set only behind a proxy that appends it); default: the socket's address. */
+    TRUST_PROXY: flag.default(false),
+    /** Pins the admin client's credentials (every scope, no tenant) instead of generating them on first start. */
+    ADMIN_CLIENT_ID: z.string().min(3).max(100).optional(),
+    ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters').max(200).optional(),
+    /** Development and tests: allow plain-http and private webhook targets. */
+    WEBHOOK_ALLOW_PRIVATE: flag.default(false),
+    /** Webhook retry delays, e.g. `1s,2s,5s`; default is the schedule in src/webhooks/README.md. */
+    WEBHOOK_RETRY_SCHEDULE: z
+      .string()
+      .refine((text) => {
+        try {
+          return text.split(',').every((d) => parseDuration(d) > 0)
+        } catch {
+          return false
+        }
+      }, 'must be comma-separated durations such as 1s,2s,5s')
+      .optional(),
+    /** Live event streams (docs/api.md, Event streams): a `: heartbeat` comment on every open stream this often, seconds. */
+    EVENT_STREAM_HEARTBEAT_S: z.coerce.number().min(0.01).max(300).default(15),
+    /** Live event streams: how often the store is read for events committed by other copies of the service, ms. */
+    EVENT_STREAM_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+    /** Live event streams: bytes one stream may have waiting for a slow reader (KiB); past that the stream is ended. */
+    EVENT_STREAM_BUFFER_KB: z.coerce.number().int().min(1).max(65_536).default(256),
+    /** Live event streams one pharmacy or fleet (or the unrestricted clients together) may hold open at once. */
+    EVENT_STREAM_MAX_PER_TENANT: z.coerce.number().int().min(1).max(100_000).default(100),
+    /** Event-time reorder window for telemetry, seconds (rules/README.md). */
+    REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
+    /**
+     * Crash tests only, never in production: a regular expression over request paths. A POST whose
+     * path matches kills the process (SIGKILL) right after its handler has done its work and before
+     * the answer leaves, the moment a real crash would lose the answer but not the change.
+     */
+    CRASH_AFTER_HANDLER: z
+      .string()
+      .refine((text) => {
+        try {
+          return Boolean(new RegExp(text))
+        } catch {
+          return false
+        }
+      }, 'must be a regular expression')
+      .optional(),
+    /**
+     * scrypt cost of password hashes as log2(N), with r = 8 and p = 3 (see src/auth/passwords.ts):
+     * 15 (32 MiB, OWASP's equivalent setting) by default; tests lower it to stay fast.
+     */
+    PASSWORD_SCRYPT_LOG2_N: z.coerce.number().int().min(10).max(20).default(15),
+    /** pino level. */
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** `json` (one JSON record a line), `pretty` (for a person), or `auto`: pretty when stdout is a terminal, JSON otherwise. */
+    LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  })
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',
     path: ['ADMIN_CLIENT_SECRET'],
@@ -161,7 +190,14 @@ export const configSchema = z.object({
 export type Config = z.infer<typeof configSchema>
 
 /** Settings of the embedded broker, which does not run with `MQTT_URL`. */
-const EMBEDDED_BROKER_ONLY = ['MQTT_PORT', 'MQTT_WS_PORT', 'MQTT_MAX_PACKET_BYTES', 'MQTT_CONNECT_TIMEOUT_S', 'MQTT_MAX_SESSIONS_PER_TOTE', 'MQTT_MAX_QUEUED_PER_SESSION'] as const
+const EMBEDDED_BROKER_ONLY = [
+  'MQTT_PORT',
+  'MQTT_WS_PORT',
+  'MQTT_MAX_PACKET_BYTES',
+  'MQTT_CONNECT_TIMEOUT_S',
+  'MQTT_MAX_SESSIONS_PER_TOTE',
+  'MQTT_MAX_QUEUED_PER_SESSION',
+] as const
 /** Settings of an ingest worker, which only runs with `MQTT_URL`. */
 const EXTERNAL_BROKER_ONLY = ['MQTT_CLIENT_ID', 'MQTT_INGEST_CONNECTIONS', 'MQTT_SESSION_EXPIRY_S', 'MQTT_PROVISIONING'] as const
 
@@ -197,7 +233,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 
 /** A variable's value for an error line: a URL's password is never printed. */
 function shown(name: string, value: string | undefined): string {
-  return JSON.stringify(name.endsWith('_URL') && value ? withoutPassword(value) : value ?? '')
+  return JSON.stringify(name.endsWith('_URL') && value ? withoutPassword(value) : (value ?? ''))
 }
 
 export function issuerOf(config: Pick<Config, 'ISSUER' | 'PORT'>): string {

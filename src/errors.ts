@@ -1,15 +1,43 @@
 /** One error type for everything the API answers on purpose; `onError` turns it into problem+json (RFC 9457). */
 export type ErrorCode =
-  | 'invalid_json' | 'validation_failed' | 'idempotency_key_missing' | 'idempotency_key_reused'
-  | 'idempotency_in_progress' | 'unauthorized' | 'insufficient_scope' | 'not_found' | 'method_not_allowed'
-  | 'invalid_transition' | 'cold_chain_hold' | 'conflict' | 'payload_too_large'
-  | 'unsupported_media_type' | 'rate_limited' | 'limit_exceeded' | 'internal' | 'not_ready'
+  | 'invalid_json'
+  | 'validation_failed'
+  | 'idempotency_key_missing'
+  | 'idempotency_key_reused'
+  | 'idempotency_in_progress'
+  | 'unauthorized'
+  | 'insufficient_scope'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'invalid_transition'
+  | 'cold_chain_hold'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'rate_limited'
+  | 'limit_exceeded'
+  | 'internal'
+  | 'not_ready'
 
 const statusOf: Record<ErrorCode, number> = {
-  invalid_json: 400, validation_failed: 422, idempotency_key_missing: 400, idempotency_key_reused: 422,
-  idempotency_in_progress: 409, unauthorized: 401, insufficient_scope: 403, not_found: 404, method_not_allowed: 405,
-  invalid_transition: 409, cold_chain_hold: 409, conflict: 409, payload_too_large: 413,
-  unsupported_media_type: 415, rate_limited: 429, limit_exceeded: 409, internal: 500, not_ready: 503,
+  invalid_json: 400,
+  validation_failed: 422,
+  idempotency_key_missing: 400,
+  idempotency_key_reused: 422,
+  idempotency_in_progress: 409,
+  unauthorized: 401,
+  insufficient_scope: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  invalid_transition: 409,
+  cold_chain_hold: 409,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  limit_exceeded: 409,
+  internal: 500,
+  not_ready: 503,
 }
 
 export type FieldError = { pointer: string; message: string }

@@ -12,11 +12,25 @@ export function listen(server: Server | HttpServer, port: number, host: string, 
   return new Promise((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => {
       const where = `${host}:${port}`
-      if (error.code === 'EADDRINUSE') reject(new StartupError(`${variable}=${port}: port ${port} is already in use (${where}); stop the other process or set ${variable}`))
-      else if (error.code === 'EACCES') reject(new StartupError(`${variable}=${port}: not allowed to listen on ${where}; use a port above 1023 or set ${variable}`))
+      if (error.code === 'EADDRINUSE')
+        reject(
+          new StartupError(`${variable}=${port}: port ${port} is already in use (${where}); stop the other process or set ${variable}`),
+        )
+      else if (error.code === 'EACCES')
+        reject(new StartupError(`${variable}=${port}: not allowed to listen on ${where}; use a port above 1023 or set ${variable}`))
       // getaddrinfo failed (not an address, unknown name) or the address is not one of this machine's.
-      else if (error.code === 'ENOTFOUND' || error.code === 'EAI_AGAIN' || error.code === 'EADDRNOTAVAIL' || error.code === 'EAI_FAIL' || error.code === 'EAI_NONAME') {
-        reject(new StartupError(`HOST=${host}: cannot listen on that address (${error.code}); set HOST to an address of this machine, e.g. 0.0.0.0 (all interfaces) or 127.0.0.1`))
+      else if (
+        error.code === 'ENOTFOUND' ||
+        error.code === 'EAI_AGAIN' ||
+        error.code === 'EADDRNOTAVAIL' ||
+        error.code === 'EAI_FAIL' ||
+        error.code === 'EAI_NONAME'
+      ) {
+        reject(
+          new StartupError(
+            `HOST=${host}: cannot listen on that address (${error.code}); set HOST to an address of this machine, e.g. 0.0.0.0 (all interfaces) or 127.0.0.1`,
+          ),
+        )
       } else reject(new StartupError(`${variable}=${port}: cannot listen on ${where}: ${error.message}`))
     }
     server.once('error', onError)

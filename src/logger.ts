@@ -24,7 +24,18 @@ export function loggerOptions(level: string) {
     level,
     base: { service: 'rxtrace' },
     redact: {
-      paths: ['*.authorization', '*.password', '*.client_secret', '*.secret', '*.access_token', '*.token', '*.patient_id', '*.signature', '*.evidence', 'headers'],
+      paths: [
+        '*.authorization',
+        '*.password',
+        '*.client_secret',
+        '*.secret',
+        '*.access_token',
+        '*.token',
+        '*.patient_id',
+        '*.signature',
+        '*.evidence',
+        'headers',
+      ],
       censor: '[redacted]',
     },
   }

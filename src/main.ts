@@ -36,15 +36,17 @@ async function main(): Promise<void> {
 /** The banner goes to stderr: stdout carries the log records (JSON a line when not a terminal). */
 function printAdmin(admin: { clientId: string; secret: string }, config: Config): void {
   // Printed once: the secret is stored hashed and cannot be shown again.
-  process.stderr.write([
-    '',
-    'An admin client was created. Save its secret now; it is not shown again.',
-    `  client_id:     ${admin.clientId}`,
-    `  client_secret: ${admin.secret}`,
-    'Get a token:',
-    `  curl -s -u '${admin.clientId}:${admin.secret}' -d grant_type=client_credentials ${issuerOf(config)}/oauth/token`,
-    '',
-  ].join('\n') + '\n')
+  process.stderr.write(
+    [
+      '',
+      'An admin client was created. Save its secret now; it is not shown again.',
+      `  client_id:     ${admin.clientId}`,
+      `  client_secret: ${admin.secret}`,
+      'Get a token:',
+      `  curl -s -u '${admin.clientId}:${admin.secret}' -d grant_type=client_credentials ${issuerOf(config)}/oauth/token`,
+      '',
+    ].join('\n') + '\n',
+  )
 }
 
 async function shutdown(service: Service, signal: string): Promise<void> {

@@ -6,16 +6,66 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry })
   return {
     registry,
-    httpRequests: new Counter({ name: 'rxtrace_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
-    httpDuration: new Histogram({ name: 'rxtrace_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['method', 'route'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [registry] }),
-    readingsIngested: new Counter({ name: 'rxtrace_readings_ingested_total', help: 'Readings committed to the time series', registers: [registry] }),
-    readingsRejected: new Counter({ name: 'rxtrace_readings_rejected_total', help: 'Telemetry payloads rejected, by reason code', labelNames: ['code'], registers: [registry] }),
-    ruleEvaluation: new Histogram({ name: 'rxtrace_rule_evaluation_seconds', help: 'Rule engine evaluation latency per batch', buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05], registers: [registry] }),
-    webhookAttempts: new Counter({ name: 'rxtrace_webhook_attempts_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
-    mqttConnectionsRefused: new Counter({ name: 'rxtrace_mqtt_connections_refused_total', help: 'MQTT CONNECTs refused, by CONNACK reason', labelNames: ['reason'], registers: [registry] }),
-    mqttAclDenied: new Counter({ name: 'rxtrace_mqtt_acl_denied_total', help: 'MQTT publishes and subscriptions refused by the ACL', labelNames: ['action'], registers: [registry] }),
-    mqttReadingsPublishes: new Counter({ name: 'rxtrace_mqtt_readings_publishes_total', help: 'Readings publishes by outcome', labelNames: ['outcome'], registers: [registry] }),
-    mqttLimitsEnforced: new Counter({ name: 'rxtrace_mqtt_limits_enforced_total', help: 'MQTT limits enforced: packet over the size limit, session beyond the tote\'s limit, message dropped from a full queue', labelNames: ['limit'], registers: [registry] }),
+    httpRequests: new Counter({
+      name: 'rxtrace_http_requests_total',
+      help: 'HTTP requests by route and status',
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'rxtrace_http_request_duration_seconds',
+      help: 'HTTP request latency',
+      labelNames: ['method', 'route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    readingsIngested: new Counter({
+      name: 'rxtrace_readings_ingested_total',
+      help: 'Readings committed to the time series',
+      registers: [registry],
+    }),
+    readingsRejected: new Counter({
+      name: 'rxtrace_readings_rejected_total',
+      help: 'Telemetry payloads rejected, by reason code',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+    ruleEvaluation: new Histogram({
+      name: 'rxtrace_rule_evaluation_seconds',
+      help: 'Rule engine evaluation latency per batch',
+      buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05],
+      registers: [registry],
+    }),
+    webhookAttempts: new Counter({
+      name: 'rxtrace_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    mqttConnectionsRefused: new Counter({
+      name: 'rxtrace_mqtt_connections_refused_total',
+      help: 'MQTT CONNECTs refused, by CONNACK reason',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    mqttAclDenied: new Counter({
+      name: 'rxtrace_mqtt_acl_denied_total',
+      help: 'MQTT publishes and subscriptions refused by the ACL',
+      labelNames: ['action'],
+      registers: [registry],
+    }),
+    mqttReadingsPublishes: new Counter({
+      name: 'rxtrace_mqtt_readings_publishes_total',
+      help: 'Readings publishes by outcome',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    mqttLimitsEnforced: new Counter({
+      name: 'rxtrace_mqtt_limits_enforced_total',
+      help: "MQTT limits enforced: packet over the size limit, session beyond the tote's limit, message dropped from a full queue",
+      labelNames: ['limit'],
+      registers: [registry],
+    }),
   }
 }
 

@@ -116,7 +116,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const metrics = createMetrics()
   // The data directory and its files are the service user's only (0700 and 0600).
   for (const { path, was, narrowed } of ensurePrivateDataDir(config.DATA_DIR)) {
-    logger.warn({ path, was }, narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow')
+    logger.warn(
+      { path, was },
+      narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow',
+    )
   }
   const storeOptions = { limits: postgresLimitsOf(config), onConnectionError: (err: unknown, what: string) => logger.warn({ err }, what) }
   // A dropped connection fails only the queries on it (503 to their requests); the pool opens
@@ -135,7 +138,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const clients = new ClientRegistry(db, clock)
   // A pinned admin is in place before anything answers; a generated one is created by start()
   // once every listener is bound, so its secret, shown once, is never lost to a failed start.
-  const pinned = config.ADMIN_CLIENT_ID && config.ADMIN_CLIENT_SECRET ? { clientId: config.ADMIN_CLIENT_ID, secret: config.ADMIN_CLIENT_SECRET } : undefined
+  const pinned =
+    config.ADMIN_CLIENT_ID && config.ADMIN_CLIENT_SECRET
+      ? { clientId: config.ADMIN_CLIENT_ID, secret: config.ADMIN_CLIENT_SECRET }
+      : undefined
   if (pinned) await clients.ensureAdmin(pinned)
   let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
@@ -147,20 +153,40 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   // On PostgreSQL, N copies of the service may share the store (docs/deployment.md, Several
   // copies on one PostgreSQL): one evaluates each delivery at a time (leases), the others forward
   // it the readings they store, and bindings made by one are announced to the others.
-  const postgres = overrides.store?.kind === 'postgres' ? { url: overrides.store.url, schema: overrides.store.schema }
-    : !overrides.store && config.DATABASE_URL ? { url: config.DATABASE_URL, schema: undefined } : null
+  const postgres =
+    overrides.store?.kind === 'postgres'
+      ? { url: overrides.store.url, schema: overrides.store.schema }
+      : !overrides.store && config.DATABASE_URL
+        ? { url: config.DATABASE_URL, schema: undefined }
+        : null
   const leases = dialect === 'postgres' ? new EvaluationLeases(db) : undefined
-  const shared = postgres && leases ? await sharedStoreWiring({ db, ...postgres, holder: leases.holder, logger, isRemote: (id): boolean => monitor.isRemote(id) }) : null
-  const openSink = () => createReadingSink({
-    dataDir: config.DATA_DIR, questdbConfig: config.QUESTDB_CONFIG,
-    // DATABASE_URL without QUESTDB_CONFIG: readings in PostgreSQL, forwarded in the insert's own transaction.
-    postgres: postgres ? { ...postgres, ...storeOptions, ...(shared ? { forward: shared.forward } : {}) } : undefined,
-  })
-  const opened = overrides.sink ?? (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
+  const shared =
+    postgres && leases
+      ? await sharedStoreWiring({ db, ...postgres, holder: leases.holder, logger, isRemote: (id): boolean => monitor.isRemote(id) })
+      : null
+  const openSink = () =>
+    createReadingSink({
+      dataDir: config.DATA_DIR,
+      questdbConfig: config.QUESTDB_CONFIG,
+      // DATABASE_URL without QUESTDB_CONFIG: readings in PostgreSQL, forwarded in the insert's own transaction.
+      postgres: postgres ? { ...postgres, ...storeOptions, ...(shared ? { forward: shared.forward } : {}) } : undefined,
+    })
+  const opened =
+    overrides.sink ??
+    (config.QUESTDB_CONFIG ? await naming('QUESTDB_CONFIG', config.QUESTDB_CONFIG, 'QuestDB', openSink) : await openSink())
   // Any other sink beside a shared store forwards right after its own write, before the PUBACK.
   const sink: ReadingSink = shared && !(postgres && !overrides.sink && !config.QUESTDB_CONFIG) ? shared.forwardingAfter(opened) : opened
   const bindings = new ToteBindings(db, clock)
-  const monitor: ColdChainMonitor = new ColdChainMonitor({ db, sink, outbox, clock, metrics, logger, windowMs: config.REORDER_WINDOW_S * 1_000, leases })
+  const monitor: ColdChainMonitor = new ColdChainMonitor({
+    db,
+    sink,
+    outbox,
+    clock,
+    metrics,
+    logger,
+    windowMs: config.REORDER_WINDOW_S * 1_000,
+    leases,
+  })
   const committer = new GroupCommitter(sink)
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const watchOpenDeliveries = async () => monitor.watchOpenDeliveries(await openColdChainBindings(db))
@@ -194,7 +220,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         return await followBinding(toteId, deliveryId, recompute)
       } catch (err) {
         const final = attempt >= FOLLOW_BINDING_ATTEMPTS
-        logger[final ? 'error' : 'warn']({ err, toteId, deliveryId, attempt }, `applying a tote binding change failed${final ? '' : '; retrying'}`)
+        logger[final ? 'error' : 'warn'](
+          { err, toteId, deliveryId, attempt },
+          `applying a tote binding change failed${final ? '' : '; retrying'}`,
+        )
         if (final) return
         await sleep(FOLLOW_BINDING_RETRY_MS * attempt, undefined, { ref: false }) // never keeps a stopping process up
       }
@@ -208,14 +237,21 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
   // MQTT_URL: an external broker authenticates totes; their accounts reach it through this outbox.
   const broker = config.MQTT_URL ? brokerAddress(config.MQTT_URL) : null
-  const accounts = broker && config.MQTT_PROVISIONING === 'dynsec'
-    ? new BrokerAccounts({ db, clock, logger, seal: new PasswordSeal(broker.password) })
-    : null
+  const accounts =
+    broker && config.MQTT_PROVISIONING === 'dynsec'
+      ? new BrokerAccounts({ db, clock, logger, seal: new PasswordSeal(broker.password) })
+      : null
   // One tail loop per process feeds every live event stream; a local commit wakes it at once.
-  const streams = new EventStreams(new EventFeed(store), {
-    pollMs: config.EVENT_STREAM_POLL_MS, heartbeatMs: config.EVENT_STREAM_HEARTBEAT_S * 1_000,
-    bufferBytes: config.EVENT_STREAM_BUFFER_KB * 1024, maxPerTenant: config.EVENT_STREAM_MAX_PER_TENANT,
-  }, logger)
+  const streams = new EventStreams(
+    new EventFeed(store),
+    {
+      pollMs: config.EVENT_STREAM_POLL_MS,
+      heartbeatMs: config.EVENT_STREAM_HEARTBEAT_S * 1_000,
+      bufferBytes: config.EVENT_STREAM_BUFFER_KB * 1024,
+      maxPerTenant: config.EVENT_STREAM_MAX_PER_TENANT,
+    },
+    logger,
+  )
   outbox.onAnyCommit(() => streams.wake())
   const services = {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
@@ -236,7 +272,16 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
   const app = createApp({
-    config, db, clock, logger, metrics, keys, tokens, clients, audit, people,
+    config,
+    db,
+    clock,
+    logger,
+    metrics,
+    keys,
+    tokens,
+    clients,
+    audit,
+    people,
     readiness: {
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),
@@ -245,12 +290,20 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
     },
     v1: [
-      pharmacyRoutes(services.pharmacies), prescriptionRoutes(services.prescriptions), deliveryRoutes(services.deliveries),
-      fleetRoutes(services.fleets), toteRoutes(services.totes), eventRoutes(services.events), fleetExceptionRoutes(services.events),
-      auditRoutes(db, audit), clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }), webhookRoutes(services.webhooks),
+      pharmacyRoutes(services.pharmacies),
+      prescriptionRoutes(services.prescriptions),
+      deliveryRoutes(services.deliveries),
+      fleetRoutes(services.fleets),
+      toteRoutes(services.totes),
+      eventRoutes(services.events),
+      fleetExceptionRoutes(services.events),
+      auditRoutes(db, audit),
+      clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }),
+      webhookRoutes(services.webhooks),
       temperatureRoutes(services.deliveries, sink, clock),
       userRoutes(people.admin),
-      rateCardRoutes(services.rateCards), reconciliationRoutes(services.reconciliation),
+      rateCardRoutes(services.rateCards),
+      reconciliationRoutes(services.reconciliation),
       fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
       // Not under /v1: the embedded page and its data, authorised by the embed token alone.
       embedRoutes({ db, dashboards: services.dashboards, embedTokens }),
@@ -262,7 +315,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
     ...(config.WEBHOOK_RETRY_SCHEDULE ? { retrySchedule: parseRetrySchedule(config.WEBHOOK_RETRY_SCHEDULE) } : {}),
     clock: () => clock.now(),
-    onAttempt: (record) => metrics.webhookAttempts.inc({ outcome: record.success ? 'success' : record.disable ? 'disabled' : record.nextAttemptAtMs === null ? 'gave_up' : 'retry' }),
+    onAttempt: (record) =>
+      metrics.webhookAttempts.inc({
+        outcome: record.success ? 'success' : record.disable ? 'disabled' : record.nextAttemptAtMs === null ? 'gave_up' : 'retry',
+      }),
     logger,
   })
   outbox.onCommitted(() => dispatcher.wake())
@@ -272,7 +328,13 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   let external: ExternalBroker | null = null
   const timers: NodeJS.Timeout[] = []
   const every = (ms: number, task: () => Promise<void> | void, what: string) => {
-    const timer = setInterval(() => void Promise.resolve().then(task).catch((err) => logger.warn({ err }, `${what} failed`)), ms)
+    const timer = setInterval(
+      () =>
+        void Promise.resolve()
+          .then(task)
+          .catch((err) => logger.warn({ err }, `${what} failed`)),
+      ms,
+    )
     timer.unref()
     timers.push(timer)
   }
@@ -280,9 +342,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   /** MQTT_URL: no broker here; this copy joins the external one's shared subscription. */
   async function joinBroker(address: NonNullable<typeof broker>) {
     external = await joinExternalBroker({
-      mqttUrl: config.MQTT_URL!, broker: address, accounts,
+      mqttUrl: config.MQTT_URL!,
+      broker: address,
+      accounts,
       clientId: config.MQTT_CLIENT_ID ?? defaultClientId(config.DATA_DIR),
-      connections: config.MQTT_INGEST_CONNECTIONS, sessionExpiryS: config.MQTT_SESSION_EXPIRY_S,
+      connections: config.MQTT_INGEST_CONNECTIONS,
+      sessionExpiryS: config.MQTT_SESSION_EXPIRY_S,
       // The same pipeline as the embedded broker's: a refusal is acknowledged with its reason on
       // the errors topic; any other failure leaves the message unacknowledged for the broker to resend.
       onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
@@ -299,10 +364,17 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
       onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
       logger,
-      metrics: { connectionsRefused: metrics.mqttConnectionsRefused, aclDenied: metrics.mqttAclDenied, readingsPublishes: metrics.mqttReadingsPublishes, limitsEnforced: metrics.mqttLimitsEnforced },
+      metrics: {
+        connectionsRefused: metrics.mqttConnectionsRefused,
+        aclDenied: metrics.mqttAclDenied,
+        readingsPublishes: metrics.mqttReadingsPublishes,
+        limitsEnforced: metrics.mqttLimitsEnforced,
+      },
       limits: {
-        maxPacketBytes: config.MQTT_MAX_PACKET_BYTES, connectTimeoutMs: config.MQTT_CONNECT_TIMEOUT_S * 1_000,
-        maxSessionsPerTote: config.MQTT_MAX_SESSIONS_PER_TOTE, maxQueuedPerSession: config.MQTT_MAX_QUEUED_PER_SESSION,
+        maxPacketBytes: config.MQTT_MAX_PACKET_BYTES,
+        connectTimeoutMs: config.MQTT_CONNECT_TIMEOUT_S * 1_000,
+        maxSessionsPerTote: config.MQTT_MAX_SESSIONS_PER_TOTE,
+        maxQueuedPerSession: config.MQTT_MAX_QUEUED_PER_SESSION,
       },
       tcpPort: config.MQTT_PORT,
       wsPort: config.MQTT_WS_PORT === 'off' ? null : config.MQTT_WS_PORT,
@@ -312,8 +384,27 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   }
 
   return {
-    config, clock, logger, metrics, store, db, keys, tokens, clients, audit, people, outbox, streams, services, app, dispatcher,
-    sink, bindings, monitor, committer, pipeline,
+    config,
+    clock,
+    logger,
+    metrics,
+    store,
+    db,
+    keys,
+    tokens,
+    clients,
+    audit,
+    people,
+    outbox,
+    streams,
+    services,
+    app,
+    dispatcher,
+    sink,
+    bindings,
+    monitor,
+    committer,
+    pipeline,
     /** The embedded broker; null before start() and with MQTT_URL. */
     get broker() {
       return embedded
@@ -373,8 +464,12 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       // The other copies take this one's deliveries over on their next tick (or, should the
       // database not answer, once the leases run out). Bounded: a partitioned database must not
       // hold the stop past its 10 s.
-      await atMost(SHARED_STOP_MS, monitor.releaseLeases()).catch((err: unknown) => logger.warn({ err }, 'releasing evaluation leases failed'))
-      await atMost(SHARED_STOP_MS, shared?.close()).catch((err: unknown) => logger.warn({ err }, 'closing the notification connection failed'))
+      await atMost(SHARED_STOP_MS, monitor.releaseLeases()).catch((err: unknown) =>
+        logger.warn({ err }, 'releasing evaluation leases failed'),
+      )
+      await atMost(SHARED_STOP_MS, shared?.close()).catch((err: unknown) =>
+        logger.warn({ err }, 'closing the notification connection failed'),
+      )
       await dispatcher.stop(3_000)
       await audit.flush()
       await sink.close()

@@ -36,6 +36,9 @@ export async function naming<T>(variable: string, value: string, what: string, s
   try {
     return await step()
   } catch (error) {
-    throw new StartupError(`${variable}=${withoutPassword(value)}: cannot reach ${what}: ${rootCause(error)}; check that it is running and reachable from here, or unset ${variable}`, { cause: error })
+    throw new StartupError(
+      `${variable}=${withoutPassword(value)}: cannot reach ${what}: ${rootCause(error)}; check that it is running and reachable from here, or unset ${variable}`,
+      { cause: error },
+    )
   }
 }

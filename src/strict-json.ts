@@ -80,15 +80,18 @@ export function nestsDeeperThan(text: string, max: number): boolean {
   const n = text.length
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
-    if (c === 0x22) { // '"': skip the string, and the character after each backslash in it
+    if (c === 0x22) {
+      // '"': skip the string, and the character after each backslash in it
       for (i++; i < n; i++) {
         const s = text.charCodeAt(i)
         if (s === 0x5c) i++
         else if (s === 0x22) break
       }
-    } else if (c === 0x5b || c === 0x7b) { // '[' '{'
+    } else if (c === 0x5b || c === 0x7b) {
+      // '[' '{'
       if (++depth > max) return true
-    } else if (c === 0x5d || c === 0x7d) { // ']' '}'
+    } else if (c === 0x5d || c === 0x7d) {
+      // ']' '}'
       depth--
     }
   }

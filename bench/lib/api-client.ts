@@ -14,7 +14,13 @@ export async function clientCredentialsToken(baseUrl: string, clientId: string, 
   return body.access_token
 }
 
-export async function postJson<T>(baseUrl: string, path: string, token: string, body: unknown, headers: Record<string, string> = {}): Promise<T> {
+export async function postJson<T>(
+  baseUrl: string,
+  path: string,
+  token: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
   const res = await fetch(`${baseUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, ...headers },

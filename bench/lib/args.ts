@@ -7,9 +7,18 @@ type Options = NonNullable<ParseArgsConfig['options']>
  * usage built from the options and their defaults and exits 0. A bad option is one line on
  * stderr and exit code 2, not a stack trace.
  */
-export function parseBenchArgs<O extends Options>(script: string, summary: string, options: O, describe: Partial<Record<keyof O, string>> = {}) {
+export function parseBenchArgs<O extends Options>(
+  script: string,
+  summary: string,
+  options: O,
+  describe: Partial<Record<keyof O, string>> = {},
+) {
   try {
-    const parsed = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h', default: false } }, strict: true, allowPositionals: false })
+    const parsed = parseArgs({
+      options: { ...options, help: { type: 'boolean', short: 'h', default: false } },
+      strict: true,
+      allowPositionals: false,
+    })
     if ((parsed.values as Record<string, unknown>).help) {
       process.stdout.write(usage(script, summary, options, describe))
       process.exit(0)
@@ -27,5 +36,7 @@ function usage(script: string, summary: string, options: Options, describe: Reco
     const def = o.type === 'string' && o.default !== undefined && o.default !== '' ? ` (default ${String(o.default)})` : ''
     return `  ${flag.padEnd(24)}${describe[name] ?? ''}${def}`
   })
-  return [`Usage: npm run ${script} -- [options]`, '', summary, '', 'Options:', ...lines, `  ${'--help'.padEnd(24)}this text`, ''].join('\n')
+  return [`Usage: npm run ${script} -- [options]`, '', summary, '', 'Options:', ...lines, `  ${'--help'.padEnd(24)}this text`, ''].join(
+    '\n',
+  )
 }

@@ -5,7 +5,13 @@ type ProfileNode = { id: number; callFrame: { functionName: string; url: string;
 export type CpuProfile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 
 export type Hotspot = { name: string; ms: number; pct: number }
-export type ProfileSummary = { profiled_ms: number; idle_pct: number; self_by_function: Hotspot[]; self_by_place: Hotspot[]; inclusive_by_function: Hotspot[] }
+export type ProfileSummary = {
+  profiled_ms: number
+  idle_pct: number
+  self_by_function: Hotspot[]
+  self_by_place: Hotspot[]
+  inclusive_by_function: Hotspot[]
+}
 
 /** Where a frame comes from: a package, one of our files, or a V8 pseudo-frame such as (garbage collector). */
 function placeOf(url: string, functionName: string): string {
@@ -66,10 +72,12 @@ export function summarize(profile: CpuProfile, top = 20): ProfileSummary {
   walk(profile.nodes[0]!.id, new Set())
 
   const busyUs = totalUs - idleUs
-  const rank = (map: Map<string, number>, skip: (name: string) => boolean = () => false): Hotspot[] => [...map]
-    .filter(([name]) => !skip(name))
-    .sort((a, b) => b[1] - a[1]).slice(0, top)
-    .map(([name, us]) => ({ name, ms: Math.round(us / 1_000), pct: Math.round((us / busyUs) * 1_000) / 10 }))
+  const rank = (map: Map<string, number>, skip: (name: string) => boolean = () => false): Hotspot[] =>
+    [...map]
+      .filter(([name]) => !skip(name))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, us]) => ({ name, ms: Math.round(us / 1_000), pct: Math.round((us / busyUs) * 1_000) / 10 }))
   const pseudo = (name: string) => name.startsWith('(') // (root), (program), (idle): not code of ours to fix
   return {
     profiled_ms: Math.round(totalUs / 1_000),
@@ -83,7 +91,11 @@ export function summarize(profile: CpuProfile, top = 20): ProfileSummary {
 /** The summary as text lines: the header, then the three views, % of busy time first. */
 export function formatSummary(summary: ProfileSummary): string[] {
   const lines = [`${summary.profiled_ms} ms profiled, ${summary.idle_pct}% idle; % of busy time below`]
-  for (const [title, rows] of [['self time by package/file', summary.self_by_place], ['self time by function', summary.self_by_function], ['inclusive time by function', summary.inclusive_by_function]] as const) {
+  for (const [title, rows] of [
+    ['self time by package/file', summary.self_by_place],
+    ['self time by function', summary.self_by_function],
+    ['inclusive time by function', summary.inclusive_by_function],
+  ] as const) {
     lines.push(`-- ${title}`)
     for (const row of rows) lines.push(`  ${String(row.pct).padStart(5)}%  ${String(row.ms).padStart(7)} ms  ${row.name}`)
   }

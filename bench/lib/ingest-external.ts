@@ -44,7 +44,11 @@ export type ExternalOptions = {
 }
 
 type Mode = { name: string; workers: number }
-const MODES: Mode[] = [{ name: 'embedded', workers: 0 }, { name: 'external-1-worker', workers: 1 }, { name: 'external-2-workers', workers: 2 }]
+const MODES: Mode[] = [
+  { name: 'embedded', workers: 0 },
+  { name: 'external-1-worker', workers: 1 },
+  { name: 'external-2-workers', workers: 2 },
+]
 // The refrigerated profile's hard_min_c is 0 °C: −2 °C breaks at once.
 const BREAK_TEMP_C = -2
 const WARMUP_MS = 5_000
@@ -90,7 +94,13 @@ export async function runExternalComparison(options: ExternalOptions) {
   for (const mode of MODES) results[mode.name] = await runMode(mode, options)
   const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null }).service_cpu_us_per_reading
   for (const mode of MODES.slice(1)) {
-    const r = results[mode.name] as { service_cpu_us_per_reading: number | null; readings_per_s: number; reading_to_event_p99_ms: number; cpu_vs_embedded?: number | null; targets?: object }
+    const r = results[mode.name] as {
+      service_cpu_us_per_reading: number | null
+      readings_per_s: number
+      reading_to_event_p99_ms: number
+      cpu_vs_embedded?: number | null
+      targets?: object
+    }
     r.cpu_vs_embedded = embeddedUs && r.service_cpu_us_per_reading ? round(r.service_cpu_us_per_reading / embeddedUs, 2) : null
     r.targets = {
       at_least_10000_per_s: r.readings_per_s >= 10_000 * 0.99,
@@ -113,10 +123,20 @@ async function runMode(mode: Mode, options: ExternalOptions) {
       const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-external-'))
       const httpPort = await freePort()
       const env: NodeJS.ProcessEnv = {
-        PATH: process.env.PATH, HOME: process.env.HOME,
-        PORT: String(httpPort), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: schema.url,
-        LOG_LEVEL: 'warn', REORDER_WINDOW_S: '0', ADMIN_CLIENT_ID: options.admin.id, ADMIN_CLIENT_SECRET: options.admin.secret,
-        RATE_LIMIT_RPS: '1000000', RATE_LIMIT_BURST: '1000000', RATE_LIMIT_TENANT_RPS: '1000000', RATE_LIMIT_TENANT_BURST: '1000000',
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        PORT: String(httpPort),
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        DATABASE_URL: schema.url,
+        LOG_LEVEL: 'warn',
+        REORDER_WINDOW_S: '0',
+        ADMIN_CLIENT_ID: options.admin.id,
+        ADMIN_CLIENT_SECRET: options.admin.secret,
+        RATE_LIMIT_RPS: '1000000',
+        RATE_LIMIT_BURST: '1000000',
+        RATE_LIMIT_TENANT_RPS: '1000000',
+        RATE_LIMIT_TENANT_BURST: '1000000',
         ...(broker
           ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}`, MQTT_WS_PORT: 'off' }
           : { MQTT_PORT: String(await freePort()), MQTT_WS_PORT: 'off' }),
@@ -125,14 +145,29 @@ async function runMode(mode: Mode, options: ExternalOptions) {
       copies.push({ service, dataDir })
       mqttUrl = broker ? `mqtt://127.0.0.1:${broker.port}` : `mqtt://127.0.0.1:${env.MQTT_PORT}`
     }
-    log(`${mode.name}: ${copies.length} service process(es) ${copies.map((c) => c.service.pid).join(', ')}${broker ? `, mosquitto ${broker.pid} on ${broker.port}` : ''}`)
-    const fixture = await createFixture(copies[0]!.service.baseUrl, options.admin, { totes: options.totes, bound: options.totes, onProgress: log })
+    log(
+      `${mode.name}: ${copies.length} service process(es) ${copies.map((c) => c.service.pid).join(', ')}${broker ? `, mosquitto ${broker.pid} on ${broker.port}` : ''}`,
+    )
+    const fixture = await createFixture(copies[0]!.service.baseUrl, options.admin, {
+      totes: options.totes,
+      bound: options.totes,
+      onProgress: log,
+    })
     const bound = fixture.totes
     await publisher.connect(mqttUrl, bound, true)
     // Every copy watches every open delivery (refreshed every 5 s) and has warmed its caches.
-    const warmup = await publisher.run({ name: `${mode.name}-warmup`, durationMs: WARMUP_MS, batch: 1, window: 4, rate: Math.min(options.rate, 5_000) })
+    const warmup = await publisher.run({
+      name: `${mode.name}-warmup`,
+      durationMs: WARMUP_MS,
+      batch: 1,
+      window: 4,
+      rate: Math.min(options.rate, 5_000),
+    })
     // In external mode the broker acknowledges before the copies store: the backlog is gone first.
-    const before = await drained(copies.map((c) => c.dataDir), warmup.ackedReadings)
+    const before = await drained(
+      copies.map((c) => c.dataDir),
+      warmup.ackedReadings,
+    )
     const pids = copies.map((c) => c.service.pid)
     const cpu0 = pids.map(cpuSeconds)
     const brokerCpu0 = broker ? cpuSeconds(broker.pid) : null
@@ -140,10 +175,21 @@ async function runMode(mode: Mode, options: ExternalOptions) {
     const durationMs = options.seconds * 1_000
     const breaks = Math.min(options.breaks, bound.length)
     const result = await publisher.run({
-      name: mode.name, durationMs, batch: 1, window: 4, rate: options.rate,
-      breaks: { toteIds: bound.slice(0, breaks).map((t) => t.id), everyMs: Math.max(1, Math.floor((durationMs - 1_000) / Math.max(1, breaks))), tempC: BREAK_TEMP_C },
+      name: mode.name,
+      durationMs,
+      batch: 1,
+      window: 4,
+      rate: options.rate,
+      breaks: {
+        toteIds: bound.slice(0, breaks).map((t) => t.id),
+        everyMs: Math.max(1, Math.floor((durationMs - 1_000) / Math.max(1, breaks))),
+        tempC: BREAK_TEMP_C,
+      },
     })
-    const storedAll = await drained(copies.map((c) => c.dataDir), before + result.ackedReadings)
+    const storedAll = await drained(
+      copies.map((c) => c.dataDir),
+      before + result.ackedReadings,
+    )
     const cpu1 = pids.map(cpuSeconds)
     const serviceCpuS = cpu1.reduce<number>((sum, c, i) => sum + (c ?? 0) - (cpu0[i] ?? 0), 0)
     const brokerCpuS = broker && brokerCpu0 !== null ? (cpuSeconds(broker.pid) ?? 0) - brokerCpu0 : null
@@ -163,7 +209,10 @@ async function runMode(mode: Mode, options: ExternalOptions) {
       service_cpu_us_per_reading: stored > 0 ? round((serviceCpuS * 1e6) / stored, 2) : null,
       mosquitto_cpu_us_per_reading: brokerCpuS !== null && stored > 0 ? round((brokerCpuS * 1e6) / stored, 2) : null,
       publisher_cpu_us_per_reading: stored > 0 ? round((publisherCpuS * 1e6) / stored, 2) : null,
-      acked_readings: result.ackedReadings, stored, errors: result.errors + result.rejected, behind: result.behind,
+      acked_readings: result.ackedReadings,
+      stored,
+      errors: result.errors + result.rejected,
+      behind: result.behind,
     }
     log(`${mode.name}: ${JSON.stringify(summary)}`)
     return summary
@@ -194,7 +243,9 @@ async function breakEvents(url: string, expected: number): Promise<Map<string, n
   const deadline = Date.now() + 20_000
   try {
     for (;;) {
-      const { rows } = await client.query<{ created_at: string; data: string }>("select created_at, data from events where type = 'cold-chain.break'")
+      const { rows } = await client.query<{ created_at: string; data: string }>(
+        "select created_at, data from events where type = 'cold-chain.break'",
+      )
       const byTote = new Map<string, number>()
       for (const row of rows) {
         const tote = (JSON.parse(row.data) as { tote_id: string }).tote_id

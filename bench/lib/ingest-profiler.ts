@@ -37,11 +37,12 @@ export async function connectProfiler(url: string) {
     if (message.error) waiter.reject(new Error(message.error.message))
     else waiter.resolve(message.result)
   })
-  const call = <T>(method: string, params: object = {}) => new Promise<T>((resolve, reject) => {
-    const id = nextId++
-    pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
-    ws.send(JSON.stringify({ id, method, params }))
-  })
+  const call = <T>(method: string, params: object = {}) =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++
+      pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+      ws.send(JSON.stringify({ id, method, params }))
+    })
   await call('Profiler.enable')
   await call('Profiler.setSamplingInterval', { interval: 500 }) // µs; 2 kHz is plenty for hotspots
   return {

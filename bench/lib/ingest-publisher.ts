@@ -98,7 +98,8 @@ function publishRaw(tote: Tote, payload: string, done: (err: Error | null) => vo
   packet[0] = 0x32 // PUBLISH, QoS 1, DUP 0, RETAIN 0
   let at = 1
   let n = remaining
-  do { // §2.2.3 Remaining Length: 7 bits per byte, high bit set while more follow
+  do {
+    // §2.2.3 Remaining Length: 7 bits per byte, high bit set while more follow
     const digit = n % 128
     n = Math.floor(n / 128)
     packet[at++] = n > 0 ? digit | 0x80 : digit
@@ -141,29 +142,55 @@ async function connect(url: string, creds: ToteCredentials[], subscribeErrors: b
           for (const done of lost) done(new Error('connection closed'))
         }
         const tote: Tote = {
-          id: c.id, topic, client: null, raw: null, connected: () => false, end: async () => {},
-          topicField, awaiting: new Map(), nextPacketId: 0,
-          inFlight: 0, lastTs: 0, seq: 0, tempC: 4 + Math.random() * 2, blip: 0,
+          id: c.id,
+          topic,
+          client: null,
+          raw: null,
+          connected: () => false,
+          end: async () => {},
+          topicField,
+          awaiting: new Map(),
+          nextPacketId: 0,
+          inFlight: 0,
+          lastTs: 0,
+          seq: 0,
+          tempC: 4 + Math.random() * 2,
+          blip: 0,
         }
         if (wire === 'raw') {
-          const raw = await connectRaw(url, {
-            clientId: c.id, username: c.username, password: c.password, keepaliveS: 120, ...(subscribeErrors ? { subscribe: errorsTopic } : {}),
-          }, {
-            onPuback: (id) => {
-              const done = tote.awaiting.get(id)
-              if (done === undefined) return
-              tote.awaiting.delete(id)
-              done(null)
+          const raw = await connectRaw(
+            url,
+            {
+              clientId: c.id,
+              username: c.username,
+              password: c.password,
+              keepaliveS: 120,
+              ...(subscribeErrors ? { subscribe: errorsTopic } : {}),
             },
-            onMessage, onClose,
-          })
+            {
+              onPuback: (id) => {
+                const done = tote.awaiting.get(id)
+                if (done === undefined) return
+                tote.awaiting.delete(id)
+                done(null)
+              },
+              onMessage,
+              onClose,
+            },
+          )
           tote.raw = raw
           tote.connected = () => raw.connected
           tote.end = () => raw.end()
         } else {
           const client = await mqtt.connectAsync(url, {
-            username: c.username, password: c.password, clientId: c.id, clean: true, protocolVersion: 4,
-            reconnectPeriod: 0, connectTimeout: 30_000, keepalive: 120,
+            username: c.username,
+            password: c.password,
+            clientId: c.id,
+            clean: true,
+            protocolVersion: 4,
+            reconnectPeriod: 0,
+            connectTimeout: 30_000,
+            keepalive: 120,
           })
           ;(client.stream as Socket).setNoDelay?.(true) // a QoS 1 publish is small and its sender waits for the PUBACK
           client.on('close', onClose)
@@ -183,7 +210,13 @@ async function connect(url: string, creds: ToteCredentials[], subscribeErrors: b
     }
   }
   await Promise.all(Array.from({ length: parallel }, worker))
-  send({ type: 'connected', connected: totes.length, failed, ms: Math.round(performance.now() - started), ...(firstError ? { firstError } : {}) })
+  send({
+    type: 'connected',
+    connected: totes.length,
+    failed,
+    ms: Math.round(performance.now() - started),
+    ...(firstError ? { firstError } : {}),
+  })
 }
 
 let closing = false
@@ -214,9 +247,12 @@ async function run(phase: Phase): Promise<PhaseResult> {
     outstanding++
     publishes++
     const t0 = performance.now()
-    const send = wire === 'raw' ? publishRaw : (t: Tote, payload: string, cb: (err: Error | null) => void) => {
-      t.client!.publish(t.topic, payload, { qos: 1 }, (err) => cb(err ?? null))
-    }
+    const send =
+      wire === 'raw'
+        ? publishRaw
+        : (t: Tote, payload: string, cb: (err: Error | null) => void) => {
+            t.client!.publish(t.topic, payload, { qos: 1 }, (err) => cb(err ?? null))
+          }
     send(tote, body, (err) => {
       const t1 = performance.now()
       tote.inFlight--
@@ -298,7 +334,9 @@ async function run(phase: Phase): Promise<PhaseResult> {
   const progress = setInterval(() => {
     const [p50, p99] = second.count ? second.percentiles([50, 99]) : [Number.NaN, Number.NaN]
     perSecond.push(secondReadings)
-    log(`${phase.name} t=${perSecond.length}s ${secondReadings} readings/s in_flight=${outstanding} p50=${round(p50!, 2)}ms p99=${round(p99!, 2)}ms errors=${errors - errorsBefore}`)
+    log(
+      `${phase.name} t=${perSecond.length}s ${secondReadings} readings/s in_flight=${outstanding} p50=${round(p50!, 2)}ms p99=${round(p99!, 2)}ms errors=${errors - errorsBefore}`,
+    )
     secondReadings = 0
     second = new LatencySamples()
   }, 1_000)
@@ -310,17 +348,16 @@ async function run(phase: Phase): Promise<PhaseResult> {
   clearInterval(progress)
   const measuredMs = performance.now() - started
   if (outstanding > 0) {
-    await Promise.race([
-      new Promise<void>((resolve) => (drained = resolve)),
-      new Promise((resolve) => setTimeout(resolve, 30_000)),
-    ])
+    await Promise.race([new Promise<void>((resolve) => (drained = resolve)), new Promise((resolve) => setTimeout(resolve, 30_000))])
   }
   if (outstanding > 0) log(`${phase.name}: ${outstanding} publishes still unacknowledged after 30 s`)
   const [p50, p90, p99, p999, max] = latency.percentiles([50, 90, 99, 99.9, 100])
   return {
     name: phase.name,
     elapsedMs: Math.round(measuredMs),
-    publishes, acked, ackedReadings,
+    publishes,
+    acked,
+    ackedReadings,
     errors: errors - errorsBefore + outstanding,
     rejected: rejected - rejectedBefore,
     behind,
@@ -349,13 +386,13 @@ async function disconnect(): Promise<void> {
 
 process.on('message', (message: ToPublisher) => {
   if (message.type === 'connect') wire = message.wire
-  const task = message.type === 'connect'
-    ? connect(message.url, message.totes, message.subscribeErrors, message.parallel)
-    : message.type === 'run'
-      ? run(message.phase).then((result) => send({ type: 'result', result }))
-      : disconnect()
+  const task =
+    message.type === 'connect'
+      ? connect(message.url, message.totes, message.subscribeErrors, message.parallel)
+      : message.type === 'run'
+        ? run(message.phase).then((result) => send({ type: 'result', result }))
+        : disconnect()
   task.catch((err: unknown) => send({ type: 'error', message: (err as Error).stack ?? String(err) }))
 })
 process.on('disconnect', () => process.exit(0)) // the parent went away
 process.on('SIGTERM', () => process.exit(0)) // an orderly exit, so `node --cpu-prof` writes its profile
-

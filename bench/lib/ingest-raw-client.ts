@@ -60,11 +60,12 @@ export function connectRaw(
     const conn: RawConnection = {
       socket,
       connected: false,
-      end: () => new Promise<void>((done) => {
-        if (socket.destroyed) return done()
-        socket.once('close', () => done())
-        socket.end(Buffer.from([0xe0, 0x00])) // DISCONNECT
-      }),
+      end: () =>
+        new Promise<void>((done) => {
+          if (socket.destroyed) return done()
+          socket.once('close', () => done())
+          socket.end(Buffer.from([0xe0, 0x00])) // DISCONNECT
+        }),
     }
     let settled = false
     const fail = (err: Error) => {
@@ -91,8 +92,11 @@ export function connectRaw(
     socket.once('connect', () => {
       const flags = 0x80 | 0x40 | 0x02 // user name, password, clean session
       const body = Buffer.concat([
-        utf8Field('MQTT'), Buffer.from([4, flags, opts.keepaliveS >> 8, opts.keepaliveS & 0xff]),
-        utf8Field(opts.clientId), utf8Field(opts.username), utf8Field(opts.password),
+        utf8Field('MQTT'),
+        Buffer.from([4, flags, opts.keepaliveS >> 8, opts.keepaliveS & 0xff]),
+        utf8Field(opts.clientId),
+        utf8Field(opts.username),
+        utf8Field(opts.password),
       ])
       socket.write(packet(0x10, body))
     })
@@ -131,9 +135,11 @@ export function connectRaw(
         if (!complete || i + length > buf.length) break
         const start = i
         const end = i + length
-        if (type === 4) { // PUBACK
+        if (type === 4) {
+          // PUBACK
           handlers.onPuback(buf.readUInt16BE(start))
-        } else if (type === 3) { // PUBLISH (errors topic)
+        } else if (type === 3) {
+          // PUBLISH (errors topic)
           const qos = (buf[at]! >> 1) & 3
           const topicLength = buf.readUInt16BE(start)
           const topic = buf.toString('utf8', start + 2, start + 2 + topicLength)
@@ -144,12 +150,14 @@ export function connectRaw(
             socket.write(Buffer.from([0x40, 0x02, id >> 8, id & 0xff]))
           }
           handlers.onMessage(topic, buf.subarray(p, end))
-        } else if (type === 2) { // CONNACK
+        } else if (type === 2) {
+          // CONNACK
           const code = buf[start + 1]!
           if (code !== 0) return fail(new Error(`connection refused: CONNACK return code ${code}`))
           if (opts.subscribe === undefined) ready()
           else socket.write(packet(0x82, Buffer.concat([Buffer.from([0x00, 0x01]), utf8Field(opts.subscribe), Buffer.from([1])])))
-        } else if (type === 9) { // SUBACK
+        } else if (type === 9) {
+          // SUBACK
           if (buf[start + 2] === 0x80) return fail(new Error(`subscription to ${opts.subscribe} refused`))
           ready()
         } // PINGRESP (13) and anything else: nothing to do

@@ -13,7 +13,15 @@ export { freePort, repoRoot } from './service-process.js'
 export type ServiceChild = ServiceProcess & { pid: number }
 
 /** The service as its own process (see service-process.ts), with its pid for /proc readings. */
-export async function startService({ env, httpPort, nodeArgs = [] }: { env: NodeJS.ProcessEnv; httpPort: number; nodeArgs?: string[] }): Promise<ServiceChild> {
+export async function startService({
+  env,
+  httpPort,
+  nodeArgs = [],
+}: {
+  env: NodeJS.ProcessEnv
+  httpPort: number
+  nodeArgs?: string[]
+}): Promise<ServiceChild> {
   const service = await startServiceProcess({ env, port: httpPort, nodeArgs })
   return { ...service, pid: service.child.pid! }
 }
@@ -63,29 +71,57 @@ export type Fixture = {
 }
 
 /** A pharmacy, a fleet with a driver, `totes` totes, and a dispatched cold-chain delivery for each of the first `bound`. */
-export async function createFixture(baseUrl: string, admin: { id: string; secret: string }, { totes, bound, parallel = 16, onProgress = (_: string) => {} }: {
-  totes: number; bound: number; parallel?: number; onProgress?: (line: string) => void
-}): Promise<Fixture> {
+export async function createFixture(
+  baseUrl: string,
+  admin: { id: string; secret: string },
+  {
+    totes,
+    bound,
+    parallel = 16,
+    onProgress = (_: string) => {},
+  }: {
+    totes: number
+    bound: number
+    parallel?: number
+    onProgress?: (line: string) => void
+  },
+): Promise<Fixture> {
   const api = apiClient(baseUrl)
   await api.login(admin.id, admin.secret)
   const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', {
-    name: 'Bench Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago',
+    name: 'Bench Pharmacy',
+    address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+    timezone: 'America/Chicago',
   })
   const fleet = await api.post<{ id: string }>('/v1/fleets', { name: 'Bench Couriers' })
   const driver = await api.post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name: 'Dana Driver' })
 
   const started = Date.now()
-  const creds = await inParallel(Array.from({ length: totes }, (_, i) => i), parallel, async (i) => {
-    const tote = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', { serial: `bench-${i}`, fleet_id: fleet.id })
-    if ((i + 1) % 1_000 === 0) onProgress(`${i + 1} totes registered (${Math.round((Date.now() - started) / 100) / 10} s)`)
-    return { id: tote.id, username: tote.mqtt.username, password: tote.mqtt.password }
-  })
+  const creds = await inParallel(
+    Array.from({ length: totes }, (_, i) => i),
+    parallel,
+    async (i) => {
+      const tote = await api.post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', {
+        serial: `bench-${i}`,
+        fleet_id: fleet.id,
+      })
+      if ((i + 1) % 1_000 === 0) onProgress(`${i + 1} totes registered (${Math.round((Date.now() - started) / 100) / 10} s)`)
+      return { id: tote.id, username: tote.mqtt.username, password: tote.mqtt.password }
+    },
+  )
 
   const deliveries = new Map<string, string>()
   await inParallel(creds.slice(0, bound), parallel, async (tote, i) => {
-    const rx = await api.post<{ delivery_id: string }>('/v1/prescriptions', {
-      patient_id: `pt_bench_${i}`, pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated',
-    }, { 'idempotency-key': `bench-rx-${i}` })
+    const rx = await api.post<{ delivery_id: string }>(
+      '/v1/prescriptions',
+      {
+        patient_id: `pt_bench_${i}`,
+        pharmacy_id: pharmacy.id,
+        cold_chain: true,
+        temperature_profile: 'refrigerated',
+      },
+      { 'idempotency-key': `bench-rx-${i}` },
+    )
     await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleet.id, driver_id: driver.id, tote_id: tote.id })
     deliveries.set(tote.id, rx.delivery_id)
     if ((i + 1) % 250 === 0) onProgress(`${i + 1} cold-chain deliveries dispatched`)

@@ -15,14 +15,30 @@ export type LoadFigures = {
   seconds: number
 }
 
-export type LoadRequest = { method: 'GET' | 'POST'; path: string; headers: Record<string, string>; body?: string; setupRequest?: autocannon.Request['setupRequest'] }
+export type LoadRequest = {
+  method: 'GET' | 'POST'
+  path: string
+  headers: Record<string, string>
+  body?: string
+  setupRequest?: autocannon.Request['setupRequest']
+}
 
 /**
  * Drives `connections` keep-alive connections for `seconds` against one request shape, in this
  * process (autocannon's default mode: no worker threads, so the load generator costs one core
  * at most, next to the service's one event loop).
  */
-export async function drive({ url, connections, seconds, request }: { url: string; connections: number; seconds: number; request: LoadRequest }): Promise<LoadFigures> {
+export async function drive({
+  url,
+  connections,
+  seconds,
+  request,
+}: {
+  url: string
+  connections: number
+  seconds: number
+  request: LoadRequest
+}): Promise<LoadFigures> {
   const result = await autocannon({
     url,
     connections,

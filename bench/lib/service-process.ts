@@ -56,7 +56,10 @@ export function npmStartFlags(): string[] {
   const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
   // `tsx [--flags] src/main.ts` or `[exec] node [--flags] --import tsx src/main.ts`.
   const match = /^(?:exec )?(?:tsx((?: --\S+)*)|node((?: --\S+)*) --import tsx) src\/main\.ts$/.exec(scripts.start)
-  if (!match) throw new Error(`package.json start script is not "tsx [--flags] src/main.ts" or "node [--flags] --import tsx src/main.ts": ${scripts.start}`)
+  if (!match)
+    throw new Error(
+      `package.json start script is not "tsx [--flags] src/main.ts" or "node [--flags] --import tsx src/main.ts": ${scripts.start}`,
+    )
   return (match[1] ?? match[2]!).split(' ').filter(Boolean)
 }
 
@@ -64,8 +67,20 @@ export function npmStartFlags(): string[] {
  * Runs `node <npm start's flags> [nodeArgs] --import tsx src/main.ts` as a separate process,
  * exactly as `npm start` would (minus npm), and resolves once GET /readyz answers 200.
  */
-export async function startServiceProcess({ env, port, nodeArgs = [] }: { env: NodeJS.ProcessEnv; port: number; nodeArgs?: string[] }): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [...npmStartFlags(), ...nodeArgs, '--import', 'tsx', 'src/main.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
+export async function startServiceProcess({
+  env,
+  port,
+  nodeArgs = [],
+}: {
+  env: NodeJS.ProcessEnv
+  port: number
+  nodeArgs?: string[]
+}): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [...npmStartFlags(), ...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let tail = ''
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString()).slice(-TAIL_BYTES)
@@ -85,7 +100,10 @@ export async function startServiceProcess({ env, port, nodeArgs = [] }: { env: N
       child.kill('SIGKILL')
       throw new Error(`the service was not ready within ${READY_TIMEOUT_MS / 1_000} s:\n${tail}`)
     }
-    ready = await fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false)
+    ready = await fetch(`${baseUrl}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    )
     if (!ready) await new Promise((r) => setTimeout(r, 100))
   }
   return {

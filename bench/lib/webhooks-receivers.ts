@@ -33,10 +33,22 @@ export type ReceiverReport = {
 }
 
 export type ReceiverRequest = { type: 'secrets'; secrets: string[] } | { type: 'count' } | { type: 'report'; reset?: boolean }
-export type ReceiverMessage = { type: 'ready'; urls: string[] } | { type: 'count'; distinct: number } | { type: 'report'; report: ReceiverReport }
+export type ReceiverMessage =
+  | { type: 'ready'; urls: string[] }
+  | { type: 'count'; distinct: number }
+  | { type: 'report'; report: ReceiverReport }
 
 function createTally() {
-  return { requests: 0, seen: new Set<string>(), duplicates: 0, signatureFailures: 0, firstAt: null as number | null, lastAt: 0, lags: [] as number[], timeline: [] as Array<{ second: number; received: number; max_lag_ms: number }> }
+  return {
+    requests: 0,
+    seen: new Set<string>(),
+    duplicates: 0,
+    signatureFailures: 0,
+    firstAt: null as number | null,
+    lastAt: 0,
+    lags: [] as number[],
+    timeline: [] as Array<{ second: number; received: number; max_lag_ms: number }>,
+  }
 }
 
 async function main(): Promise<void> {
@@ -94,8 +106,13 @@ async function main(): Promise<void> {
       return
     }
     const report: ReceiverReport = {
-      requests: tally.requests, distinct: tally.seen.size, duplicates: tally.duplicates, signature_failures: tally.signatureFailures,
-      first_at: tally.firstAt, last_at: tally.firstAt === null ? null : tally.lastAt, lags_ms: tally.lags.sort((a, b) => a - b),
+      requests: tally.requests,
+      distinct: tally.seen.size,
+      duplicates: tally.duplicates,
+      signature_failures: tally.signatureFailures,
+      first_at: tally.firstAt,
+      last_at: tally.firstAt === null ? null : tally.lastAt,
+      lags_ms: tally.lags.sort((a, b) => a - b),
       timeline: Array.from(tally.timeline, (slot, second) => slot ?? { second, received: 0, max_lag_ms: 0 }),
     }
     if (message.reset) tally = createTally()

@@ -22,7 +22,11 @@ export type AuthenticateTote = (username: string, password: Buffer) => Promise<s
  * client id takes over the first (MQTT 3.1.1 §3.1.4), so a free choice would let one tote
  * disconnect another. Tote ids contain no `-`, so no tote's ids overlap another's.
  */
-export function createAuthenticate(authenticateTote: AuthenticateTote, toteSessions: ToteSessions, { sessions, logger, metrics }: HookContext) {
+export function createAuthenticate(
+  authenticateTote: AuthenticateTote,
+  toteSessions: ToteSessions,
+  { sessions, logger, metrics }: HookContext,
+) {
   /** Connections that sent an empty client id; aedes replaces it with a random one before authenticate. */
   const assignedIds = new WeakSet<Client>()
 
@@ -45,25 +49,33 @@ export function createAuthenticate(authenticateTote: AuthenticateTote, toteSessi
     if (username === undefined || password === undefined) {
       return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'username (tote id) and password are required')
     }
-    authenticateTote(username, password).then((toteId) => {
-      if (toteId === null || !isTopicSafeId(toteId)) return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'bad user name or password')
-      const ownId = client.id === toteId || client.id.startsWith(`${toteId}-`)
-      // [MQTT-3.1.3-8] an empty client id needs a clean session
-      if (assignedIds.has(client) ? !client.clean : !ownId) {
-        return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be ${toteId} or start with ${toteId}-`)
-      }
-      if (client.closed) return done(null, false) // gone while its password was checked; aedes drops the answer
-      // MQTT 3.1.1 has no reason string in a CONNACK: the code says "this client id", the log says why.
-      if (!toteSessions.claim(toteId, client)) {
-        metrics.limitsEnforced?.inc({ limit: 'sessions' })
-        return refuse(IDENTIFIER_REJECTED, 'too_many_sessions', `tote ${toteId} already holds the most sessions it may; reuse one of its client ids, or end one with a clean session`)
-      }
-      sessions.set(client, toteId)
-      done(null, true)
-    }, (err: unknown) => {
-      logger.error({ err, username }, 'tote authentication failed')
-      refuse(SERVER_UNAVAILABLE, 'server_unavailable', 'authentication unavailable')
-    })
+    authenticateTote(username, password).then(
+      (toteId) => {
+        if (toteId === null || !isTopicSafeId(toteId))
+          return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'bad user name or password')
+        const ownId = client.id === toteId || client.id.startsWith(`${toteId}-`)
+        // [MQTT-3.1.3-8] an empty client id needs a clean session
+        if (assignedIds.has(client) ? !client.clean : !ownId) {
+          return refuse(IDENTIFIER_REJECTED, 'identifier_rejected', `client id must be ${toteId} or start with ${toteId}-`)
+        }
+        if (client.closed) return done(null, false) // gone while its password was checked; aedes drops the answer
+        // MQTT 3.1.1 has no reason string in a CONNACK: the code says "this client id", the log says why.
+        if (!toteSessions.claim(toteId, client)) {
+          metrics.limitsEnforced?.inc({ limit: 'sessions' })
+          return refuse(
+            IDENTIFIER_REJECTED,
+            'too_many_sessions',
+            `tote ${toteId} already holds the most sessions it may; reuse one of its client ids, or end one with a clean session`,
+          )
+        }
+        sessions.set(client, toteId)
+        done(null, true)
+      },
+      (err: unknown) => {
+        logger.error({ err, username }, 'tote authentication failed')
+        refuse(SERVER_UNAVAILABLE, 'server_unavailable', 'authentication unavailable')
+      },
+    )
   }
 
   return { preConnect, authenticate }

@@ -141,7 +141,10 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
       return refused(entry, err)
     }
     // Anonymous arrows only: under tsx a named closure costs an Object.defineProperty (keepNames) per publish.
-    stored.then(() => accepted(entry), (err: unknown) => refused(entry, err))
+    stored.then(
+      () => accepted(entry),
+      (err: unknown) => refused(entry, err),
+    )
   }
 }
 

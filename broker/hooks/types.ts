@@ -7,7 +7,9 @@ export type Sessions = WeakMap<Client, string>
 /** Counters the broker reports; a prom-client Counter fits each. All optional. */
 export type BrokerMetrics = {
   /** CONNECTs refused, by CONNACK reason. */
-  connectionsRefused?: { inc(labels: { reason: 'bad_credentials' | 'identifier_rejected' | 'too_many_sessions' | 'server_unavailable' }): void }
+  connectionsRefused?: {
+    inc(labels: { reason: 'bad_credentials' | 'identifier_rejected' | 'too_many_sessions' | 'server_unavailable' }): void
+  }
   /** Publishes and subscriptions the ACL refused. */
   aclDenied?: { inc(labels: { action: 'publish' | 'subscribe' }): void }
   /** Readings publishes handed to onReadings, by outcome: stored, refused payload, store unavailable. */

@@ -32,8 +32,13 @@ export async function signIn(): Promise<never> {
   const challenge = b64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)))
   sessionStorage.setItem(PENDING, JSON.stringify({ verifier, state, back: location.hash || '#/' }))
   const params = new URLSearchParams({
-    response_type: 'code', client_id: CLIENT_ID, redirect_uri: redirectUri(), scope: SCOPE, state,
-    code_challenge: challenge, code_challenge_method: 'S256',
+    response_type: 'code',
+    client_id: CLIENT_ID,
+    redirect_uri: redirectUri(),
+    scope: SCOPE,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
   })
   location.assign(`/oauth/authorize?${params}`)
   return new Promise<never>(() => {})
@@ -47,14 +52,22 @@ function claimsOf(jwt: string): Record<string, unknown> {
 
 async function tokenRequest(form: Record<string, string>): Promise<void> {
   const res = await fetch('/oauth/token', {
-    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ client_id: CLIENT_ID, ...form }),
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ client_id: CLIENT_ID, ...form }),
   })
-  const body = await res.json() as Record<string, string | number>
+  const body = (await res.json()) as Record<string, string | number>
   if (!res.ok) throw new Error(String(body.error_description ?? body.error ?? res.status))
   const claims = claimsOf(String(body.access_token))
   session = {
-    accessToken: String(body.access_token), scopes: new Set(String(body.scope ?? '').split(' ').filter(Boolean)),
-    sub: String(claims.sub), pharmacyId: typeof claims.pharmacy_id === 'string' ? claims.pharmacy_id : null,
+    accessToken: String(body.access_token),
+    scopes: new Set(
+      String(body.scope ?? '')
+        .split(' ')
+        .filter(Boolean),
+    ),
+    sub: String(claims.sub),
+    pharmacyId: typeof claims.pharmacy_id === 'string' ? claims.pharmacy_id : null,
     expiresAt: Date.now() + Number(body.expires_in ?? 900) * 1000,
   }
   refreshToken = typeof body.refresh_token === 'string' ? body.refresh_token : null
@@ -77,10 +90,15 @@ export async function ensureSignedIn(): Promise<string> {
     history.replaceState(null, '', `/console/${pending.back}`)
     if (query.get('state') !== pending.state) throw new Error('Sign-in failed: the answer does not belong to this page (state).')
     if (query.get('iss') !== null && query.get('iss') !== location.origin) {
-      const meta = await (await fetch('/.well-known/oauth-authorization-server')).json() as { issuer: string }
+      const meta = (await (await fetch('/.well-known/oauth-authorization-server')).json()) as { issuer: string }
       if (query.get('iss') !== meta.issuer) throw new Error('Sign-in failed: the answer came from another issuer.')
     }
-    await tokenRequest({ grant_type: 'authorization_code', code: query.get('code')!, redirect_uri: redirectUri(), code_verifier: pending.verifier })
+    await tokenRequest({
+      grant_type: 'authorization_code',
+      code: query.get('code')!,
+      redirect_uri: redirectUri(),
+      code_verifier: pending.verifier,
+    })
     return pending.back
   }
   return signIn()
@@ -90,11 +108,15 @@ export async function ensureSignedIn(): Promise<string> {
 export async function accessToken(): Promise<string> {
   if (session && session.expiresAt - Date.now() > 60_000) return session.accessToken
   if (refreshToken) {
-    refreshing ??= tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }).finally(() => { refreshing = null })
+    refreshing ??= tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }).finally(() => {
+      refreshing = null
+    })
     try {
       await refreshing
       return session!.accessToken
-    } catch { /* a revoked family: sign in again */ }
+    } catch {
+      /* a revoked family: sign in again */
+    }
   }
   return signIn()
 }

@@ -17,7 +17,8 @@ export type Verdict = { valid: true; length: number; head: string } | { valid: f
 export async function verifyInBrowser(rx: Prescription, events: readonly CustodyEvent[]): Promise<Verdict> {
   const { rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at } = rx
   const audit = await jcsHash({ rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at })
-  if (audit !== rx.audit_hash) return { valid: false, length: events.length, firstBadSeq: 1, reason: "the prescription's audit hash does not match its facts" }
+  if (audit !== rx.audit_hash)
+    return { valid: false, length: events.length, firstBadSeq: 1, reason: "the prescription's audit hash does not match its facts" }
   let head = audit
   for (const [index, event] of events.entries()) {
     const expected = index + 1
@@ -25,7 +26,7 @@ export async function verifyInBrowser(rx: Prescription, events: readonly Custody
     const fail = (reason: string): Verdict => ({ valid: false, length: events.length, firstBadSeq: expected, reason })
     if (event.seq !== expected) return fail(`expected seq ${expected}`)
     if (event.prev_hash !== head) return fail('prev_hash does not match the previous event')
-    if (await jcsHash(unsigned) !== hash) return fail('hash does not match the event')
+    if ((await jcsHash(unsigned)) !== hash) return fail('hash does not match the event')
     head = hash
   }
   return { valid: true, length: events.length, head }

@@ -3,7 +3,14 @@
 export function dateTime(iso: string | null | undefined, timeZone: string): string {
   if (!iso) return '—'
   return new Intl.DateTimeFormat('en-US', {
-    timeZone, year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
+    timeZone,
+    year: 'numeric',
+    month: 'short',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    timeZoneName: 'short',
   }).format(new Date(iso))
 }
 
@@ -16,12 +23,19 @@ export function duration(seconds: number): string {
 export const celsius = (c: number | null | undefined) => (c === null || c === undefined ? '—' : `${c.toFixed(1)} °C`)
 
 export const BREAK_REASONS: Record<string, string> = {
-  hard_limit: 'crossed a hard limit', excursion_too_long: 'an excursion lasted too long', cumulative_budget: 'too much time out of range in total',
-  mkt_exceeded: 'mean kinetic temperature over its limit', sensor_gap: 'the sensor was silent too long',
+  hard_limit: 'crossed a hard limit',
+  excursion_too_long: 'an excursion lasted too long',
+  cumulative_budget: 'too much time out of range in total',
+  mkt_exceeded: 'mean kinetic temperature over its limit',
+  sensor_gap: 'the sensor was silent too long',
 }
 
 /** A tiny element builder: h('p', { class: 'x' }, 'text', child). Text is always set as text, never HTML. */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string | boolean | undefined> = {}, ...children: (Node | string | null | undefined | false)[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | boolean | undefined> = {},
+  ...children: (Node | string | null | undefined | false)[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag)
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue

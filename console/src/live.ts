@@ -46,7 +46,9 @@ async function run(): Promise<void> {
       if (!res.ok || !res.body) throw new Error(`stream ${res.status}`)
       setMode('stream')
       await readFrames(res.body)
-    } catch { /* dropped: reconnect with Last-Event-ID */ }
+    } catch {
+      /* dropped: reconnect with Last-Event-ID */
+    }
     setMode('connecting')
     await sleep(RETRY_MS)
   }
@@ -70,7 +72,9 @@ export async function readFrames(body: ReadableStream<Uint8Array>, deliver: (e: 
         if (data.length) {
           try {
             deliver(JSON.parse(data.join('\n')) as EventEnvelope)
-          } catch { /* not an envelope: ignore */ }
+          } catch {
+            /* not an envelope: ignore */
+          }
         }
         data = []
       } else if (line.startsWith('data:')) {
@@ -83,7 +87,7 @@ export async function readFrames(body: ReadableStream<Uint8Array>, deliver: (e: 
 async function page(query: string): Promise<Page<EventEnvelope>> {
   const res = await fetch(`/v1/events?${query}`, { headers: { authorization: `Bearer ${await accessToken()}` }, cache: 'no-store' })
   if (!res.ok) throw new Error(`events ${res.status}`)
-  return await res.json() as Page<EventEnvelope>
+  return (await res.json()) as Page<EventEnvelope>
 }
 
 async function poll(): Promise<void> {
@@ -106,6 +110,8 @@ async function poll(): Promise<void> {
         for (const event of p.data) emit(event)
         if (!p.next_cursor || !p.data.length) break
       }
-    } catch { /* try again next second */ }
+    } catch {
+      /* try again next second */
+    }
   }
 }

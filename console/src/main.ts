@@ -10,7 +10,9 @@ import { queuePage } from './queue'
 
 const main = document.getElementById('main')!
 const liveRegion = document.getElementById('live-status')!
-const announce = (text: string) => { liveRegion.textContent = text }
+const announce = (text: string) => {
+  liveRegion.textContent = text
+}
 let timeZone = 'UTC'
 let stop: () => void = () => {}
 
@@ -39,6 +41,9 @@ async function start(): Promise<void> {
 }
 
 start().catch((err: unknown) => {
-  main.replaceChildren(h('h1', {}, 'rxtrace console'), h('p', { role: 'alert' }, (err as Error).message),
-    h('p', {}, h('a', { href: '/console/' }, 'Try again')))
+  main.replaceChildren(
+    h('h1', {}, 'rxtrace console'),
+    h('p', { role: 'alert' }, (err as Error).message),
+    h('p', {}, h('a', { href: '/console/' }, 'Try again')),
+  )
 })

@@ -35,29 +35,60 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
   let next: string | null = null
   let pages = 1
   const select = (name: keyof Filters, label: string, options: string[]) => {
-    const el = h('select', { id: `f-${name}`, name }, h('option', { value: '' }, 'Any'), ...options.map((o) => h('option', { value: o }, o)))
-    el.addEventListener('change', () => { filters[name] = el.value; pages = 1; void load() })
+    const el = h(
+      'select',
+      { id: `f-${name}`, name },
+      h('option', { value: '' }, 'Any'),
+      ...options.map((o) => h('option', { value: o }, o)),
+    )
+    el.addEventListener('change', () => {
+      filters[name] = el.value
+      pages = 1
+      void load()
+    })
     return h('div', { class: 'field' }, h('label', { for: `f-${name}` }, label), el)
   }
   const date = (name: keyof Filters, label: string) => {
     const el = h('input', { id: `f-${name}`, name, type: 'date' })
-    el.addEventListener('change', () => { filters[name] = el.value; pages = 1; void load() })
+    el.addEventListener('change', () => {
+      filters[name] = el.value
+      pages = 1
+      void load()
+    })
     return h('div', { class: 'field' }, h('label', { for: `f-${name}` }, label), el)
   }
   const tbody = h('tbody')
   const more = h('button', { type: 'button', class: 'more', hidden: true }, 'Show more')
   const status = h('p', { class: 'queue-status', role: 'status' })
-  const table = h('table', { class: 'queue' },
+  const table = h(
+    'table',
+    { class: 'queue' },
     h('caption', {}, 'Deliveries, most urgent first'),
-    h('thead', {}, h('tr', {}, ...['Attention', 'Delivery', 'Status', 'Cold chain', 'Created', 'ETA'].map((c) => h('th', { scope: 'col' }, c)))),
-    tbody)
+    h(
+      'thead',
+      {},
+      h('tr', {}, ...['Attention', 'Delivery', 'Status', 'Cold chain', 'Created', 'ETA'].map((c) => h('th', { scope: 'col' }, c))),
+    ),
+    tbody,
+  )
   main.replaceChildren(
     h('h1', {}, 'Attention queue'),
-    h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter deliveries' },
-      select('status', 'Status', STATUSES), select('cold_chain_state', 'Cold-chain state', STATES),
-      date('created_from', 'Created from'), date('created_to', 'Created to')),
-    status, table, more)
-  more.addEventListener('click', () => { pages++; void load(true) })
+    h(
+      'form',
+      { class: 'filters', role: 'search', 'aria-label': 'Filter deliveries' },
+      select('status', 'Status', STATUSES),
+      select('cold_chain_state', 'Cold-chain state', STATES),
+      date('created_from', 'Created from'),
+      date('created_to', 'Created to'),
+    ),
+    status,
+    table,
+    more,
+  )
+  more.addEventListener('click', () => {
+    pages++
+    void load(true)
+  })
 
   let generation = 0
   async function load(append = false): Promise<void> {
@@ -67,17 +98,21 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
       if (append && next) {
         const page = await api<Page<Delivery>>(`/v1/deliveries?${queryOf(filters, next)}`)
         if (mine !== generation) return
-        rows = [...rows, ...page.data]; next = page.next_cursor
+        rows = [...rows, ...page.data]
+        next = page.next_cursor
       } else {
         // Reload as many pages as are shown, so a live update keeps the reader's place.
-        let cursor: string | null = null; const all: Delivery[] = []
+        let cursor: string | null = null
+        const all: Delivery[] = []
         for (let i = 0; i < pages; i++) {
           const page: Page<Delivery> = await api<Page<Delivery>>(`/v1/deliveries?${queryOf(filters, cursor)}`)
-          all.push(...page.data); cursor = page.next_cursor
+          all.push(...page.data)
+          cursor = page.next_cursor
           if (!cursor) break
         }
         if (mine !== generation) return
-        rows = all; next = cursor
+        rows = all
+        next = cursor
       }
       render()
       main.dataset.loadedMs = String(Math.round(performance.now() - started))
@@ -87,14 +122,25 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
     }
   }
   function render() {
-    tbody.replaceChildren(...rows.map((d) => {
-      const a = attentionOf(d)
-      return h('tr', { class: `rank-${a.rank}`, 'data-delivery': d.id },
-        h('td', {}, h('span', { class: `badge badge-${d.cold_chain.state.toLowerCase()}${a.rank === 0 ? ' badge-urgent' : ''}` }, a.label)),
-        h('td', {}, h('a', { href: `#/delivery/${d.id}` }, d.rx_id), h('span', { class: 'muted small' }, ` ${d.id}`)),
-        h('td', {}, d.status), h('td', {}, d.cold_chain.state),
-        h('td', {}, dateTime(d.created_at, timeZone)), h('td', {}, dateTime(d.eta, timeZone)))
-    }))
+    tbody.replaceChildren(
+      ...rows.map((d) => {
+        const a = attentionOf(d)
+        return h(
+          'tr',
+          { class: `rank-${a.rank}`, 'data-delivery': d.id },
+          h(
+            'td',
+            {},
+            h('span', { class: `badge badge-${d.cold_chain.state.toLowerCase()}${a.rank === 0 ? ' badge-urgent' : ''}` }, a.label),
+          ),
+          h('td', {}, h('a', { href: `#/delivery/${d.id}` }, d.rx_id), h('span', { class: 'muted small' }, ` ${d.id}`)),
+          h('td', {}, d.status),
+          h('td', {}, d.cold_chain.state),
+          h('td', {}, dateTime(d.created_at, timeZone)),
+          h('td', {}, dateTime(d.eta, timeZone)),
+        )
+      }),
+    )
     more.hidden = !next
   }
   void load()
@@ -102,7 +148,14 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
   const off = onEvent(() => {
     // Bursts of events (a tote's break, then its webhook echo) reload once.
     if (timer) return
-    timer = setTimeout(() => { timer = null; void load().then(() => announce('Queue updated')) }, 250)
+    timer = setTimeout(() => {
+      timer = null
+      void load().then(() => announce('Queue updated'))
+    }, 250)
   })
-  return () => { off(); if (timer) clearTimeout(timer); generation++ }
+  return () => {
+    off()
+    if (timer) clearTimeout(timer)
+    generation++
+  }
 }

@@ -1,6 +1,16 @@
 import createFetchClient, { type Client, type Middleware } from 'openapi-fetch'
 import { createEmbedUrl, type EmbedSession } from './embed.js'
-import { checkStatement, getRateCard, getReconciliation, getReconciliationCsv, type Period, type RateCard, type Reconciliation, type StatementComparison, type StatementLine } from './fleet-money.js'
+import {
+  checkStatement,
+  getRateCard,
+  getReconciliation,
+  getReconciliationCsv,
+  type Period,
+  type RateCard,
+  type Reconciliation,
+  type StatementComparison,
+  type StatementLine,
+} from './fleet-money.js'
 import { subscribeExceptions, type ExceptionFeedOptions } from './exceptions.js'
 import { paginate, type PagedPath, type PageItem, type PageQuery } from './pages.js'
 import type { components, paths } from './schema.js'

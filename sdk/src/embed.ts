@@ -11,7 +11,10 @@ export type EmbedSession = components['schemas']['EmbedSession']
  * throws `ApiError` with the problem (404: no such fleet, or not this token's).
  */
 export async function createEmbedUrl(api: Client<paths>, fleetId: string, ttlS = 300): Promise<EmbedSession> {
-  const { data, error, response } = await api.POST('/v1/fleets/{id}/embed-sessions', { params: { path: { id: fleetId } }, body: { ttl_s: ttlS } })
+  const { data, error, response } = await api.POST('/v1/fleets/{id}/embed-sessions', {
+    params: { path: { id: fleetId } },
+    body: { ttl_s: ttlS },
+  })
   if (!data) throw new ApiError(response.status, error)
   return data
 }

@@ -21,22 +21,26 @@ export interface ExceptionFeedOptions {
 }
 
 export class FeedError extends Error {
-  constructor(readonly status: number, readonly problem: unknown) {
+  constructor(
+    readonly status: number,
+    readonly problem: unknown,
+  ) {
     super(`exception feed refused: ${status} ${(problem as { code?: string } | null)?.code ?? ''}`.trim())
     this.name = 'FeedError'
   }
 }
 
-const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
-  if (signal?.aborted) return resolve()
-  const timer = setTimeout(done, ms)
-  function done() {
-    clearTimeout(timer)
-    signal?.removeEventListener('abort', done)
-    resolve()
-  }
-  signal?.addEventListener('abort', done, { once: true })
-})
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve()
+    const timer = setTimeout(done, ms)
+    function done() {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    signal?.addEventListener('abort', done, { once: true })
+  })
 
 /**
  * A fleet's exception feed (`GET /v1/fleets/{id}/exceptions/stream`, Server-Sent Events) as an
@@ -45,7 +49,9 @@ const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) 
  * right after it: no gap and no duplicate. 401 renews the token; 400, 403 and 404 end the iterator
  * with a FeedError (retrying would not help); heartbeat comments only keep the connection alive.
  */
-export async function* subscribeExceptions(options: ExceptionFeedOptions & { baseUrl: string; fleetId: string; tokens: TokenSource; fetch?: typeof fetch | undefined }): AsyncGenerator<FeedEvent> {
+export async function* subscribeExceptions(
+  options: ExceptionFeedOptions & { baseUrl: string; fleetId: string; tokens: TokenSource; fetch?: typeof fetch | undefined },
+): AsyncGenerator<FeedEvent> {
   const doFetch = options.fetch ?? globalThis.fetch.bind(globalThis)
   const baseRetry = options.retryMs ?? 2_000
   const maxRetry = options.maxRetryMs ?? 30_000
@@ -63,7 +69,11 @@ export async function* subscribeExceptions(options: ExceptionFeedOptions & { bas
         if (options.types?.length) url.searchParams.set('type', options.types.join(','))
         const token = await options.tokens.token()
         const res = await doFetch(url, {
-          headers: { accept: 'text/event-stream', authorization: `Bearer ${token}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+          headers: {
+            accept: 'text/event-stream',
+            authorization: `Bearer ${token}`,
+            ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+          },
           signal: stop.signal,
         })
         if (res.status === 401) options.tokens.invalidate(token)
@@ -71,7 +81,9 @@ export async function* subscribeExceptions(options: ExceptionFeedOptions & { bas
         if (!res.ok || !res.body) throw new Error(`exception feed answered ${res.status}`)
         failures = 0
         options.onOpen?.()
-        for await (const message of messages(res.body, (ms) => { serverRetry = ms })) {
+        for await (const message of messages(res.body, (ms) => {
+          serverRetry = ms
+        })) {
           if (!message.data) continue
           const event = JSON.parse(message.data) as FeedEvent
           lastEventId = message.id ?? event.id

@@ -20,7 +20,10 @@ export async function getRateCard(api: Client<paths>, fleetId: string): Promise<
 
 /** `GET /v1/fleets/{id}/reconciliation` as JSON: every line of the period and the totals. */
 export async function getReconciliation(api: Client<paths>, fleetId: string, period: Period): Promise<Reconciliation> {
-  const { data, error, response } = await api.GET('/v1/fleets/{id}/reconciliation', { params: { path: { id: fleetId }, query: period }, headers: { accept: 'application/json' } })
+  const { data, error, response } = await api.GET('/v1/fleets/{id}/reconciliation', {
+    params: { path: { id: fleetId }, query: period },
+    headers: { accept: 'application/json' },
+  })
   if (!data) throw new ApiError(response.status, error)
   // The 200 is JSON or CSV by Accept; JSON was asked for.
   return data as Reconciliation
@@ -29,7 +32,9 @@ export async function getReconciliation(api: Client<paths>, fleetId: string, per
 /** The same period as RFC 4180 CSV text with its header row (`Accept: text/csv`). */
 export async function getReconciliationCsv(api: Client<paths>, fleetId: string, period: Period): Promise<string> {
   const { data, error, response } = await api.GET('/v1/fleets/{id}/reconciliation', {
-    params: { path: { id: fleetId }, query: period }, headers: { accept: 'text/csv' }, parseAs: 'text',
+    params: { path: { id: fleetId }, query: period },
+    headers: { accept: 'text/csv' },
+    parseAs: 'text',
   })
   if (data === undefined) throw new ApiError(response.status, error)
   return data
@@ -40,12 +45,19 @@ export async function getReconciliationCsv(api: Client<paths>, fleetId: string, 
  * on `payout_cents`. Lines (any iterable, sent as JSON lines) or CSV text with a header row naming
  * `delivery_id` and `payout_cents`. A malformed line throws `ApiError` 422 naming every bad line.
  */
-export async function checkStatement(api: Client<paths>, fleetId: string, period: Period, statement: Iterable<StatementLine> | string): Promise<StatementComparison> {
+export async function checkStatement(
+  api: Client<paths>,
+  fleetId: string,
+  period: Period,
+  statement: Iterable<StatementLine> | string,
+): Promise<StatementComparison> {
   const csv = typeof statement === 'string'
   const text = csv ? statement : [...statement].map((line) => `${JSON.stringify(line)}\n`).join('')
   const { data, error, response } = await api.POST('/v1/fleets/{id}/reconciliation', {
-    params: { path: { id: fleetId }, query: period }, body: text,
-    headers: { 'content-type': csv ? 'text/csv' : 'application/x-ndjson' }, bodySerializer: (body: string) => body,
+    params: { path: { id: fleetId }, query: period },
+    body: text,
+    headers: { 'content-type': csv ? 'text/csv' : 'application/x-ndjson' },
+    bodySerializer: (body: string) => body,
   })
   if (!data) throw new ApiError(response.status, error)
   return data

@@ -26,13 +26,20 @@ export interface Tokens {
 }
 
 export class SignInError extends Error {
-  constructor(readonly error: string, description?: string | null) {
+  constructor(
+    readonly error: string,
+    description?: string | null,
+  ) {
     super(description ? `${error}: ${description}` : error)
     this.name = 'SignInError'
   }
 }
 
-const base64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
+const base64url = (bytes: Uint8Array) =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '')
 const random = (n: number) => base64url(crypto.getRandomValues(new Uint8Array(n)))
 
 /** RFC 7636 §4.1–4.2: 32 random bytes as the verifier, its SHA-256 as the S256 challenge. */
@@ -48,8 +55,13 @@ export async function beginSignIn(client: SignInClient, scope?: string): Promise
   const state = random(16)
   const url = new URL('/oauth/authorize', client.baseUrl)
   url.search = new URLSearchParams({
-    response_type: 'code', client_id: client.clientId, redirect_uri: client.redirectUri, state,
-    code_challenge: challenge, code_challenge_method: 'S256', ...(scope ? { scope } : {}),
+    response_type: 'code',
+    client_id: client.clientId,
+    redirect_uri: client.redirectUri,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    ...(scope ? { scope } : {}),
   }).toString()
   return { url: url.toString(), state, verifier }
 }
@@ -58,15 +70,26 @@ export async function beginSignIn(client: SignInClient, scope?: string): Promise
  * Step 2, on the redirect URI: checks `state` (CSRF) and `iss` (RFC 9207: the answer comes from
  * the server you sent the browser to), then trades the code and the verifier for tokens.
  */
-export async function completeSignIn(client: SignInClient, callbackUrl: string, kept: { state: string; verifier: string }): Promise<Tokens> {
+export async function completeSignIn(
+  client: SignInClient,
+  callbackUrl: string,
+  kept: { state: string; verifier: string },
+): Promise<Tokens> {
   const params = new URL(callbackUrl).searchParams
   if (params.get('state') !== kept.state) throw new SignInError('state_mismatch', 'the answer does not belong to this sign-in')
   const iss = params.get('iss')
-  if (iss !== null && iss !== (client.issuer ?? new URL(client.baseUrl).origin)) throw new SignInError('issuer_mismatch', `unexpected iss ${iss}`)
+  if (iss !== null && iss !== (client.issuer ?? new URL(client.baseUrl).origin))
+    throw new SignInError('issuer_mismatch', `unexpected iss ${iss}`)
   if (params.get('error')) throw new SignInError(params.get('error')!, params.get('error_description'))
   const code = params.get('code')
   if (!code) throw new SignInError('invalid_response', 'no code in the redirect')
-  return tokenRequest(client, { grant_type: 'authorization_code', code, redirect_uri: client.redirectUri, code_verifier: kept.verifier, client_id: client.clientId })
+  return tokenRequest(client, {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: client.redirectUri,
+    code_verifier: kept.verifier,
+    client_id: client.clientId,
+  })
 }
 
 /** A refresh token is single-use: the answer carries the next one; keep it, drop the old. */
@@ -77,7 +100,9 @@ export function refreshSignIn(client: SignInClient, refreshToken: string): Promi
 async function tokenRequest(client: SignInClient, form: Record<string, string>): Promise<Tokens> {
   const doFetch = client.fetch ?? globalThis.fetch.bind(globalThis)
   const res = await doFetch(new URL('/oauth/token', client.baseUrl), {
-    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form).toString(),
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form).toString(),
   })
   const body = (await res.json().catch(() => ({}))) as Partial<Tokens> & { error?: string; error_description?: string }
   if (!res.ok || !body.access_token) throw new SignInError(body.error ?? 'invalid_response', body.error_description)
@@ -89,7 +114,12 @@ async function tokenRequest(client: SignInClient, form: Record<string, string>):
  * refreshed (one request at a time) shortly before it expires; `onTokens` hears each new pair so
  * the app can keep the refresh token (in memory or sessionStorage).
  */
-export function signedInTokens(client: SignInClient, first: Tokens, onTokens?: (tokens: Tokens) => void, now: () => number = Date.now): TokenSource {
+export function signedInTokens(
+  client: SignInClient,
+  first: Tokens,
+  onTokens?: (tokens: Tokens) => void,
+  now: () => number = Date.now,
+): TokenSource {
   let current = first
   let renewAt = now() + Math.max(current.expires_in - 60, current.expires_in / 2) * 1000
   let inFlight: Promise<string> | undefined
@@ -104,7 +134,9 @@ export function signedInTokens(client: SignInClient, first: Tokens, onTokens?: (
   return {
     token() {
       if (now() < renewAt) return Promise.resolve(current.access_token)
-      inFlight ??= renew().finally(() => { inFlight = undefined })
+      inFlight ??= renew().finally(() => {
+        inFlight = undefined
+      })
       return inFlight
     },
     invalidate(token) {

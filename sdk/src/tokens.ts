@@ -20,7 +20,11 @@ export interface ClientCredentialsOptions {
 }
 
 export class TokenRequestError extends Error {
-  constructor(readonly status: number, readonly error: string, description: string | undefined) {
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    description: string | undefined,
+  ) {
     super(`token request failed: ${status} ${error}${description ? `: ${description}` : ''}`)
     this.name = 'TokenRequestError'
   }
@@ -50,7 +54,9 @@ export class ClientCredentials implements TokenSource {
 
   token(): Promise<string> {
     if (this.cached && this.now() < this.cached.renewAt) return Promise.resolve(this.cached.token)
-    this.inFlight ??= this.request().finally(() => { this.inFlight = undefined })
+    this.inFlight ??= this.request().finally(() => {
+      this.inFlight = undefined
+    })
     return this.inFlight
   }
 
@@ -65,10 +71,18 @@ export class ClientCredentials implements TokenSource {
     this.requests++
     const res = await this.fetch(new URL('/oauth/token', baseUrl), {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${base64(`${formEncode(clientId)}:${formEncode(clientSecret)}`)}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${base64(`${formEncode(clientId)}:${formEncode(clientSecret)}`)}`,
+      },
       body: form.toString(),
     })
-    const body = (await res.json().catch(() => ({}))) as { access_token?: string; expires_in?: number; error?: string; error_description?: string }
+    const body = (await res.json().catch(() => ({}))) as {
+      access_token?: string
+      expires_in?: number
+      error?: string
+      error_description?: string
+    }
     if (!res.ok || !body.access_token) throw new TokenRequestError(res.status, body.error ?? 'invalid_response', body.error_description)
     // Counted from when the request left: the token's lifetime started no earlier than that.
     const lifetimeMs = (body.expires_in ?? 900) * 1000

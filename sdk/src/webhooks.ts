@@ -36,13 +36,19 @@ const fromBase64 = (s: string): Uint8Array<ArrayBuffer> => Uint8Array.from(atob(
  * the key being the base64 after `whsec_`; the header lists `v1,<sig>` entries and one match is
  * enough. The comparison is WebCrypto's `verify`, which does not leak timing.
  */
-export async function verifyWebhook<T = unknown>(body: string | Uint8Array, headers: HeaderBag, secret: string | readonly string[], options: VerifyWebhookOptions = {}): Promise<T> {
+export async function verifyWebhook<T = unknown>(
+  body: string | Uint8Array,
+  headers: HeaderBag,
+  secret: string | readonly string[],
+  options: VerifyWebhookOptions = {},
+): Promise<T> {
   const id = header(headers, 'webhook-id')
   const timestamp = header(headers, 'webhook-timestamp')
   const signatures = header(headers, 'webhook-signature')
   if (!id || !timestamp || !signatures) throw new WebhookVerificationError('missing webhook-id, webhook-timestamp or webhook-signature')
   const seconds = Number(timestamp)
-  if (!/^\d+$/.test(timestamp) || !Number.isSafeInteger(seconds)) throw new WebhookVerificationError('webhook-timestamp is not a number of seconds')
+  if (!/^\d+$/.test(timestamp) || !Number.isSafeInteger(seconds))
+    throw new WebhookVerificationError('webhook-timestamp is not a number of seconds')
   const nowS = Math.floor((options.now ?? Date.now)() / 1000)
   const tolerance = options.toleranceS ?? 300
   if (seconds < nowS - tolerance) throw new WebhookVerificationError('webhook-timestamp is too old')
@@ -50,9 +56,18 @@ export async function verifyWebhook<T = unknown>(body: string | Uint8Array, head
 
   const text = typeof body === 'string' ? body : new TextDecoder().decode(body)
   const signed = new TextEncoder().encode(`${id}.${timestamp}.${text}`)
-  const candidates = signatures.split(' ').filter((s) => s.startsWith('v1,')).map((s) => s.slice(3))
+  const candidates = signatures
+    .split(' ')
+    .filter((s) => s.startsWith('v1,'))
+    .map((s) => s.slice(3))
   for (const s of typeof secret === 'string' ? [secret] : secret) {
-    const key = await crypto.subtle.importKey('raw', fromBase64(s.startsWith('whsec_') ? s.slice(6) : s), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify'])
+    const key = await crypto.subtle.importKey(
+      'raw',
+      fromBase64(s.startsWith('whsec_') ? s.slice(6) : s),
+      { name: 'HMAC', hash: 'SHA-256' },
+      false,
+      ['verify'],
+    )
     for (const candidate of candidates) {
       let mac: Uint8Array<ArrayBuffer>
       try {

@@ -8,7 +8,7 @@ describe('the SDK client against the real service', () => {
   let api: TestApi
   let baseUrl: string
   beforeAll(async () => {
-    ({ api, baseUrl } = await listeningService())
+    ;({ api, baseUrl } = await listeningService())
   })
   afterAll(() => api?.stop())
 
@@ -53,7 +53,8 @@ describe('the SDK client against the real service', () => {
     const rx = createRxtraceClient({ baseUrl, auth: tokens })
     const first = await tokens.token()
     const revoked = await fetch(`${baseUrl}/oauth/revoke`, {
-      method: 'POST', body: new URLSearchParams({ token: first }),
+      method: 'POST',
+      body: new URLSearchParams({ token: first }),
       headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${btoa(`${ADMIN.id}:${ADMIN.secret}`)}` },
     })
     expect(revoked.status).toBe(200)
@@ -72,7 +73,10 @@ describe('the SDK client against the real service', () => {
     const rx = createRxtraceClient({ baseUrl, auth: { clientId: ADMIN.id, clientSecret: ADMIN.secret } })
     const fleet = (await rx.api.POST('/v1/fleets', { body: { name: 'Many Drivers Ltd' } })).data!
     const names = Array.from({ length: 7 }, (_, i) => `Driver ${i + 1}`)
-    for (const name of names) expect((await rx.api.POST('/v1/fleets/{id}/drivers', { params: { path: { id: fleet.id } }, body: { name } })).response.status).toBe(201)
+    for (const name of names)
+      expect((await rx.api.POST('/v1/fleets/{id}/drivers', { params: { path: { id: fleet.id } }, body: { name } })).response.status).toBe(
+        201,
+      )
     const seen: string[] = []
     for await (const driver of rx.list('/v1/fleets/{id}/drivers', { path: { id: fleet.id }, query: { limit: 3 } })) seen.push(driver.name)
     expect(seen.sort()).toEqual(names.sort())

@@ -25,7 +25,11 @@ describe('embed URLs', () => {
   it("asks the service for a signed URL that serves the fleet's dashboard page, and throws the problem when refused", async () => {
     const rx = createRxtraceClient({ baseUrl, auth: { clientId: ADMIN.id, clientSecret: ADMIN.secret } })
     const { data: fleet } = await rx.api.POST('/v1/fleets', {
-      body: { name: 'Speedy Couriers', branding: { display_name: 'Speedy', primary_color: '#0a7d5a' }, embed_origins: ['https://dispatch.speedy.example.com'] },
+      body: {
+        name: 'Speedy Couriers',
+        branding: { display_name: 'Speedy', primary_color: '#0a7d5a' },
+        embed_origins: ['https://dispatch.speedy.example.com'],
+      },
     })
     const before = Date.now()
     const session = await rx.embedUrl(fleet!.id, 120)

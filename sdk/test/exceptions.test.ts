@@ -6,8 +6,16 @@ import { ADMIN, documents, listeningService } from './service.js'
 import type { TestApi } from '../../test/helpers/service.js'
 
 const envelope = (n: number): FeedEvent => ({
-  id: `evt_${String(n).padStart(4, '0')}`, type: n % 2 ? 'cold-chain.break' : 'handoff.refused', created_at: '2026-11-23T10:00:00Z', api_version: 'v1',
-  pharmacy_id: 'ph_1', fleet_id: 'fl_1', delivery_id: 'dl_1', rx_id: 'rx_1', seq: n, data: { reason: 'hard_limit' },
+  id: `evt_${String(n).padStart(4, '0')}`,
+  type: n % 2 ? 'cold-chain.break' : 'handoff.refused',
+  created_at: '2026-11-23T10:00:00Z',
+  api_version: 'v1',
+  pharmacy_id: 'ph_1',
+  fleet_id: 'fl_1',
+  delivery_id: 'dl_1',
+  rx_id: 'rx_1',
+  seq: n,
+  data: { reason: 'hard_limit' },
 })
 
 /**
@@ -22,7 +30,9 @@ async function feedServer(events: FeedEvent[], refuse?: (req: IncomingMessage) =
     connections.push({ lastEventId, authorization: req.headers.authorization, url: req.url ?? '' })
     const status = refuse?.(req)
     if (status) {
-      res.writeHead(status, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status, code: status === 401 ? 'unauthorized' : 'not_found' }))
+      res
+        .writeHead(status, { 'content-type': 'application/problem+json' })
+        .end(JSON.stringify({ status, code: status === 401 ? 'unauthorized' : 'not_found' }))
       return
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' })
@@ -30,10 +40,20 @@ async function feedServer(events: FeedEvent[], refuse?: (req: IncomingMessage) =
     const from = lastEventId ? events.findIndex((e) => e.id === lastEventId) + 1 : 0
     for (const event of events.slice(from, from + 2)) res.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
     // A dropped connection, mid-stream, once what was written has left.
-    res.write(': heartbeat\n\n', () => { if (from + 2 < events.length) res.destroy() })
+    res.write(': heartbeat\n\n', () => {
+      if (from + 2 < events.length) res.destroy()
+    })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, connections, close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }) }
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    connections,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
 }
 
 describe('the exception feed subscription', () => {
@@ -48,7 +68,12 @@ describe('the exception feed subscription', () => {
     server = await feedServer(events)
     const received: FeedEvent[] = []
     const reconnects: (string | undefined)[] = []
-    for await (const event of subscribeExceptions({ baseUrl: server.baseUrl, fleetId: 'fl_1', tokens: staticToken('t0k3n'), onReconnect: (r) => reconnects.push(r.lastEventId) })) {
+    for await (const event of subscribeExceptions({
+      baseUrl: server.baseUrl,
+      fleetId: 'fl_1',
+      tokens: staticToken('t0k3n'),
+      onReconnect: (r) => reconnects.push(r.lastEventId),
+    })) {
       received.push(event)
       if (received.length === events.length) break
     }
@@ -63,19 +88,33 @@ describe('the exception feed subscription', () => {
     const events = Array.from({ length: 4 }, (_, i) => envelope(i + 1))
     server = await feedServer(events)
     const received: string[] = []
-    for await (const event of subscribeExceptions({ baseUrl: server.baseUrl, fleetId: 'fl_1', tokens: staticToken('t'), lastEventId: 'evt_0001', types: ['cold-chain.break', 'handoff.refused'] })) {
+    for await (const event of subscribeExceptions({
+      baseUrl: server.baseUrl,
+      fleetId: 'fl_1',
+      tokens: staticToken('t'),
+      lastEventId: 'evt_0001',
+      types: ['cold-chain.break', 'handoff.refused'],
+    })) {
       received.push(event.id)
       if (received.length === 3) break
     }
     expect(received).toEqual(['evt_0002', 'evt_0003', 'evt_0004'])
-    expect(server.connections[0]).toMatchObject({ lastEventId: 'evt_0001', url: `/v1/fleets/fl_1/exceptions/stream?type=${encodeURIComponent('cold-chain.break,handoff.refused')}` })
+    expect(server.connections[0]).toMatchObject({
+      lastEventId: 'evt_0001',
+      url: `/v1/fleets/fl_1/exceptions/stream?type=${encodeURIComponent('cold-chain.break,handoff.refused')}`,
+    })
   })
 
   it('renews a refused token and goes on; ends with FeedError when the fleet is not visible', async () => {
     const events = [envelope(1), envelope(2)]
     let issued = 0
     const dropped: string[] = []
-    const tokens: TokenSource = { token: async () => `token-${++issued}`, invalidate: (t) => { dropped.push(t) } }
+    const tokens: TokenSource = {
+      token: async () => `token-${++issued}`,
+      invalidate: (t) => {
+        dropped.push(t)
+      },
+    }
     server = await feedServer(events, (req) => (req.headers.authorization === 'Bearer token-1' ? 401 : undefined))
     const received: string[] = []
     for await (const event of subscribeExceptions({ baseUrl: server.baseUrl, fleetId: 'fl_1', tokens, retryMs: 5 })) {
@@ -96,7 +135,12 @@ describe('the exception feed subscription', () => {
     server = await feedServer([envelope(1), envelope(2)])
     const stop = new AbortController()
     const received: string[] = []
-    for await (const event of subscribeExceptions({ baseUrl: server.baseUrl, fleetId: 'fl_1', tokens: staticToken('t'), signal: stop.signal })) {
+    for await (const event of subscribeExceptions({
+      baseUrl: server.baseUrl,
+      fleetId: 'fl_1',
+      tokens: staticToken('t'),
+      signal: stop.signal,
+    })) {
       received.push(event.id)
       if (received.length === 2) stop.abort() // the server keeps this connection open: only the abort ends it
     }
@@ -109,12 +153,12 @@ describe('the exception feed of the real service', () => {
   let baseUrl: string
   let live = false
   beforeAll(async () => {
-    ({ api, baseUrl } = await listeningService())
+    ;({ api, baseUrl } = await listeningService())
     live = await documents(baseUrl, 'get', '/v1/fleets/{id}/exceptions/stream')
   })
   afterAll(() => api?.stop())
 
-  it('follows a fleet\'s exceptions and resumes after a reconnect', async () => {
+  it("follows a fleet's exceptions and resumes after a reconnect", async () => {
     expect(live).toBe(true)
     const rx = createRxtraceClient({ baseUrl, auth: { clientId: ADMIN.id, clientSecret: ADMIN.secret } })
     const admin = await api.adminToken()
@@ -130,7 +174,9 @@ describe('the exception feed of the real service', () => {
     // Without a Last-Event-ID the feed starts from now: subscribe, then fail a delivery.
     const stop = new AbortController()
     let opened!: () => void
-    const open = new Promise<void>((resolve) => { opened = resolve })
+    const open = new Promise<void>((resolve) => {
+      opened = resolve
+    })
     const feed = rx.exceptions(fleetId, { signal: stop.signal, onOpen: () => opened() })
     const next = feed.next()
     await open

@@ -10,14 +10,21 @@ describe('browser sign-in with PKCE against the real service', () => {
   let baseUrl: string
   let client: SignInClient
   beforeAll(async () => {
-    ({ api, baseUrl } = await listeningService({ PASSWORD_SCRYPT_LOG2_N: '10' }))
+    ;({ api, baseUrl } = await listeningService({ PASSWORD_SCRYPT_LOG2_N: '10' }))
     const admin = createRxtraceClient({ baseUrl, auth: { clientId: ADMIN.id, clientSecret: ADMIN.secret } })
     const pharmacy = await api.pharmacy(await api.adminToken())
-    await admin.api.POST('/v1/users', { body: { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD } })
-    const registered = await admin.api.POST('/v1/oauth/clients', { body: {
-      client_name: 'Pharmacy web app', token_endpoint_auth_method: 'none', redirect_uris: ['https://app.example/callback'], first_party: true,
-      scope: 'deliveries:read pharmacies:read',
-    } })
+    await admin.api.POST('/v1/users', {
+      body: { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD },
+    })
+    const registered = await admin.api.POST('/v1/oauth/clients', {
+      body: {
+        client_name: 'Pharmacy web app',
+        token_endpoint_auth_method: 'none',
+        redirect_uris: ['https://app.example/callback'],
+        first_party: true,
+        scope: 'deliveries:read pharmacies:read',
+      },
+    })
     // The service announces ISSUER (http://rxtrace.test in tests) as `iss`, not the address it listens on.
     client = { baseUrl, clientId: registered.data!.client_id, redirectUri: 'https://app.example/callback', issuer: 'http://rxtrace.test' }
   })
@@ -27,11 +34,18 @@ describe('browser sign-in with PKCE against the real service', () => {
   async function browserSignIn(url: string): Promise<string> {
     const page = await fetch(url)
     expect(page.status).toBe(200)
-    const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
+    const cookie = page.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ')
     const html = await page.text()
-    const hidden = Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!.replace(/&amp;/g, '&')]))
+    const hidden = Object.fromEntries(
+      [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!.replace(/&amp;/g, '&')]),
+    )
     const done = await fetch(`${baseUrl}/oauth/authorize`, {
-      method: 'POST', redirect: 'manual', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ ...hidden, email: 'pat@example.com', password: PASSWORD }).toString(),
     })
     expect(done.status).toBe(303)
@@ -48,7 +62,15 @@ describe('browser sign-in with PKCE against the real service', () => {
 
     let now = Date.now()
     const rotated: Tokens[] = []
-    const rx = createRxtraceClient({ baseUrl, auth: signedInTokens(client, tokens, (t) => rotated.push(t), () => now) })
+    const rx = createRxtraceClient({
+      baseUrl,
+      auth: signedInTokens(
+        client,
+        tokens,
+        (t) => rotated.push(t),
+        () => now,
+      ),
+    })
     expect((await rx.api.GET('/v1/deliveries')).response.status).toBe(200)
     expect(rotated).toHaveLength(0)
     now += 14.5 * 60_000 // in the token's last minute: refreshed first
@@ -61,9 +83,10 @@ describe('browser sign-in with PKCE against the real service', () => {
     const started = await beginSignIn(client)
     const callback = await browserSignIn(started.url)
     await expect(completeSignIn(client, callback, { ...started, state: 'another sign-in' })).rejects.toThrow(SignInError)
-    await expect(completeSignIn({ ...client, issuer: 'https://evil.example' }, callback, started)).rejects.toMatchObject({ error: 'issuer_mismatch' })
+    await expect(completeSignIn({ ...client, issuer: 'https://evil.example' }, callback, started)).rejects.toMatchObject({
+      error: 'issuer_mismatch',
+    })
     await completeSignIn(client, callback, started)
     await expect(completeSignIn(client, callback, started)).rejects.toMatchObject({ error: 'invalid_grant' })
   })
-
 })

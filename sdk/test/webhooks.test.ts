@@ -42,8 +42,12 @@ describe('verifyWebhook on requests the service really sent', () => {
 
   it('refuses an altered body, another secret, or a missing header', async () => {
     const { body } = receiver.requests[0]!
-    await expect(verifyWebhook(body.replace('delivery.created', 'delivery.cancelled'), headersOf(0), secret)).rejects.toThrow(WebhookVerificationError)
-    await expect(verifyWebhook(body, headersOf(0), `whsec_${btoa('another secret of 32 bytes length')}`)).rejects.toThrow('no signature matches')
+    await expect(verifyWebhook(body.replace('delivery.created', 'delivery.cancelled'), headersOf(0), secret)).rejects.toThrow(
+      WebhookVerificationError,
+    )
+    await expect(verifyWebhook(body, headersOf(0), `whsec_${btoa('another secret of 32 bytes length')}`)).rejects.toThrow(
+      'no signature matches',
+    )
     const { 'webhook-signature': _, ...unsigned } = headersOf(0)
     await expect(verifyWebhook(body, unsigned, secret)).rejects.toThrow('missing')
   })
@@ -53,7 +57,9 @@ describe('verifyWebhook on requests the service really sent', () => {
     const sentAt = Number(headersOf(0)['webhook-timestamp']) * 1000
     await expect(verifyWebhook(body, headersOf(0), secret, { now: () => sentAt + 301_000 })).rejects.toThrow('too old')
     await expect(verifyWebhook(body, headersOf(0), secret, { now: () => sentAt - 301_000 })).rejects.toThrow('future')
-    await expect(verifyWebhook(body, headersOf(0), secret, { now: () => sentAt + 3_000_000, toleranceS: 3_600 })).resolves.toMatchObject({ type: 'delivery.created' })
+    await expect(verifyWebhook(body, headersOf(0), secret, { now: () => sentAt + 3_000_000, toleranceS: 3_600 })).resolves.toMatchObject({
+      type: 'delivery.created',
+    })
   })
 
   it('during a rotation, verifies with the old secret or the new one', async () => {
@@ -61,6 +67,8 @@ describe('verifyWebhook on requests the service really sent', () => {
     expect(headersOf(1)['webhook-signature']!.split(' ')).toHaveLength(2)
     await expect(verifyWebhook(body, headersOf(1), secret)).resolves.toMatchObject({ type: 'delivery.created' })
     await expect(verifyWebhook(body, headersOf(1), rotatedSecret)).resolves.toMatchObject({ type: 'delivery.created' })
-    await expect(verifyWebhook(receiver.requests[0]!.body, headersOf(0), [rotatedSecret, secret])).resolves.toMatchObject({ type: 'delivery.created' })
+    await expect(verifyWebhook(receiver.requests[0]!.body, headersOf(0), [rotatedSecret, secret])).resolves.toMatchObject({
+      type: 'delivery.created',
+    })
   })
 })

@@ -36,8 +36,16 @@ import { statementBody } from './routes/reconciliation.js'
 import { consoleRoutes } from './routes/console.js'
 
 export type AppDeps = {
-  config: Config; db: Db; clock: Clock; logger: Logger; metrics: Metrics
-  keys: KeyRing; tokens: TokenService; clients: ClientRegistry; audit: AuditLog; people: People
+  config: Config
+  db: Db
+  clock: Clock
+  logger: Logger
+  metrics: Metrics
+  keys: KeyRing
+  tokens: TokenService
+  clients: ClientRegistry
+  audit: AuditLog
+  people: People
   readiness: Record<string, () => Promise<void>>
   /** Route groups under /v1, each built over its service. */
   v1: OpenAPIHono<AppEnv>[]
@@ -59,22 +67,38 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
   app.use('/oauth/*', bodySizeLimit()) // the 256 KiB body limit holds for the OAuth forms too
   // docs/security.md, Resource limits: what anyone may call without a token is throttled per caller address.
-  app.use('/oauth/*', oauthThrottle({
-    perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
-    perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
-    trustProxy: config.TRUST_PROXY,
-  }))
+  app.use(
+    '/oauth/*',
+    oauthThrottle({
+      perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
+      perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
+      trustProxy: config.TRUST_PROXY,
+    }),
+  )
   const guarded = [
-    authenticate({ tokens: deps.tokens, users: deps.people.users, invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock), trustProxy: config.TRUST_PROXY }),
+    authenticate({
+      tokens: deps.tokens,
+      users: deps.people.users,
+      invalidTokens: new TokenBuckets(config.INVALID_TOKEN_RPS, config.INVALID_TOKEN_BURST, clock),
+      trustProxy: config.TRUST_PROXY,
+    }),
     // docs/api.md, Audit log: every authenticated request is audited, the throttled ones included.
     auditTrail({ audit: deps.audit }),
-    rateLimit({ rps: config.RATE_LIMIT_RPS, burst: config.RATE_LIMIT_BURST, tenantRps: config.RATE_LIMIT_TENANT_RPS, tenantBurst: config.RATE_LIMIT_TENANT_BURST, clock }),
+    rateLimit({
+      rps: config.RATE_LIMIT_RPS,
+      burst: config.RATE_LIMIT_BURST,
+      tenantRps: config.RATE_LIMIT_TENANT_RPS,
+      tenantBurst: config.RATE_LIMIT_TENANT_BURST,
+      clock,
+    }),
     queryGuard(),
     // An operator's statement (JSON lines or CSV, up to 4 MiB) is the one body that is not a JSON request.
     ...bodyGuard([statementBody]),
     idempotency({
       // Each write's service keeps the answer in the transaction of its change.
-      db: deps.db, clock: deps.clock, requiredOn: (path) => path === '/v1/prescriptions',
+      db: deps.db,
+      clock: deps.clock,
+      requiredOn: (path) => path === '/v1/prescriptions',
     }),
     ...(deps.config.CRASH_AFTER_HANDLER ? [crashAfterHandler({ paths: new RegExp(deps.config.CRASH_AFTER_HANDLER) })] : []),
   ]
@@ -97,10 +121,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', consoleRoutes() as unknown as Hono<AppEnv>)
   for (const group of deps.v1) app.route('/', group)
 
-  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (RFC 9068, ES256)' })
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT (RFC 9068, ES256)',
+  })
   registerWebhooks(app)
   // Built once, on first request: the routes are all registered by then and never change.
   let document: ReturnType<typeof buildDocument> | undefined
-  app.get('/v1/openapi.json', (c) => c.json(document ??= buildDocument(app, deps.tokens.issuer)))
+  app.get('/v1/openapi.json', (c) => c.json((document ??= buildDocument(app, deps.tokens.issuer))))
   return app
 }

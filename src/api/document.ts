@@ -19,7 +19,11 @@ type Operation = {
   responses?: Record<string, { content?: Record<string, { example?: unknown }> }>
 }
 
-const pascal = (type: string) => type.split(/[.-]/).map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('')
+const pascal = (type: string) =>
+  type
+    .split(/[.-]/)
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join('')
 
 /** Standard Webhooks headers (docs/webhooks: signing); every webhook request carries them. */
 const signatureHeaders = z.object({
@@ -32,13 +36,18 @@ const signatureHeaders = z.object({
 export function registerWebhooks(app: OpenAPIHono<AppEnv>): void {
   for (const type of eventTypes) {
     app.openAPIRegistry.registerWebhook({
-      method: 'post', path: type, operationId: `on${pascal(type)}`, tags: ['Webhooks'],
+      method: 'post',
+      path: type,
+      operationId: `on${pascal(type)}`,
+      tags: ['Webhooks'],
       summary: `The \`${type}\` event, POSTed to every endpoint subscribed to it`,
       request: {
         headers: signatureHeaders,
         body: { required: true, content: { 'application/json': { schema: EventEnvelope.extend({ type: z.literal(type) }) } } },
       },
-      responses: { 200: { description: 'Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint' } },
+      responses: {
+        200: { description: 'Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint' },
+      },
     })
   }
 }
@@ -48,14 +57,17 @@ export function buildDocument(app: OpenAPIHono<AppEnv>, issuer: string) {
   const doc = app.getOpenAPI31Document({
     openapi: '3.1.0',
     info: {
-      title: 'rxtrace API', version: pkg.version,
-      description: 'Prescription delivery with a verifiable chain of custody and live cold-chain monitoring. '
-        + 'Every response carries `API-Version: v1`. The TypeScript SDK (`@rxtrace/sdk`) is generated from this document and released with it.',
+      title: 'rxtrace API',
+      version: pkg.version,
+      description:
+        'Prescription delivery with a verifiable chain of custody and live cold-chain monitoring. ' +
+        'Every response carries `API-Version: v1`. The TypeScript SDK (`@rxtrace/sdk`) is generated from this document and released with it.',
     },
     servers: [{ url: issuer }],
   })
   for (const item of Object.values(doc.paths ?? {})) {
-    for (const op of Object.values(item as Record<string, Operation>)) attachExamples(op, op.operationId && recorded.operations[op.operationId])
+    for (const op of Object.values(item as Record<string, Operation>))
+      attachExamples(op, op.operationId && recorded.operations[op.operationId])
   }
   for (const [type, item] of Object.entries(doc.webhooks ?? {})) {
     const body = (item as { post?: Operation }).post?.requestBody?.content['application/json']

@@ -23,14 +23,23 @@ const COMMON_HEADERS = {
  * same token). CSP: only this page's own script and style (by nonce), images over https (the
  * logo), requests to this origin, and framing by the fleet's `embed_origins` only.
  */
-export function dashboardPage(input: { token: string; name: string; branding: Branding; embedOrigins: string[]; view: LiveView }): { html: string; headers: Record<string, string> } {
+export function dashboardPage(input: { token: string; name: string; branding: Branding; embedOrigins: string[]; view: LiveView }): {
+  html: string
+  headers: Record<string, string>
+} {
   const nonce = randomBytes(16).toString('base64')
   const title = input.branding.display_name ?? input.name
   const color = input.branding.primary_color ?? '#1f6feb' // validated as #rrggbb when stored
   const ancestors = input.embedOrigins.length ? input.embedOrigins.join(' ') : "'none'"
   const csp = [
-    "default-src 'none'", `script-src 'nonce-${nonce}'`, `style-src 'nonce-${nonce}'`, 'img-src https:', "connect-src 'self'",
-    "base-uri 'none'", "form-action 'none'", `frame-ancestors ${ancestors}`,
+    "default-src 'none'",
+    `script-src 'nonce-${nonce}'`,
+    `style-src 'nonce-${nonce}'`,
+    'img-src https:',
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    `frame-ancestors ${ancestors}`,
   ].join('; ')
   const logo = input.branding.logo_url ? `<img class="logo" src="${escapeHtml(input.branding.logo_url)}" alt="">` : ''
   const html = `<!doctype html>
@@ -89,7 +98,11 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:4px 8px;
  * the browser's own refusal; with nothing on it there is nothing to click-jack.
  */
 export function embedErrorPage(): { html: string; headers: Record<string, string> } {
-  const html = '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Link expired</title></head>'
-    + '<body><p>This dashboard link has expired or is not valid. Ask for a new one.</p></body></html>'
-  return { html, headers: { ...COMMON_HEADERS, 'content-security-policy': "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors *" } }
+  const html =
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Link expired</title></head>' +
+    '<body><p>This dashboard link has expired or is not valid. Ask for a new one.</p></body></html>'
+  return {
+    html,
+    headers: { ...COMMON_HEADERS, 'content-security-policy': "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors *" },
+  }
 }

@@ -18,9 +18,13 @@ export function notFoundOrMethodNotAllowed(routes: () => readonly RouteEntry[]) 
     for (const { pattern, methods } of patterns) if (pattern.test(c.req.path)) for (const m of methods) allowed.add(m)
     if (allowed.has('GET')) allowed.add('HEAD') // Hono answers HEAD with the GET handler
     // No route at all, or the route's own handler found nothing (e.g. an unknown file under /docs/assets/).
-    if (allowed.size === 0 || allowed.has(c.req.method)) return problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`))
+    if (allowed.size === 0 || allowed.has(c.req.method))
+      return problemResponse(c, new AppError('not_found', `No route ${c.req.method} ${c.req.path}.`))
     const allow = [...allowed].sort().join(', ')
-    return problemResponse(c, new AppError('method_not_allowed', `${c.req.path} does not accept ${c.req.method}; it accepts ${allow}.`, {}, { allow }))
+    return problemResponse(
+      c,
+      new AppError('method_not_allowed', `${c.req.path} does not accept ${c.req.method}; it accepts ${allow}.`, {}, { allow }),
+    )
   }
 }
 
@@ -34,7 +38,12 @@ function compile(routes: readonly RouteEntry[]) {
     byPath.set(path, methods)
   }
   return [...byPath].map(([path, methods]) => ({
-    pattern: new RegExp(`^${path.split('/').map((segment) => (segment.startsWith(':') ? '[^/]+' : escape(segment))).join('/')}/?$`),
+    pattern: new RegExp(
+      `^${path
+        .split('/')
+        .map((segment) => (segment.startsWith(':') ? '[^/]+' : escape(segment)))
+        .join('/')}/?$`,
+    ),
     methods,
   }))
 }

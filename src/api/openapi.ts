@@ -6,12 +6,18 @@ import { requireScope } from './middleware/authenticate.js'
 
 export { z }
 
-export const Problem = z.object({
-  type: z.string(), title: z.string(), status: z.number().int(), detail: z.string(),
-  code: z.string().describe('Stable, snake_case error code'), request_id: z.string(),
-  errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
-  allowed_actions: z.array(z.string()).optional().describe('With `invalid_transition`: the actions the delivery allows now'),
-}).openapi('Problem')
+export const Problem = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.string().describe('Stable, snake_case error code'),
+    request_id: z.string(),
+    errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
+    allowed_actions: z.array(z.string()).optional().describe('With `invalid_transition`: the actions the delivery allows now'),
+  })
+  .openapi('Problem')
 
 export const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
 
@@ -43,7 +49,9 @@ export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'> &
     responses: {
       ...commonErrors,
       // Every write accepts Idempotency-Key (docs/api.md, Idempotency): a second request while the first runs is 409.
-      ...(config.method === 'get' ? {} : { 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') }),
+      ...(config.method === 'get'
+        ? {}
+        : { 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') }),
       ...config.responses,
     } as RouteConfig['responses'],
   })
@@ -56,21 +64,31 @@ export const pageQuery = z.object({
 
 export const pageOf = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() })
 
-export const idParam = (prefix: string) => z.object({ id: z.string().min(3).max(64).openapi({ param: { name: 'id', in: 'path' }, example: `${prefix}_01jd0000000000000000000000` }) })
+export const idParam = (prefix: string) =>
+  z.object({
+    id: z
+      .string()
+      .min(3)
+      .max(64)
+      .openapi({ param: { name: 'id', in: 'path' }, example: `${prefix}_01jd0000000000000000000000` }),
+  })
 
 /** Validation failures become 422 problem+json with a JSON pointer per issue. */
 export const validationHook: Hook<any, AppEnv, any, any> = (result) => {
   if (result.success) return
   const target = (result as { target?: string }).target
-  const prefix = target === 'json' ? '' : `/${target === 'param' ? 'path' : target ?? 'request'}`
+  const prefix = target === 'json' ? '' : `/${target === 'param' ? 'path' : (target ?? 'request')}`
   // RFC 6901: `~` and `/` inside a member name are escaped.
   const pointer = (path: readonly PropertyKey[]) =>
     `${prefix}/${path.map((p) => String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`.replace(/\/$/, '') || '/'
-  throw validationFailed(result.error.issues.flatMap((issue) =>
-    // zod reports unknown members once, on their object; the caller needs to know which member to remove.
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ pointer: pointer([...issue.path, key]), message: 'is not a known field' }))
-      : [{ pointer: pointer(issue.path), message: issue.message }]))
+  throw validationFailed(
+    result.error.issues.flatMap((issue) =>
+      // zod reports unknown members once, on their object; the caller needs to know which member to remove.
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((key) => ({ pointer: pointer([...issue.path, key]), message: 'is not a known field' }))
+        : [{ pointer: pointer(issue.path), message: issue.message }],
+    ),
+  )
 }
 
 /** A route without a token (OAuth endpoints, discovery); responses loosely typed as in v1Route. */

@@ -5,9 +5,18 @@ import { isDiskFull, isStoreUnavailable } from '../store/errors.js'
 import type { AppEnv } from './env.js'
 
 const titles: Record<number, string> = {
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict',
-  413: 'Content Too Large', 415: 'Unsupported Media Type', 422: 'Unprocessable Content',
-  429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
 }
 
 /** RFC 9457 problem details for an AppError. */
@@ -37,7 +46,9 @@ export function onError(error: Error, c: Context<AppEnv>): Response {
     // The database is away (restart, drop, partition) or its disk is full: nothing was done, and
     // the same request can succeed shortly, so 503 rather than a 500.
     c.get('log')?.().warn({ err: error }, 'storage unavailable')
-    const detail = isDiskFull(error) ? 'Storage is full; nothing was changed. Try again later.' : 'The database is unavailable; try again shortly.'
+    const detail = isDiskFull(error)
+      ? 'Storage is full; nothing was changed. Try again later.'
+      : 'The database is unavailable; try again shortly.'
     return problemResponse(c, new AppError('not_ready', detail, {}, { 'retry-after': String(RETRY_AFTER_S) }))
   }
   c.get('log')?.().error({ err: error }, 'unhandled error')

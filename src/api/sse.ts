@@ -8,18 +8,35 @@ import { z } from './openapi.js'
 /** The OpenAPI answer of a Server-Sent Events route. */
 export const eventStreamResponse = (description: string) => ({
   description,
-  content: { 'text/event-stream': { schema: z.string().describe('`retry: 2000`, then frames `id: <evt_…>`, `event: <type>`, `data: <event JSON>`, and `: heartbeat` comments') } },
+  content: {
+    'text/event-stream': {
+      schema: z
+        .string()
+        .describe('`retry: 2000`, then frames `id: <evt_…>`, `event: <type>`, `data: <event JSON>`, and `: heartbeat` comments'),
+    },
+  },
 })
 
 /** Comma-separated event types of a stream's `type` filter. */
-export const typeList = z.string().max(2_000).optional()
-  .transform((text) => (text === undefined ? undefined : text.split(',').map((t) => t.trim()).filter(Boolean)))
+export const typeList = z
+  .string()
+  .max(2_000)
+  .optional()
+  .transform((text) =>
+    text === undefined
+      ? undefined
+      : text
+          .split(',')
+          .map((t) => t.trim())
+          .filter(Boolean),
+  )
   .describe('Comma-separated event types, e.g. `cold-chain.break,delivery.failed`')
 
 /** Where a stream resumes: the Last-Event-ID header (what EventSource sends on reconnecting) or `?after=`. */
 export function resumeFrom(c: Context<AppEnv>, after: string | undefined): string | undefined {
   const header = c.req.header('last-event-id')?.trim()
-  if (header && !/^[\w-]{1,100}$/.test(header)) throw validationFailed([{ pointer: '/header/last-event-id', message: 'must be an event id (evt_…)' }])
+  if (header && !/^[\w-]{1,100}$/.test(header))
+    throw validationFailed([{ pointer: '/header/last-event-id', message: 'must be an event id (evt_…)' }])
   return header || after
 }
 

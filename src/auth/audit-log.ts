@@ -8,8 +8,14 @@ import { insertRows } from '../store/precompiled.js'
 import type { Db } from '../store/schema.js'
 
 export type AuditEntry = {
-  at: string; jti: string | null; client_id: string | null; sub: string | null
-  method: string; path: string; status: number; request_id: string
+  at: string
+  jti: string | null
+  client_id: string | null
+  sub: string | null
+  method: string
+  path: string
+  status: number
+  request_id: string
 }
 
 export type AuditRecord = AuditEntry & { prev_hash: string; hash: string }
@@ -51,7 +57,11 @@ export class AuditLog {
   private timer: NodeJS.Timeout | null = null
   private flushing: Promise<void> = Promise.resolve()
 
-  constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: Dialect,
+    private readonly clock: Clock,
+  ) {}
 
   record(entry: Omit<AuditEntry, 'at'>): void {
     this.pending.push({ at: iso(this.clock.now()), ...entry })
@@ -65,9 +75,11 @@ export class AuditLog {
     this.timer = null
     const batch = this.pending
     this.pending = []
-    this.flushing = this.flushing.then(() => (batch.length ? this.write(batch) : undefined)).catch(() => {
-      this.pending.unshift(...batch) // keep them for the next flush rather than lose them
-    })
+    this.flushing = this.flushing
+      .then(() => (batch.length ? this.write(batch) : undefined))
+      .catch(() => {
+        this.pending.unshift(...batch) // keep them for the next flush rather than lose them
+      })
     return this.flushing
   }
 
@@ -93,7 +105,15 @@ export class AuditLog {
    * Without `clientId` it is the deployment's chain, links included: the first record of the
    * page must link to the stored hash of the record before it, which the previous page checked.
    */
-  async verify({ clientId, afterPos = 0, limit }: { clientId?: string | undefined; afterPos?: number; limit: number }): Promise<AuditVerdict> {
+  async verify({
+    clientId,
+    afterPos = 0,
+    limit,
+  }: {
+    clientId?: string | undefined
+    afterPos?: number
+    limit: number
+  }): Promise<AuditVerdict> {
     await this.flush()
     const scope = clientId === undefined ? 'deployment' : 'client'
     let head = scope === 'deployment' ? await this.hashAt(afterPos) : null
@@ -110,7 +130,8 @@ export class AuditLog {
       const rows = await page(after, size)
       for (const { pos, prev_hash, hash, ...entry } of rows) {
         const linked = scope === 'client' || prev_hash === head
-        if (!linked || auditHash(entry, prev_hash) !== hash) return { scope, valid: false, checked, head, first_bad_pos: pos, next_pos: null }
+        if (!linked || auditHash(entry, prev_hash) !== hash)
+          return { scope, valid: false, checked, head, first_bad_pos: pos, next_pos: null }
         head = hash
         after = pos
         checked++
@@ -124,7 +145,13 @@ export class AuditLog {
   /** The stored hash of the last record at or before `pos`: what the next record must link to. */
   private async hashAt(pos: number): Promise<string> {
     if (pos <= 0) return GENESIS_HASH
-    const row = await this.db.selectFrom('audit_events').select('hash').where('pos', '<=', pos).orderBy('pos', 'desc').limit(1).executeTakeFirst()
+    const row = await this.db
+      .selectFrom('audit_events')
+      .select('hash')
+      .where('pos', '<=', pos)
+      .orderBy('pos', 'desc')
+      .limit(1)
+      .executeTakeFirst()
     return row?.hash ?? GENESIS_HASH
   }
 }

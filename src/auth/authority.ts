@@ -63,12 +63,17 @@ export function assertNotMorePowerful(actor: Authority, target: Authority, what 
   const gap = powerGap(actor, target)
   if (gap.otherTenant) throw notFound(what)
   if (gap.scopes.length) {
-    throw new AppError('insufficient_scope', `This ${what} holds scopes this token does not: ${gap.scopes.join(' ')}.`, { required_scope: gap.scopes.join(' ') })
+    throw new AppError('insufficient_scope', `This ${what} holds scopes this token does not: ${gap.scopes.join(' ')}.`, {
+      required_scope: gap.scopes.join(' '),
+    })
   }
 }
 
 /** Whether `actor` may see and act on parties fixed to `target`'s tenant. */
-export function reachesTenant(actor: Pick<Authority, 'pharmacyId' | 'fleetId'>, target: Pick<Authority, 'pharmacyId' | 'fleetId'>): boolean {
+export function reachesTenant(
+  actor: Pick<Authority, 'pharmacyId' | 'fleetId'>,
+  target: Pick<Authority, 'pharmacyId' | 'fleetId'>,
+): boolean {
   if (actor.pharmacyId) return target.pharmacyId === actor.pharmacyId && !target.fleetId
   if (actor.fleetId) return target.fleetId === actor.fleetId && !target.pharmacyId
   return true

@@ -48,7 +48,10 @@ export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')
 
 /** OAuth clients (RFC 7591 field names); secrets are stored as hashes only and shown once. */
 export class ClientRegistry {
-  constructor(private readonly db: Db, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
 
   /**
    * Registers a client; with no `scope` it gets the read-only scopes of its tenant kind. A public
@@ -56,11 +59,33 @@ export class ClientRegistry {
    * is shown once: `record` keeps the answer without it. `db`: a transaction to insert in (the
    * per-tenant limit counts and inserts in one).
    */
-  async create(input: NewClient & { token_endpoint_auth_method: 'none' }, fixed?: undefined, record?: RecordAnswer<ClientRecord>, db?: Executor, publicId?: string): Promise<ClientRecord>
-  async create(input: NewClient & { token_endpoint_auth_method?: Exclude<TokenEndpointAuthMethod, 'none'> | undefined }, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret: string }>, db?: Executor): Promise<ClientRecord & { client_secret: string }>
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<ClientRecord & { client_secret?: string }>, db?: Executor): Promise<ClientRecord & { client_secret?: string }>
+  async create(
+    input: NewClient & { token_endpoint_auth_method: 'none' },
+    fixed?: undefined,
+    record?: RecordAnswer<ClientRecord>,
+    db?: Executor,
+    publicId?: string,
+  ): Promise<ClientRecord>
+  async create(
+    input: NewClient & { token_endpoint_auth_method?: Exclude<TokenEndpointAuthMethod, 'none'> | undefined },
+    fixed?: { clientId: string; secret: string },
+    record?: RecordAnswer<ClientRecord & { client_secret: string }>,
+    db?: Executor,
+  ): Promise<ClientRecord & { client_secret: string }>
+  async create(
+    input: NewClient,
+    fixed?: { clientId: string; secret: string },
+    record?: RecordAnswer<ClientRecord & { client_secret?: string }>,
+    db?: Executor,
+  ): Promise<ClientRecord & { client_secret?: string }>
   // Each overload above narrows what `record` is given.
-  async create(input: NewClient, fixed?: { clientId: string; secret: string }, record?: RecordAnswer<any>, db: Executor = this.db, publicId?: string): Promise<ClientRecord & { client_secret?: string }> {
+  async create(
+    input: NewClient,
+    fixed?: { clientId: string; secret: string },
+    record?: RecordAnswer<any>,
+    db: Executor = this.db,
+    publicId?: string,
+  ): Promise<ClientRecord & { client_secret?: string }> {
     const tenant = { pharmacyId: input.pharmacy_id ?? null, fleetId: input.fleet_id ?? null }
     const scope = input.scope ?? defaultScopes(tenant).join(' ')
     assertScopesFitTenant({ scopes: scope, ...tenant })
@@ -115,9 +140,11 @@ export class ClientRegistry {
     const expiresAt = iso(this.clock.now() + overlapS * 1_000)
     const rotated = { client_id: clientId, client_secret: secret, previous_secret_expires_at: expiresAt }
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('oauth_clients')
+      await trx
+        .updateTable('oauth_clients')
         .set({ secret_hash: hashSecret(secret), previous_secret_hash: row.secret_hash, previous_secret_expires_at: expiresAt })
-        .where('client_id', '=', clientId).execute()
+        .where('client_id', '=', clientId)
+        .execute()
       await record?.(trx, rotated)
     })
     return rotated
@@ -140,9 +167,11 @@ export class ClientRegistry {
     const already = revokedAt(row.secret_hash)
     if (already) return { revoked_at: already }
     const at = iso(this.clock.now())
-    await this.db.updateTable('oauth_clients')
+    await this.db
+      .updateTable('oauth_clients')
       .set({ secret_hash: `${REVOKED}${at}`, previous_secret_hash: null, previous_secret_expires_at: null })
-      .where('client_id', '=', clientId).execute()
+      .where('client_id', '=', clientId)
+      .execute()
     return { revoked_at: at }
   }
 
@@ -153,9 +182,18 @@ export class ClientRegistry {
       if (!existing) {
         await this.create({ client_name: 'admin', scope: ADMIN_SCOPE }, pinned)
       } else {
-        await this.db.updateTable('oauth_clients')
-          .set({ secret_hash: hashSecret(pinned.secret), scope: ADMIN_SCOPE, pharmacy_id: null, fleet_id: null, previous_secret_hash: null, previous_secret_expires_at: null })
-          .where('client_id', '=', pinned.clientId).execute()
+        await this.db
+          .updateTable('oauth_clients')
+          .set({
+            secret_hash: hashSecret(pinned.secret),
+            scope: ADMIN_SCOPE,
+            pharmacy_id: null,
+            fleet_id: null,
+            previous_secret_hash: null,
+            previous_secret_expires_at: null,
+          })
+          .where('client_id', '=', pinned.clientId)
+          .execute()
       }
       return null
     }
@@ -179,15 +217,28 @@ export const CONSOLE_SCOPE = 'pharmacies:read prescriptions:read deliveries:read
 export async function ensureConsoleClient(registry: ClientRegistry, db: Db, redirectUris: string[]): Promise<void> {
   const existing = await registry.find(CONSOLE_CLIENT_ID)
   if (!existing) {
-    await registry.create({
-      client_name: 'rxtrace console', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'],
-      redirect_uris: redirectUris, scope: CONSOLE_SCOPE, first_party: true,
-    }, undefined, undefined, undefined, CONSOLE_CLIENT_ID)
+    await registry.create(
+      {
+        client_name: 'rxtrace console',
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+        redirect_uris: redirectUris,
+        scope: CONSOLE_SCOPE,
+        first_party: true,
+      },
+      undefined,
+      undefined,
+      undefined,
+      CONSOLE_CLIENT_ID,
+    )
     return
   }
   if (JSON.stringify(existing.redirect_uris) === JSON.stringify(redirectUris) && existing.scope === CONSOLE_SCOPE) return
-  await db.updateTable('oauth_clients').set({ redirect_uris: JSON.stringify(redirectUris), scope: CONSOLE_SCOPE })
-    .where('client_id', '=', CONSOLE_CLIENT_ID).execute()
+  await db
+    .updateTable('oauth_clients')
+    .set({ redirect_uris: JSON.stringify(redirectUris), scope: CONSOLE_SCOPE })
+    .where('client_id', '=', CONSOLE_CLIENT_ID)
+    .execute()
 }
 
 // A revoked client's secret_hash: not hex, so secretMatches never accepts any secret for it.
@@ -201,7 +252,11 @@ function revokedAt(secretHash: string): string | null {
 }
 
 /** What a client may do, in the terms `assertNotMorePowerful` compares. */
-export const authorityOf = (client: ClientRecord): Authority => ({ scopes: client.scope, pharmacyId: client.pharmacy_id, fleetId: client.fleet_id })
+export const authorityOf = (client: ClientRecord): Authority => ({
+  scopes: client.scope,
+  pharmacyId: client.pharmacy_id,
+  fleetId: client.fleet_id,
+})
 
 /**
  * Scopes a token may carry: the requested ones, which must all belong to the client, or all of
@@ -216,8 +271,16 @@ export function grantableScopes(client: ClientRecord, requested: string | undefi
 }
 
 function toRecord(row: {
-  client_id: string; client_name: string; grant_types: string; redirect_uris: string; scope: string
-  token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string; first_party: number
+  client_id: string
+  client_name: string
+  grant_types: string
+  redirect_uris: string
+  scope: string
+  token_endpoint_auth_method: string
+  pharmacy_id: string | null
+  fleet_id: string | null
+  created_at: string
+  first_party: number
 }): ClientRecord {
   return {
     client_id: row.client_id,

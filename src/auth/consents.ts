@@ -9,20 +9,29 @@ import type { Db } from '../store/schema.js'
  * replayed refresh token or code of that app revokes a family: each of those deletes the rows.
  */
 export class ConsentStore {
-  constructor(private readonly db: Db, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
 
   /** Whether the user has allowed this client every one of `scopes` (and there is at least one). */
   async covers(userId: string, clientId: string, scopes: readonly string[]): Promise<boolean> {
     if (scopes.length === 0) return false
-    const rows = await this.db.selectFrom('user_consents').select('scope')
-      .where('user_id', '=', userId).where('client_id', '=', clientId).where('scope', 'in', [...scopes]).execute()
+    const rows = await this.db
+      .selectFrom('user_consents')
+      .select('scope')
+      .where('user_id', '=', userId)
+      .where('client_id', '=', clientId)
+      .where('scope', 'in', [...scopes])
+      .execute()
     return rows.length === new Set(scopes).size
   }
 
   async remember(userId: string, clientId: string, scopes: readonly string[]): Promise<void> {
     if (scopes.length === 0) return
     const now = iso(this.clock.now())
-    await this.db.insertInto('user_consents')
+    await this.db
+      .insertInto('user_consents')
       .values([...new Set(scopes)].map((scope) => ({ user_id: userId, client_id: clientId, scope, granted_at: now })))
       .onConflict((oc) => oc.columns(['user_id', 'client_id', 'scope']).doNothing())
       .execute()

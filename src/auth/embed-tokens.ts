@@ -15,7 +15,11 @@ const EMBED_TYP = 'rxtrace-embed+jwt'
  * may do. It grants reading that fleet's live view until it expires.
  */
 export class EmbedTokens {
-  constructor(private readonly keys: KeyRing, private readonly issuer: string, private readonly clock: Clock) {}
+  constructor(
+    private readonly keys: KeyRing,
+    private readonly issuer: string,
+    private readonly clock: Clock,
+  ) {}
 
   private get audience(): string {
     return `${this.issuer}/embed`
@@ -27,7 +31,11 @@ export class EmbedTokens {
     const exp = nowS + Math.min(ttlS, MAX_EMBED_TTL_S)
     const token = await new SignJWT({ fleet_id: fleetId, scope: 'dashboard:view' })
       .setProtectedHeader({ alg: 'ES256', typ: EMBED_TYP, kid: key.kid })
-      .setIssuer(this.issuer).setAudience(this.audience).setSubject(fleetId).setIssuedAt(nowS).setExpirationTime(exp)
+      .setIssuer(this.issuer)
+      .setAudience(this.audience)
+      .setSubject(fleetId)
+      .setIssuedAt(nowS)
+      .setExpirationTime(exp)
       .sign(key.privateKey)
     return { token, expiresAtMs: exp * 1000 }
   }
@@ -39,8 +47,12 @@ export class EmbedTokens {
       const key = kid ? await this.keys.verificationKey(kid) : undefined
       if (!key) return null
       const { payload } = await jwtVerify(token, key, {
-        algorithms: ['ES256'], typ: EMBED_TYP, issuer: this.issuer, audience: this.audience,
-        currentDate: new Date(this.clock.now()), requiredClaims: ['sub', 'exp', 'iat'],
+        algorithms: ['ES256'],
+        typ: EMBED_TYP,
+        issuer: this.issuer,
+        audience: this.audience,
+        currentDate: new Date(this.clock.now()),
+        requiredClaims: ['sub', 'exp', 'iat'],
       })
       return typeof payload.fleet_id === 'string' && payload.fleet_id === payload.sub ? payload.fleet_id : null
     } catch {

@@ -7,7 +7,9 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 
 type Imported = {
-  privateKey: CryptoKey; publicKey: CryptoKey; publicJwk: JWK
+  privateKey: CryptoKey
+  publicKey: CryptoKey
+  publicJwk: JWK
   /** The private key for node:crypto's synchronous sign, which costs a fraction of WebCrypto's per token. */
   signer: KeyObject
 }
@@ -33,7 +35,11 @@ export class KeyRing {
   // A key's material never changes (only when it activates and retires): each is imported once.
   private readonly imported = new Map<string, Promise<Imported>>()
 
-  constructor(private readonly db: Db, private readonly clock: Clock, private readonly tokenTtlS: number) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly tokenTtlS: number,
+  ) {}
 
   /** Loads the keys, creating the first one on a fresh store. */
   async load(): Promise<void> {
@@ -83,17 +89,18 @@ export class KeyRing {
    * first); the current keys retire once every token they signed has expired. A key still
    * waiting to activate has signed nothing: the new one replaces it at once.
    */
-  async rotate(publishAheadS = 0, record?: RecordAnswer<{ kid: string; activates_at: string; previous_retires_at: string }>): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
+  async rotate(
+    publishAheadS = 0,
+    record?: RecordAnswer<{ kid: string; activates_at: string; previous_retires_at: string }>,
+  ): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
     const now = iso(this.clock.now())
     const activatesAt = this.clock.now() + publishAheadS * 1_000
     const retiresAt = iso(activatesAt + this.tokenTtlS * 1_000)
     const kid = await this.insertKey(activatesAt)
     const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('signing_keys').set({ retires_at: now })
-        .where('kid', '!=', kid).where('activates_at', '>', now).execute()
-      await trx.updateTable('signing_keys').set({ retires_at: retiresAt })
-        .where('kid', '!=', kid).where('retires_at', 'is', null).execute()
+      await trx.updateTable('signing_keys').set({ retires_at: now }).where('kid', '!=', kid).where('activates_at', '>', now).execute()
+      await trx.updateTable('signing_keys').set({ retires_at: retiresAt }).where('kid', '!=', kid).where('retires_at', 'is', null).execute()
       await record?.(trx, rotated)
     })
     await this.load()
@@ -114,12 +121,14 @@ export class KeyRing {
       await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
       rows = await select()
     }
-    return Promise.all(rows.map(async (row) => ({
-      kid: row.kid,
-      ...(await this.importOnce(row.kid, row.private_jwk, row.public_jwk)),
-      activatesAt: Date.parse(row.activates_at),
-      retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
-    })))
+    return Promise.all(
+      rows.map(async (row) => ({
+        kid: row.kid,
+        ...(await this.importOnce(row.kid, row.private_jwk, row.public_jwk)),
+        activatesAt: Date.parse(row.activates_at),
+        retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
+      })),
+    )
   }
 
   private importOnce(kid: string, privateText: string, publicText: string): Promise<Imported> {
@@ -144,14 +153,17 @@ export class KeyRing {
   private async insertKey(activatesAtMs: number): Promise<string> {
     const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
     const kid = newId('key')
-    await this.db.insertInto('signing_keys').values({
-      kid,
-      private_jwk: JSON.stringify(await exportJWK(privateKey)),
-      public_jwk: JSON.stringify(await exportJWK(publicKey)),
-      created_at: iso(this.clock.now()),
-      activates_at: iso(activatesAtMs),
-      retires_at: null,
-    }).execute()
+    await this.db
+      .insertInto('signing_keys')
+      .values({
+        kid,
+        private_jwk: JSON.stringify(await exportJWK(privateKey)),
+        public_jwk: JSON.stringify(await exportJWK(publicKey)),
+        created_at: iso(this.clock.now()),
+        activates_at: iso(activatesAtMs),
+        retires_at: null,
+      })
+      .execute()
     return kid
   }
 }

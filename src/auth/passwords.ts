@@ -37,7 +37,9 @@ function deriveNow(password: string, salt: Buffer, { log2N, r, p }: ScryptParams
   const N = 2 ** log2N
   // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
   const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * 2 }
-  return new Promise((resolve, reject) => scrypt(password.normalize('NFKC'), salt, KEY_BYTES, options, (err, key) => (err ? reject(err) : resolve(key))))
+  return new Promise((resolve, reject) =>
+    scrypt(password.normalize('NFKC'), salt, KEY_BYTES, options, (err, key) => (err ? reject(err) : resolve(key))),
+  )
 }
 
 export class PasswordHasher {
@@ -79,7 +81,11 @@ export class PasswordHasher {
     const [, log2N, r, p, salt, key] = parts as [string, string, string, string, string, string]
     const expected = Buffer.from(key, 'base64url')
     this.derivations++
-    const actual = await derive(password.slice(0, MAX_PASSWORD_LENGTH), Buffer.from(salt, 'base64url'), { log2N: Number(log2N), r: Number(r), p: Number(p) })
+    const actual = await derive(password.slice(0, MAX_PASSWORD_LENGTH), Buffer.from(salt, 'base64url'), {
+      log2N: Number(log2N),
+      r: Number(r),
+      p: Number(p),
+    })
     return actual.length === expected.length && timingSafeEqual(actual, expected)
   }
 }

@@ -12,14 +12,30 @@ import { UserAdmin } from './user-admin.js'
 import { UserDirectory } from './users.js'
 
 /** Everything people's sign-in needs, built once by the composition root. */
-export function createPeople({ db, clock, tokens, audit, scrypt }: { db: Db; clock: Clock; tokens: TokenService; audit: AuditLog; scrypt?: ScryptParams }) {
+export function createPeople({
+  db,
+  clock,
+  tokens,
+  audit,
+  scrypt,
+}: {
+  db: Db
+  clock: Clock
+  tokens: TokenService
+  audit: AuditLog
+  scrypt?: ScryptParams
+}) {
   const passwords = new PasswordHasher(scrypt)
   const users = new UserDirectory(db, clock, passwords)
   const sessions = new SessionStore(db, clock)
   const consents = new ConsentStore(db, clock)
   const refreshTokens = new RefreshTokens(db, clock, tokens, audit, consents)
   return {
-    passwords, users, sessions, refreshTokens, consents,
+    passwords,
+    users,
+    sessions,
+    refreshTokens,
+    consents,
     codes: new AuthorizationCodes(db, clock),
     throttle: new SignInThrottle(clock),
     admin: new UserAdmin(db, users, sessions, refreshTokens, consents, tokens.issuer),

@@ -14,7 +14,14 @@ import type { User } from './users.js'
 export const REFRESH_IDLE_MS = 24 * 3_600_000
 export const REFRESH_ABSOLUTE_MS = 30 * 86_400_000
 
-export type RefreshGrant = { familyId: string; clientId: string; userId: string; sessionHash: string; scope: string; familyCreatedAt: string }
+export type RefreshGrant = {
+  familyId: string
+  clientId: string
+  userId: string
+  sessionHash: string
+  scope: string
+  familyCreatedAt: string
+}
 
 export type Presented =
   | { ok: true; grant: RefreshGrant; user: User | null; tokenHash: string }
@@ -28,7 +35,10 @@ export type Presented =
  */
 export class RefreshTokens {
   constructor(
-    private readonly db: Db, private readonly clock: Clock, private readonly tokens: TokenService, private readonly audit: AuditLog,
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly tokens: TokenService,
+    private readonly audit: AuditLog,
     private readonly consents: ConsentStore,
   ) {}
 
@@ -57,14 +67,32 @@ export class RefreshTokens {
       // Two parties hold the family: revoke it, and ask the person again before this app gets more.
       await this.revokeFamily(row.family_id)
       await this.consents.forget(row.user_id, row.client_id)
-      this.audit.record({ jti: null, client_id: clientId, sub: row.user_id, method: 'POST', path: `/oauth/token refresh_token reused: family ${row.family_id} revoked`, status: 400, request_id: requestId })
+      this.audit.record({
+        jti: null,
+        client_id: clientId,
+        sub: row.user_id,
+        method: 'POST',
+        path: `/oauth/token refresh_token reused: family ${row.family_id} revoked`,
+        status: 400,
+        request_id: requestId,
+      })
       return { ok: false, reason: 'reused' }
     }
     if (row.expires_at <= iso(this.clock.now())) return { ok: false, reason: 'expired' }
-    const user: User | null = row.u_id === null ? null : {
-      id: row.u_id, email: row.u_email!, name: row.u_name!, role: row.u_role! as Role, pharmacy_id: row.u_pharmacy_id, fleet_id: row.u_fleet_id,
-      driver_id: row.u_driver_id, disabled: !!row.u_disabled, created_at: row.u_created_at!,
-    }
+    const user: User | null =
+      row.u_id === null
+        ? null
+        : {
+            id: row.u_id,
+            email: row.u_email!,
+            name: row.u_name!,
+            role: row.u_role! as Role,
+            pharmacy_id: row.u_pharmacy_id,
+            fleet_id: row.u_fleet_id,
+            driver_id: row.u_driver_id,
+            disabled: !!row.u_disabled,
+            created_at: row.u_created_at!,
+          }
     return { ok: true, grant: grantOf(row), user, tokenHash }
   }
 
@@ -86,16 +114,29 @@ export class RefreshTokens {
   }
 
   /** A new member of a family: the token to hand out (256 random bits) and the row that stores only its SHA-256. */
-  private newRow(grant: RefreshGrant, access: { jti: string; expiresAtMs: number }, now: number): { token: string; row: Database['refresh_tokens'] } {
+  private newRow(
+    grant: RefreshGrant,
+    access: { jti: string; expiresAtMs: number },
+    now: number,
+  ): { token: string; row: Database['refresh_tokens'] } {
     const token = `rt_${randomBytes(32).toString('base64url')}`
     const absoluteEnd = Date.parse(grant.familyCreatedAt) + REFRESH_ABSOLUTE_MS
     return {
       token,
       row: {
-        token_hash: hashSecret(token), family_id: grant.familyId, client_id: grant.clientId, user_id: grant.userId,
-        session_hash: grant.sessionHash, scope: grant.scope, family_created_at: grant.familyCreatedAt, created_at: iso(now),
-        expires_at: iso(Math.min(now + REFRESH_IDLE_MS, absoluteEnd)), access_jti: access.jti, access_expires_at: iso(access.expiresAtMs),
-        rotated_at: null, revoked_at: null,
+        token_hash: hashSecret(token),
+        family_id: grant.familyId,
+        client_id: grant.clientId,
+        user_id: grant.userId,
+        session_hash: grant.sessionHash,
+        scope: grant.scope,
+        family_created_at: grant.familyCreatedAt,
+        created_at: iso(now),
+        expires_at: iso(Math.min(now + REFRESH_IDLE_MS, absoluteEnd)),
+        access_jti: access.jti,
+        access_expires_at: iso(access.expiresAtMs),
+        rotated_at: null,
+        revoked_at: null,
       },
     }
   }
@@ -115,23 +156,54 @@ export class RefreshTokens {
   /** Revokes the matching families' refresh tokens and every access token they issued that is still live. */
   private async revokeWhere(column: 'family_id' | 'session_hash' | 'user_id', value: string): Promise<void> {
     const now = iso(this.clock.now())
-    const rows = await this.db.selectFrom('refresh_tokens').select(['access_jti', 'access_expires_at']).where(column, '=', value).where('access_expires_at', '>', now).execute()
+    const rows = await this.db
+      .selectFrom('refresh_tokens')
+      .select(['access_jti', 'access_expires_at'])
+      .where(column, '=', value)
+      .where('access_expires_at', '>', now)
+      .execute()
     await this.db.updateTable('refresh_tokens').set({ revoked_at: now }).where(column, '=', value).where('revoked_at', 'is', null).execute()
     for (const row of rows) await this.tokens.revoke({ jti: row.access_jti, exp: Math.ceil(Date.parse(row.access_expires_at) / 1_000) })
   }
 }
 
 // The refresh grant's queries, compiled once (src/store/precompiled.ts): a grant runs three.
-const presentedRow = precompiled((db, tokenHash: string) => db.selectFrom('refresh_tokens')
-  .leftJoin('users', 'users.id', 'refresh_tokens.user_id')
-  .selectAll('refresh_tokens')
-  .select(['users.id as u_id', 'users.email as u_email', 'users.name as u_name', 'users.role as u_role', 'users.pharmacy_id as u_pharmacy_id',
-    'users.fleet_id as u_fleet_id', 'users.driver_id as u_driver_id', 'users.disabled as u_disabled', 'users.created_at as u_created_at'])
-  .where('refresh_tokens.token_hash', '=', tokenHash))
+const presentedRow = precompiled((db, tokenHash: string) =>
+  db
+    .selectFrom('refresh_tokens')
+    .leftJoin('users', 'users.id', 'refresh_tokens.user_id')
+    .selectAll('refresh_tokens')
+    .select([
+      'users.id as u_id',
+      'users.email as u_email',
+      'users.name as u_name',
+      'users.role as u_role',
+      'users.pharmacy_id as u_pharmacy_id',
+      'users.fleet_id as u_fleet_id',
+      'users.driver_id as u_driver_id',
+      'users.disabled as u_disabled',
+      'users.created_at as u_created_at',
+    ])
+    .where('refresh_tokens.token_hash', '=', tokenHash),
+)
 /** Spends a token still unrotated and unrevoked; answers its hash when it did. */
-const spend = precompiled((db, tokenHash: string, now: string) => db.updateTable('refresh_tokens').set({ rotated_at: now })
-  .where('token_hash', '=', tokenHash).where('rotated_at', 'is', null).where('revoked_at', 'is', null).returning('token_hash'))
+const spend = precompiled((db, tokenHash: string, now: string) =>
+  db
+    .updateTable('refresh_tokens')
+    .set({ rotated_at: now })
+    .where('token_hash', '=', tokenHash)
+    .where('rotated_at', 'is', null)
+    .where('revoked_at', 'is', null)
+    .returning('token_hash'),
+)
 
 function grantOf(row: Database['refresh_tokens']): RefreshGrant {
-  return { familyId: row.family_id, clientId: row.client_id, userId: row.user_id, sessionHash: row.session_hash, scope: row.scope, familyCreatedAt: row.family_created_at }
+  return {
+    familyId: row.family_id,
+    clientId: row.client_id,
+    userId: row.user_id,
+    sessionHash: row.session_hash,
+    scope: row.scope,
+    familyCreatedAt: row.family_created_at,
+  }
 }

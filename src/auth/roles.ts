@@ -9,7 +9,18 @@ import { allScopes } from './scopes.js'
 export const roles = {
   pharmacist: {
     tenant: 'pharmacy',
-    scopes: ['pharmacies:read', 'prescriptions:read', 'prescriptions:write', 'deliveries:read', 'deliveries:write', 'custody:write', 'telemetry:read', 'cold-chain:disposition', 'webhooks:read', 'audit:read'],
+    scopes: [
+      'pharmacies:read',
+      'prescriptions:read',
+      'prescriptions:write',
+      'deliveries:read',
+      'deliveries:write',
+      'custody:write',
+      'telemetry:read',
+      'cold-chain:disposition',
+      'webhooks:read',
+      'audit:read',
+    ],
   },
   technician: {
     tenant: 'pharmacy',
@@ -18,7 +29,10 @@ export const roles = {
   dispatcher: { tenant: 'fleet', scopes: ['fleet:read', 'deliveries:read', 'deliveries:write', 'custody:write', 'telemetry:read'] },
   /** Sees only the deliveries assigned to the user's `driver_id`. */
   driver: { tenant: 'fleet', scopes: ['deliveries:read', 'custody:write', 'telemetry:read'] },
-  fleet_admin: { tenant: 'fleet', scopes: ['fleet:read', 'fleet:write', 'deliveries:read', 'telemetry:read', 'webhooks:read', 'webhooks:write'] },
+  fleet_admin: {
+    tenant: 'fleet',
+    scopes: ['fleet:read', 'fleet:write', 'deliveries:read', 'telemetry:read', 'webhooks:read', 'webhooks:write'],
+  },
   admin: { tenant: 'none', scopes: [...allScopes] },
 } as const satisfies Record<string, { tenant: 'pharmacy' | 'fleet' | 'none'; scopes: readonly string[] }>
 

@@ -1,8 +1,21 @@
 /** Every scope a client may hold (docs/api.md, Authentication: Scopes). */
 export const allScopes = [
-  'pharmacies:read', 'pharmacies:write', 'prescriptions:read', 'prescriptions:write', 'deliveries:read',
-  'deliveries:write', 'custody:write', 'telemetry:read', 'cold-chain:disposition', 'webhooks:read',
-  'webhooks:write', 'totes:write', 'fleet:read', 'fleet:write', 'clients:write', 'audit:read',
+  'pharmacies:read',
+  'pharmacies:write',
+  'prescriptions:read',
+  'prescriptions:write',
+  'deliveries:read',
+  'deliveries:write',
+  'custody:write',
+  'telemetry:read',
+  'cold-chain:disposition',
+  'webhooks:read',
+  'webhooks:write',
+  'totes:write',
+  'fleet:read',
+  'fleet:write',
+  'clients:write',
+  'audit:read',
 ] as const
 
 export type Scope = (typeof allScopes)[number]

@@ -17,13 +17,19 @@ export type Session = { idHash: string; userId: string }
  * with a new id, so an id planted before sign-in is worthless (no session fixation).
  */
 export class SessionStore {
-  constructor(private readonly db: Db, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
 
   async start(userId: string): Promise<{ cookieValue: string; session: Session }> {
     const cookieValue = randomBytes(32).toString('base64url')
     const now = iso(this.clock.now())
     const idHash = hashSecret(cookieValue)
-    await this.db.insertInto('user_sessions').values({ id_hash: idHash, user_id: userId, created_at: now, last_seen_at: now, ended_at: null }).execute()
+    await this.db
+      .insertInto('user_sessions')
+      .values({ id_hash: idHash, user_id: userId, created_at: now, last_seen_at: now, ended_at: null })
+      .execute()
     return { cookieValue, session: { idHash, userId } }
   }
 
@@ -31,23 +37,39 @@ export class SessionStore {
   async resume(cookieValue: string | undefined): Promise<Session | null> {
     if (!cookieValue) return null
     const idHash = hashSecret(cookieValue)
-    const row = await this.db.selectFrom('user_sessions')
+    const row = await this.db
+      .selectFrom('user_sessions')
       .innerJoin('users', 'users.id', 'user_sessions.user_id')
       .select(['user_sessions.user_id', 'user_sessions.last_seen_at', 'user_sessions.ended_at', 'users.disabled'])
-      .where('user_sessions.id_hash', '=', idHash).executeTakeFirst()
+      .where('user_sessions.id_hash', '=', idHash)
+      .executeTakeFirst()
     const now = this.clock.now()
     if (!row || row.ended_at || row.disabled || Date.parse(row.last_seen_at) + SESSION_IDLE_MS <= now) return null
     if (Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
-      await this.db.updateTable('user_sessions').set({ last_seen_at: iso(now) }).where('id_hash', '=', idHash).execute()
+      await this.db
+        .updateTable('user_sessions')
+        .set({ last_seen_at: iso(now) })
+        .where('id_hash', '=', idHash)
+        .execute()
     }
     return { idHash, userId: row.user_id }
   }
 
   async end(idHash: string): Promise<void> {
-    await this.db.updateTable('user_sessions').set({ ended_at: iso(this.clock.now()) }).where('id_hash', '=', idHash).where('ended_at', 'is', null).execute()
+    await this.db
+      .updateTable('user_sessions')
+      .set({ ended_at: iso(this.clock.now()) })
+      .where('id_hash', '=', idHash)
+      .where('ended_at', 'is', null)
+      .execute()
   }
 
   async endAllOf(userId: string): Promise<void> {
-    await this.db.updateTable('user_sessions').set({ ended_at: iso(this.clock.now()) }).where('user_id', '=', userId).where('ended_at', 'is', null).execute()
+    await this.db
+      .updateTable('user_sessions')
+      .set({ ended_at: iso(this.clock.now()) })
+      .where('user_id', '=', userId)
+      .where('ended_at', 'is', null)
+      .execute()
   }
 }

@@ -9,7 +9,11 @@ import type { KeyRing } from './keys.js'
 import { parseScope, type Principal } from './scopes.js'
 
 export type TokenSubject = {
-  clientId: string; sub: string; scopes: string[]; pharmacyId: string | null; fleetId: string | null
+  clientId: string
+  sub: string
+  scopes: string[]
+  pharmacyId: string | null
+  fleetId: string | null
   /** Chosen by the caller when it must remember the token to revoke it later (refresh families). */
   jti?: string
 }
@@ -47,7 +51,13 @@ export class TokenService {
     // RFC 9068 §2.1 header; RFC 7515 compact serialisation, RFC 7518 §3.4: ES256 is the raw r‖s pair (ieee-p1363).
     const header = { alg: 'ES256', typ: 'at+jwt', kid: key.kid }
     const payload = {
-      ...claims, iss: this.issuer, aud: this.audience, sub: subject.sub, iat: nowS, exp: nowS + this.ttlS, jti: subject.jti ?? randomUUID(),
+      ...claims,
+      iss: this.issuer,
+      aud: this.audience,
+      sub: subject.sub,
+      iat: nowS,
+      exp: nowS + this.ttlS,
+      jti: subject.jti ?? randomUUID(),
     }
     const signingInput = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`
     const token = `${signingInput}.${sign('sha256', Buffer.from(signingInput), { key: key.signer, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`
@@ -88,7 +98,8 @@ export class TokenService {
   }
 
   async revoke(principal: Pick<Principal, 'jti' | 'exp'>): Promise<void> {
-    await this.db.insertInto('revoked_tokens')
+    await this.db
+      .insertInto('revoked_tokens')
       .values({ jti: principal.jti, expires_at: iso(principal.exp * 1_000) })
       .onConflict((oc) => oc.column('jti').doNothing())
       .execute()
@@ -127,7 +138,9 @@ export class TokenService {
         clientId: String(payload.client_id),
         sub: String(payload.sub),
         // A token signed before a scope was forbidden to its tenant kind does not carry it any more.
-        scopes: new Set(effectiveScopes({ scopes: parseScope(typeof payload.scope === 'string' ? payload.scope : ''), pharmacyId, fleetId })),
+        scopes: new Set(
+          effectiveScopes({ scopes: parseScope(typeof payload.scope === 'string' ? payload.scope : ''), pharmacyId, fleetId }),
+        ),
         pharmacyId,
         fleetId,
         jti: String(payload.jti),
@@ -135,7 +148,8 @@ export class TokenService {
       }
     } catch (error) {
       if (error instanceof joseErrors.JWTExpired) throw invalidToken('The access token has expired.')
-      if (error instanceof joseErrors.JWTClaimValidationFailed) throw invalidToken(`The access token's "${error.claim}" claim is not accepted.`)
+      if (error instanceof joseErrors.JWTClaimValidationFailed)
+        throw invalidToken(`The access token's "${error.claim}" claim is not accepted.`)
       throw invalidToken('The access token signature or header is invalid.')
     }
   }
@@ -145,7 +159,12 @@ const base64url = (text: string) => Buffer.from(text).toString('base64url')
 
 /** RFC 6750 §3: a bad token names `invalid_token`; no token at all carries no error code. */
 export function invalidToken(detail: string): AppError {
-  return new AppError('unauthorized', detail, {}, {
-    'WWW-Authenticate': `Bearer error="invalid_token", error_description="${detail.replace(/"/g, "'")}"`,
-  })
+  return new AppError(
+    'unauthorized',
+    detail,
+    {},
+    {
+      'WWW-Authenticate': `Bearer error="invalid_token", error_description="${detail.replace(/"/g, "'")}"`,
+    },
+  )
 }

@@ -20,8 +20,12 @@ export type Manager = Principal | null
  */
 export class UserAdmin {
   constructor(
-    private readonly db: Db, private readonly users: UserDirectory, private readonly sessions: SessionStore,
-    private readonly refreshTokens: RefreshTokens, private readonly consents: ConsentStore, private readonly issuer: string,
+    private readonly db: Db,
+    private readonly users: UserDirectory,
+    private readonly sessions: SessionStore,
+    private readonly refreshTokens: RefreshTokens,
+    private readonly consents: ConsentStore,
+    private readonly issuer: string,
   ) {}
 
   async create(manager: Manager, input: NewUser): Promise<User & { setup_url?: string }> {
@@ -52,7 +56,11 @@ export class UserAdmin {
   }
 
   /** Disabling ends the user's sessions and revokes their refresh tokens and the access tokens those issued. */
-  async update(manager: Manager, id: string, patch: { name?: string | undefined; role?: Role | undefined; driver_id?: string | null | undefined; disabled?: boolean | undefined }): Promise<User> {
+  async update(
+    manager: Manager,
+    id: string,
+    patch: { name?: string | undefined; role?: Role | undefined; driver_id?: string | null | undefined; disabled?: boolean | undefined },
+  ): Promise<User> {
     const user = await this.get(manager, id)
     this.checkPower(manager, user.role, '') // may not touch someone more powerful
     const role = patch.role ?? user.role
@@ -73,21 +81,30 @@ export class UserAdmin {
   private checkPower(manager: Manager, role: Role, prefix: string): void {
     if (!manager) return
     const beyond = roles[role].scopes.filter((s) => !manager.scopes.has(s))
-    if (beyond.length) throw validationFailed([{ pointer: `${prefix}/role`, message: `this role holds scopes you do not: ${beyond.join(' ')}` }])
-    if (role === 'admin' && (manager.pharmacyId || manager.fleetId)) throw validationFailed([{ pointer: `${prefix}/role`, message: 'only an unrestricted administrator manages admins' }])
+    if (beyond.length)
+      throw validationFailed([{ pointer: `${prefix}/role`, message: `this role holds scopes you do not: ${beyond.join(' ')}` }])
+    if (role === 'admin' && (manager.pharmacyId || manager.fleetId))
+      throw validationFailed([{ pointer: `${prefix}/role`, message: 'only an unrestricted administrator manages admins' }])
   }
 
   /** The role's tenant is named, exists and is the caller's; a driver names a driver of that fleet. */
-  private async checkPlacement(manager: Manager, role: Role, at: { pharmacy_id?: string | null | undefined; fleet_id?: string | null | undefined; driver_id?: string | null | undefined }, prefix: string) {
+  private async checkPlacement(
+    manager: Manager,
+    role: Role,
+    at: { pharmacy_id?: string | null | undefined; fleet_id?: string | null | undefined; driver_id?: string | null | undefined },
+    prefix: string,
+  ) {
     this.checkPower(manager, role, prefix)
     const tenant = roles[role].tenant
     const fail = (pointer: string, message: string) => validationFailed([{ pointer: `${prefix}${pointer}`, message }])
     if (tenant === 'pharmacy') {
       if (!at.pharmacy_id || at.fleet_id) throw fail('/pharmacy_id', `a ${role} belongs to one pharmacy: give pharmacy_id, not fleet_id`)
-      if (!(await this.db.selectFrom('pharmacies').select('id').where('id', '=', at.pharmacy_id).executeTakeFirst())) throw fail('/pharmacy_id', `no pharmacy ${at.pharmacy_id}`)
+      if (!(await this.db.selectFrom('pharmacies').select('id').where('id', '=', at.pharmacy_id).executeTakeFirst()))
+        throw fail('/pharmacy_id', `no pharmacy ${at.pharmacy_id}`)
     } else if (tenant === 'fleet') {
       if (!at.fleet_id || at.pharmacy_id) throw fail('/fleet_id', `a ${role} belongs to one fleet: give fleet_id, not pharmacy_id`)
-      if (!(await this.db.selectFrom('fleets').select('id').where('id', '=', at.fleet_id).executeTakeFirst())) throw fail('/fleet_id', `no fleet ${at.fleet_id}`)
+      if (!(await this.db.selectFrom('fleets').select('id').where('id', '=', at.fleet_id).executeTakeFirst()))
+        throw fail('/fleet_id', `no fleet ${at.fleet_id}`)
     } else if (at.pharmacy_id || at.fleet_id) {
       throw fail('/role', 'an admin belongs to no pharmacy or fleet')
     }

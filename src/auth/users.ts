@@ -8,13 +8,25 @@ import type { PasswordHasher } from './passwords.js'
 import type { Role } from './roles.js'
 
 export type User = {
-  id: string; email: string; name: string; role: Role; pharmacy_id: string | null; fleet_id: string | null
-  driver_id: string | null; disabled: boolean; created_at: string
+  id: string
+  email: string
+  name: string
+  role: Role
+  pharmacy_id: string | null
+  fleet_id: string | null
+  driver_id: string | null
+  disabled: boolean
+  created_at: string
 }
 
 export type NewUser = {
-  email: string; name: string; role: Role; pharmacy_id?: string | null | undefined; fleet_id?: string | null | undefined
-  driver_id?: string | null | undefined; password?: string | undefined
+  email: string
+  name: string
+  role: Role
+  pharmacy_id?: string | null | undefined
+  fleet_id?: string | null | undefined
+  driver_id?: string | null | undefined
+  password?: string | undefined
 }
 
 /** What authentication needs to know about a user behind a token, looked up at most every few seconds. */
@@ -30,16 +42,27 @@ const STANDING_TTL_MS = 5_000
 export class UserDirectory {
   private readonly standing = new Map<string, { value: UserStanding; until: number }>()
 
-  constructor(private readonly db: Db, private readonly clock: Clock, private readonly passwords: PasswordHasher) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly passwords: PasswordHasher,
+  ) {}
 
   /** Creates the user; with no password, also a single-use setup token (shown once, stored hashed). */
   async create(input: NewUser): Promise<{ user: User; setupToken: string | null }> {
     const now = iso(this.clock.now())
     const row: Database['users'] = {
-      id: newId('us'), email: input.email.toLowerCase(), name: input.name, role: input.role,
-      pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null, driver_id: input.driver_id ?? null,
+      id: newId('us'),
+      email: input.email.toLowerCase(),
+      name: input.name,
+      role: input.role,
+      pharmacy_id: input.pharmacy_id ?? null,
+      fleet_id: input.fleet_id ?? null,
+      driver_id: input.driver_id ?? null,
       password_hash: input.password ? await this.passwords.hash(input.password) : null,
-      disabled: 0, created_at: now, updated_at: now,
+      disabled: 0,
+      created_at: now,
+      updated_at: now,
     }
     await this.db.insertInto('users').values(row).execute()
     const setupToken = input.password ? null : await this.newSetupToken(row.id)
@@ -48,8 +71,10 @@ export class UserDirectory {
 
   async newSetupToken(userId: string): Promise<string> {
     const token = randomBytes(32).toString('base64url')
-    await this.db.insertInto('user_setup_tokens')
-      .values({ token_hash: hashSecret(token), user_id: userId, expires_at: iso(this.clock.now() + SETUP_TTL_MS), used_at: null }).execute()
+    await this.db
+      .insertInto('user_setup_tokens')
+      .values({ token_hash: hashSecret(token), user_id: userId, expires_at: iso(this.clock.now() + SETUP_TTL_MS), used_at: null })
+      .execute()
     return token
   }
 
@@ -62,7 +87,10 @@ export class UserDirectory {
     return !!(await this.db.selectFrom('users').select('id').where('email', '=', email.toLowerCase()).executeTakeFirst())
   }
 
-  async update(id: string, patch: { name?: string | undefined; role?: Role | undefined; driver_id?: string | null | undefined; disabled?: boolean | undefined }): Promise<User | undefined> {
+  async update(
+    id: string,
+    patch: { name?: string | undefined; role?: Role | undefined; driver_id?: string | null | undefined; disabled?: boolean | undefined },
+  ): Promise<User | undefined> {
     const set: Partial<Database['users']> = { updated_at: iso(this.clock.now()) }
     if (patch.name !== undefined) set.name = patch.name
     if (patch.role !== undefined) set.role = patch.role
@@ -98,8 +126,12 @@ export class UserDirectory {
     if (!user) return null
     const hash = await this.passwords.hash(password)
     const now = iso(this.clock.now())
-    const spent = await this.db.updateTable('user_setup_tokens').set({ used_at: now })
-      .where('token_hash', '=', hashSecret(token)).where('used_at', 'is', null).executeTakeFirst()
+    const spent = await this.db
+      .updateTable('user_setup_tokens')
+      .set({ used_at: now })
+      .where('token_hash', '=', hashSecret(token))
+      .where('used_at', 'is', null)
+      .executeTakeFirst()
     if (Number(spent.numUpdatedRows) !== 1) return null // a concurrent request used it first
     await this.db.updateTable('users').set({ password_hash: hash, updated_at: now }).where('id', '=', user.id).execute()
     return user
@@ -120,7 +152,14 @@ export class UserDirectory {
 
 export function toUser(row: Database['users']): User {
   return {
-    id: row.id, email: row.email, name: row.name, role: row.role as Role, pharmacy_id: row.pharmacy_id, fleet_id: row.fleet_id,
-    driver_id: row.driver_id, disabled: !!row.disabled, created_at: row.created_at,
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    role: row.role as Role,
+    pharmacy_id: row.pharmacy_id,
+    fleet_id: row.fleet_id,
+    driver_id: row.driver_id,
+    disabled: !!row.disabled,
+    created_at: row.created_at,
   }
 }

@@ -14,7 +14,8 @@ async function registry(ctx: CliContext) {
 
 export const createClient: Command = {
   name: 'clients create',
-  synopsis: 'clients create --name NAME [--scope "a b"] [--pharmacy ph_…|--fleet fl_…] [--auth-method client_secret_basic|client_secret_post]',
+  synopsis:
+    'clients create --name NAME [--scope "a b"] [--pharmacy ph_…|--fleet fl_…] [--auth-method client_secret_basic|client_secret_post]',
   summary: 'Register an OAuth client (client_credentials); prints it with its client_secret, shown once',
   help: [
     '--name NAME          client_name (RFC 7591), 1–200 characters',
@@ -24,7 +25,13 @@ export const createClient: Command = {
     '--fleet fl_…         restrict the client to one fleet (its tokens carry fleet_id)',
     '--auth-method M      client_secret_basic (default) or client_secret_post',
   ],
-  options: { name: { type: 'string' }, scope: { type: 'string' }, pharmacy: { type: 'string' }, fleet: { type: 'string' }, 'auth-method': { type: 'string' } },
+  options: {
+    name: { type: 'string' },
+    scope: { type: 'string' },
+    pharmacy: { type: 'string' },
+    fleet: { type: 'string' },
+    'auth-method': { type: 'string' },
+  },
   positionals: [],
   async run(ctx, values) {
     const name = values.name as string | undefined
@@ -34,9 +41,11 @@ export const createClient: Command = {
     const pharmacyId = values.pharmacy as string | undefined
     const fleetId = values.fleet as string | undefined
     if (pharmacyId && fleetId) throw new UsageError('restrict a client to a pharmacy or a fleet, not both')
-    if (pharmacyId !== undefined && !/^ph_\w+$/.test(pharmacyId)) throw new UsageError(`--pharmacy "${pharmacyId}" is not a pharmacy id (ph_…)`)
+    if (pharmacyId !== undefined && !/^ph_\w+$/.test(pharmacyId))
+      throw new UsageError(`--pharmacy "${pharmacyId}" is not a pharmacy id (ph_…)`)
     if (fleetId !== undefined && !/^fl_\w+$/.test(fleetId)) throw new UsageError(`--fleet "${fleetId}" is not a fleet id (fl_…)`)
-    if (fleetId && scope?.split(' ').includes('cold-chain:disposition')) throw new UsageError('--scope: a fleet-restricted client may not hold cold-chain:disposition')
+    if (fleetId && scope?.split(' ').includes('cold-chain:disposition'))
+      throw new UsageError('--scope: a fleet-restricted client may not hold cold-chain:disposition')
     const method = (values['auth-method'] as string | undefined) ?? 'client_secret_basic'
     if (!(authMethods as readonly string[]).includes(method)) throw new UsageError(`--auth-method must be ${authMethods.join(' or ')}`)
 
@@ -48,8 +57,11 @@ export const createClient: Command = {
       throw new UsageError(`--fleet ${fleetId}: no such fleet`)
     }
     const created = await clients.create({
-      client_name: name, scope, token_endpoint_auth_method: method as (typeof authMethods)[number],
-      pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null,
+      client_name: name,
+      scope,
+      token_endpoint_auth_method: method as (typeof authMethods)[number],
+      pharmacy_id: pharmacyId ?? null,
+      fleet_id: fleetId ?? null,
     })
     ctx.note('Save client_secret now: it is stored hashed and cannot be shown again.')
     return created
@@ -108,7 +120,7 @@ export const revokeClient: Command = {
   name: 'clients revoke',
   synopsis: 'clients revoke <client_id>',
   summary: 'Revoke a client: its secrets stop working at once; tokens it holds expire within TOKEN_TTL_S',
-  help: ['Revoking twice is harmless and answers the first revocation\'s time. A revoked client cannot be reinstated; create a new one.'],
+  help: ["Revoking twice is harmless and answers the first revocation's time. A revoked client cannot be reinstated; create a new one."],
   options: {},
   positionals: ['client_id'],
   async run(ctx, _values, [clientId]) {

@@ -20,7 +20,11 @@ export const rotateKeys: Command = {
   options: { 'publish-ahead': { type: 'string' } },
   positionals: [],
   async run(ctx, values) {
-    const aheadS = durationSeconds('publish-ahead', (values['publish-ahead'] as string | undefined) ?? DEFAULT_PUBLISH_AHEAD, MAX_PUBLISH_AHEAD_S)
+    const aheadS = durationSeconds(
+      'publish-ahead',
+      (values['publish-ahead'] as string | undefined) ?? DEFAULT_PUBLISH_AHEAD,
+      MAX_PUBLISH_AHEAD_S,
+    )
     const { db } = await ctx.store()
     const keys = new KeyRing(db, ctx.clock, ctx.config.TOKEN_TTL_S)
     await keys.load()

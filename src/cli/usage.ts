@@ -16,7 +16,8 @@ export function parse(args: string[], options: Options, positionals: string[]) {
     throw new UsageError(shorten((error as Error).message))
   }
   if (parsed.values.help) return { help: true as const, values: parsed.values, positionals: parsed.positionals }
-  if (parsed.positionals.length > positionals.length) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.length]}"`)
+  if (parsed.positionals.length > positionals.length)
+    throw new UsageError(`unexpected argument "${parsed.positionals[positionals.length]}"`)
   const missing = positionals[parsed.positionals.length]
   if (missing) throw new UsageError(`missing <${missing}>`)
   return { help: false as const, values: parsed.values, positionals: parsed.positionals }

@@ -15,7 +15,8 @@ async function people(ctx: CliContext) {
   const keys = new KeyRing(db, ctx.clock, ctx.config.TOKEN_TTL_S) // only to record revocations; signs nothing
   const tokens = new TokenService(db, keys, ctx.clock, issuerOf(ctx.config), ctx.config.TOKEN_TTL_S)
   const audit = new AuditLog(db, dialect, ctx.clock)
-  return createPeople({ db, clock: ctx.clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: ctx.config.PASSWORD_SCRYPT_LOG2_N } }).admin
+  return createPeople({ db, clock: ctx.clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: ctx.config.PASSWORD_SCRYPT_LOG2_N } })
+    .admin
 }
 
 /** API validation failures read as one usage line. */
@@ -25,7 +26,9 @@ async function asUsage<T>(work: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof AppError) {
       const errors = (error.extra.errors as { pointer: string; message: string }[] | undefined) ?? []
-      throw new UsageError(errors.length ? errors.map((e) => `${e.pointer.replace(/^\//, '--').replace('_id', '')}: ${e.message}`).join('; ') : error.message)
+      throw new UsageError(
+        errors.length ? errors.map((e) => `${e.pointer.replace(/^\//, '--').replace('_id', '')}: ${e.message}`).join('; ') : error.message,
+      )
     }
     throw error
   }
@@ -42,7 +45,15 @@ export const createUser: Command = {
     '--driver dr_…        for a driver: the driver whose deliveries the user sees',
     `--password-stdin     read the password (${MIN_PASSWORD_LENGTH}–${MAX_PASSWORD_LENGTH} characters) from stdin rather than sending a setup link`,
   ],
-  options: { email: { type: 'string' }, name: { type: 'string' }, role: { type: 'string' }, pharmacy: { type: 'string' }, fleet: { type: 'string' }, driver: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+  options: {
+    email: { type: 'string' },
+    name: { type: 'string' },
+    role: { type: 'string' },
+    pharmacy: { type: 'string' },
+    fleet: { type: 'string' },
+    driver: { type: 'string' },
+    'password-stdin': { type: 'boolean' },
+  },
   positionals: [],
   async run(ctx, values) {
     const email = values.email as string | undefined
@@ -55,14 +66,24 @@ export const createUser: Command = {
     if (values['password-stdin']) {
       const chunks: Buffer[] = []
       for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-      password = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
-      if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH) throw new UsageError(`the password must be ${MIN_PASSWORD_LENGTH}–${MAX_PASSWORD_LENGTH} characters`)
+      password = Buffer.concat(chunks)
+        .toString('utf8')
+        .replace(/\r?\n$/, '')
+      if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH)
+        throw new UsageError(`the password must be ${MIN_PASSWORD_LENGTH}–${MAX_PASSWORD_LENGTH} characters`)
     }
     const admin = await people(ctx)
-    const user = await asUsage(() => admin.create(null, {
-      email, name, role, pharmacy_id: values.pharmacy as string | undefined, fleet_id: values.fleet as string | undefined,
-      driver_id: values.driver as string | undefined, password,
-    }))
+    const user = await asUsage(() =>
+      admin.create(null, {
+        email,
+        name,
+        role,
+        pharmacy_id: values.pharmacy as string | undefined,
+        fleet_id: values.fleet as string | undefined,
+        driver_id: values.driver as string | undefined,
+        password,
+      }),
+    )
     if (user.setup_url) ctx.note('Send setup_url to the user: it works once, for 72 hours.')
     return user
   },

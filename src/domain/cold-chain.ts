@@ -1,5 +1,11 @@
 import { z } from 'zod'
-import { breakReasons, coldChainSummarySchema, summarize, temperatureProfileSchema, type ColdChainState as EngineState } from '../../rules/index.js'
+import {
+  breakReasons,
+  coldChainSummarySchema,
+  summarize,
+  temperatureProfileSchema,
+  type ColdChainState as EngineState,
+} from '../../rules/index.js'
 
 /**
  * The delivery's `cold_chain` block: the one definition of its shape. The TypeScript types, the
@@ -12,7 +18,9 @@ export type ColdChainStatus = (typeof coldChainStates)[number]
 
 /** What the monitor keeps in the delivery's `cold_chain` column: the engine's summary, its break flattened. */
 export const coldChainFiguresSchema = coldChainSummarySchema.omit({ break: true }).extend({
-  state: z.enum(coldChainStates).describe('BROKEN once broken (for good); EXCURSION while an announced excursion is open; OK; UNMONITORED without a cold chain'),
+  state: z
+    .enum(coldChainStates)
+    .describe('BROKEN once broken (for good); EXCURSION while an announced excursion is open; OK; UNMONITORED without a cold chain'),
   break_reason: z.enum(breakReasons).nullable().describe('Why the cold chain broke; null while it holds'),
   broken_at: z.string().nullable().describe('When it broke (RFC 3339 UTC); null while it holds'),
 })
@@ -37,8 +45,15 @@ export type ColdChain = z.infer<typeof coldChainSchema>
 /** The figures of a delivery no reading has reached yet. */
 export function initialColdChain(required: boolean): ColdChainFigures {
   return {
-    state: required ? 'OK' : 'UNMONITORED', min_c: null, max_c: null, mkt_c: null,
-    time_out_of_range_s: 0, unknown_s: 0, excursions: [], break_reason: null, broken_at: null,
+    state: required ? 'OK' : 'UNMONITORED',
+    min_c: null,
+    max_c: null,
+    mkt_c: null,
+    time_out_of_range_s: 0,
+    unknown_s: 0,
+    excursions: [],
+    break_reason: null,
+    broken_at: null,
   }
 }
 

@@ -35,7 +35,11 @@ export function currentHolder(chain: readonly CustodyEvent[]): string | null {
   return null
 }
 
-export function decideHandover(delivery: { pharmacy_id: string }, chain: readonly CustodyEvent[], input: CustodyAction): Handover | CustodyRefusal {
+export function decideHandover(
+  delivery: { pharmacy_id: string },
+  chain: readonly CustodyEvent[],
+  input: CustodyAction,
+): Handover | CustodyRefusal {
   const holder = currentHolder(chain)
   switch (input.action) {
     case 'dispatch':

@@ -16,7 +16,15 @@ export type CustodyEvent = {
 }
 
 export type CustodyType =
-  | 'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition'
+  | 'created'
+  | 'dispatched'
+  | 'picked_up'
+  | 'handoff'
+  | 'delivered'
+  | 'failed'
+  | 'returned'
+  | 'cancelled'
+  | 'disposition'
 
 export type PrescriptionFacts = {
   rx_id: string

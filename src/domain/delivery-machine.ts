@@ -20,14 +20,21 @@ const moves: Record<DeliveryAction, Move> = {
   fail: { from: ['PICKED_UP'], to: 'FAILED', custody: 'failed', events: ['delivery.failed'] },
   return: { from: ['PICKED_UP', 'FAILED'], to: 'RETURNED', custody: 'returned', events: ['custody.handoff-signed', 'delivery.returned'] },
   cancel: { from: ['QUEUED', 'DISPATCHED'], to: 'CANCELLED', custody: 'cancelled', events: ['delivery.cancelled'] },
-  disposition: { from: ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'FAILED'], to: 'unchanged', custody: 'disposition', events: ['cold-chain.disposition'] },
+  disposition: {
+    from: ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'FAILED'],
+    to: 'unchanged',
+    custody: 'disposition',
+    events: ['cold-chain.disposition'],
+  },
 }
 
 /** States after which the tote is released and the delivery is over. */
 export const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
 
 export type DeliveryFacts = {
-  status: DeliveryStatus; coldChainState: ColdChainStatus; released: boolean
+  status: DeliveryStatus
+  coldChainState: ColdChainStatus
+  released: boolean
   /** A pharmacist has already decided on the broken cold chain: that decision stands, a second is refused. */
   decided?: boolean | undefined
 }
@@ -49,12 +56,20 @@ export function planMove(delivery: DeliveryFacts, action: DeliveryAction): Plann
   }
   const allowed = allowedActions(delivery)
   if (!allowed.includes(action)) {
-    const detail = action === 'disposition' && moves.disposition.from.includes(delivery.status)
-      ? delivery.decided ? 'A disposition was already recorded for this delivery; a second decision is refused.' : 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
-      : `Cannot ${action} a delivery that is ${delivery.status}.`
+    const detail =
+      action === 'disposition' && moves.disposition.from.includes(delivery.status)
+        ? delivery.decided
+          ? 'A disposition was already recorded for this delivery; a second decision is refused.'
+          : 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
+        : `Cannot ${action} a delivery that is ${delivery.status}.`
     throw new AppError('invalid_transition', detail, { status_now: delivery.status, allowed_actions: allowed })
   }
   const move = moves[action]
   const status = move.to === 'unchanged' ? delivery.status : move.to
-  return { status, custody: move.custody, events: move.events, ends: endingStatuses.includes(status) && !endingStatuses.includes(delivery.status) }
+  return {
+    status,
+    custody: move.custody,
+    events: move.events,
+    ends: endingStatuses.includes(status) && !endingStatuses.includes(delivery.status),
+  }
 }

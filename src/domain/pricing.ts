@@ -10,7 +10,9 @@
  */
 
 export type RateCardTerms = {
-  base_fee_cents: number; per_km_cents: number; cold_chain_surcharge_cents: number
+  base_fee_cents: number
+  per_km_cents: number
+  cold_chain_surcharge_cents: number
   failed_attempt_fee_cents: number
   /** ×1.5 is 15000: ten-thousandths keep the multiplier exact. */
   after_hours_multiplier_e4: number
@@ -30,13 +32,25 @@ export type PricingInputs = {
 }
 
 export type PriceLine = {
-  base_cents: number; distance_cents: number; cold_chain_cents: number; failed_attempt_cents: number
-  after_hours_cents: number; gross_cents: number; commission_cents: number; payout_cents: number
+  base_cents: number
+  distance_cents: number
+  cold_chain_cents: number
+  failed_attempt_cents: number
+  after_hours_cents: number
+  gross_cents: number
+  commission_cents: number
+  payout_cents: number
 }
 
 export const ZERO_LINE: PriceLine = {
-  base_cents: 0, distance_cents: 0, cold_chain_cents: 0, failed_attempt_cents: 0, after_hours_cents: 0,
-  gross_cents: 0, commission_cents: 0, payout_cents: 0,
+  base_cents: 0,
+  distance_cents: 0,
+  cold_chain_cents: 0,
+  failed_attempt_cents: 0,
+  after_hours_cents: 0,
+  gross_cents: 0,
+  commission_cents: 0,
+  payout_cents: 0,
 }
 
 /** `numerator / denominator` rounded to an integer, half to even (banker's rounding); both ≥ 0 integers. */
@@ -60,7 +74,16 @@ export function priceLine(card: RateCardTerms, inputs: PricingInputs): PriceLine
   const after_hours_cents = inputs.after_hours ? divideHalfEven(subtotal * Math.max(0, card.after_hours_multiplier_e4 - 10_000), 10_000) : 0
   const gross_cents = subtotal + after_hours_cents
   const commission_cents = divideHalfEven(gross_cents * card.commission_bps, 10_000)
-  return { base_cents, distance_cents, cold_chain_cents, failed_attempt_cents, after_hours_cents, gross_cents, commission_cents, payout_cents: gross_cents - commission_cents }
+  return {
+    base_cents,
+    distance_cents,
+    cold_chain_cents,
+    failed_attempt_cents,
+    after_hours_cents,
+    gross_cents,
+    commission_cents,
+    payout_cents: gross_cents - commission_cents,
+  }
 }
 
 export type LatLng = { lat: number; lng: number }

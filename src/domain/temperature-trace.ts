@@ -21,12 +21,22 @@ export const traceExcursionSchema = excursionSummarySchema
 export type TraceExcursion = z.infer<typeof traceExcursionSchema>
 
 export const traceSummarySchema = coldChainSchema.pick({ min_c: true, max_c: true, mkt_c: true, time_out_of_range_s: true }).extend({
-  time_out_of_range_s: z.number().describe("Cumulative out-of-range time up to as_of: the rule engine's figure, plus the sensor gap of a tote silent since its last reading"),
+  time_out_of_range_s: z
+    .number()
+    .describe(
+      "Cumulative out-of-range time up to as_of: the rule engine's figure, plus the sensor gap of a tote silent since its last reading",
+    ),
   unknown_s: z.number().describe('Of which sensor-gap (unknown) time, up to as_of'),
-  as_of: z.string().describe('The instant the trace and its summary hold at (RFC 3339 UTC): the window end; for an open delivery, the later of now and the newest reading'),
-  scope: z.enum(['delivery', 'window']).describe(
-    "`delivery`: the whole delivery as the rule engine judged it. `window`: the window is narrower than the delivery, so min_c/max_c are those of the points in it; mkt_c and time_out_of_range_s stay the whole delivery's",
-  ),
+  as_of: z
+    .string()
+    .describe(
+      'The instant the trace and its summary hold at (RFC 3339 UTC): the window end; for an open delivery, the later of now and the newest reading',
+    ),
+  scope: z
+    .enum(['delivery', 'window'])
+    .describe(
+      "`delivery`: the whole delivery as the rule engine judged it. `window`: the window is narrower than the delivery, so min_c/max_c are those of the points in it; mkt_c and time_out_of_range_s stay the whole delivery's",
+    ),
 })
 export type TraceSummary = z.infer<typeof traceSummarySchema>
 

@@ -65,11 +65,14 @@ export class EventFeed {
   }
 
   /** `readEventsAfter` with each event's position, for readers that merge the feed with live events. */
-  async readPositioned(cursor: string | null, limit: number, scope: EventScope = {}): Promise<{ events: PositionedEvent[]; cursor: string | null; more: boolean }> {
+  async readPositioned(
+    cursor: string | null,
+    limit: number,
+    scope: EventScope = {},
+  ): Promise<{ events: PositionedEvent[]; cursor: string | null; more: boolean }> {
     const after = cursor === null ? null : await this.positionOf(cursor)
     const postgres = this.store.dialect === 'postgres'
-    let query = this.scoped(scope).selectAll()
-      .select(txidOf(postgres))
+    let query = this.scoped(scope).selectAll().select(txidOf(postgres))
     if (scope.type) query = query.where('type', '=', scope.type)
     if (scope.types) query = scope.types.length ? query.where('type', 'in', [...scope.types]) : query.where(sql<boolean>`1 = 0`)
     if (scope.deliveryId) query = query.where('delivery_id', '=', scope.deliveryId)
@@ -81,7 +84,9 @@ export class EventFeed {
       query = query.orderBy('pos')
     }
     const rows = await query.limit(limit + 1).execute()
-    const page = rows.slice(0, limit).map((row) => ({ event: envelopeFromRow(row), position: { txid: row.writer_txid, pos: row.pos }, cursor: encodePosition(row) }))
+    const page = rows
+      .slice(0, limit)
+      .map((row) => ({ event: envelopeFromRow(row), position: { txid: row.writer_txid, pos: row.pos }, cursor: encodePosition(row) }))
     return { events: page, cursor: page.at(-1)?.cursor ?? cursor, more: rows.length > limit }
   }
 
@@ -93,7 +98,10 @@ export class EventFeed {
     const postgres = this.store.dialect === 'postgres'
     let query = this.store.db.selectFrom('events').select(['pos', txidOf(postgres)])
     if (postgres) {
-      query = query.where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`).orderBy(sql`events.txid`, 'desc').orderBy('pos', 'desc')
+      query = query
+        .where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`)
+        .orderBy(sql`events.txid`, 'desc')
+        .orderBy('pos', 'desc')
     } else {
       query = query.orderBy('pos', 'desc')
     }
@@ -109,8 +117,10 @@ export class EventFeed {
   /** The cursor just after event `id`, or null when the reader's tenant has no such event. */
   async cursorAfter(id: string, scope: Pick<EventScope, 'pharmacyId' | 'fleetId'> = {}): Promise<string | null> {
     const postgres = this.store.dialect === 'postgres'
-    const row = await this.scoped(scope).select(['pos', txidOf(postgres)])
-      .where('id', '=', id).executeTakeFirst()
+    const row = await this.scoped(scope)
+      .select(['pos', txidOf(postgres)])
+      .where('id', '=', id)
+      .executeTakeFirst()
     return row ? encodePosition(row) : null
   }
 

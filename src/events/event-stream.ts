@@ -40,7 +40,12 @@ export type StreamRequest = {
 }
 
 /** What a stream needs of a Node `ServerResponse` to write to it directly. */
-export type DirectSink = { readonly headersSent: boolean; readonly writableLength: number; readonly destroyed: boolean; write(chunk: Uint8Array): boolean }
+export type DirectSink = {
+  readonly headersSent: boolean
+  readonly writableLength: number
+  readonly destroyed: boolean
+  write(chunk: Uint8Array): boolean
+}
 
 export type StreamStats = { subscribers: number; cutOff: number; largestBacklogBytes: number; tailReads: number }
 
@@ -122,7 +127,12 @@ export class EventStreams {
     if (this.closed) throw new AppError('not_ready', 'The service is stopping; reconnect with Last-Event-ID.', {}, { 'Retry-After': '2' })
     const open = this.perTenant.get(request.tenant) ?? 0
     if (open >= this.settings.maxPerTenant) {
-      throw new AppError('rate_limited', `This tenant already has ${open} event streams open, the most allowed; close one first.`, { limit: this.settings.maxPerTenant }, { 'Retry-After': '5' })
+      throw new AppError(
+        'rate_limited',
+        `This tenant already has ${open} event streams open, the most allowed; close one first.`,
+        { limit: this.settings.maxPerTenant },
+        { 'Retry-After': '5' },
+      )
     }
     this.perTenant.set(request.tenant, open + 1)
     let subscription: Subscription | null = null
@@ -188,15 +198,18 @@ export class EventStreams {
       this.position = head.position
     })
     this.ready = ready
-    ready.then(() => {
-      this.heartbeat = setInterval(() => {
-        for (const subscription of [...this.subscribers]) subscription.heartbeat()
-      }, this.settings.heartbeatMs)
-      this.heartbeat.unref()
-      this.running = this.loop()
-    }, () => {
-      this.ready = null
-    })
+    ready.then(
+      () => {
+        this.heartbeat = setInterval(() => {
+          for (const subscription of [...this.subscribers]) subscription.heartbeat()
+        }, this.settings.heartbeatMs)
+        this.heartbeat.unref()
+        this.running = this.loop()
+      },
+      () => {
+        this.ready = null
+      },
+    )
     return ready
   }
 
@@ -302,13 +315,16 @@ class Subscription {
   }
 
   body(): ReadableStream<Uint8Array> {
-    return new ReadableStream<Uint8Array>({
-      start: (controller) => {
-        this.controller = controller
+    return new ReadableStream<Uint8Array>(
+      {
+        start: (controller) => {
+          this.controller = controller
+        },
+        pull: (controller) => this.pull(controller),
+        cancel: () => this.finish(false),
       },
-      pull: (controller) => this.pull(controller),
-      cancel: () => this.finish(false),
-    }, { highWaterMark: 0 })
+      { highWaterMark: 0 },
+    )
   }
 
   /** From the tail: an event of the feed, with its frame as this stream shows it. */

@@ -4,23 +4,42 @@ import type { Executor } from '../store/schema.js'
 
 /** Lifecycle, custody, exception and writeback events a webhook may subscribe to (or `*`). */
 export const eventTypes = [
-  'delivery.created', 'delivery.dispatched', 'delivery.picked-up', 'delivery.delivered', 'delivery.failed',
-  'delivery.returned', 'delivery.cancelled', 'custody.handoff-signed', 'custody.patient-verified',
-  'temperature.excursion', 'temperature.recovered', 'cold-chain.break', 'cold-chain.disposition', 'sensor.offline',
-  'writeback.completed', 'writeback.failed', 'handoff.refused',
+  'delivery.created',
+  'delivery.dispatched',
+  'delivery.picked-up',
+  'delivery.delivered',
+  'delivery.failed',
+  'delivery.returned',
+  'delivery.cancelled',
+  'custody.handoff-signed',
+  'custody.patient-verified',
+  'temperature.excursion',
+  'temperature.recovered',
+  'cold-chain.break',
+  'cold-chain.disposition',
+  'sensor.offline',
+  'writeback.completed',
+  'writeback.failed',
+  'handoff.refused',
 ] as const
 
 export const subscribes = (events: readonly string[], type: string) => events.includes('*') || events.includes(type)
 
 /** The enabled endpoints that hear everyone, or the event's pharmacy, or its fleet: one query per combination. */
-const endpointQuery = (byPharmacy: boolean, byFleet: boolean) => precompiled((db, pharmacyId: string, fleetId: string) =>
-  db.selectFrom('webhook_endpoints').select(['id', 'events'])
-    .where('enabled', '=', 1)
-    .where((eb) => eb.or([
-      eb.and([eb('pharmacy_id', 'is', null), eb('fleet_id', 'is', null)]),
-      ...(byPharmacy ? [eb('pharmacy_id', '=', pharmacyId)] : []),
-      ...(byFleet ? [eb('fleet_id', '=', fleetId)] : []),
-    ])))
+const endpointQuery = (byPharmacy: boolean, byFleet: boolean) =>
+  precompiled((db, pharmacyId: string, fleetId: string) =>
+    db
+      .selectFrom('webhook_endpoints')
+      .select(['id', 'events'])
+      .where('enabled', '=', 1)
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('pharmacy_id', 'is', null), eb('fleet_id', 'is', null)]),
+          ...(byPharmacy ? [eb('pharmacy_id', '=', pharmacyId)] : []),
+          ...(byFleet ? [eb('fleet_id', '=', fleetId)] : []),
+        ]),
+      ),
+  )
 const endpointQueries = [endpointQuery(false, false), endpointQuery(true, false), endpointQuery(false, true), endpointQuery(true, true)]
 
 type Routable = { id: string; type: string; pharmacy_id: string | null; fleet_id?: string | null | undefined }
@@ -35,9 +54,20 @@ export async function enqueueForEndpoints(trx: Executor, event: Routable, nowMs:
   const endpoints = await query(trx, event.pharmacy_id ?? '', event.fleet_id ?? '')
   const targets = endpoints.filter((e) => subscribes(JSON.parse(e.events) as string[], event.type))
   if (targets.length === 0) return 0
-  await trx.insertInto('webhook_messages').values(targets.map((endpoint) => ({
-    id: newId('msg'), event_id: event.id, endpoint_id: endpoint.id, state: 'pending' as const, attempts: 0,
-    next_attempt_at: nowMs, lease_until: null, created_at: nowMs,
-  }))).execute()
+  await trx
+    .insertInto('webhook_messages')
+    .values(
+      targets.map((endpoint) => ({
+        id: newId('msg'),
+        event_id: event.id,
+        endpoint_id: endpoint.id,
+        state: 'pending' as const,
+        attempts: 0,
+        next_attempt_at: nowMs,
+        lease_until: null,
+        created_at: nowMs,
+      })),
+    )
+    .execute()
   return targets.length
 }

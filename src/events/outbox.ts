@@ -58,8 +58,12 @@ export class Outbox {
     let messages = 0
     for (const event of events) {
       if (event.dedupe_key && event.delivery_id) {
-        const seen = await trx.selectFrom('events').select('id')
-          .where('delivery_id', '=', event.delivery_id).where('dedupe_key', '=', event.dedupe_key).executeTakeFirst()
+        const seen = await trx
+          .selectFrom('events')
+          .select('id')
+          .where('delivery_id', '=', event.delivery_id)
+          .where('dedupe_key', '=', event.dedupe_key)
+          .executeTakeFirst()
         if (seen) continue
       }
       const seq = event.seq ?? (event.delivery_id ? await nextSeq(trx, event.delivery_id) : null)
@@ -76,9 +80,16 @@ export class Outbox {
         data: event.data,
       }
       await insertRow(trx, 'events', {
-        id: envelope.id, type: envelope.type, created_at: envelope.created_at, pharmacy_id: envelope.pharmacy_id,
-        fleet_id: envelope.fleet_id ?? null, delivery_id: envelope.delivery_id ?? null, rx_id: envelope.rx_id ?? null,
-        seq, data: JSON.stringify(envelope.data), dedupe_key: event.dedupe_key ?? null,
+        id: envelope.id,
+        type: envelope.type,
+        created_at: envelope.created_at,
+        pharmacy_id: envelope.pharmacy_id,
+        fleet_id: envelope.fleet_id ?? null,
+        delivery_id: envelope.delivery_id ?? null,
+        rx_id: envelope.rx_id ?? null,
+        seq,
+        data: JSON.stringify(envelope.data),
+        dedupe_key: event.dedupe_key ?? null,
       })
       messages += await enqueueForEndpoints(trx, envelope, this.clock.now())
       appended.push(envelope)
@@ -111,17 +122,36 @@ export class Outbox {
 }
 
 async function nextSeq(trx: Executor, deliveryId: string): Promise<number> {
-  const row = await trx.updateTable('deliveries').set({ event_seq: sql`event_seq + 1` })
-    .where('id', '=', deliveryId).returning('event_seq').executeTakeFirstOrThrow()
+  const row = await trx
+    .updateTable('deliveries')
+    .set({ event_seq: sql`event_seq + 1` })
+    .where('id', '=', deliveryId)
+    .returning('event_seq')
+    .executeTakeFirstOrThrow()
   return row.event_seq
 }
 
 export function envelopeFromRow(row: {
-  id: string; type: string; created_at: string; pharmacy_id: string | null; fleet_id: string | null
-  delivery_id: string | null; rx_id: string | null; seq: number | null; data: string
+  id: string
+  type: string
+  created_at: string
+  pharmacy_id: string | null
+  fleet_id: string | null
+  delivery_id: string | null
+  rx_id: string | null
+  seq: number | null
+  data: string
 }): EventEnvelope {
   return {
-    id: row.id, type: row.type, created_at: row.created_at, api_version: 'v1', pharmacy_id: row.pharmacy_id,
-    fleet_id: row.fleet_id, delivery_id: row.delivery_id, rx_id: row.rx_id, seq: row.seq, data: JSON.parse(row.data),
+    id: row.id,
+    type: row.type,
+    created_at: row.created_at,
+    api_version: 'v1',
+    pharmacy_id: row.pharmacy_id,
+    fleet_id: row.fleet_id,
+    delivery_id: row.delivery_id,
+    rx_id: row.rx_id,
+    seq: row.seq,
+    data: JSON.parse(row.data),
   }
 }

@@ -28,9 +28,16 @@ export class BrokerAccounts {
   /** Inside the registering transaction: the account waits here until the broker has it. */
   async enqueue(trx: Executor, toteId: string, password: string): Promise<void> {
     const now = this.deps.clock.now()
-    await trx.insertInto('broker_accounts').values({
-      tote_id: toteId, sealed_password: this.deps.seal.seal(toteId, password), next_attempt_at: now, last_error: null, created_at: iso(now),
-    }).execute()
+    await trx
+      .insertInto('broker_accounts')
+      .values({
+        tote_id: toteId,
+        sealed_password: this.deps.seal.seal(toteId, password),
+        next_attempt_at: now,
+        last_error: null,
+        created_at: iso(now),
+      })
+      .execute()
   }
 
   /** The connection passes use; null (before start-up has connected, or while stopping) makes passes wait. */
@@ -59,7 +66,10 @@ export class BrokerAccounts {
 
   /** Accounts still waiting for the broker (a gauge for operators, and tests). */
   async pending(): Promise<number> {
-    const row = await this.deps.db.selectFrom('broker_accounts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+    const row = await this.deps.db
+      .selectFrom('broker_accounts')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
     return Number(row.n)
   }
 
@@ -67,8 +77,13 @@ export class BrokerAccounts {
     const dynsec = this.dynsec
     if (!dynsec) return
     const { db, clock, seal, logger } = this.deps
-    const due = await db.selectFrom('broker_accounts').selectAll().where('next_attempt_at', '<=', clock.now())
-      .orderBy('next_attempt_at').limit(BATCH).execute()
+    const due = await db
+      .selectFrom('broker_accounts')
+      .selectAll()
+      .where('next_attempt_at', '<=', clock.now())
+      .orderBy('next_attempt_at')
+      .limit(BATCH)
+      .execute()
     for (const row of due) {
       try {
         await dynsec.provisionTote(row.tote_id, seal.open(row.tote_id, row.sealed_password))
@@ -78,9 +93,15 @@ export class BrokerAccounts {
         const attempts = row.attempts + 1
         const pauseMs = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (attempts - 1))
         const reason = (error as Error).message
-        logger.warn({ toteId: row.tote_id, attempts, retryInMs: pauseMs, reason }, 'could not give a tote account to the MQTT broker; will retry')
-        await db.updateTable('broker_accounts').set({ attempts, next_attempt_at: clock.now() + pauseMs, last_error: reason.slice(0, 500) })
-          .where('tote_id', '=', row.tote_id).execute()
+        logger.warn(
+          { toteId: row.tote_id, attempts, retryInMs: pauseMs, reason },
+          'could not give a tote account to the MQTT broker; will retry',
+        )
+        await db
+          .updateTable('broker_accounts')
+          .set({ attempts, next_attempt_at: clock.now() + pauseMs, last_error: reason.slice(0, 500) })
+          .where('tote_id', '=', row.tote_id)
+          .execute()
       }
     }
   }

@@ -24,6 +24,8 @@ export function brokerAddress(mqttUrl: string): BrokerAddress {
  * copies on one machine differ by their `DATA_DIR`.
  */
 export function defaultClientId(dataDir: string): string {
-  const host = hostname().replace(/[^A-Za-z0-9_.]/g, '_').slice(0, 30)
+  const host = hostname()
+    .replace(/[^A-Za-z0-9_.]/g, '_')
+    .slice(0, 30)
   return `rxtrace_${host}_${createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 8)}`
 }

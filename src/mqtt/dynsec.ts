@@ -12,7 +12,10 @@ type Answer = { command: string; error?: string; data?: unknown; correlationData
 
 /** A command the plugin answered with an error (`Client already exists`, `Role not found`, …). */
 export class DynsecError extends Error {
-  constructor(readonly command: string, readonly reason: string) {
+  constructor(
+    readonly command: string,
+    readonly reason: string,
+  ) {
     super(`dynamic-security ${command}: ${reason}`)
   }
 }
@@ -41,7 +44,10 @@ function toteAcls(toteId: string) {
 export class DynamicSecurity {
   private readonly waiting = new Map<string, { resolve: (answer: Answer) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>()
 
-  private constructor(private readonly client: MqttClient, private readonly timeoutMs: number) {
+  private constructor(
+    private readonly client: MqttClient,
+    private readonly timeoutMs: number,
+  ) {
     // The control connection starts clean each time; after a reconnect it listens for answers again.
     client.on('connect', () => {
       client.subscribe(RESPONSE_TOPIC, { qos: 1 }, (err) => {
@@ -81,14 +87,17 @@ export class DynamicSecurity {
     // mqtt.js would queue the command until it reconnects; the caller's retry is the better queue.
     if (!this.client.connected) throw new DynsecUnavailable('not connected to the broker')
     const tagged = commands.map((c) => ({ ...c, correlationData: randomUUID() }))
-    const answers = tagged.map((c) => new Promise<Answer>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(c.correlationData)
-        reject(new DynsecUnavailable(`no answer to ${c.command} on ${RESPONSE_TOPIC} within ${this.timeoutMs} ms`))
-      }, this.timeoutMs)
-      timer.unref()
-      this.waiting.set(c.correlationData, { resolve, reject, timer })
-    }))
+    const answers = tagged.map(
+      (c) =>
+        new Promise<Answer>((resolve, reject) => {
+          const timer = setTimeout(() => {
+            this.waiting.delete(c.correlationData)
+            reject(new DynsecUnavailable(`no answer to ${c.command} on ${RESPONSE_TOPIC} within ${this.timeoutMs} ms`))
+          }, this.timeoutMs)
+          timer.unref()
+          this.waiting.set(c.correlationData, { resolve, reject, timer })
+        }),
+    )
     try {
       // QoS 1: with MQTT 5 a publish this user may not make comes back as PUBACK 0x87 (not authorized).
       await this.client.publishAsync(CONTROL_TOPIC, JSON.stringify({ commands: tagged }), { qos: 1 })
@@ -118,16 +127,22 @@ export class DynamicSecurity {
    */
   async provisionTote(toteId: string, password: string): Promise<void> {
     const rolename = toteRole(toteId)
-    const answers = await this.run([
-      { command: 'createRole', rolename, acls: toteAcls(toteId) },
-      { command: 'createClient', username: toteId, password, roles: [{ rolename }] },
-    ], (a) => /already exists/i.test(a.error ?? ''))
+    const answers = await this.run(
+      [
+        { command: 'createRole', rolename, acls: toteAcls(toteId) },
+        { command: 'createClient', username: toteId, password, roles: [{ rolename }] },
+      ],
+      (a) => /already exists/i.test(a.error ?? ''),
+    )
     if (answers[1]!.error !== undefined) {
       // Created before (a retry whose answer was lost): make sure it has this password and the role.
-      await this.run([
-        { command: 'setClientPassword', username: toteId, password },
-        { command: 'addClientRole', username: toteId, rolename },
-      ], (a) => a.command === 'addClientRole' && /already|has role/i.test(a.error ?? ''))
+      await this.run(
+        [
+          { command: 'setClientPassword', username: toteId, password },
+          { command: 'addClientRole', username: toteId, rolename },
+        ],
+        (a) => a.command === 'addClientRole' && /already|has role/i.test(a.error ?? ''),
+      )
     }
   }
 

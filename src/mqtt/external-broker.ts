@@ -40,14 +40,20 @@ export async function joinExternalBroker(options: ExternalBrokerOptions): Promis
     control = await connectControl(options).catch((error: unknown) => {
       throw credentialsRefused(error)
         ? fail(`the MQTT broker refused this user name and password (${rootCause(error)}); check the user in MQTT_URL`, error)
-        : fail(`cannot reach the MQTT broker: ${rootCause(error)}; check that it is running and reachable from here, or unset MQTT_URL`, error)
+        : fail(
+            `cannot reach the MQTT broker: ${rootCause(error)}; check that it is running and reachable from here, or unset MQTT_URL`,
+            error,
+          )
     })
     try {
       dynsec = await DynamicSecurity.over(control)
       await dynsec.check(broker.username)
     } catch (error) {
       await control.endAsync(true).catch(() => undefined)
-      throw fail(`the broker's dynamic-security plugin does not answer this user (${(error as Error).message}); load Mosquitto's dynamic-security plugin and give ${broker.username} its admin role, or set MQTT_PROVISIONING=off to give the broker tote accounts yourself`, error)
+      throw fail(
+        `the broker's dynamic-security plugin does not answer this user (${(error as Error).message}); load Mosquitto's dynamic-security plugin and give ${broker.username} its admin role, or set MQTT_PROVISIONING=off to give the broker tote accounts yourself`,
+        error,
+      )
     }
     control.options.reconnectPeriod = 1_000
     control.on('error', (err) => logger.warn({ err: err.message }, 'MQTT control connection error'))
@@ -66,7 +72,10 @@ export async function joinExternalBroker(options: ExternalBrokerOptions): Promis
       ? fail(`the MQTT broker refused this user name and password (${rootCause(error)}); check the user in MQTT_URL`, error)
       : fail(`cannot join the MQTT broker as an ingest worker: ${rootCause(error)}`, error)
   }
-  logger.info({ broker: broker.url, clientId: options.clientId, connections: options.connections, provisioning: accounts ? 'dynsec' : 'off' }, 'ingest worker joined the external MQTT broker')
+  logger.info(
+    { broker: broker.url, clientId: options.clientId, connections: options.connections, provisioning: accounts ? 'dynsec' : 'off' },
+    'ingest worker joined the external MQTT broker',
+  )
 
   let timer: NodeJS.Timeout | null = null
   if (accounts) {

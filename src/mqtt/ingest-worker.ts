@@ -23,7 +23,11 @@ export type IngestWorkerOptions = {
 }
 
 type Held = { messageId: number; outcome: 'pending' | 'ack' | 'fail' }
-type Link = { client: MqttClient; held: Held[]; /** Bumped on every new connection: acks of an older one are never sent. */ generation: number }
+type Link = {
+  client: MqttClient
+  held: Held[] /** Bumped on every new connection: acks of an older one are never sent. */
+  generation: number
+}
 /** The first CONNACK, or the reason there is none (refused, unreachable, closed). */
 function firstConnack(client: MqttClient): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -45,7 +49,10 @@ async function subscribeReadings(client: MqttClient): Promise<void> {
   try {
     await client.subscribeAsync(SHARED_READINGS, { qos: 1 })
   } catch (error) {
-    throw new Error(`the broker refused the subscription to ${SHARED_READINGS} (${(error as Error).message}); give this user the ingest role (docs/deployment.md)`, { cause: error })
+    throw new Error(
+      `the broker refused the subscription to ${SHARED_READINGS} (${(error as Error).message}); give this user the ingest role (docs/deployment.md)`,
+      { cause: error },
+    )
   }
 }
 
@@ -110,7 +117,8 @@ export class IngestWorker {
 
   private async leave(): Promise<void> {
     const timeoutMs = this.options.drainTimeoutMs ?? 5_000
-    const within = (work: Promise<unknown>) => Promise.race([work.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())])
+    const within = (work: Promise<unknown>) =>
+      Promise.race([work.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())])
     await within(Promise.all(this.links.filter((l) => l.client.connected).map((l) => l.client.unsubscribeAsync(SHARED_READINGS))))
     await within(this.inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve)))
     this.closing = true
@@ -153,7 +161,8 @@ export class IngestWorker {
     client.on('connect', (connack) => {
       logger.info({ clientId, sessionPresent: connack.sessionPresent }, 'ingest worker reconnected to the MQTT broker')
       // The broker lost the session (it expired, or the broker restarted without persistence): subscribe again.
-      if (!connack.sessionPresent) subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
+      if (!connack.sessionPresent)
+        subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
     })
     client.on('error', (err) => logger.warn({ clientId, err: err.message }, 'ingest worker connection error'))
     return link
@@ -177,22 +186,27 @@ export class IngestWorker {
     } catch (error) {
       stored = Promise.reject(error)
     }
-    stored.then(() => {
-      this.options.metrics?.readingsPublishes?.inc({ outcome: 'accepted' })
-      this.settle(link, held, 'ack', generation)
-    }, (error: unknown) => {
-      if (isRefusal(error)) {
-        // A bad payload is acknowledged (sending it again would fail the same way); its reason goes to the tote.
-        this.options.metrics?.readingsPublishes?.inc({ outcome: 'rejected' })
-        this.publishError(toteId, rejectionOf(error, Date.now()))
-        return this.settle(link, held, 'ack', generation)
-      }
-      this.options.metrics?.readingsPublishes?.inc({ outcome: 'unavailable' })
-      this.options.logger.error({ err: error, toteId }, 'readings not stored; reconnecting so the broker sends them again')
-      this.settle(link, held, 'fail', generation)
-    }).finally(() => {
-      if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake()
-    })
+    stored
+      .then(
+        () => {
+          this.options.metrics?.readingsPublishes?.inc({ outcome: 'accepted' })
+          this.settle(link, held, 'ack', generation)
+        },
+        (error: unknown) => {
+          if (isRefusal(error)) {
+            // A bad payload is acknowledged (sending it again would fail the same way); its reason goes to the tote.
+            this.options.metrics?.readingsPublishes?.inc({ outcome: 'rejected' })
+            this.publishError(toteId, rejectionOf(error, Date.now()))
+            return this.settle(link, held, 'ack', generation)
+          }
+          this.options.metrics?.readingsPublishes?.inc({ outcome: 'unavailable' })
+          this.options.logger.error({ err: error, toteId }, 'readings not stored; reconnecting so the broker sends them again')
+          this.settle(link, held, 'fail', generation)
+        },
+      )
+      .finally(() => {
+        if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake()
+      })
   }
 
   /** Records an outcome, then sends the PUBACKs now due from the head of the arrival order. */

@@ -20,10 +20,18 @@ import { rateCardInForce } from './rate-cards.js'
 import { checkUserParties } from './user-parties.js'
 
 export type Delivery = {
-  id: string; rx_id: string; pharmacy_id: string; status: DeliveryStatus; eta: string; fleet_id: string | null
-  driver_id: string | null; tote_id: string | null
+  id: string
+  rx_id: string
+  pharmacy_id: string
+  status: DeliveryStatus
+  eta: string
+  fleet_id: string | null
+  driver_id: string | null
+  tote_id: string | null
   cold_chain: ColdChain
-  custody: CustodyEvent[]; created_at: string; updated_at: string
+  custody: CustodyEvent[]
+  created_at: string
+  updated_at: string
 }
 
 type Location = { lat: number; lng: number }
@@ -107,8 +115,12 @@ export class DeliveryService {
   }
 
   async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
-    const row = await this.deps.db.selectFrom('deliveries').innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
-      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'deliveries.driver_id', 'prescriptions.audit_hash']).where('deliveries.id', '=', id).executeTakeFirst()
+    const row = await this.deps.db
+      .selectFrom('deliveries')
+      .innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
+      .select(['deliveries.pharmacy_id', 'deliveries.fleet_id', 'deliveries.driver_id', 'prescriptions.audit_hash'])
+      .where('deliveries.id', '=', id)
+      .executeTakeFirst()
     const visible = visibleDelivery(principal, row)
     return verifyChain(visible.audit_hash, await this.custody(this.deps.db, id))
   }
@@ -153,19 +165,35 @@ export class DeliveryService {
     try {
       const now = iso(this.deps.clock.now())
       const messages = await this.deps.db.transaction().execute(async (trx) => {
-        const row = await trx.selectFrom('deliveries').select(['pharmacy_id', 'fleet_id', 'driver_id', 'rx_id', 'status']).where('id', '=', id).executeTakeFirst()
+        const row = await trx
+          .selectFrom('deliveries')
+          .select(['pharmacy_id', 'fleet_id', 'driver_id', 'rx_id', 'status'])
+          .where('id', '=', id)
+          .executeTakeFirst()
         if (!row || !canSee(principal, row) || (principal.driverId && row.driver_id !== principal.driverId)) return 0
-        const errors = Array.isArray(error.extra.errors) ? error.extra.errors as FieldError[] : []
+        const errors = Array.isArray(error.extra.errors) ? (error.extra.errors as FieldError[]) : []
         // A 422's detail is generic; its reason is what each refused member says.
         const reason = errors.length ? errors.map((e) => e.message).join('; ') : error.message
-        const { messages } = await this.deps.outbox.append(trx, [{
-          type: 'handoff.refused', pharmacy_id: row.pharmacy_id, fleet_id: row.fleet_id, delivery_id: id, rx_id: row.rx_id,
-          data: {
-            action: input.action, code: error.code, reason, errors, status: row.status,
-            from: 'from' in input ? input.from : null, to: 'to' in input ? input.to : null,
-            occurred_at: input.occurred_at ?? null, refused_at: now,
+        const { messages } = await this.deps.outbox.append(trx, [
+          {
+            type: 'handoff.refused',
+            pharmacy_id: row.pharmacy_id,
+            fleet_id: row.fleet_id,
+            delivery_id: id,
+            rx_id: row.rx_id,
+            data: {
+              action: input.action,
+              code: error.code,
+              reason,
+              errors,
+              status: row.status,
+              from: 'from' in input ? input.from : null,
+              to: 'to' in input ? input.to : null,
+              occurred_at: input.occurred_at ?? null,
+              refused_at: now,
+            },
           },
-        }])
+        ])
         return messages
       })
       this.deps.outbox.committed(messages)
@@ -175,14 +203,27 @@ export class DeliveryService {
   }
 
   /** One optimistic attempt: false when another action got there first; else what to announce. */
-  private async tryAct(principal: Principal, id: string, input: ActionInput, record?: RecordAnswer<Delivery>): Promise<false | { messages: number; boundTote: string | null; delivery: Delivery }> {
+  private async tryAct(
+    principal: Principal,
+    id: string,
+    input: ActionInput,
+    record?: RecordAnswer<Delivery>,
+  ): Promise<false | { messages: number; boundTote: string | null; delivery: Delivery }> {
     const db = this.deps.db
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleDelivery(principal, row)
     const chain = await this.custody(db, id)
     const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
-    const move = planMove({ status: delivery.status as DeliveryStatus, coldChainState: summary.state, released: disposition?.decision === 'release', decided: disposition !== null }, input.action)
+    const move = planMove(
+      {
+        status: delivery.status as DeliveryStatus,
+        coldChainState: summary.state,
+        released: disposition?.decision === 'release',
+        decided: disposition !== null,
+      },
+      input.action,
+    )
 
     const now = this.deps.clock.now()
     const head = chain.at(-1)!
@@ -190,32 +231,59 @@ export class DeliveryService {
     const changes: Partial<Database['deliveries']> = { status: move.status, updated_at: iso(now), version: delivery.version + 1 }
     const parties = await this.partiesOf(principal, delivery, chain, input, occurredAt, changes)
     if (move.ends && delivery.tote_id) changes.bound_to = occurredAt
-    if (PRICED_ENDINGS.includes(move.status) && delivery.ended_at === null) Object.assign(changes, await this.pricingAtEnd(delivery, chain, input, occurredAt, iso(now)))
+    if (PRICED_ENDINGS.includes(move.status) && delivery.ended_at === null)
+      Object.assign(changes, await this.pricingAtEnd(delivery, chain, input, occurredAt, iso(now)))
 
     const custodyEvent = chainEvent(head.hash, {
-      seq: head.seq + 1, type: move.custody, actor: { client_id: principal.clientId, sub: principal.sub },
-      from: parties.from, to: parties.to, location: ('location' in input && input.location) || null,
-      evidence_hash: parties.evidence_hash, occurred_at: occurredAt, recorded_at: iso(now),
+      seq: head.seq + 1,
+      type: move.custody,
+      actor: { client_id: principal.clientId, sub: principal.sub },
+      from: parties.from,
+      to: parties.to,
+      location: ('location' in input && input.location) || null,
+      evidence_hash: parties.evidence_hash,
+      occurred_at: occurredAt,
+      recorded_at: iso(now),
     })
     const eventData = {
-      status: move.status, previous_status: delivery.status, action: input.action, occurred_at: occurredAt,
-      from: parties.from, to: parties.to, custody_seq: custodyEvent.seq, custody_hash: custodyEvent.hash,
+      status: move.status,
+      previous_status: delivery.status,
+      action: input.action,
+      occurred_at: occurredAt,
+      from: parties.from,
+      to: parties.to,
+      custody_seq: custodyEvent.seq,
+      custody_hash: custodyEvent.hash,
       ...('reason' in input ? { reason: input.reason } : {}),
       ...(input.action === 'disposition' ? { decision: input.decision } : {}),
       ...(input.action === 'deliver' ? { verification_method: input.verification.method } : {}),
-      ...(input.action === 'dispatch' ? { fleet_id: changes.fleet_id, driver_id: changes.driver_id ?? null, tote_id: changes.tote_id ?? null } : {}),
+      ...(input.action === 'dispatch'
+        ? { fleet_id: changes.fleet_id, driver_id: changes.driver_id ?? null, tote_id: changes.tote_id ?? null }
+        : {}),
     }
 
     return db.transaction().execute(async (trx) => {
       // docs/fleet.md, Pricing: the version in force at the dispatch, read and recorded by the dispatch's own commit.
       if (input.action === 'dispatch') changes.rate_card_version = (await rateCardInForce(trx, input.fleet_id, occurredAt))?.version ?? null
-      const updated = await trx.updateTable('deliveries').set(changes)
-        .where('id', '=', id).where('version', '=', delivery.version).executeTakeFirst()
+      const updated = await trx
+        .updateTable('deliveries')
+        .set(changes)
+        .where('id', '=', id)
+        .where('version', '=', delivery.version)
+        .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
       await trx.insertInto('custody_events').values(custodyRow(id, custodyEvent)).execute()
-      const { messages } = await this.deps.outbox.append(trx, move.events.map((type) => ({
-        type, pharmacy_id: delivery.pharmacy_id, fleet_id: changes.fleet_id ?? delivery.fleet_id, delivery_id: id, rx_id: delivery.rx_id, data: eventData,
-      })))
+      const { messages } = await this.deps.outbox.append(
+        trx,
+        move.events.map((type) => ({
+          type,
+          pharmacy_id: delivery.pharmacy_id,
+          fleet_id: changes.fleet_id ?? delivery.fleet_id,
+          delivery_id: id,
+          rx_id: delivery.rx_id,
+          data: eventData,
+        })),
+      )
       const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
       // The version check above makes this the row and chain as this commit leaves them.
       const answer = toDelivery({ ...delivery, ...changes }, [...chain, toCustodyEvent(custodyRow(id, custodyEvent))])
@@ -226,7 +294,11 @@ export class DeliveryService {
 
   /** Validates who hands the goods to whom, and what each action changes besides the status. */
   private async partiesOf(
-    principal: Principal, delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string,
+    principal: Principal,
+    delivery: Database['deliveries'],
+    chain: CustodyEvent[],
+    input: ActionInput,
+    occurredAt: string,
     changes: Partial<Database['deliveries']>,
   ): Promise<{ from: string | null; to: string | null; evidence_hash: string | null }> {
     const handover = decideHandover(delivery, chain, input)
@@ -237,7 +309,12 @@ export class DeliveryService {
     switch (input.action) {
       case 'dispatch': {
         await this.checkDispatch(principal, delivery, input, occurredAt)
-        Object.assign(changes, { fleet_id: input.fleet_id, driver_id: input.driver_id ?? null, tote_id: input.tote_id ?? null, bound_from: input.tote_id ? occurredAt : null })
+        Object.assign(changes, {
+          fleet_id: input.fleet_id,
+          driver_id: input.driver_id ?? null,
+          tote_id: input.tote_id ?? null,
+          bound_from: input.tote_id ? occurredAt : null,
+        })
         return { ...parties, evidence_hash: null }
       }
       case 'pickup':
@@ -251,7 +328,12 @@ export class DeliveryService {
       case 'cancel':
         return { ...parties, evidence_hash: evidenceHash(input.reason) }
       case 'disposition': {
-        const disposition: Disposition = { decision: input.decision, note: input.note, decided_by: { client_id: principal.clientId, sub: principal.sub }, decided_at: occurredAt }
+        const disposition: Disposition = {
+          decision: input.decision,
+          note: input.note,
+          decided_by: { client_id: principal.clientId, sub: principal.sub },
+          decided_at: occurredAt,
+        }
         changes.disposition = toJson(disposition)
         return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note }) }
       }
@@ -265,8 +347,18 @@ export class DeliveryService {
    * it ended, whether it ended after hours in the pharmacy's time zone, and whether a delivery
    * reached the patient by its `eta`. A later RETURNED after FAILED keeps the first end's facts.
    */
-  private async pricingAtEnd(delivery: Database['deliveries'], chain: CustodyEvent[], input: ActionInput, occurredAt: string, recordedAt: string): Promise<Partial<Database['deliveries']>> {
-    const pharmacy = await this.deps.db.selectFrom('pharmacies').select(['timezone', 'location']).where('id', '=', delivery.pharmacy_id).executeTakeFirstOrThrow()
+  private async pricingAtEnd(
+    delivery: Database['deliveries'],
+    chain: CustodyEvent[],
+    input: ActionInput,
+    occurredAt: string,
+    recordedAt: string,
+  ): Promise<Partial<Database['deliveries']>> {
+    const pharmacy = await this.deps.db
+      .selectFrom('pharmacies')
+      .select(['timezone', 'location'])
+      .where('id', '=', delivery.pharmacy_id)
+      .executeTakeFirstOrThrow()
     const origin = chain.find((e) => e.type === 'picked_up')?.location ?? fromJson<LatLng | null>(pharmacy.location)
     const end = ('location' in input && input.location) || null
     return {
@@ -277,24 +369,44 @@ export class DeliveryService {
     }
   }
 
-  private async checkDispatch(principal: Principal, delivery: Database['deliveries'], input: Extract<ActionInput, { action: 'dispatch' }>, occurredAt: string) {
+  private async checkDispatch(
+    principal: Principal,
+    delivery: Database['deliveries'],
+    input: Extract<ActionInput, { action: 'dispatch' }>,
+    occurredAt: string,
+  ) {
     const db = this.deps.db
     const fleet = await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst()
-    if (!fleet || (principal.fleetId && principal.fleetId !== fleet.id)) throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
+    if (!fleet || (principal.fleetId && principal.fleetId !== fleet.id))
+      throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
     if (input.driver_id) await this.checkDriver({ ...delivery, fleet_id: input.fleet_id }, input.driver_id, '/driver_id')
-    if (delivery.cold_chain_required && !input.tote_id) throw validationFailed([{ pointer: '/tote_id', message: 'is required for a cold-chain delivery' }])
+    if (delivery.cold_chain_required && !input.tote_id)
+      throw validationFailed([{ pointer: '/tote_id', message: 'is required for a cold-chain delivery' }])
     if (!input.tote_id) return
     const tote = await db.selectFrom('totes').select(['id', 'pharmacy_id', 'fleet_id']).where('id', '=', input.tote_id).executeTakeFirst()
     if (!tote || !(tote.pharmacy_id === delivery.pharmacy_id || tote.fleet_id === input.fleet_id)) {
       throw validationFailed([{ pointer: '/tote_id', message: `no tote ${input.tote_id} of this pharmacy or fleet` }])
     }
-    const open = await db.selectFrom('deliveries').select(['id', 'pharmacy_id', 'fleet_id']).where('tote_id', '=', tote.id).where('bound_to', 'is', null).executeTakeFirst()
+    const open = await db
+      .selectFrom('deliveries')
+      .select(['id', 'pharmacy_id', 'fleet_id'])
+      .where('tote_id', '=', tote.id)
+      .where('bound_to', 'is', null)
+      .executeTakeFirst()
     if (open) {
       // A fleet's tote may be busy with another pharmacy's delivery: name it only to whoever may see it.
       const busyWith = canSee(principal, open) ? `the open delivery ${open.id}` : 'another open delivery'
-      throw new AppError('conflict', `Tote ${tote.id} is bound to ${busyWith}.`, { errors: [{ pointer: '/tote_id', message: `bound to ${busyWith}` }] })
+      throw new AppError('conflict', `Tote ${tote.id} is bound to ${busyWith}.`, {
+        errors: [{ pointer: '/tote_id', message: `bound to ${busyWith}` }],
+      })
     }
-    const last = await db.selectFrom('deliveries').select('bound_to').where('tote_id', '=', tote.id).orderBy('bound_to', 'desc').limit(1).executeTakeFirst()
+    const last = await db
+      .selectFrom('deliveries')
+      .select('bound_to')
+      .where('tote_id', '=', tote.id)
+      .orderBy('bound_to', 'desc')
+      .limit(1)
+      .executeTakeFirst()
     if (last?.bound_to && last.bound_to > occurredAt) {
       throw validationFailed([{ pointer: '/occurred_at', message: `tote ${tote.id} was still on another delivery until ${last.bound_to}` }])
     }
@@ -302,7 +414,8 @@ export class DeliveryService {
 
   private async checkDriver(delivery: Pick<Database['deliveries'], 'fleet_id'>, driverId: string, pointer: string) {
     const driver = await this.deps.db.selectFrom('drivers').select('fleet_id').where('id', '=', driverId).executeTakeFirst()
-    if (!driver || driver.fleet_id !== delivery.fleet_id) throw validationFailed([{ pointer, message: `${driverId} is not a driver of fleet ${delivery.fleet_id}` }])
+    if (!driver || driver.fleet_id !== delivery.fleet_id)
+      throw validationFailed([{ pointer, message: `${driverId} is not a driver of fleet ${delivery.fleet_id}` }])
   }
 
   private async custody(db: Executor, deliveryId: string): Promise<CustodyEvent[]> {
@@ -312,11 +425,13 @@ export class DeliveryService {
 }
 
 export type DeliveryFilter = {
-  status?: string | undefined; pharmacy_id?: string | undefined
+  status?: string | undefined
+  pharmacy_id?: string | undefined
   /** The cold chain's state (OK, EXCURSION, BROKEN, UNMONITORED). */
   cold_chain_state?: string | undefined
   /** Created at or after / before these instants (RFC 3339 UTC, compared as text like every stored time). */
-  created_from?: string | undefined; created_to?: string | undefined
+  created_from?: string | undefined
+  created_to?: string | undefined
   /** `attention`: the pharmacist's queue (BROKEN undecided, then EXCURSION, then the rest; newest first in each). Default: by id. */
   order?: 'id' | 'attention' | undefined
 }
@@ -326,17 +441,23 @@ export type DeliveryFilter = {
  * carries both keys (`<rank>.<id>`).
  */
 async function attentionPage<O extends { id: string }>(
-  query: SelectQueryBuilder<Database, 'deliveries', O>, { limit, cursor }: PageRequest,
+  query: SelectQueryBuilder<Database, 'deliveries', O>,
+  { limit, cursor }: PageRequest,
 ): Promise<Page<O>> {
   // A generated column (never written, so not in the Database type the writers use).
   const attention = sql<number>`attention`
   let q = query.select(attention.as('attention_rank'))
   if (cursor) {
     const [rank, id] = decodeCursor(cursor).split('.')
-    if (!/^[0-2]$/.test(rank ?? '') || !id) throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
+    if (!/^[0-2]$/.test(rank ?? '') || !id)
+      throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
     q = q.where((eb) => eb.or([eb(attention, '>', Number(rank)), eb.and([eb(attention, '=', Number(rank)), eb('id', '<', id)])]))
   }
-  const rows = await q.orderBy(attention).orderBy('id', 'desc').limit(limit + 1).execute()
+  const rows = await q
+    .orderBy(attention)
+    .orderBy('id', 'desc')
+    .limit(limit + 1)
+    .execute()
   const data = rows.slice(0, limit)
   const last = data.at(-1)
   return { data, next_cursor: rows.length > limit && last ? encodeCursor(`${last.attention_rank}.${last.id}`) : null }
@@ -353,25 +474,36 @@ type HandoffInput = Extract<ActionInput, { action: 'pickup' | 'handoff' | 'deliv
  */
 function isRefusedHandoff(input: ActionInput, error: unknown): error is AppError {
   if (input.action !== 'pickup' && input.action !== 'handoff' && input.action !== 'deliver') return false
-  return error instanceof AppError && (error.code === 'invalid_transition' || error.code === 'cold_chain_hold' || error.code === 'validation_failed')
+  return (
+    error instanceof AppError &&
+    (error.code === 'invalid_transition' || error.code === 'cold_chain_hold' || error.code === 'validation_failed')
+  )
 }
 
 function checkOccurredAt(value: string | undefined, previous: string, nowMs: number): string {
   if (value === undefined) return iso(nowMs)
   const at = Date.parse(value)
   if (at > nowMs + CLOCK_SKEW_MS) throw validationFailed([{ pointer: '/occurred_at', message: 'may not be in the future' }])
-  if (at < Date.parse(previous)) throw validationFailed([{ pointer: '/occurred_at', message: `may not be before the previous custody event (${previous})` }])
+  if (at < Date.parse(previous))
+    throw validationFailed([{ pointer: '/occurred_at', message: `may not be before the previous custody event (${previous})` }])
   return iso(at)
 }
-
 
 export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
   const required = row.cold_chain_required === 1
   const figures = storedFigures(required, fromJson<Partial<ColdChainFigures>>(row.cold_chain))
   return {
-    id: row.id, rx_id: row.rx_id, pharmacy_id: row.pharmacy_id, status: row.status as DeliveryStatus, eta: row.eta,
-    fleet_id: row.fleet_id, driver_id: row.driver_id, tote_id: row.tote_id,
+    id: row.id,
+    rx_id: row.rx_id,
+    pharmacy_id: row.pharmacy_id,
+    status: row.status as DeliveryStatus,
+    eta: row.eta,
+    fleet_id: row.fleet_id,
+    driver_id: row.driver_id,
+    tote_id: row.tote_id,
     cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
-    custody, created_at: row.created_at, updated_at: row.updated_at,
+    custody,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
   }
 }

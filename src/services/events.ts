@@ -8,7 +8,13 @@ import { envelopeFromRow, type EventEnvelope } from '../events/outbox.js'
 import type { Page } from '../store/pagination.js'
 import { canSee } from '../auth/tenancy.js'
 
-type ListQuery = { limit: number; cursor?: string | undefined; after?: string | undefined; type?: string | undefined; delivery_id?: string | undefined }
+type ListQuery = {
+  limit: number
+  cursor?: string | undefined
+  after?: string | undefined
+  type?: string | undefined
+  delivery_id?: string | undefined
+}
 
 /** What a stream request asks for: filters, and where to resume (Last-Event-ID or `after`). */
 export type StreamQuery = { types?: string[] | undefined; delivery_id?: string | undefined; after?: string | undefined }
@@ -53,7 +59,12 @@ export class EventService {
   }
 
   /** GET /v1/fleets/{id}/exceptions/stream: the same, live. */
-  async streamExceptions(principal: Principal, fleetId: string, q: StreamQuery, hooks: StreamHooks = {}): Promise<ReadableStream<Uint8Array>> {
+  async streamExceptions(
+    principal: Principal,
+    fleetId: string,
+    q: StreamQuery,
+    hooks: StreamHooks = {},
+  ): Promise<ReadableStream<Uint8Array>> {
     await this.exceptionsVisible(principal, fleetId)
     const types = q.types ? q.types.filter(isExceptionType) : exceptionTypes
     return this.open(principal, { fleetId, types, deliveryId: q.delivery_id }, q.after, hooks, asException)
@@ -66,7 +77,13 @@ export class EventService {
     return { data: page.events, next_cursor: page.more ? page.cursor : null }
   }
 
-  private async open(principal: Principal, scope: EventScope, after: string | undefined, hooks: StreamHooks, project?: (e: EventEnvelope) => EventEnvelope) {
+  private async open(
+    principal: Principal,
+    scope: EventScope,
+    after: string | undefined,
+    hooks: StreamHooks,
+    project?: (e: EventEnvelope) => EventEnvelope,
+  ) {
     if (!this.streams) throw new AppError('not_ready', 'Live event streams are not available in this process.')
     const cursor = after ? await this.resumeAfter(after, scope) : null
     // The stream ends when the token that opened it expires or is revoked; the reader resumes with a fresh one.
@@ -94,7 +111,8 @@ export class EventService {
     if (principal.fleetId && principal.fleetId !== fleetId) throw notFound('fleet')
     const fleet = await this.deps.db.selectFrom('fleets').select('id').where('id', '=', fleetId).executeTakeFirst()
     if (!fleet) throw notFound('fleet')
-    if (principal.pharmacyId) throw new AppError('insufficient_scope', "Only the fleet itself or an unrestricted client reads a fleet's exceptions.")
+    if (principal.pharmacyId)
+      throw new AppError('insufficient_scope', "Only the fleet itself or an unrestricted client reads a fleet's exceptions.")
   }
 }
 

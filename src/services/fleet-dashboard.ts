@@ -12,14 +12,25 @@ const STATUSES: readonly DeliveryStatus[] = ['QUEUED', 'DISPATCHED', 'PICKED_UP'
 const LIST_LIMIT = 100
 
 export type InProgress = {
-  delivery_id: string; status: DeliveryStatus; driver_id: string | null; tote_id: string | null; eta: string
-  cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }; updated_at: string
+  delivery_id: string
+  status: DeliveryStatus
+  driver_id: string | null
+  tote_id: string | null
+  eta: string
+  cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }
+  updated_at: string
 }
-export type OpenException = { delivery_id: string; kind: 'cold_chain_excursion' | 'cold_chain_break' | 'failed'; since: string; status: DeliveryStatus }
+export type OpenException = {
+  delivery_id: string
+  kind: 'cold_chain_excursion' | 'cold_chain_break' | 'failed'
+  since: string
+  status: DeliveryStatus
+}
 
 /** What the embedded page shows: deliveries and exceptions, nothing of the fleet's money. */
 export type LiveView = {
-  fleet_id: string; generated_at: string
+  fleet_id: string
+  generated_at: string
   counts: Record<DeliveryStatus, number>
   open_exceptions: { count: number; items: OpenException[] }
   in_progress: { count: number; items: InProgress[] }
@@ -50,38 +61,83 @@ export class FleetDashboardService {
   async liveView(fleetId: string): Promise<LiveView> {
     const db = this.deps.db
     const counts = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<DeliveryStatus, number>
-    const grouped = await db.selectFrom('deliveries').select(['status', (eb) => eb.fn.countAll().as('n')]).where('fleet_id', '=', fleetId).groupBy('status').execute()
+    const grouped = await db
+      .selectFrom('deliveries')
+      .select(['status', (eb) => eb.fn.countAll().as('n')])
+      .where('fleet_id', '=', fleetId)
+      .groupBy('status')
+      .execute()
     for (const row of grouped) counts[row.status as DeliveryStatus] = Number(row.n)
 
-    const open = await db.selectFrom('deliveries').selectAll().where('fleet_id', '=', fleetId).where('status', 'in', ['DISPATCHED', 'PICKED_UP'])
-      .orderBy('updated_at', 'desc').limit(LIST_LIMIT).execute()
+    const open = await db
+      .selectFrom('deliveries')
+      .selectAll()
+      .where('fleet_id', '=', fleetId)
+      .where('status', 'in', ['DISPATCHED', 'PICKED_UP'])
+      .orderBy('updated_at', 'desc')
+      .limit(LIST_LIMIT)
+      .execute()
     const inProgress = open.map(inProgressOf)
     // An exception is open while the delivery is: a cold chain in excursion or broken, or a failure not yet returned.
-    const failed = await db.selectFrom('deliveries').select(['id', 'status', 'updated_at']).where('fleet_id', '=', fleetId).where('status', '=', 'FAILED')
-      .orderBy('updated_at', 'desc').limit(LIST_LIMIT).execute()
-    const coldChain: OpenException[] = inProgress.filter((d) => d.cold_chain.state === 'EXCURSION' || d.cold_chain.state === 'BROKEN').map((d) => ({
-      delivery_id: d.delivery_id, kind: d.cold_chain.state === 'BROKEN' ? 'cold_chain_break' : 'cold_chain_excursion', since: d.updated_at, status: d.status,
-    }))
-    const exceptions = [...coldChain, ...failed.map((f): OpenException => ({ delivery_id: f.id, kind: 'failed', since: f.updated_at, status: 'FAILED' }))]
-      .sort((a, b) => (a.since < b.since ? 1 : -1))
+    const failed = await db
+      .selectFrom('deliveries')
+      .select(['id', 'status', 'updated_at'])
+      .where('fleet_id', '=', fleetId)
+      .where('status', '=', 'FAILED')
+      .orderBy('updated_at', 'desc')
+      .limit(LIST_LIMIT)
+      .execute()
+    const coldChain: OpenException[] = inProgress
+      .filter((d) => d.cold_chain.state === 'EXCURSION' || d.cold_chain.state === 'BROKEN')
+      .map((d) => ({
+        delivery_id: d.delivery_id,
+        kind: d.cold_chain.state === 'BROKEN' ? 'cold_chain_break' : 'cold_chain_excursion',
+        since: d.updated_at,
+        status: d.status,
+      }))
+    const exceptions = [
+      ...coldChain,
+      ...failed.map((f): OpenException => ({ delivery_id: f.id, kind: 'failed', since: f.updated_at, status: 'FAILED' })),
+    ].sort((a, b) => (a.since < b.since ? 1 : -1))
     return {
-      fleet_id: fleetId, generated_at: iso(this.deps.clock.now()), counts,
-      open_exceptions: { count: exceptions.length < LIST_LIMIT ? exceptions.length : await this.openExceptionCount(fleetId), items: exceptions.slice(0, LIST_LIMIT) },
+      fleet_id: fleetId,
+      generated_at: iso(this.deps.clock.now()),
+      counts,
+      open_exceptions: {
+        count: exceptions.length < LIST_LIMIT ? exceptions.length : await this.openExceptionCount(fleetId),
+        items: exceptions.slice(0, LIST_LIMIT),
+      },
       in_progress: { count: counts.DISPATCHED + counts.PICKED_UP, items: inProgress },
     }
   }
 
   private async openExceptionCount(fleetId: string): Promise<number> {
-    const rows = await this.deps.db.selectFrom('deliveries').select('cold_chain').where('fleet_id', '=', fleetId).where('status', 'in', ['DISPATCHED', 'PICKED_UP']).execute()
-    const coldChain = rows.filter((r) => ['EXCURSION', 'BROKEN'].includes(fromJson<Partial<ColdChainFigures> | null>(r.cold_chain)?.state ?? '')).length
-    const failed = await this.deps.db.selectFrom('deliveries').select((eb) => eb.fn.countAll().as('n')).where('fleet_id', '=', fleetId).where('status', '=', 'FAILED').executeTakeFirstOrThrow()
+    const rows = await this.deps.db
+      .selectFrom('deliveries')
+      .select('cold_chain')
+      .where('fleet_id', '=', fleetId)
+      .where('status', 'in', ['DISPATCHED', 'PICKED_UP'])
+      .execute()
+    const coldChain = rows.filter((r) =>
+      ['EXCURSION', 'BROKEN'].includes(fromJson<Partial<ColdChainFigures> | null>(r.cold_chain)?.state ?? ''),
+    ).length
+    const failed = await this.deps.db
+      .selectFrom('deliveries')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where('fleet_id', '=', fleetId)
+      .where('status', '=', 'FAILED')
+      .executeTakeFirstOrThrow()
     return coldChain + Number(failed.n)
   }
 
   private async onTime(fleetId: string, period: { from: string; to: string }): Promise<Dashboard['on_time']> {
-    const row = await this.deps.db.selectFrom('deliveries')
+    const row = await this.deps.db
+      .selectFrom('deliveries')
       .select([(eb) => eb.fn.countAll().as('delivered'), (eb) => eb.fn.sum('on_time').as('on_time')])
-      .where('fleet_id', '=', fleetId).where('ended_at', '>=', period.from).where('ended_at', '<', period.to).where('on_time', 'is not', null)
+      .where('fleet_id', '=', fleetId)
+      .where('ended_at', '>=', period.from)
+      .where('ended_at', '<', period.to)
+      .where('on_time', 'is not', null)
       .executeTakeFirstOrThrow()
     const delivered = Number(row.delivered)
     const onTime = Number(row.on_time ?? 0)
@@ -90,16 +146,32 @@ export class FleetDashboardService {
 
   private async payout(fleetId: string, period: { from: string; to: string }): Promise<Dashboard['payout']> {
     const reader = new PeriodReader(this.deps.db, fleetId, period)
-    for await (const _line of reader.lines()) { /* the totals add up as the lines go by */ }
-    return { currency: await reader.currency(), lines: reader.totals.lines, gross_cents: reader.totals.gross_cents, payout_cents: reader.totals.payout_cents }
+    for await (const _line of reader.lines()) {
+      /* the totals add up as the lines go by */
+    }
+    return {
+      currency: await reader.currency(),
+      lines: reader.totals.lines,
+      gross_cents: reader.totals.gross_cents,
+      payout_cents: reader.totals.payout_cents,
+    }
   }
 }
 
 function inProgressOf(row: Database['deliveries']): InProgress {
   const figures = storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
   return {
-    delivery_id: row.id, status: row.status as DeliveryStatus, driver_id: row.driver_id, tote_id: row.tote_id, eta: row.eta,
-    cold_chain: { required: row.cold_chain_required === 1, state: figures.state, min_c: figures.min_c ?? null, max_c: figures.max_c ?? null },
+    delivery_id: row.id,
+    status: row.status as DeliveryStatus,
+    driver_id: row.driver_id,
+    tote_id: row.tote_id,
+    eta: row.eta,
+    cold_chain: {
+      required: row.cold_chain_required === 1,
+      state: figures.state,
+      min_c: figures.min_c ?? null,
+      max_c: figures.max_c ?? null,
+    },
     updated_at: row.updated_at,
   }
 }
@@ -107,5 +179,8 @@ function inProgressOf(row: Database['deliveries']): InProgress {
 /** The calendar month (UTC) containing `nowMs`: [first day 00:00, first day of the next month). */
 export function currentMonth(nowMs: number): { from: string; to: string } {
   const now = new Date(nowMs)
-  return { from: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)), to: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)) }
+  return {
+    from: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),
+    to: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
+  }
 }

@@ -11,12 +11,15 @@ import type { Db } from '../store/schema.js'
 export async function fleetMoneyVisibleTo(db: Db, principal: Principal, fleetId: string): Promise<{ id: string }> {
   const fleet = await db.selectFrom('fleets').select('id').where('id', '=', fleetId).executeTakeFirst()
   if (!fleet || (principal.fleetId && principal.fleetId !== fleetId)) throw notFound('fleet')
-  if (principal.pharmacyId) throw new AppError('insufficient_scope', "A pharmacy dispatches to a fleet but never sees its rate card, payouts or dashboard.")
-  if (principal.driverId) throw new AppError('insufficient_scope', "A driver's token does not see the fleet's rate card, payouts or dashboard.")
+  if (principal.pharmacyId)
+    throw new AppError('insufficient_scope', 'A pharmacy dispatches to a fleet but never sees its rate card, payouts or dashboard.')
+  if (principal.driverId)
+    throw new AppError('insufficient_scope', "A driver's token does not see the fleet's rate card, payouts or dashboard.")
   return fleet
 }
 
 /** Only an unrestricted client (the deployment's operator) sets what a fleet is paid. */
 export function requireUnrestricted(principal: Principal, what: string): void {
-  if (principal.pharmacyId || principal.fleetId || principal.driverId) throw new AppError('insufficient_scope', `Only an unrestricted client ${what}.`)
+  if (principal.pharmacyId || principal.fleetId || principal.driverId)
+    throw new AppError('insufficient_scope', `Only an unrestricted client ${what}.`)
 }

@@ -7,7 +7,6 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 
-
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
 export type Fleet = { id: string; name: string; branding: Branding; embed_origins: string[]; created_at: string }
 export type FleetChanges = { name?: string | undefined; branding?: Branding | undefined; embed_origins?: string[] | undefined }
@@ -17,10 +16,20 @@ export type Driver = { id: string; fleet_id: string; name: string; phone?: strin
 export class FleetService {
   constructor(private readonly deps: ServiceDeps) {}
 
-  async create(principal: Principal, input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined }, record?: RecordAnswer<Fleet>): Promise<Fleet> {
+  async create(
+    principal: Principal,
+    input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined },
+    record?: RecordAnswer<Fleet>,
+  ): Promise<Fleet> {
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
     const origins = input.embed_origins ?? []
-    const row = { id: newId('fl'), name: input.name, branding: toJson(input.branding ?? {}), embed_origins: toJson(origins), created_at: iso(this.deps.clock.now()) }
+    const row = {
+      id: newId('fl'),
+      name: input.name,
+      branding: toJson(input.branding ?? {}),
+      embed_origins: toJson(origins),
+      created_at: iso(this.deps.clock.now()),
+    }
     const fleet: Fleet = { id: row.id, name: row.name, branding: input.branding ?? {}, embed_origins: origins, created_at: row.created_at }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('fleets').values(row).execute()
@@ -38,8 +47,17 @@ export class FleetService {
   /** Changes the name, branding (replaced as a whole) or embed origins: the fleet itself or an unrestricted client. */
   async update(principal: Principal, id: string, changes: FleetChanges): Promise<Fleet> {
     const fleet = await this.changeable(principal, id)
-    const next: Fleet = { ...fleet, ...(changes.name === undefined ? {} : { name: changes.name }), ...(changes.branding === undefined ? {} : { branding: changes.branding }), ...(changes.embed_origins === undefined ? {} : { embed_origins: changes.embed_origins }) }
-    await this.deps.db.updateTable('fleets').set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins) }).where('id', '=', id).execute()
+    const next: Fleet = {
+      ...fleet,
+      ...(changes.name === undefined ? {} : { name: changes.name }),
+      ...(changes.branding === undefined ? {} : { branding: changes.branding }),
+      ...(changes.embed_origins === undefined ? {} : { embed_origins: changes.embed_origins }),
+    }
+    await this.deps.db
+      .updateTable('fleets')
+      .set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins) })
+      .where('id', '=', id)
+      .execute()
     return next
   }
 
@@ -50,7 +68,12 @@ export class FleetService {
     return { data: result.data.map(toFleet), next_cursor: result.next_cursor }
   }
 
-  async addDriver(principal: Principal, fleetId: string, input: { name: string; phone?: string | undefined }, record?: RecordAnswer<Driver>): Promise<Driver> {
+  async addDriver(
+    principal: Principal,
+    fleetId: string,
+    input: { name: string; phone?: string | undefined },
+    record?: RecordAnswer<Driver>,
+  ): Promise<Driver> {
     await this.changeable(principal, fleetId)
     const row = { id: newId('dr'), fleet_id: fleetId, name: input.name, phone: input.phone ?? null, created_at: iso(this.deps.clock.now()) }
     await this.deps.db.transaction().execute(async (trx) => {
@@ -73,7 +96,8 @@ export class FleetService {
    */
   private async changeable(principal: Principal, fleetId: string): Promise<Fleet> {
     const fleet = await this.get(principal, fleetId)
-    if (principal.pharmacyId) throw new AppError('insufficient_scope', 'Only the fleet itself or an unrestricted client changes a fleet or its drivers.')
+    if (principal.pharmacyId)
+      throw new AppError('insufficient_scope', 'Only the fleet itself or an unrestricted client changes a fleet or its drivers.')
     return fleet
   }
 
@@ -84,7 +108,11 @@ export class FleetService {
 }
 
 const toFleet = (row: { id: string; name: string; branding: string; embed_origins: string; created_at: string }): Fleet => ({
-  id: row.id, name: row.name, branding: fromJson(row.branding), embed_origins: fromJson(row.embed_origins), created_at: row.created_at,
+  id: row.id,
+  name: row.name,
+  branding: fromJson(row.branding),
+  embed_origins: fromJson(row.embed_origins),
+  created_at: row.created_at,
 })
 
 /**

@@ -15,14 +15,29 @@ const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
 
 export type Address = { line1: string; line2?: string | undefined; city: string; region: string; postal_code: string; country: string }
 export type NewPharmacy = {
-  name: string; ncpdp_id?: string | undefined; npi?: string | undefined; address: Address; timezone: string
-  location?: { lat: number; lng: number } | undefined; writeback?: { url: string } | undefined
+  name: string
+  ncpdp_id?: string | undefined
+  npi?: string | undefined
+  address: Address
+  timezone: string
+  location?: { lat: number; lng: number } | undefined
+  writeback?: { url: string } | undefined
 }
-export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & { id: string; created_at: string; ncpdp_id: string | null; npi: string | null; location: { lat: number; lng: number } | null; writeback: { url: string; secret?: string } | null }
+export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & {
+  id: string
+  created_at: string
+  ncpdp_id: string | null
+  npi: string | null
+  location: { lat: number; lng: number } | null
+  writeback: { url: string; secret?: string } | null
+}
 
 export class PharmacyService {
   /** `allowPrivate`: `WEBHOOK_ALLOW_PRIVATE`, which governs writeback URLs as it does webhook URLs. */
-  constructor(private readonly deps: ServiceDeps, private readonly allowPrivate: boolean) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    private readonly allowPrivate: boolean,
+  ) {}
 
   /** The writeback secret is shown once: `record` keeps the answer without it. */
   async create(principal: Principal, input: NewPharmacy, record?: RecordAnswer<Pharmacy>): Promise<Pharmacy> {
@@ -32,9 +47,15 @@ export class PharmacyService {
     // Refused now, as a webhook URL is, rather than by the first writeback days later.
     if (input.writeback) await refuseNonPublicTarget(input.writeback.url, '/writeback/url', { allowPrivate: this.allowPrivate })
     const row = {
-      id: newId('ph'), name: input.name, ncpdp_id: input.ncpdp_id ?? null, npi: input.npi ?? null,
-      address: toJson(input.address), timezone: input.timezone, location: input.location ? toJson(input.location) : null,
-      writeback: input.writeback ? toJson(input.writeback) : null, created_at: iso(this.deps.clock.now()),
+      id: newId('ph'),
+      name: input.name,
+      ncpdp_id: input.ncpdp_id ?? null,
+      npi: input.npi ?? null,
+      address: toJson(input.address),
+      timezone: input.timezone,
+      location: input.location ? toJson(input.location) : null,
+      writeback: input.writeback ? toJson(input.writeback) : null,
+      created_at: iso(this.deps.clock.now()),
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -49,11 +70,26 @@ export class PharmacyService {
     const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, secret } }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('pharmacies').values(row).execute()
-      await trx.insertInto('webhook_endpoints').values({
-        id: newId('wh'), kind: 'writeback', url: input.writeback!.url, events: JSON.stringify(WRITEBACK_EVENTS), description: 'writeback',
-        enabled: 1, disabled_reason: null, pharmacy_id: row.id, fleet_id: null, secret, previous_secret: null,
-        previous_secret_expires_at: null, failing_since: null, created_at: row.created_at, updated_at: row.created_at,
-      }).execute()
+      await trx
+        .insertInto('webhook_endpoints')
+        .values({
+          id: newId('wh'),
+          kind: 'writeback',
+          url: input.writeback!.url,
+          events: JSON.stringify(WRITEBACK_EVENTS),
+          description: 'writeback',
+          enabled: 1,
+          disabled_reason: null,
+          pharmacy_id: row.id,
+          fleet_id: null,
+          secret,
+          previous_secret: null,
+          previous_secret_expires_at: null,
+          failing_since: null,
+          created_at: row.created_at,
+          updated_at: row.created_at,
+        })
+        .execute()
       await record?.(trx, pharmacy)
     })
     return pharmacy
@@ -75,7 +111,14 @@ export class PharmacyService {
 
 export function toPharmacy(row: Database['pharmacies']): Pharmacy {
   return {
-    id: row.id, name: row.name, ncpdp_id: row.ncpdp_id, npi: row.npi, address: fromJson(row.address),
-    timezone: row.timezone, location: fromJson(row.location), writeback: fromJson(row.writeback), created_at: row.created_at,
+    id: row.id,
+    name: row.name,
+    ncpdp_id: row.ncpdp_id,
+    npi: row.npi,
+    address: fromJson(row.address),
+    timezone: row.timezone,
+    location: fromJson(row.location),
+    writeback: fromJson(row.writeback),
+    created_at: row.created_at,
   }
 }

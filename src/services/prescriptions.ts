@@ -29,10 +29,21 @@ export type NewPrescription = {
 }
 
 export type Prescription = {
-  rx_id: string; status: string; eta: string; audit_hash: string; delivery_id: string; pharmacy_id: string
-  patient_id: string; cold_chain: boolean; temperature_profile: TemperatureProfile | null; deliver_by: string | null
-  delivery_address: Record<string, unknown> | null; items: NewPrescription['items']; external_ref: string | null
-  metadata: Record<string, string>; created_at: string
+  rx_id: string
+  status: string
+  eta: string
+  audit_hash: string
+  delivery_id: string
+  pharmacy_id: string
+  patient_id: string
+  cold_chain: boolean
+  temperature_profile: TemperatureProfile | null
+  deliver_by: string | null
+  delivery_address: Record<string, unknown> | null
+  items: NewPrescription['items']
+  external_ref: string | null
+  metadata: Record<string, string>
+  created_at: string
 }
 
 // Pharmacies are never deleted, so one that was seen exists for good; bounded all the same.
@@ -52,41 +63,96 @@ export class PrescriptionService {
     const rxId = newId('rx')
     const deliveryId = newId('dl')
     const eta = input.deliver_by ?? iso(now + DEFAULT_ETA_HOURS * 3_600_000)
-    const facts = { rx_id: rxId, pharmacy_id: pharmacyId, patient_id: input.patient_id, cold_chain: input.cold_chain, temperature_profile: profile, created_at: createdAt }
+    const facts = {
+      rx_id: rxId,
+      pharmacy_id: pharmacyId,
+      patient_id: input.patient_id,
+      cold_chain: input.cold_chain,
+      temperature_profile: profile,
+      created_at: createdAt,
+    }
     const auditHash = auditHashOf(facts)
     const firstCustodyEvent = chainEvent(auditHash, {
-      seq: 1, type: 'created', actor: { client_id: principal.clientId, sub: principal.sub },
-      from: null, to: pharmacyId, location: null, evidence_hash: null, occurred_at: createdAt, recorded_at: createdAt,
+      seq: 1,
+      type: 'created',
+      actor: { client_id: principal.clientId, sub: principal.sub },
+      from: null,
+      to: pharmacyId,
+      location: null,
+      evidence_hash: null,
+      occurred_at: createdAt,
+      recorded_at: createdAt,
     })
     const row: Database['prescriptions'] = {
-      id: rxId, pharmacy_id: pharmacyId, patient_id: input.patient_id, cold_chain: input.cold_chain ? 1 : 0,
-      temperature_profile: profile ? toJson(profile) : null, deliver_by: input.deliver_by ?? null,
-      delivery_address: input.delivery_address ? toJson(input.delivery_address) : null, items: toJson(input.items ?? []),
-      external_ref: input.external_ref ?? null, metadata: toJson(input.metadata ?? {}), eta, audit_hash: auditHash,
-      delivery_id: deliveryId, client_id: principal.clientId, created_at: createdAt,
+      id: rxId,
+      pharmacy_id: pharmacyId,
+      patient_id: input.patient_id,
+      cold_chain: input.cold_chain ? 1 : 0,
+      temperature_profile: profile ? toJson(profile) : null,
+      deliver_by: input.deliver_by ?? null,
+      delivery_address: input.delivery_address ? toJson(input.delivery_address) : null,
+      items: toJson(input.items ?? []),
+      external_ref: input.external_ref ?? null,
+      metadata: toJson(input.metadata ?? {}),
+      eta,
+      audit_hash: auditHash,
+      delivery_id: deliveryId,
+      client_id: principal.clientId,
+      created_at: createdAt,
     }
     // What a GET returns for it, built from the values rather than parsed back from the row's JSON.
     const prescription: Prescription = {
-      rx_id: rxId, status: 'QUEUED', eta, audit_hash: auditHash, delivery_id: deliveryId, pharmacy_id: pharmacyId,
-      patient_id: input.patient_id, cold_chain: input.cold_chain, temperature_profile: profile, deliver_by: row.deliver_by,
-      delivery_address: input.delivery_address ?? null, items: input.items ?? [], external_ref: row.external_ref,
-      metadata: input.metadata ?? {}, created_at: createdAt,
+      rx_id: rxId,
+      status: 'QUEUED',
+      eta,
+      audit_hash: auditHash,
+      delivery_id: deliveryId,
+      pharmacy_id: pharmacyId,
+      patient_id: input.patient_id,
+      cold_chain: input.cold_chain,
+      temperature_profile: profile,
+      deliver_by: row.deliver_by,
+      delivery_address: input.delivery_address ?? null,
+      items: input.items ?? [],
+      external_ref: row.external_ref,
+      metadata: input.metadata ?? {},
+      created_at: createdAt,
     }
     const messages = await this.deps.db.transaction().execute(async (trx) => {
       await this.requireExisting(trx, pharmacyId)
       await insertRow(trx, 'prescriptions', row)
       await insertRow(trx, 'deliveries', {
-        id: deliveryId, rx_id: rxId, pharmacy_id: pharmacyId, status: 'QUEUED', eta, fleet_id: null, driver_id: null,
-        tote_id: null, cold_chain_required: input.cold_chain ? 1 : 0, profile: profile ? toJson(profile) : null,
-        cold_chain: toJson(initialColdChain(input.cold_chain)), disposition: null, bound_from: null, bound_to: null,
+        id: deliveryId,
+        rx_id: rxId,
+        pharmacy_id: pharmacyId,
+        status: 'QUEUED',
+        eta,
+        fleet_id: null,
+        driver_id: null,
+        tote_id: null,
+        cold_chain_required: input.cold_chain ? 1 : 0,
+        profile: profile ? toJson(profile) : null,
+        cold_chain: toJson(initialColdChain(input.cold_chain)),
+        disposition: null,
+        bound_from: null,
+        bound_to: null,
         // `delivery.created` below is the delivery's event 1.
-        version: 1, event_seq: 1, created_at: createdAt, updated_at: createdAt,
+        version: 1,
+        event_seq: 1,
+        created_at: createdAt,
+        updated_at: createdAt,
       })
       await insertRow(trx, 'custody_events', custodyRow(deliveryId, firstCustodyEvent))
-      const appended = await this.deps.outbox.append(trx, [{
-        type: 'delivery.created', pharmacy_id: pharmacyId, delivery_id: deliveryId, rx_id: rxId, seq: 1,
-        data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
-      }])
+      const appended = await this.deps.outbox.append(trx, [
+        {
+          type: 'delivery.created',
+          pharmacy_id: pharmacyId,
+          delivery_id: deliveryId,
+          rx_id: rxId,
+          seq: 1,
+          data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
+        },
+      ])
       await record?.(trx, prescription)
       return appended.messages
     })
@@ -98,16 +164,23 @@ export class PrescriptionService {
   }
 
   async get(principal: Principal, rxId: string): Promise<Prescription> {
-    const row = await this.deps.db.selectFrom('prescriptions').innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
-      .selectAll('prescriptions').select(['deliveries.status as status', 'deliveries.fleet_id as fleet_id'])
-      .where('prescriptions.id', '=', rxId).executeTakeFirst()
+    const row = await this.deps.db
+      .selectFrom('prescriptions')
+      .innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
+      .selectAll('prescriptions')
+      .select(['deliveries.status as status', 'deliveries.fleet_id as fleet_id'])
+      .where('prescriptions.id', '=', rxId)
+      .executeTakeFirst()
     const visible = visibleOr404(principal, row, 'prescription')
     return toPrescription(visible, visible.status)
   }
 
   async list(principal: Principal, page: PageRequest): Promise<Page<Prescription>> {
-    let query = this.deps.db.selectFrom('prescriptions').innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
-      .selectAll('prescriptions').select('deliveries.status as status')
+    let query = this.deps.db
+      .selectFrom('prescriptions')
+      .innerJoin('deliveries', 'deliveries.id', 'prescriptions.delivery_id')
+      .selectAll('prescriptions')
+      .select('deliveries.status as status')
     if (principal.pharmacyId) query = query.where('prescriptions.pharmacy_id', '=', principal.pharmacyId)
     if (principal.fleetId) query = query.where('deliveries.fleet_id', '=', principal.fleetId)
     const result = await paginate(query, 'prescriptions.id', page)
@@ -117,7 +190,8 @@ export class PrescriptionService {
   /** The pharmacy the prescription is for, as far as the token allows; whether it exists is checked in the create's transaction. */
   private pharmacyFor(principal: Principal, requested: string | undefined): string {
     const pharmacyId = requested ?? principal.pharmacyId
-    if (!pharmacyId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
+    if (!pharmacyId)
+      throw validationFailed([{ pointer: '/pharmacy_id', message: 'is required when the token is not restricted to one pharmacy' }])
     if (principal.fleetId || (principal.pharmacyId && principal.pharmacyId !== pharmacyId)) throw notFound('pharmacy')
     return pharmacyId
   }
@@ -134,7 +208,8 @@ const pharmacyExists = precompiled((db, id: string) => db.selectFrom('pharmacies
 
 function resolveRequestedProfile(input: NewPrescription): TemperatureProfile | null {
   if (!input.cold_chain) {
-    if (input.temperature_profile !== undefined) throw validationFailed([{ pointer: '/temperature_profile', message: 'only applies when cold_chain is true' }])
+    if (input.temperature_profile !== undefined)
+      throw validationFailed([{ pointer: '/temperature_profile', message: 'only applies when cold_chain is true' }])
     return null
   }
   try {
@@ -145,12 +220,22 @@ function resolveRequestedProfile(input: NewPrescription): TemperatureProfile | n
   }
 }
 
-
 function toPrescription(row: Database['prescriptions'], status: string): Prescription {
   return {
-    rx_id: row.id, status, eta: row.eta, audit_hash: row.audit_hash, delivery_id: row.delivery_id, pharmacy_id: row.pharmacy_id,
-    patient_id: row.patient_id, cold_chain: row.cold_chain === 1, temperature_profile: fromJson(row.temperature_profile),
-    deliver_by: row.deliver_by, delivery_address: fromJson(row.delivery_address), items: fromJson(row.items),
-    external_ref: row.external_ref, metadata: fromJson(row.metadata), created_at: row.created_at,
+    rx_id: row.id,
+    status,
+    eta: row.eta,
+    audit_hash: row.audit_hash,
+    delivery_id: row.delivery_id,
+    pharmacy_id: row.pharmacy_id,
+    patient_id: row.patient_id,
+    cold_chain: row.cold_chain === 1,
+    temperature_profile: fromJson(row.temperature_profile),
+    deliver_by: row.deliver_by,
+    delivery_address: fromJson(row.delivery_address),
+    items: fromJson(row.items),
+    external_ref: row.external_ref,
+    metadata: fromJson(row.metadata),
+    created_at: row.created_at,
   }
 }

@@ -10,9 +10,17 @@ import type { ServiceDeps } from './context.js'
 import { fleetMoneyVisibleTo, requireUnrestricted } from './fleet-money.js'
 
 export type RateCard = {
-  fleet_id: string; version: number; currency: string; base_fee_cents: number; per_km_cents: number
-  cold_chain_surcharge_cents: number; failed_attempt_fee_cents: number; after_hours_multiplier: number
-  commission_bps: number; effective_from: string; created_at: string
+  fleet_id: string
+  version: number
+  currency: string
+  base_fee_cents: number
+  per_km_cents: number
+  cold_chain_surcharge_cents: number
+  failed_attempt_fee_cents: number
+  after_hours_multiplier: number
+  commission_bps: number
+  effective_from: string
+  created_at: string
 }
 
 export type NewRateCard = Omit<RateCard, 'fleet_id' | 'version' | 'created_at' | 'effective_from'> & { effective_from?: string | undefined }
@@ -45,22 +53,40 @@ export class RateCardService {
   /** A new version; effective now unless `effective_from` names a later time. */
   async put(principal: Principal, fleetId: string, input: NewRateCard, record?: RecordAnswer<RateCard>): Promise<RateCard> {
     await fleetMoneyVisibleTo(this.deps.db, principal, fleetId)
-    requireUnrestricted(principal, 'sets a fleet\'s rate card')
+    requireUnrestricted(principal, "sets a fleet's rate card")
     const now = this.deps.clock.now()
     const effectiveFrom = input.effective_from === undefined ? iso(now) : iso(Date.parse(input.effective_from))
     // Versions in force at past dispatches stay as they were: a new one starts now or later.
-    if (Date.parse(effectiveFrom) < now - CLOCK_SKEW_MS) throw validationFailed([{ pointer: '/effective_from', message: 'may not be in the past' }])
+    if (Date.parse(effectiveFrom) < now - CLOCK_SKEW_MS)
+      throw validationFailed([{ pointer: '/effective_from', message: 'may not be in the past' }])
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.deps.db.transaction().execute(async (trx) => {
-          const last = await trx.selectFrom('rate_cards').select(['version', 'currency']).where('fleet_id', '=', fleetId).orderBy('version', 'desc').limit(1).executeTakeFirst()
+          const last = await trx
+            .selectFrom('rate_cards')
+            .select(['version', 'currency'])
+            .where('fleet_id', '=', fleetId)
+            .orderBy('version', 'desc')
+            .limit(1)
+            .executeTakeFirst()
           // One currency per fleet, so a period's totals add up in one unit.
-          if (last && last.currency !== input.currency) throw validationFailed([{ pointer: '/currency', message: `must stay ${last.currency}, the currency of this fleet's rate cards` }])
+          if (last && last.currency !== input.currency)
+            throw validationFailed([
+              { pointer: '/currency', message: `must stay ${last.currency}, the currency of this fleet's rate cards` },
+            ])
           const row: Row = {
-            fleet_id: fleetId, version: (last?.version ?? 0) + 1, currency: input.currency, base_fee_cents: input.base_fee_cents,
-            per_km_cents: input.per_km_cents, cold_chain_surcharge_cents: input.cold_chain_surcharge_cents,
-            failed_attempt_fee_cents: input.failed_attempt_fee_cents, after_hours_multiplier_e4: Math.round(input.after_hours_multiplier * 10_000),
-            commission_bps: input.commission_bps, effective_from: effectiveFrom, created_at: iso(now), created_by: principal.clientId,
+            fleet_id: fleetId,
+            version: (last?.version ?? 0) + 1,
+            currency: input.currency,
+            base_fee_cents: input.base_fee_cents,
+            per_km_cents: input.per_km_cents,
+            cold_chain_surcharge_cents: input.cold_chain_surcharge_cents,
+            failed_attempt_fee_cents: input.failed_attempt_fee_cents,
+            after_hours_multiplier_e4: Math.round(input.after_hours_multiplier * 10_000),
+            commission_bps: input.commission_bps,
+            effective_from: effectiveFrom,
+            created_at: iso(now),
+            created_by: principal.clientId,
           }
           await trx.insertInto('rate_cards').values(row).execute()
           const card = toRateCard(row)
@@ -77,16 +103,30 @@ export class RateCardService {
 
 /** The version in force at `at`: the latest `effective_from` not after it (the higher version on a tie). */
 export function rateCardInForce(db: Executor, fleetId: string, at: string): Promise<Row | undefined> {
-  return db.selectFrom('rate_cards').selectAll().where('fleet_id', '=', fleetId).where('effective_from', '<=', at)
-    .orderBy('effective_from', 'desc').orderBy('version', 'desc').limit(1).executeTakeFirst()
+  return db
+    .selectFrom('rate_cards')
+    .selectAll()
+    .where('fleet_id', '=', fleetId)
+    .where('effective_from', '<=', at)
+    .orderBy('effective_from', 'desc')
+    .orderBy('version', 'desc')
+    .limit(1)
+    .executeTakeFirst()
 }
 
 export function toRateCard(row: Row): RateCard {
   return {
-    fleet_id: row.fleet_id, version: row.version, currency: row.currency, base_fee_cents: row.base_fee_cents,
-    per_km_cents: row.per_km_cents, cold_chain_surcharge_cents: row.cold_chain_surcharge_cents,
-    failed_attempt_fee_cents: row.failed_attempt_fee_cents, after_hours_multiplier: row.after_hours_multiplier_e4 / 10_000,
-    commission_bps: row.commission_bps, effective_from: row.effective_from, created_at: row.created_at,
+    fleet_id: row.fleet_id,
+    version: row.version,
+    currency: row.currency,
+    base_fee_cents: row.base_fee_cents,
+    per_km_cents: row.per_km_cents,
+    cold_chain_surcharge_cents: row.cold_chain_surcharge_cents,
+    failed_attempt_fee_cents: row.failed_attempt_fee_cents,
+    after_hours_multiplier: row.after_hours_multiplier_e4 / 10_000,
+    commission_bps: row.commission_bps,
+    effective_from: row.effective_from,
+    created_at: row.created_at,
   }
 }
 

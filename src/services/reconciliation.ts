@@ -5,10 +5,15 @@ import type { ServiceDeps } from './context.js'
 import { fleetMoneyVisibleTo } from './fleet-money.js'
 
 export type ReconciliationLine = {
-  delivery_id: string; pharmacy_id: string; outcome: Outcome; ended_at: string
+  delivery_id: string
+  pharmacy_id: string
+  outcome: Outcome
+  ended_at: string
   /** Null: dispatched while the fleet had no rate card in force, so every amount is 0. */
   rate_card_version: number | null
-  distance_km: number | null; after_hours: boolean; cold_chain: boolean
+  distance_km: number | null
+  after_hours: boolean
+  cold_chain: boolean
 } & PriceLine
 
 export type Totals = { lines: number } & PriceLine
@@ -18,7 +23,9 @@ export type Period = { from: string; to: string }
 export type StatementEntry = { delivery_id: string; payout_cents: number }
 
 export type StatementComparison = {
-  from: string; to: string; matched: number
+  from: string
+  to: string
+  matched: number
   mismatched: { delivery_id: string; ours: number; theirs: number; difference: number }[]
   missing_from_statement: { delivery_id: string; ours: number }[]
   unknown_in_statement: { delivery_id: string; theirs: number }[]
@@ -28,7 +35,16 @@ export type StatementComparison = {
 // Rows read per query: memory stays at one chunk whatever the period's length.
 const CHUNK_ROWS = 2_000
 
-const AMOUNTS = ['base_cents', 'distance_cents', 'cold_chain_cents', 'failed_attempt_cents', 'after_hours_cents', 'gross_cents', 'commission_cents', 'payout_cents'] as const
+const AMOUNTS = [
+  'base_cents',
+  'distance_cents',
+  'cold_chain_cents',
+  'failed_attempt_cents',
+  'after_hours_cents',
+  'gross_cents',
+  'commission_cents',
+  'payout_cents',
+] as const
 
 /**
  * Commission reconciliation (docs/fleet.md, Reconciliation): one line per delivery whose end
@@ -52,7 +68,14 @@ export class ReconciliationService {
   async compare(principal: Principal, fleetId: string, period: Period, statement: Map<string, number>): Promise<StatementComparison> {
     const reader = await this.open(principal, fleetId, period)
     const theirs = new Map(statement)
-    const result: StatementComparison = { ...period, matched: 0, mismatched: [], missing_from_statement: [], unknown_in_statement: [], totals: { ours: 0, theirs: 0, difference: 0 } }
+    const result: StatementComparison = {
+      ...period,
+      matched: 0,
+      mismatched: [],
+      missing_from_statement: [],
+      unknown_in_statement: [],
+      totals: { ours: 0, theirs: 0, difference: 0 },
+    }
     for (const payout of statement.values()) result.totals.theirs += payout
     for await (const line of reader.lines()) {
       result.totals.ours += line.payout_cents
@@ -63,7 +86,13 @@ export class ReconciliationService {
       }
       theirs.delete(line.delivery_id)
       if (their === line.payout_cents) result.matched++
-      else result.mismatched.push({ delivery_id: line.delivery_id, ours: line.payout_cents, theirs: their, difference: their - line.payout_cents })
+      else
+        result.mismatched.push({
+          delivery_id: line.delivery_id,
+          ours: line.payout_cents,
+          theirs: their,
+          difference: their - line.payout_cents,
+        })
     }
     for (const [delivery_id, payout] of theirs) result.unknown_in_statement.push({ delivery_id, theirs: payout })
     result.totals.difference = result.totals.theirs - result.totals.ours
@@ -77,7 +106,11 @@ export class PeriodReader {
   private cards: Map<number, RateCardTerms> | undefined
   private currencyOf: string | null = null
 
-  constructor(private readonly db: Db, readonly fleetId: string, readonly period: Period) {}
+  constructor(
+    private readonly db: Db,
+    readonly fleetId: string,
+    readonly period: Period,
+  ) {}
 
   /** The fleet's currency (one per fleet), null before its first rate card. */
   async currency(): Promise<string | null> {
@@ -95,9 +128,12 @@ export class PeriodReader {
     const cards = await this.loadCards()
     let after: { ended_at: string; id: string } | null = null
     for (;;) {
-      let query = this.db.selectFrom('deliveries')
+      let query = this.db
+        .selectFrom('deliveries')
         .select(['id', 'pharmacy_id', 'status', 'ended_at', 'rate_card_version', 'distance_m', 'after_hours', 'cold_chain_required'])
-        .where('fleet_id', '=', this.fleetId).where('ended_at', '>=', this.period.from).where('ended_at', '<', this.period.to)
+        .where('fleet_id', '=', this.fleetId)
+        .where('ended_at', '>=', this.period.from)
+        .where('ended_at', '<', this.period.to)
       if (after) {
         const { ended_at, id } = after
         // Keyset: `ended_at >= last` lets the (fleet_id, ended_at, id) index seek straight to the
@@ -110,12 +146,24 @@ export class PeriodReader {
       for (const row of rows) {
         const outcome: Outcome = row.status === 'DELIVERED' ? 'delivered' : 'failed'
         const card = row.rate_card_version === null ? undefined : cards.get(row.rate_card_version)
-        const inputs = { outcome, cold_chain: row.cold_chain_required === 1, distance_m: row.distance_m, after_hours: row.after_hours === 1 }
+        const inputs = {
+          outcome,
+          cold_chain: row.cold_chain_required === 1,
+          distance_m: row.distance_m,
+          after_hours: row.after_hours === 1,
+        }
         const price = card ? priceLine(card, inputs) : ZERO_LINE
         this.add(price)
         lines.push({
-          delivery_id: row.id, pharmacy_id: row.pharmacy_id, outcome, ended_at: row.ended_at!, rate_card_version: card ? row.rate_card_version : null,
-          distance_km: row.distance_m === null ? null : row.distance_m / 1000, after_hours: inputs.after_hours, cold_chain: inputs.cold_chain, ...price,
+          delivery_id: row.id,
+          pharmacy_id: row.pharmacy_id,
+          outcome,
+          ended_at: row.ended_at!,
+          rate_card_version: card ? row.rate_card_version : null,
+          distance_km: row.distance_m === null ? null : row.distance_m / 1000,
+          after_hours: inputs.after_hours,
+          cold_chain: inputs.cold_chain,
+          ...price,
         })
       }
       if (lines.length) yield lines
@@ -141,7 +189,15 @@ export class PeriodReader {
 
 /** CSV columns, in order (RFC 4180; every value is a number, a boolean or an id, so none needs quoting). */
 export const CSV_COLUMNS = [
-  'delivery_id', 'pharmacy_id', 'outcome', 'ended_at', 'rate_card_version', 'distance_km', 'after_hours', 'cold_chain', ...AMOUNTS,
+  'delivery_id',
+  'pharmacy_id',
+  'outcome',
+  'ended_at',
+  'rate_card_version',
+  'distance_km',
+  'after_hours',
+  'cold_chain',
+  ...AMOUNTS,
 ] as const
 
 export const csvRow = (line: ReconciliationLine): string =>

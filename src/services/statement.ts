@@ -46,13 +46,15 @@ export function parseStatement(text: string, format: StatementFormat): ParsedSta
     }
     const { delivery_id, payout_cents } = entry
     if (typeof delivery_id !== 'string' || !DELIVERY_ID.test(delivery_id)) return void bad(n, 'delivery_id must be a delivery id')
-    if (typeof payout_cents !== 'number' || !Number.isSafeInteger(payout_cents)) return void bad(n, 'payout_cents must be an integer number of minor units')
+    if (typeof payout_cents !== 'number' || !Number.isSafeInteger(payout_cents))
+      return void bad(n, 'payout_cents must be an integer number of minor units')
     const seen = firstLine.get(delivery_id)
     if (seen !== undefined) return void bad(n, `${delivery_id} is already on line ${seen}`)
     firstLine.set(delivery_id, n)
     payouts.set(delivery_id, payout_cents)
   })
-  if (format === 'csv' && !columns && errors.length === 0) errors.push({ pointer: '/lines/1', message: 'the header row must name the columns delivery_id and payout_cents' })
+  if (format === 'csv' && !columns && errors.length === 0)
+    errors.push({ pointer: '/lines/1', message: 'the header row must name the columns delivery_id and payout_cents' })
   return errors.length ? { ok: false, errors } : { ok: true, payouts }
 }
 

@@ -28,7 +28,10 @@ export async function createWithinLimit<T>(
     const have = await count(trx)
     if (have >= limit.max) {
       const tenant = limit.owner.pharmacy_id ?? limit.owner.fleet_id ?? 'the deployment'
-      throw new AppError('limit_exceeded', `${tenant} already has ${have} ${limit.what}, the most allowed; remove one first.`, { limit: limit.max, resource: limit.what.replace(/ /g, '_') })
+      throw new AppError('limit_exceeded', `${tenant} already has ${have} ${limit.what}, the most allowed; remove one first.`, {
+        limit: limit.max,
+        resource: limit.what.replace(/ /g, '_'),
+      })
     }
     return create(trx)
   })

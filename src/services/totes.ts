@@ -12,7 +12,9 @@ import { canSee, visibleOr404 } from '../auth/tenancy.js'
 import { countOwned, createWithinLimit } from './tenant-limits.js'
 
 export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
-export type ToteWithCredentials = Tote & { mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string } }
+export type ToteWithCredentials = Tote & {
+  mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string }
+}
 
 /**
  * Where a tote's MQTT account goes when an external broker authenticates totes
@@ -42,29 +44,56 @@ export class ToteService {
   ) {}
 
   /** The MQTT password is shown once: `record` keeps the answer without it. */
-  async register(principal: Principal, input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined }, record?: RecordAnswer<ToteWithCredentials>): Promise<ToteWithCredentials> {
-    const pharmacyId = input.pharmacy_id ?? (input.fleet_id ? undefined : principal.pharmacyId ?? undefined)
-    const fleetId = input.fleet_id ?? (input.pharmacy_id ? undefined : principal.fleetId ?? undefined)
-    if (!pharmacyId === !fleetId) throw validationFailed([{ pointer: '/pharmacy_id', message: 'name exactly one owner: pharmacy_id or fleet_id' }])
-    if (!canSee(principal, { pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null })) throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
+  async register(
+    principal: Principal,
+    input: { serial: string; pharmacy_id?: string | undefined; fleet_id?: string | undefined },
+    record?: RecordAnswer<ToteWithCredentials>,
+  ): Promise<ToteWithCredentials> {
+    const pharmacyId = input.pharmacy_id ?? (input.fleet_id ? undefined : (principal.pharmacyId ?? undefined))
+    const fleetId = input.fleet_id ?? (input.pharmacy_id ? undefined : (principal.fleetId ?? undefined))
+    if (!pharmacyId === !fleetId)
+      throw validationFailed([{ pointer: '/pharmacy_id', message: 'name exactly one owner: pharmacy_id or fleet_id' }])
+    if (!canSee(principal, { pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null }))
+      throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
     const owner = pharmacyId
       ? await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', pharmacyId).executeTakeFirst()
       : await this.deps.db.selectFrom('fleets').select('id').where('id', '=', fleetId!).executeTakeFirst()
     if (!owner) throw validationFailed([{ pointer: pharmacyId ? '/pharmacy_id' : '/fleet_id', message: 'no such owner' }])
     // Serials are unique per owner: another tenant's tote with the same serial is none of this one's business.
-    const duplicate = await this.deps.db.selectFrom('totes').select('id').where('serial', '=', input.serial)
-      .where(pharmacyId ? 'pharmacy_id' : 'fleet_id', '=', (pharmacyId ?? fleetId)!).executeTakeFirst()
+    const duplicate = await this.deps.db
+      .selectFrom('totes')
+      .select('id')
+      .where('serial', '=', input.serial)
+      .where(pharmacyId ? 'pharmacy_id' : 'fleet_id', '=', (pharmacyId ?? fleetId)!)
+      .executeTakeFirst()
     if (duplicate) throw duplicateSerial(input.serial)
     const password = newSecret('tp_')
-    const tote: Tote = { id: newId('tt'), serial: input.serial, pharmacy_id: pharmacyId ?? null, fleet_id: fleetId ?? null, created_at: iso(this.deps.clock.now()) }
-    const registered = { ...tote, mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) } }
+    const tote: Tote = {
+      id: newId('tt'),
+      serial: input.serial,
+      pharmacy_id: pharmacyId ?? null,
+      fleet_id: fleetId ?? null,
+      created_at: iso(this.deps.clock.now()),
+    }
+    const registered = {
+      ...tote,
+      mqtt: { username: tote.id, password, client_id: tote.id, readings_topic: readingsTopic(tote.id), errors_topic: errorsTopic(tote.id) },
+    }
     const tenant = { pharmacy_id: tote.pharmacy_id, fleet_id: tote.fleet_id }
     try {
-      await createWithinLimit(this.deps, { what: 'totes', max: this.maxPerTenant, owner: tenant }, (trx) => countOwned(trx, 'totes', tenant), async (trx) => {
-        await trx.insertInto('totes').values({ ...tote, mqtt_password_hash: hashSecret(password) }).execute()
-        await this.accounts?.enqueue(trx, tote.id, password)
-        await record?.(trx, registered)
-      })
+      await createWithinLimit(
+        this.deps,
+        { what: 'totes', max: this.maxPerTenant, owner: tenant },
+        (trx) => countOwned(trx, 'totes', tenant),
+        async (trx) => {
+          await trx
+            .insertInto('totes')
+            .values({ ...tote, mqtt_password_hash: hashSecret(password) })
+            .execute()
+          await this.accounts?.enqueue(trx, tote.id, password)
+          await record?.(trx, registered)
+        },
+      )
     } catch (error) {
       if (isUniqueViolation(error)) throw duplicateSerial(input.serial) // registered concurrently
       throw error
@@ -74,7 +103,11 @@ export class ToteService {
   }
 
   async get(principal: Principal, id: string): Promise<Tote> {
-    const row = await this.deps.db.selectFrom('totes').select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at']).where('id', '=', id).executeTakeFirst()
+    const row = await this.deps.db
+      .selectFrom('totes')
+      .select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at'])
+      .where('id', '=', id)
+      .executeTakeFirst()
     return visibleOr404(principal, row, 'tote')
   }
 

@@ -4,16 +4,33 @@ import { fromJson, toJson, type Database } from './schema.js'
 /** Custody events between their API shape (which the hashes cover) and their table row. */
 export function custodyRow(deliveryId: string, e: CustodyEvent): Database['custody_events'] {
   return {
-    delivery_id: deliveryId, seq: e.seq, type: e.type, actor: toJson(e.actor), from_party: e.from, to_party: e.to,
-    location: e.location ? toJson(e.location) : null, evidence_hash: e.evidence_hash, occurred_at: e.occurred_at,
-    recorded_at: e.recorded_at, prev_hash: e.prev_hash, hash: e.hash,
+    delivery_id: deliveryId,
+    seq: e.seq,
+    type: e.type,
+    actor: toJson(e.actor),
+    from_party: e.from,
+    to_party: e.to,
+    location: e.location ? toJson(e.location) : null,
+    evidence_hash: e.evidence_hash,
+    occurred_at: e.occurred_at,
+    recorded_at: e.recorded_at,
+    prev_hash: e.prev_hash,
+    hash: e.hash,
   }
 }
 
 export function toCustodyEvent(row: Database['custody_events']): CustodyEvent {
   return {
-    seq: row.seq, type: row.type as CustodyEvent['type'], actor: fromJson(row.actor), from: row.from_party, to: row.to_party,
-    location: fromJson(row.location), evidence_hash: row.evidence_hash, occurred_at: row.occurred_at,
-    recorded_at: row.recorded_at, prev_hash: row.prev_hash, hash: row.hash,
+    seq: row.seq,
+    type: row.type as CustodyEvent['type'],
+    actor: fromJson(row.actor),
+    from: row.from_party,
+    to: row.to_party,
+    location: fromJson(row.location),
+    evidence_hash: row.evidence_hash,
+    occurred_at: row.occurred_at,
+    recorded_at: row.recorded_at,
+    prev_hash: row.prev_hash,
+    hash: row.hash,
   }
 }

@@ -27,9 +27,17 @@ export type PostgresLimits = {
   idleInTransactionTimeoutMs: number
 }
 
-export const DEFAULT_POSTGRES_LIMITS: PostgresLimits = { connectTimeoutMs: 5_000, statementTimeoutMs: 15_000, idleInTransactionTimeoutMs: 60_000 }
+export const DEFAULT_POSTGRES_LIMITS: PostgresLimits = {
+  connectTimeoutMs: 5_000,
+  statementTimeoutMs: 15_000,
+  idleInTransactionTimeoutMs: 60_000,
+}
 
-export function postgresLimitsOf(config: { DATABASE_CONNECT_TIMEOUT_MS: number; DATABASE_STATEMENT_TIMEOUT_MS: number; DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: number }): PostgresLimits {
+export function postgresLimitsOf(config: {
+  DATABASE_CONNECT_TIMEOUT_MS: number
+  DATABASE_STATEMENT_TIMEOUT_MS: number
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: number
+}): PostgresLimits {
   return {
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
@@ -49,7 +57,10 @@ pg.types.setTypeParser(20, Number)
 
 export async function openEntityStore(
   options: EntityStoreOptions,
-  { limits = DEFAULT_POSTGRES_LIMITS, onConnectionError = () => {} }: { limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog } = {},
+  {
+    limits = DEFAULT_POSTGRES_LIMITS,
+    onConnectionError = () => {},
+  }: { limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog } = {},
 ): Promise<EntityStore> {
   if (options.kind === 'sqlite') {
     const store = openSqlite(options.file)
@@ -92,7 +103,10 @@ function openSqlite(file: string): EntityStore {
   // A file database checkpoints mostly on a worker thread, not inside request commits (see
   // wal-checkpointer.ts). When the WAL restarts from its start, its file is cut back to the
   // size it reaches between the request connection's own checkpoints.
-  const checkpointer = checkpointOffThread(database, file, { writerCheckpointBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES, walSizeLimitBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES })
+  const checkpointer = checkpointOffThread(database, file, {
+    writerCheckpointBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES,
+    walSizeLimitBytes: REQUEST_CONNECTION_CHECKPOINT_BYTES,
+  })
   const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database) })
   return {
     db,
@@ -152,7 +166,13 @@ const READ_TIMEOUT_MARGIN_MS = 1_000
  * event nobody listens to kills the process, so the pool and every one of its connections get a
  * listener. The broken connection is then discarded and the next query opens a new one.
  */
-export function createPool(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog, max: number): pg.Pool {
+export function createPool(
+  url: string,
+  schema: string | undefined,
+  limits: PostgresLimits,
+  onConnectionError: ConnectionErrorLog,
+  max: number,
+): pg.Pool {
   const settings = [
     ...(schema ? [`-c search_path="${schema.replace(/"/g, '')}"`] : []),
     `-c statement_timeout=${limits.statementTimeoutMs}`,

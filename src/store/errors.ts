@@ -17,7 +17,8 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '25P03', // idle_in_transaction_session_timeout
 ])
 // What node-postgres and its pool say when the connection dies or a deadline passes.
-const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|timeout expired|not queryable|Client was closed/
+const UNAVAILABLE_MESSAGE =
+  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|timeout expired|not queryable|Client was closed/
 
 /** The database (or its disk) cannot serve right now: worth a 503 and a retry, not a 500. */
 export function isStoreUnavailable(error: unknown): boolean {

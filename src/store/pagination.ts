@@ -21,7 +21,10 @@ export async function paginate<DB, TB extends keyof DB, O extends Record<string,
 ): Promise<Page<O>> {
   let q = query as SelectQueryBuilder<any, any, O>
   if (cursor) q = q.where(keyColumn, '>', decodeCursor(cursor))
-  const rows = await q.orderBy(keyColumn).limit(limit + 1).execute()
+  const rows = await q
+    .orderBy(keyColumn)
+    .limit(limit + 1)
+    .execute()
   const data = rows.slice(0, limit)
   const last = data.at(-1)
   const keyName = keyColumn.split('.').pop()!

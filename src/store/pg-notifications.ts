@@ -14,7 +14,14 @@ export type Listening = {
   close(): Promise<void>
 }
 
-export function listenPostgres({ url, schema, channels, onNotification, onReconnect = () => {}, onError = () => {} }: {
+export function listenPostgres({
+  url,
+  schema,
+  channels,
+  onNotification,
+  onReconnect = () => {},
+  onError = () => {},
+}: {
   url: string
   /** The store's schema, when it has its own (search_path as the entity store sets it). */
   schema?: string | undefined
@@ -30,7 +37,11 @@ export function listenPostgres({ url, schema, channels, onNotification, onReconn
   let connectedOnce = false
 
   const connect = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: url, keepAlive: true, ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}) })
+    const next = new pg.Client({
+      connectionString: url,
+      keepAlive: true,
+      ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
+    })
     next.on('notification', (n) => onNotification(n.channel, n.payload ?? ''))
     const lost = () => {
       if (client !== next && client !== null) return // an older connection, already replaced

@@ -49,10 +49,19 @@ export function precompiled<A extends unknown[], R>(build: (db: Executor, ...arg
 const insertsFor = new WeakMap<object, Map<string, string>>()
 
 /** `insert into <table> (<the row's columns>) values (…)`, compiled once per table and column list. */
-export async function insertRow<T extends keyof Database & string>(executor: Executor, table: T, row: Insertable<Database[T]>): Promise<void> {
+export async function insertRow<T extends keyof Database & string>(
+  executor: Executor,
+  table: T,
+  row: Insertable<Database[T]>,
+): Promise<void> {
   const columns = definedColumns(row)
   const sql = insertText(executor, table, columns, [row])
-  await executor.executeQuery(CompiledQuery.raw(sql, columns.map((column) => (row as Record<string, unknown>)[column])))
+  await executor.executeQuery(
+    CompiledQuery.raw(
+      sql,
+      columns.map((column) => (row as Record<string, unknown>)[column]),
+    ),
+  )
 }
 
 /**
@@ -60,7 +69,11 @@ export async function insertRow<T extends keyof Database & string>(executor: Exe
  * 128, 64, …, 1 rows: a batch of any size is at most eight statements, and at most eight SQL
  * texts per table are ever compiled.
  */
-export async function insertRows<T extends keyof Database & string>(executor: Executor, table: T, rows: Insertable<Database[T]>[]): Promise<void> {
+export async function insertRows<T extends keyof Database & string>(
+  executor: Executor,
+  table: T,
+  rows: Insertable<Database[T]>[],
+): Promise<void> {
   if (rows.length === 0) return
   const columns = Object.keys(rows[0]!)
   let start = 0
@@ -85,8 +98,13 @@ function insertText(executor: Executor, table: keyof Database & string, columns:
   let sql = texts.get(key)
   if (sql === undefined) {
     // Compiled from rows holding null where a value is undefined, so every column gets its placeholder.
-    const shaped = rows.map((row) => Object.fromEntries(columns.map((column) => [column, (row as Record<string, unknown>)[column] ?? null])))
-    sql = executor.insertInto(table).values(shaped as never).compile().sql
+    const shaped = rows.map((row) =>
+      Object.fromEntries(columns.map((column) => [column, (row as Record<string, unknown>)[column] ?? null])),
+    )
+    sql = executor
+      .insertInto(table)
+      .values(shaped as never)
+      .compile().sql
     texts.set(key, sql)
   }
   return sql

@@ -6,96 +6,251 @@ import type { Generated, Kysely, Transaction } from 'kysely'
  * booleans as 0/1, so SQLite and PostgreSQL share every query.
  */
 export interface Database {
-  signing_keys: { kid: string; private_jwk: string; public_jwk: string; created_at: string; activates_at: string; retires_at: string | null }
+  signing_keys: {
+    kid: string
+    private_jwk: string
+    public_jwk: string
+    created_at: string
+    activates_at: string
+    retires_at: string | null
+  }
   oauth_clients: {
-    client_id: string; client_name: string; secret_hash: string; previous_secret_hash: string | null
-    previous_secret_expires_at: string | null; grant_types: string; redirect_uris: string; scope: string
-    token_endpoint_auth_method: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string
+    client_id: string
+    client_name: string
+    secret_hash: string
+    previous_secret_hash: string | null
+    previous_secret_expires_at: string | null
+    grant_types: string
+    redirect_uris: string
+    scope: string
+    token_endpoint_auth_method: string
+    pharmacy_id: string | null
+    fleet_id: string | null
+    created_at: string
     first_party: Generated<number>
   }
   revoked_tokens: { jti: string; expires_at: string }
   pharmacies: {
-    id: string; name: string; ncpdp_id: string | null; npi: string | null; address: string; timezone: string
-    location: string | null; writeback: string | null; created_at: string
+    id: string
+    name: string
+    ncpdp_id: string | null
+    npi: string | null
+    address: string
+    timezone: string
+    location: string | null
+    writeback: string | null
+    created_at: string
   }
   prescriptions: {
-    id: string; pharmacy_id: string; patient_id: string; cold_chain: number; temperature_profile: string | null
-    deliver_by: string | null; delivery_address: string | null; items: string; external_ref: string | null
-    metadata: string; eta: string; audit_hash: string; delivery_id: string; client_id: string; created_at: string
+    id: string
+    pharmacy_id: string
+    patient_id: string
+    cold_chain: number
+    temperature_profile: string | null
+    deliver_by: string | null
+    delivery_address: string | null
+    items: string
+    external_ref: string | null
+    metadata: string
+    eta: string
+    audit_hash: string
+    delivery_id: string
+    client_id: string
+    created_at: string
   }
   deliveries: {
-    id: string; rx_id: string; pharmacy_id: string; status: string; eta: string; fleet_id: string | null
-    driver_id: string | null; tote_id: string | null; cold_chain_required: number; profile: string | null
-    cold_chain: string | null; disposition: string | null; bound_from: string | null; bound_to: string | null
-    version: number; event_seq: number; created_at: string; updated_at: string
+    id: string
+    rx_id: string
+    pharmacy_id: string
+    status: string
+    eta: string
+    fleet_id: string | null
+    driver_id: string | null
+    tote_id: string | null
+    cold_chain_required: number
+    profile: string | null
+    cold_chain: string | null
+    disposition: string | null
+    bound_from: string | null
+    bound_to: string | null
+    version: number
+    event_seq: number
+    created_at: string
+    updated_at: string
     /** Pricing (migration 0008): the rate card version at dispatch; the end's record time and price inputs. */
-    rate_card_version: number | null; ended_at: string | null; distance_m: number | null; after_hours: number | null
+    rate_card_version: number | null
+    ended_at: string | null
+    distance_m: number | null
+    after_hours: number | null
     on_time: number | null
   }
   custody_events: {
-    delivery_id: string; seq: number; type: string; actor: string; from_party: string | null; to_party: string | null
-    location: string | null; evidence_hash: string | null; occurred_at: string; recorded_at: string
-    prev_hash: string; hash: string
+    delivery_id: string
+    seq: number
+    type: string
+    actor: string
+    from_party: string | null
+    to_party: string | null
+    location: string | null
+    evidence_hash: string | null
+    occurred_at: string
+    recorded_at: string
+    prev_hash: string
+    hash: string
   }
   events: {
-    pos: Generated<number>; id: string; type: string; created_at: string; pharmacy_id: string | null
-    fleet_id: string | null; delivery_id: string | null; rx_id: string | null; seq: number | null
-    data: string; dedupe_key: string | null
+    pos: Generated<number>
+    id: string
+    type: string
+    created_at: string
+    pharmacy_id: string | null
+    fleet_id: string | null
+    delivery_id: string | null
+    rx_id: string | null
+    seq: number | null
+    data: string
+    dedupe_key: string | null
   }
   audit_events: {
-    pos: Generated<number>; at: string; jti: string | null; client_id: string | null; sub: string | null
-    method: string; path: string; status: number; request_id: string; prev_hash: string; hash: string
+    pos: Generated<number>
+    at: string
+    jti: string | null
+    client_id: string | null
+    sub: string | null
+    method: string
+    path: string
+    status: number
+    request_id: string
+    prev_hash: string
+    hash: string
   }
   idempotency_keys: {
-    client_id: string; key: string; request_hash: string; state: string; status: number | null
-    body: string | null; headers: string | null; created_at: string; expires_at: string
+    client_id: string
+    key: string
+    request_hash: string
+    state: string
+    status: number | null
+    body: string | null
+    headers: string | null
+    created_at: string
+    expires_at: string
   }
   fleets: { id: string; name: string; branding: string; created_at: string; embed_origins: Generated<string> }
   rate_cards: {
-    fleet_id: string; version: number; currency: string; base_fee_cents: number; per_km_cents: number
-    cold_chain_surcharge_cents: number; failed_attempt_fee_cents: number; after_hours_multiplier_e4: number
-    commission_bps: number; effective_from: string; created_at: string; created_by: string
+    fleet_id: string
+    version: number
+    currency: string
+    base_fee_cents: number
+    per_km_cents: number
+    cold_chain_surcharge_cents: number
+    failed_attempt_fee_cents: number
+    after_hours_multiplier_e4: number
+    commission_bps: number
+    effective_from: string
+    created_at: string
+    created_by: string
   }
   drivers: { id: string; fleet_id: string; name: string; phone: string | null; created_at: string }
   webhook_endpoints: {
-    id: string; kind: 'webhook' | 'writeback'; url: string; events: string; description: string | null; enabled: number
-    disabled_reason: string | null; pharmacy_id: string | null; fleet_id: string | null; secret: string
-    previous_secret: string | null; previous_secret_expires_at: number | null; failing_since: number | null
-    created_at: string; updated_at: string
+    id: string
+    kind: 'webhook' | 'writeback'
+    url: string
+    events: string
+    description: string | null
+    enabled: number
+    disabled_reason: string | null
+    pharmacy_id: string | null
+    fleet_id: string | null
+    secret: string
+    previous_secret: string | null
+    previous_secret_expires_at: number | null
+    failing_since: number | null
+    created_at: string
+    updated_at: string
   }
   webhook_messages: {
-    id: string; event_id: string; endpoint_id: string; state: 'pending' | 'delivered' | 'failed'; attempts: number
-    next_attempt_at: number | null; lease_until: number | null; created_at: number
+    id: string
+    event_id: string
+    endpoint_id: string
+    state: 'pending' | 'delivered' | 'failed'
+    attempts: number
+    next_attempt_at: number | null
+    lease_until: number | null
+    created_at: number
   }
   webhook_attempts: {
-    id: string; message_id: string; endpoint_id: string; event_id: string; attempt: number; at: string
-    status_code: number | null; error: string | null; duration_ms: number; success: number
+    id: string
+    message_id: string
+    endpoint_id: string
+    event_id: string
+    attempt: number
+    at: string
+    status_code: number | null
+    error: string | null
+    duration_ms: number
+    success: number
   }
   users: {
-    id: string; email: string; name: string; role: string; pharmacy_id: string | null; fleet_id: string | null
-    driver_id: string | null; password_hash: string | null; disabled: number; created_at: string; updated_at: string
+    id: string
+    email: string
+    name: string
+    role: string
+    pharmacy_id: string | null
+    fleet_id: string | null
+    driver_id: string | null
+    password_hash: string | null
+    disabled: number
+    created_at: string
+    updated_at: string
   }
   user_setup_tokens: { token_hash: string; user_id: string; expires_at: string; used_at: string | null }
   user_sessions: { id_hash: string; user_id: string; created_at: string; last_seen_at: string; ended_at: string | null }
   authorization_codes: {
-    code_hash: string; client_id: string; user_id: string; session_hash: string; redirect_uri: string
-    code_challenge: string; scope: string; expires_at: string; used_at: string | null; family_id: string | null
-    access_jti: string | null; access_expires_at: string | null
+    code_hash: string
+    client_id: string
+    user_id: string
+    session_hash: string
+    redirect_uri: string
+    code_challenge: string
+    scope: string
+    expires_at: string
+    used_at: string | null
+    family_id: string | null
+    access_jti: string | null
+    access_expires_at: string | null
   }
   refresh_tokens: {
-    token_hash: string; family_id: string; client_id: string; user_id: string; session_hash: string; scope: string
-    family_created_at: string; created_at: string; expires_at: string; access_jti: string; access_expires_at: string
-    rotated_at: string | null; revoked_at: string | null
+    token_hash: string
+    family_id: string
+    client_id: string
+    user_id: string
+    session_hash: string
+    scope: string
+    family_created_at: string
+    created_at: string
+    expires_at: string
+    access_jti: string
+    access_expires_at: string
+    rotated_at: string | null
+    revoked_at: string | null
   }
   user_consents: { user_id: string; client_id: string; scope: string; granted_at: string }
   totes: {
-    id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; mqtt_password_hash: string
+    id: string
+    serial: string
+    pharmacy_id: string | null
+    fleet_id: string | null
+    mqtt_password_hash: string
     created_at: string
   }
   /** Tote accounts an external MQTT broker has yet to get (src/mqtt/broker-accounts.ts). */
   broker_accounts: {
-    tote_id: string; sealed_password: string; attempts: Generated<number>; next_attempt_at: number
-    last_error: string | null; created_at: string
+    tote_id: string
+    sealed_password: string
+    attempts: Generated<number>
+    next_attempt_at: number
+    last_error: string | null
+    created_at: string
   }
 }
 

@@ -1,7 +1,5 @@
 import type SqliteDatabase from 'better-sqlite3'
-import {
-  CompiledQuery, SqliteDialect, type DatabaseConnection, type Driver, type QueryResult,
-} from 'kysely'
+import { CompiledQuery, SqliteDialect, type DatabaseConnection, type Driver, type QueryResult } from 'kysely'
 
 // Distinct SQL texts the service runs are a few hundred; past this, start over rather than grow.
 const STATEMENT_CACHE_LIMIT = 1_000

@@ -68,7 +68,8 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
   const { levelAtPages = 0, everyMs = CHECKPOINT_EVERY_MS, levelTimeoutMs = LEVEL_TIMEOUT_MS } = options
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
   const worker = new Worker(WORKER_SOURCE, {
-    eval: true, workerData: { driver, file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS },
+    eval: true,
+    workerData: { driver, file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS },
   })
   // A failed pass changes nothing: the next one, or the writer's own, copies the pages.
   let failure: unknown = null
@@ -137,9 +138,15 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
  * automatic checkpoint at `writerCheckpointBytes`, and a WAL file grown past
  * `walSizeLimitBytes` is cut back to it when the WAL starts over.
  */
-export function checkpointOffThread(writer: SqliteDatabase.Database, file: string, sizes: {
-  writerCheckpointBytes: number; walSizeLimitBytes: number; levelAtBytes?: number
-}): WalCheckpointer | null {
+export function checkpointOffThread(
+  writer: SqliteDatabase.Database,
+  file: string,
+  sizes: {
+    writerCheckpointBytes: number
+    walSizeLimitBytes: number
+    levelAtBytes?: number
+  },
+): WalCheckpointer | null {
   if (file === ':memory:') return null
   const pageSize = writer.pragma('page_size', { simple: true }) as number
   const levelAtPages = sizes.levelAtBytes === undefined ? 0 : Math.ceil(sizes.levelAtBytes / pageSize)

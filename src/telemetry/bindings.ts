@@ -39,7 +39,10 @@ export class ToteBindings {
   private wanted = new Map<string, Waiter[]>()
   private generation = 0
 
-  constructor(private readonly db: Db, private readonly clock: Clock) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
 
   /** The tote's bindings when the cached copy is fresh enough; undefined when it must be read (forTote). */
   cached(toteId: string): Binding[] | undefined {
@@ -51,13 +54,16 @@ export class ToteBindings {
   }
 
   async forTote(toteId: string): Promise<Binding[]> {
-    return this.cached(toteId) ?? new Promise<Binding[]>((resolve, reject) => {
-      const waiters = this.wanted.get(toteId)
-      if (waiters) return waiters.push({ resolve, reject })
-      this.wanted.set(toteId, [{ resolve, reject }])
-      // The publishes of one socket read arrive together: gather their totes into one query.
-      if (this.wanted.size === 1) queueMicrotask(() => void this.load())
-    })
+    return (
+      this.cached(toteId) ??
+      new Promise<Binding[]>((resolve, reject) => {
+        const waiters = this.wanted.get(toteId)
+        if (waiters) return waiters.push({ resolve, reject })
+        this.wanted.set(toteId, [{ resolve, reject }])
+        // The publishes of one socket read arrive together: gather their totes into one query.
+        if (this.wanted.size === 1) queueMicrotask(() => void this.load())
+      })
+    )
   }
 
   /** Called when this process binds or releases a tote. */
@@ -80,20 +86,30 @@ export class ToteBindings {
     try {
       const byTote = new Map<string, Binding[]>(ids.map((id) => [id, []]))
       for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
-        const rows = await this.db.selectFrom('deliveries')
+        const rows = await this.db
+          .selectFrom('deliveries')
           .select(['id', 'tote_id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'bound_from', 'bound_to'])
-          .where('tote_id', 'in', ids.slice(i, i + TOTES_PER_QUERY)).where('bound_from', 'is not', null).orderBy('bound_from').execute()
+          .where('tote_id', 'in', ids.slice(i, i + TOTES_PER_QUERY))
+          .where('bound_from', 'is not', null)
+          .orderBy('bound_from')
+          .execute()
         for (const row of rows) {
           byTote.get(row.tote_id!)!.push({
-            deliveryId: row.id, rxId: row.rx_id, pharmacyId: row.pharmacy_id, fleetId: row.fleet_id,
+            deliveryId: row.id,
+            rxId: row.rx_id,
+            pharmacyId: row.pharmacy_id,
+            fleetId: row.fleet_id,
             profile: row.cold_chain_required ? (JSON.parse(row.profile!) as TemperatureProfile) : null,
-            fromMs: Date.parse(row.bound_from!), toMs: row.bound_to ? Date.parse(row.bound_to) : null,
+            fromMs: Date.parse(row.bound_from!),
+            toMs: row.bound_to ? Date.parse(row.bound_to) : null,
           })
         }
       }
       // An invalidate() during the read: answer with what was read (as a read started just before
       // the change would have), but cache nothing, so the next publish reads the change.
-      if (generation === this.generation) for (const [toteId, bindings] of byTote) this.cache.set(toteId, { loadedAt: now, usedAt: this.cache.get(toteId)?.usedAt ?? now, bindings })
+      if (generation === this.generation)
+        for (const [toteId, bindings] of byTote)
+          this.cache.set(toteId, { loadedAt: now, usedAt: this.cache.get(toteId)?.usedAt ?? now, bindings })
       for (const [toteId, waiters] of wanted) for (const w of waiters) w.resolve(byTote.get(toteId)!)
     } catch (error) {
       for (const waiters of wanted.values()) for (const w of waiters) w.reject(error)

@@ -58,11 +58,19 @@ export class ColdChainMonitor {
   private readonly remote = new Map<string, { toteId: string; binding: Binding }>()
   private sweeping: Promise<void> | null = null
 
-  constructor(private readonly deps: {
-    db: Db; sink: ReadingSink; outbox: Outbox; clock: Clock; metrics: Metrics; logger: Logger; windowMs: number
-    /** Several copies share the store: one evaluates each delivery at a time (telemetry/evaluation-leases.ts). */
-    leases?: EvaluationLeases | undefined
-  }) {}
+  constructor(
+    private readonly deps: {
+      db: Db
+      sink: ReadingSink
+      outbox: Outbox
+      clock: Clock
+      metrics: Metrics
+      logger: Logger
+      windowMs: number
+      /** Several copies share the store: one evaluates each delivery at a time (telemetry/evaluation-leases.ts). */
+      leases?: EvaluationLeases | undefined
+    },
+  ) {}
 
   /** Whether another copy evaluates this delivery: its readings stored here must be forwarded to it. */
   isRemote(deliveryId: string): boolean {
@@ -114,9 +122,12 @@ export class ColdChainMonitor {
         const { toteId, binding } = this.remote.get(id)!
         this.remote.delete(id)
         this.deps.logger.info({ delivery_id: id }, 'cold-chain monitor: took over the evaluation of this delivery')
-        await this.load(toteId, binding).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: id }, 'cold-chain monitor: loading a delivery taken over failed'))
+        await this.load(toteId, binding).catch((err: unknown) =>
+          this.deps.logger.warn({ err, delivery_id: id }, 'cold-chain monitor: loading a delivery taken over failed'),
+        )
       }
-    })().catch((err: unknown) => this.deps.logger.warn({ err }, 'cold-chain monitor: renewing evaluation leases failed'))
+    })()
+      .catch((err: unknown) => this.deps.logger.warn({ err }, 'cold-chain monitor: renewing evaluation leases failed'))
       .finally(() => (this.sweeping = null))
   }
 
@@ -136,7 +147,7 @@ export class ColdChainMonitor {
       const deliveryId = binding.deliveryId
       if (binding.profile && !this.tracks.has(deliveryId) && !this.remote.has(deliveryId)) {
         const toteId = rows[0]!.tote_id
-        loading = (loading ?? Promise.resolve()).then(() => this.tracks.has(deliveryId) ? undefined : this.load(toteId, binding))
+        loading = (loading ?? Promise.resolve()).then(() => (this.tracks.has(deliveryId) ? undefined : this.load(toteId, binding)))
       }
     }
     if (loading) return loading.then(() => this.flagLate(rows))
@@ -362,8 +373,13 @@ export class ColdChainMonitor {
     const b = track.binding
     for (const event of events) {
       this.pendingEvents.push({
-        type: event.type, pharmacy_id: b.pharmacyId, fleet_id: b.fleetId, delivery_id: b.deliveryId, rx_id: b.rxId,
-        data: { ...event.data, tote_id: track.toteId, at: iso(event.at) }, dedupe_key: event.key,
+        type: event.type,
+        pharmacy_id: b.pharmacyId,
+        fleet_id: b.fleetId,
+        delivery_id: b.deliveryId,
+        rx_id: b.rxId,
+        data: { ...event.data, tote_id: track.toteId, at: iso(event.at) },
+        dedupe_key: event.key,
       })
     }
   }
@@ -385,12 +401,14 @@ export class ColdChainMonitor {
       return this.queued.promise
     }
     const queued = { summaries, promise: Promise.resolve() }
-    queued.promise = this.persisting.then(() => {
-      this.queued = null
-      return this.persist(queued.summaries)
-    }).catch((err) => {
-      this.deps.logger.error({ err }, 'cold-chain monitor: persisting events failed; will retry')
-    })
+    queued.promise = this.persisting
+      .then(() => {
+        this.queued = null
+        return this.persist(queued.summaries)
+      })
+      .catch((err) => {
+        this.deps.logger.error({ err }, 'cold-chain monitor: persisting events failed; will retry')
+      })
     this.queued = queued
     this.persisting = queued.promise
     return queued.promise
@@ -482,12 +500,25 @@ async function writeSummaries(trx: Executor, tracks: readonly Track[]): Promise<
     const chunk = tracks.slice(i, i + SUMMARIES_PER_STATEMENT)
     if (chunk.length === 1) {
       const t = chunk[0]!
-      await trx.updateTable('deliveries').set({ cold_chain: JSON.stringify(coldChainFigures(t.state)) }).where('id', '=', t.binding.deliveryId).execute()
+      await trx
+        .updateTable('deliveries')
+        .set({ cold_chain: JSON.stringify(coldChainFigures(t.state)) })
+        .where('id', '=', t.binding.deliveryId)
+        .execute()
       continue
     }
-    const cases = sql.join(chunk.map((t) => sql`WHEN ${t.binding.deliveryId} THEN ${JSON.stringify(coldChainFigures(t.state))}`), sql` `)
-    await trx.updateTable('deliveries').set({ cold_chain: sql<string>`CASE id ${cases} END` })
-      .where('id', 'in', chunk.map((t) => t.binding.deliveryId)).execute()
+    const cases = sql.join(
+      chunk.map((t) => sql`WHEN ${t.binding.deliveryId} THEN ${JSON.stringify(coldChainFigures(t.state))}`),
+      sql` `,
+    )
+    await trx
+      .updateTable('deliveries')
+      .set({ cold_chain: sql<string>`CASE id ${cases} END` })
+      .where(
+        'id',
+        'in',
+        chunk.map((t) => t.binding.deliveryId),
+      )
+      .execute()
   }
 }
-

@@ -31,7 +31,10 @@ export class EvaluationLeases {
   /** This process's name in `rule_leases.holder`: host, pid and a random part (pids repeat across restarts). */
   readonly holder = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`
 
-  constructor(private readonly db: Db, private readonly ttlMs = LEASE_TTL_MS) {}
+  constructor(
+    private readonly db: Db,
+    private readonly ttlMs = LEASE_TTL_MS,
+  ) {}
 
   /**
    * Takes the leases of these deliveries that are free, run out, or already ours (renewing those);

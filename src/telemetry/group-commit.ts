@@ -57,7 +57,8 @@ export class GroupCommitter {
 
   /** Resolves once every row handed to write() before this call is committed (or has failed). */
   async settled(): Promise<void> {
-    if (this.rows.length > 0) await this.write([]).catch(() => undefined) // joins the group being gathered
+    if (this.rows.length > 0)
+      await this.write([]).catch(() => undefined) // joins the group being gathered
     else await this.last
   }
 
@@ -91,7 +92,10 @@ export class GroupCommitter {
     this.waiters = []
     this.inFlight++
     const before = this.last
-    const written = this.sink.write(rows).then(() => null, (error: unknown) => error as Error)
+    const written = this.sink.write(rows).then(
+      () => null,
+      (error: unknown) => error as Error,
+    )
     // The slot is free as soon as the sink answered; the answer is passed on in order.
     void written.then(() => {
       this.inFlight--

@@ -46,8 +46,14 @@ type Field = 'temp_c' | 'battery' | 'humidity' | 'lat' | 'lng' | 'seq'
 
 /** Local SenML name → reading field. */
 const FIELDS: Partial<Record<string, Field>> = {
-  temp: 'temp_c', temperature: 'temp_c', battery: 'battery', humidity: 'humidity',
-  lat: 'lat', lon: 'lng', lng: 'lng', seq: 'seq',
+  temp: 'temp_c',
+  temperature: 'temp_c',
+  battery: 'battery',
+  humidity: 'humidity',
+  lat: 'lat',
+  lon: 'lng',
+  lng: 'lng',
+  seq: 'seq',
 }
 
 export function parseSenmlPack(records: unknown[], nowMs: number): ParseResult {
@@ -56,7 +62,10 @@ export function parseSenmlPack(records: unknown[], nowMs: number): ParseResult {
   }
   const byTime = new Map<number, ParsedReading>()
   // Base values carry over to every later record until replaced (RFC 8428 §4.1).
-  let bn = '', bt = 0, bu: string | undefined, bv = 0
+  let bn = '',
+    bt = 0,
+    bu: string | undefined,
+    bv = 0
   for (let i = 0; i < records.length; i++) {
     const parsed = recordShape.safeParse(records[i])
     if (!parsed.success) {
@@ -98,7 +107,10 @@ export function parseSenmlPack(records: unknown[], nowMs: number): ParseResult {
   const readings: ParsedReading[] = []
   for (const reading of byTime.values()) {
     if (Number.isNaN(reading.temp_c)) {
-      return reject('invalid_senml', `SenML pack has measurements at ${new Date(reading.ts).toISOString()} but no temp record for that time`)
+      return reject(
+        'invalid_senml',
+        `SenML pack has measurements at ${new Date(reading.ts).toISOString()} but no temp record for that time`,
+      )
     }
     const bad = checkReading(reading.ts, reading.temp_c, nowMs)
     if (bad !== null) return prefixed(`reading at ${new Date(reading.ts).toISOString()}: `, bad)

@@ -33,8 +33,12 @@ function digits(text: string, from: number, len: number): number {
  */
 export function parseRfc3339(text: string): number | null {
   if (text.length < 20) return null
-  const year = digits(text, 0, 4), month = digits(text, 5, 2), day = digits(text, 8, 2)
-  const hour = digits(text, 11, 2), minute = digits(text, 14, 2), second = digits(text, 17, 2)
+  const year = digits(text, 0, 4),
+    month = digits(text, 5, 2),
+    day = digits(text, 8, 2)
+  const hour = digits(text, 11, 2),
+    minute = digits(text, 14, 2),
+    second = digits(text, 17, 2)
   if (year < 0 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return null
   if (hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return null
   if (text[4] !== '-' || text[7] !== '-' || text[13] !== ':' || text[16] !== ':') return null
@@ -56,7 +60,8 @@ export function parseRfc3339(text: string): number | null {
     if (i + 1 !== text.length) return null
   } else if (sign === '+' || sign === '-') {
     if (i + 6 !== text.length || text[i + 3] !== ':') return null
-    const offH = digits(text, i + 1, 2), offM = digits(text, i + 4, 2)
+    const offH = digits(text, i + 1, 2),
+      offM = digits(text, i + 4, 2)
     if (offH < 0 || offH > 23 || offM < 0 || offM > 59) return null
     offsetMin = (sign === '-' ? -1 : 1) * (offH * 60 + offM)
   } else {

@@ -21,9 +21,16 @@ export class ReadingsRejected extends PayloadRefusedError {}
  * rule state loaded) takes no await before the group commit.
  */
 export class IngestPipeline {
-  constructor(private readonly deps: {
-    bindings: ToteBindings; committer: GroupCommitter; monitor: ColdChainMonitor; clock: Clock; metrics: Metrics; logger: Logger
-  }) {
+  constructor(
+    private readonly deps: {
+      bindings: ToteBindings
+      committer: GroupCommitter
+      monitor: ColdChainMonitor
+      clock: Clock
+      metrics: Metrics
+      logger: Logger
+    },
+  ) {
     deps.committer.onCommitted((rows) => this.evaluate(rows))
   }
 
@@ -39,7 +46,8 @@ export class IngestPipeline {
       }
       // Not async: on the hot path the only promise is the group commit's.
       const intervals = this.deps.bindings.cached(toteId)
-      if (intervals === undefined) return this.deps.bindings.forTote(toteId).then((loaded) => this.store(toteId, parsed.readings, loaded, now))
+      if (intervals === undefined)
+        return this.deps.bindings.forTote(toteId).then((loaded) => this.store(toteId, parsed.readings, loaded, now))
       return this.store(toteId, parsed.readings, intervals, now)
     } catch (error) {
       return Promise.reject(error)
@@ -70,8 +78,18 @@ export class IngestPipeline {
       const binding = bindingAt(intervals, r.ts)
       if (binding && !bindings.includes(binding)) bindings.push(binding)
       return {
-        tote_id: toteId, delivery_id: binding?.deliveryId ?? null, rx_id: binding?.rxId ?? null, ts: r.ts, temp_c: r.temp_c,
-        battery: r.battery, humidity: r.humidity, lat: r.lat, lng: r.lng, seq: r.seq, received_at: receivedAt, late: false,
+        tote_id: toteId,
+        delivery_id: binding?.deliveryId ?? null,
+        rx_id: binding?.rxId ?? null,
+        ts: r.ts,
+        temp_c: r.temp_c,
+        battery: r.battery,
+        humidity: r.humidity,
+        lat: r.lat,
+        lng: r.lng,
+        seq: r.seq,
+        received_at: receivedAt,
+        late: false,
       }
     })
     return { rows, bindings }

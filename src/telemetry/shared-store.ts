@@ -30,8 +30,19 @@ export type SharedStoreHandlers = {
   missed(): void
 }
 
-export async function sharedStoreWiring({ db, url, schema, holder, logger, isRemote }: {
-  db: Db; url: string; schema: string | undefined; holder: string; logger: Logger
+export async function sharedStoreWiring({
+  db,
+  url,
+  schema,
+  holder,
+  logger,
+  isRemote,
+}: {
+  db: Db
+  url: string
+  schema: string | undefined
+  holder: string
+  logger: Logger
   /** Whether another copy evaluates this delivery (ColdChainMonitor.isRemote). */
   isRemote(deliveryId: string): boolean
 }) {
@@ -46,7 +57,20 @@ export async function sharedStoreWiring({ db, url, schema, holder, logger, isRem
     let size = 0
     for (const r of batch) {
       if (r.delivery_id === null || !isRemote(r.delivery_id)) continue
-      const part = JSON.stringify([r.tote_id, r.delivery_id, r.rx_id, r.ts, r.temp_c, r.battery, r.humidity, r.lat, r.lng, r.seq, r.received_at, r.late])
+      const part = JSON.stringify([
+        r.tote_id,
+        r.delivery_id,
+        r.rx_id,
+        r.ts,
+        r.temp_c,
+        r.battery,
+        r.humidity,
+        r.lat,
+        r.lng,
+        r.seq,
+        r.received_at,
+        r.late,
+      ])
       if (size + part.length > PAYLOAD_BYTES && parts.length) {
         out.push(`${holder}\n[${parts.join(',')}]`)
         parts = []
@@ -82,18 +106,25 @@ export async function sharedStoreWiring({ db, url, schema, holder, logger, isRem
     forward: { channel: channels.readings, payloads },
     /** `sink` with its writes forwarded after they are stored, for sinks other than PostgreSQL's. */
     forwardingAfter(sink: ReadingSink): ReadingSink {
-      return { ...sink, write: async (batch) => {
-        await sink.write(batch)
-        await notify(channels.readings, payloads(batch))
-      } }
+      return {
+        ...sink,
+        write: async (batch) => {
+          await sink.write(batch)
+          await notify(channels.readings, payloads(batch))
+        },
+      }
     },
     announceBinding(toteId: string, deliveryId: string): void {
-      notify(channels.bindings, [`${holder}\n${JSON.stringify({ toteId, deliveryId })}`])
-        .catch((err: unknown) => logger.warn({ err, tote_id: toteId }, 'announcing a binding to the other copies failed; they see it within 2 s'))
+      notify(channels.bindings, [`${holder}\n${JSON.stringify({ toteId, deliveryId })}`]).catch((err: unknown) =>
+        logger.warn({ err, tote_id: toteId }, 'announcing a binding to the other copies failed; they see it within 2 s'),
+      )
     },
     async listen(handlers: SharedStoreHandlers): Promise<void> {
       listening = listenPostgres({
-        url, schema, channels: [channels.readings, channels.bindings], onNotification: onNotification(handlers),
+        url,
+        schema,
+        channels: [channels.readings, channels.bindings],
+        onNotification: onNotification(handlers),
         onReconnect: () => handlers.missed(),
         onError: (err) => logger.warn({ err }, 'listening to the other copies: connection lost'),
       })
@@ -107,8 +138,17 @@ export async function sharedStoreWiring({ db, url, schema, holder, logger, isRem
 
 function rowOf(v: unknown[]): ReadingRow {
   return {
-    tote_id: v[0] as string, delivery_id: v[1] as string | null, rx_id: v[2] as string | null, ts: v[3] as number, temp_c: v[4] as number,
-    battery: v[5] as number | null, humidity: v[6] as number | null, lat: v[7] as number | null, lng: v[8] as number | null,
-    seq: v[9] as number | null, received_at: v[10] as number, late: v[11] as boolean,
+    tote_id: v[0] as string,
+    delivery_id: v[1] as string | null,
+    rx_id: v[2] as string | null,
+    ts: v[3] as number,
+    temp_c: v[4] as number,
+    battery: v[5] as number | null,
+    humidity: v[6] as number | null,
+    lat: v[7] as number | null,
+    lng: v[8] as number | null,
+    seq: v[9] as number | null,
+    received_at: v[10] as number,
+    late: v[11] as boolean,
   }
 }

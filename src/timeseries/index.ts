@@ -16,7 +16,15 @@ export type ReadingSinkConfig = {
    * The entity store's PostgreSQL (`DATABASE_URL`): without `QUESTDB_CONFIG`, readings go to its
    * `readings` table, shared by every copy of the service.
    */
-  postgres?: { url: string; schema?: string | undefined; limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog; forward?: PostgresSinkOptions['forward'] } | undefined
+  postgres?:
+    | {
+        url: string
+        schema?: string | undefined
+        limits?: PostgresLimits
+        onConnectionError?: ConnectionErrorLog
+        forward?: PostgresSinkOptions['forward']
+      }
+    | undefined
 }
 
 /** Picks the time-series adapter from configuration (`QUESTDB_CONFIG`, `DATABASE_URL`; README, Configuration). */

@@ -49,7 +49,12 @@ const NOTIFY = 'select pg_notify($1, payload) from unnest($2::text[]) as payload
 const COLUMNS = 'tote_id, delivery_id, rx_id, ts, temp_c, battery, humidity, lat, lng, seq, received_at, late'
 
 export function createPostgresSink({
-  url, schema, limits = DEFAULT_POSTGRES_LIMITS, onConnectionError = () => {}, connections = CONCURRENT_WRITES + 1, forward,
+  url,
+  schema,
+  limits = DEFAULT_POSTGRES_LIMITS,
+  onConnectionError = () => {},
+  connections = CONCURRENT_WRITES + 1,
+  forward,
 }: PostgresSinkOptions): ReadingSink {
   const pool = createPool(url, schema, limits, onConnectionError, connections)
   let writing = 0
@@ -104,21 +109,29 @@ export function createPostgresSink({
       const to = bound(toMs ?? Infinity)
       return inTransaction(pool, async (client) => {
         // The delivery's rows outside its interval lose it (a backdated end).
-        await client.query('update readings set delivery_id = null, rx_id = null where delivery_id = $1 and tote_id = $2 and (ts < $3 or ts >= $4)',
-          [deliveryId, toteId, bound(fromMs), to])
-        const attached = await client.query('update readings set delivery_id = $1, rx_id = $2 where tote_id = $3 and ts >= $4 and ts < $5 and delivery_id is null',
-          [deliveryId, rxId, toteId, bound(fromMs), to])
+        await client.query(
+          'update readings set delivery_id = null, rx_id = null where delivery_id = $1 and tote_id = $2 and (ts < $3 or ts >= $4)',
+          [deliveryId, toteId, bound(fromMs), to],
+        )
+        const attached = await client.query(
+          'update readings set delivery_id = $1, rx_id = $2 where tote_id = $3 and ts >= $4 and ts < $5 and delivery_id is null',
+          [deliveryId, rxId, toteId, bound(fromMs), to],
+        )
         return (attached.rowCount ?? 0) > 0
       })
     },
-    readingsForDelivery: (deliveryId, fromMs, toMs) => rows('delivery_id = $1 and ts >= $2 and ts < $3', [deliveryId, bound(fromMs), bound(toMs)]),
+    readingsForDelivery: (deliveryId, fromMs, toMs) =>
+      rows('delivery_id = $1 and ts >= $2 and ts < $3', [deliveryId, bound(fromMs), bound(toMs)]),
     readingsForTote: (toteId, fromMs, toMs) => rows('tote_id = $1 and ts >= $2 and ts < $3', [toteId, bound(fromMs), bound(toMs)]),
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)
-      const { rows: buckets } = await pool.query<TemperatureBucket>(`
+      const { rows: buckets } = await pool.query<TemperatureBucket>(
+        `
         select ts - ts % $4 as t, min(temp_c) as min, max(temp_c) as max, avg(temp_c) as avg, count(*) as n
         from readings where delivery_id = $1 and ts >= $2 and ts < $3
-        group by 1 order by 1`, [deliveryId, bound(fromMs), bound(toMs), stepMs])
+        group by 1 order by 1`,
+        [deliveryId, bound(fromMs), bound(toMs), stepMs],
+      )
       return buckets
     },
     async count() {

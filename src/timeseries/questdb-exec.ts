@@ -17,7 +17,9 @@ export function httpOptionsOf(config: string): SenderOptions {
   const options = new SenderOptions(config)
   if (options.protocol !== 'http' && options.protocol !== 'https') {
     // ILP over TCP has no acknowledgement: a write could be lost after we had resolved it.
-    throw new Error(`QUESTDB_CONFIG must use http:: or https:: (ILP over ${options.protocol} is never acknowledged), got "${options.protocol}::"`)
+    throw new Error(
+      `QUESTDB_CONFIG must use http:: or https:: (ILP over ${options.protocol} is never acknowledged), got "${options.protocol}::"`,
+    )
   }
   return options
 }
@@ -33,7 +35,7 @@ export function createExec(options: SenderOptions): Exec {
 
   return async function exec(sql) {
     const res = await fetch(`${base}/exec?query=${encodeURIComponent(sql)}`, { headers, signal: AbortSignal.timeout(timeoutMs) })
-    const body = await res.json().catch(() => null) as (Partial<ExecResult> & { error?: string; ddl?: string }) | null
+    const body = (await res.json().catch(() => null)) as (Partial<ExecResult> & { error?: string; ddl?: string }) | null
     if (!res.ok || body === null || body.error !== undefined) {
       throw new Error(`QuestDB /exec answered ${res.status}: ${body?.error ?? 'no JSON body'} (query: ${sql.slice(0, 200)})`)
     }
@@ -46,5 +48,4 @@ export const quote = (text: string): string => `'${text.replaceAll("'", "''")}'`
 
 /** Year 0 .. 9999 in ms: the range a QuestDB TIMESTAMP literal holds; callers may pass ±Infinity. */
 const MAX_MS = 253_402_300_799_999
-export const timestampMicros = (ms: number): string =>
-  `cast(${Math.trunc(Math.min(Math.max(ms, 0), MAX_MS)) * 1000} AS TIMESTAMP)`
+export const timestampMicros = (ms: number): string => `cast(${Math.trunc(Math.min(Math.max(ms, 0), MAX_MS)) * 1000} AS TIMESTAMP)`

@@ -54,31 +54,37 @@ export type IlpPost = ((body: string, timeoutMs: number) => Promise<void>) & { c
  */
 export function createIlpPost(options: SenderOptions, connections: number): IlpPost {
   const tls = options.protocol === 'https'
-  const agent = tls ? new https.Agent({ keepAlive: true, maxSockets: connections }) : new http.Agent({ keepAlive: true, maxSockets: connections })
+  const agent = tls
+    ? new https.Agent({ keepAlive: true, maxSockets: connections })
+    : new http.Agent({ keepAlive: true, maxSockets: connections })
   const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' }
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
   else if (options.username !== undefined && options.password !== undefined) {
     headers.authorization = `Basic ${Buffer.from(`${options.username}:${options.password}`).toString('base64')}`
   }
   const target = { host: options.host, port: options.port ?? 9000, path: '/write?precision=n', method: 'POST', agent }
-  const post = (body: string, timeoutMs: number) => new Promise<void>((resolve, reject) => {
-    const payload = Buffer.from(body, 'utf8')
-    const req = (tls ? https : http).request({ ...target, headers: { ...headers, 'content-length': String(payload.length) } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (chunk: Buffer) => chunks.push(chunk))
-      res.on('end', () => {
-        clearTimeout(timer)
-        if (res.statusCode === 204 || res.statusCode === 200) resolve()
-        else reject(new Error(`QuestDB /write answered statusCode=${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`))
+  const post = (body: string, timeoutMs: number) =>
+    new Promise<void>((resolve, reject) => {
+      const payload = Buffer.from(body, 'utf8')
+      const req = (tls ? https : http).request({ ...target, headers: { ...headers, 'content-length': String(payload.length) } }, (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('end', () => {
+          clearTimeout(timer)
+          if (res.statusCode === 204 || res.statusCode === 200) resolve()
+          else
+            reject(
+              new Error(`QuestDB /write answered statusCode=${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`),
+            )
+        })
+        res.on('error', reject)
       })
-      res.on('error', reject)
+      const timer = setTimeout(() => req.destroy(new Error(`no answer from QuestDB within ${timeoutMs} ms`)), Math.max(1, timeoutMs))
+      req.on('error', (error) => {
+        clearTimeout(timer)
+        reject(error)
+      })
+      req.end(payload)
     })
-    const timer = setTimeout(() => req.destroy(new Error(`no answer from QuestDB within ${timeoutMs} ms`)), Math.max(1, timeoutMs))
-    req.on('error', (error) => {
-      clearTimeout(timer)
-      reject(error)
-    })
-    req.end(payload)
-  })
   return Object.assign(post, { close: () => agent.destroy() })
 }

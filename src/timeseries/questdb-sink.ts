@@ -88,7 +88,13 @@ CREATE TABLE IF NOT EXISTS ${table} (
 ) TIMESTAMP(ts) PARTITION BY DAY WAL DEDUP UPSERT KEYS(ts, tote_id)`
 // delivery_id and rx_id get a large, uncached symbol table: one value per delivery, ever.
 
-export async function createQuestdbSink({ config, table = 'readings', retry, onRetry, concurrentWrites = CONCURRENT_WRITES }: QuestdbSinkOptions): Promise<ReadingSink> {
+export async function createQuestdbSink({
+  config,
+  table = 'readings',
+  retry,
+  onRetry,
+  concurrentWrites = CONCURRENT_WRITES,
+}: QuestdbSinkOptions): Promise<ReadingSink> {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(table)) throw new Error(`invalid QuestDB table name "${table}"`)
   const policy = { ...DEFAULT_RETRY, ...retry }
   const exec = createExec(httpOptionsOf(config))
@@ -106,12 +112,13 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
   // order it made them.
   let free = concurrentWrites
   const waiting: (() => void)[] = []
-  const acquire = () => new Promise<void>((resolve) => {
-    if (free > 0) {
-      free--
-      resolve()
-    } else waiting.push(resolve)
-  })
+  const acquire = () =>
+    new Promise<void>((resolve) => {
+      if (free > 0) {
+        free--
+        resolve()
+      } else waiting.push(resolve)
+    })
   const release = () => {
     const next = waiting.shift()
     if (next) next()
@@ -123,7 +130,10 @@ export async function createQuestdbSink({ config, table = 'readings', retry, onR
   const sendBefore = (body: string, deadline: number) => post(body, Math.min(requestTimeoutMs, deadline - Date.now()))
 
   const sendUntilAcknowledged = async (rows: readonly ReadingRow[], deadline: number) => {
-    if (Date.now() >= deadline) throw new Error(`QuestDB did not store ${rows.length} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`)
+    if (Date.now() >= deadline)
+      throw new Error(
+        `QuestDB did not store ${rows.length} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`,
+      )
     const body = ilpLines(table, rows) // built once, kept for every attempt until QuestDB answers 204
     let delay = policy.firstDelayMs
     for (let attempt = 1; ; attempt++) {
@@ -208,13 +218,13 @@ function createReads(exec: Exec, table: string): Reads {
       let updated = false
       if (toMs !== null) {
         const after = `${tote} AND delivery_id = ${quote(deliveryId)} AND ts >= ${timestampMicros(toMs)}`
-        if (await count(after) > 0) {
+        if ((await count(after)) > 0) {
           await exec(`UPDATE ${table} SET delivery_id = NULL, rx_id = NULL WHERE ${after}`)
           updated = true
         }
       }
       const unattributed = `${tote} AND delivery_id IS NULL AND ${toMs === null ? `ts >= ${timestampMicros(fromMs)}` : within(fromMs, toMs)}`
-      const attached = await count(unattributed) > 0
+      const attached = (await count(unattributed)) > 0
       if (attached) {
         await exec(`UPDATE ${table} SET delivery_id = ${quote(deliveryId)}, rx_id = ${quote(rxId)} WHERE ${unattributed}`)
         updated = true
@@ -230,8 +240,15 @@ function createReads(exec: Exec, table: string): Reads {
         SELECT ${ms('ts')} - ${ms('ts')} % ${stepMs} AS t, min(temp_c), max(temp_c), avg(temp_c), count()
         FROM ${table} WHERE delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}
         ORDER BY t`)
-      return dataset.map(([t, min, max, avg, n]): TemperatureBucket =>
-        ({ t: Number(t), min: Number(min), max: Number(max), avg: Number(avg), n: Number(n) }))
+      return dataset.map(
+        ([t, min, max, avg, n]): TemperatureBucket => ({
+          t: Number(t),
+          min: Number(min),
+          max: Number(max),
+          avg: Number(avg),
+          n: Number(n),
+        }),
+      )
     },
     async count() {
       const { dataset } = await exec(`SELECT count() FROM ${table}`)
@@ -246,15 +263,18 @@ function createReads(exec: Exec, table: string): Reads {
  * table (it applies nothing until an operator resumes it) and after `timeoutMs` otherwise.
  */
 async function walApplied(exec: Exec, table: string, timeoutMs = 10_000): Promise<void> {
-  const status = async () => (await exec(`SELECT writerTxn, sequencerTxn, suspended FROM wal_tables() WHERE name = ${quote(table)}`)).dataset[0]
+  const status = async () =>
+    (await exec(`SELECT writerTxn, sequencerTxn, suspended FROM wal_tables() WHERE name = ${quote(table)}`)).dataset[0]
   const first = await status()
   if (first === undefined) return // not a WAL table: reads see writes at once
   const committed = Number(first[1])
   const deadline = Date.now() + timeoutMs
   for (let row = first; ; row = (await status()) ?? [committed, committed, false]) {
     if (Number(row[0]) >= committed) return
-    if (row[2] === true) throw new Error(`QuestDB table ${table} is suspended: its writes are not applied (ALTER TABLE ${table} RESUME WAL)`)
-    if (Date.now() > deadline) throw new Error(`QuestDB has not applied ${table}'s WAL (writerTxn ${row[0]} < ${committed}) within ${timeoutMs} ms`)
+    if (row[2] === true)
+      throw new Error(`QuestDB table ${table} is suspended: its writes are not applied (ALTER TABLE ${table} RESUME WAL)`)
+    if (Date.now() > deadline)
+      throw new Error(`QuestDB has not applied ${table}'s WAL (writerTxn ${row[0]} < ${committed}) within ${timeoutMs} ms`)
     await sleep(50)
   }
 }

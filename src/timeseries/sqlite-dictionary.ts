@@ -18,7 +18,8 @@ export function createKeyDictionary(db: Database, maxCached: number): KeyDiction
   const addTote = db.prepare<[string]>('INSERT INTO totes (tote_id) VALUES (?)')
   // IS rather than =, so a binding with a null rx_id is found again (NULL = NULL is not true).
   const findBinding = db.prepare<[string | null, string | null], { k: number }>(
-    'SELECT binding_key AS k FROM bindings WHERE delivery_id IS ? AND rx_id IS ?')
+    'SELECT binding_key AS k FROM bindings WHERE delivery_id IS ? AND rx_id IS ?',
+  )
   const addBinding = db.prepare<[string | null, string | null]>('INSERT INTO bindings (delivery_id, rx_id) VALUES (?, ?)')
 
   // Bounded crudely: when full, start over; a refill costs one indexed read per id.

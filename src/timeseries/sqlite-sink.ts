@@ -151,7 +151,9 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   const keys = createKeyDictionary(db, MAX_CACHED_KEYS)
   const spans = createSpanWriter(db)
   const checkpointer = checkpointOffThread(db, path, {
-    levelAtBytes: LEVEL_AT_BYTES, writerCheckpointBytes: WRITER_AUTOCHECKPOINT_BYTES, walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
+    levelAtBytes: LEVEL_AT_BYTES,
+    writerCheckpointBytes: WRITER_AUTOCHECKPOINT_BYTES,
+    walSizeLimitBytes: WAL_SIZE_LIMIT_BYTES,
   })
 
   const values = (n: number) => Array.from({ length: n }, () => `(${'?,'.repeat(PARAMS_PER_ROW - 1)}?)`).join(',')
@@ -199,11 +201,14 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
 
   // Attribution after the fact: ranges of the (tote_key, ts) index, so a tote's history is not scanned.
   const attach = db.prepare<[number, number, number, number]>(
-    'UPDATE readings SET binding_key = ? WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key IS NULL')
+    'UPDATE readings SET binding_key = ? WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key IS NULL',
+  )
   const detach = db.prepare<[number, number, number, number]>(
-    'UPDATE readings SET binding_key = NULL WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?')
+    'UPDATE readings SET binding_key = NULL WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?',
+  )
   const attachedRange = db.prepare<[number, number, number, number], { first: number | null; last: number | null }>(
-    'SELECT min(ts) AS first, max(ts) AS last FROM readings WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?')
+    'SELECT min(ts) AS first, max(ts) AS last FROM readings WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?',
+  )
   const attributeAll = db.transaction((toteId: string, deliveryId: string, rxId: string, fromMs: number, toMs: number) => {
     const toteKey = keys.toteKey(toteId)
     const bindingKey = keys.bindingKey(deliveryId, rxId)!
@@ -223,19 +228,23 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   // A delivery's readings: for each of its spans (one per tote; one in practice), a range of the
   // (tote_key, ts) index, keeping the rows of that binding. In index order: no sort.
   const spansOf = db.prepare<[string], Span>(
-    'SELECT s.binding_key, s.tote_key, s.from_ts, s.to_ts FROM binding_spans s JOIN bindings b ON b.binding_key = s.binding_key WHERE b.delivery_id = ?')
+    'SELECT s.binding_key, s.tote_key, s.from_ts, s.to_ts FROM binding_spans s JOIN bindings b ON b.binding_key = s.binding_key WHERE b.delivery_id = ?',
+  )
   const inSpan = 'r.tote_key = ? AND r.ts >= ? AND r.ts < ? AND r.binding_key = ?'
   const bySpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts`)
   const byTote = db.prepare<[string, number, number], StoredRow>(
-    `${SELECT_ROWS} WHERE r.tote_key = (SELECT tote_key FROM totes WHERE tote_id = ?) AND r.ts >= ? AND r.ts < ? ORDER BY r.ts`)
+    `${SELECT_ROWS} WHERE r.tote_key = (SELECT tote_key FROM totes WHERE tote_id = ?) AND r.ts >= ? AND r.ts < ? ORDER BY r.ts`,
+  )
   // better-sqlite3 binds JS numbers as REAL, so `ts / step` would not truncate; `%` always does.
   const bucketsOfSpan = db.prepare<[number, number, number, number, number], TemperatureBucket>(`
     SELECT r.ts - r.ts % ? AS t, min(r.temp_c) AS min, max(r.temp_c) AS max, avg(r.temp_c) AS avg, count(*) AS n
     FROM readings r WHERE ${inSpan}
     GROUP BY t ORDER BY t`)
   /** The query's arguments for each span of the delivery, clipped to [fromMs, toMs). */
-  const spanRanges = (deliveryId: string, fromMs: number, toMs: number) => spansOf.all(deliveryId)
-    .map((s) => [s.tote_key, Math.max(bound(fromMs), s.from_ts), Math.min(bound(toMs), s.to_ts + 1), s.binding_key] as const)
+  const spanRanges = (deliveryId: string, fromMs: number, toMs: number) =>
+    spansOf
+      .all(deliveryId)
+      .map((s) => [s.tote_key, Math.max(bound(fromMs), s.from_ts), Math.min(bound(toMs), s.to_ts + 1), s.binding_key] as const)
   const countAll = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings')
 
   const toRow = (r: StoredRow): ReadingRow => ({ ...r, late: r.late === 1 })
@@ -295,7 +304,9 @@ type Span = { binding_key: number; tote_key: number; from_ts: number; to_ts: num
 /** Keeps binding_spans covering every written reading; runs inside the write transaction. */
 function createSpanWriter(db: Database.Database) {
   const find = db.prepare<[number, number], Span>('SELECT * FROM binding_spans WHERE binding_key = ? AND tote_key = ?')
-  const save = db.prepare<[number, number, number, number]>(`INSERT INTO binding_spans (binding_key, tote_key, from_ts, to_ts) VALUES (?, ?, ?, ?)
+  const save = db.prepare<
+    [number, number, number, number]
+  >(`INSERT INTO binding_spans (binding_key, tote_key, from_ts, to_ts) VALUES (?, ?, ?, ?)
     ON CONFLICT (binding_key, tote_key) DO UPDATE SET from_ts = min(from_ts, excluded.from_ts), to_ts = max(to_ts, excluded.to_ts)`)
   // binding_key → its spans (one per tote that reported for it: one in practice). Bounded crudely, as the key dictionary.
   const cache = new Map<number, Span[]>()

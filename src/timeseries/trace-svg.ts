@@ -8,17 +8,27 @@ import type { TemperatureTrace, TracePoint } from './trace.js'
  */
 
 export type ChartHeading = {
-  status: string; coldChainState: string
+  status: string
+  coldChainState: string
   /** The break, marked where it happened (never past the chart's as-of end) with its reason. */
-  brokenAt?: string | null | undefined; breakReason?: string | null | undefined
+  brokenAt?: string | null | undefined
+  breakReason?: string | null | undefined
 }
 
 const WIDTH = 900
 const HEIGHT = 360
 const PLOT = { left: 64, right: WIDTH - 24, top: 70, bottom: HEIGHT - 48 }
 const COLORS = {
-  band: '#2e9e44', hard: '#c62828', envelope: '#90caf9', avg: '#0d47a1', excursion: '#e53935', unknown: '#616161',
-  grid: '#e0e0e0', axis: '#616161', text: '#212121', muted: '#757575',
+  band: '#2e9e44',
+  hard: '#c62828',
+  envelope: '#90caf9',
+  avg: '#0d47a1',
+  excursion: '#e53935',
+  unknown: '#616161',
+  grid: '#e0e0e0',
+  axis: '#616161',
+  text: '#212121',
+  muted: '#757575',
 }
 const STATE_COLORS: Record<string, string> = { OK: '#2e7d32', EXCURSION: '#e65100', BROKEN: '#c62828', UNMONITORED: '#616161' }
 const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
@@ -49,22 +59,53 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
   }
   parts.push(text(PLOT.left - 8, PLOT.top - 10, '°C', { anchor: 'end', size: 11, fill: COLORS.axis }))
   if (profile) {
-    parts.push(`<rect class="band" x="${PLOT.left}" y="${n(y(profile.max_c))}" width="${PLOT.right - PLOT.left}" height="${n(y(profile.min_c) - y(profile.max_c))}" fill="${COLORS.band}" fill-opacity="0.14"><title>${escapeXml(`allowed ${profile.min_c}–${profile.max_c} °C`)}</title></rect>`)
-    for (const c of [profile.min_c, profile.max_c]) parts.push(`<line x1="${PLOT.left}" x2="${PLOT.right}" y1="${n(y(c))}" y2="${n(y(c))}" stroke="${COLORS.band}" stroke-opacity="0.6"/>`)
-    for (const [label, c] of [['hard min', profile.hard_min_c], ['hard max', profile.hard_max_c]] as const) {
+    parts.push(
+      `<rect class="band" x="${PLOT.left}" y="${n(y(profile.max_c))}" width="${PLOT.right - PLOT.left}" height="${n(y(profile.min_c) - y(profile.max_c))}" fill="${COLORS.band}" fill-opacity="0.14"><title>${escapeXml(`allowed ${profile.min_c}–${profile.max_c} °C`)}</title></rect>`,
+    )
+    for (const c of [profile.min_c, profile.max_c])
+      parts.push(
+        `<line x1="${PLOT.left}" x2="${PLOT.right}" y1="${n(y(c))}" y2="${n(y(c))}" stroke="${COLORS.band}" stroke-opacity="0.6"/>`,
+      )
+    for (const [label, c] of [
+      ['hard min', profile.hard_min_c],
+      ['hard max', profile.hard_max_c],
+    ] as const) {
       if (c === null) continue
-      parts.push(`<line class="hard-limit" x1="${PLOT.left}" x2="${PLOT.right}" y1="${n(y(c))}" y2="${n(y(c))}" stroke="${COLORS.hard}" stroke-width="1.5" stroke-dasharray="6 4"/>`)
-      parts.push(text(PLOT.right - 4, y(c) + (label === 'hard min' ? 13 : -5), `${label} ${formatCelsius(c)} °C`, { anchor: 'end', size: 11, fill: COLORS.hard }))
+      parts.push(
+        `<line class="hard-limit" x1="${PLOT.left}" x2="${PLOT.right}" y1="${n(y(c))}" y2="${n(y(c))}" stroke="${COLORS.hard}" stroke-width="1.5" stroke-dasharray="6 4"/>`,
+      )
+      parts.push(
+        text(PLOT.right - 4, y(c) + (label === 'hard min' ? 13 : -5), `${label} ${formatCelsius(c)} °C`, {
+          anchor: 'end',
+          size: 11,
+          fill: COLORS.hard,
+        }),
+      )
     }
   }
   // Buckets are aligned to the step, so the first and last may reach past the window: clip them.
-  parts.push(`<clipPath id="plot-area"><rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}"/></clipPath>`)
-  parts.push(`<g clip-path="url(#plot-area)">`, ...excursions(trace, stepMs, clampX, clock.label), ...runs(trace.points, stepMs).flatMap((run) => series(run, stepMs, x, y)), '</g>')
+  parts.push(
+    `<clipPath id="plot-area"><rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}"/></clipPath>`,
+  )
+  parts.push(
+    `<g clip-path="url(#plot-area)">`,
+    ...excursions(trace, stepMs, clampX, clock.label),
+    ...runs(trace.points, stepMs).flatMap((run) => series(run, stepMs, x, y)),
+    '</g>',
+  )
   if (heading.brokenAt) parts.push(breakMarker(heading.brokenAt, heading.breakReason ?? null, toMs, clampX))
   parts.push(...timeAxis(fromMs, toMs, x, clock))
-  parts.push(`<rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="${COLORS.axis}"/>`)
+  parts.push(
+    `<rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="${COLORS.axis}"/>`,
+  )
   if (trace.points.length === 0) {
-    parts.push(text((PLOT.left + PLOT.right) / 2, (PLOT.top + PLOT.bottom) / 2, 'no readings yet', { anchor: 'middle', size: 20, fill: COLORS.muted }))
+    parts.push(
+      text((PLOT.left + PLOT.right) / 2, (PLOT.top + PLOT.bottom) / 2, 'no readings yet', {
+        anchor: 'middle',
+        size: 20,
+        fill: COLORS.muted,
+      }),
+    )
   }
 
   const label = `Temperature trace of prescription ${trace.rx_id} (delivery ${trace.delivery_id}) as of ${trace.summary.as_of}`
@@ -82,20 +123,36 @@ function title(trace: TemperatureTrace, heading: ChartHeading): string {
   // A tote silent past max_gap_s is not "OK": the chart says what it does not know.
   const silent = trace.excursions.find((e) => e.kind === 'unknown' && e.ended_at === null)
   const state = silent && heading.coldChainState === 'OK' ? 'NO SIGNAL' : heading.coldChainState
-  return `<text x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"><tspan font-weight="bold">${escapeXml(`Rx ${trace.rx_id}`)}</tspan>` +
+  return (
+    `<text x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"><tspan font-weight="bold">${escapeXml(`Rx ${trace.rx_id}`)}</tspan>` +
     `<tspan dx="8" font-size="11" fill="${COLORS.muted}">${escapeXml(trace.delivery_id)}</tspan>` +
     `<tspan dx="10">${escapeXml(heading.status)}</tspan><tspan dx="10" fill="${COLORS.muted}">cold chain</tspan>` +
     `<tspan dx="5" font-weight="bold" fill="${silent ? COLORS.unknown : stateColor}">${escapeXml(state)}</tspan><tspan dx="10">${escapeXml(mkt)}</tspan></text>`
+  )
 }
 
 function legend(trace: TemperatureTrace): string {
   const profile = trace.profile
   const items: [string, string][] = [
-    ...(profile ? [[`allowed ${formatCelsius(profile.min_c)}–${formatCelsius(profile.max_c)} °C`, `<rect width="16" height="10" y="-9" fill="${COLORS.band}" fill-opacity="0.3" stroke="${COLORS.band}"/>`] as [string, string]] : []),
+    ...(profile
+      ? [
+          [
+            `allowed ${formatCelsius(profile.min_c)}–${formatCelsius(profile.max_c)} °C`,
+            `<rect width="16" height="10" y="-9" fill="${COLORS.band}" fill-opacity="0.3" stroke="${COLORS.band}"/>`,
+          ] as [string, string],
+        ]
+      : []),
     ['min–max', `<rect width="16" height="10" y="-9" fill="${COLORS.envelope}" fill-opacity="0.6"/>`],
     ['average', `<line x2="16" y1="-4" y2="-4" stroke="${COLORS.avg}" stroke-width="2"/>`],
     ['excursion', `<rect width="16" height="10" y="-9" fill="${COLORS.excursion}" fill-opacity="0.25"/>`],
-    ...(profile && (profile.hard_min_c !== null || profile.hard_max_c !== null) ? [['hard limit', `<line x2="16" y1="-4" y2="-4" stroke="${COLORS.hard}" stroke-width="1.5" stroke-dasharray="4 3"/>`] as [string, string]] : []),
+    ...(profile && (profile.hard_min_c !== null || profile.hard_max_c !== null)
+      ? [
+          ['hard limit', `<line x2="16" y1="-4" y2="-4" stroke="${COLORS.hard}" stroke-width="1.5" stroke-dasharray="4 3"/>`] as [
+            string,
+            string,
+          ],
+        ]
+      : []),
   ]
   let at = PLOT.left
   const out: string[] = []
@@ -127,7 +184,9 @@ function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number
     const tip = `${what} from ${clockLabel(Date.parse(e.started_at))} UTC, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
     // A light wash over the whole height, and a solid strip on top that stays red over the green band.
     const color = e.kind === 'unknown' ? COLORS.unknown : COLORS.excursion
-    out.push(`<rect class="excursion${e.kind === 'unknown' ? ' unknown' : ''}" x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="${PLOT.bottom - PLOT.top}" fill="${color}" fill-opacity="${e.kind === 'unknown' ? 0.2 : 0.12}"><title>${escapeXml(tip)}</title></rect>`)
+    out.push(
+      `<rect class="excursion${e.kind === 'unknown' ? ' unknown' : ''}" x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="${PLOT.bottom - PLOT.top}" fill="${color}" fill-opacity="${e.kind === 'unknown' ? 0.2 : 0.12}"><title>${escapeXml(tip)}</title></rect>`,
+    )
     out.push(`<rect x="${n(x1)}" y="${PLOT.top}" width="${n(x2 - x1)}" height="5" fill="${color}" fill-opacity="0.85"/>`)
     // Labels of close excursions go on alternate rows so they do not overlap.
     row = x1 - lastLabelX < 70 ? (row + 1) % 2 : 0
@@ -139,8 +198,11 @@ function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number
 }
 
 const BREAK_WORDS: Record<string, string> = {
-  hard_limit: 'hard limit crossed', excursion_too_long: 'excursion too long', cumulative_budget: 'too long out of range in total',
-  mkt_exceeded: 'MKT over its limit', sensor_gap: 'sensor silent too long',
+  hard_limit: 'hard limit crossed',
+  excursion_too_long: 'excursion too long',
+  cumulative_budget: 'too long out of range in total',
+  mkt_exceeded: 'MKT over its limit',
+  sensor_gap: 'sensor silent too long',
 }
 
 /** A vertical line where the cold chain broke, with its reason; never drawn past the chart's as-of end. */
@@ -149,8 +211,11 @@ function breakMarker(brokenAt: string, reason: string | null, asOfMs: number, cl
   const bx = clampX(at)
   const label = `BREAK: ${BREAK_WORDS[reason ?? ''] ?? reason ?? ''}`
   const anchor = bx > (PLOT.left + PLOT.right) / 2 ? 'end' : 'start'
-  return `<g class="break" data-at="${escapeXml(new Date(at).toISOString())}"><line x1="${n(bx)}" x2="${n(bx)}" y1="${PLOT.top}" y2="${PLOT.bottom}" stroke="${COLORS.hard}" stroke-width="2"/>` +
-    text(bx + (anchor === 'end' ? -4 : 4), PLOT.bottom - 8, label, { anchor, size: 12, fill: COLORS.hard, weight: 'bold' }) + '</g>'
+  return (
+    `<g class="break" data-at="${escapeXml(new Date(at).toISOString())}"><line x1="${n(bx)}" x2="${n(bx)}" y1="${PLOT.top}" y2="${PLOT.bottom}" stroke="${COLORS.hard}" stroke-width="2"/>` +
+    text(bx + (anchor === 'end' ? -4 : 4), PLOT.bottom - 8, label, { anchor, size: 12, fill: COLORS.hard, weight: 'bold' }) +
+    '</g>'
+  )
 }
 
 /** Consecutive buckets; a missing bucket (no reading in that step) breaks the line. */

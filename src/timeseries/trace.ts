@@ -48,7 +48,9 @@ const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
 
 /** What a trace reads of a delivery; the API's delivery has these fields (timeseries/ does not import services/). */
 export type TracedDelivery = {
-  id: string; rx_id: string; created_at: string
+  id: string
+  rx_id: string
+  created_at: string
   custody: readonly { type: string; occurred_at: string }[]
   cold_chain: Pick<ColdChain, 'required' | 'profile' | 'excursions' | 'min_c' | 'max_c' | 'mkt_c' | 'time_out_of_range_s' | 'unknown_s'>
 }
@@ -73,7 +75,12 @@ export function traceWindow(delivery: TracedDelivery, query: TraceQuery, nowMs: 
   if (toMs < fromMs) throw validationFailed([{ pointer: '/query/to', message: 'must not be before from' }])
   const points = bucketCount(fromMs, toMs, stepMs)
   if (points > MAX_POINTS) {
-    throw validationFailed([{ pointer: '/query/step', message: `gives ${points} points; at most ${MAX_POINTS} (use a step of at least ${minimumStep(fromMs, toMs)})` }])
+    throw validationFailed([
+      {
+        pointer: '/query/step',
+        message: `gives ${points} points; at most ${MAX_POINTS} (use a step of at least ${minimumStep(fromMs, toMs)})`,
+      },
+    ])
   }
   return { fromMs, toMs, stepMs, whole: fromMs <= span.startMs && toMs >= defaultTo, nowMs, openEnded: !query.to && span.endMs === null }
 }
@@ -122,7 +129,13 @@ export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, win
 }
 
 /** The newest reading's time, looked up in the last bucket only; null without readings. */
-async function newestReading(sink: ReadingSink, deliveryId: string, lastBucketMs: number | null, stepMs: number, toMs: number): Promise<number | null> {
+async function newestReading(
+  sink: ReadingSink,
+  deliveryId: string,
+  lastBucketMs: number | null,
+  stepMs: number,
+  toMs: number,
+): Promise<number | null> {
   if (lastBucketMs === null) return null
   const rows = await sink.readingsForDelivery(deliveryId, lastBucketMs, Math.min(lastBucketMs + stepMs, toMs + 1))
   return rows.length ? Math.max(...rows.map((r) => r.ts)) : lastBucketMs
@@ -132,7 +145,11 @@ async function newestReading(sink: ReadingSink, deliveryId: string, lastBucketMs
  * Sensor-gap time after the newest reading (or the binding's start) that the stored figures do
  * not hold yet: from newest + max_gap_s up to as of, or up to the delivery's end.
  */
-function pendingSilence(delivery: TracedDelivery, lastReadingMs: number | null, asOfMs: number): { seconds: number; excursion: TraceExcursion } | null {
+function pendingSilence(
+  delivery: TracedDelivery,
+  lastReadingMs: number | null,
+  asOfMs: number,
+): { seconds: number; excursion: TraceExcursion } | null {
   const profile = delivery.cold_chain.profile
   if (!delivery.cold_chain.required || !profile || profile.max_gap_s === null) return null
   const span = deliverySpan(delivery)
@@ -140,7 +157,16 @@ function pendingSilence(delivery: TracedDelivery, lastReadingMs: number | null, 
   const until = Math.min(asOfMs, span.endMs ?? Infinity)
   if (!(until > unknownFrom)) return null
   const seconds = (until - unknownFrom) / 1_000
-  return { seconds, excursion: { started_at: iso(unknownFrom), ended_at: span.endMs === null ? null : iso(until), duration_s: seconds, peak_c: null, kind: 'unknown' } }
+  return {
+    seconds,
+    excursion: {
+      started_at: iso(unknownFrom),
+      ended_at: span.endMs === null ? null : iso(until),
+      duration_s: seconds,
+      peak_c: null,
+      kind: 'unknown',
+    },
+  }
 }
 
 function parseStep(text: string): number {

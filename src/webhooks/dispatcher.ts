@@ -141,7 +141,13 @@ export function createDispatcher({
         const saturated = [...lanes].filter(([, lane]) => lane.held >= perEndpointConcurrency).map(([id]) => id)
         const nowMs = clock()
         const claimStarted = performance.now()
-        const rows = await queue.claimDue({ nowMs, limit: room, perEndpointLimit: perEndpointConcurrency, excludeEndpointIds: saturated, leaseUntilMs: nowMs + leaseMs })
+        const rows = await queue.claimDue({
+          nowMs,
+          limit: room,
+          perEndpointLimit: perEndpointConcurrency,
+          excludeEndpointIds: saturated,
+          leaseUntilMs: nowMs + leaseMs,
+        })
         pacedUntil = performance.now() + (performance.now() - claimStarted) * (1 / WAKE_CLAIM_DUTY - 1)
         for (const row of rows) hold(row)
         // More may be due when we hit a limit: the overall one (claim again now) or a
@@ -170,15 +176,17 @@ export function createDispatcher({
     const current = lane
     current.held++
     held++
-    void current.queue.add(() => attempt(row)).finally(() => {
-      current.held--
-      held--
-      if (current.held === 0) lanes.delete(row.endpointId)
-      if (held === 0) for (const resolve of idleWaiters.splice(0)) resolve()
-      // Refill at half-empty rather than after every attempt: one claim (a write
-      // transaction in storage) then serves many attempts.
-      if (backlog && (current.held === laneLowWater || held === globalLowWater)) void claimMore()
-    })
+    void current.queue
+      .add(() => attempt(row))
+      .finally(() => {
+        current.held--
+        held--
+        if (current.held === 0) lanes.delete(row.endpointId)
+        if (held === 0) for (const resolve of idleWaiters.splice(0)) resolve()
+        // Refill at half-empty rather than after every attempt: one claim (a write
+        // transaction in storage) then serves many attempts.
+        if (backlog && (current.held === laneLowWater || held === globalLowWater)) void claimMore()
+      })
   }
 
   /** One attempt: sign → send → decide what next → record. */
@@ -197,18 +205,33 @@ export function createDispatcher({
     let headers: Record<string, string>
     try {
       // Fresh timestamp per attempt: receivers reject signatures older than 5 minutes.
-      headers = { ...signatureHeaders({ id: row.eventId, timestampSec: Math.floor(attemptedAtMs / 1000), body: row.body, secrets: row.secrets }) }
+      headers = {
+        ...signatureHeaders({ id: row.eventId, timestampSec: Math.floor(attemptedAtMs / 1000), body: row.body, secrets: row.secrets }),
+      }
     } catch (err) {
       logger.error({ err, deliveryId: row.id, endpointId: row.endpointId }, 'webhook dispatcher: cannot sign delivery')
       return { status: null, error: 'internal: cannot sign', durationMs: 0, retryAfterMs: null, success: false }
     }
-    return sendWebhook({ url: row.url, headers, body: row.body, timeoutMs, allowPrivate, agentFactory: pool.agentFor, signal: aborter.signal })
+    return sendWebhook({
+      url: row.url,
+      headers,
+      body: row.body,
+      timeoutMs,
+      allowPrivate,
+      agentFactory: pool.agentFor,
+      signal: aborter.signal,
+    })
   }
 
   function decide(row: PendingDelivery, attemptedAtMs: number, result: SendResult): AttemptRecord {
     const nowMs = clock()
-    const disable = result.success ? null : shouldDisable({ firstFailureAtMs: row.endpointFailingSinceMs ?? attemptedAtMs, nowMs, status: result.status })
-    const nextAttemptAtMs = result.success || disable ? null : nextAttemptAt(row.attempt, nowMs, { schedule: retrySchedule, retryAfterMs: result.retryAfterMs, random })
+    const disable = result.success
+      ? null
+      : shouldDisable({ firstFailureAtMs: row.endpointFailingSinceMs ?? attemptedAtMs, nowMs, status: result.status })
+    const nextAttemptAtMs =
+      result.success || disable
+        ? null
+        : nextAttemptAt(row.attempt, nowMs, { schedule: retrySchedule, retryAfterMs: result.retryAfterMs, random })
     return {
       deliveryId: row.id,
       endpointId: row.endpointId,
@@ -231,7 +254,10 @@ export function createDispatcher({
       } catch (err) {
         const delay = RECORD_RETRY_DELAYS_MS[tries]
         if (delay === undefined) {
-          logger.error({ err, deliveryId: record.deliveryId }, 'webhook dispatcher: recording an attempt failed; the delivery will be retried when its lease expires')
+          logger.error(
+            { err, deliveryId: record.deliveryId },
+            'webhook dispatcher: recording an attempt failed; the delivery will be retried when its lease expires',
+          )
           return
         }
         logger.warn({ err, deliveryId: record.deliveryId }, 'webhook dispatcher: recording an attempt failed; retrying')

@@ -62,7 +62,13 @@ export async function sendWebhook(options: SendWebhookOptions): Promise<SendResu
   // more (Node docs, `request.reusedSocket`), within what is left of the same deadline.
   if (outcome.kind === 'stale_socket' && elapsed() < timeoutMs) outcome = await postOnce(target, payload, options, timeoutMs - elapsed())
   if (outcome.kind !== 'response') {
-    return { status: null, error: describeError(outcome.error, options.timeoutMs), durationMs: elapsed(), retryAfterMs: null, success: false }
+    return {
+      status: null,
+      error: describeError(outcome.error, options.timeoutMs),
+      durationMs: elapsed(),
+      retryAfterMs: null,
+      success: false,
+    }
   }
   const { status, retryAfter } = outcome
   const success = status >= 200 && status <= 299

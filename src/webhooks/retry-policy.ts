@@ -12,15 +12,7 @@ const DAY = 24 * HOUR
  * Delays after attempts 1‥7, so 8 attempts over ≈ 27.6 h (the Svix schedule, which
  * Standard Webhooks users already know). Attempt 1 is made as soon as the event is committed.
  */
-export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [
-  5 * SECOND,
-  5 * MINUTE,
-  30 * MINUTE,
-  2 * HOUR,
-  5 * HOUR,
-  10 * HOUR,
-  10 * HOUR,
-]
+export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR]
 
 /**
  * ±20 % uniform jitter. Messages that failed together (a receiver outage) would otherwise
@@ -69,7 +61,11 @@ export interface NextAttemptOptions {
  * When to make the attempt after `attempt` (1-based) failed at `nowMs`, or `null` when the
  * schedule is exhausted and the message has failed for good.
  */
-export function nextAttemptAt(attempt: number, nowMs: number, { schedule = DEFAULT_RETRY_SCHEDULE_MS, retryAfterMs, random }: NextAttemptOptions): number | null {
+export function nextAttemptAt(
+  attempt: number,
+  nowMs: number,
+  { schedule = DEFAULT_RETRY_SCHEDULE_MS, retryAfterMs, random }: NextAttemptOptions,
+): number | null {
   const base = schedule[attempt - 1]
   if (base === undefined) return null
   const jittered = Math.round(base * (1 - RETRY_JITTER + 2 * RETRY_JITTER * random()))

@@ -29,7 +29,10 @@ export class SqlDeliveryQueue implements DeliveryQueue {
   /** Kind of every endpoint claimed from (it never changes), so recording need not look it up. */
   private readonly endpointKinds = new Map<string, Database['webhook_endpoints']['kind']>()
 
-  constructor(private readonly db: Db, private readonly outbox: Outbox) {}
+  constructor(
+    private readonly db: Db,
+    private readonly outbox: Outbox,
+  ) {}
 
   async claimDue({ nowMs, limit, perEndpointLimit, excludeEndpointIds, leaseUntilMs }: ClaimRequest): Promise<PendingDelivery[]> {
     const excluded = excludeEndpointIds.length ? sql`and m.endpoint_id not in (${sql.join(excludeEndpointIds)})` : sql``
@@ -51,15 +54,33 @@ export class SqlDeliveryQueue implements DeliveryQueue {
           ) c
         ) due where rank <= ${perEndpointLimit} order by next_attempt_at limit ${limit}
       ) and (lease_until is null or lease_until <= ${nowMs})
-      returning id`.execute(this.db).then((result) => result.rows)
+      returning id`
+      .execute(this.db)
+      .then((result) => result.rows)
     if (claimed.length === 0) return []
-    const rows = await this.db.selectFrom('webhook_messages as m')
+    const rows = await this.db
+      .selectFrom('webhook_messages as m')
       .innerJoin('webhook_endpoints as e', 'e.id', 'm.endpoint_id')
       .innerJoin('events as ev', 'ev.id', 'm.event_id')
-      .select(['m.id as message_id', 'm.attempts', 'e.id as endpoint_id', 'e.kind', 'e.url', 'e.secret', 'e.previous_secret', 'e.previous_secret_expires_at', 'e.failing_since'])
+      .select([
+        'm.id as message_id',
+        'm.attempts',
+        'e.id as endpoint_id',
+        'e.kind',
+        'e.url',
+        'e.secret',
+        'e.previous_secret',
+        'e.previous_secret_expires_at',
+        'e.failing_since',
+      ])
       .select(['ev.id', 'ev.type', 'ev.created_at', 'ev.pharmacy_id', 'ev.fleet_id', 'ev.delivery_id', 'ev.rx_id', 'ev.seq', 'ev.data'])
-      .where('m.id', 'in', claimed.map((r) => r.id))
-      .orderBy('m.created_at').orderBy('m.id')
+      .where(
+        'm.id',
+        'in',
+        claimed.map((r) => r.id),
+      )
+      .orderBy('m.created_at')
+      .orderBy('m.id')
       .execute()
     for (const row of rows) this.endpointKinds.set(row.endpoint_id, row.kind)
     return rows.map((row) => ({
@@ -92,7 +113,14 @@ export class SqlDeliveryQueue implements DeliveryQueue {
       while (this.unrecorded.length > 0) {
         const batch = this.unrecorded.splice(0, MAX_RECORD_BATCH)
         try {
-          const messages = await this.db.transaction().execute((trx) => writeAttempts(trx, batch.map((b) => b.record), this.outbox, this.endpointKinds))
+          const messages = await this.db.transaction().execute((trx) =>
+            writeAttempts(
+              trx,
+              batch.map((b) => b.record),
+              this.outbox,
+              this.endpointKinds,
+            ),
+          )
           for (const { resolve } of batch) resolve()
           this.outbox.committed(messages)
         } catch (err) {
@@ -112,11 +140,23 @@ export class SqlDeliveryQueue implements DeliveryQueue {
  * Returns how many webhook messages the writeback events queued.
  */
 async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Outbox, kinds: ReadonlyMap<string, string>): Promise<number> {
-  await trx.insertInto('webhook_attempts').values(records.map((record) => ({
-    id: newId('att'), message_id: record.deliveryId, endpoint_id: record.endpointId, event_id: record.eventId,
-    attempt: record.attempt, at: iso(record.attemptedAtMs), status_code: record.statusCode, error: record.error,
-    duration_ms: Math.round(record.durationMs), success: record.success ? 1 : 0,
-  }))).execute()
+  await trx
+    .insertInto('webhook_attempts')
+    .values(
+      records.map((record) => ({
+        id: newId('att'),
+        message_id: record.deliveryId,
+        endpoint_id: record.endpointId,
+        event_id: record.eventId,
+        attempt: record.attempt,
+        at: iso(record.attemptedAtMs),
+        status_code: record.statusCode,
+        error: record.error,
+        duration_ms: Math.round(record.durationMs),
+        success: record.success ? 1 : 0,
+      })),
+    )
+    .execute()
 
   // Messages: one update per distinct outcome (a healthy batch is one: delivered at attempt 1).
   const outcomes = new Map<string, { state: 'pending' | 'delivered' | 'failed'; attempts: number; next: number | null; ids: string[] }>()
@@ -129,7 +169,11 @@ async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Ou
     outcomes.set(key, outcome)
   }
   for (const { state, attempts, next, ids } of outcomes.values()) {
-    await trx.updateTable('webhook_messages').set({ state, attempts, next_attempt_at: next, lease_until: null }).where('id', 'in', ids).execute()
+    await trx
+      .updateTable('webhook_messages')
+      .set({ state, attempts, next_attempt_at: next, lease_until: null })
+      .where('id', 'in', ids)
+      .execute()
   }
 
   // Endpoints: failing-since is written only when it changes, so a healthy endpoint's row is not
@@ -137,21 +181,42 @@ async function writeAttempts(trx: Executor, records: AttemptRecord[], outbox: Ou
   const recovered: string[] = []
   for (const [endpointId, { sawSuccess, failingSince, disable }] of endpointHealth(records)) {
     if (sawSuccess && failingSince === null) recovered.push(endpointId)
-    else if (sawSuccess) await trx.updateTable('webhook_endpoints').set({ failing_since: failingSince }).where('id', '=', endpointId).execute()
-    else await trx.updateTable('webhook_endpoints').set({ failing_since: failingSince }).where('id', '=', endpointId).where('failing_since', 'is', null).execute()
+    else if (sawSuccess)
+      await trx.updateTable('webhook_endpoints').set({ failing_since: failingSince }).where('id', '=', endpointId).execute()
+    else
+      await trx
+        .updateTable('webhook_endpoints')
+        .set({ failing_since: failingSince })
+        .where('id', '=', endpointId)
+        .where('failing_since', 'is', null)
+        .execute()
     if (disable) {
-      await trx.updateTable('webhook_endpoints').set({ enabled: 0, disabled_reason: disable === '410' ? 'gone' : 'failing_for_5_days' }).where('id', '=', endpointId).execute()
+      await trx
+        .updateTable('webhook_endpoints')
+        .set({ enabled: 0, disabled_reason: disable === '410' ? 'gone' : 'failing_for_5_days' })
+        .where('id', '=', endpointId)
+        .execute()
     }
   }
   if (recovered.length > 0) {
-    await trx.updateTable('webhook_endpoints').set({ failing_since: null }).where('id', 'in', recovered).where('failing_since', 'is not', null).execute()
+    await trx
+      .updateTable('webhook_endpoints')
+      .set({ failing_since: null })
+      .where('id', 'in', recovered)
+      .where('failing_since', 'is not', null)
+      .execute()
   }
 
   const finished = records.filter(isFinished)
   const unknown = [...new Set(finished.map((r) => r.endpointId).filter((id) => !kinds.has(id)))]
   const writebackIds = new Set(finished.filter((r) => kinds.get(r.endpointId) === 'writeback').map((r) => r.endpointId))
   if (unknown.length > 0) {
-    const found = await trx.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'writeback').where('id', 'in', unknown).execute()
+    const found = await trx
+      .selectFrom('webhook_endpoints')
+      .select('id')
+      .where('kind', '=', 'writeback')
+      .where('id', 'in', unknown)
+      .execute()
     for (const { id } of found) writebackIds.add(id)
   }
   const outcomesToAnnounce = finished.filter((record) => writebackIds.has(record.endpointId))
@@ -181,13 +246,21 @@ function endpointHealth(records: AttemptRecord[]) {
 /** A writeback's final outcome is itself an event (writeback.completed | writeback.failed). */
 async function announceWriteback(trx: Executor, record: AttemptRecord, outbox: Outbox): Promise<number> {
   const outcome = await trx.selectFrom('events').selectAll().where('id', '=', record.eventId).executeTakeFirstOrThrow()
-  const { messages } = await outbox.append(trx, [{
-    type: record.success ? 'writeback.completed' : 'writeback.failed',
-    pharmacy_id: outcome.pharmacy_id, fleet_id: outcome.fleet_id, delivery_id: outcome.delivery_id, rx_id: outcome.rx_id,
-    data: {
-      outcome_event_id: outcome.id, outcome: outcome.type, attempts: record.attempt,
-      status_code: record.statusCode, error: record.error,
+  const { messages } = await outbox.append(trx, [
+    {
+      type: record.success ? 'writeback.completed' : 'writeback.failed',
+      pharmacy_id: outcome.pharmacy_id,
+      fleet_id: outcome.fleet_id,
+      delivery_id: outcome.delivery_id,
+      rx_id: outcome.rx_id,
+      data: {
+        outcome_event_id: outcome.id,
+        outcome: outcome.type,
+        attempts: record.attempt,
+        status_code: record.statusCode,
+        error: record.error,
+      },
     },
-  }])
+  ])
   return messages
 }

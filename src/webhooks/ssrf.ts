@@ -43,7 +43,10 @@ export interface PublicUrlOptions {
 export async function assertPublicUrl(url: string, { allowPrivate, resolve = systemResolve }: PublicUrlOptions): Promise<void> {
   const parsed = parseTargetUrl(url)
   if (parsed.protocol !== 'https:' && !(allowPrivate && parsed.protocol === 'http:')) {
-    throw new WebhookTargetRefusedError('scheme_not_allowed', allowPrivate ? 'webhook URL must use http or https' : 'webhook URL must use https')
+    throw new WebhookTargetRefusedError(
+      'scheme_not_allowed',
+      allowPrivate ? 'webhook URL must use http or https' : 'webhook URL must use https',
+    )
   }
   if (parsed.username || parsed.password) {
     throw new WebhookTargetRefusedError('credentials_in_url', 'webhook URL must not contain credentials; verify the signature instead')
@@ -71,7 +74,8 @@ export async function refuseNonPublicTarget(url: string, pointer: string, option
 
 export function assertPublicAddress(address: string): void {
   const cls = classifyAddress(address)
-  if (cls !== 'public') throw new WebhookTargetRefusedError(cls, `webhook host resolves to a non-public address (${cls.replace(/_/g, ' ')})`, address)
+  if (cls !== 'public')
+    throw new WebhookTargetRefusedError(cls, `webhook host resolves to a non-public address (${cls.replace(/_/g, ' ')})`, address)
 }
 
 /**

@@ -15,72 +15,92 @@ afterAll(async () => {
   for (const store of stores) await store.cleanup()
 })
 
-for (const store of stores) describe(`the attention queue on ${store.name}`, () => {
-  let api: TestApi
-  let admin: string
-  let pharmacyId: string
-  let pharmacist: string
-  const ids: Record<string, string> = {}
+for (const store of stores)
+  describe(`the attention queue on ${store.name}`, () => {
+    let api: TestApi
+    let admin: string
+    let pharmacyId: string
+    let pharmacist: string
+    const ids: Record<string, string> = {}
 
-  /** What the rule engine writes as it judges a delivery. */
-  async function setState(deliveryId: string, state: string, disposition: unknown = null) {
-    const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', deliveryId).executeTakeFirstOrThrow()
-    await api.service.db.updateTable('deliveries').set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state }), disposition: disposition === null ? null : JSON.stringify(disposition) })
-      .where('id', '=', deliveryId).execute()
-  }
-
-  beforeAll(async () => {
-    api = await store.start({ PASSWORD_SCRYPT_LOG2_N: '10' })
-    admin = await api.adminToken()
-    pharmacyId = (await api.pharmacy(admin)).id
-    for (const name of ['okOld', 'brokenOld', 'excursion', 'decided', 'brokenNew', 'okNew']) {
-      ids[name] = (await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: true })).delivery_id
+    /** What the rule engine writes as it judges a delivery. */
+    async function setState(deliveryId: string, state: string, disposition: unknown = null) {
+      const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', deliveryId).executeTakeFirstOrThrow()
+      await api.service.db
+        .updateTable('deliveries')
+        .set({
+          cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state }),
+          disposition: disposition === null ? null : JSON.stringify(disposition),
+        })
+        .where('id', '=', deliveryId)
+        .execute()
     }
-    await setState(ids.brokenOld!, 'BROKEN')
-    await setState(ids.brokenNew!, 'BROKEN')
-    await setState(ids.excursion!, 'EXCURSION')
-    await setState(ids.decided!, 'BROKEN', { decision: 'return', note: 'n', decided_by: { client_id: 'cl_x', sub: 'us_x' }, decided_at: '2026-01-01T00:00:00Z' })
-    const client = (await api.post('/v1/oauth/clients', admin, {
-      client_name: 'Back office', grant_types: ['client_credentials'], scope: 'deliveries:read', pharmacy_id: pharmacyId,
-    })).body
-    pharmacist = await api.tokenFor(client.client_id, client.client_secret)
-    // Another pharmacy's broken delivery never shows in this pharmacy's queue.
-    const other = await api.pharmacy(admin, { name: 'Elsewhere' })
-    await setState((await api.prescription(admin, { pharmacy_id: other.id, cold_chain: true })).delivery_id, 'BROKEN')
-  })
-  afterAll(() => api.stop())
 
-  const order = ['brokenNew', 'brokenOld', 'excursion', 'okNew', 'decided', 'okOld']
+    beforeAll(async () => {
+      api = await store.start({ PASSWORD_SCRYPT_LOG2_N: '10' })
+      admin = await api.adminToken()
+      pharmacyId = (await api.pharmacy(admin)).id
+      for (const name of ['okOld', 'brokenOld', 'excursion', 'decided', 'brokenNew', 'okNew']) {
+        ids[name] = (await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: true })).delivery_id
+      }
+      await setState(ids.brokenOld!, 'BROKEN')
+      await setState(ids.brokenNew!, 'BROKEN')
+      await setState(ids.excursion!, 'EXCURSION')
+      await setState(ids.decided!, 'BROKEN', {
+        decision: 'return',
+        note: 'n',
+        decided_by: { client_id: 'cl_x', sub: 'us_x' },
+        decided_at: '2026-01-01T00:00:00Z',
+      })
+      const client = (
+        await api.post('/v1/oauth/clients', admin, {
+          client_name: 'Back office',
+          grant_types: ['client_credentials'],
+          scope: 'deliveries:read',
+          pharmacy_id: pharmacyId,
+        })
+      ).body
+      pharmacist = await api.tokenFor(client.client_id, client.client_secret)
+      // Another pharmacy's broken delivery never shows in this pharmacy's queue.
+      const other = await api.pharmacy(admin, { name: 'Elsewhere' })
+      await setState((await api.prescription(admin, { pharmacy_id: other.id, cold_chain: true })).delivery_id, 'BROKEN')
+    })
+    afterAll(() => api.stop())
 
-  it('lists undecided breaks first, then excursions, then the rest, newest first in each', async () => {
-    const res = await api.get('/v1/deliveries?order=attention', pharmacist)
-    expect(res.status, res.text).toBe(200)
-    expect(res.body.data.map((d: { id: string }) => d.id)).toEqual(order.map((n) => ids[n]))
-    expect(res.body.next_cursor).toBeNull()
-  })
+    const order = ['brokenNew', 'brokenOld', 'excursion', 'okNew', 'decided', 'okOld']
 
-  it('pages through that order with its own cursor, with nothing repeated or skipped', async () => {
-    const seen: string[] = []
-    let cursor: string | null = null
-    do {
-      const page: { body: { data: { id: string }[]; next_cursor: string | null } } = await api.get(`/v1/deliveries?order=attention&limit=2${cursor ? `&cursor=${cursor}` : ''}`, pharmacist)
-      seen.push(...page.body.data.map((d) => d.id))
-      cursor = page.body.next_cursor
-    } while (cursor)
-    expect(seen).toEqual(order.map((n) => ids[n]))
-    const forged = await api.get(`/v1/deliveries?order=attention&cursor=${Buffer.from('7.dl_x').toString('base64url')}`, pharmacist)
-    expect(forged.status).toBe(422)
-  })
+    it('lists undecided breaks first, then excursions, then the rest, newest first in each', async () => {
+      const res = await api.get('/v1/deliveries?order=attention', pharmacist)
+      expect(res.status, res.text).toBe(200)
+      expect(res.body.data.map((d: { id: string }) => d.id)).toEqual(order.map((n) => ids[n]))
+      expect(res.body.next_cursor).toBeNull()
+    })
 
-  it('filters by cold-chain state and creation date', async () => {
-    const broken = await api.get('/v1/deliveries?order=attention&cold_chain_state=BROKEN', pharmacist)
-    expect(broken.body.data.map((d: { id: string }) => d.id)).toEqual([ids.brokenNew, ids.brokenOld, ids.decided])
-    const future = new Date(Date.now() + 3_600_000).toISOString()
-    expect((await api.get(`/v1/deliveries?created_from=${future}`, pharmacist)).body.data).toEqual([])
-    expect((await api.get(`/v1/deliveries?created_to=${future}`, pharmacist)).body.data).toHaveLength(6)
-    expect((await api.get('/v1/deliveries?order=sideways', pharmacist)).status).toBe(422)
+    it('pages through that order with its own cursor, with nothing repeated or skipped', async () => {
+      const seen: string[] = []
+      let cursor: string | null = null
+      do {
+        const page: { body: { data: { id: string }[]; next_cursor: string | null } } = await api.get(
+          `/v1/deliveries?order=attention&limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+          pharmacist,
+        )
+        seen.push(...page.body.data.map((d) => d.id))
+        cursor = page.body.next_cursor
+      } while (cursor)
+      expect(seen).toEqual(order.map((n) => ids[n]))
+      const forged = await api.get(`/v1/deliveries?order=attention&cursor=${Buffer.from('7.dl_x').toString('base64url')}`, pharmacist)
+      expect(forged.status).toBe(422)
+    })
+
+    it('filters by cold-chain state and creation date', async () => {
+      const broken = await api.get('/v1/deliveries?order=attention&cold_chain_state=BROKEN', pharmacist)
+      expect(broken.body.data.map((d: { id: string }) => d.id)).toEqual([ids.brokenNew, ids.brokenOld, ids.decided])
+      const future = new Date(Date.now() + 3_600_000).toISOString()
+      expect((await api.get(`/v1/deliveries?created_from=${future}`, pharmacist)).body.data).toEqual([])
+      expect((await api.get(`/v1/deliveries?created_to=${future}`, pharmacist)).body.data).toHaveLength(6)
+      expect((await api.get('/v1/deliveries?order=sideways', pharmacist)).status).toBe(422)
+    })
   })
-})
 
 describe('the console client and page', () => {
   let api: TestApi
@@ -93,14 +113,22 @@ describe('the console client and page', () => {
     const clients = new ClientRegistry(api.service.db, api.service.clock)
     await ensureConsoleClient(clients, api.service.db, consoleRedirectUris({ ISSUER: 'https://rx.example.com/' }, 8080))
     expect(await clients.find(CONSOLE_CLIENT_ID)).toMatchObject({
-      token_endpoint_auth_method: 'none', first_party: true, grant_types: ['authorization_code', 'refresh_token'],
-      redirect_uris: ['https://rx.example.com/console/'], scope: CONSOLE_SCOPE,
+      token_endpoint_auth_method: 'none',
+      first_party: true,
+      grant_types: ['authorization_code', 'refresh_token'],
+      redirect_uris: ['https://rx.example.com/console/'],
+      scope: CONSOLE_SCOPE,
     })
     await ensureConsoleClient(clients, api.service.db, consoleRedirectUris({}, 9090))
-    expect((await clients.find(CONSOLE_CLIENT_ID))!.redirect_uris).toEqual(['http://localhost:9090/console/', 'http://127.0.0.1:9090/console/'])
+    expect((await clients.find(CONSOLE_CLIENT_ID))!.redirect_uris).toEqual([
+      'http://localhost:9090/console/',
+      'http://127.0.0.1:9090/console/',
+    ])
     // A public client gets no token by itself.
     const res = await api.service.app.request('/oauth/token', {
-      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `grant_type=client_credentials&client_id=${CONSOLE_CLIENT_ID}`,
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `grant_type=client_credentials&client_id=${CONSOLE_CLIENT_ID}`,
     })
     expect(res.status).toBe(400)
     expect(((await res.json()) as { error: string }).error).toBe('unauthorized_client')
@@ -126,20 +154,50 @@ describe("the custody chain's party names", () => {
   it('names the people the chain names, to whoever may see the delivery, and nobody else', async () => {
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
-    const user = (await api.post('/v1/users', admin, { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: 'correct horse battery staple' })).body
-    await api.post('/v1/users', admin, { email: 'other@example.com', name: 'Not In The Chain', role: 'pharmacist', pharmacy_id: pharmacy.id, password: 'correct horse battery staple' })
+    const user = (
+      await api.post('/v1/users', admin, {
+        email: 'pat@example.com',
+        name: 'Pat Pharmacist',
+        role: 'pharmacist',
+        pharmacy_id: pharmacy.id,
+        password: 'correct horse battery staple',
+      })
+    ).body
+    await api.post('/v1/users', admin, {
+      email: 'other@example.com',
+      name: 'Not In The Chain',
+      role: 'pharmacist',
+      pharmacy_id: pharmacy.id,
+      password: 'correct horse battery staple',
+    })
     const fleet = await api.fleetWithDriver(admin)
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
-    expect((await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })).status).toBe(200)
-    expect((await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: user.id, to: fleet.driverId, signature: 's' })).status).toBe(200)
+    expect(
+      (await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })).status,
+    ).toBe(200)
+    expect(
+      (await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: user.id, to: fleet.driverId, signature: 's' })).status,
+    ).toBe(200)
     const res = await api.get(`/v1/deliveries/${rx.delivery_id}/parties`, admin)
     expect(res.status, res.text).toBe(200)
-    expect(res.body.data).toEqual(expect.arrayContaining([
-      { id: user.id, kind: 'user', name: 'Pat Pharmacist' }, { id: fleet.driverId, kind: 'driver', name: 'Dana Driver' },
-    ]))
+    expect(res.body.data).toEqual(
+      expect.arrayContaining([
+        { id: user.id, kind: 'user', name: 'Pat Pharmacist' },
+        { id: fleet.driverId, kind: 'driver', name: 'Dana Driver' },
+      ]),
+    )
     expect(JSON.stringify(res.body)).not.toContain('Not In The Chain')
     const other = await api.pharmacy(admin, { name: 'Elsewhere' })
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'x', grant_types: ['client_credentials'], scope: 'deliveries:read', pharmacy_id: other.id })).body
-    expect((await api.get(`/v1/deliveries/${rx.delivery_id}/parties`, await api.tokenFor(client.client_id, client.client_secret))).status).toBe(404)
+    const client = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'x',
+        grant_types: ['client_credentials'],
+        scope: 'deliveries:read',
+        pharmacy_id: other.id,
+      })
+    ).body
+    expect(
+      (await api.get(`/v1/deliveries/${rx.delivery_id}/parties`, await api.tokenFor(client.client_id, client.client_secret))).status,
+    ).toBe(404)
   })
 })

@@ -3,12 +3,29 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestService, type Reply, type TestApi } from '../helpers/service.js'
 
-const ENTITY_TABLES = ['pharmacies', 'prescriptions', 'deliveries', 'custody_events', 'events', 'idempotency_keys', 'fleets', 'drivers', 'totes'] as const
+const ENTITY_TABLES = [
+  'pharmacies',
+  'prescriptions',
+  'deliveries',
+  'custody_events',
+  'events',
+  'idempotency_keys',
+  'fleets',
+  'drivers',
+  'totes',
+] as const
 
 function expectProblem(res: Reply, status: number, code: string) {
   expect(res.status, res.text).toBe(status)
   expect(res.headers.get('content-type')).toBe('application/problem+json')
-  expect(res.body).toMatchObject({ type: expect.any(String), title: expect.any(String), status, detail: expect.any(String), code, request_id: expect.any(String) })
+  expect(res.body).toMatchObject({
+    type: expect.any(String),
+    title: expect.any(String),
+    status,
+    detail: expect.any(String),
+    code,
+    request_id: expect.any(String),
+  })
 }
 
 describe('a request the API cannot accept', () => {
@@ -22,7 +39,10 @@ describe('a request the API cannot accept', () => {
   async function rowCounts(): Promise<Record<string, number>> {
     const counts: Record<string, number> = {}
     for (const table of ENTITY_TABLES) {
-      const row = await api.service.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      const row = await api.service.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
       counts[table] = Number(row.n)
     }
     return counts
@@ -43,8 +63,20 @@ describe('a request the API cannot accept', () => {
   afterAll(() => api.stop())
 
   it('answers malformed JSON with 400 invalid_json', async () => {
-    expectProblem(await prescribeRaw('{"patient_id": "pt_1", "cold_chain": tru', { 'content-type': 'application/json' }), 400, 'invalid_json')
-    expectProblem(await api.request('POST', `/v1/deliveries/${deliveryId}/cancel`, { token: admin, raw: '{reason: nope}', headers: { 'content-type': 'application/json' } }), 400, 'invalid_json')
+    expectProblem(
+      await prescribeRaw('{"patient_id": "pt_1", "cold_chain": tru', { 'content-type': 'application/json' }),
+      400,
+      'invalid_json',
+    )
+    expectProblem(
+      await api.request('POST', `/v1/deliveries/${deliveryId}/cancel`, {
+        token: admin,
+        raw: '{reason: nope}',
+        headers: { 'content-type': 'application/json' },
+      }),
+      400,
+      'invalid_json',
+    )
   })
 
   it('answers wrong types with 422 validation_failed and a JSON pointer per field', async () => {
@@ -55,7 +87,15 @@ describe('a request the API cannot accept', () => {
   })
 
   it('points into nested members and arrays', async () => {
-    const res = await prescribe({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, items: [{ description: 'Insulin', quantity: 1 }, { description: 'Pen', quantity: -2 }] })
+    const res = await prescribe({
+      pharmacy_id: pharmacyId,
+      patient_id: 'pt_1',
+      cold_chain: false,
+      items: [
+        { description: 'Insulin', quantity: 1 },
+        { description: 'Pen', quantity: -2 },
+      ],
+    })
     expectProblem(res, 422, 'validation_failed')
     expect(res.body.errors).toEqual([expect.objectContaining({ pointer: '/items/1/quantity' })])
   })
@@ -76,7 +116,9 @@ describe('a request the API cannot accept', () => {
     const res = await prescribe({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, colour: 'blue', priority: 1 })
     expectProblem(res, 422, 'validation_failed')
     expect(res.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual(['/colour', '/priority'])
-    const nested = await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, { verification: { method: 'otp', evidence: '1', pin: '2' } })
+    const nested = await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, {
+      verification: { method: 'otp', evidence: '1', pin: '2' },
+    })
     expectProblem(nested, 422, 'validation_failed')
     expect(nested.body.errors).toEqual([expect.objectContaining({ pointer: '/verification/pin' })])
   })
@@ -89,7 +131,11 @@ describe('a request the API cannot accept', () => {
 
   it('answers a body over 256 KiB with 413, whether or not it declares its length', async () => {
     const big = JSON.stringify({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, external_ref: 'x'.repeat(256 * 1024) })
-    expectProblem(await prescribeRaw(big, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(big)) }), 413, 'payload_too_large')
+    expectProblem(
+      await prescribeRaw(big, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(big)) }),
+      413,
+      'payload_too_large',
+    )
     expectProblem(await prescribeRaw(big, { 'content-type': 'application/json' }), 413, 'payload_too_large')
   })
 
@@ -108,23 +154,34 @@ describe('a request the API cannot accept', () => {
     ;({ httpPort } = await api.service.start())
     // One kept-alive connection: a request that follows a refusal reuses it at once.
     const agent = new Agent({ keepAlive: true, maxSockets: 1 })
-    const send = (method: string, body: string | null, headers: Record<string, string>, chunked = false) => new Promise<{ status: number; body: any; connection?: string }>((resolve, reject) => {
-      const req = httpRequest({ agent, host: '127.0.0.1', port: httpPort, method, path: '/v1/prescriptions', headers: { authorization: `Bearer ${admin}`, 'idempotency-key': `sock-${Math.random()}`, ...headers } }, (res) => {
-        let text = ''
-        res.on('data', (chunk) => (text += chunk))
-        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), connection: res.headers.connection }))
+    const send = (method: string, body: string | null, headers: Record<string, string>, chunked = false) =>
+      new Promise<{ status: number; body: any; connection?: string }>((resolve, reject) => {
+        const req = httpRequest(
+          {
+            agent,
+            host: '127.0.0.1',
+            port: httpPort,
+            method,
+            path: '/v1/prescriptions',
+            headers: { authorization: `Bearer ${admin}`, 'idempotency-key': `sock-${Math.random()}`, ...headers },
+          },
+          (res) => {
+            let text = ''
+            res.on('data', (chunk) => (text += chunk))
+            res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), connection: res.headers.connection }))
+          },
+        )
+        req.on('error', reject)
+        if (body === null) req.end()
+        else if (chunked) {
+          // No Content-Length: Node sends Transfer-Encoding: chunked.
+          for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.slice(i, i + 64 * 1024))
+          req.end()
+        } else {
+          req.setHeader('content-length', Buffer.byteLength(body))
+          req.end(body)
+        }
       })
-      req.on('error', reject)
-      if (body === null) req.end()
-      else if (chunked) {
-        // No Content-Length: Node sends Transfer-Encoding: chunked.
-        for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.slice(i, i + 64 * 1024))
-        req.end()
-      } else {
-        req.setHeader('content-length', Buffer.byteLength(body))
-        req.end(body)
-      }
-    })
     const next = async () => expect((await send('GET', null, {})).status).toBe(200)
     try {
       const big = JSON.stringify({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, external_ref: 'x'.repeat(300 * 1024) })
@@ -150,8 +207,10 @@ describe('a request the API cannot accept', () => {
     const requestId = `hangup-${Date.now()}`
     const socket = connect(httpPort, '127.0.0.1')
     await new Promise<void>((resolve) => socket.once('connect', resolve))
-    socket.write(`POST /v1/prescriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nIdempotency-Key: ${requestId}\r\n` +
-      `X-Request-Id: ${requestId}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"patient_id":`)
+    socket.write(
+      `POST /v1/prescriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nIdempotency-Key: ${requestId}\r\n` +
+        `X-Request-Id: ${requestId}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"patient_id":`,
+    )
     setTimeout(() => socket.destroy(), 20)
     const audited = async () => {
       await api.service.audit.flush()
@@ -161,7 +220,7 @@ describe('a request the API cannot accept', () => {
     expect((await api.request('GET', `/v1/pharmacies/${pharmacyId}`, { token: admin })).status).toBe(200)
   })
 
-  it('reads a JSON body that starts with a UTF-8 byte-order mark, as a browser\'s fetch would', async () => {
+  it("reads a JSON body that starts with a UTF-8 byte-order mark, as a browser's fetch would", async () => {
     const body = `\uFEFF${JSON.stringify({ pharmacy_id: pharmacyId, patient_id: 'pt_bom', cold_chain: false })}`
     const res = await prescribeRaw(body, { 'content-type': 'application/json' })
     expect(res.status, res.text).toBe(201)

@@ -57,7 +57,12 @@ describe('rate limiting (RATE_LIMIT_RPS=1, RATE_LIMIT_BURST=2)', () => {
     const throttled = await api.request('GET', '/v1/pharmacies', { token, headers: { 'x-request-id': 'rl-3' } })
     expect(throttled.status).toBe(429)
     await api.service.audit.flush()
-    const rows = await api.service.db.selectFrom('audit_events').select(['request_id', 'status', 'client_id']).where('request_id', 'like', 'rl-%').orderBy('pos').execute()
+    const rows = await api.service.db
+      .selectFrom('audit_events')
+      .select(['request_id', 'status', 'client_id'])
+      .where('request_id', 'like', 'rl-%')
+      .orderBy('pos')
+      .execute()
     expect(rows).toEqual([
       { request_id: 'rl-1', status: 200, client_id: ADMIN.id },
       { request_id: 'rl-2', status: 200, client_id: ADMIN.id },

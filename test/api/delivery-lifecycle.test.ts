@@ -19,10 +19,26 @@ describe('a delivery from queue to patient', () => {
     const bodies = [
       { patient_id: 'pt_1', cold_chain: false, pharmacy_id: pharmacy.id },
       {
-        patient_id: 'pt_2', cold_chain: true, pharmacy_id: pharmacy.id, deliver_by: '2030-01-01T12:00:00.000Z', external_ref: 'RX-9',
-        temperature_profile: { name: 'custom-vaccine', min_c: 2, max_c: 8, hard_min_c: 0, hard_max_c: 12, grace_s: 60, max_excursion_s: 600, max_cumulative_s: 1200 },
+        patient_id: 'pt_2',
+        cold_chain: true,
+        pharmacy_id: pharmacy.id,
+        deliver_by: '2030-01-01T12:00:00.000Z',
+        external_ref: 'RX-9',
+        temperature_profile: {
+          name: 'custom-vaccine',
+          min_c: 2,
+          max_c: 8,
+          hard_min_c: 0,
+          hard_max_c: 12,
+          grace_s: 60,
+          max_excursion_s: 600,
+          max_cumulative_s: 1200,
+        },
         delivery_address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-        items: [{ description: 'Vaccine', ndc: '0006-4963-00', quantity: 1 }, { description: 'Syringes', quantity: 10 }],
+        items: [
+          { description: 'Vaccine', ndc: '0006-4963-00', quantity: 1 },
+          { description: 'Syringes', quantity: 10 },
+        ],
         metadata: { ward: 'B' },
       },
     ]
@@ -73,8 +89,13 @@ describe('a delivery from queue to patient', () => {
 
     const events = await api.get(`/v1/events?delivery_id=${id}`, admin)
     expect(events.body.data.map((e: { type: string }) => e.type)).toEqual([
-      'delivery.created', 'delivery.dispatched', 'custody.handoff-signed', 'delivery.picked-up',
-      'custody.handoff-signed', 'custody.patient-verified', 'delivery.delivered',
+      'delivery.created',
+      'delivery.dispatched',
+      'custody.handoff-signed',
+      'delivery.picked-up',
+      'custody.handoff-signed',
+      'custody.patient-verified',
+      'delivery.delivered',
     ])
     expect(events.body.data.map((e: { seq: number }) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7])
     expect(JSON.stringify(events.body)).not.toContain('pt_123') // thin payloads: no patient fields
@@ -95,8 +116,12 @@ describe('a delivery from queue to patient', () => {
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
     await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId })
     await api.post(`/v1/deliveries/${rx.delivery_id}/cancel`, admin, { reason: 'patient moved' })
-    await api.service.db.updateTable('custody_events').set({ to_party: 'fl_someone_else' })
-      .where('delivery_id', '=', rx.delivery_id).where('seq', '=', 2).execute()
+    await api.service.db
+      .updateTable('custody_events')
+      .set({ to_party: 'fl_someone_else' })
+      .where('delivery_id', '=', rx.delivery_id)
+      .where('seq', '=', 2)
+      .execute()
     const verdict = await api.get(`/v1/deliveries/${rx.delivery_id}/custody/verify`, admin)
     expect(verdict.body).toMatchObject({ valid: false, first_bad_seq: 2 })
   })

@@ -33,7 +33,11 @@ describe('answers that carry a secret, kept for an Idempotency-Key', () => {
     return { status: res.status, headers: res.headers, text, body: JSON.parse(text) }
   }
 
-  const at = (value: any, pointer: string) => pointer.split('/').slice(1).reduce((v, name) => v?.[name], value)
+  const at = (value: any, pointer: string) =>
+    pointer
+      .split('/')
+      .slice(1)
+      .reduce((v, name) => v?.[name], value)
   const withNull = (value: any, pointer: string) => {
     const copy = structuredClone(value)
     const names = pointer.split('/').slice(1)
@@ -63,7 +67,12 @@ describe('answers that carry a secret, kept for an Idempotency-Key', () => {
   }
 
   it('keeps no client secret: client registration and secret rotation', async () => {
-    const client = await secretShownOnce('/v1/oauth/clients', { client_name: 'kept-no-secret', scope: 'pharmacies:read' }, '/client_secret', 201)
+    const client = await secretShownOnce(
+      '/v1/oauth/clients',
+      { client_name: 'kept-no-secret', scope: 'pharmacies:read' },
+      '/client_secret',
+      201,
+    )
     await secretShownOnce(`/v1/oauth/clients/${client.client_id}/rotate-secret`, { overlap_s: 0 }, '/client_secret', 200)
   })
 
@@ -72,15 +81,27 @@ describe('answers that carry a secret, kept for an Idempotency-Key', () => {
   })
 
   it('keeps no webhook signing secret: endpoint registration and secret rotation', async () => {
-    const endpoint = await secretShownOnce('/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'], pharmacy_id: pharmacyId }, '/secret', 201)
+    const endpoint = await secretShownOnce(
+      '/v1/webhooks',
+      { url: 'http://127.0.0.1:9/hook', events: ['*'], pharmacy_id: pharmacyId },
+      '/secret',
+      201,
+    )
     await secretShownOnce(`/v1/webhooks/${endpoint.id}/rotate-secret`, {}, '/secret', 200)
   })
 
   it("keeps no pharmacy's writeback secret", async () => {
-    await secretShownOnce('/v1/pharmacies', {
-      name: 'Writeback Pharmacy', address: { line1: '2 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-      timezone: 'America/Chicago', writeback: { url: 'http://127.0.0.1:9/writeback' },
-    }, '/writeback/secret', 201)
+    await secretShownOnce(
+      '/v1/pharmacies',
+      {
+        name: 'Writeback Pharmacy',
+        address: { line1: '2 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        timezone: 'America/Chicago',
+        writeback: { url: 'http://127.0.0.1:9/writeback' },
+      },
+      '/writeback/secret',
+      201,
+    )
   })
 
   it('replays an answer without a secret as it was, with no redaction header', async () => {

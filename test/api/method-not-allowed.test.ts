@@ -23,7 +23,12 @@ describe('wrong method on an existing path', () => {
       expect(res.status).toBe(405)
       expect(res.headers.get('allow')).toBe(allow)
       expect(res.headers.get('content-type')).toBe('application/problem+json')
-      expect(res.body).toMatchObject({ status: 405, code: 'method_not_allowed', title: 'Method Not Allowed', request_id: expect.any(String) })
+      expect(res.body).toMatchObject({
+        status: 405,
+        code: 'method_not_allowed',
+        title: 'Method Not Allowed',
+        request_id: expect.any(String),
+      })
     })
   }
 

@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ADMIN, startTestService, type Reply, type TestApi } from '../helpers/service.js'
 
 type Schema = { $ref?: string; properties?: Record<string, Schema>; items?: Schema; allOf?: Schema[]; anyOf?: Schema[]; oneOf?: Schema[] }
-type Doc = { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>; components: { schemas: Record<string, Schema> } }
+type Doc = {
+  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>
+  components: { schemas: Record<string, Schema> }
+}
 
 /** Member names that hold a secret in an answer. */
 const SECRET_MEMBER = /^(secret|client_secret|password|access_token|refresh_token)$/
@@ -15,7 +18,8 @@ function holdsSecret(doc: Doc, schema: Schema | undefined, seen = new Set<string
     seen.add(schema.$ref)
     return holdsSecret(doc, doc.components.schemas[schema.$ref.split('/').pop()!], seen)
   }
-  for (const [name, member] of Object.entries(schema.properties ?? {})) if (SECRET_MEMBER.test(name) || holdsSecret(doc, member, seen)) return true
+  for (const [name, member] of Object.entries(schema.properties ?? {}))
+    if (SECRET_MEMBER.test(name) || holdsSecret(doc, member, seen)) return true
   return [schema.items, ...(schema.allOf ?? []), ...(schema.anyOf ?? []), ...(schema.oneOf ?? [])].some((s) => holdsSecret(doc, s, seen))
 }
 
@@ -37,14 +41,21 @@ describe('answers that carry a secret are not kept by any cache', () => {
       const created = await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/rotating', events: ['*'] })
       return api.post(`/v1/webhooks/${created.body.id}/rotate-secret`, admin)
     },
-    'POST /v1/pharmacies': () => api.post('/v1/pharmacies', admin, {
-      name: 'Writeback Pharmacy', address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-      timezone: 'America/Chicago', writeback: { url: 'http://127.0.0.1:9/outcomes' },
-    }),
+    'POST /v1/pharmacies': () =>
+      api.post('/v1/pharmacies', admin, {
+        name: 'Writeback Pharmacy',
+        address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        timezone: 'America/Chicago',
+        writeback: { url: 'http://127.0.0.1:9/outcomes' },
+      }),
     'POST /oauth/token': async () => {
       const res = await api.service.app.request('/oauth/token', {
-        method: 'POST', body: 'grant_type=client_credentials',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}` },
+        method: 'POST',
+        body: 'grant_type=client_credentials',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}`,
+        },
       })
       const text = await res.text()
       return { status: res.status, body: JSON.parse(text), headers: res.headers, text }
@@ -70,18 +81,22 @@ describe('answers that carry a secret are not kept by any cache', () => {
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         const answers = Object.entries(operation.responses).filter(([status]) => status.startsWith('2'))
-        if (answers.some(([, r]) => Object.values(r.content ?? {}).some((c) => holdsSecret(doc, c.schema)))) documented.push(`${method.toUpperCase()} ${path}`)
+        if (answers.some(([, r]) => Object.values(r.content ?? {}).some((c) => holdsSecret(doc, c.schema))))
+          documented.push(`${method.toUpperCase()} ${path}`)
       }
     }
     expect(documented.sort()).toEqual([...Object.keys(secretBearing), ...Object.keys(secretOnlyAtCreation)].sort())
   })
 
-  it.each(Object.entries(secretOnlyAtCreation))('%s shares its schema with the creation answer but never holds the secret, and is no-store anyway', async (_route, path) => {
-    const res = await api.get(path(), admin)
-    expect(res.status, res.text).toBe(200)
-    expect(res.text).not.toMatch(/"secret"/)
-    expect(res.headers.get('cache-control')).toBe('no-store')
-  })
+  it.each(Object.entries(secretOnlyAtCreation))(
+    '%s shares its schema with the creation answer but never holds the secret, and is no-store anyway',
+    async (_route, path) => {
+      const res = await api.get(path(), admin)
+      expect(res.status, res.text).toBe(200)
+      expect(res.text).not.toMatch(/"secret"/)
+      expect(res.headers.get('cache-control')).toBe('no-store')
+    },
+  )
 
   it.each(Object.keys(secretBearing))('%s answers with Cache-Control: no-store', async (route) => {
     const res = await secretBearing[route]!()
@@ -101,7 +116,11 @@ describe('answers that carry a secret are not kept by any cache', () => {
     const replay = await api.post('/v1/oauth/clients', admin, body, { 'idempotency-key': 'no-store-replay' })
     expect([first.status, replay.headers.get('idempotent-replayed')]).toEqual([201, 'true'])
     expect(replay.headers.get('cache-control')).toBe('no-store')
-    const badClient = await api.service.app.request('/oauth/token', { method: 'POST', body: 'grant_type=client_credentials&client_id=x&client_secret=y', headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+    const badClient = await api.service.app.request('/oauth/token', {
+      method: 'POST',
+      body: 'grant_type=client_credentials&client_id=x&client_secret=y',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    })
     expect(badClient.status).toBe(401)
     expect([badClient.headers.get('cache-control'), badClient.headers.get('pragma')]).toEqual(['no-store', 'no-cache'])
   })

@@ -15,7 +15,16 @@ import { feed } from '../trace/cold-chain-delivery.js'
 const EXAMPLES_FILE = new URL('../../src/api/openapi-examples.json', import.meta.url)
 const UPDATE = process.env.UPDATE_OPENAPI_EXAMPLES === '1'
 
-type Call = { stream?: boolean; token?: string; json?: unknown; raw?: string; contentType?: string; form?: Record<string, string>; headers?: Record<string, string>; basic?: [string, string] }
+type Call = {
+  stream?: boolean
+  token?: string
+  json?: unknown
+  raw?: string
+  contentType?: string
+  form?: Record<string, string>
+  headers?: Record<string, string>
+  basic?: [string, string]
+}
 type Answer = { status: number; headers: Headers; text: string; body: any }
 
 describe('every answer of the API validates against the OpenAPI document', () => {
@@ -39,13 +48,15 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     let body: string | undefined = opts.raw
     if (opts.json !== undefined) body = JSON.stringify(opts.json)
     if (opts.form) body = new URLSearchParams(opts.form).toString()
-    if (body !== undefined) headers['content-type'] ??= opts.contentType ?? (opts.form ? 'application/x-www-form-urlencoded' : 'application/json')
+    if (body !== undefined)
+      headers['content-type'] ??= opts.contentType ?? (opts.form ? 'application/x-www-form-urlencoded' : 'application/json')
     const stop = new AbortController()
     const res = await fetch(base + path, { method, headers, body, redirect: 'manual', signal: stop.signal })
     // A stream never ends: its first chunk (`retry:` and what follows) is what is checked.
-    const text = opts.stream && res.headers.get('content-type')?.startsWith('text/event-stream')
-      ? new TextDecoder().decode((await res.body!.getReader().read()).value)
-      : await res.text()
+    const text =
+      opts.stream && res.headers.get('content-type')?.startsWith('text/event-stream')
+        ? new TextDecoder().decode((await res.body!.getReader().read()).value)
+        : await res.text()
     stop.abort()
     expect(res.headers.get('api-version'), `${method} ${path}: API-Version`).toBe('v1')
     const { operationId, problems: found } = validator.check(method, path, res.status, res.headers.get('content-type'), text)
@@ -61,11 +72,18 @@ describe('every answer of the API validates against the OpenAPI document', () =>
         if (request !== undefined) requests.set(operationId, request)
         if (opts.raw !== undefined && opts.contentType) rawRequests.set(operationId, { raw: opts.raw, contentType: opts.contentType })
         if (path.includes('?')) queries.set(operationId, path.slice(path.indexOf('?') + 1))
-        recorded.operations[operationId] = { ...(request !== undefined ? { request } : {}), response: { status: String(res.status), contentType: media, ...(text ? { body: example } : {}) } }
+        recorded.operations[operationId] = {
+          ...(request !== undefined ? { request } : {}),
+          response: { status: String(res.status), contentType: media, ...(text ? { body: example } : {}) },
+        }
       }
     }
     let parsed: unknown = text
-    try { parsed = JSON.parse(text) } catch { /* not JSON */ }
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      /* not JSON */
+    }
     return { status: res.status, headers: res.headers, text, body: parsed }
   }
 
@@ -73,7 +91,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10' })
     const { httpPort } = await api.service.start()
     base = `http://127.0.0.1:${httpPort}`
-    doc = await (await fetch(`${base}/v1/openapi.json`)).json() as OpenApiDocument
+    doc = (await (await fetch(`${base}/v1/openapi.json`)).json()) as OpenApiDocument
     validator = responseValidator(doc)
   })
   afterAll(() => api?.stop())
@@ -87,76 +105,175 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('POST', '/oauth/token', 400, { form: { grant_type: 'password' }, basic: [ADMIN.id, ADMIN.secret] })
     await call('POST', '/oauth/introspect', 200, { form: { token: admin }, basic: [ADMIN.id, ADMIN.secret] })
     await call('POST', '/oauth/introspect', 401, { form: { token: admin } })
-    const spare = (await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials' }, basic: [ADMIN.id, ADMIN.secret] })).body.access_token
+    const spare = (await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials' }, basic: [ADMIN.id, ADMIN.secret] }))
+      .body.access_token
     await call('POST', '/oauth/revoke', 200, { form: { token: spare }, basic: [ADMIN.id, ADMIN.secret] })
     await call('POST', '/oauth/revoke', 401, { form: { token: spare } })
   })
 
   it('pharmacies, fleets, drivers, totes, users and clients', async () => {
-    world.pharmacy = (await call('POST', '/v1/pharmacies', 201, { token: admin, json: {
-      name: 'Main Street Pharmacy', ncpdp_id: '1234567', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-      timezone: 'America/Chicago', location: { lat: 39.7817, lng: -89.6501 },
-    } })).body.id
+    world.pharmacy = (
+      await call('POST', '/v1/pharmacies', 201, {
+        token: admin,
+        json: {
+          name: 'Main Street Pharmacy',
+          ncpdp_id: '1234567',
+          address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+          timezone: 'America/Chicago',
+          location: { lat: 39.7817, lng: -89.6501 },
+        },
+      })
+    ).body.id
     await call('GET', `/v1/pharmacies/${world.pharmacy}`, 200, { token: admin })
     await call('GET', '/v1/pharmacies?limit=10', 200, { token: admin })
-    world.fleet = (await call('POST', '/v1/fleets', 201, { token: admin, json: { name: 'Speedy Couriers', branding: { display_name: 'Speedy', logo_url: 'https://speedy.example/logo.png', primary_color: '#0a7d5a' } } })).body.id
+    world.fleet = (
+      await call('POST', '/v1/fleets', 201, {
+        token: admin,
+        json: {
+          name: 'Speedy Couriers',
+          branding: { display_name: 'Speedy', logo_url: 'https://speedy.example/logo.png', primary_color: '#0a7d5a' },
+        },
+      })
+    ).body.id
     await call('GET', `/v1/fleets/${world.fleet}`, 200, { token: admin })
     await call('GET', '/v1/fleets', 200, { token: admin })
-    world.driver = (await call('POST', `/v1/fleets/${world.fleet}/drivers`, 201, { token: admin, json: { name: 'Dana Driver', phone: '+15551234567' } })).body.id
+    world.driver = (
+      await call('POST', `/v1/fleets/${world.fleet}/drivers`, 201, { token: admin, json: { name: 'Dana Driver', phone: '+15551234567' } })
+    ).body.id
     world.driver2 = (await call('POST', `/v1/fleets/${world.fleet}/drivers`, 201, { token: admin, json: { name: 'Sam Second' } })).body.id
     await call('GET', `/v1/fleets/${world.fleet}/drivers`, 200, { token: admin })
-    world.tote = (await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0001', pharmacy_id: world.pharmacy } })).body.id
-    world.tote2 = (await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0002', pharmacy_id: world.pharmacy } })).body.id
+    world.tote = (
+      await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0001', pharmacy_id: world.pharmacy } })
+    ).body.id
+    world.tote2 = (
+      await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0002', pharmacy_id: world.pharmacy } })
+    ).body.id
     await call('GET', `/v1/totes/${world.tote}`, 200, { token: admin })
     await call('GET', '/v1/totes', 200, { token: admin })
 
-    world.user = (await call('POST', '/v1/users', 201, { token: admin, json: { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: world.pharmacy, password: 'correct horse battery staple' } })).body.id
-    await call('POST', '/v1/users', 409, { token: admin, json: { email: 'pat@example.com', name: 'Pat Again', role: 'pharmacist', pharmacy_id: world.pharmacy, password: 'correct horse battery staple' } })
+    world.user = (
+      await call('POST', '/v1/users', 201, {
+        token: admin,
+        json: {
+          email: 'pat@example.com',
+          name: 'Pat Pharmacist',
+          role: 'pharmacist',
+          pharmacy_id: world.pharmacy,
+          password: 'correct horse battery staple',
+        },
+      })
+    ).body.id
+    await call('POST', '/v1/users', 409, {
+      token: admin,
+      json: {
+        email: 'pat@example.com',
+        name: 'Pat Again',
+        role: 'pharmacist',
+        pharmacy_id: world.pharmacy,
+        password: 'correct horse battery staple',
+      },
+    })
     await call('GET', '/v1/users', 200, { token: admin })
     await call('GET', `/v1/users/${world.user}`, 200, { token: admin })
     await call('PATCH', `/v1/users/${world.user}`, 200, { token: admin, json: { name: 'Pat P. Pharmacist' } })
 
-    const client = await call('POST', '/v1/oauth/clients', 201, { token: admin, json: { client_name: 'Pharmacy back office', scope: 'pharmacies:read prescriptions:read prescriptions:write deliveries:read', pharmacy_id: world.pharmacy } })
+    const client = await call('POST', '/v1/oauth/clients', 201, {
+      token: admin,
+      json: {
+        client_name: 'Pharmacy back office',
+        scope: 'pharmacies:read prescriptions:read prescriptions:write deliveries:read',
+        pharmacy_id: world.pharmacy,
+      },
+    })
     world.client = client.body.client_id
     await call('GET', `/v1/oauth/clients/${world.client}`, 200, { token: admin })
     await call('POST', `/v1/oauth/clients/${world.client}/rotate-secret`, 200, { token: admin, json: { overlap_s: 3600 } })
     await call('POST', '/v1/oauth/signing-keys/rotate', 200, { token: admin, json: { publish_ahead_s: 0 } })
-    const console = await call('POST', '/v1/oauth/clients', 201, { token: admin, json: { client_name: 'Console', token_endpoint_auth_method: 'none', redirect_uris: ['https://console.example/callback'], first_party: true, scope: 'deliveries:read' } })
+    const console = await call('POST', '/v1/oauth/clients', 201, {
+      token: admin,
+      json: {
+        client_name: 'Console',
+        token_endpoint_auth_method: 'none',
+        redirect_uris: ['https://console.example/callback'],
+        first_party: true,
+        scope: 'deliveries:read',
+      },
+    })
     world.publicClient = console.body.client_id
   })
 
   it('sign-in pages: authorize, the sign-in form and logout', async () => {
     const verifier = randomBytes(32).toString('base64url')
     const query = new URLSearchParams({
-      response_type: 'code', client_id: world.publicClient!, redirect_uri: 'https://console.example/callback', state: 'st-1',
-      code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
+      response_type: 'code',
+      client_id: world.publicClient!,
+      redirect_uri: 'https://console.example/callback',
+      state: 'st-1',
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
     })
     const page = await call('GET', `/oauth/authorize?${query}`, 200)
     await call('GET', '/oauth/authorize?client_id=cl_nobody', 400)
-    const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
-    const hidden = Object.fromEntries([...page.text.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!.replace(/&amp;/g, '&')]))
-    await call('POST', '/oauth/authorize', 401, { form: { ...hidden, email: 'pat@example.com', password: 'not the password at all' }, headers: { cookie } })
-    const done = await call('POST', '/oauth/authorize', 303, { form: { ...hidden, email: 'pat@example.com', password: 'correct horse battery staple' }, headers: { cookie } })
-    const session = done.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
+    const cookie = page.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ')
+    const hidden = Object.fromEntries(
+      [...page.text.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!.replace(/&amp;/g, '&')]),
+    )
+    await call('POST', '/oauth/authorize', 401, {
+      form: { ...hidden, email: 'pat@example.com', password: 'not the password at all' },
+      headers: { cookie },
+    })
+    const done = await call('POST', '/oauth/authorize', 303, {
+      form: { ...hidden, email: 'pat@example.com', password: 'correct horse battery staple' },
+      headers: { cookie },
+    })
+    const session = done.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ')
     await call('POST', '/oauth/logout', 200, { form: {}, headers: { cookie: session } })
   })
 
   it('the delivery lifecycle: create, dispatch, pick up, hand off, deliver, fail, return, cancel, disposition', async () => {
-    const rx = (body: object, key: string) => call('POST', '/v1/prescriptions', 201, { token: admin, json: body, headers: { 'idempotency-key': key } })
-    const first = await rx({ patient_id: 'pt_123', cold_chain: true, pharmacy_id: world.pharmacy, temperature_profile: 'refrigerated', deliver_by: '2030-01-01T17:00:00Z',
-      items: [{ description: 'Insulin glargine 100 U/mL pen', ndc: '0088-2220-33', quantity: 5 }], external_ref: 'ORDER-1001', metadata: { ward: '4B' } }, 'rx-1')
+    const rx = (body: object, key: string) =>
+      call('POST', '/v1/prescriptions', 201, { token: admin, json: body, headers: { 'idempotency-key': key } })
+    const first = await rx(
+      {
+        patient_id: 'pt_123',
+        cold_chain: true,
+        pharmacy_id: world.pharmacy,
+        temperature_profile: 'refrigerated',
+        deliver_by: '2030-01-01T17:00:00Z',
+        items: [{ description: 'Insulin glargine 100 U/mL pen', ndc: '0088-2220-33', quantity: 5 }],
+        external_ref: 'ORDER-1001',
+        metadata: { ward: '4B' },
+      },
+      'rx-1',
+    )
     await call('POST', '/v1/prescriptions', 400, { token: admin, json: { patient_id: 'pt_1', cold_chain: false } })
     await call('POST', '/v1/prescriptions', 422, { token: admin, json: { patient_id: 'pt_1' }, headers: { 'idempotency-key': 'rx-bad' } })
     await call('GET', `/v1/prescriptions/${first.body.rx_id}`, 200, { token: admin })
     await call('GET', '/v1/prescriptions', 200, { token: admin })
     const dl = first.body.delivery_id as string
     await call('POST', `/v1/deliveries/${dl}/deliver`, 409, { token: admin, json: { verification: { method: 'otp', evidence: '123456' } } })
-    await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: world.tote } })
-    const signature = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
+    await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, {
+      token: admin,
+      json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: world.tote },
+    })
+    const signature =
+      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
     await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver, signature } })
-    await call('POST', `/v1/deliveries/${dl}/handoff`, 200, { token: admin, json: { from: world.driver, to: world.driver2, signature, location: { lat: 39.79, lng: -89.64 } } })
+    await call('POST', `/v1/deliveries/${dl}/handoff`, 200, {
+      token: admin,
+      json: { from: world.driver, to: world.driver2, signature, location: { lat: 39.79, lng: -89.64 } },
+    })
     const now = Date.now()
-    await feed(api, world.tote!, [{ ts: now, temp_c: 5 }, { ts: now + 1_000, temp_c: 5.2 }])
+    await feed(api, world.tote!, [
+      { ts: now, temp_c: 5 },
+      { ts: now + 1_000, temp_c: 5.2 },
+    ])
     await call('GET', `/v1/deliveries/${dl}/temperature?step=60s`, 200, { token: admin })
     await call('GET', `/v1/deliveries/${dl}/temperature.svg`, 200, { token: admin })
     await call('POST', `/v1/deliveries/${dl}/deliver`, 200, { token: admin, json: { verification: { method: 'otp', evidence: '123456' } } })
@@ -167,22 +284,37 @@ describe('every answer of the API validates against the OpenAPI document', () =>
 
     const second = (await rx({ patient_id: 'pt_456', cold_chain: false, pharmacy_id: world.pharmacy }, 'rx-2')).body.delivery_id
     await call('POST', `/v1/deliveries/${second}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })
-    await call('POST', `/v1/deliveries/${second}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver, signature } })
+    await call('POST', `/v1/deliveries/${second}/pickup`, 200, {
+      token: admin,
+      json: { from: world.pharmacy, to: world.driver, signature },
+    })
     await call('POST', `/v1/deliveries/${second}/fail`, 200, { token: admin, json: { reason: 'Nobody home' } })
-    await call('POST', `/v1/deliveries/${second}/return`, 200, { token: admin, json: { from: world.driver, to: world.pharmacy, signature } })
+    await call('POST', `/v1/deliveries/${second}/return`, 200, {
+      token: admin,
+      json: { from: world.driver, to: world.pharmacy, signature },
+    })
     const third = (await rx({ patient_id: 'pt_789', cold_chain: false, pharmacy_id: world.pharmacy }, 'rx-3')).body.delivery_id
     await call('POST', `/v1/deliveries/${third}/cancel`, 200, { token: admin, json: { reason: 'Patient picked it up in store' } })
 
     // A frozen insulin pen: below the refrigerated profile's hard minimum, the chain breaks at once.
     const fourth = (await rx({ patient_id: 'pt_999', cold_chain: true, pharmacy_id: world.pharmacy }, 'rx-4')).body.delivery_id
-    await call('POST', `/v1/deliveries/${fourth}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: world.tote2 } })
+    await call('POST', `/v1/deliveries/${fourth}/dispatch`, 200, {
+      token: admin,
+      json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: world.tote2 },
+    })
     const at = Date.now()
-    await feed(api, world.tote2!, [{ ts: at, temp_c: -4 }, { ts: at + 1_000, temp_c: -4.5 }])
+    await feed(api, world.tote2!, [
+      { ts: at, temp_c: -4 },
+      { ts: at + 1_000, temp_c: -4.5 },
+    ])
     const broken = await call('GET', `/v1/deliveries/${fourth}`, 200, { token: admin })
     expect(broken.body.cold_chain.state).toBe('BROKEN')
     await call('POST', `/v1/deliveries/${fourth}/deliver`, 409, { token: admin, json: { verification: { method: 'otp', evidence: '1' } } })
     await call('GET', '/v1/deliveries?order=attention&cold_chain_state=BROKEN', 200, { token: admin })
-    await call('POST', `/v1/deliveries/${fourth}/disposition`, 200, { token: admin, json: { decision: 'return', note: 'Froze in transit; destroy and re-dispense' } })
+    await call('POST', `/v1/deliveries/${fourth}/disposition`, 200, {
+      token: admin,
+      json: { decision: 'return', note: 'Froze in transit; destroy and re-dispense' },
+    })
     world.broken = fourth
   })
 
@@ -190,26 +322,68 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const f = `/v1/fleets/${world.fleet}`
     await call('PATCH', f, 200, { token: admin, json: { embed_origins: ['https://dispatch.speedy.example'] } })
     await call('GET', `${f}/rate-card`, 404, { token: admin })
-    await call('PUT', `${f}/rate-card`, 201, { token: admin, json: { currency: 'USD', base_fee_cents: 650, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 } })
-    await call('PUT', `${f}/rate-card`, 422, { token: admin, json: { currency: 'usd', base_fee_cents: -1, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 } })
+    await call('PUT', `${f}/rate-card`, 201, {
+      token: admin,
+      json: {
+        currency: 'USD',
+        base_fee_cents: 650,
+        per_km_cents: 85,
+        cold_chain_surcharge_cents: 300,
+        failed_attempt_fee_cents: 400,
+        after_hours_multiplier: 1.5,
+        commission_bps: 1200,
+      },
+    })
+    await call('PUT', `${f}/rate-card`, 422, {
+      token: admin,
+      json: {
+        currency: 'usd',
+        base_fee_cents: -1,
+        per_km_cents: 85,
+        cold_chain_surcharge_cents: 300,
+        failed_attempt_fee_cents: 400,
+        after_hours_multiplier: 1.5,
+        commission_bps: 1200,
+      },
+    })
     await call('GET', `${f}/rate-card`, 200, { token: admin })
     await call('GET', `${f}/rate-card/versions?limit=10`, 200, { token: admin })
     // Priced at dispatch: a delivery dispatched under version 1 and delivered gives a line.
-    const rx = await call('POST', '/v1/prescriptions', 201, { token: admin, json: { patient_id: 'pt_321', cold_chain: false, pharmacy_id: world.pharmacy }, headers: { 'idempotency-key': 'rx-money' } })
+    const rx = await call('POST', '/v1/prescriptions', 201, {
+      token: admin,
+      json: { patient_id: 'pt_321', cold_chain: false, pharmacy_id: world.pharmacy },
+      headers: { 'idempotency-key': 'rx-money' },
+    })
     const dl = rx.body.delivery_id as string
     await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })
-    const signature = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
+    const signature =
+      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
     await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver, signature } })
-    await call('POST', `/v1/deliveries/${dl}/deliver`, 200, { token: admin, json: { verification: { method: 'otp', evidence: '123456' }, location: { lat: 39.8, lng: -89.6 } } })
+    await call('POST', `/v1/deliveries/${dl}/deliver`, 200, {
+      token: admin,
+      json: { verification: { method: 'otp', evidence: '123456' }, location: { lat: 39.8, lng: -89.6 } },
+    })
     const period = `from=${encodeURIComponent(new Date(Date.now() - 86_400_000).toISOString())}&to=${encodeURIComponent(new Date(Date.now() + 86_400_000).toISOString())}`
     const recon = await call('GET', `${f}/reconciliation?${period}`, 200, { token: admin })
     expect(recon.body.lines.map((l: { delivery_id: string }) => l.delivery_id)).toContain(dl)
     await call('GET', `${f}/reconciliation?${period}`, 200, { token: admin, headers: { accept: 'text/csv' } })
     await call('GET', `${f}/reconciliation?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z`, 422, { token: admin })
     const ours = recon.body.lines.find((l: { delivery_id: string }) => l.delivery_id === dl).payout_cents as number
-    await call('POST', `${f}/reconciliation?${period}`, 200, { token: admin, raw: `${JSON.stringify({ delivery_id: dl, payout_cents: ours + 1 })}\n`, contentType: 'application/x-ndjson' })
-    await call('POST', `${f}/reconciliation?${period}`, 200, { token: admin, raw: `delivery_id,payout_cents\r\n${dl},${ours}\r\n`, contentType: 'text/csv' })
-    await call('POST', `${f}/reconciliation?${period}`, 422, { token: admin, raw: 'not json\n{"payout_cents":1}\n', contentType: 'application/x-ndjson' })
+    await call('POST', `${f}/reconciliation?${period}`, 200, {
+      token: admin,
+      raw: `${JSON.stringify({ delivery_id: dl, payout_cents: ours + 1 })}\n`,
+      contentType: 'application/x-ndjson',
+    })
+    await call('POST', `${f}/reconciliation?${period}`, 200, {
+      token: admin,
+      raw: `delivery_id,payout_cents\r\n${dl},${ours}\r\n`,
+      contentType: 'text/csv',
+    })
+    await call('POST', `${f}/reconciliation?${period}`, 422, {
+      token: admin,
+      raw: 'not json\n{"payout_cents":1}\n',
+      contentType: 'application/x-ndjson',
+    })
     await call('GET', `${f}/dashboard`, 200, { token: admin })
     const session = await call('POST', `${f}/embed-sessions`, 201, { token: admin, json: { ttl_s: 120 } })
     await call('POST', `${f}/embed-sessions`, 422, { token: admin, json: { ttl_s: 6000 } })
@@ -229,13 +403,23 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('GET', `/v1/events?delivery_id=${world.broken}&type=cold-chain.break`, 200, { token: admin })
     await call('GET', '/v1/events/stream?type=cold-chain.break,delivery.failed', 200, { token: admin, stream: true })
     await call('GET', `/v1/fleets/${world.fleet}/exceptions?limit=10`, 200, { token: admin })
-    await call('GET', `/v1/fleets/${world.fleet}/exceptions/stream`, 200, { token: admin, stream: true, headers: { 'last-event-id': world.event! } })
+    await call('GET', `/v1/fleets/${world.fleet}/exceptions/stream`, 200, {
+      token: admin,
+      stream: true,
+      headers: { 'last-event-id': world.event! },
+    })
     await call('GET', `/v1/fleets/${world.fleet}/exceptions/stream`, 422, { token: admin, headers: { 'last-event-id': 'not an id!' } })
-    const hook = await call('POST', '/v1/webhooks', 201, { token: admin, json: { url: 'http://127.0.0.1:9/hooks/rxtrace', events: ['*'], description: 'Operations dashboard', pharmacy_id: world.pharmacy } })
+    const hook = await call('POST', '/v1/webhooks', 201, {
+      token: admin,
+      json: { url: 'http://127.0.0.1:9/hooks/rxtrace', events: ['*'], description: 'Operations dashboard', pharmacy_id: world.pharmacy },
+    })
     world.webhook = hook.body.id
     await call('GET', '/v1/webhooks', 200, { token: admin })
     await call('GET', `/v1/webhooks/${world.webhook}`, 200, { token: admin })
-    await call('PATCH', `/v1/webhooks/${world.webhook}`, 200, { token: admin, json: { events: ['cold-chain.break', 'delivery.failed'], enabled: true } })
+    await call('PATCH', `/v1/webhooks/${world.webhook}`, 200, {
+      token: admin,
+      json: { events: ['cold-chain.break', 'delivery.failed'], enabled: true },
+    })
     await call('POST', `/v1/webhooks/${world.webhook}/rotate-secret`, 200, { token: admin })
     await call('GET', `/v1/webhooks/${world.webhook}/attempts`, 200, { token: admin })
     await call('POST', `/v1/events/${world.event}/redeliver`, 202, { token: admin, json: { endpoint_id: world.webhook } })
@@ -245,28 +429,55 @@ describe('every answer of the API validates against the OpenAPI document', () =>
   })
 
   it('every /v1 operation answers 401, 403, 404 and 422 as documented', async () => {
-    const readOnly = (await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials', scope: 'audit:read' }, basic: [ADMIN.id, ADMIN.secret] })).body.access_token
-    const fleetOnly = (await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials', scope: 'fleet:read' }, basic: [ADMIN.id, ADMIN.secret] })).body.access_token
+    const readOnly = (
+      await call('POST', '/oauth/token', 200, {
+        form: { grant_type: 'client_credentials', scope: 'audit:read' },
+        basic: [ADMIN.id, ADMIN.secret],
+      })
+    ).body.access_token
+    const fleetOnly = (
+      await call('POST', '/oauth/token', 200, {
+        form: { grant_type: 'client_credentials', scope: 'fleet:read' },
+        basic: [ADMIN.id, ADMIN.secret],
+      })
+    ).body.access_token
     for (const { path, method, op } of validator.operations.filter((o) => o.path.startsWith('/v1/'))) {
       const scope = (op.security?.[0] as { bearer: string[] }).bearer[0]
       // Required query parameters (a reconciliation's period) are sent as its first success sent them.
-      const query = (op.parameters ?? []).some((p) => p.in === 'query' && (p as { required?: boolean }).required) ? `?${queries.get(op.operationId) ?? ''}` : ''
+      const query = (op.parameters ?? []).some((p) => p.in === 'query' && (p as { required?: boolean }).required)
+        ? `?${queries.get(op.operationId) ?? ''}`
+        : ''
       const missing = path.replace(/\{id\}/g, 'xx_01jd0000000000000000000000') + query
       const verb = method.toUpperCase()
       const body = requests.get(op.operationId)
       // A body that is not JSON (a statement as JSON lines or CSV) is sent in its own media type.
       const json = !op.requestBody || Boolean(op.requestBody.content['application/json'])
       const raw = rawRequests.get(op.operationId)
-      const withBody = op.requestBody ? (json ? { json: body ?? {} } : { raw: raw?.raw ?? '', contentType: raw?.contentType ?? Object.keys(op.requestBody.content)[0]! }) : {}
+      const withBody = op.requestBody
+        ? json
+          ? { json: body ?? {} }
+          : { raw: raw?.raw ?? '', contentType: raw?.contentType ?? Object.keys(op.requestBody.content)[0]! }
+        : {}
       const key = (why: string) => ({ 'idempotency-key': `${why}-${op.operationId}` })
       await call(verb, missing, 401, { ...withBody, headers: key('anon') })
       await call(verb, missing, 403, { token: scope === 'audit:read' ? fleetOnly : readOnly, ...withBody, headers: key('scope') })
-      if (path.includes('{id}')) await call(verb, missing, 404, { token: admin, ...withBody, headers: { 'idempotency-key': `missing-${op.operationId}` } })
+      if (path.includes('{id}'))
+        await call(verb, missing, 404, { token: admin, ...withBody, headers: { 'idempotency-key': `missing-${op.operationId}` } })
       if (op.requestBody) {
         const invalid = json ? { json: { not_a_field: true } } : { raw: 'not a line of a statement\n', contentType: withBody.contentType }
-        await call(verb, missing.replace(/xx_01jd\w+/, json ? world.broken! : world.fleet!), 422, { token: admin, ...invalid, headers: { 'idempotency-key': `bad-${op.operationId}` } })
-        if (json) await call(verb, missing, 400, { token: admin, raw: '{"unterminated', headers: { 'idempotency-key': `raw-${op.operationId}` } })
-        await call(verb, missing, 415, { token: admin, raw: 'plain text', contentType: 'text/plain', headers: { 'idempotency-key': `txt-${op.operationId}` } })
+        await call(verb, missing.replace(/xx_01jd\w+/, json ? world.broken! : world.fleet!), 422, {
+          token: admin,
+          ...invalid,
+          headers: { 'idempotency-key': `bad-${op.operationId}` },
+        })
+        if (json)
+          await call(verb, missing, 400, { token: admin, raw: '{"unterminated', headers: { 'idempotency-key': `raw-${op.operationId}` } })
+        await call(verb, missing, 415, {
+          token: admin,
+          raw: 'plain text',
+          contentType: 'text/plain',
+          headers: { 'idempotency-key': `txt-${op.operationId}` },
+        })
       }
     }
   })
@@ -276,7 +487,9 @@ describe('every answer of the API validates against the OpenAPI document', () =>
   })
 
   it('saw every operation of the document succeed', () => {
-    const never = validator.operations.filter(({ op }) => ![...(seen.get(op.operationId) ?? [])].some((s) => s < 400)).map(({ op }) => op.operationId)
+    const never = validator.operations
+      .filter(({ op }) => ![...(seen.get(op.operationId) ?? [])].some((s) => s < 400))
+      .map(({ op }) => op.operationId)
     expect(never).toEqual([])
   })
 
@@ -290,17 +503,27 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       if (!op.operationId || !op.summary) lacking.push(`${method} ${path}: operationId or summary`)
       const examples = [
         ...(op.parameters ?? []).map((p) => p.example ?? (p.schema as { example?: unknown } | undefined)?.example),
-        ...[...Object.values(op.requestBody?.content ?? {}), ...Object.values(op.responses).flatMap((r) => Object.values(r.content ?? {}))].map((m) => m.example),
+        ...[
+          ...Object.values(op.requestBody?.content ?? {}),
+          ...Object.values(op.responses).flatMap((r) => Object.values(r.content ?? {})),
+        ].map((m) => m.example),
       ].filter((example) => example !== undefined)
       if (examples.length === 0) lacking.push(`${method} ${path}: example`)
     }
     if (!UPDATE) expect(lacking).toEqual([]) // the document read at start predates the examples just written
     // The committed examples are real answers: each still validates against its schema.
     for (const { path, method, op } of validator.operations) {
-      const example = committed.operations[op.operationId] as { response?: { status: string; contentType: string; body?: unknown } } | undefined
+      const example = committed.operations[op.operationId] as
+        | { response?: { status: string; contentType: string; body?: unknown } }
+        | undefined
       if (!example?.response || example.response.body === undefined || !/json/.test(example.response.contentType)) continue
       const token = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1')
-      expect(validator.validates(`/paths/${token(path)}/${method}/responses/${example.response.status}/content/${token(example.response.contentType)}/schema`, example.response.body)).toEqual([])
+      expect(
+        validator.validates(
+          `/paths/${token(path)}/${method}/responses/${example.response.status}/content/${token(example.response.contentType)}/schema`,
+          example.response.body,
+        ),
+      ).toEqual([])
     }
     const webhooks = Object.entries(doc.webhooks ?? {})
     expect(webhooks.map(([type]) => type).sort()).toEqual(expect.arrayContaining(Object.keys(recorded.webhooks)))

@@ -6,7 +6,12 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 
 // The parts of the OpenAPI 3.1 document structure (spec.openapis.org/oas/v3.1.0 §4.8) that tools
 // depend on; no validator package needed.
-const Parameter = z.object({ name: z.string().min(1), in: z.enum(['path', 'query', 'header', 'cookie']), required: z.boolean().optional(), schema: z.record(z.string(), z.unknown()) })
+const Parameter = z.object({
+  name: z.string().min(1),
+  in: z.enum(['path', 'query', 'header', 'cookie']),
+  required: z.boolean().optional(),
+  schema: z.record(z.string(), z.unknown()),
+})
 const MediaTypes = z.record(z.string().regex(/^[\w.+-]+\/[\w.+-]+$/), z.object({ schema: z.record(z.string(), z.unknown()) }))
 const Operation = z.object({
   summary: z.string().optional(),
@@ -14,7 +19,9 @@ const Operation = z.object({
   tags: z.array(z.string()).optional(),
   parameters: z.array(Parameter).optional(),
   requestBody: z.object({ content: MediaTypes, required: z.boolean().optional() }).optional(),
-  responses: z.record(z.string().regex(/^([1-5]XX|[1-5]\d\d|default)$/), z.object({ description: z.string(), content: MediaTypes.optional() })).refine((r) => Object.keys(r).length > 0, 'an operation needs at least one response'),
+  responses: z
+    .record(z.string().regex(/^([1-5]XX|[1-5]\d\d|default)$/), z.object({ description: z.string(), content: MediaTypes.optional() }))
+    .refine((r) => Object.keys(r).length > 0, 'an operation needs at least one response'),
   security: z.array(z.record(z.string(), z.array(z.string()))).optional(),
 })
 const Document = z.object({
@@ -22,18 +29,28 @@ const Document = z.object({
   info: z.object({ title: z.string().min(1), version: z.string().min(1) }),
   servers: z.array(z.object({ url: z.string() })).optional(),
   paths: z.record(z.string().regex(/^\//), z.object(Object.fromEntries(METHODS.map((m) => [m, Operation.optional()])))),
-  components: z.object({ schemas: z.record(z.string(), z.record(z.string(), z.unknown())).optional(), securitySchemes: z.record(z.string(), z.object({ type: z.string() })).optional() }).optional(),
+  components: z
+    .object({
+      schemas: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+      securitySchemes: z.record(z.string(), z.object({ type: z.string() })).optional(),
+    })
+    .optional(),
 })
 
 /** Every `$ref` in the document, with where it was found. */
 function refsOf(value: unknown, at = '#'): { ref: string; at: string }[] {
   if (Array.isArray(value)) return value.flatMap((v, i) => refsOf(v, `${at}/${i}`))
   if (value === null || typeof value !== 'object') return []
-  return Object.entries(value).flatMap(([key, v]) => (key === '$ref' && typeof v === 'string' ? [{ ref: v, at }] : refsOf(v, `${at}/${key}`)))
+  return Object.entries(value).flatMap(([key, v]) =>
+    key === '$ref' && typeof v === 'string' ? [{ ref: v, at }] : refsOf(v, `${at}/${key}`),
+  )
 }
 
 function resolve(doc: unknown, ref: string): unknown {
-  return ref.slice(2).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  return ref
+    .slice(2)
+    .split('/')
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
     .reduce<unknown>((node, key) => (node && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined), doc)
 }
 
@@ -91,7 +108,8 @@ describe('the OpenAPI document', () => {
     const ids = ops.map((op) => op.operationId).filter(Boolean)
     expect(new Set(ids).size).toBe(ids.length)
     const schemes = Object.keys(doc.components?.securitySchemes ?? {})
-    for (const op of ops) for (const requirement of op.security ?? []) for (const name of Object.keys(requirement)) expect(schemes).toContain(name)
+    for (const op of ops)
+      for (const requirement of op.security ?? []) for (const name of Object.keys(requirement)) expect(schemes).toContain(name)
   })
 
   it('lists every route the app serves under /v1, /oauth and /.well-known', () => {
@@ -100,7 +118,9 @@ describe('the OpenAPI document', () => {
       .filter((r) => r.path !== '/v1/openapi.json') // the document does not describe itself
       .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:(\w+)/g, '{$1}')}`)
     expect(served.length).toBeGreaterThan(20)
-    const documented = new Set(Object.entries(doc.paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => `${m} ${path}`)))
+    const documented = new Set(
+      Object.entries(doc.paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => `${m} ${path}`)),
+    )
     expect([...new Set(served)].filter((route) => !documented.has(route))).toEqual([])
   })
 
@@ -118,7 +138,11 @@ describe('the OpenAPI document', () => {
   })
 
   it('generates the request schemas from the zod validators (e.g. NewPrescription is strict and requires cold_chain)', () => {
-    const schema = resolve(doc, '#/components/schemas/NewPrescription') as { required: string[]; additionalProperties: unknown; properties: Record<string, unknown> }
+    const schema = resolve(doc, '#/components/schemas/NewPrescription') as {
+      required: string[]
+      additionalProperties: unknown
+      properties: Record<string, unknown>
+    }
     expect(schema.required).toEqual(expect.arrayContaining(['patient_id', 'cold_chain']))
     expect(schema.additionalProperties).toBe(false)
     expect(schema.properties).toHaveProperty('temperature_profile')

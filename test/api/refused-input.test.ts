@@ -3,13 +3,29 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestService, type TestApi } from '../helpers/service.js'
 import { waitFor } from '../helpers/wait.js'
 
-const ENTITY_TABLES = ['pharmacies', 'prescriptions', 'deliveries', 'custody_events', 'events', 'idempotency_keys', 'fleets', 'drivers', 'totes', 'webhook_endpoints', 'oauth_clients'] as const
+const ENTITY_TABLES = [
+  'pharmacies',
+  'prescriptions',
+  'deliveries',
+  'custody_events',
+  'events',
+  'idempotency_keys',
+  'fleets',
+  'drivers',
+  'totes',
+  'webhook_endpoints',
+  'oauth_clients',
+] as const
 
 /** `[` × depth, then `]` × depth: arrays nested `depth` levels deep. */
 const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth)
 /** A valid-looking prescription whose bytes hold a lone 0xFF, which is never UTF-8. */
 const invalidUtf8 = (pharmacyId: string) =>
-  Buffer.concat([Buffer.from(`{"pharmacy_id":"${pharmacyId}","patient_id":"pt_`), Buffer.from([0xff]), Buffer.from('","cold_chain":false}')])
+  Buffer.concat([
+    Buffer.from(`{"pharmacy_id":"${pharmacyId}","patient_id":"pt_`),
+    Buffer.from([0xff]),
+    Buffer.from('","cold_chain":false}'),
+  ])
 
 describe('input that is refused, not rewritten', () => {
   let api: TestApi
@@ -19,16 +35,29 @@ describe('input that is refused, not rewritten', () => {
 
   const send = async (method: string, path: string, body: string | Buffer, headers: Record<string, string> = {}) => {
     const res = await api.service.app.request(path, {
-      method, body: typeof body === 'string' ? body : new Uint8Array(body),
-      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json', 'idempotency-key': `refused-${Math.random()}`, ...headers },
+      method,
+      body: typeof body === 'string' ? body : new Uint8Array(body),
+      headers: {
+        authorization: `Bearer ${admin}`,
+        'content-type': 'application/json',
+        'idempotency-key': `refused-${Math.random()}`,
+        ...headers,
+      },
     })
     const text = await res.text()
-    return { status: res.status, type: res.headers.get('content-type'), body: JSON.parse(text) as { code: string; detail: string; errors?: { pointer: string; message: string }[] } }
+    return {
+      status: res.status,
+      type: res.headers.get('content-type'),
+      body: JSON.parse(text) as { code: string; detail: string; errors?: { pointer: string; message: string }[] },
+    }
   }
   const rowCounts = async () => {
     const counts: Record<string, number> = {}
     for (const table of ENTITY_TABLES) {
-      const row = await api.service.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      const row = await api.service.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
       counts[table] = Number(row.n)
     }
     return counts
@@ -36,12 +65,18 @@ describe('input that is refused, not rewritten', () => {
 
   /** Every route that takes a JSON body, from the OpenAPI document, with real ids where it needs one. */
   async function jsonBodyRoutes(): Promise<{ method: string; path: string }[]> {
-    const doc = (await api.get('/v1/openapi.json', admin)).body as { paths: Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } }>> }
+    const doc = (await api.get('/v1/openapi.json', admin)).body as {
+      paths: Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } }>>
+    }
     const routes: { method: string; path: string }[] = []
     for (const [template, operations] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         if (!operation.requestBody?.content?.['application/json']) continue
-        const id = template.startsWith('/v1/deliveries') ? deliveryId : template.startsWith('/v1/pharmacies') ? pharmacyId : 'xx_01jd0000000000000000000000'
+        const id = template.startsWith('/v1/deliveries')
+          ? deliveryId
+          : template.startsWith('/v1/pharmacies')
+            ? pharmacyId
+            : 'xx_01jd0000000000000000000000'
         routes.push({ method: method.toUpperCase(), path: template.replace(/\{[^}]+\}/, id) })
       }
     }
@@ -67,7 +102,8 @@ describe('input that is refused, not rewritten', () => {
   })
 
   it('answers a document nested deeper than 32 levels with 400 invalid_json, and takes 32', async () => {
-    const member = (depth: number) => `{"pharmacy_id":"${pharmacyId}","patient_id":"pt_1","cold_chain":false,"external_ref":${nested(depth)}}`
+    const member = (depth: number) =>
+      `{"pharmacy_id":"${pharmacyId}","patient_id":"pt_1","cold_chain":false,"external_ref":${nested(depth)}}`
     const deep = await send('POST', '/v1/prescriptions', member(32))
     expect(deep.status).toBe(400)
     expect(deep.body).toMatchObject({ code: 'invalid_json', detail: expect.stringMatching(/deeper than 32/) })
@@ -76,7 +112,11 @@ describe('input that is refused, not rewritten', () => {
     expect(deepest.status).toBe(422)
     expect(deepest.body.errors).toEqual([expect.objectContaining({ pointer: '/external_ref' })])
     // Brackets inside strings are not nesting.
-    const inString = await send('POST', '/v1/prescriptions', `{"pharmacy_id":"${pharmacyId}","patient_id":"pt_1","cold_chain":false,"external_ref":"${'[\\"'.repeat(40)}"}`)
+    const inString = await send(
+      'POST',
+      '/v1/prescriptions',
+      `{"pharmacy_id":"${pharmacyId}","patient_id":"pt_1","cold_chain":false,"external_ref":"${'[\\"'.repeat(40)}"}`,
+    )
     expect(inString.status).toBe(201)
     const bomb = await send('POST', '/v1/prescriptions', nested(100_000))
     expect(bomb.status).toBe(400)
@@ -145,11 +185,16 @@ describe('a tote payload that is refused, not rewritten', () => {
   })
   afterAll(() => api.stop())
 
-  it('answers invalid UTF-8, deep nesting and reserved member names on the tote\'s errors topic, storing nothing', async () => {
+  it("answers invalid UTF-8, deep nesting and reserved member names on the tote's errors topic, storing nothing", async () => {
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+      username: tote.mqtt.username,
+      password: tote.mqtt.password,
+      clientId: tote.id,
+      reconnectPeriod: 0,
+    })
     const errors: { error: string; reason: string }[] = []
     client.on('message', (_topic, payload) => errors.push(JSON.parse(payload.toString())))
     await client.subscribeAsync(`rxtrace/v1/totes/${tote.id}/errors`, { qos: 1 })
@@ -157,7 +202,9 @@ describe('a tote payload that is refused, not rewritten', () => {
     const topic = `rxtrace/v1/totes/${tote.id}/readings`
     const reading = `{"ts":${Date.now()},"temp_c":4.5`
     // The 0xFF sits in a member the parser would otherwise ignore: U+FFFD would pass unseen.
-    await client.publishAsync(topic, Buffer.concat([Buffer.from(`${reading},"note":"`), Buffer.from([0xff]), Buffer.from('"}')]), { qos: 1 })
+    await client.publishAsync(topic, Buffer.concat([Buffer.from(`${reading},"note":"`), Buffer.from([0xff]), Buffer.from('"}')]), {
+      qos: 1,
+    })
     await client.publishAsync(topic, `${reading},"gateway":${nested(40)}}`, { qos: 1 })
     await client.publishAsync(topic, `[${reading}},${reading},"__proto__":{"temp_c":1}}]`, { qos: 1 })
     await waitFor(() => errors.length === 3)

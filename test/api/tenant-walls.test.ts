@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startTestService, type TestApi } from '../helpers/service.js'
 
-const PHARMACY_SCOPES = 'pharmacies:read prescriptions:read prescriptions:write deliveries:read deliveries:write fleet:read fleet:write totes:write telemetry:read audit:read clients:write'
+const PHARMACY_SCOPES =
+  'pharmacies:read prescriptions:read prescriptions:write deliveries:read deliveries:write fleet:read fleet:write totes:write telemetry:read audit:read clients:write'
 const FLEET_SCOPES = 'fleet:read fleet:write deliveries:read totes:write telemetry:read audit:read'
 
 describe('walls between tenants', () => {
@@ -43,7 +44,10 @@ describe('walls between tenants', () => {
       const drivers = (await api.get(`/v1/fleets/${fleet.fleetId}/drivers?limit=100`, admin)).body.data
       expect(drivers.map((d: { name: string }) => d.name)).not.toContain('Mallory')
       const rx = await api.prescription(tokenA, {})
-      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, tokenA, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, tokenA, {
+        fleet_id: fleet.fleetId,
+        driver_id: fleet.driverId,
+      })
       expect(dispatched.status, dispatched.text).toBe(200)
     })
 
@@ -115,7 +119,9 @@ describe('walls between tenants', () => {
     it("does not name another pharmacy's delivery when a fleet's tote is busy with it", async () => {
       const tote = await api.tote(fleetToken, { fleet_id: fleet.fleetId })
       const rxB = await api.prescription(tokenB, {})
-      expect((await api.post(`/v1/deliveries/${rxB.delivery_id}/dispatch`, tokenB, { fleet_id: fleet.fleetId, tote_id: tote.id })).status).toBe(200)
+      expect(
+        (await api.post(`/v1/deliveries/${rxB.delivery_id}/dispatch`, tokenB, { fleet_id: fleet.fleetId, tote_id: tote.id })).status,
+      ).toBe(200)
       const rxA = await api.prescription(tokenA, {})
       const busy = await api.post(`/v1/deliveries/${rxA.delivery_id}/dispatch`, tokenA, { fleet_id: fleet.fleetId, tote_id: tote.id })
       expect(busy.status).toBe(409)

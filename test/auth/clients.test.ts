@@ -31,8 +31,11 @@ describe('a client restricted to one pharmacy', () => {
     fleetId = (await api.fleetWithDriver(admin)).fleetId
     rxB = await api.prescription(admin, { pharmacy_id: b.id })
     const created = await api.post('/v1/oauth/clients', admin, {
-      client_name: 'Pharmacy A back office', grant_types: ['client_credentials'], scope: PHARMACY_SCOPES,
-      token_endpoint_auth_method: 'client_secret_post', pharmacy_id: a.id,
+      client_name: 'Pharmacy A back office',
+      grant_types: ['client_credentials'],
+      scope: PHARMACY_SCOPES,
+      token_endpoint_auth_method: 'client_secret_post',
+      pharmacy_id: a.id,
     })
     expect(created.status, created.text).toBe(201)
     client = created.body
@@ -45,8 +48,14 @@ describe('a client restricted to one pharmacy', () => {
 
   it('is registered with RFC 7591 fields, its secret shown once and never again', async () => {
     expect(client).toMatchObject({
-      client_id: expect.stringMatching(/^cl_/), client_secret: expect.any(String), client_name: 'Pharmacy A back office',
-      grant_types: ['client_credentials'], scope: PHARMACY_SCOPES, token_endpoint_auth_method: 'client_secret_post', pharmacy_id: a.id, fleet_id: null,
+      client_id: expect.stringMatching(/^cl_/),
+      client_secret: expect.any(String),
+      client_name: 'Pharmacy A back office',
+      grant_types: ['client_credentials'],
+      scope: PHARMACY_SCOPES,
+      token_endpoint_auth_method: 'client_secret_post',
+      pharmacy_id: a.id,
+      fleet_id: null,
     })
     const read = await api.get(`/v1/oauth/clients/${client.client_id}`, admin)
     expect(read.status).toBe(200)
@@ -57,7 +66,12 @@ describe('a client restricted to one pharmacy', () => {
   it('gets tokens carrying its pharmacy and only its scopes', async () => {
     expect(decodeJwt(token)).toMatchObject({ pharmacy_id: a.id, scope: PHARMACY_SCOPES, client_id: client.client_id })
     const more = await api.request('POST', '/oauth/token', {
-      raw: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret, scope: 'audit:read' }).toString(),
+      raw: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: client.client_id,
+        client_secret: client.client_secret,
+        scope: 'audit:read',
+      }).toString(),
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     })
     expect(more.status).toBe(400)
@@ -71,7 +85,11 @@ describe('a client restricted to one pharmacy', () => {
   })
 
   it("answers 404 for pharmacy B's prescription, delivery, custody and pharmacy, as if they did not exist", async () => {
-    for (const path of [`/v1/prescriptions/${rxB.rx_id}`, `/v1/deliveries/${rxB.delivery_id}`, `/v1/deliveries/${rxB.delivery_id}/custody/verify`]) {
+    for (const path of [
+      `/v1/prescriptions/${rxB.rx_id}`,
+      `/v1/deliveries/${rxB.delivery_id}`,
+      `/v1/deliveries/${rxB.delivery_id}/custody/verify`,
+    ]) {
       const res = await api.get(path, token)
       expect(res.status, path).toBe(404)
       expect(res.body.code).toBe('not_found')
@@ -100,7 +118,12 @@ describe('a client restricted to one pharmacy', () => {
     const dispatch = await api.post(`/v1/deliveries/${rxB.delivery_id}/dispatch`, token, { fleet_id: fleetId })
     expect(dispatch.status).toBe(404)
     expect((await api.get(`/v1/deliveries/${rxB.delivery_id}`, admin)).body.status).toBe('QUEUED')
-    const queued = await api.post('/v1/prescriptions', token, { patient_id: 'pt_9', cold_chain: false, pharmacy_id: b.id }, { 'idempotency-key': 'cross-tenant' })
+    const queued = await api.post(
+      '/v1/prescriptions',
+      token,
+      { patient_id: 'pt_9', cold_chain: false, pharmacy_id: b.id },
+      { 'idempotency-key': 'cross-tenant' },
+    )
     expect(queued.status).toBe(404)
   })
 
@@ -117,10 +140,11 @@ describe('a client restricted to one pharmacy', () => {
 
   it("can neither revoke nor introspect another client's token (RFC 7009 §2.1, RFC 7662 §4)", async () => {
     const adminToken = await api.adminToken('pharmacies:read')
-    const form = (path: string) => api.request('POST', path, {
-      raw: new URLSearchParams({ token: adminToken, client_id: client.client_id, client_secret: client.client_secret }).toString(),
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    })
+    const form = (path: string) =>
+      api.request('POST', path, {
+        raw: new URLSearchParams({ token: adminToken, client_id: client.client_id, client_secret: client.client_secret }).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      })
     expect((await form('/oauth/introspect')).body).toEqual({ active: false })
     expect((await form('/oauth/revoke')).status).toBe(200) // answered as if done…
     expect((await api.get('/v1/pharmacies', adminToken)).status).toBe(200) // …but the token still works
@@ -147,7 +171,13 @@ describe('a client restricted to one fleet', () => {
     const pharmacy = await api.pharmacy(admin)
     const mine = await api.fleetWithDriver(admin)
     const theirs = await api.fleetWithDriver(admin)
-    const created = (await api.post('/v1/oauth/clients', admin, { client_name: 'courier app', scope: 'deliveries:read custody:write fleet:read', fleet_id: mine.fleetId })).body
+    const created = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'courier app',
+        scope: 'deliveries:read custody:write fleet:read',
+        fleet_id: mine.fleetId,
+      })
+    ).body
     const token = await api.tokenFor(created.client_id, created.client_secret)
     const ours = await api.prescription(admin, { pharmacy_id: pharmacy.id })
     const other = await api.prescription(admin, { pharmacy_id: pharmacy.id })
@@ -164,7 +194,11 @@ describe('a client restricted to one fleet', () => {
     const pickup = { from: pharmacy.id, to: mine.driverId, signature: 'sig' }
     expect((await api.post(`/v1/deliveries/${other.delivery_id}/pickup`, token, { ...pickup, to: theirs.driverId })).status).toBe(404)
     expect((await api.post(`/v1/deliveries/${ours.delivery_id}/pickup`, token, pickup)).status).toBe(200)
-    const foreignDriver = await api.post(`/v1/deliveries/${ours.delivery_id}/handoff`, token, { from: mine.driverId, to: theirs.driverId, signature: 'sig' })
+    const foreignDriver = await api.post(`/v1/deliveries/${ours.delivery_id}/handoff`, token, {
+      from: mine.driverId,
+      to: theirs.driverId,
+      signature: 'sig',
+    })
     expect(foreignDriver.status).toBe(422)
     expect(foreignDriver.body.errors).toEqual([expect.objectContaining({ pointer: '/to' })])
   })
@@ -181,11 +215,21 @@ describe('rotating a client secret', () => {
   afterAll(() => api.stop())
 
   it('accepts the old and the new secret during the overlap, and only the new one after it', async () => {
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'rotating', scope: 'pharmacies:read', token_endpoint_auth_method: 'client_secret_post' })).body
+    const client = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'rotating',
+        scope: 'pharmacies:read',
+        token_endpoint_auth_method: 'client_secret_post',
+      })
+    ).body
     const rotated = await api.post(`/v1/oauth/clients/${client.client_id}/rotate-secret`, admin, { overlap_s: 3_600 })
     expect(rotated.status, rotated.text).toBe(200)
     expect(rotated.headers.get('cache-control')).toBe('no-store')
-    expect(rotated.body).toMatchObject({ client_id: client.client_id, client_secret: expect.any(String), previous_secret_expires_at: new Date(clock.now() + HOUR).toISOString() })
+    expect(rotated.body).toMatchObject({
+      client_id: client.client_id,
+      client_secret: expect.any(String),
+      previous_secret_expires_at: new Date(clock.now() + HOUR).toISOString(),
+    })
     const next = rotated.body.client_secret
     expect(next).not.toBe(client.client_secret)
 

@@ -61,7 +61,13 @@ describe('no token acts on a client more powerful than itself', () => {
 
   it('gives a client registered without scope only read-only scopes of its kind, never everything its creator holds', async () => {
     const unrestricted = await register({ client_name: 'no scope named' })
-    expect(unrestricted.scope.split(' ').sort()).toEqual(['deliveries:read', 'fleet:read', 'pharmacies:read', 'prescriptions:read', 'telemetry:read'])
+    expect(unrestricted.scope.split(' ').sort()).toEqual([
+      'deliveries:read',
+      'fleet:read',
+      'pharmacies:read',
+      'prescriptions:read',
+      'telemetry:read',
+    ])
     const pharmacy = await register({ client_name: 'pharmacy, no scope named', pharmacy_id: pharmacyA })
     expect(pharmacy.scope.split(' ').sort()).toEqual(['deliveries:read', 'pharmacies:read', 'prescriptions:read', 'telemetry:read'])
     const issued = await tokenRequest(api, {}, basic(pharmacy.client_id, pharmacy.client_secret))
@@ -81,15 +87,29 @@ describe('cold-chain:disposition is a pharmacy decision', () => {
   afterAll(() => api.stop())
 
   it('is refused to a fleet-restricted client at registration', async () => {
-    const res = await api.post('/v1/oauth/clients', admin, { client_name: 'courier', scope: 'deliveries:read cold-chain:disposition', fleet_id: fleetId })
+    const res = await api.post('/v1/oauth/clients', admin, {
+      client_name: 'courier',
+      scope: 'deliveries:read cold-chain:disposition',
+      fleet_id: fleetId,
+    })
     expect(res.status).toBe(422)
     expect(res.body.errors).toEqual([expect.objectContaining({ pointer: '/scope' })])
   })
 
   it('is left out of the tokens of a fleet client registered with it before the rule', async () => {
-    const created = (await api.post('/v1/oauth/clients', admin, { client_name: 'older courier', scope: 'deliveries:read custody:write', fleet_id: fleetId })).body
+    const created = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'older courier',
+        scope: 'deliveries:read custody:write',
+        fleet_id: fleetId,
+      })
+    ).body
     // A registration written before the rule existed.
-    await api.service.db.updateTable('oauth_clients').set({ scope: 'deliveries:read custody:write cold-chain:disposition' }).where('client_id', '=', created.client_id).execute()
+    await api.service.db
+      .updateTable('oauth_clients')
+      .set({ scope: 'deliveries:read custody:write cold-chain:disposition' })
+      .where('client_id', '=', created.client_id)
+      .execute()
     const issued = await tokenRequest(api, {}, basic(created.client_id, created.client_secret))
     expect(issued.status).toBe(200)
     expect(issued.body.scope).toBe('deliveries:read custody:write')
@@ -107,7 +127,13 @@ describe('client authentication per RFC 6749 §2.3', () => {
   beforeAll(async () => {
     api = await startTestService()
     admin = await api.adminToken()
-    poster = (await api.post('/v1/oauth/clients', admin, { client_name: 'form poster', scope: 'pharmacies:read', token_endpoint_auth_method: 'client_secret_post' })).body
+    poster = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'form poster',
+        scope: 'pharmacies:read',
+        token_endpoint_auth_method: 'client_secret_post',
+      })
+    ).body
   })
   afterAll(() => api.stop())
 
@@ -123,7 +149,11 @@ describe('client authentication per RFC 6749 §2.3', () => {
   })
 
   it('refuses a request using two methods at once with invalid_request', async () => {
-    const both = await tokenRequest(api, { client_id: poster.client_id, client_secret: poster.client_secret }, basic(poster.client_id, poster.client_secret))
+    const both = await tokenRequest(
+      api,
+      { client_id: poster.client_id, client_secret: poster.client_secret },
+      basic(poster.client_id, poster.client_secret),
+    )
     expect(both.status).toBe(400)
     expect(both.body.error).toBe('invalid_request')
     const adminBoth = await tokenRequest(api, { client_secret: ADMIN.secret }, basic(ADMIN.id, ADMIN.secret))

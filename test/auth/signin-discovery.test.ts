@@ -31,7 +31,14 @@ describe('discovery of people’s sign-in', () => {
     expect(Object.keys(doc.paths['/v1/users/{id}'])).toEqual(expect.arrayContaining(['get', 'patch']))
     expect(doc.components.schemas.NewClient.properties).toHaveProperty('first_party')
     expect(doc.components.schemas.NewClient.properties.token_endpoint_auth_method.enum).toContain('none')
-    expect(doc.components.schemas.NewUser.properties.role.enum).toEqual(['pharmacist', 'technician', 'dispatcher', 'driver', 'fleet_admin', 'admin'])
+    expect(doc.components.schemas.NewUser.properties.role.enum).toEqual([
+      'pharmacist',
+      'technician',
+      'dispatcher',
+      'driver',
+      'fleet_admin',
+      'admin',
+    ])
     const token = doc.paths['/oauth/token'].post.requestBody.content['application/x-www-form-urlencoded'].schema
     expect(JSON.stringify(token)).toContain('code_verifier')
   })

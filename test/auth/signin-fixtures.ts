@@ -12,11 +12,24 @@ export async function signInWorld(env: Record<string, string> = {}, overrides: S
   const api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10', ...env }, overrides)
   const admin = await api.adminToken()
   const pharmacy = await api.pharmacy(admin)
-  const user = (await api.post('/v1/users', admin, { email: 'Pat@Example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })).body
-  const client = (await api.post('/v1/oauth/clients', admin, {
-    client_name: 'Pharmacist Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true,
-    scope: allScopes.join(' '), // a person's token is capped by the role; the app may ask for anything
-  })).body
+  const user = (
+    await api.post('/v1/users', admin, {
+      email: 'Pat@Example.com',
+      name: 'Pat Pharmacist',
+      role: 'pharmacist',
+      pharmacy_id: pharmacy.id,
+      password: PASSWORD,
+    })
+  ).body
+  const client = (
+    await api.post('/v1/oauth/clients', admin, {
+      client_name: 'Pharmacist Console',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [REDIRECT],
+      first_party: true,
+      scope: allScopes.join(' '), // a person's token is capped by the role; the app may ask for anything
+    })
+  ).body
   return { api, admin, pharmacy, user, client }
 }
 

@@ -37,13 +37,23 @@ function httpBrowser() {
     const location = res.headers.get('location')
     return { status: res.status, headers: res.headers, text, location: location ? new URL(location, url) : null }
   }
-  return { jar, get: (url: string) => go(url, { method: 'GET' }), post: (url: string, form: Record<string, string>) => go(url, { method: 'POST', form }) }
+  return {
+    jar,
+    get: (url: string) => go(url, { method: 'GET' }),
+    post: (url: string, form: Record<string, string>) => go(url, { method: 'POST', form }),
+  }
 }
 
 /** The page's form: where it posts and its hidden inputs (the CSRF token among them), unescaped as a browser would. */
 function parseForm(html: string, base: string) {
   const action = /<form[^>]*action="([^"]*)"/.exec(html)?.[1]
-  const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+  const unescape = (s: string) =>
+    s
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&')
   const fields: Record<string, string> = {}
   for (const m of html.matchAll(/<input[^>]*type="hidden"[^>]*>/g)) {
     const name = /name="([^"]*)"/.exec(m[0])?.[1]
@@ -67,11 +77,21 @@ describe('sign-in end to end over HTTP with oauth4webapi and a cookie jar', () =
     issuer = new URL(base)
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
-    const user = await api.post('/v1/users', admin, { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })
+    const user = await api.post('/v1/users', admin, {
+      email: 'pat@example.com',
+      name: 'Pat Pharmacist',
+      role: 'pharmacist',
+      pharmacy_id: pharmacy.id,
+      password: PASSWORD,
+    })
     expect(user.status).toBe(201)
     // A public client (no secret); new clients default to read-only scopes, so it names its own.
     const registered = await api.post('/v1/oauth/clients', admin, {
-      client_name: 'Third-Party Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: allScopes.join(' '),
+      client_name: 'Third-Party Console',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [REDIRECT],
+      first_party: true,
+      scope: allScopes.join(' '),
     })
     expect(registered.status).toBe(201)
     client = { client_id: registered.body.client_id as string }
@@ -99,8 +119,13 @@ describe('sign-in end to end over HTTP with oauth4webapi and a cookie jar', () =
     const state = oauth.generateRandomState()
     const authorizationUrl = new URL(as.authorization_endpoint!)
     authorizationUrl.search = new URLSearchParams({
-      response_type: 'code', client_id: client.client_id, redirect_uri: REDIRECT, scope: 'deliveries:read prescriptions:read',
-      code_challenge: challenge, code_challenge_method: 'S256', state,
+      response_type: 'code',
+      client_id: client.client_id,
+      redirect_uri: REDIRECT,
+      scope: 'deliveries:read prescriptions:read',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state,
     }).toString()
 
     // The person: the sign-in page, then the form posted back with its CSRF token and the password.
@@ -140,18 +165,30 @@ describe('sign-in end to end over HTTP with oauth4webapi and a cookie jar', () =
 
     // Rotation: the refresh token is exchanged for a new pair.
     const first = tokens.refresh_token!
-    const rotated = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), first, options))
+    const rotated = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.None(), first, options),
+    )
     expect(rotated.refresh_token).toBeTruthy()
     expect(rotated.refresh_token).not.toBe(first)
     const second = rotated.refresh_token!
     expect(await call(rotated.access_token, '/v1/deliveries')).toBe(200)
 
     // Replay of the rotated token: invalid_grant ...
-    const replay = oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), first, options))
+    const replay = oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.None(), first, options),
+    )
     await expect(replay).rejects.toBeInstanceOf(oauth.ResponseBodyError)
     await expect(replay).rejects.toMatchObject({ error: 'invalid_grant', status: 400 })
     // ... and the family is revoked: the newer refresh token and the access tokens it issued are dead too.
-    const after = oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), second, options))
+    const after = oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.None(), second, options),
+    )
     await expect(after).rejects.toMatchObject({ error: 'invalid_grant' })
     expect(await call(rotated.access_token, '/v1/deliveries')).toBe(401)
     expect(await call(tokens.access_token, '/v1/deliveries')).toBe(401)

@@ -26,15 +26,33 @@ function describeRotation(store: StoreUnderTest) {
       api = await store.start({ PASSWORD_SCRYPT_LOG2_N: '10' })
       const admin = await api.adminToken()
       const pharmacy = await api.pharmacy(admin)
-      await api.post('/v1/users', admin, { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })
-      clientId = (await api.post('/v1/oauth/clients', admin, {
-        client_name: 'Pharmacist Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: allScopes.join(' '),
-      })).body.client_id
+      await api.post('/v1/users', admin, {
+        email: 'pat@example.com',
+        name: 'Pat Pharmacist',
+        role: 'pharmacist',
+        pharmacy_id: pharmacy.id,
+        password: PASSWORD,
+      })
+      clientId = (
+        await api.post('/v1/oauth/clients', admin, {
+          client_name: 'Pharmacist Console',
+          token_endpoint_auth_method: 'none',
+          redirect_uris: [REDIRECT],
+          first_party: true,
+          scope: allScopes.join(' '),
+        })
+      ).body.client_id
     })
 
     async function firstRefreshToken(): Promise<string> {
       const { code, verifier } = await codeFor(api, clientId)
-      const tokens = await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId })
+      const tokens = await tokenRequest(api, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+        client_id: clientId,
+      })
       expect(tokens.status).toBe(200)
       return tokens.body.refresh_token as string
     }
@@ -44,10 +62,14 @@ function describeRotation(store: StoreUnderTest) {
     async function failingInserts(): Promise<() => Promise<void>> {
       const db = api.service.db
       if (store.name === 'sqlite') {
-        await sql`create trigger refuse_refresh before insert on refresh_tokens begin select raise(abort, 'injected failure'); end`.execute(db)
+        await sql`create trigger refuse_refresh before insert on refresh_tokens begin select raise(abort, 'injected failure'); end`.execute(
+          db,
+        )
         return async () => void (await sql`drop trigger refuse_refresh`.execute(db))
       }
-      await sql`create function refuse_refresh() returns trigger language plpgsql as $$ begin raise exception 'injected failure'; end $$`.execute(db)
+      await sql`create function refuse_refresh() returns trigger language plpgsql as $$ begin raise exception 'injected failure'; end $$`.execute(
+        db,
+      )
       await sql`create trigger refuse_refresh before insert on refresh_tokens for each row execute function refuse_refresh()`.execute(db)
       return async () => {
         await sql`drop trigger refuse_refresh on refresh_tokens`.execute(db)
@@ -60,7 +82,8 @@ function describeRotation(store: StoreUnderTest) {
       const restore = await failingInserts()
       try {
         const failed = await api.service.app.request('/oauth/token', {
-          method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
           body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: first, client_id: clientId }).toString(),
         })
         expect(failed.status).toBe(500)
@@ -82,8 +105,15 @@ function describeRotation(store: StoreUnderTest) {
       // The replay revoked the family, the winner's new refresh token and access token with it.
       expect((await refresh(winner.body.refresh_token)).status).toBe(400)
       expect((await api.get('/v1/deliveries', winner.body.access_token)).status).toBe(401)
-      const family = await api.service.db.selectFrom('refresh_tokens').select(['revoked_at']).where('family_id', '=',
-        api.service.db.selectFrom('refresh_tokens').select('family_id').where('access_jti', '=', decodeJti(winner.body.access_token))).execute()
+      const family = await api.service.db
+        .selectFrom('refresh_tokens')
+        .select(['revoked_at'])
+        .where(
+          'family_id',
+          '=',
+          api.service.db.selectFrom('refresh_tokens').select('family_id').where('access_jti', '=', decodeJti(winner.body.access_token)),
+        )
+        .execute()
       expect(family.length).toBe(2)
       expect(family.every((row) => row.revoked_at !== null)).toBe(true)
     })

@@ -35,26 +35,59 @@ describe('sign-in security (RFC 9700)', () => {
 
   it('PKCE is required, S256 only: a missing challenge or plain is redirected back as invalid_request', async () => {
     const b = browser(api.service)
-    const missing = await b.get(`/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, state: 's1' })}`)
+    const missing = await b.get(
+      `/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, state: 's1' })}`,
+    )
     expect(missing.status).toBe(302)
-    expect(Object.fromEntries(missing.location!.searchParams)).toMatchObject({ error: 'invalid_request', state: 's1', iss: 'http://rxtrace.test' })
-    const plain = await b.get(authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().verifier, code_challenge_method: 'plain' }))
+    expect(Object.fromEntries(missing.location!.searchParams)).toMatchObject({
+      error: 'invalid_request',
+      state: 's1',
+      iss: 'http://rxtrace.test',
+    })
+    const plain = await b.get(
+      authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().verifier, code_challenge_method: 'plain' }),
+    )
     expect(plain.location!.searchParams.get('error')).toBe('invalid_request')
-    const token = await b.get(authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().challenge, response_type: 'token' }))
+    const token = await b.get(
+      authorizeUrl({ client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().challenge, response_type: 'token' }),
+    )
     expect(token.location!.searchParams.get('error')).toBe('unsupported_response_type')
   })
 
   it('a wrong verifier, another redirect URI or another client fails with invalid_grant, and spends the code', async () => {
     const { code, verifier } = await codeFor(api, clientId)
-    const wrong = await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: pkce().verifier, client_id: clientId })
+    const wrong = await tokenRequest(api, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT,
+      code_verifier: pkce().verifier,
+      client_id: clientId,
+    })
     expect(wrong).toMatchObject({ status: 400, body: { error: 'invalid_grant' } })
-    const right = await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId })
+    const right = await tokenRequest(api, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT,
+      code_verifier: verifier,
+      client_id: clientId,
+    })
     expect(right.body.error).toBe('invalid_grant') // tried once, gone
 
     const other = await codeFor(api, clientId)
-    const noVerifier = await tokenRequest(api, { grant_type: 'authorization_code', code: other.code, redirect_uri: REDIRECT, client_id: clientId })
+    const noVerifier = await tokenRequest(api, {
+      grant_type: 'authorization_code',
+      code: other.code,
+      redirect_uri: REDIRECT,
+      client_id: clientId,
+    })
     expect(noVerifier.body.error).toBe('invalid_request')
-    const elsewhere = await tokenRequest(api, { grant_type: 'authorization_code', code: other.code, redirect_uri: 'https://console.example/other', code_verifier: other.verifier, client_id: clientId })
+    const elsewhere = await tokenRequest(api, {
+      grant_type: 'authorization_code',
+      code: other.code,
+      redirect_uri: 'https://console.example/other',
+      code_verifier: other.verifier,
+      client_id: clientId,
+    })
     expect(elsewhere.body.error).toBe('invalid_grant')
   })
 
@@ -66,17 +99,37 @@ describe('sign-in security (RFC 9700)', () => {
     expect((await api.get('/v1/deliveries', first.body.access_token)).status).toBe(200)
     expect(await tokenRequest(api, form)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } })
     expect((await api.get('/v1/deliveries', first.body.access_token)).status).toBe(401)
-    expect((await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: clientId })).body.error).toBe('invalid_grant')
+    expect(
+      (await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: clientId })).body.error,
+    ).toBe('invalid_grant')
   })
 
   it('a code expires after 60 seconds', async () => {
     const { code, verifier } = await codeFor(api, clientId)
-    await api.service.db.updateTable('authorization_codes').set({ expires_at: new Date(Date.now() - 1).toISOString() }).execute()
-    expect((await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId })).body.error).toBe('invalid_grant')
+    await api.service.db
+      .updateTable('authorization_codes')
+      .set({ expires_at: new Date(Date.now() - 1).toISOString() })
+      .execute()
+    expect(
+      (
+        await tokenRequest(api, {
+          grant_type: 'authorization_code',
+          code,
+          redirect_uri: REDIRECT,
+          code_verifier: verifier,
+          client_id: clientId,
+        })
+      ).body.error,
+    ).toBe('invalid_grant')
   })
 
   it('a public client can neither register nor use client_credentials', async () => {
-    const registered = await api.post('/v1/oauth/clients', world.admin, { client_name: 'SPA', token_endpoint_auth_method: 'none', grant_types: ['client_credentials'], redirect_uris: [REDIRECT] })
+    const registered = await api.post('/v1/oauth/clients', world.admin, {
+      client_name: 'SPA',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['client_credentials'],
+      redirect_uris: [REDIRECT],
+    })
     expect(registered.status).toBe(422)
     expect(registered.body.errors[0].pointer).toBe('/grant_types')
     const token = await tokenRequest(api, { grant_type: 'client_credentials', client_id: clientId })
@@ -86,7 +139,13 @@ describe('sign-in security (RFC 9700)', () => {
 
   it('only an unrestricted administrator marks a client first-party', async () => {
     const token = await api.tokenFor('cl_admin', 'admin-secret-for-tests-only-0123', 'clients:write')
-    const res = await api.post('/v1/oauth/clients', token, { client_name: 'Sneaky', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: 'clients:write' })
+    const res = await api.post('/v1/oauth/clients', token, {
+      client_name: 'Sneaky',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [REDIRECT],
+      first_party: true,
+      scope: 'clients:write',
+    })
     expect(res.status).toBe(422)
     expect(res.body.errors[0].pointer).toBe('/first_party')
   })
@@ -126,7 +185,8 @@ describe('registering a client for sign-in', () => {
   it('redirect URIs are https or loopback http, without a fragment; authorization_code needs one', async () => {
     const world = await signInWorld()
     try {
-      const register = (body: Record<string, unknown>) => world.api.post('/v1/oauth/clients', world.admin, { client_name: 'App', token_endpoint_auth_method: 'none', ...body })
+      const register = (body: Record<string, unknown>) =>
+        world.api.post('/v1/oauth/clients', world.admin, { client_name: 'App', token_endpoint_auth_method: 'none', ...body })
       for (const uri of ['http://app.example/cb', 'https://app.example/cb#frag']) {
         const res = await register({ redirect_uris: [uri] })
         expect(res.status).toBe(422)
@@ -150,15 +210,22 @@ describe('lifetimes and bindings of codes, refresh tokens and sessions (test clo
     world = await signInWorld({}, { clock })
     api = world.api
     clientId = world.client.client_id
-    otherClient = (await api.post('/v1/oauth/clients', world.admin, {
-      client_name: 'Another Console', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT], first_party: true, scope: 'deliveries:read',
-    })).body
+    otherClient = (
+      await api.post('/v1/oauth/clients', world.admin, {
+        client_name: 'Another Console',
+        token_endpoint_auth_method: 'none',
+        redirect_uris: [REDIRECT],
+        first_party: true,
+        scope: 'deliveries:read',
+      })
+    ).body
   })
   afterAll(() => api.stop())
 
   const exchange = (code: string, verifier: string, client = clientId) =>
     tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: client })
-  const refresh = (token: string, client = clientId) => tokenRequest(api, { grant_type: 'refresh_token', refresh_token: token, client_id: client })
+  const refresh = (token: string, client = clientId) =>
+    tokenRequest(api, { grant_type: 'refresh_token', refresh_token: token, client_id: client })
 
   it('a code works for 60 seconds, not after', async () => {
     const early = await codeFor(api, clientId)
@@ -194,7 +261,11 @@ describe('lifetimes and bindings of codes, refresh tokens and sessions (test clo
       if (next.status !== 200) break
       current = next.body.refresh_token
     }
-    const created = await api.service.db.selectFrom('refresh_tokens').select('family_created_at').where('token_hash', '=', sha256Hex(current)).executeTakeFirstOrThrow()
+    const created = await api.service.db
+      .selectFrom('refresh_tokens')
+      .select('family_created_at')
+      .where('token_hash', '=', sha256Hex(current))
+      .executeTakeFirstOrThrow()
     expect(clock.now()).toBeGreaterThanOrEqual(Date.parse(created.family_created_at) + 30 * 24 * HOUR)
     expect((await refresh(current)).body.error).toBe('invalid_grant')
   })
@@ -218,9 +289,19 @@ describe('what a failed sign-in costs and what the pages leave behind', () => {
   it('one scrypt derivation, with the same parameters, for an unknown account, a wrong password, a disabled user and a user without a password, from the first attempt on', async () => {
     const { api, admin, pharmacy, client } = await signInWorld()
     try {
-      const noPassword = (await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })).body
+      const noPassword = (
+        await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })
+      ).body
       expect(noPassword.setup_url).toBeTruthy()
-      const disabled = (await api.post('/v1/users', admin, { email: 'gone@example.com', name: 'Gone', role: 'technician', pharmacy_id: pharmacy.id, password: PASSWORD })).body
+      const disabled = (
+        await api.post('/v1/users', admin, {
+          email: 'gone@example.com',
+          name: 'Gone',
+          role: 'technician',
+          pharmacy_id: pharmacy.id,
+          password: PASSWORD,
+        })
+      ).body
       expect((await api.request('PATCH', `/v1/users/${disabled.id}`, { token: admin, body: { disabled: true } })).status).toBe(200)
       const passwords = api.service.people.passwords
       const params = { client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }
@@ -237,7 +318,11 @@ describe('what a failed sign-in costs and what the pages leave behind', () => {
       expect(await costOf('gone@example.com', PASSWORD)).toBe(1)
       expect(await costOf('new@example.com', 'not the password!!')).toBe(1)
       expect(await costOf('nobody-else@example.com', 'not the password!!')).toBe(1)
-      const stored = await api.service.db.selectFrom('users').select('password_hash').where('email', '=', 'pat@example.com').executeTakeFirstOrThrow()
+      const stored = await api.service.db
+        .selectFrom('users')
+        .select('password_hash')
+        .where('email', '=', 'pat@example.com')
+        .executeTakeFirstOrThrow()
       expect(stored.password_hash!.split('$').slice(0, 4)).toEqual((passwords as unknown as { dummy: string }).dummy.split('$').slice(0, 4))
     } finally {
       await api.stop()
@@ -268,11 +353,21 @@ describe('what a failed sign-in costs and what the pages leave behind', () => {
 
   it('no password, setup link, code, verifier, refresh or access token, CSRF token or session id reaches a log line', async () => {
     const lines: string[] = []
-    const logger = pino(loggerOptions('trace'), new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done() } }))
+    const logger = pino(
+      loggerOptions('trace'),
+      new Writable({
+        write(chunk, _enc, done) {
+          lines.push(String(chunk))
+          done()
+        },
+      }),
+    )
     const { api, admin, pharmacy, client } = await signInWorld({ LOG_LEVEL: 'trace' }, { logger })
     try {
       const secrets: string[] = [PASSWORD]
-      const created = (await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })).body
+      const created = (
+        await api.post('/v1/users', admin, { email: 'new@example.com', name: 'New Hire', role: 'technician', pharmacy_id: pharmacy.id })
+      ).body
       const setupToken = new URL(created.setup_url).searchParams.get('token')!
       const newPassword = 'a brand new passphrase 42'
       secrets.push(setupToken, newPassword)
@@ -283,14 +378,32 @@ describe('what a failed sign-in costs and what the pages leave behind', () => {
       const b = browser(api.service)
       const { code, verifier } = await codeFor(api, client.client_id, b)
       secrets.push(code, verifier, b.jar.get('rxtrace_session')!, b.jar.get('rxtrace_csrf')!)
-      await signIn(browser(api.service), { client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }, 'new@example.com', 'wrong, and logged nowhere')
+      await signIn(
+        browser(api.service),
+        { client_id: client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge },
+        'new@example.com',
+        'wrong, and logged nowhere',
+      )
       secrets.push('wrong, and logged nowhere')
-      const tokens = await tokenRequest(api, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: client.client_id })
-      const refreshed = await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: client.client_id })
+      const tokens = await tokenRequest(api, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+        client_id: client.client_id,
+      })
+      const refreshed = await tokenRequest(api, {
+        grant_type: 'refresh_token',
+        refresh_token: tokens.body.refresh_token,
+        client_id: client.client_id,
+      })
       secrets.push(tokens.body.refresh_token, tokens.body.access_token, refreshed.body.refresh_token, refreshed.body.access_token)
       expect((await api.get('/v1/deliveries', refreshed.body.access_token)).status).toBe(200)
       // The replay is audit-logged and logged: still without the token.
-      expect((await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: client.client_id })).status).toBe(400)
+      expect(
+        (await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: client.client_id }))
+          .status,
+      ).toBe(400)
       await b.post('/oauth/logout', {})
       await api.service.audit.flush()
 

@@ -10,7 +10,13 @@ async function userTokens(api: TestApi, clientId: string, email: string, passwor
   const { verifier, challenge } = pkce()
   const done = await signIn(b, { client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge }, email, password)
   expect(done.status).toBe(303)
-  const res = await tokenRequest(api, { grant_type: 'authorization_code', code: done.location!.searchParams.get('code')!, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId })
+  const res = await tokenRequest(api, {
+    grant_type: 'authorization_code',
+    code: done.location!.searchParams.get('code')!,
+    redirect_uri: REDIRECT,
+    code_verifier: verifier,
+    client_id: clientId,
+  })
   expect(res.status).toBe(200)
   return { ...res.body, browser: b } as { access_token: string; refresh_token: string; browser: ReturnType<typeof browser> }
 }
@@ -25,10 +31,21 @@ describe('users', () => {
   afterAll(() => api.stop())
 
   it('are created with a role fixed to a tenant; with no password, a single-use setup link', async () => {
-    expect(world.user).toMatchObject({ email: 'pat@example.com', role: 'pharmacist', pharmacy_id: world.pharmacy.id, fleet_id: null, disabled: false })
+    expect(world.user).toMatchObject({
+      email: 'pat@example.com',
+      role: 'pharmacist',
+      pharmacy_id: world.pharmacy.id,
+      fleet_id: null,
+      disabled: false,
+    })
     expect(world.user.id).toMatch(/^us_/)
     expect(world.user.password).toBeUndefined()
-    const created = await api.post('/v1/users', world.admin, { email: 'terry@example.com', name: 'Terry Tech', role: 'technician', pharmacy_id: world.pharmacy.id })
+    const created = await api.post('/v1/users', world.admin, {
+      email: 'terry@example.com',
+      name: 'Terry Tech',
+      role: 'technician',
+      pharmacy_id: world.pharmacy.id,
+    })
     expect(created.status).toBe(201)
     const link = new URL(created.body.setup_url)
     const b = browser(api.service)
@@ -37,9 +54,19 @@ describe('users', () => {
     expect(form.text).toContain('Terry Tech')
     expect(form.headers.get('cache-control')).toBe('no-store')
     expect((await b.post('/account/setup', { token: form.form.token!, password: 'short', confirm: 'short' })).status).toBe(400)
-    expect((await b.post('/account/setup', { token: form.form.token!, password: 'a long enough passphrase', confirm: 'a long enough passphrase' })).status).toBe(200)
+    expect(
+      (
+        await b.post('/account/setup', {
+          token: form.form.token!,
+          password: 'a long enough passphrase',
+          confirm: 'a long enough passphrase',
+        })
+      ).status,
+    ).toBe(200)
     expect((await b.get(link.pathname + link.search)).status).toBe(404) // single use
-    expect((await b.post('/account/setup', { token: form.form.token!, password: 'another passphrase!', confirm: 'another passphrase!' })).status).toBe(404)
+    expect(
+      (await b.post('/account/setup', { token: form.form.token!, password: 'another passphrase!', confirm: 'another passphrase!' })).status,
+    ).toBe(404)
     const tokens = await userTokens(api, world.client.client_id, 'terry@example.com', 'a long enough passphrase')
     expect(decodeJwt(tokens.access_token).scope).not.toContain('deliveries:write')
   })
@@ -62,13 +89,29 @@ describe('users', () => {
 
   it('no token creates or changes a user more powerful than itself', async () => {
     const other = await api.pharmacy(world.admin)
-    const limited = (await api.post('/v1/oauth/clients', world.admin, { client_name: 'Pharmacy admin', pharmacy_id: world.pharmacy.id, scope: 'clients:write pharmacies:read prescriptions:read prescriptions:write deliveries:read custody:write telemetry:read' })).body
+    const limited = (
+      await api.post('/v1/oauth/clients', world.admin, {
+        client_name: 'Pharmacy admin',
+        pharmacy_id: world.pharmacy.id,
+        scope: 'clients:write pharmacies:read prescriptions:read prescriptions:write deliveries:read custody:write telemetry:read',
+      })
+    ).body
     const token = await api.tokenFor(limited.client_id, limited.client_secret)
-    const pharmacist = await api.post('/v1/users', token, { email: 'p2@example.com', name: 'P', role: 'pharmacist', pharmacy_id: world.pharmacy.id })
+    const pharmacist = await api.post('/v1/users', token, {
+      email: 'p2@example.com',
+      name: 'P',
+      role: 'pharmacist',
+      pharmacy_id: world.pharmacy.id,
+    })
     expect(pharmacist.status).toBe(422) // cold-chain:disposition and more are beyond this token
     const elsewhere = await api.post('/v1/users', token, { email: 't2@example.com', name: 'T', role: 'technician', pharmacy_id: other.id })
     expect(elsewhere.status).toBe(422)
-    const technician = await api.post('/v1/users', token, { email: 't3@example.com', name: 'T', role: 'technician', pharmacy_id: world.pharmacy.id })
+    const technician = await api.post('/v1/users', token, {
+      email: 't3@example.com',
+      name: 'T',
+      role: 'technician',
+      pharmacy_id: world.pharmacy.id,
+    })
     expect(technician.status).toBe(201)
     expect((await api.request('PATCH', `/v1/users/${world.user.id}`, { token, body: { name: 'Renamed' } })).status).toBe(422)
     expect((await api.request('PATCH', `/v1/users/${technician.body.id}`, { token, body: { role: 'pharmacist' } })).status).toBe(422)
@@ -81,7 +124,15 @@ describe('users', () => {
   })
 
   it('disabling a user ends their session and refresh tokens, and their access tokens stop working', async () => {
-    const created = (await api.post('/v1/users', world.admin, { email: 'dana@example.com', name: 'Dana', role: 'pharmacist', pharmacy_id: world.pharmacy.id, password: 'dana has a long password' })).body
+    const created = (
+      await api.post('/v1/users', world.admin, {
+        email: 'dana@example.com',
+        name: 'Dana',
+        role: 'pharmacist',
+        pharmacy_id: world.pharmacy.id,
+        password: 'dana has a long password',
+      })
+    ).body
     const tokens = await userTokens(api, world.client.client_id, 'dana@example.com', 'dana has a long password')
     expect((await api.get('/v1/deliveries', tokens.access_token)).status).toBe(200)
     const disabled = await api.request('PATCH', `/v1/users/${created.id}`, { token: world.admin, body: { disabled: true } })
@@ -89,10 +140,18 @@ describe('users', () => {
     const refused = await api.get('/v1/deliveries', tokens.access_token)
     expect(refused.status).toBe(401)
     expect(refused.headers.get('www-authenticate')).toContain('invalid_token')
-    expect((await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: world.client.client_id })).body.error).toBe('invalid_grant')
+    expect(
+      (await tokenRequest(api, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: world.client.client_id }))
+        .body.error,
+    ).toBe('invalid_grant')
     expect(await api.service.people.sessions.resume(tokens.browser.jar.get('rxtrace_session'))).toBeNull()
     // And they cannot sign in again: the same generic failure as a wrong password.
-    const again = await signIn(browser(api.service, '198.51.100.77'), { client_id: world.client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }, 'dana@example.com', 'dana has a long password')
+    const again = await signIn(
+      browser(api.service, '198.51.100.77'),
+      { client_id: world.client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge },
+      'dana@example.com',
+      'dana has a long password',
+    )
     expect(again.status).toBe(401)
   })
 })
@@ -104,8 +163,24 @@ describe('custody with user tokens', () => {
     try {
       const { fleetId, driverId, driver2Id } = await api.fleetWithDriver(admin)
       const other = await api.pharmacy(admin)
-      const outsider = (await api.post('/v1/users', admin, { email: 'o@example.com', name: 'O', role: 'technician', pharmacy_id: other.id, password: 'outsider long password' })).body
-      const tech = (await api.post('/v1/users', admin, { email: 'tech@example.com', name: 'Tech', role: 'technician', pharmacy_id: world.pharmacy.id, password: 'tech long password!' })).body
+      const outsider = (
+        await api.post('/v1/users', admin, {
+          email: 'o@example.com',
+          name: 'O',
+          role: 'technician',
+          pharmacy_id: other.id,
+          password: 'outsider long password',
+        })
+      ).body
+      const tech = (
+        await api.post('/v1/users', admin, {
+          email: 'tech@example.com',
+          name: 'Tech',
+          role: 'technician',
+          pharmacy_id: world.pharmacy.id,
+          password: 'tech long password!',
+        })
+      ).body
       const rx = await api.prescription(admin, { pharmacy_id: world.pharmacy.id })
       const rx2 = await api.prescription(admin, { pharmacy_id: world.pharmacy.id })
       await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId })
@@ -122,9 +197,20 @@ describe('custody with user tokens', () => {
       expect((await pickup(tech.id)).status).toBe(422)
       const done = await pickup(world.user.id)
       expect(done.status).toBe(200)
-      expect(done.body.custody.at(-1)).toMatchObject({ type: 'picked_up', from: world.user.id, actor: { client_id: world.client.client_id, sub: world.user.id } })
+      expect(done.body.custody.at(-1)).toMatchObject({
+        type: 'picked_up',
+        from: world.user.id,
+        actor: { client_id: world.client.client_id, sub: world.user.id },
+      })
 
-      const driverUser = await api.post('/v1/users', admin, { email: 'drv@example.com', name: 'Driver', role: 'driver', fleet_id: fleetId, driver_id: driverId, password: 'driver long password' })
+      const driverUser = await api.post('/v1/users', admin, {
+        email: 'drv@example.com',
+        name: 'Driver',
+        role: 'driver',
+        fleet_id: fleetId,
+        driver_id: driverId,
+        password: 'driver long password',
+      })
       expect(driverUser.status).toBe(201)
       const { access_token: driverToken } = await userTokens(api, world.client.client_id, 'drv@example.com', 'driver long password')
       expect(decodeJwt(driverToken).fleet_id).toBe(fleetId)

@@ -19,7 +19,10 @@ describe('rotating the token signing key', () => {
   /** What an outside verifier does: fetch the JWKS, verify with jose. */
   const verifiesAgainstJwks = async (token: string) => {
     const { protectedHeader } = await jwtVerify(token, createLocalJWKSet(await jwks()), {
-      issuer: 'http://rxtrace.test', audience: 'http://rxtrace.test/v1', typ: 'at+jwt', currentDate: new Date(clock.now()),
+      issuer: 'http://rxtrace.test',
+      audience: 'http://rxtrace.test/v1',
+      typ: 'at+jwt',
+      currentDate: new Date(clock.now()),
     })
     return protectedHeader.kid
   }
@@ -84,7 +87,8 @@ describe('rotating the token signing key', () => {
   it('is refused to a token restricted to a pharmacy', async () => {
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'store', scope: 'clients:write', pharmacy_id: pharmacy.id })).body
+    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'store', scope: 'clients:write', pharmacy_id: pharmacy.id }))
+      .body
     const res = await api.post('/v1/oauth/signing-keys/rotate', await api.tokenFor(client.client_id, client.client_secret), {})
     expect(res.status).toBe(403)
   })

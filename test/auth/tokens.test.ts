@@ -1,4 +1,14 @@
-import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, importJWK, jwtVerify, SignJWT, type JWK } from 'jose'
+import {
+  createRemoteJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  exportSPKI,
+  generateKeyPair,
+  importJWK,
+  jwtVerify,
+  SignJWT,
+  type JWK,
+} from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testClock, MINUTE, SECOND } from '../helpers/clock.js'
 import { ADMIN, startTestService, type TestApi } from '../helpers/service.js'
@@ -33,8 +43,19 @@ describe('getting an access token', () => {
 
   it('issues a token to a client registered to send its credentials in the form (client_secret_post)', async () => {
     const admin = await api.adminToken()
-    const poster = (await api.post('/v1/oauth/clients', admin, { client_name: 'poster', scope: 'pharmacies:read', token_endpoint_auth_method: 'client_secret_post' })).body
-    const res = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials', client_id: poster.client_id, client_secret: poster.client_secret, scope: 'pharmacies:read' })
+    const poster = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'poster',
+        scope: 'pharmacies:read',
+        token_endpoint_auth_method: 'client_secret_post',
+      })
+    ).body
+    const res = await oauthPost(api, '/oauth/token', {
+      grant_type: 'client_credentials',
+      client_id: poster.client_id,
+      client_secret: poster.client_secret,
+      scope: 'pharmacies:read',
+    })
     expect(res.status).toBe(200)
     expect(res.body.scope).toBe('pharmacies:read')
   })
@@ -46,13 +67,20 @@ describe('getting an access token', () => {
     const grant = await oauthPost(api, '/oauth/token', { grant_type: 'password' }, basic(ADMIN.id, ADMIN.secret))
     expect(grant.status).toBe(400)
     expect(grant.body.error).toBe('unsupported_grant_type')
-    const scope = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials', scope: 'pharmacies:read moon:write' }, basic(ADMIN.id, ADMIN.secret))
+    const scope = await oauthPost(
+      api,
+      '/oauth/token',
+      { grant_type: 'client_credentials', scope: 'pharmacies:read moon:write' },
+      basic(ADMIN.id, ADMIN.secret),
+    )
     expect(scope.status).toBe(400)
     expect(scope.body.error).toBe('invalid_scope')
   })
 
   it('answers a body that is not a form with an OAuth invalid_request, not a problem document', async () => {
-    const res = await api.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: ADMIN.id, client_secret: ADMIN.secret } })
+    const res = await api.request('POST', '/oauth/token', {
+      body: { grant_type: 'client_credentials', client_id: ADMIN.id, client_secret: ADMIN.secret },
+    })
     expect(res.status).toBe(400)
     expect(res.headers.get('content-type')).toMatch(/^application\/json/)
     expect(res.body).toEqual({ error: 'invalid_request', error_description: expect.any(String) })
@@ -61,7 +89,10 @@ describe('getting an access token', () => {
   it('refuses a form over 256 KiB with 413', async () => {
     const form = `grant_type=client_credentials&client_id=${ADMIN.id}&client_secret=${ADMIN.secret}&padding=${'x'.repeat(300 * 1024)}`
     for (const headers of [{}, { 'content-length': String(form.length) }] as Record<string, string>[]) {
-      const res = await api.request('POST', '/oauth/token', { raw: form, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } })
+      const res = await api.request('POST', '/oauth/token', {
+        raw: form,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      })
       expect(res.status).toBe(413)
       expect(res.body.code).toBe('payload_too_large')
     }
@@ -87,7 +118,12 @@ describe('getting an access token', () => {
     const jwks = createRemoteJWKSet(new URL(`http://127.0.0.1:${httpPort}/.well-known/jwks.json`))
     const token = await api.adminToken('deliveries:read audit:read')
 
-    const { payload, protectedHeader } = await jwtVerify(token, jwks, { issuer: ISSUER, audience: AUDIENCE, typ: 'at+jwt', algorithms: ['ES256'] })
+    const { payload, protectedHeader } = await jwtVerify(token, jwks, {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      typ: 'at+jwt',
+      algorithms: ['ES256'],
+    })
     expect(protectedHeader).toMatchObject({ alg: 'ES256', typ: 'at+jwt' })
     expect(protectedHeader.kid).toEqual(expect.any(String))
     expect(payload).toMatchObject({ iss: ISSUER, aud: AUDIENCE, sub: ADMIN.id, client_id: ADMIN.id, scope: 'deliveries:read audit:read' })
@@ -106,7 +142,9 @@ describe('HTTP Basic client credentials as clients really send them', () => {
   afterAll(() => api.stop())
 
   it('accepts the secret form-encoded (RFC 6749 §2.3.1) and as sent by curl -u, and refuses a wrong one with 401, never 500', async () => {
-    expect((await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, encodeURIComponent(secret)))).status).toBe(200)
+    expect(
+      (await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, encodeURIComponent(secret)))).status,
+    ).toBe(200)
     expect((await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, secret))).status).toBe(200)
     const wrong = await oauthPost(api, '/oauth/token', { grant_type: 'client_credentials' }, basic(ADMIN.id, '%E0%A4%A'))
     expect(wrong.status).toBe(401)
@@ -129,8 +167,20 @@ describe('a request with a bad or missing token', () => {
   /** Signs arbitrary claims with the service's own current key: only the claim under test is wrong. */
   async function signedByService(claims: Record<string, unknown>, header: Record<string, unknown> = {}) {
     const nowS = Math.floor(clock.now() / 1_000)
-    const payload = { iss: ISSUER, aud: AUDIENCE, sub: ADMIN.id, client_id: ADMIN.id, scope: 'pharmacies:read', iat: nowS, exp: nowS + 600, jti: crypto.randomUUID(), ...claims }
-    return new SignJWT(payload).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid, ...header }).sign((await api.service.keys.signingKey()).privateKey)
+    const payload = {
+      iss: ISSUER,
+      aud: AUDIENCE,
+      sub: ADMIN.id,
+      client_id: ADMIN.id,
+      scope: 'pharmacies:read',
+      iat: nowS,
+      exp: nowS + 600,
+      jti: crypto.randomUUID(),
+      ...claims,
+    }
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid, ...header })
+      .sign((await api.service.keys.signingKey()).privateKey)
   }
 
   async function expectInvalidToken(token: string, detail?: RegExp) {
@@ -163,7 +213,9 @@ describe('a request with a bad or missing token', () => {
     expect((await api.get('/v1/pharmacies', shortLived)).status).toBe(200) // verified and cached…
     clock.advance(15 * MINUTE + SECOND)
     await expectInvalidToken(shortLived, /expired/) // …and the cache does not outlive the token
-    expect((await oauthPost(api, '/oauth/introspect', { token: shortLived }, basic(ADMIN.id, ADMIN.secret))).body).toEqual({ active: false })
+    expect((await oauthPost(api, '/oauth/introspect', { token: shortLived }, basic(ADMIN.id, ADMIN.secret))).body).toEqual({
+      active: false,
+    })
     good = await api.adminToken()
   })
 
@@ -174,9 +226,11 @@ describe('a request with a bad or missing token', () => {
 
   it('refuses HS256 signed with the public key as the HMAC secret (algorithm confusion)', async () => {
     const jwk = (await api.service.keys.jwks()).keys.find((k) => k.kid === kid)! as JWK
-    const pem = await exportSPKI(await importJWK(jwk, 'ES256', { extractable: true }) as CryptoKey)
+    const pem = await exportSPKI((await importJWK(jwk, 'ES256', { extractable: true })) as CryptoKey)
     for (const secret of [jwk.x!, pem, JSON.stringify(jwk)]) {
-      const forged = await new SignJWT({ ...decodeJwt(good) }).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid }).sign(new TextEncoder().encode(secret))
+      const forged = await new SignJWT({ ...decodeJwt(good) })
+        .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid })
+        .sign(new TextEncoder().encode(secret))
       await expectInvalidToken(forged)
     }
   })
@@ -190,7 +244,9 @@ describe('a request with a bad or missing token', () => {
   it('refuses a token signed by another key under our kid', async () => {
     const { privateKey } = await generateKeyPair('ES256')
     const [, payload] = good.split('.')
-    const forged = await new SignJWT(JSON.parse(Buffer.from(payload!, 'base64url').toString())).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid }).sign(privateKey)
+    const forged = await new SignJWT(JSON.parse(Buffer.from(payload!, 'base64url').toString()))
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid })
+      .sign(privateKey)
     await expectInvalidToken(forged)
   })
 
@@ -239,7 +295,15 @@ describe('revoking and introspecting a token', () => {
 
     const active = await oauthPost(api, '/oauth/introspect', { token }, basic(ADMIN.id, ADMIN.secret))
     expect(active.status).toBe(200)
-    expect(active.body).toMatchObject({ active: true, client_id: ADMIN.id, sub: ADMIN.id, scope: 'pharmacies:read', iss: ISSUER, aud: AUDIENCE, jti: decodeJwt(token).jti })
+    expect(active.body).toMatchObject({
+      active: true,
+      client_id: ADMIN.id,
+      sub: ADMIN.id,
+      scope: 'pharmacies:read',
+      iss: ISSUER,
+      aud: AUDIENCE,
+      jti: decodeJwt(token).jti,
+    })
 
     const revoked = await oauthPost(api, '/oauth/revoke', { token, token_type_hint: 'access_token' }, basic(ADMIN.id, ADMIN.secret))
     expect(revoked.status).toBe(200)

@@ -13,7 +13,9 @@ function deferred() {
 }
 
 const nextMessage = (client: MqttClient) =>
-  new Promise<{ topic: string; body: unknown }>((resolve) => client.once('message', (topic, payload) => resolve({ topic, body: JSON.parse(payload.toString()) })))
+  new Promise<{ topic: string; body: unknown }>((resolve) =>
+    client.once('message', (topic, payload) => resolve({ topic, body: JSON.parse(payload.toString()) })),
+  )
 
 describe('connecting', () => {
   it('accepts a tote with its own id and password', async () => {
@@ -38,7 +40,11 @@ describe('connecting', () => {
   })
 
   it('refuses with CONNACK 3 when credentials cannot be checked', async () => {
-    const { broker } = await startBroker({ authenticateTote: async () => { throw new Error('store down') } })
+    const { broker } = await startBroker({
+      authenticateTote: async () => {
+        throw new Error('store down')
+      },
+    })
     await expect(connectTote(tcp(broker), 'tt_alpha')).rejects.toMatchObject({ code: 3 })
   })
 })
@@ -69,11 +75,18 @@ describe('ingest', () => {
   it('sends the PUBACK of a QoS 1 reading only after onReadings has resolved', async () => {
     const committed = deferred()
     let called = 0
-    const { broker } = await startBroker({ onReadings: async () => { called++; await committed.promise } })
+    const { broker } = await startBroker({
+      onReadings: async () => {
+        called++
+        await committed.promise
+      },
+    })
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
 
     let acked = false
-    const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(() => { acked = true })
+    const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(() => {
+      acked = true
+    })
     await expect.poll(() => called).toBe(1)
     await new Promise((r) => setTimeout(r, 200)) // ample time for a PUBACK that was not held back
     expect(acked).toBe(false)
@@ -86,13 +99,21 @@ describe('ingest', () => {
   it('acknowledges in arrival order even when a later publish is stored first [MQTT-4.6.0-2]', async () => {
     const first = deferred()
     let n = 0
-    const { broker } = await startBroker({ onReadings: async () => { if (n++ === 0) await first.promise } })
+    const { broker } = await startBroker({
+      onReadings: async () => {
+        if (n++ === 0) await first.promise
+      },
+    })
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
     const acks: number[] = []
-    alpha.on('packetreceive', (packet) => { if (packet.cmd === 'puback') acks.push(packet.messageId!) })
+    alpha.on('packetreceive', (packet) => {
+      if (packet.cmd === 'puback') acks.push(packet.messageId!)
+    })
 
     const sent: number[] = []
-    alpha.on('packetsend', (packet) => { if (packet.cmd === 'publish') sent.push(packet.messageId!) })
+    alpha.on('packetsend', (packet) => {
+      if (packet.cmd === 'publish') sent.push(packet.messageId!)
+    })
     const both = Promise.all([1, 2].map(() => alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })))
     await expect.poll(() => n).toBe(2)
     setTimeout(first.resolve, 50)
@@ -144,7 +165,10 @@ describe('ingest', () => {
     await alpha.publishAsync(readings('tt_alpha'), '[]', { qos: 1 })
     await alpha.subscribeAsync(errors('tt_bravo')).catch(() => {})
     const values = async (c: Counter<string>) => (await c.get()).values.map((v) => [v.labels, v.value])
-    expect(await values(metrics.readingsPublishes)).toEqual([[{ outcome: 'accepted' }, 1], [{ outcome: 'rejected' }, 1]])
+    expect(await values(metrics.readingsPublishes)).toEqual([
+      [{ outcome: 'accepted' }, 1],
+      [{ outcome: 'rejected' }, 1],
+    ])
     expect(await values(metrics.connectionsRefused)).toEqual([[{ reason: 'bad_credentials' }, 1]])
     expect(await values(metrics.aclDenied)).toEqual([[{ action: 'subscribe' }, 1]])
   })
@@ -153,11 +177,20 @@ describe('ingest', () => {
     ['says so', () => new IngestUnavailableError('disk full')],
     ['fails in a way nobody foresaw', () => new TypeError('cannot read properties of undefined')],
   ])('withholds the PUBACK and drops the connection when storing the readings %s', async (_, failure) => {
-    const { broker } = await startBroker({ onReadings: async () => { throw failure() } })
+    const { broker } = await startBroker({
+      onReadings: async () => {
+        throw failure()
+      },
+    })
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
     let acked = false
     const gone = closed(alpha)
-    void alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(() => { acked = true }, () => {})
+    void alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 }).then(
+      () => {
+        acked = true
+      },
+      () => {},
+    )
     await gone
     expect(acked).toBe(false)
   })
@@ -198,7 +231,12 @@ describe('listeners', () => {
   it('lets a publish being stored finish, acknowledged, before close() disconnects', async () => {
     const committed = deferred()
     let called = 0
-    const { broker } = await startBroker({ onReadings: () => { called++; return committed.promise } })
+    const { broker } = await startBroker({
+      onReadings: () => {
+        called++
+        return committed.promise
+      },
+    })
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
     const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
     await expect.poll(() => called).toBe(1)

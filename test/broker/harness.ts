@@ -42,7 +42,13 @@ export async function startBroker(over: Partial<BrokerDeps> = {}) {
 /** An mqtt.js client for `tote`, ended after the test. */
 export async function connectTote(url: string, tote: string, password = PASSWORDS[tote], options: IClientOptions = {}) {
   const client = await mqtt.connectAsync(url, {
-    protocolVersion: 4, clientId: tote, username: tote, password, reconnectPeriod: 0, connectTimeout: 5_000, ...options,
+    protocolVersion: 4,
+    clientId: tote,
+    username: tote,
+    password,
+    reconnectPeriod: 0,
+    connectTimeout: 5_000,
+    ...options,
   })
   clients.push(client)
   return client

@@ -30,15 +30,20 @@ const STREAM_BYTES = 32 * 1024 * 1024
 async function streamHugePacket(socket: Socket, header: Buffer) {
   let ended = false
   socket.on('error', () => {})
-  socket.once('close', () => { ended = true })
+  socket.once('close', () => {
+    ended = true
+  })
   await new Promise<void>((resolve) => socket.once('connect', resolve))
   let written = 0
-  const write = (chunk: Buffer) => new Promise<boolean>((resolve) => {
-    if (ended || socket.destroyed) return resolve(false)
-    const ok = socket.write(chunk, (err) => { if (err) resolve(false) })
-    if (ok) setImmediate(() => resolve(!ended))
-    else socket.once('drain', () => resolve(!ended)).once('close', () => resolve(false))
-  })
+  const write = (chunk: Buffer) =>
+    new Promise<boolean>((resolve) => {
+      if (ended || socket.destroyed) return resolve(false)
+      const ok = socket.write(chunk, (err) => {
+        if (err) resolve(false)
+      })
+      if (ok) setImmediate(() => resolve(!ended))
+      else socket.once('drain', () => resolve(!ended)).once('close', () => resolve(false))
+    })
   if (!(await write(header))) return { written, ended }
   while (written < STREAM_BYTES && (await write(CHUNK))) written += CHUNK.length
   await new Promise((resolve) => setImmediate(resolve))
@@ -60,12 +65,15 @@ describe('packet size, before authentication', () => {
     const socket = new WebSocket(`ws://127.0.0.1:${broker.wsPort}/mqtt`, 'mqtt')
     let ended = false
     socket.on('error', () => {})
-    socket.once('close', () => { ended = true })
-    await new Promise((resolve) => socket.once('open', resolve))
-    const send = (data: Buffer) => new Promise<boolean>((resolve) => {
-      if (ended) return resolve(false)
-      socket.send(data, (err) => resolve(!err && !ended))
+    socket.once('close', () => {
+      ended = true
     })
+    await new Promise((resolve) => socket.once('open', resolve))
+    const send = (data: Buffer) =>
+      new Promise<boolean>((resolve) => {
+        if (ended) return resolve(false)
+        socket.send(data, (err) => resolve(!err && !ended))
+      })
     let written = 0
     if (await send(Buffer.concat([Buffer.from([0x10]), varint(HUGE)]))) {
       while (written < STREAM_BYTES && (await send(CHUNK))) written += CHUNK.length
@@ -80,7 +88,9 @@ describe('packet size, before authentication', () => {
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
     await alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
     const gone = closed(alpha)
-    void alpha.publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 4.5, pad: 'x'.repeat(4_096) }), { qos: 1 }).catch(() => {})
+    void alpha
+      .publishAsync(readings('tt_alpha'), JSON.stringify({ ts: Date.now(), temp_c: 4.5, pad: 'x'.repeat(4_096) }), { qos: 1 })
+      .catch(() => {})
     await gone
     expect(stored).toHaveLength(1)
   }, 10_000)
@@ -94,7 +104,9 @@ describe('CONNECT deadline', () => {
     const gone = new Promise<void>((resolve) => socket.once('close', () => resolve()))
     await new Promise<void>((resolve) => socket.once('connect', resolve))
     socket.write(Buffer.concat([Buffer.from([0x10]), varint(10_000), Buffer.from([0x00])]))
-    const trickle = setInterval(() => { if (!socket.destroyed) socket.write(Buffer.from([0x00])) }, 50)
+    const trickle = setInterval(() => {
+      if (!socket.destroyed) socket.write(Buffer.from([0x00]))
+    }, 50)
     try {
       await gone
     } finally {
@@ -106,7 +118,11 @@ describe('CONNECT deadline', () => {
 
 describe('sessions per tote', () => {
   const connectAs = (url: string, clientId: string, clean: boolean) => connectTote(url, 'tt_alpha', undefined, { clientId, clean })
-  const connects = (url: string, clientId: string, clean: boolean) => connectAs(url, clientId, clean).then(() => true, () => false)
+  const connects = (url: string, clientId: string, clean: boolean) =>
+    connectAs(url, clientId, clean).then(
+      () => true,
+      () => false,
+    )
 
   it('refuses a session beyond the tote’s four with CONNACK 2, offline persistent ones included, and keeps serving other totes', async () => {
     const { broker, stored } = await startBroker()
@@ -131,7 +147,14 @@ describe('messages queued per session', () => {
   /** Connects a persistent session under `clientId`, collecting the errors it is sent (queued ones arrive before CONNACK completes). */
   async function listen(url: string, clientId: string, clean = false) {
     const received: Reason[] = []
-    const client = mqtt.connect(url, { protocolVersion: 4, clientId, clean, username: 'tt_alpha', password: PASSWORDS.tt_alpha, reconnectPeriod: 0 })
+    const client = mqtt.connect(url, {
+      protocolVersion: 4,
+      clientId,
+      clean,
+      username: 'tt_alpha',
+      password: PASSWORDS.tt_alpha,
+      reconnectPeriod: 0,
+    })
     client.on('message', (_topic, payload) => received.push(JSON.parse(payload.toString()) as Reason))
     await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject))
     return { client, received }

@@ -3,7 +3,15 @@ import { describe, expect, it } from 'vitest'
 import { PacketSizeGuard } from '../../broker/packet-size.js'
 
 const publish = (bytes: number) =>
-  mqttPacket.generate({ cmd: 'publish', topic: 'rxtrace/v1/totes/tt_a/readings', payload: Buffer.alloc(bytes, 0x61), qos: 1, messageId: 7, retain: false, dup: false })
+  mqttPacket.generate({
+    cmd: 'publish',
+    topic: 'rxtrace/v1/totes/tt_a/readings',
+    payload: Buffer.alloc(bytes, 0x61),
+    qos: 1,
+    messageId: 7,
+    retain: false,
+    dup: false,
+  })
 const pingreq = mqttPacket.generate({ cmd: 'pingreq' })
 
 describe('PacketSizeGuard', () => {

@@ -62,7 +62,10 @@ describe('wrong types', () => {
   })
 
   it('names the position of the bad reading in a batch', () => {
-    const r = rejection([{ ts: NOW, temp_c: 4 }, { ts: NOW, temp_c: 'warm' }])
+    const r = rejection([
+      { ts: NOW, temp_c: 4 },
+      { ts: NOW, temp_c: 'warm' },
+    ])
     expect(r.reason).toMatch(/^readings\[1\]\.temp_c:/)
   })
 
@@ -149,7 +152,13 @@ describe('SenML packs (RFC 8428)', () => {
   })
 
   it('ignores measurements it does not store and string values', () => {
-    expect(readings([{ bt, n: 'temp', u: 'Cel', v: 3 }, { n: 'door', vb: true }, { n: 'pressure', u: 'Pa', v: 101_325 }])).toHaveLength(1)
+    expect(
+      readings([
+        { bt, n: 'temp', u: 'Cel', v: 3 },
+        { n: 'door', vb: true },
+        { n: 'pressure', u: 'Pa', v: 101_325 },
+      ]),
+    ).toHaveLength(1)
   })
 
   it('refuses a temperature without the Cel unit', () => {
@@ -158,12 +167,20 @@ describe('SenML packs (RFC 8428)', () => {
   })
 
   it('refuses a time that has measurements but no temp', () => {
-    expect(rejection([{ bt, n: 'temp', u: 'Cel', v: 3 }, { n: 'battery', t: -5, v: 0.5 }]).code).toBe('invalid_senml')
+    expect(
+      rejection([
+        { bt, n: 'temp', u: 'Cel', v: 3 },
+        { n: 'battery', t: -5, v: 0.5 },
+      ]).code,
+    ).toBe('invalid_senml')
   })
 
   it('refuses must-understand labels it does not know (§4.4) and wrong types', () => {
     expect(rejection([{ bt, n: 'temp', u: 'Cel', v: 3, rxt_: 1 }]).reason).toContain('rxt_')
-    expect(rejection([{ bt: 'now', n: 'temp', u: 'Cel', v: 3 }])).toMatchObject({ code: 'invalid_senml', reason: expect.stringMatching(/^records\[0\]\.bt/) })
+    expect(rejection([{ bt: 'now', n: 'temp', u: 'Cel', v: 3 }])).toMatchObject({
+      code: 'invalid_senml',
+      reason: expect.stringMatching(/^records\[0\]\.bt/),
+    })
   })
 
   it('applies the same physical limits', () => {

@@ -39,7 +39,9 @@ describe('operator CLI (npm run cli)', () => {
         let json: unknown = null
         try {
           json = JSON.parse(stdout)
-        } catch { /* help text, or nothing */ }
+        } catch {
+          /* help text, or nothing */
+        }
         // npm may warn about its own configuration on stderr; that is not the CLI speaking.
         const lines = stderr.split('\n').filter((l) => l && !l.startsWith('npm warn'))
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr: lines, json })
@@ -50,9 +52,17 @@ describe('operator CLI (npm run cli)', () => {
   /** The service in-process over the same SQLite file; a second call is a restart. */
   async function serviceOnSameStore(): Promise<TestApi> {
     const config = loadConfig({
-      DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off',
-      ISSUER: 'http://rxtrace.test', ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret,
-      RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'silent',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      MQTT_PORT: '0',
+      MQTT_WS_PORT: 'off',
+      ISSUER: 'http://rxtrace.test',
+      ADMIN_CLIENT_ID: ADMIN.id,
+      ADMIN_CLIENT_SECRET: ADMIN.secret,
+      RATE_LIMIT_RPS: '100000',
+      RATE_LIMIT_BURST: '100000',
     })
     const service = withApi(await buildService(config))
     started.push(service)
@@ -81,7 +91,16 @@ describe('operator CLI (npm run cli)', () => {
   it('explains itself with --help and exits 0', { timeout: 120_000 }, async () => {
     const run = await cli('--help')
     expect(run.code).toBe(0)
-    for (const command of ['clients create', 'clients list', 'clients show', 'clients rotate-secret', 'clients revoke', 'keys rotate', 'store init']) expect(run.stdout).toContain(command)
+    for (const command of [
+      'clients create',
+      'clients list',
+      'clients show',
+      'clients rotate-secret',
+      'clients revoke',
+      'keys rotate',
+      'store init',
+    ])
+      expect(run.stdout).toContain(command)
     const sub = await cli('clients', 'create', '--help')
     expect(sub.code).toBe(0)
     expect(sub.stdout).toContain('--auth-method')
@@ -100,7 +119,14 @@ describe('operator CLI (npm run cli)', () => {
       [['clients', 'show', 'cl_01nosuchclient'], /no client cl_01nosuchclient/],
       [['keys', 'rotate', '--publish-ahead', '2d'], /longer than the maximum/],
     ]
-    const runs = await inBatches(cases.map(([args]) => () => cli(...args)), 3)
+    const runs = await inBatches(
+      cases.map(
+        ([args]) =>
+          () =>
+            cli(...args),
+      ),
+      3,
+    )
     runs.forEach((run, i) => {
       const [args, message] = cases[i]!
       expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 2, stdout: '' })
@@ -111,12 +137,27 @@ describe('operator CLI (npm run cli)', () => {
   })
 
   it('creates a pharmacy-restricted client whose secret gets a token from the service', async () => {
-    const run = await cli('clients', 'create', '--name', 'Main St integration', '--scope', 'pharmacies:read prescriptions:write', '--pharmacy', pharmacyId, '--auth-method', 'client_secret_post')
+    const run = await cli(
+      'clients',
+      'create',
+      '--name',
+      'Main St integration',
+      '--scope',
+      'pharmacies:read prescriptions:write',
+      '--pharmacy',
+      pharmacyId,
+      '--auth-method',
+      'client_secret_post',
+    )
     expect(run.code).toBe(0)
     const client = run.json
     expect(client).toMatchObject({
-      client_name: 'Main St integration', scope: 'pharmacies:read prescriptions:write', pharmacy_id: pharmacyId, fleet_id: null,
-      token_endpoint_auth_method: 'client_secret_post', grant_types: ['client_credentials'],
+      client_name: 'Main St integration',
+      scope: 'pharmacies:read prescriptions:write',
+      pharmacy_id: pharmacyId,
+      fleet_id: null,
+      token_endpoint_auth_method: 'client_secret_post',
+      grant_types: ['client_credentials'],
     })
     expect(client.client_id).toMatch(/^cl_/)
     expect(client.client_secret).toMatch(/^cs_/)
@@ -152,7 +193,9 @@ describe('operator CLI (npm run cli)', () => {
     expect((await token(api, client.client_id, second.json.client_secret)).status).toBe(200)
   })
 
-  it('rotates the signing key: published ahead, used after, old tokens and running instances keep working', { timeout: 60_000 }, async () => {
+  it('rotates the signing key: published ahead, used after, old tokens and running instances keep working', {
+    timeout: 60_000,
+  }, async () => {
     const adminToken = (on: TestApi) => on.tokenFor(ADMIN.id, ADMIN.secret)
     const before = await adminToken(api)
     const oldKid = decodeProtectedHeader(before).kid
@@ -206,7 +249,10 @@ describe('operator CLI (npm run cli)', () => {
     expect((await token(api, client.client_id, client.client_secret)).status).toBe(401)
 
     const [listed, again, unknown, rotate] = await Promise.all([
-      cli('clients', 'list'), cli('clients', 'revoke', client.client_id), cli('clients', 'revoke', 'cl_01nosuchclient'), cli('clients', 'rotate-secret', client.client_id),
+      cli('clients', 'list'),
+      cli('clients', 'revoke', client.client_id),
+      cli('clients', 'revoke', 'cl_01nosuchclient'),
+      cli('clients', 'rotate-secret', client.client_id),
     ])
     expect(listed.code).toBe(0)
     const byId = new Map(listed.json.data.map((c: any) => [c.client_id, c]))
@@ -216,6 +262,9 @@ describe('operator CLI (npm run cli)', () => {
     expect(listed.stdout).not.toContain(client.client_secret)
     expect(again.json, 'revoking twice answers the first time').toEqual(revoked.json)
     expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: ['rxtrace: no client cl_01nosuchclient'] })
-    expect({ code: rotate.code, stderr: rotate.stderr }).toEqual({ code: 2, stderr: [`rxtrace: client ${client.client_id} is revoked; create a new one`] })
+    expect({ code: rotate.code, stderr: rotate.stderr }).toEqual({
+      code: 2,
+      stderr: [`rxtrace: client ${client.client_id} is revoked; create a new one`],
+    })
   })
 })

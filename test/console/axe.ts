@@ -10,8 +10,10 @@ const source = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe
 export default async function axe(page: Page): Promise<Violation[]> {
   await page.evaluate(source)
   return page.evaluate(async () => {
-    const result = await (window as unknown as { axe: { run(ctx: Document, opts: object): Promise<{ violations: Violation[] }> } })
-      .axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+    const result = await (window as unknown as { axe: { run(ctx: Document, opts: object): Promise<{ violations: Violation[] }> } }).axe.run(
+      document,
+      { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } },
+    )
     return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3) }))
   })
 }

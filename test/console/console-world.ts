@@ -41,28 +41,89 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
   const base = `http://127.0.0.1:${port}`
   const clock = shiftedClock()
   const config = loadConfig({
-    LOG_LEVEL: 'silent', PORT: String(port), HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off', ISSUER: base,
-    ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret, PASSWORD_SCRYPT_LOG2_N: '10', REORDER_WINDOW_S: '0',
-    RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000', RATE_LIMIT_TENANT_RPS: '100000', RATE_LIMIT_TENANT_BURST: '100000',
-    OAUTH_ADDRESS_RPS: '100000', OAUTH_ADDRESS_BURST: '100000', OAUTH_CLIENT_RPS: '100000', OAUTH_CLIENT_BURST: '100000',
+    LOG_LEVEL: 'silent',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    MQTT_WS_PORT: 'off',
+    ISSUER: base,
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
+    PASSWORD_SCRYPT_LOG2_N: '10',
+    REORDER_WINDOW_S: '0',
+    RATE_LIMIT_RPS: '100000',
+    RATE_LIMIT_BURST: '100000',
+    RATE_LIMIT_TENANT_RPS: '100000',
+    RATE_LIMIT_TENANT_BURST: '100000',
+    OAUTH_ADDRESS_RPS: '100000',
+    OAUTH_ADDRESS_BURST: '100000',
+    OAUTH_CLIENT_RPS: '100000',
+    OAUTH_CLIENT_BURST: '100000',
     ...env,
   })
-  const service = await buildService(config, { clock, store: { kind: 'sqlite', file: ':memory:' }, sink: createSqliteSink({ path: ':memory:' }) })
+  const service = await buildService(config, {
+    clock,
+    store: { kind: 'sqlite', file: ':memory:' },
+    sink: createSqliteSink({ path: ':memory:' }),
+  })
   await service.start()
   const api = withApi(service)
   const admin = await api.adminToken()
   const pharmacy = await api.pharmacy(admin, { name: 'Lakeside Pharmacy', timezone: 'America/Chicago' })
-  const user = (await api.post('/v1/users', admin, { email: 'pat@example.com', name: 'Pat Pharmacist', role: 'pharmacist', pharmacy_id: pharmacy.id, password: PASSWORD })).body as { id: string }
-  const tech = (await api.post('/v1/users', admin, { email: 'tess@example.com', name: 'Tess Technician', role: 'technician', pharmacy_id: pharmacy.id, password: PASSWORD })).body as { id: string }
+  const user = (
+    await api.post('/v1/users', admin, {
+      email: 'pat@example.com',
+      name: 'Pat Pharmacist',
+      role: 'pharmacist',
+      pharmacy_id: pharmacy.id,
+      password: PASSWORD,
+    })
+  ).body as { id: string }
+  const tech = (
+    await api.post('/v1/users', admin, {
+      email: 'tess@example.com',
+      name: 'Tess Technician',
+      role: 'technician',
+      pharmacy_id: pharmacy.id,
+      password: PASSWORD,
+    })
+  ).body as { id: string }
   const fleet = await api.fleetWithDriver(admin)
 
   /** A refrigerated delivery dispatched and picked up `agoMs` ago, its tote's readings fed through the ingest pipeline. */
-  async function coldDelivery(agoMs: number, temps: (tMs: number, startMs: number) => number | null, everyMs = 60_000, items = [{ description: 'Insulin glargine 100 U/mL pen', ndc: '00088-2220-33', quantity: 5 }]) {
+  async function coldDelivery(
+    agoMs: number,
+    temps: (tMs: number, startMs: number) => number | null,
+    everyMs = 60_000,
+    items = [{ description: 'Insulin glargine 100 U/mL pen', ndc: '00088-2220-33', quantity: 5 }],
+  ) {
     clock.shift(-agoMs)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated', items, patient_id: 'pt_4711' })
-    expect((await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })).status).toBe(200)
-    expect((await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: user.id, to: fleet.driverId, signature: 'data:image/png;base64,iVBORw0KGgo=' })).status).toBe(200)
+    const rx = await api.prescription(admin, {
+      pharmacy_id: pharmacy.id,
+      cold_chain: true,
+      temperature_profile: 'refrigerated',
+      items,
+      patient_id: 'pt_4711',
+    })
+    expect(
+      (
+        await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+          fleet_id: fleet.fleetId,
+          driver_id: fleet.driverId,
+          tote_id: tote.id,
+        })
+      ).status,
+    ).toBe(200)
+    expect(
+      (
+        await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, {
+          from: user.id,
+          to: fleet.driverId,
+          signature: 'data:image/png;base64,iVBORw0KGgo=',
+        })
+      ).status,
+    ).toBe(200)
     const startMs = clock.now()
     const readings: { ts: number; temp_c: number }[] = []
     for (let t = startMs + 5_000; t <= Date.now(); t += everyMs) {
@@ -72,7 +133,7 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
     // The clock follows the readings as they are fed, as if they arrived live: the rule engine's
     // wall-clock silence check never sees a tote that has hours of readings still to come.
     // Batches of at most 4 minutes: readings up to 5 min ahead of the clock are accepted.
-    for (let i = 0; i < readings.length;) {
+    for (let i = 0; i < readings.length; ) {
       const first = readings[i]!.ts
       let j = i
       while (j < readings.length && j - i < 500 && readings[j]!.ts <= first + 4 * MINUTE) j++
@@ -85,12 +146,23 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
   }
 
   async function feed(toteId: string, readings: readonly { ts: number; temp_c: number }[]) {
-    for (let i = 0; i < readings.length; i += 500) await service.pipeline.handle(toteId, Buffer.from(JSON.stringify(readings.slice(i, i + 500))))
+    for (let i = 0; i < readings.length; i += 500)
+      await service.pipeline.handle(toteId, Buffer.from(JSON.stringify(readings.slice(i, i + 500))))
     await service.monitor.flush()
   }
 
   return {
-    service, api, base, admin, pharmacy, user, tech, fleet, clock, coldDelivery, feed,
+    service,
+    api,
+    base,
+    admin,
+    pharmacy,
+    user,
+    tech,
+    fleet,
+    clock,
+    coldDelivery,
+    feed,
     async stop() {
       await service.stop()
     },
@@ -100,14 +172,20 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
 /** The usual scene: one broken (frozen insulin), one in an excursion, one fine, one without a cold chain. */
 export async function seedQueue(world: ConsoleWorld) {
   const fine = await world.coldDelivery(2 * 60 * MINUTE, () => 5)
-  const broken = await world.coldDelivery(3 * 60 * MINUTE, (t, start) => (t - start > 100 * MINUTE && t - start < 130 * MINUTE ? -1.5 : 4.5))
+  const broken = await world.coldDelivery(3 * 60 * MINUTE, (t, start) =>
+    t - start > 100 * MINUTE && t - start < 130 * MINUTE ? -1.5 : 4.5,
+  )
   const excursion = await world.coldDelivery(90 * MINUTE, (t) => (Date.now() - t < 12 * MINUTE ? 9.5 : 5))
   const plain = await world.api.prescription(world.admin, { pharmacy_id: world.pharmacy.id, cold_chain: false })
   return { fine, broken, excursion, plain }
 }
 
 export async function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'] })
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
+  })
 }
 
 /** Opens /console and signs in through the authorization server's form. */

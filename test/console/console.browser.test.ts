@@ -54,7 +54,9 @@ describe('pharmacist console', () => {
     await expect.poll(() => queueRows().first().textContent()).toContain('Decision needed')
     // Filtering by cold-chain state asks the API, which answers only the matching deliveries.
     await page.getByLabel('Cold-chain state').selectOption('OK')
-    await expect.poll(async () => queueRows().evaluateAll((rows) => rows.map((r) => r.getAttribute('data-delivery'))), LONG).toEqual([scene.fine.deliveryId])
+    await expect
+      .poll(async () => queueRows().evaluateAll((rows) => rows.map((r) => r.getAttribute('data-delivery'))), LONG)
+      .toEqual([scene.fine.deliveryId])
     await page.getByLabel('Cold-chain state').selectOption('')
     await expect.poll(() => queueRows().count(), LONG).toBe(4)
   })
@@ -84,8 +86,12 @@ describe('pharmacist console', () => {
   })
 
   it('turns the badge red and points at the first bad event when a custody row is tampered with', async () => {
-    await world.service.db.updateTable('custody_events').set({ to_party: 'dr_someoneelse' })
-      .where('delivery_id', '=', scene.fine.deliveryId).where('seq', '=', 3).execute()
+    await world.service.db
+      .updateTable('custody_events')
+      .set({ to_party: 'dr_someoneelse' })
+      .where('delivery_id', '=', scene.fine.deliveryId)
+      .where('seq', '=', 3)
+      .execute()
     await page.goto(`${world.base}/console/#/delivery/${scene.fine.deliveryId}`)
     await page.locator('main[data-ready="true"]').waitFor(LONG)
     const badge = page.locator('.verify.bad')
@@ -130,7 +136,9 @@ describe('pharmacist console', () => {
     let reached = false
     for (let i = 0; i < 20 && !reached; i++) {
       await page.keyboard.press('Tab')
-      reached = await page.evaluate(() => document.activeElement?.closest('table.queue tbody tr') !== null && document.activeElement?.tagName === 'A')
+      reached = await page.evaluate(
+        () => document.activeElement?.closest('table.queue tbody tr') !== null && document.activeElement?.tagName === 'A',
+      )
     }
     expect(reached).toBe(true)
     const target = await page.evaluate(() => document.activeElement!.getAttribute('href'))
@@ -146,7 +154,10 @@ describe('pharmacist console', () => {
   it('has no serious or critical accessibility violations (axe-core) on the queue and a delivery', async () => {
     for (const hash of ['#/', `#/delivery/${scene.excursion.deliveryId}`]) {
       await page.goto(`${world.base}/console/${hash}`)
-      await page.locator(hash === '#/' ? 'table.queue tbody tr' : 'main[data-ready="true"]').first().waitFor(LONG)
+      await page
+        .locator(hash === '#/' ? 'table.queue tbody tr' : 'main[data-ready="true"]')
+        .first()
+        .waitFor(LONG)
       const violations = await axe(page)
       const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
       expect(serious.map((v) => `${v.id}: ${v.help}`)).toEqual([])

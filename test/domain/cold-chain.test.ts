@@ -12,7 +12,10 @@ describe("the delivery's cold_chain figures", () => {
   })
 
   it('are stored from the rule engine exactly as the schema documents them, break included', () => {
-    const { state } = evaluate(initialEngineState(fridge, 0), fridge, [{ ts: 0, temp_c: 5 }, { ts: 60_000, temp_c: -1 }])
+    const { state } = evaluate(initialEngineState(fridge, 0), fridge, [
+      { ts: 0, temp_c: 5 },
+      { ts: 60_000, temp_c: -1 },
+    ])
     const figures = coldChainFigures(state)
     expect(strict.parse(figures)).toEqual(figures)
     expect(figures).toMatchObject({ state: 'BROKEN', break_reason: 'hard_limit', broken_at: '1970-01-01T00:01:00.000Z' })

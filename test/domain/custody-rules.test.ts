@@ -9,9 +9,19 @@ const at = '2025-01-01T00:00:00.000Z'
 function chainOf(...steps: [CustodyType, string | null, string | null][]): CustodyEvent[] {
   const chain: CustodyEvent[] = []
   for (const [type, from, to] of steps) {
-    chain.push(chainEvent(chain.at(-1)?.hash ?? 'sha256:audit', {
-      seq: chain.length + 1, type, actor: { client_id: 'cl_1', sub: 'us_1' }, from, to, location: null, evidence_hash: null, occurred_at: at, recorded_at: at,
-    }))
+    chain.push(
+      chainEvent(chain.at(-1)?.hash ?? 'sha256:audit', {
+        seq: chain.length + 1,
+        type,
+        actor: { client_id: 'cl_1', sub: 'us_1' },
+        from,
+        to,
+        location: null,
+        evidence_hash: null,
+        occurred_at: at,
+        recorded_at: at,
+      }),
+    )
   }
   return chain
 }
@@ -25,36 +35,94 @@ describe('who holds the goods', () => {
     expect(currentHolder(created)).toBe('ph_1')
     expect(currentHolder(chainOf(['created', null, 'ph_1'], ['dispatched', 'ph_1', 'dr_a']))).toBe('ph_1')
     expect(currentHolder(pickedUp)).toBe('dr_a')
-    expect(currentHolder(chainOf(['created', null, 'ph_1'], ['picked_up', 'us_1', 'dr_a'], ['handoff', 'dr_a', 'dr_b'], ['failed', null, null], ['disposition', null, null]))).toBe('dr_b')
+    expect(
+      currentHolder(
+        chainOf(
+          ['created', null, 'ph_1'],
+          ['picked_up', 'us_1', 'dr_a'],
+          ['handoff', 'dr_a', 'dr_b'],
+          ['failed', null, null],
+          ['disposition', null, null],
+        ),
+      ),
+    ).toBe('dr_b')
   })
 })
 
 describe('handing the goods over', () => {
   it('dispatches from the pharmacy to the driver, or to the fleet when no driver is named', () => {
-    expect(decideHandover(delivery, created, { action: 'dispatch', fleet_id: 'fl_1', driver_id: 'dr_a' })).toEqual({ ok: true, from: 'ph_1', to: 'dr_a', driver: null })
-    expect(decideHandover(delivery, created, { action: 'dispatch', fleet_id: 'fl_1' })).toMatchObject({ ok: true, from: 'ph_1', to: 'fl_1' })
+    expect(decideHandover(delivery, created, { action: 'dispatch', fleet_id: 'fl_1', driver_id: 'dr_a' })).toEqual({
+      ok: true,
+      from: 'ph_1',
+      to: 'dr_a',
+      driver: null,
+    })
+    expect(decideHandover(delivery, created, { action: 'dispatch', fleet_id: 'fl_1' })).toMatchObject({
+      ok: true,
+      from: 'ph_1',
+      to: 'fl_1',
+    })
   })
 
   it('lets pharmacy staff or this pharmacy sign a pickup, to a driver the caller checks', () => {
-    expect(decideHandover(delivery, created, { action: 'pickup', from: 'us_9', to: 'dr_a' })).toEqual({ ok: true, from: 'us_9', to: 'dr_a', driver: { id: 'dr_a', pointer: '/to' } })
+    expect(decideHandover(delivery, created, { action: 'pickup', from: 'us_9', to: 'dr_a' })).toEqual({
+      ok: true,
+      from: 'us_9',
+      to: 'dr_a',
+      driver: { id: 'dr_a', pointer: '/to' },
+    })
     expect(decideHandover(delivery, created, { action: 'pickup', from: 'ph_1', to: 'dr_a' })).toMatchObject({ ok: true, from: 'ph_1' })
   })
 
   it('refuses a pickup signed by a driver, or by another pharmacy', () => {
-    expect(decideHandover(delivery, created, { action: 'pickup', from: 'dr_b', to: 'dr_a' })).toEqual({ ok: false, pointer: '/from', message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)' })
-    expect(decideHandover(delivery, created, { action: 'pickup', from: 'ph_2', to: 'dr_a' })).toEqual({ ok: false, pointer: '/from', message: "is not this delivery's pharmacy" })
+    expect(decideHandover(delivery, created, { action: 'pickup', from: 'dr_b', to: 'dr_a' })).toEqual({
+      ok: false,
+      pointer: '/from',
+      message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)',
+    })
+    expect(decideHandover(delivery, created, { action: 'pickup', from: 'ph_2', to: 'dr_a' })).toEqual({
+      ok: false,
+      pointer: '/from',
+      message: "is not this delivery's pharmacy",
+    })
   })
 
   it('hands off only from the holder, to another driver the caller checks', () => {
-    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_a', to: 'dr_b' })).toEqual({ ok: true, from: 'dr_a', to: 'dr_b', driver: { id: 'dr_b', pointer: '/to' } })
-    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_b', to: 'dr_c' })).toEqual({ ok: false, pointer: '/from', message: 'the goods are held by dr_a' })
-    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_a', to: 'dr_a' })).toEqual({ ok: false, pointer: '/to', message: 'must be another driver' })
+    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_a', to: 'dr_b' })).toEqual({
+      ok: true,
+      from: 'dr_a',
+      to: 'dr_b',
+      driver: { id: 'dr_b', pointer: '/to' },
+    })
+    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_b', to: 'dr_c' })).toEqual({
+      ok: false,
+      pointer: '/from',
+      message: 'the goods are held by dr_a',
+    })
+    expect(decideHandover(delivery, pickedUp, { action: 'handoff', from: 'dr_a', to: 'dr_a' })).toEqual({
+      ok: false,
+      pointer: '/to',
+      message: 'must be another driver',
+    })
   })
 
   it('returns only from the holder, and only to this pharmacy', () => {
-    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'dr_a', to: 'ph_1' })).toEqual({ ok: true, from: 'dr_a', to: 'ph_1', driver: null })
-    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'us_1', to: 'ph_1' })).toEqual({ ok: false, pointer: '/from', message: 'the goods are held by dr_a' })
-    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'dr_a', to: 'ph_2' })).toEqual({ ok: false, pointer: '/to', message: 'returns go back to the pharmacy ph_1' })
+    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'dr_a', to: 'ph_1' })).toEqual({
+      ok: true,
+      from: 'dr_a',
+      to: 'ph_1',
+      driver: null,
+    })
+    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'us_1', to: 'ph_1' })).toEqual({
+      ok: false,
+      pointer: '/from',
+      message: 'the goods are held by dr_a',
+    })
+    expect(decideHandover(delivery, pickedUp, { action: 'return', from: 'dr_a', to: 'ph_2' })).toEqual({
+      ok: false,
+      pointer: '/to',
+      message: 'returns go back to the pharmacy ph_1',
+    })
   })
 
   it('delivers from the holder to the patient', () => {

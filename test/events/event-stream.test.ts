@@ -68,7 +68,11 @@ function describeStreams(store: StoreUnderTest) {
       const before = await write('before the stream')
       // "Now" is the end of what GET /v1/events lists: on PostgreSQL a committed event is listed
       // once the transactions that were running when it was written have ended.
-      await waitFor(async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before), 20_000, 'the event to be listed')
+      await waitFor(
+        async () => (await api.get('/v1/events?type=test.stream&limit=100', admin)).body.data.some((e: { id: string }) => e.id === before),
+        20_000,
+        'the event to be listed',
+      )
       const stream = await sse('/v1/events/stream?type=test.stream', admin)
       const after = await write('after the stream opened')
       await stream.untilEvents(1)
@@ -100,7 +104,11 @@ function describeStreams(store: StoreUnderTest) {
     it('filters by a comma-separated list of types and by delivery_id', async () => {
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
       // Its delivery.created is listed (so before where the streams start) before they open.
-      await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.length === 1, 20_000, 'delivery.created to be listed')
+      await waitFor(
+        async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}`, admin)).body.data.length === 1,
+        20_000,
+        'delivery.created to be listed',
+      )
       const byType = await sse('/v1/events/stream?type=delivery.cancelled,test.stream', admin)
       const byDelivery = await sse(`/v1/events/stream?delivery_id=${rx.delivery_id}`, admin)
       const other = await api.prescription(admin, { pharmacy_id: pharmacyId })
@@ -109,7 +117,9 @@ function describeStreams(store: StoreUnderTest) {
       const marker = await write('marker')
       await byType.until(() => byType.events().some((e) => e.id === marker), 'the marker')
       expect(byType.events().map((e) => [e.event, e.data.delivery_id ?? null])).toEqual([
-        ['delivery.cancelled', other.delivery_id], ['delivery.cancelled', rx.delivery_id], ['test.stream', null],
+        ['delivery.cancelled', other.delivery_id],
+        ['delivery.cancelled', rx.delivery_id],
+        ['test.stream', null],
       ])
       await byDelivery.untilEvents(1)
       expect(byDelivery.events().map((e) => e.event)).toEqual(['delivery.cancelled'])
@@ -117,7 +127,9 @@ function describeStreams(store: StoreUnderTest) {
 
     it("shows a pharmacy's token only its own events, and answers another tenant's Last-Event-ID as an unknown one", async () => {
       const other = (await api.pharmacy(admin)).id
-      const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'stream reader', scope: 'deliveries:read', pharmacy_id: pharmacyId })).body
+      const client = (
+        await api.post('/v1/oauth/clients', admin, { client_name: 'stream reader', scope: 'deliveries:read', pharmacy_id: pharmacyId })
+      ).body
       const mine = await api.tokenFor(client.client_id, client.client_secret)
       const stream = await sse('/v1/events/stream?type=test.stream', mine)
       const theirs = await api.service.db.transaction().execute((trx) => append(trx, 'another pharmacy', other))
@@ -130,41 +142,44 @@ function describeStreams(store: StoreUnderTest) {
       expect([foreign.status, unknown.status]).toEqual([404, 404])
       expect(JSON.parse(foreign.text).detail).toBe(JSON.parse(unknown.text).detail)
 
-      const noScope = (await api.post('/v1/oauth/clients', admin, { client_name: 'no read', scope: 'pharmacies:read', pharmacy_id: pharmacyId })).body
+      const noScope = (
+        await api.post('/v1/oauth/clients', admin, { client_name: 'no read', scope: 'pharmacies:read', pharmacy_id: pharmacyId })
+      ).body
       const refused = await sse('/v1/events/stream', await api.tokenFor(noScope.client_id, noScope.client_secret))
       expect(refused.status).toBe(403)
       expect((await fetch(`${base}/v1/events/stream`)).status).toBe(401)
     })
 
     // SQLite has one writer at a time: two transactions cannot overlap there.
-    if (store.name === 'postgres') it('sends an event whose transaction took the lower position and committed later, once, in feed order', async () => {
-      const anchor = await write('anchor')
-      const stream = await sse('/v1/events/stream?type=test.stream', admin, { 'last-event-id': anchor })
-      let commitFirst!: () => void
-      let firstWritten!: (id: string) => void
-      const firstId = new Promise<string>((resolve) => (firstWritten = resolve))
-      const first = api.service.db.transaction().execute(async (trx) => {
-        firstWritten(await append(trx, 'lower position, commits last'))
-        await new Promise<void>((resolve) => (commitFirst = resolve))
+    if (store.name === 'postgres')
+      it('sends an event whose transaction took the lower position and committed later, once, in feed order', async () => {
+        const anchor = await write('anchor')
+        const stream = await sse('/v1/events/stream?type=test.stream', admin, { 'last-event-id': anchor })
+        let commitFirst!: () => void
+        let firstWritten!: (id: string) => void
+        const firstId = new Promise<string>((resolve) => (firstWritten = resolve))
+        const first = api.service.db.transaction().execute(async (trx) => {
+          firstWritten(await append(trx, 'lower position, commits last'))
+          await new Promise<void>((resolve) => (commitFirst = resolve))
+        })
+        const lower = await firstId
+        let higher: string
+        try {
+          higher = await write('higher position, commits first')
+          // A reconnect meanwhile: the new stream resumes after what the first one had.
+          const resumed = await sse('/v1/events/stream?type=test.stream', admin, { 'last-event-id': anchor })
+          commitFirst()
+          await first
+          api.service.outbox.committed(0)
+          await stream.untilEvents(2)
+          await resumed.untilEvents(2)
+          expect(resumed.events().map((e) => e.id)).toEqual([lower, higher])
+        } finally {
+          commitFirst()
+          await first
+        }
+        expect(stream.events().map((e) => e.id)).toEqual([lower, higher])
       })
-      const lower = await firstId
-      let higher: string
-      try {
-        higher = await write('higher position, commits first')
-        // A reconnect meanwhile: the new stream resumes after what the first one had.
-        const resumed = await sse('/v1/events/stream?type=test.stream', admin, { 'last-event-id': anchor })
-        commitFirst()
-        await first
-        api.service.outbox.committed(0)
-        await stream.untilEvents(2)
-        await resumed.untilEvents(2)
-        expect(resumed.events().map((e) => e.id)).toEqual([lower, higher])
-      } finally {
-        commitFirst()
-        await first
-      }
-      expect(stream.events().map((e) => e.id)).toEqual([lower, higher])
-    })
 
     it('feeds every open stream from one read of the store per commit', async () => {
       const streams = await Promise.all(Array.from({ length: 20 }, () => sse('/v1/events/stream?type=test.stream', admin)))
@@ -222,7 +237,9 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
     expect(JSON.parse(refused.text).code).toBe('rate_limited')
     // Another tenant is not held back by this one's streams.
     const pharmacy = (await api.pharmacy(admin)).id
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'other tenant', scope: 'deliveries:read', pharmacy_id: pharmacy })).body
+    const client = (
+      await api.post('/v1/oauth/clients', admin, { client_name: 'other tenant', scope: 'deliveries:read', pharmacy_id: pharmacy })
+    ).body
     const other = await sse('/v1/events/stream', await api.tokenFor(client.client_id, client.client_secret))
     expect(other.status).toBe(200)
     await a.close()
@@ -250,7 +267,9 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
     const filler = 'x'.repeat(8 * 1024)
     // Far more than the socket buffers and the 16 KiB bound can hold: 64 MiB at most, in 8 KiB events.
     for (let i = 0; i < 8_192 && api.service.streams.stats().cutOff === before.cutOff; i++) {
-      await api.service.db.transaction().execute((trx) => api.service.outbox.append(trx, [{ type: 'test.big', pharmacy_id: pharmacy, data: { i, filler } }]))
+      await api.service.db
+        .transaction()
+        .execute((trx) => api.service.outbox.append(trx, [{ type: 'test.big', pharmacy_id: pharmacy, data: { i, filler } }]))
       api.service.outbox.committed(0)
       if (i % 32 === 31) await new Promise((resolve) => setImmediate(resolve))
     }
@@ -284,8 +303,12 @@ describe('stream limits, heartbeats, backpressure and shutdown', () => {
     const stream = await sse('/v1/events/stream', token)
     await stream.until(() => stream.frames.some((f) => f.comment === 'heartbeat'), 'a heartbeat')
     const revoked = await api.service.app.request('/oauth/revoke', {
-      method: 'POST', body: new URLSearchParams({ token }).toString(),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.client_id}:${client.client_secret}`).toString('base64')}` },
+      method: 'POST',
+      body: new URLSearchParams({ token }).toString(),
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${client.client_id}:${client.client_secret}`).toString('base64')}`,
+      },
     })
     expect(revoked.status).toBe(200)
     expect(await stream.untilEnded()).toBe('done')

@@ -39,7 +39,10 @@ function describeFeed(store: StoreUnderTest) {
     /** A delivery of the pharmacy, dispatched to `to` and picked up by its driver. */
     async function pickedUp(to: { fleetId: string; driverId: string } = fleet) {
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
-      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: to.fleetId, driver_id: to.driverId })
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+        fleet_id: to.fleetId,
+        driver_id: to.driverId,
+      })
       expect(dispatched.status, dispatched.text).toBe(200)
       const picked = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: pharmacyId, to: to.driverId, signature })
       expect(picked.status, picked.text).toBe(200)
@@ -48,8 +51,15 @@ function describeFeed(store: StoreUnderTest) {
 
     // What was recorded, from the table: on PostgreSQL GET /v1/events lists a just-committed event
     // only once the transactions running when it was written have ended.
-    const eventsOf = async (deliveryId: string) => (await api.service.db.selectFrom('events').select(['id', 'type', 'seq', 'data'])
-      .where('delivery_id', '=', deliveryId).orderBy('seq').execute()).map((e) => ({ ...e, seq: e.seq!, data: JSON.parse(e.data) as Record<string, unknown> }))
+    const eventsOf = async (deliveryId: string) =>
+      (
+        await api.service.db
+          .selectFrom('events')
+          .select(['id', 'type', 'seq', 'data'])
+          .where('delivery_id', '=', deliveryId)
+          .orderBy('seq')
+          .execute()
+      ).map((e) => ({ ...e, seq: e.seq!, data: JSON.parse(e.data) as Record<string, unknown> }))
 
     beforeAll(async () => {
       api = await store.start()
@@ -75,7 +85,11 @@ function describeFeed(store: StoreUnderTest) {
         const before = await eventsOf(deliveryId)
         const custodyBefore = (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.custody
         // The goods are with the first driver: the second cannot hand them over.
-        const refused = await api.post(`/v1/deliveries/${deliveryId}/handoff`, fleetToken, { from: fleet.driver2Id, to: fleet.driverId, signature })
+        const refused = await api.post(`/v1/deliveries/${deliveryId}/handoff`, fleetToken, {
+          from: fleet.driver2Id,
+          to: fleet.driverId,
+          signature,
+        })
         expect(refused.status, refused.text).toBe(422)
 
         const after = await eventsOf(deliveryId)
@@ -84,34 +98,56 @@ function describeFeed(store: StoreUnderTest) {
         expect(event.type).toBe('handoff.refused')
         expect(event.seq).toBe(before.at(-1)!.seq + 1)
         expect(event.data).toMatchObject({
-          action: 'handoff', code: 'validation_failed', reason: `the goods are held by ${fleet.driverId}`, status: 'PICKED_UP',
-          from: fleet.driver2Id, to: fleet.driverId, errors: [{ pointer: '/from', message: `the goods are held by ${fleet.driverId}` }],
+          action: 'handoff',
+          code: 'validation_failed',
+          reason: `the goods are held by ${fleet.driverId}`,
+          status: 'PICKED_UP',
+          from: fleet.driver2Id,
+          to: fleet.driverId,
+          errors: [{ pointer: '/from', message: `the goods are held by ${fleet.driverId}` }],
         })
         expect(typeof event.data.refused_at).toBe('string')
         expect(JSON.stringify(event.data)).not.toContain(signature)
 
         const delivery = (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body
         expect(delivery.custody).toEqual(custodyBefore)
-        expect((await api.get(`/v1/deliveries/${deliveryId}/custody/verify`, admin)).body).toMatchObject({ valid: true, length: custodyBefore.length })
+        expect((await api.get(`/v1/deliveries/${deliveryId}/custody/verify`, admin)).body).toMatchObject({
+          valid: true,
+          length: custodyBefore.length,
+        })
 
         // The chain and the numbering go on as before.
-        const handed = await api.post(`/v1/deliveries/${deliveryId}/handoff`, fleetToken, { from: fleet.driverId, to: fleet.driver2Id, signature })
+        const handed = await api.post(`/v1/deliveries/${deliveryId}/handoff`, fleetToken, {
+          from: fleet.driverId,
+          to: fleet.driver2Id,
+          signature,
+        })
         expect(handed.status, handed.text).toBe(200)
         const last = await eventsOf(deliveryId)
         expect(last.map((e) => e.seq)).toEqual(last.map((_, i) => i + 1))
-        expect((await api.get(`/v1/deliveries/${deliveryId}/custody/verify`, admin)).body).toMatchObject({ valid: true, length: custodyBefore.length + 1 })
+        expect((await api.get(`/v1/deliveries/${deliveryId}/custody/verify`, admin)).body).toMatchObject({
+          valid: true,
+          length: custodyBefore.length + 1,
+        })
       })
 
       it('records a deliver refused by the state machine, and a pickup by the wrong party', async () => {
         const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
         await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })
-        const deliver = await api.post(`/v1/deliveries/${rx.delivery_id}/deliver`, admin, { verification: { method: 'otp', evidence: '123456' } })
+        const deliver = await api.post(`/v1/deliveries/${rx.delivery_id}/deliver`, admin, {
+          verification: { method: 'otp', evidence: '123456' },
+        })
         expect(deliver.status).toBe(409)
-        const pickup = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: otherFleet.driverId, to: fleet.driverId, signature })
+        const pickup = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, {
+          from: otherFleet.driverId,
+          to: fleet.driverId,
+          signature,
+        })
         expect(pickup.status).toBe(422)
         const refusals = (await eventsOf(rx.delivery_id)).filter((e) => e.type === 'handoff.refused')
         expect(refusals.map((e) => [e.data.action, e.data.code, e.data.status])).toEqual([
-          ['deliver', 'invalid_transition', 'DISPATCHED'], ['pickup', 'validation_failed', 'DISPATCHED'],
+          ['deliver', 'invalid_transition', 'DISPATCHED'],
+          ['pickup', 'validation_failed', 'DISPATCHED'],
         ])
         expect(refusals[0]!.data.reason).toBe('Cannot deliver a delivery that is DISPATCHED.')
         expect(JSON.stringify(refusals)).not.toContain('123456') // the verification evidence
@@ -120,10 +156,24 @@ function describeFeed(store: StoreUnderTest) {
       it('records nothing for a delivery the caller cannot see, for malformed input, or for other actions', async () => {
         const theirs = await pickedUp(otherFleet)
         // The table itself: on PostgreSQL the feed may not list a just-committed event yet.
-        const count = async () => Number((await api.service.db.selectFrom('events').select((eb) => eb.fn.countAll().as('n')).where('delivery_id', '=', theirs).executeTakeFirstOrThrow()).n)
+        const count = async () =>
+          Number(
+            (
+              await api.service.db
+                .selectFrom('events')
+                .select((eb) => eb.fn.countAll().as('n'))
+                .where('delivery_id', '=', theirs)
+                .executeTakeFirstOrThrow()
+            ).n,
+          )
         const before = await count()
-        expect((await api.post(`/v1/deliveries/${theirs}/handoff`, fleetToken, { from: otherFleet.driverId, to: fleet.driverId, signature })).status).toBe(404)
-        expect((await api.post(`/v1/deliveries/${theirs}/handoff`, admin, { from: 'nobody', to: fleet.driverId, signature })).status).toBe(422)
+        expect(
+          (await api.post(`/v1/deliveries/${theirs}/handoff`, fleetToken, { from: otherFleet.driverId, to: fleet.driverId, signature }))
+            .status,
+        ).toBe(404)
+        expect((await api.post(`/v1/deliveries/${theirs}/handoff`, admin, { from: 'nobody', to: fleet.driverId, signature })).status).toBe(
+          422,
+        )
         expect((await api.post(`/v1/deliveries/${theirs}/cancel`, admin, { reason: 'too late' })).status).toBe(409)
         expect(await count()).toBe(before)
       })
@@ -138,14 +188,17 @@ function describeFeed(store: StoreUnderTest) {
         await api.post(`/v1/deliveries/${await pickedUp(otherFleet)}/fail`, admin, { reason: 'another fleet' })
         // On PostgreSQL an event is listed once the transactions running when it was written have
         // ended (other suites share the server): wait until both are listed.
-        const bothListed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data.length === 2
+        const bothListed = async () =>
+          (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data.length === 2
         await waitFor(bothListed, 20_000, 'the exceptions to be listed')
         const page = await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100`, fleetToken)
         expect(page.status, page.text).toBe(200)
         const mine = page.body.data.filter((e: { delivery_id: string }) => e.delivery_id === deliveryId)
         expect(mine.map((e: { type: string }) => e.type)).toEqual(['delivery.failed', 'handoff.refused'])
         expect(mine[0].data).toMatchObject({ reason: 'nobody home', status: 'FAILED' })
-        expect(page.body.data.every((e: { fleet_id: string; type: string }) => e.fleet_id === fleet.fleetId && e.type in exceptionDataFields)).toBe(true)
+        expect(
+          page.body.data.every((e: { fleet_id: string; type: string }) => e.fleet_id === fleet.fleetId && e.type in exceptionDataFields),
+        ).toBe(true)
         // The envelope is GET /v1/events's, and so is the paging.
         const listed = (await api.get(`/v1/events/${mine[0].id}`, admin)).body
         expect(mine[0]).toEqual({ ...listed, data: mine[0].data })
@@ -160,22 +213,37 @@ function describeFeed(store: StoreUnderTest) {
         const deliveryId = await pickedUp()
         const delivery = (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body
         const patient = { patient_id: 'pt_secret_123', patient_name: 'Jane Roe', address: '1 Elm St', evidence: 'photo-of-id' }
-        await api.service.db.transaction().execute((trx) => api.service.outbox.append(trx, Object.entries(exceptionDataFields).map(([type, fields]) => ({
-          type, pharmacy_id: pharmacyId, fleet_id: fleet.fleetId, delivery_id: deliveryId, rx_id: delivery.rx_id,
-          data: { ...Object.fromEntries(fields.map((f) => [f, `${f} value`])), ...patient },
-        }))))
+        await api.service.db.transaction().execute((trx) =>
+          api.service.outbox.append(
+            trx,
+            Object.entries(exceptionDataFields).map(([type, fields]) => ({
+              type,
+              pharmacy_id: pharmacyId,
+              fleet_id: fleet.fleetId,
+              delivery_id: deliveryId,
+              rx_id: delivery.rx_id,
+              data: { ...Object.fromEntries(fields.map((f) => [f, `${f} value`])), ...patient },
+            })),
+          ),
+        )
         api.service.outbox.committed(0)
         const stream = await openSse(`${base}/v1/fleets/${fleet.fleetId}/exceptions/stream?delivery_id=${deliveryId}`, fleetToken, {
           'last-event-id': (await eventsOf(deliveryId)).at(-1 - Object.keys(exceptionDataFields).length)!.id,
         })
         open.push(stream)
-        const listed = async () => (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
-        await waitFor(async () => (await listed()).length === Object.keys(exceptionDataFields).length, 20_000, 'the exceptions to be listed')
+        const listed = async () =>
+          (await api.get(`/v1/fleets/${fleet.fleetId}/exceptions?limit=100&delivery_id=${deliveryId}`, fleetToken)).body.data
+        await waitFor(
+          async () => (await listed()).length === Object.keys(exceptionDataFields).length,
+          20_000,
+          'the exceptions to be listed',
+        )
         const page = await listed()
         await stream.untilEvents(page.length)
         for (const shown of [page, stream.events().map((e) => e.data)]) {
           expect(shown.map((e: { type: string }) => e.type)).toEqual(Object.keys(exceptionDataFields))
-          for (const event of shown) expect(Object.keys(event.data).sort()).toEqual([...exceptionDataFields[event.type as keyof typeof exceptionDataFields]].sort())
+          for (const event of shown)
+            expect(Object.keys(event.data).sort()).toEqual([...exceptionDataFields[event.type as keyof typeof exceptionDataFields]].sort())
           for (const value of Object.values(patient)) expect(JSON.stringify(shown)).not.toContain(value)
         }
         // GET /v1/events, the tenant's own full record, still has what was written.

@@ -13,7 +13,15 @@ const { url, reasons } = await reachablePostgres()
 if (!url && process.env.CI) throw new Error(`PostgreSQL is unreachable: ${reasons.join('; ')}`)
 
 const START = Date.parse('2026-11-11T16:00:00.000Z')
-const CARD = { currency: 'USD', base_fee_cents: 650, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 }
+const CARD = {
+  currency: 'USD',
+  base_fee_cents: 650,
+  per_km_cents: 85,
+  cold_chain_surcharge_cents: 300,
+  failed_attempt_fee_cents: 400,
+  after_hours_multiplier: 1.5,
+  commission_bps: 1200,
+}
 const BRANDING = { display_name: 'Speedy <Couriers>', logo_url: 'https://cdn.speedy.example.com/logo.png', primary_color: '#0a7d5a' }
 
 function describeDashboard(store: StoreUnderTest) {
@@ -49,7 +57,11 @@ function describeDashboard(store: StoreUnderTest) {
       api = await store.start({ TOKEN_TTL_S: '86400' }, { clock })
       admin = await api.adminToken()
       pharmacyId = (await api.pharmacy(admin)).id
-      const created = await api.post('/v1/fleets', admin, { name: 'Speedy', branding: BRANDING, embed_origins: ['https://dispatch.speedy.example.com', 'https://speedy.example.com'] })
+      const created = await api.post('/v1/fleets', admin, {
+        name: 'Speedy',
+        branding: BRANDING,
+        embed_origins: ['https://dispatch.speedy.example.com', 'https://speedy.example.com'],
+      })
       expect(created.status, created.text).toBe(201)
       expect(created.body.embed_origins).toEqual(['https://dispatch.speedy.example.com', 'https://speedy.example.com'])
       fleetId = created.body.id
@@ -59,7 +71,10 @@ function describeDashboard(store: StoreUnderTest) {
 
       // One delivered by its eta, one delivered late, one failed, one still on the road.
       for (const late of [false, true]) {
-        const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, ...(late ? { deliver_by: new Date(START + 2 * MINUTE).toISOString() } : {}) })
+        const rx = await api.prescription(admin, {
+          pharmacy_id: pharmacyId,
+          ...(late ? { deliver_by: new Date(START + 2 * MINUTE).toISOString() } : {}),
+        })
         await act(rx.delivery_id, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
         await act(rx.delivery_id, 'pickup', { from: pharmacyId, to: driverId, signature: 'sig' })
         await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
@@ -82,14 +97,18 @@ function describeDashboard(store: StoreUnderTest) {
       expect(res.body.counts).toMatchObject({ DELIVERED: 2, FAILED: 1, DISPATCHED: 1, PICKED_UP: 0 })
       expect(res.body.open_exceptions).toMatchObject({ count: 1, items: [{ delivery_id: failed, kind: 'failed' }] })
       expect(res.body.in_progress.count).toBe(1)
-      expect(res.body.in_progress.items[0]).toMatchObject({ delivery_id: inProgress, status: 'DISPATCHED', cold_chain: { required: false, state: 'UNMONITORED' } })
+      expect(res.body.in_progress.items[0]).toMatchObject({
+        delivery_id: inProgress,
+        status: 'DISPATCHED',
+        cold_chain: { required: false, state: 'UNMONITORED' },
+      })
       expect(res.body.on_time).toEqual({ delivered: 2, on_time: 1, rate: 0.5 })
       expect(res.body.period).toEqual({ from: '2026-11-01T00:00:00.000Z', to: '2026-12-01T00:00:00.000Z' })
       // Two deliveries at 650 − 78 commission, one failed attempt at 400 − 48.
       expect(res.body.payout).toEqual({ currency: 'USD', lines: 3, gross_cents: 1700, payout_cents: 1496 })
     })
 
-    it('serves the embedded page in the fleet\'s branding, framable only by its origins', async () => {
+    it("serves the embedded page in the fleet's branding, framable only by its origins", async () => {
       const session = await embedUrl(120)
       expect(session.expires_at).toBe(new Date(clock.now() + 120_000).toISOString())
       const page = await api.request('GET', pathOf(session.url))
@@ -117,7 +136,10 @@ function describeDashboard(store: StoreUnderTest) {
       const page = await api.request('GET', pathOf((await embedUrl()).url))
       expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
       await api.request('PATCH', `/v1/fleets/${fleetId}`, { token: admin, body: { embed_origins: ['https://speedy.example.com'] } })
-      const bad = await api.request('PATCH', `/v1/fleets/${fleetId}`, { token: admin, body: { embed_origins: ['http://speedy.example.com/path'] } })
+      const bad = await api.request('PATCH', `/v1/fleets/${fleetId}`, {
+        token: admin,
+        body: { embed_origins: ['http://speedy.example.com/path'] },
+      })
       expect(bad.status).toBe(422)
     })
 
@@ -125,7 +147,9 @@ function describeDashboard(store: StoreUnderTest) {
       const { url } = await embedUrl()
       const token = new URL(url).searchParams.get('token')!
       const [header, payload, signature] = token.split('.')
-      const otherFleet = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), fleet_id: 'fl_other', sub: 'fl_other' })).toString('base64url')
+      const otherFleet = Buffer.from(
+        JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), fleet_id: 'fl_other', sub: 'fl_other' }),
+      ).toString('base64url')
       const flipped = signature!.slice(0, -2) + (signature!.endsWith('AA') ? 'AB' : 'AA')
       for (const altered of [`${header}.${otherFleet}.${signature}`, `${header}.${payload}.${flipped}`, 'not-a-token', '']) {
         const page = await api.request('GET', `/embed/dashboard?token=${altered}`)

@@ -14,7 +14,15 @@ if (!url && process.env.CI) throw new Error(`PostgreSQL is unreachable: ${reason
 
 // 19:30 in Springfield, IL (UTC−6 in November): business hours, half an hour before they end.
 const START = Date.parse('2026-11-11T01:30:00.000Z')
-const CARD = { currency: 'USD', base_fee_cents: 650, per_km_cents: 85, cold_chain_surcharge_cents: 300, failed_attempt_fee_cents: 400, after_hours_multiplier: 1.5, commission_bps: 1200 }
+const CARD = {
+  currency: 'USD',
+  base_fee_cents: 650,
+  per_km_cents: 85,
+  cold_chain_surcharge_cents: 300,
+  failed_attempt_fee_cents: 400,
+  after_hours_multiplier: 1.5,
+  commission_bps: 1200,
+}
 const SPRINGFIELD = { lat: 39.7817, lng: -89.6501 }
 const PATIENT = { lat: 39.8017, lng: -89.6436 } // ≈ 2.29 km north
 
@@ -36,8 +44,16 @@ function describeMoney(store: StoreUnderTest) {
     }
 
     /** A delivery carried by the fleet and ended by `end`; minutes pass between the steps. */
-    async function carried(carrier: { fleetId: string; driverId: string }, end: 'deliver' | 'fail', opts: { cold_chain?: boolean; endLocation?: { lat: number; lng: number } } = {}) {
-      const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: false, ...(opts.cold_chain ? { cold_chain: true } : {}) })
+    async function carried(
+      carrier: { fleetId: string; driverId: string },
+      end: 'deliver' | 'fail',
+      opts: { cold_chain?: boolean; endLocation?: { lat: number; lng: number } } = {},
+    ) {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: false,
+        ...(opts.cold_chain ? { cold_chain: true } : {}),
+      })
       const tote = opts.cold_chain ? (await api.tote(admin, { pharmacy_id: pharmacyId })).id : undefined
       const id = rx.delivery_id
       const step = async (action: string, body: Record<string, unknown>) => {
@@ -47,7 +63,11 @@ function describeMoney(store: StoreUnderTest) {
       }
       await step('dispatch', { fleet_id: carrier.fleetId, driver_id: carrier.driverId, ...(tote ? { tote_id: tote } : {}) })
       await step('pickup', { from: pharmacyId, to: carrier.driverId, signature: 'data:image/png;base64,AAAA' })
-      if (end === 'deliver') await step('deliver', { verification: { method: 'otp', evidence: '482913' }, ...(opts.endLocation ? { location: opts.endLocation } : {}) })
+      if (end === 'deliver')
+        await step('deliver', {
+          verification: { method: 'otp', evidence: '482913' },
+          ...(opts.endLocation ? { location: opts.endLocation } : {}),
+        })
       else await step('fail', { reason: 'nobody home' })
       return id
     }
@@ -80,7 +100,10 @@ function describeMoney(store: StoreUnderTest) {
         const current = await api.get(`/v1/fleets/${fleet.fleetId}/rate-card`, fleetToken)
         expect(current.body).toMatchObject({ version: 1, base_fee_cents: 650 })
         // A version scheduled for later is listed but not yet in force.
-        const later = await api.request('PUT', `/v1/fleets/${fleet.fleetId}/rate-card`, { token: admin, body: { ...CARD, base_fee_cents: 9_999, effective_from: new Date(START + 24 * 60 * MINUTE).toISOString() } })
+        const later = await api.request('PUT', `/v1/fleets/${fleet.fleetId}/rate-card`, {
+          token: admin,
+          body: { ...CARD, base_fee_cents: 9_999, effective_from: new Date(START + 24 * 60 * MINUTE).toISOString() },
+        })
         expect(later.body.version).toBe(2)
         expect((await api.get(`/v1/fleets/${fleet.fleetId}/rate-card`, fleetToken)).body.version).toBe(1)
         const versions = await api.get(`/v1/fleets/${fleet.fleetId}/rate-card/versions?limit=1`, fleetToken)
@@ -91,7 +114,11 @@ function describeMoney(store: StoreUnderTest) {
 
       it('gives concurrent PUTs one version each', async () => {
         const { fleetId } = await api.fleetWithDriver(admin)
-        const puts = await Promise.all([1, 2, 3, 4].map((n) => api.request('PUT', `/v1/fleets/${fleetId}/rate-card`, { token: admin, body: { ...CARD, base_fee_cents: 100 * n } })))
+        const puts = await Promise.all(
+          [1, 2, 3, 4].map((n) =>
+            api.request('PUT', `/v1/fleets/${fleetId}/rate-card`, { token: admin, body: { ...CARD, base_fee_cents: 100 * n } }),
+          ),
+        )
         expect(puts.map((p) => p.status)).toEqual([201, 201, 201, 201])
         expect(puts.map((p) => p.body.version).sort()).toEqual([1, 2, 3, 4])
         const versions = await api.get(`/v1/fleets/${fleetId}/rate-card/versions`, admin)
@@ -102,10 +129,13 @@ function describeMoney(store: StoreUnderTest) {
         const path = `/v1/fleets/${fleet.fleetId}/rate-card`
         const euro = await api.request('PUT', path, { token: admin, body: { ...CARD, currency: 'EUR' } })
         expect(euro.status).toBe(422)
-        expect(euro.body.errors).toEqual([{ pointer: '/currency', message: 'must stay USD, the currency of this fleet\'s rate cards' }])
+        expect(euro.body.errors).toEqual([{ pointer: '/currency', message: "must stay USD, the currency of this fleet's rate cards" }])
         const past = await api.request('PUT', path, { token: admin, body: { ...CARD, effective_from: '2020-01-01T00:00:00Z' } })
         expect(past.body.errors?.[0]?.pointer).toBe('/effective_from')
-        const bad = await api.request('PUT', path, { token: admin, body: { ...CARD, base_fee_cents: 1.5, after_hours_multiplier: 1.23456 } })
+        const bad = await api.request('PUT', path, {
+          token: admin,
+          body: { ...CARD, base_fee_cents: 1.5, after_hours_multiplier: 1.23456 },
+        })
         expect(bad.status).toBe(422)
         expect(bad.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual(['/after_hours_multiplier', '/base_fee_cents'])
       })
@@ -119,24 +149,42 @@ function describeMoney(store: StoreUnderTest) {
         const f = fleet.fleetId
         expect((await api.request('PUT', `/v1/fleets/${f}/rate-card`, { token: pharmacyToken, body: CARD })).status).toBe(403)
         expect((await api.request('PATCH', `/v1/fleets/${f}`, { token: pharmacyToken, body: { name: 'Mine now' } })).status).toBe(403)
-        for (const path of [`/v1/fleets/${f}/rate-card`, `/v1/fleets/${f}/rate-card/versions`, `/v1/fleets/${f}/reconciliation?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`, `/v1/fleets/${f}/dashboard`]) {
+        for (const path of [
+          `/v1/fleets/${f}/rate-card`,
+          `/v1/fleets/${f}/rate-card/versions`,
+          `/v1/fleets/${f}/reconciliation?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`,
+          `/v1/fleets/${f}/dashboard`,
+        ]) {
           expect((await api.get(path, pharmacyToken)).status, path).toBe(403)
         }
         expect((await api.post(`/v1/fleets/${f}/embed-sessions`, pharmacyToken, { ttl_s: 60 })).status).toBe(403)
-        const statement = await api.request('POST', `/v1/fleets/${f}/reconciliation?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`, { token: pharmacyToken, raw: '', headers: { 'content-type': 'text/csv' } })
+        const statement = await api.request('POST', `/v1/fleets/${f}/reconciliation?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z`, {
+          token: pharmacyToken,
+          raw: '',
+          headers: { 'content-type': 'text/csv' },
+        })
         expect(statement.status).toBe(403)
       })
 
-      it('answers 404 to another fleet\'s token for everything', async () => {
+      it("answers 404 to another fleet's token for everything", async () => {
         const f = fleet.fleetId
         const period = 'from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z'
-        for (const path of [`/v1/fleets/${f}/rate-card`, `/v1/fleets/${f}/rate-card/versions`, `/v1/fleets/${f}/reconciliation?${period}`, `/v1/fleets/${f}/dashboard`]) {
+        for (const path of [
+          `/v1/fleets/${f}/rate-card`,
+          `/v1/fleets/${f}/rate-card/versions`,
+          `/v1/fleets/${f}/reconciliation?${period}`,
+          `/v1/fleets/${f}/dashboard`,
+        ]) {
           expect((await api.get(path, otherFleetToken)).status, path).toBe(404)
         }
         expect((await api.request('PUT', `/v1/fleets/${f}/rate-card`, { token: otherFleetToken, body: CARD })).status).toBe(404)
         expect((await api.request('PATCH', `/v1/fleets/${f}`, { token: otherFleetToken, body: { name: 'x' } })).status).toBe(404)
         expect((await api.post(`/v1/fleets/${f}/embed-sessions`, otherFleetToken, { ttl_s: 60 })).status).toBe(404)
-        const statement = await api.request('POST', `/v1/fleets/${f}/reconciliation?${period}`, { token: otherFleetToken, raw: 'delivery_id,payout_cents\r\n', headers: { 'content-type': 'text/csv' } })
+        const statement = await api.request('POST', `/v1/fleets/${f}/reconciliation?${period}`, {
+          token: otherFleetToken,
+          raw: 'delivery_id,payout_cents\r\n',
+          headers: { 'content-type': 'text/csv' },
+        })
         expect(statement.status).toBe(404)
       })
 
@@ -180,14 +228,45 @@ function describeMoney(store: StoreUnderTest) {
         expect(Object.keys(byId).sort()).toEqual([delivered, failed, coldChain, afterHours].sort())
         // 2.292 km × 85 = 194.82 → 195; 845 gross; 12 % = 101.4 → 101.
         expect(byId[delivered]).toMatchObject({
-          outcome: 'delivered', rate_card_version: 1, after_hours: false, distance_km: 2.292, base_cents: 650, distance_cents: 195,
-          cold_chain_cents: 0, failed_attempt_cents: 0, after_hours_cents: 0, gross_cents: 845, commission_cents: 101, payout_cents: 744,
+          outcome: 'delivered',
+          rate_card_version: 1,
+          after_hours: false,
+          distance_km: 2.292,
+          base_cents: 650,
+          distance_cents: 195,
+          cold_chain_cents: 0,
+          failed_attempt_cents: 0,
+          after_hours_cents: 0,
+          gross_cents: 845,
+          commission_cents: 101,
+          payout_cents: 744,
         })
-        expect(byId[failed]).toMatchObject({ outcome: 'failed', base_cents: 0, failed_attempt_cents: 400, gross_cents: 400, commission_cents: 48, payout_cents: 352 })
+        expect(byId[failed]).toMatchObject({
+          outcome: 'failed',
+          base_cents: 0,
+          failed_attempt_cents: 400,
+          gross_cents: 400,
+          commission_cents: 48,
+          payout_cents: 352,
+        })
         // No end location: 0 km charged; the surcharge for a cold chain.
-        expect(byId[coldChain]).toMatchObject({ distance_km: null, distance_cents: 0, cold_chain_cents: 300, gross_cents: 950, commission_cents: 114, payout_cents: 836 })
+        expect(byId[coldChain]).toMatchObject({
+          distance_km: null,
+          distance_cents: 0,
+          cold_chain_cents: 300,
+          gross_cents: 950,
+          commission_cents: 114,
+          payout_cents: 836,
+        })
         // ×1.5 of 845 adds 422.5 → 422 (half to even, not up); 1267 gross; 12 % = 152.04 → 152.
-        expect(byId[afterHours]).toMatchObject({ after_hours: true, distance_cents: 195, after_hours_cents: 422, gross_cents: 1267, commission_cents: 152, payout_cents: 1115 })
+        expect(byId[afterHours]).toMatchObject({
+          after_hours: true,
+          distance_cents: 195,
+          after_hours_cents: 422,
+          gross_cents: 1267,
+          commission_cents: 152,
+          payout_cents: 1115,
+        })
         for (const name of ['gross_cents', 'commission_cents', 'payout_cents', 'base_cents', 'distance_cents']) {
           expect(res.body.totals[name]).toBe(res.body.lines.reduce((sum: number, l: Record<string, number>) => sum + l[name]!, 0))
         }
@@ -199,21 +278,30 @@ function describeMoney(store: StoreUnderTest) {
         const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
         clock.advance(MINUTE)
         await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: money.fleetId, driver_id: money.driverId })
-        const put = await api.request('PUT', `/v1/fleets/${money.fleetId}/rate-card`, { token: admin, body: { ...CARD, base_fee_cents: 700 } })
+        const put = await api.request('PUT', `/v1/fleets/${money.fleetId}/rate-card`, {
+          token: admin,
+          body: { ...CARD, base_fee_cents: 700 },
+        })
         expect(put.status, put.text).toBe(201)
         clock.advance(MINUTE)
         await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: pharmacyId, to: money.driverId, signature: 'sig' })
         clock.advance(MINUTE)
         await api.post(`/v1/deliveries/${rx.delivery_id}/deliver`, admin, { verification: { method: 'otp', evidence: '1' } })
         clock.advance(MINUTE)
-        const res = await api.get(`/v1/fleets/${money.fleetId}/reconciliation?from=${to}&to=${new Date(clock.now()).toISOString()}`, moneyToken)
+        const res = await api.get(
+          `/v1/fleets/${money.fleetId}/reconciliation?from=${to}&to=${new Date(clock.now()).toISOString()}`,
+          moneyToken,
+        )
         expect(res.body.lines).toHaveLength(1)
         expect(res.body.lines[0]).toMatchObject({ delivery_id: rx.delivery_id, rate_card_version: 1, base_cents: 650 })
       })
 
       it('gives the same lines as CSV', async () => {
         const json = await api.get(`/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, moneyToken)
-        const csv = await api.request('GET', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, headers: { accept: 'text/csv' } })
+        const csv = await api.request('GET', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          headers: { accept: 'text/csv' },
+        })
         expect(csv.headers.get('content-type')).toMatch(/^text\/csv/)
         const [header, ...rows] = csv.text.trimEnd().split('\r\n')
         expect(header!.split(',')).toContain('payout_cents')
@@ -231,13 +319,20 @@ function describeMoney(store: StoreUnderTest) {
       it('checks a JSON-lines statement: matched, mismatched, missing and unknown', async () => {
         const ours = (await api.get(`/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, moneyToken)).body
         const payout = (id: string) => ours.lines.find((l: { delivery_id: string }) => l.delivery_id === id).payout_cents as number
-        const statement = [
-          { delivery_id: delivered, payout_cents: payout(delivered) },
-          { delivery_id: failed, payout_cents: payout(failed) + 25 },
-          { delivery_id: coldChain, payout_cents: payout(coldChain) },
-          { delivery_id: 'dl_not_ours', payout_cents: 100 },
-        ].map((l) => JSON.stringify(l)).join('\n') + '\n'
-        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, raw: statement, headers: { 'content-type': 'application/x-ndjson' } })
+        const statement =
+          [
+            { delivery_id: delivered, payout_cents: payout(delivered) },
+            { delivery_id: failed, payout_cents: payout(failed) + 25 },
+            { delivery_id: coldChain, payout_cents: payout(coldChain) },
+            { delivery_id: 'dl_not_ours', payout_cents: 100 },
+          ]
+            .map((l) => JSON.stringify(l))
+            .join('\n') + '\n'
+        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          raw: statement,
+          headers: { 'content-type': 'application/x-ndjson' },
+        })
         expect(res.status, res.text).toBe(200)
         expect(res.body).toMatchObject({
           matched: 2,
@@ -249,8 +344,15 @@ function describeMoney(store: StoreUnderTest) {
       })
 
       it('accepts our own CSV back as a statement, every line matched', async () => {
-        const csv = await api.request('GET', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, headers: { accept: 'text/csv' } })
-        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, raw: csv.text, headers: { 'content-type': 'text/csv' } })
+        const csv = await api.request('GET', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          headers: { accept: 'text/csv' },
+        })
+        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          raw: csv.text,
+          headers: { 'content-type': 'text/csv' },
+        })
         expect(res.status, res.text).toBe(200)
         expect(res.body).toMatchObject({ matched: 4, mismatched: [], missing_from_statement: [], unknown_in_statement: [] })
       })
@@ -264,18 +366,30 @@ function describeMoney(store: StoreUnderTest) {
           JSON.stringify({ delivery_id: delivered, payout_cents: 2 }),
           '[1,2]',
         ].join('\n')
-        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, raw: statement, headers: { 'content-type': 'application/x-ndjson' } })
+        const res = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          raw: statement,
+          headers: { 'content-type': 'application/x-ndjson' },
+        })
         expect(res.status).toBe(422)
         expect(res.body.code).toBe('validation_failed')
         expect(res.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(['/lines/2', '/lines/3', '/lines/5', '/lines/6'])
-        const csv = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, { token: moneyToken, raw: 'id,amount\r\nx,1\r\n', headers: { 'content-type': 'text/csv' } })
+        const csv = await api.request('POST', `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`, {
+          token: moneyToken,
+          raw: 'id,amount\r\nx,1\r\n',
+          headers: { 'content-type': 'text/csv' },
+        })
         expect(csv.status).toBe(422)
         expect(csv.body.errors[0].pointer).toBe('/lines/1')
       })
 
       it('refuses a statement in another media type, and one over 4 MiB', async () => {
         const path = `/v1/fleets/${money.fleetId}/reconciliation?from=${from}&to=${to}`
-        const xml = await api.request('POST', path, { token: moneyToken, raw: '<statement/>', headers: { 'content-type': 'application/xml' } })
+        const xml = await api.request('POST', path, {
+          token: moneyToken,
+          raw: '<statement/>',
+          headers: { 'content-type': 'application/xml' },
+        })
         expect(xml.status).toBe(415)
         const line = `${JSON.stringify({ delivery_id: delivered, payout_cents: 1 })}\n`
         const huge = line.repeat(Math.ceil((4 * 1024 * 1024 + 1) / line.length))

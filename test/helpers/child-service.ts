@@ -144,7 +144,11 @@ export async function startChildService(options: ChildServiceOptions = {}) {
   const baseUrl = `http://127.0.0.1:${httpPort}`
   await waitReady(proc, baseUrl)
 
-  async function request<T = any>(method: string, path: string, opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply<T>> {
+  async function request<T = any>(
+    method: string,
+    path: string,
+    opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Reply<T>> {
     const headers: Record<string, string> = { ...opts.headers }
     if (opts.token) headers.authorization = `Bearer ${opts.token}`
     if (opts.body !== undefined) headers['content-type'] ??= 'application/json'
@@ -153,12 +157,18 @@ export async function startChildService(options: ChildServiceOptions = {}) {
     let body: unknown = text
     try {
       body = text ? JSON.parse(text) : null
-    } catch { /* not JSON: keep the text */ }
+    } catch {
+      /* not JSON: keep the text */
+    }
     return { status: res.status, body: body as T, text }
   }
 
   const service = {
-    dataDir, httpPort, mqttPort, baseUrl, env,
+    dataDir,
+    httpPort,
+    mqttPort,
+    baseUrl,
+    env,
     mqttUrl: `mqtt://127.0.0.1:${mqttPort}`,
     pid: proc.child.pid!,
     exited: proc.exited,
@@ -170,7 +180,8 @@ export async function startChildService(options: ChildServiceOptions = {}) {
     },
     request,
     get: <T = any>(path: string, token: string) => request<T>('GET', path, { token }),
-    post: <T = any>(path: string, token: string, body?: unknown, headers?: Record<string, string>) => request<T>('POST', path, { token, body, headers }),
+    post: <T = any>(path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
+      request<T>('POST', path, { token, body, headers }),
     async adminToken(): Promise<string> {
       const res = await fetch(`${baseUrl}/oauth/token`, {
         method: 'POST',
@@ -216,7 +227,9 @@ async function waitReady(proc: ReturnType<typeof spawnService>, baseUrl: string)
       const res = await fetch(`${baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
       await res.arrayBuffer()
       if (res.status === 200) return
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     if (Date.now() > deadline) {
       proc.child.kill('SIGKILL')
       throw new Error(`service not ready after ${READY_TIMEOUT_MS} ms: ${proc.stderr.trim()}`)

@@ -67,7 +67,8 @@ export class FakeQuestdb {
     if (url.pathname === '/exec') {
       const query = url.searchParams.get('query') ?? ''
       if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn, false]] })
-      if (/^\s*SELECT count\(\)/i.test(query)) return json(200, { columns: [], dataset: [[this.applyLagMs === 0 ? this.rows.size : this.appliedLines]] })
+      if (/^\s*SELECT count\(\)/i.test(query))
+        return json(200, { columns: [], dataset: [[this.applyLagMs === 0 ? this.rows.size : this.appliedLines]] })
       return json(200, { ddl: 'OK' })
     }
     if (url.pathname === '/write' && req.method === 'POST') {

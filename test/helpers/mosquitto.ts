@@ -93,7 +93,8 @@ export async function startMosquitto(options: MosquittoOptions = {}) {
     await current.exited
   }
 
-  const url = (username: string, password: string) => `mqtt://${encodeURIComponent(username)}:${encodeURIComponent(password)}@127.0.0.1:${port}`
+  const url = (username: string, password: string) =>
+    `mqtt://${encodeURIComponent(username)}:${encodeURIComponent(password)}@127.0.0.1:${port}`
   return {
     port,
     dir,

@@ -5,12 +5,18 @@ const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
 
 type MediaType = { schema?: unknown; example?: unknown }
 export type Operation = {
-  operationId: string; summary?: string; security?: unknown[]
+  operationId: string
+  summary?: string
+  security?: unknown[]
   parameters?: { name: string; in: string; example?: unknown; schema?: unknown }[]
   requestBody?: { content: Record<string, MediaType> }
   responses: Record<string, { content?: Record<string, MediaType> }>
 }
-export type OpenApiDocument = { info: { version: string }; paths: Record<string, Record<string, Operation>>; webhooks?: Record<string, Record<string, Operation>> }
+export type OpenApiDocument = {
+  info: { version: string }
+  paths: Record<string, Record<string, Operation>>
+  webhooks?: Record<string, Record<string, Operation>>
+}
 
 /** RFC 6901 escaping of one reference token. */
 const token = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1')
@@ -24,10 +30,13 @@ export function responseValidator(doc: OpenApiDocument) {
   const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false })
   addFormats.default(ajv)
   ajv.addSchema({ ...doc, $id: 'rxtrace-openapi' })
-  const templates = Object.keys(doc.paths).map((path) => ({
-    path, pattern: new RegExp(`^${path.replace(/[.]/g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
-    literal: path.replace(/\{[^}]+\}/g, '').length,
-  })).sort((a, b) => b.literal - a.literal) // /v1/deliveries/{id}/temperature.svg before …/{id}
+  const templates = Object.keys(doc.paths)
+    .map((path) => ({
+      path,
+      pattern: new RegExp(`^${path.replace(/[.]/g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
+      literal: path.replace(/\{[^}]+\}/g, '').length,
+    }))
+    .sort((a, b) => b.literal - a.literal) // /v1/deliveries/{id}/temperature.svg before …/{id}
 
   function find(method: string, path: string) {
     const template = templates.find((t) => t.pattern.test(path) && doc.paths[t.path]![method])
@@ -35,7 +44,13 @@ export function responseValidator(doc: OpenApiDocument) {
   }
 
   /** Problems with this answer; empty when it is what the document says. */
-  function check(method: string, path: string, status: number, contentType: string | null, text: string): { operationId?: string; problems: string[] } {
+  function check(
+    method: string,
+    path: string,
+    status: number,
+    contentType: string | null,
+    text: string,
+  ): { operationId?: string; problems: string[] } {
     const found = find(method.toLowerCase(), path.split('?')[0]!)
     if (!found) return { problems: [`${method} ${path}: no operation in the document`] }
     const { op, template } = found
@@ -44,14 +59,23 @@ export function responseValidator(doc: OpenApiDocument) {
     if (!response) return { operationId: op.operationId, problems: [`${where}: status not documented`] }
     if (text === '') return { operationId: op.operationId, problems: [] }
     const media = (contentType ?? '').split(';')[0]!.trim()
-    if (!response.content?.[media]) return { operationId: op.operationId, problems: [`${where}: body of type ${media || '(none)'} not documented (documented: ${Object.keys(response.content ?? {}).join(', ') || 'no body'})`] }
+    if (!response.content?.[media])
+      return {
+        operationId: op.operationId,
+        problems: [
+          `${where}: body of type ${media || '(none)'} not documented (documented: ${Object.keys(response.content ?? {}).join(', ') || 'no body'})`,
+        ],
+      }
     if (!response.content[media]!.schema) return { operationId: op.operationId, problems: [] }
     const body = /json/.test(media) ? JSON.parse(text) : text
     const ref = `rxtrace-openapi#/paths/${token(template)}/${method.toLowerCase()}/responses/${String(status)}/content/${token(media)}/schema`
     const validate = ajv.getSchema(ref) ?? ajv.compile({ $ref: ref })
     return validate(body)
       ? { operationId: op.operationId, problems: [] }
-      : { operationId: op.operationId, problems: (validate.errors ?? []).map((e) => `${where}: ${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`) }
+      : {
+          operationId: op.operationId,
+          problems: (validate.errors ?? []).map((e) => `${where}: ${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`),
+        }
   }
 
   /** Whether `value` validates against the schema at `pointer` (a JSON pointer into the document). */
@@ -61,6 +85,7 @@ export function responseValidator(doc: OpenApiDocument) {
   }
 
   const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
-    METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method]! })))
+    METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method]! })),
+  )
   return { check, validates, operations, find }
 }

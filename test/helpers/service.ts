@@ -7,16 +7,35 @@ export const ADMIN = { id: 'cl_admin', secret: 'admin-secret-for-tests-only-0123
 /** The whole service in-process on an in-memory SQLite store; nothing listens unless a test starts it. */
 export async function startTestService(env: Record<string, string> = {}, overrides: ServiceOverrides = {}) {
   const config = loadConfig({
-    LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off', ISSUER: 'http://rxtrace.test',
-    ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret, RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000',
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    MQTT_PORT: '0',
+    MQTT_WS_PORT: 'off',
+    ISSUER: 'http://rxtrace.test',
+    ADMIN_CLIENT_ID: ADMIN.id,
+    ADMIN_CLIENT_SECRET: ADMIN.secret,
+    RATE_LIMIT_RPS: '100000',
+    RATE_LIMIT_BURST: '100000',
     // Suites share one address (or none, in-process) and send many tokens, good and bad: the
     // throttles are proved by their own tests with their own settings.
-    RATE_LIMIT_TENANT_RPS: '100000', RATE_LIMIT_TENANT_BURST: '100000', OAUTH_ADDRESS_RPS: '100000', OAUTH_ADDRESS_BURST: '100000',
-    OAUTH_CLIENT_RPS: '100000', OAUTH_CLIENT_BURST: '100000', INVALID_TOKEN_RPS: '100000', INVALID_TOKEN_BURST: '100000',
-    REORDER_WINDOW_S: '0', WEBHOOK_ALLOW_PRIVATE: 'true',
+    RATE_LIMIT_TENANT_RPS: '100000',
+    RATE_LIMIT_TENANT_BURST: '100000',
+    OAUTH_ADDRESS_RPS: '100000',
+    OAUTH_ADDRESS_BURST: '100000',
+    OAUTH_CLIENT_RPS: '100000',
+    OAUTH_CLIENT_BURST: '100000',
+    INVALID_TOKEN_RPS: '100000',
+    INVALID_TOKEN_BURST: '100000',
+    REORDER_WINDOW_S: '0',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
     ...env,
   })
-  const service = await buildService(config, { store: { kind: 'sqlite', file: ':memory:' }, sink: createSqliteSink({ path: ':memory:' }), ...overrides })
+  const service = await buildService(config, {
+    store: { kind: 'sqlite', file: ':memory:' },
+    sink: createSqliteSink({ path: ':memory:' }),
+    ...overrides,
+  })
   return withApi(service)
 }
 
@@ -24,7 +43,11 @@ export type Reply<T = any> = { status: number; body: T; headers: Headers; text: 
 
 /** Small request helpers over `app.request()`: JSON in, JSON out, a token when given. */
 export function withApi(service: Service) {
-  async function request<T = any>(method: string, path: string, opts: { token?: string; body?: unknown; headers?: Record<string, string>; raw?: string } = {}): Promise<Reply<T>> {
+  async function request<T = any>(
+    method: string,
+    path: string,
+    opts: { token?: string; body?: unknown; headers?: Record<string, string>; raw?: string } = {},
+  ): Promise<Reply<T>> {
     const headers: Record<string, string> = { ...opts.headers }
     if (opts.token) headers.authorization = `Bearer ${opts.token}`
     let body: string | undefined = opts.raw
@@ -37,7 +60,9 @@ export function withApi(service: Service) {
     let parsed: unknown = text
     try {
       parsed = text ? JSON.parse(text) : null
-    } catch { /* not JSON: keep the text */ }
+    } catch {
+      /* not JSON: keep the text */
+    }
     return { status: res.status, body: parsed as T, headers: res.headers, text }
   }
 
@@ -45,7 +70,10 @@ export function withApi(service: Service) {
     const form = new URLSearchParams({ grant_type: 'client_credentials', ...(scope ? { scope } : {}) })
     const res = await service.app.request('/oauth/token', {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}`,
+      },
       body: form.toString(),
     })
     const json = (await res.json()) as { access_token?: string }
@@ -60,18 +88,26 @@ export function withApi(service: Service) {
     tokenFor,
     adminToken: (scope?: string) => tokenFor(ADMIN.id, ADMIN.secret, scope),
     get: <T = any>(path: string, token: string) => request<T>('GET', path, { token }),
-    post: <T = any>(path: string, token: string, body?: unknown, headers?: Record<string, string>) => request<T>('POST', path, { token, body, headers }),
+    post: <T = any>(path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
+      request<T>('POST', path, { token, body, headers }),
     /** A pharmacy, registered by the admin. */
     async pharmacy(token: string, extra: Record<string, unknown> = {}) {
       const res = await api.post('/v1/pharmacies', token, {
-        name: 'Main Street Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-        timezone: 'America/Chicago', ...extra,
+        name: 'Main Street Pharmacy',
+        address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        timezone: 'America/Chicago',
+        ...extra,
       })
       if (res.status !== 201) throw new Error(`pharmacy: ${res.status} ${res.text}`)
       return res.body as { id: string }
     },
     async prescription(token: string, body: Record<string, unknown>, key = `key-${++keyCounter}-${Math.random()}`) {
-      const res = await api.post('/v1/prescriptions', token, { patient_id: 'pt_123', cold_chain: false, ...body }, { 'idempotency-key': key })
+      const res = await api.post(
+        '/v1/prescriptions',
+        token,
+        { patient_id: 'pt_123', cold_chain: false, ...body },
+        { 'idempotency-key': key },
+      )
       if (res.status !== 201) throw new Error(`prescription: ${res.status} ${res.text}`)
       return res.body as { rx_id: string; delivery_id: string; audit_hash: string; [k: string]: unknown }
     },

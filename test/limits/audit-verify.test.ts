@@ -7,7 +7,15 @@ const MANY = 12_000
 /** Fills the audit log directly: the chain is built by the service's own AuditLog. */
 async function recordMany(api: TestApi, n: number, clientId = 'cl_filler') {
   for (let i = 0; i < n; i++) {
-    api.service.audit.record({ jti: null, client_id: clientId, sub: clientId, method: 'GET', path: '/v1/pharmacies', status: 200, request_id: `fill-${i}` })
+    api.service.audit.record({
+      jti: null,
+      client_id: clientId,
+      sub: clientId,
+      method: 'GET',
+      path: '/v1/pharmacies',
+      status: 200,
+      request_id: `fill-${i}`,
+    })
   }
   await api.service.audit.flush()
 }
@@ -20,7 +28,13 @@ describe('audit chain verification is paged, per tenant, and never holds the eve
     api = await startTestService()
     admin = await api.adminToken()
     const pharmacy = (await api.pharmacy(admin)).id
-    const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'pharmacy auditor', scope: 'audit:read pharmacies:read', pharmacy_id: pharmacy })).body
+    const client = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'pharmacy auditor',
+        scope: 'audit:read pharmacies:read',
+        pharmacy_id: pharmacy,
+      })
+    ).body
     tenant = { id: client.client_id, token: await api.tokenFor(client.client_id, client.client_secret) }
     await recordMany(api, 50)
   })
@@ -51,14 +65,21 @@ describe('audit chain verification is paged, per tenant, and never holds the eve
     let checked = 0
     let cursor: string | null = null
     do {
-      const page: { body: { valid: boolean; checked: number; next_cursor: string | null } } = await api.get(`/v1/audit-events/verify?limit=10${cursor ? `&cursor=${cursor}` : ''}`, admin)
+      const page: { body: { valid: boolean; checked: number; next_cursor: string | null } } = await api.get(
+        `/v1/audit-events/verify?limit=10${cursor ? `&cursor=${cursor}` : ''}`,
+        admin,
+      )
       expect(page.body.valid).toBe(true)
       checked += page.body.checked
       cursor = page.body.next_cursor
     } while (cursor)
     expect(checked).toBeGreaterThanOrEqual(total)
 
-    const victim = await api.service.db.selectFrom('audit_events').select('pos').where('request_id', '=', 'fill-25').executeTakeFirstOrThrow()
+    const victim = await api.service.db
+      .selectFrom('audit_events')
+      .select('pos')
+      .where('request_id', '=', 'fill-25')
+      .executeTakeFirstOrThrow()
     await api.service.db.updateTable('audit_events').set({ status: 500 }).where('pos', '=', victim.pos).execute()
     const second = await api.get(`/v1/audit-events/verify?limit=20&cursor=${first.body.next_cursor}`, admin)
     expect(second.body).toMatchObject({ valid: false, first_bad_pos: victim.pos })
@@ -96,10 +117,12 @@ describe('a long verification shares the event loop', () => {
       })
       return flush()
     }
-    const verification = fetch(`${base}/v1/audit-events/verify?limit=10000`, { headers: { authorization: `Bearer ${admin}` } }).then(async (res) => {
-      const body = await res.json()
-      finished.push(`verify ${res.status} ${body.checked}`)
-    })
+    const verification = fetch(`${base}/v1/audit-events/verify?limit=10000`, { headers: { authorization: `Bearer ${admin}` } }).then(
+      async (res) => {
+        const body = await res.json()
+        finished.push(`verify ${res.status} ${body.checked}`)
+      },
+    )
     await verification
     audit.flush = flush
     await other

@@ -22,7 +22,7 @@ describe('per-tenant limits on webhook endpoints, clients and totes (SPEC §11)'
   })
   afterAll(() => api.stop())
 
-  it('refuses a tenant\'s webhook endpoint beyond the limit with 409 limit_exceeded; deleting one makes room', async () => {
+  it("refuses a tenant's webhook endpoint beyond the limit with 409 limit_exceeded; deleting one makes room", async () => {
     const { token } = await pharmacyClient(api, admin, pharmacyA, 'webhooks:read webhooks:write')
     const register = (n: number, as = token) => api.post('/v1/webhooks', as, { url: `http://127.0.0.1:9/hook-${n}`, events: ['*'] })
     const created = [await register(1), await register(2), await register(3)]
@@ -51,7 +51,7 @@ describe('per-tenant limits on webhook endpoints, clients and totes (SPEC §11)'
     expect(again.body).toMatchObject({ code: 'conflict', errors: [{ pointer: '/url' }] })
   })
 
-  it('refuses a tenant\'s third client when two are allowed; unrestricted clients are not counted', async () => {
+  it("refuses a tenant's third client when two are allowed; unrestricted clients are not counted", async () => {
     const body = (pharmacy_id: string) => ({ client_name: 'pos', scope: 'prescriptions:read', pharmacy_id })
     const fleet = (await api.post('/v1/fleets', admin, { name: 'Limits Fleet' })).body.id as string
     const fleetBody = { client_name: 'dispatch', scope: 'fleet:read', fleet_id: fleet }
@@ -69,7 +69,7 @@ describe('per-tenant limits on webhook endpoints, clients and totes (SPEC §11)'
     expect((await api.post('/v1/oauth/clients', admin, { client_name: 'ops', scope: 'pharmacies:read' })).status).toBe(201)
   })
 
-  it('refuses a tenant\'s third tote when two are allowed', async () => {
+  it("refuses a tenant's third tote when two are allowed", async () => {
     const pharmacy = (await api.pharmacy(admin)).id
     const register = (serial: string) => api.post('/v1/totes', admin, { serial, pharmacy_id: pharmacy })
     expect((await register('LIMIT-1')).status).toBe(201)
@@ -83,17 +83,22 @@ describe('per-tenant limits on webhook endpoints, clients and totes (SPEC §11)'
 
   it('holds the limit when many creations race', async () => {
     const pharmacy = (await api.pharmacy(admin)).id
-    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => api.post('/v1/totes', admin, { serial: `RACE-${i}`, pharmacy_id: pharmacy })))
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => api.post('/v1/totes', admin, { serial: `RACE-${i}`, pharmacy_id: pharmacy })),
+    )
     expect(answers.filter((r) => r.status === 201)).toHaveLength(2)
     expect(answers.filter((r) => r.status === 409)).toHaveLength(8)
   })
 })
 
-describe('a tenant\'s clients share one rate-limit bucket (RATE_LIMIT_TENANT_BURST=4)', () => {
+describe("a tenant's clients share one rate-limit bucket (RATE_LIMIT_TENANT_BURST=4)", () => {
   const clock = testClock()
   let api: TestApi
   beforeAll(async () => {
-    api = await startTestService({ RATE_LIMIT_RPS: '1', RATE_LIMIT_BURST: '3', RATE_LIMIT_TENANT_RPS: '1', RATE_LIMIT_TENANT_BURST: '4' }, { clock })
+    api = await startTestService(
+      { RATE_LIMIT_RPS: '1', RATE_LIMIT_BURST: '3', RATE_LIMIT_TENANT_RPS: '1', RATE_LIMIT_TENANT_BURST: '4' },
+      { clock },
+    )
   })
   afterAll(() => api.stop())
 

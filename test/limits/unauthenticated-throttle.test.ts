@@ -8,11 +8,14 @@ async function listening(env: Record<string, string>) {
   const { httpPort } = await api.service.start()
   const base = `http://127.0.0.1:${httpPort}`
   const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`
-  const tokenRequest = (id: string, secret: string, headers: Record<string, string> = {}) => fetch(`${base}/oauth/token`, {
-    method: 'POST', body: 'grant_type=client_credentials',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(id, secret), ...headers },
-  })
-  const bearer = (token: string, headers: Record<string, string> = {}) => fetch(`${base}/v1/pharmacies`, { headers: { authorization: `Bearer ${token}`, ...headers } })
+  const tokenRequest = (id: string, secret: string, headers: Record<string, string> = {}) =>
+    fetch(`${base}/oauth/token`, {
+      method: 'POST',
+      body: 'grant_type=client_credentials',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(id, secret), ...headers },
+    })
+  const bearer = (token: string, headers: Record<string, string> = {}) =>
+    fetch(`${base}/v1/pharmacies`, { headers: { authorization: `Bearer ${token}`, ...headers } })
   return { api, base, tokenRequest, bearer }
 }
 
@@ -26,7 +29,7 @@ describe('/oauth/token is throttled per address (OAUTH_ADDRESS_BURST=3) and per 
   })
   afterAll(() => s.api.stop())
 
-  it('answers the address\'s fourth request 429 with Retry-After in OAuth\'s error format, whatever X-Forwarded-For says', async () => {
+  it("answers the address's fourth request 429 with Retry-After in OAuth's error format, whatever X-Forwarded-For says", async () => {
     for (let i = 0; i < 3; i++) expect((await s.tokenRequest(`cl_guess${i}`, 'wrong-secret')).status).toBe(401)
     const refused = await s.tokenRequest(ADMIN.id, ADMIN.secret) // right credentials, too late
     expect(refused.status).toBe(429)
@@ -41,7 +44,13 @@ describe('/oauth/token is throttled per address (OAUTH_ADDRESS_BURST=3) and per 
 describe('per client id and, with TRUST_PROXY=true, per forwarded address', () => {
   let s: Awaited<ReturnType<typeof listening>>
   beforeAll(async () => {
-    s = await listening({ TRUST_PROXY: 'true', OAUTH_ADDRESS_RPS: '1', OAUTH_ADDRESS_BURST: '2', OAUTH_CLIENT_RPS: '1', OAUTH_CLIENT_BURST: '3' })
+    s = await listening({
+      TRUST_PROXY: 'true',
+      OAUTH_ADDRESS_RPS: '1',
+      OAUTH_ADDRESS_BURST: '2',
+      OAUTH_CLIENT_RPS: '1',
+      OAUTH_CLIENT_BURST: '3',
+    })
   })
   afterAll(() => s.api.stop())
 
@@ -61,7 +70,7 @@ describe('per client id and, with TRUST_PROXY=true, per forwarded address', () =
   })
 })
 
-describe('invalid bearer tokens are counted against the caller\'s address (INVALID_TOKEN_BURST=3)', () => {
+describe("invalid bearer tokens are counted against the caller's address (INVALID_TOKEN_BURST=3)", () => {
   let s: Awaited<ReturnType<typeof listening>>
   beforeAll(async () => {
     s = await listening({ INVALID_TOKEN_RPS: '1', INVALID_TOKEN_BURST: '3' })

@@ -12,8 +12,16 @@ import { connectTote, dispatchedColdChain, readingsTopicOf } from './fixtures.js
 
 // 1 s of silence is a sensor gap, and 2 s of unknown time out of range breaks the chain.
 const PROFILE = {
-  name: 'quick-gap', min_c: 2, max_c: 8, grace_s: 0, max_excursion_s: 2, max_cumulative_s: 3_600,
-  hard_min_c: null, hard_max_c: null, mkt_max_c: null, max_gap_s: 1,
+  name: 'quick-gap',
+  min_c: 2,
+  max_c: 8,
+  grace_s: 0,
+  max_excursion_s: 2,
+  max_cumulative_s: 3_600,
+  hard_min_c: null,
+  hard_max_c: null,
+  mkt_max_c: null,
+  max_gap_s: 1,
 }
 const STEP_MS = 200
 
@@ -42,7 +50,10 @@ describe('a cold-chain break raised by sensor silence', () => {
     expect(announced.break_reason).toBe('sensor_gap')
 
     // The gateway uploads what it buffered: 5 °C every 200 ms since dispatch, no gap left.
-    const upload = Array.from({ length: Math.floor((Date.now() - dispatchedAt) / STEP_MS) }, (_, i) => ({ ts: dispatchedAt + (i + 1) * STEP_MS, temp_c: 5 }))
+    const upload = Array.from({ length: Math.floor((Date.now() - dispatchedAt) / STEP_MS) }, (_, i) => ({
+      ts: dispatchedAt + (i + 1) * STEP_MS,
+      temp_c: 5,
+    }))
     let client = await connectTote(svc, tote)
     await client.publishAsync(readingsTopicOf(tote.id), JSON.stringify(upload), { qos: 1 })
     await client.endAsync()
@@ -57,7 +68,10 @@ describe('a cold-chain break raised by sensor silence', () => {
     // with max_c 6 was saved after the restart, from the state the restart rebuilt.
     client = await connectTote(svc, tote)
     let ts = upload.at(-1)!.ts
-    const publishNext = () => client.publishAsync(readingsTopicOf(tote.id), JSON.stringify({ ts: (ts = Math.max(ts + STEP_MS, Date.now())), temp_c: 6 }), { qos: 1 })
+    const publishNext = () =>
+      client.publishAsync(readingsTopicOf(tote.id), JSON.stringify({ ts: (ts = Math.max(ts + STEP_MS, Date.now())), temp_c: 6 }), {
+        qos: 1,
+      })
     const live = setInterval(() => void publishNext().catch(() => undefined), STEP_MS)
     try {
       await waitFor(async () => (await coldChain())?.max_c === 6, 15_000, 'a summary saved after the restart')

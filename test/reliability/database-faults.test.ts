@@ -13,10 +13,13 @@ if (!url) console.warn(`Skipping the database fault tests: ${reasons.join('; ')}
 
 // Short deadlines so an outage shows within a test; the defaults are in src/config.ts.
 const FAST_DEADLINES = {
-  DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_STATEMENT_TIMEOUT_MS: '1000', READY_TIMEOUT_MS: '800',
+  DATABASE_CONNECT_TIMEOUT_MS: '1000',
+  DATABASE_STATEMENT_TIMEOUT_MS: '1000',
+  READY_TIMEOUT_MS: '800',
 }
 const ADDRESS = { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }
-const newPharmacy = (api: TestApi, token: string) => api.post('/v1/pharmacies', token, { name: 'Fault Pharmacy', address: ADDRESS, timezone: 'America/Chicago' })
+const newPharmacy = (api: TestApi, token: string) =>
+  api.post('/v1/pharmacies', token, { name: 'Fault Pharmacy', address: ADDRESS, timezone: 'America/Chicago' })
 
 describe.skipIf(!url)('PostgreSQL going away', () => {
   let proxy: TcpProxy
@@ -46,7 +49,9 @@ describe.skipIf(!url)('PostgreSQL going away', () => {
     try {
       const admin = await api.adminToken()
       const pharmacy = (await newPharmacy(api, admin)).body as { id: string }
-      expect((await api.post('/v1/webhooks', admin, { url: receiver.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })).status).toBe(201)
+      expect(
+        (await api.post('/v1/webhooks', admin, { url: receiver.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })).status,
+      ).toBe(201)
       expect((await readyz(api)).status).toBe(200)
 
       // The server ends the sessions (pg_terminate_backend: what a restart or failover does), and

@@ -58,7 +58,13 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
     const copy = async (name: string, dataDir?: string) => {
       const svc = await startChildService({
         ...(dataDir ? { dataDir } : {}),
-        env: { MQTT_URL: broker.serviceUrl, MQTT_PORT: '', DATABASE_URL: databaseUrl, MQTT_CLIENT_ID: `rx_kill_${name}`, MQTT_INGEST_CONNECTIONS: '2' },
+        env: {
+          MQTT_URL: broker.serviceUrl,
+          MQTT_PORT: '',
+          DATABASE_URL: databaseUrl,
+          MQTT_CLIENT_ID: `rx_kill_${name}`,
+          MQTT_INGEST_CONNECTIONS: '2',
+        },
       })
       cleanups.push(() => svc.dispose())
       return svc
@@ -68,11 +74,17 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
 
     const token = await a.adminToken()
     const pharmacy = await a.post<{ id: string }>('/v1/pharmacies', token, {
-      name: 'Kill Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago',
+      name: 'Kill Pharmacy',
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
     })
     const tote = (await a.post<Tote>('/v1/totes', token, { serial: `KILL-${Date.now()}`, pharmacy_id: pharmacy.body.id })).body
     const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${broker.port}`, {
-      protocolVersion: 5, clientId: tote.id, username: tote.id, password: tote.mqtt.password, reconnectPeriod: 0,
+      protocolVersion: 5,
+      clientId: tote.id,
+      username: tote.id,
+      password: tote.mqtt.password,
+      reconnectPeriod: 0,
     })
 
     const first = Date.now() - READINGS * 50
@@ -97,7 +109,7 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
       send()
     })
     await client.endAsync()
-    expect((await killed)).toMatchObject({ signal: 'SIGKILL' })
+    expect(await killed).toMatchObject({ signal: 'SIGKILL' })
 
     // A's session waits on the broker with what A had not acknowledged; A comes back under the same client id.
     await copy('a', a.dataDir)
@@ -109,11 +121,15 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
       const { rows } = await reader.query<{ ts: string }>('select ts from readings where tote_id = $1', [tote.id])
       return rows.map((row) => Number(row.ts))
     }
-    await waitFor(async () => (await stored()).length === READINGS, 60_000, `all ${READINGS} readings stored`).catch(async (error: Error) => {
-      const have = new Set(await stored())
-      const missing = Array.from({ length: READINGS }, (_, i) => i).filter((i) => !have.has(tsOf(i)))
-      throw new Error(`${error.message}: stored ${have.size}; missing ${missing.length}, e.g. #${missing.slice(0, 5).join(', #')}\n${broker.log.slice(-3_000)}`)
-    })
+    await waitFor(async () => (await stored()).length === READINGS, 60_000, `all ${READINGS} readings stored`).catch(
+      async (error: Error) => {
+        const have = new Set(await stored())
+        const missing = Array.from({ length: READINGS }, (_, i) => i).filter((i) => !have.has(tsOf(i)))
+        throw new Error(
+          `${error.message}: stored ${have.size}; missing ${missing.length}, e.g. #${missing.slice(0, 5).join(', #')}\n${broker.log.slice(-3_000)}`,
+        )
+      },
+    )
     const rows = await stored()
     expect(new Set(rows).size).toBe(rows.length) // none stored twice
     const have = new Set(rows)

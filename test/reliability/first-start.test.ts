@@ -50,7 +50,10 @@ describe('first start', () => {
 
     const res = await fetch(`${svc.baseUrl}/oauth/token`, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`,
+      },
       body: 'grant_type=client_credentials',
     })
     expect(res.status).toBe(200)

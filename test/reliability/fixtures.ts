@@ -18,27 +18,55 @@ export async function dispatchedColdChain(svc: ChildService, token: string, temp
     if (res.status !== 201 && res.status !== 200) throw new Error(`${what}: ${res.status} ${res.text}`)
     return res.body
   }
-  const pharmacy = created('pharmacy', await svc.post<{ id: string }>('/v1/pharmacies', token, {
-    name: 'Reliability Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-    timezone: 'America/Chicago',
-  }))
+  const pharmacy = created(
+    'pharmacy',
+    await svc.post<{ id: string }>('/v1/pharmacies', token, {
+      name: 'Reliability Pharmacy',
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+    }),
+  )
   const fleet = created('fleet', await svc.post<{ id: string }>('/v1/fleets', token, { name: 'Crash Couriers' }))
-  const tote = created('tote', await svc.post<Tote>('/v1/totes', token, { serial: `REL-${process.pid}-${++counter}-${Date.now()}`, pharmacy_id: pharmacy.id }))
-  const rx = created('prescription', await svc.post<{ rx_id: string; delivery_id: string }>('/v1/prescriptions', token, {
-    pharmacy_id: pharmacy.id, patient_id: 'pt_reliability', cold_chain: true, temperature_profile: temperatureProfile,
-  }, { 'idempotency-key': `rel-${process.pid}-${++counter}-${Date.now()}` }))
+  const tote = created(
+    'tote',
+    await svc.post<Tote>('/v1/totes', token, { serial: `REL-${process.pid}-${++counter}-${Date.now()}`, pharmacy_id: pharmacy.id }),
+  )
+  const rx = created(
+    'prescription',
+    await svc.post<{ rx_id: string; delivery_id: string }>(
+      '/v1/prescriptions',
+      token,
+      {
+        pharmacy_id: pharmacy.id,
+        patient_id: 'pt_reliability',
+        cold_chain: true,
+        temperature_profile: temperatureProfile,
+      },
+      { 'idempotency-key': `rel-${process.pid}-${++counter}-${Date.now()}` },
+    ),
+  )
   // occurred_at may not precede the prescription's creation, so the binding starts now.
   const dispatchedAt = Date.now()
-  created('dispatch', await svc.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, token, {
-    fleet_id: fleet.id, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString(),
-  }))
+  created(
+    'dispatch',
+    await svc.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, token, {
+      fleet_id: fleet.id,
+      tote_id: tote.id,
+      occurred_at: new Date(dispatchedAt).toISOString(),
+    }),
+  )
   return { pharmacyId: pharmacy.id, fleetId: fleet.id, tote, rxId: rx.rx_id, deliveryId: rx.delivery_id, dispatchedAt }
 }
 
 /** A tote's own MQTT connection (client id = tote id, no automatic reconnect: tests decide). */
 export function connectTote(svc: ChildService | { mqttUrl: string }, tote: Tote): Promise<MqttClient> {
   return mqtt.connectAsync(svc.mqttUrl, {
-    username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, clean: true, reconnectPeriod: 0, connectTimeout: 5_000,
+    username: tote.mqtt.username,
+    password: tote.mqtt.password,
+    clientId: tote.id,
+    clean: true,
+    reconnectPeriod: 0,
+    connectTimeout: 5_000,
   })
 }
 
@@ -52,7 +80,7 @@ export type Unit = { first: number; count: number; payload: string }
 export function toUnits(readings: readonly { ts: number; temp_c: number }[], seed: number, maxBatch = 100): Unit[] {
   const random = mulberry32(seed)
   const units: Unit[] = []
-  for (let i = 0; i < readings.length;) {
+  for (let i = 0; i < readings.length; ) {
     const count = random() < 0.5 ? 1 : Math.min(readings.length - i, 2 + Math.floor(random() * (maxBatch - 1)))
     const slice = readings.slice(i, i + count).map((r, k) => ({ ...r, seq: i + k }))
     units.push({ first: i, count, payload: JSON.stringify(count === 1 ? slice[0] : slice) })
@@ -69,14 +97,21 @@ export const unitOf = (units: readonly Unit[], index: number) => units.findIndex
  * Resolves when every unit is acknowledged, or when the connection closes.
  * `onSend` and `onAck` may return 'stop' to publish nothing more (a test about to kill the service).
  */
-export async function publishUnits(client: MqttClient, topic: string, units: readonly Unit[], opts: {
-  from: number; window: number; acked: boolean[]
-  /** Wait for every PUBACK before sending this unit, so it reaches an idle service alone. */
-  alone?: number
-  /** After a publish was handed to the socket (before its PUBACK). */
-  onSend?: (unit: number) => 'stop' | void
-  onAck?: (unit: number) => 'stop' | void
-}): Promise<{ stoppedAt: number | null }> {
+export async function publishUnits(
+  client: MqttClient,
+  topic: string,
+  units: readonly Unit[],
+  opts: {
+    from: number
+    window: number
+    acked: boolean[]
+    /** Wait for every PUBACK before sending this unit, so it reaches an idle service alone. */
+    alone?: number
+    /** After a publish was handed to the socket (before its PUBACK). */
+    onSend?: (unit: number) => 'stop' | void
+    onAck?: (unit: number) => 'stop' | void
+  },
+): Promise<{ stoppedAt: number | null }> {
   const { window, acked } = opts
   let next = opts.from
   let outstanding = 0
@@ -122,7 +157,9 @@ export const firstUnacked = (acked: readonly boolean[], total: number) => {
 export function storedTimestamps(dataDir: string, toteId: string): Set<number> {
   const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
   try {
-    const rows = db.prepare('SELECT r.ts AS ts FROM readings r JOIN totes t ON t.tote_key = r.tote_key WHERE t.tote_id = ?').all(toteId) as { ts: number }[]
+    const rows = db
+      .prepare('SELECT r.ts AS ts FROM readings r JOIN totes t ON t.tote_key = r.tote_key WHERE t.tote_id = ?')
+      .all(toteId) as { ts: number }[]
     return new Set(rows.map((r) => r.ts))
   } finally {
     db.close()
@@ -133,7 +170,10 @@ export function storedTimestamps(dataDir: string, toteId: string): Set<number> {
 export function storedEvents(dataDir: string, deliveryId: string): { type: string; dedupe_key: string | null }[] {
   const db = new Database(join(dataDir, 'rxtrace.db'), { readonly: true, fileMustExist: true })
   try {
-    return db.prepare('SELECT type, dedupe_key FROM events WHERE delivery_id = ? ORDER BY pos').all(deliveryId) as { type: string; dedupe_key: string | null }[]
+    return db.prepare('SELECT type, dedupe_key FROM events WHERE delivery_id = ? ORDER BY pos').all(deliveryId) as {
+      type: string
+      dedupe_key: string | null
+    }[]
   } finally {
     db.close()
   }
@@ -189,10 +229,18 @@ export async function rawTote(port: number, tote: Tote, onMessage: (topic: strin
   const next = (cmd: string) => new Promise<mqttPacket.Packet>((resolve) => waiting.set(cmd, resolve))
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject))
   const connack = next('connack')
-  socket.write(mqttPacket.generate({
-    cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, keepalive: 120, clientId: tote.id,
-    username: tote.mqtt.username, password: Buffer.from(tote.mqtt.password),
-  }))
+  socket.write(
+    mqttPacket.generate({
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clean: true,
+      keepalive: 120,
+      clientId: tote.id,
+      username: tote.mqtt.username,
+      password: Buffer.from(tote.mqtt.password),
+    }),
+  )
   const ack = (await connack) as mqttPacket.IConnackPacket
   if (ack.returnCode !== 0) throw new Error(`CONNACK ${ack.returnCode}`)
 

@@ -33,10 +33,13 @@ function fillUp(file: string): void {
 describe.skipIf(!mounted)('a full disk under DATA_DIR', () => {
   let api: TestApi
   beforeAll(async () => {
-    api = await startTestService({ DATA_DIR: dir, DISK_FREE_MIN_MB: '0.5' }, {
-      store: { kind: 'sqlite', file: join(dir, 'rxtrace.db') },
-      sink: createSqliteSink({ path: join(dir, 'readings.db') }),
-    })
+    api = await startTestService(
+      { DATA_DIR: dir, DISK_FREE_MIN_MB: '0.5' },
+      {
+        store: { kind: 'sqlite', file: join(dir, 'rxtrace.db') },
+        sink: createSqliteSink({ path: join(dir, 'readings.db') }),
+      },
+    )
   })
   afterAll(async () => {
     await api?.stop()
@@ -57,7 +60,11 @@ describe.skipIf(!mounted)('a full disk under DATA_DIR', () => {
     expect(full.body).toMatchObject({ code: 'not_ready', checks: { disk: 'full' } })
     // A write may still fit in pages SQLite already has; one that does not is refused with a
     // 503 (nothing changed, try later), never a bare 500.
-    const write = await api.post('/v1/pharmacies', admin, { name: 'x'.repeat(200), address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago' })
+    const write = await api.post('/v1/pharmacies', admin, {
+      name: 'x'.repeat(200),
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+    })
     if (write.status !== 201) expect(write.body).toMatchObject({ status: 503, code: 'not_ready' })
 
     unlinkSync(filler)

@@ -38,7 +38,9 @@ describe('SIGTERM while a tote streams QoS 1 readings', () => {
       void svc.exited.then((e) => resolve({ ...e, ms: Date.now() - stopSentAt }))
     })
     await publishUnits(client, readingsTopicOf(tote.id), units, {
-      from: 0, window: 32, acked,
+      from: 0,
+      window: 32,
+      acked,
       onAck: () => {
         if (stopSentAt === 0 && ackedReadings() >= SIGTERM_AFTER) {
           ackedAtStop = ackedReadings()
@@ -58,6 +60,8 @@ describe('SIGTERM while a tote streams QoS 1 readings', () => {
     const stored = storedTimestamps(svc.dataDir, tote.id)
     const lost = units.flatMap((u, k) => (acked[k] ? readings.slice(u.first, u.first + u.count) : [])).filter((r) => !stored.has(r.ts))
     expect(lost).toEqual([])
-    await annotate(`exited 0 in ${ms} ms; ${ackedAtStop} readings acknowledged at SIGTERM, ${ackedReadings()} in all (${ackedReadings() - ackedAtStop} acknowledged while stopping); ${stored.size} stored`)
+    await annotate(
+      `exited 0 in ${ms} ms; ${ackedAtStop} readings acknowledged at SIGTERM, ${ackedReadings()} in all (${ackedReadings() - ackedAtStop} acknowledged while stopping); ${stored.size} stored`,
+    )
   }, 60_000)
 })

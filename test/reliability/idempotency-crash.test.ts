@@ -50,12 +50,24 @@ describe('an Idempotency-Key across a crash between the commit and the answer', 
     let svc = await startChildService({ env: { CRASH_AFTER_HANDLER: '^/v1/fleets/[^/]+/drivers$|^/v1/deliveries/[^/]+/pickup$' } })
     children.push(svc)
     let token = await svc.adminToken()
-    const pharmacy = ok('pharmacy', await svc.post<{ id: string }>('/v1/pharmacies', token, {
-      name: 'Crash Pharmacy', address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }, timezone: 'America/Chicago',
-    }))
+    const pharmacy = ok(
+      'pharmacy',
+      await svc.post<{ id: string }>('/v1/pharmacies', token, {
+        name: 'Crash Pharmacy',
+        address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        timezone: 'America/Chicago',
+      }),
+    )
     const fleet = ok('fleet', await svc.post<{ id: string }>('/v1/fleets', token, { name: 'Crash Couriers' }))
-    const rx = ok('prescription', await svc.post<{ delivery_id: string }>('/v1/prescriptions', token,
-      { pharmacy_id: pharmacy.id, patient_id: 'pt_crash', cold_chain: false }, { 'idempotency-key': 'crash-rx' }))
+    const rx = ok(
+      'prescription',
+      await svc.post<{ delivery_id: string }>(
+        '/v1/prescriptions',
+        token,
+        { pharmacy_id: pharmacy.id, patient_id: 'pt_crash', cold_chain: false },
+        { 'idempotency-key': 'crash-rx' },
+      ),
+    )
 
     // Another kind of POST: a creation (201).
     const driverPath = `/v1/fleets/${fleet.id}/drivers`

@@ -3,7 +3,16 @@ import { replay, resolveProfile, type RuleEvent } from '../../rules/index.js'
 import { startChildService, type ChildService } from '../helpers/child-service.js'
 import { waitFor } from '../helpers/wait.js'
 import {
-  closed, connectTote, dispatchedColdChain, firstUnacked, publishUnits, readingsTopicOf, storedEvents, storedTimestamps, toUnits, unitOf,
+  closed,
+  connectTote,
+  dispatchedColdChain,
+  firstUnacked,
+  publishUnits,
+  readingsTopicOf,
+  storedEvents,
+  storedTimestamps,
+  toUnits,
+  unitOf,
 } from './fixtures.js'
 
 /**
@@ -20,8 +29,16 @@ import {
 // readings may be at most 5 minutes ahead of the server, so a whole stream spans < 300 s of event
 // time — the built-in 300 s grace would not fit one excursion in it.
 const PROFILE = {
-  name: 'refrigerated-fast', min_c: 2, max_c: 8, grace_s: 20, max_excursion_s: 60, max_cumulative_s: 3_600,
-  hard_min_c: 0, hard_max_c: null, mkt_max_c: null, max_gap_s: 900,
+  name: 'refrigerated-fast',
+  min_c: 2,
+  max_c: 8,
+  grace_s: 20,
+  max_excursion_s: 60,
+  max_cumulative_s: 3_600,
+  hard_min_c: 0,
+  hard_max_c: null,
+  mkt_max_c: null,
+  max_gap_s: 900,
 }
 const READINGS = 20_000
 /** 20,000 readings 12 ms apart: 240 s of event time, ending 4 minutes after dispatch. */
@@ -60,7 +77,8 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
     {
       // The reading that reveals each event is acknowledged but still held by the 30 s reorder
       // window when the kill lands: the event cannot be in the outbox yet, so the restart must raise it.
-      windowS: '30', kills: [{ kind: 'ack' }, { kind: 'ack' }] as KillAt[],
+      windowS: '30',
+      kills: [{ kind: 'ack' }, { kind: 'ack' }] as KillAt[],
       what: 'killed right after the PUBACK of the readings that reveal an excursion, then the break (not yet evaluated)',
     },
     {
@@ -68,11 +86,14 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
       // kill lands, so the restart's replay raises it again and the outbox must drop the copy. The
       // second kill lands inside the processing of the break's publish (3 ms measured here: after
       // its commit, before its PUBACK or its event; elsewhere on slower or faster machines).
-      windowS: '0', kills: [{ kind: 'ack' }, { kind: 'in-flight', delayMs: 3 }] as KillAt[],
+      windowS: '0',
+      kills: [{ kind: 'ack' }, { kind: 'in-flight', delayMs: 3 }] as KillAt[],
       what: 'killed after the excursion was evaluated, then while the break publish is being stored',
     },
   ]) {
-    it(`loses no acknowledged reading and emits each excursion and the break exactly once (REORDER_WINDOW_S=${windowS}: ${what})`, async ({ annotate }) => {
+    it(`loses no acknowledged reading and emits each excursion and the break exactly once (REORDER_WINDOW_S=${windowS}: ${what})`, async ({
+      annotate,
+    }) => {
       let svc = await startChildService({ env: { REORDER_WINDOW_S: windowS } })
       children.push(svc)
       let token = await svc.adminToken()
@@ -91,7 +112,12 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
 
       const units = toUnits(readings, 20_261_122)
       const revealing = (event: RuleEvent) => readings.findIndex((r) => r.ts > event.at)
-      const crashes = [excursions[1]!, brk].map((event, k) => ({ event, reading: revealing(event), unit: unitOf(units, revealing(event)), killAt: kills[k]! }))
+      const crashes = [excursions[1]!, brk].map((event, k) => ({
+        event,
+        reading: revealing(event),
+        unit: unitOf(units, revealing(event)),
+        killAt: kills[k]!,
+      }))
       const acked: boolean[] = []
       const topic = readingsTopicOf(tote.id)
       const ackedTimestamps = () => units.flatMap((u, k) => (acked[k] ? readings.slice(u.first, u.first + u.count).map((r) => r.ts) : []))
@@ -100,23 +126,25 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
         const client = await connectTote(svc, tote)
         const pid = svc.pid
         await publishUnits(client, topic, units, {
-          from: firstUnacked(acked, units.length), window: WINDOW, acked,
+          from: firstUnacked(acked, units.length),
+          window: WINDOW,
+          acked,
           ...(crash.killAt.kind === 'ack'
             ? {
-              onAck: (u: number) => {
-                if (u < crash.unit) return
-                process.kill(pid, 'SIGKILL')
-                return 'stop' as const
-              },
-            }
+                onAck: (u: number) => {
+                  if (u < crash.unit) return
+                  process.kill(pid, 'SIGKILL')
+                  return 'stop' as const
+                },
+              }
             : {
-              alone: crash.unit,
-              onSend: (u: number) => {
-                if (u < crash.unit) return
-                setTimeout(() => process.kill(pid, 'SIGKILL'), crash.killAt.kind === 'in-flight' ? crash.killAt.delayMs : 0)
-                return 'stop' as const
-              },
-            }),
+                alone: crash.unit,
+                onSend: (u: number) => {
+                  if (u < crash.unit) return
+                  setTimeout(() => process.kill(pid, 'SIGKILL'), crash.killAt.kind === 'in-flight' ? crash.killAt.delayMs : 0)
+                  return 'stop' as const
+                },
+              }),
         })
         await closed(client)
         client.end(true)
@@ -128,7 +156,8 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
         expect(lost, `acknowledged readings missing after SIGKILL at unit ${crash.unit}`).toEqual([])
         // Where the kill landed.
         const eventWritten = storedEvents(svc.dataDir, deliveryId).some((e) => e.dedupe_key === crash.event.key)
-        const landed = `${crash.event.type} (reading ${crash.reading}, publish ${crash.unit}/${units.length}): ` +
+        const landed =
+          `${crash.event.type} (reading ${crash.reading}, publish ${crash.unit}/${units.length}): ` +
           `revealing reading ${acked[crash.unit] ? 'acknowledged' : stored.has(readings[crash.reading]!.ts) ? 'stored, not acknowledged' : 'not stored'}, ` +
           `event ${eventWritten ? 'already' : 'not yet'} in the outbox; ${stored.size} readings stored`
         await annotate(`SIGKILL landed at ${landed}`)
@@ -147,7 +176,10 @@ describe('a QoS 1 stream across SIGKILL and restarts', () => {
 
       // (b) Exactly the events of an uninterrupted in-order run: none missed, none doubled.
       const ruleEvents = async () => {
-        const res = await svc.get<{ data: { type: string; data: Record<string, unknown> }[] }>(`/v1/events?delivery_id=${deliveryId}&limit=100`, token)
+        const res = await svc.get<{ data: { type: string; data: Record<string, unknown> }[] }>(
+          `/v1/events?delivery_id=${deliveryId}&limit=100`,
+          token,
+        )
         expect(res.status, res.text).toBe(200)
         return res.body.data.filter((e) => ruleEvent(e.type))
       }

@@ -47,7 +47,10 @@ describe('start-up refuses with one clear line', () => {
     }, 45_000)
   }
 
-  for (const [variable, value] of [['TOKEN_TTL_S', 'abc'], ['PORT', 'eighty']] as const) {
+  for (const [variable, value] of [
+    ['TOKEN_TTL_S', 'abc'],
+    ['PORT', 'eighty'],
+  ] as const) {
     it(`${variable}=${value}: exits non-zero with one line naming ${variable}`, async ({ annotate }) => {
       const { code, lines, stdout } = await startWith({ [variable]: value })
       expect(code, stdout).not.toBe(0)

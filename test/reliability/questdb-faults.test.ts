@@ -44,7 +44,12 @@ describe('QuestDB refusing connections', () => {
     try {
       const admin = await api.adminToken()
       const tote = await api.tote(admin, { pharmacy_id: (await api.pharmacy(admin)).id })
-      const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+      const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+        username: tote.mqtt.username,
+        password: tote.mqtt.password,
+        clientId: tote.id,
+        reconnectPeriod: 0,
+      })
       client.on('error', () => {})
       await fake.stop()
 
@@ -75,7 +80,10 @@ describe('QuestDB down for a while with several flushes in flight', () => {
     const fake = new FakeQuestdb()
     const addr = await fake.start()
     fake.answerDelayMs = 50 // QuestDB's commit: keeps several requests in flight
-    const sink = await createQuestdbSink({ config: `http::addr=${addr};protocol_version=1;`, retry: { deadlineMs: DEADLINE_MS, firstDelayMs: 50, maxDelayMs: 200 } })
+    const sink = await createQuestdbSink({
+      config: `http::addr=${addr};protocol_version=1;`,
+      retry: { deadlineMs: DEADLINE_MS, firstDelayMs: 50, maxDelayMs: 200 },
+    })
     const api = await startTestService({}, { sink })
     const { mqttPort } = await api.service.start()
     const clients: mqtt.MqttClient[] = []
@@ -95,7 +103,12 @@ describe('QuestDB down for a while with several flushes in flight', () => {
         const acked = new Array<boolean>(READINGS_PER_TOTE).fill(false)
         const topic = `rxtrace/v1/totes/${tote.id}/readings`
         while (acked.includes(false)) {
-          const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+          const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+            username: tote.mqtt.username,
+            password: tote.mqtt.password,
+            clientId: tote.id,
+            reconnectPeriod: 0,
+          })
           clients.push(client)
           client.on('error', () => {})
           await new Promise<void>((resolve) => {

@@ -66,6 +66,8 @@ describe('SIGTERM with keep-alive HTTP clients hammering the API', () => {
     agent.destroy()
 
     expect(exit).toEqual({ code: 0, signal: null })
-    await annotate(`${answered} requests answered, ${answered - answeredBefore} after SIGTERM; ${closeAnnounced} answers carried Connection: close`)
+    await annotate(
+      `${answered} requests answered, ${answered - answeredBefore} after SIGTERM; ${closeAnnounced} answers carried Connection: close`,
+    )
   }, 60_000)
 })

@@ -39,7 +39,9 @@ describe('start-up errors name their cause', () => {
     const { code, lines, stdout } = await startWith({ DATABASE_URL: `postgres://rx:hunter2@127.0.0.1:${port}/rxtrace` })
     expect(code, stdout).not.toBe(0)
     expect(lines).toHaveLength(1)
-    expect(lines[0]).toMatch(/^rxtrace: DATABASE_URL=postgres:\/\/rx:\*\*\*@127\.0\.0\.1:\d+\/rxtrace: cannot reach PostgreSQL: .*ECONNREFUSED/)
+    expect(lines[0]).toMatch(
+      /^rxtrace: DATABASE_URL=postgres:\/\/rx:\*\*\*@127\.0\.0\.1:\d+\/rxtrace: cannot reach PostgreSQL: .*ECONNREFUSED/,
+    )
     expect(lines[0]).not.toContain('hunter2')
     await annotate(lines[0]!)
   }, 60_000)
@@ -65,37 +67,53 @@ describe('start-up errors name their cause', () => {
     await annotate(lines[0]!)
   }, 60_000)
 
-  it.skipIf(!mosquittoAvailable())('MQTT_URL with a password the broker refuses says so', async ({ annotate }) => {
-    const broker = await startMosquitto()
-    brokers.push(broker)
-    const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.url(SERVICE_USER.username, 'not-the-password') })
-    expect(code, stdout).not.toBe(0)
-    expect(lines).toHaveLength(1)
-    expect(lines[0]).toMatch(/^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the MQTT broker refused this user name and password/)
-    await annotate(lines[0]!)
-  }, 60_000)
+  it.skipIf(!mosquittoAvailable())(
+    'MQTT_URL with a password the broker refuses says so',
+    async ({ annotate }) => {
+      const broker = await startMosquitto()
+      brokers.push(broker)
+      const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.url(SERVICE_USER.username, 'not-the-password') })
+      expect(code, stdout).not.toBe(0)
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(
+        /^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the MQTT broker refused this user name and password/,
+      )
+      await annotate(lines[0]!)
+    },
+    60_000,
+  )
 
-  it.skipIf(!mosquittoAvailable())('MQTT_URL on a broker without the dynamic-security plugin names the plugin and MQTT_PROVISIONING', async ({ annotate }) => {
-    const broker = await startMosquitto({ dynsec: false })
-    brokers.push(broker)
-    const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.serviceUrl })
-    expect(code, stdout).not.toBe(0)
-    expect(lines).toHaveLength(1)
-    expect(lines[0]).toMatch(/^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the broker's dynamic-security plugin does not answer .*MQTT_PROVISIONING=off/)
-    await annotate(lines[0]!)
-  }, 60_000)
+  it.skipIf(!mosquittoAvailable())(
+    'MQTT_URL on a broker without the dynamic-security plugin names the plugin and MQTT_PROVISIONING',
+    async ({ annotate }) => {
+      const broker = await startMosquitto({ dynsec: false })
+      brokers.push(broker)
+      const { code, lines, stdout } = await startWith({ MQTT_PORT: '', MQTT_URL: broker.serviceUrl })
+      expect(code, stdout).not.toBe(0)
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(
+        /^rxtrace: MQTT_URL=mqtt:\/\/rxtrace:\*\*\*@127\.0\.0\.1:\d+\/?: the broker's dynamic-security plugin does not answer .*MQTT_PROVISIONING=off/,
+      )
+      await annotate(lines[0]!)
+    },
+    60_000,
+  )
 
   it('MQTT_URL with MQTT_PORT set names MQTT_PORT: there is no embedded broker for it', async ({ annotate }) => {
     const { code, lines, stdout } = await startWith({ MQTT_PORT: '1884', MQTT_URL: 'mqtt://rxtrace:hunter2@127.0.0.1:1883' })
     expect(code, stdout).not.toBe(0)
     expect(lines).toHaveLength(1)
-    expect(lines[0]).toBe('rxtrace: invalid configuration: MQTT_PORT="1884": has no effect with MQTT_URL (no embedded broker runs); unset one of them')
+    expect(lines[0]).toBe(
+      'rxtrace: invalid configuration: MQTT_PORT="1884": has no effect with MQTT_URL (no embedded broker runs); unset one of them',
+    )
     await annotate(lines[0]!)
   }, 60_000)
 
   it('MQTT_URL without credentials names MQTT_URL', async () => {
     const { code, lines } = await startWith({ MQTT_PORT: '', MQTT_URL: 'mqtt://127.0.0.1:1883' })
     expect(code).not.toBe(0)
-    expect(lines).toEqual(['rxtrace: invalid configuration: MQTT_URL="mqtt://127.0.0.1:1883": must look like mqtt://user:password@host:1883'])
+    expect(lines).toEqual([
+      'rxtrace: invalid configuration: MQTT_URL="mqtt://127.0.0.1:1883": must look like mqtt://user:password@host:1883',
+    ])
   }, 60_000)
 })

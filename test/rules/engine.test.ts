@@ -2,15 +2,7 @@
 // one excursion ≤ 30 min, 60 min out of range per delivery, hard minimum 0 °C, MKT ≤ 8 °C,
 // sensor gaps after 15 min.
 import { describe, expect, it } from 'vitest'
-import {
-  builtInProfiles,
-  evaluate,
-  initialColdChain,
-  replay,
-  resolveProfile,
-  summarize,
-  type RuleEvent,
-} from '../../rules/index.js'
+import { builtInProfiles, evaluate, initialColdChain, replay, resolveProfile, summarize, type RuleEvent } from '../../rules/index.js'
 import { at, BOUND_AT, everyMinute, iso, readings } from './helpers.js'
 
 const fridge = builtInProfiles.refrigerated

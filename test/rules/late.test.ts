@@ -42,14 +42,21 @@ describe('recompute', () => {
 
   it('announces an excursion the late readings reveal, so its recovery is not orphaned', () => {
     // Live saw 5 °C at minutes 0 and 10 only … (readings every 10 minutes, well within max_gap_s)
-    const live = replay(fridge, BOUND_AT, [{ ts: at(0), temp_c: 5 }, { ts: at(10), temp_c: 9 }, { ts: at(20), temp_c: 9 }]).state
+    const live = replay(fridge, BOUND_AT, [
+      { ts: at(0), temp_c: 5 },
+      { ts: at(10), temp_c: 9 },
+      { ts: at(20), temp_c: 9 },
+    ]).state
     // … a late 9 °C at minute 5 means the excursion began at minute 5, not 10.
-    const all = [{ ts: at(0), temp_c: 5 }, { ts: at(5), temp_c: 9 }, { ts: at(10), temp_c: 9 }, { ts: at(20), temp_c: 9 }]
+    const all = [
+      { ts: at(0), temp_c: 5 },
+      { ts: at(5), temp_c: 9 },
+      { ts: at(10), temp_c: 9 },
+      { ts: at(20), temp_c: 9 },
+    ]
     const { state, events } = recompute(live, fridge, all)
     expect(events).toEqual([expect.objectContaining({ type: 'temperature.excursion', key: `excursion:${at(5)}`, at: at(10) })])
-    expect(summarize(state).excursions).toEqual([
-      { started_at: iso(5), ended_at: null, duration_s: 900, peak_c: 9, kind: 'high' },
-    ])
+    expect(summarize(state).excursions).toEqual([{ started_at: iso(5), ended_at: null, duration_s: 900, peak_c: 9, kind: 'high' }])
   })
 })
 
@@ -57,6 +64,9 @@ describe('recompute', () => {
 function initialBrokenBySilence() {
   const { state } = replay(fridge, BOUND_AT, everyMinute(0, 10, 5))
   checkSilence(state, fridge, at(60))
-  evaluate(state, fridge, [{ ts: at(20), temp_c: 5 }, { ts: at(40), temp_c: -2 }])
+  evaluate(state, fridge, [
+    { ts: at(20), temp_c: 5 },
+    { ts: at(40), temp_c: -2 },
+  ])
   return state
 }

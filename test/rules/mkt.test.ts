@@ -25,7 +25,12 @@ describe('mean kinetic temperature (USP <1079.2>, ΔH/R = 10,000 K)', () => {
   })
 
   it('of a constant temperature is that temperature', () => {
-    expect(meanKineticTemperature([{ temp_c: 5, weight_s: 10 }, { temp_c: 5, weight_s: 1000 }])).toBeCloseTo(5, 10)
+    expect(
+      meanKineticTemperature([
+        { temp_c: 5, weight_s: 10 },
+        { temp_c: 5, weight_s: 1000 },
+      ]),
+    ).toBeCloseTo(5, 10)
   })
 
   it('accumulates incrementally to the same value', () => {

@@ -35,13 +35,22 @@ const quick = resolveProfile({
 })
 /** No gap detection, and an MKT limit inside the range so that MKT is what breaks. */
 const ungapped = resolveProfile({ name: 'ungapped', min_c: 2, max_c: 8, grace_s: 120, max_gap_s: null, mkt_max_c: 5.5 })
-const profiles: TemperatureProfile[] = [quick, ungapped, builtInProfiles.refrigerated, builtInProfiles.frozen, builtInProfiles.controlled_room]
+const profiles: TemperatureProfile[] = [
+  quick,
+  ungapped,
+  builtInProfiles.refrigerated,
+  builtInProfiles.frozen,
+  builtInProfiles.controlled_room,
+]
 
 type Step = { dt: number; u: number; keep: boolean; delay: number; tie: number }
 
 const stepArb: fc.Arbitrary<Step> = fc.record({
   // Mostly dense sampling, sometimes a gap longer than max_gap_s.
-  dt: fc.oneof({ arbitrary: fc.integer({ min: 1, max: 120_000 }), weight: 12 }, { arbitrary: fc.integer({ min: 120_000, max: 2_400_000 }), weight: 1 }),
+  dt: fc.oneof(
+    { arbitrary: fc.integer({ min: 1, max: 120_000 }), weight: 12 },
+    { arbitrary: fc.integer({ min: 120_000, max: 2_400_000 }), weight: 1 },
+  ),
   // Position relative to the allowed range in %: 0–100 inside, mild excursions, rarely past hard limits.
   u: fc.oneof(
     { arbitrary: fc.integer({ min: 0, max: 100 }), weight: 4 },

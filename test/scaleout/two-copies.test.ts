@@ -35,7 +35,12 @@ async function twoCopies(env: Record<string, string> = {}) {
 }
 
 async function connect(mqttPort: number, tote: { id: string; mqtt: { username: string; password: string } }) {
-  const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: `${tote.id}-${mqttPort}`, reconnectPeriod: 0 })
+  const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+    username: tote.mqtt.username,
+    password: tote.mqtt.password,
+    clientId: `${tote.id}-${mqttPort}`,
+    reconnectPeriod: 0,
+  })
   clients.push(client)
   return client
 }
@@ -48,13 +53,17 @@ async function dispatched(api: TestApi, admin: string, pharmacyId: string, fleet
   const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
   const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: true, temperature_profile: 'refrigerated' })
   const at = Date.now()
-  const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(at).toISOString() })
+  const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+    fleet_id: fleetId,
+    tote_id: tote.id,
+    occurred_at: new Date(at).toISOString(),
+  })
   if (res.status !== 200) throw new Error(`dispatch: ${res.status} ${res.text}`)
   return { tote, deliveryId: rx.delivery_id, at }
 }
 
 const eventsOf = async (api: TestApi, deliveryId: string) =>
-  (await api.service.db.selectFrom('events').select(['type', 'dedupe_key']).where('delivery_id', '=', deliveryId).orderBy('seq').execute())
+  await api.service.db.selectFrom('events').select(['type', 'dedupe_key']).where('delivery_id', '=', deliveryId).orderBy('seq').execute()
 
 describe.skipIf(!url)('two copies on one PostgreSQL', () => {
   it('shows every copy’s readings through either copy, and applies a binding made through one copy to readings arriving at the other at once', async () => {
@@ -70,20 +79,35 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
     await publish(atB, tote.id, { ts: Date.now() - 1_000, temp_c: 5, seq: 1 })
 
     const dispatchedAt = Date.now()
-    const res = await a!.api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(dispatchedAt).toISOString() })
+    const res = await a!.api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+      fleet_id: fleetId,
+      tote_id: tote.id,
+      occurred_at: new Date(dispatchedAt).toISOString(),
+    })
     expect(res.status).toBe(200)
     // Copy A has applied the binding to the stored readings (its monitor watches the delivery
     // once that is done): a reading B stores from now on is B's to bind. Before, B bound it with
     // its cached intervals (up to 2 s old) and it stayed off the delivery's trace.
-    await vi.waitFor(() => expect(a!.api.service.monitor.state(rx.delivery_id) ?? a!.api.service.monitor.isRemote(rx.delivery_id)).toBeTruthy(), { timeout: 30_000, interval: 5 })
+    await vi.waitFor(
+      () => expect(a!.api.service.monitor.state(rx.delivery_id) ?? a!.api.service.monitor.isRemote(rx.delivery_id)).toBeTruthy(),
+      { timeout: 30_000, interval: 5 },
+    )
     await publish(atB, tote.id, { ts: dispatchedAt + 1, temp_c: 5, seq: 2 }) // to the copy that did not make the binding
     await publish(atA, tote.id, { ts: dispatchedAt + 2, temp_c: 5, seq: 3 })
 
     // Both copies read both readings of the delivery from the shared table; the unbound one stays unbound.
     for (const copy of [a!, b!]) {
-      await vi.waitFor(async () => expect((await copy.api.service.sink.readingsForDelivery(rx.delivery_id, 0, Infinity)).map((r) => r.seq)).toEqual([2, 3]), { timeout: 30_000, interval: 50 })
+      await vi.waitFor(
+        async () =>
+          expect((await copy.api.service.sink.readingsForDelivery(rx.delivery_id, 0, Infinity)).map((r) => r.seq)).toEqual([2, 3]),
+        { timeout: 30_000, interval: 50 },
+      )
     }
-    expect((await b!.api.service.sink.readingsForTote(tote.id, 0, Infinity)).map((r) => [r.seq, r.delivery_id])).toEqual([[1, null], [2, rx.delivery_id], [3, rx.delivery_id]])
+    expect((await b!.api.service.sink.readingsForTote(tote.id, 0, Infinity)).map((r) => [r.seq, r.delivery_id])).toEqual([
+      [1, null],
+      [2, rx.delivery_id],
+      [3, rx.delivery_id],
+    ])
   }, 90_000)
 
   it('evaluates each delivery in one copy, whichever copy its readings reach, and emits each break once', async () => {
@@ -91,7 +115,11 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
     const admin = await a!.api.adminToken()
     const pharmacy = await a!.api.pharmacy(admin)
     const { fleetId } = await a!.api.fleetWithDriver(admin)
-    const deliveries = [await dispatched(a!.api, admin, pharmacy.id, fleetId), await dispatched(b!.api, admin, pharmacy.id, fleetId), await dispatched(a!.api, admin, pharmacy.id, fleetId)]
+    const deliveries = [
+      await dispatched(a!.api, admin, pharmacy.id, fleetId),
+      await dispatched(b!.api, admin, pharmacy.id, fleetId),
+      await dispatched(a!.api, admin, pharmacy.id, fleetId),
+    ]
 
     for (const { tote, at } of deliveries) {
       const [toA, toB] = [await connect(a!.mqttPort, tote), await connect(b!.mqttPort, tote)]
@@ -99,10 +127,16 @@ describe.skipIf(!url)('two copies on one PostgreSQL', () => {
       for (let i = 1; i <= 6; i++) await publish(i % 2 ? toA : toB, tote.id, { ts: at + i * 1_000, temp_c: i === 4 ? -2 : 5, seq: i })
     }
     for (const { deliveryId } of deliveries) {
-      await vi.waitFor(async () => expect((await eventsOf(a!.api, deliveryId)).map((e) => e.type)).toContain('cold-chain.break'), { timeout: 30_000, interval: 100 })
+      await vi.waitFor(async () => expect((await eventsOf(a!.api, deliveryId)).map((e) => e.type)).toContain('cold-chain.break'), {
+        timeout: 30_000,
+        interval: 100,
+      })
     }
     // Each delivery has one evaluator, and every reading reached it: both copies' readings are in its summary.
-    const leases = await a!.api.service.db.selectFrom('rule_leases' as never).selectAll().execute() as unknown as { delivery_id: string; holder: string }[]
+    const leases = (await a!.api.service.db
+      .selectFrom('rule_leases' as never)
+      .selectAll()
+      .execute()) as unknown as { delivery_id: string; holder: string }[]
     expect(leases.map((l) => l.delivery_id).sort()).toEqual(deliveries.map((d) => d.deliveryId).sort())
     await Promise.all([a!.api.service.monitor.flush(), b!.api.service.monitor.flush()])
     for (const { deliveryId } of deliveries) {

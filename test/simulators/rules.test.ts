@@ -26,7 +26,9 @@ describe('simulated trips through the ingest pipeline', () => {
   }
 
   it('a compressor failure breaks the cold chain', async () => {
-    expect(await eventsOf('compressor-failure')).toEqual(expect.arrayContaining(['temperature.excursion', 'cold-chain.break:excursion_too_long']))
+    expect(await eventsOf('compressor-failure')).toEqual(
+      expect.arrayContaining(['temperature.excursion', 'cold-chain.break:excursion_too_long']),
+    )
   })
 
   it('a freeze breaks it at the hard limit', async () => {
@@ -36,7 +38,10 @@ describe('simulated trips through the ingest pipeline', () => {
   it('a normal trip and door openings raise no break', async () => {
     for (const name of ['normal', 'door-open'] as const) {
       const events = await eventsOf(name)
-      expect(events.filter((e) => e.startsWith('cold-chain.break') || e === 'temperature.excursion'), name).toEqual([])
+      expect(
+        events.filter((e) => e.startsWith('cold-chain.break') || e === 'temperature.excursion'),
+        name,
+      ).toEqual([])
     }
   })
 })

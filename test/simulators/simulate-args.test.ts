@@ -6,11 +6,38 @@ const creds = { ADMIN_CLIENT_ID: 'cl_admin', ADMIN_CLIENT_SECRET: 's3cret' }
 describe('npm run simulate arguments', () => {
   it('reads the options with their defaults', () => {
     expect(parseSimulateArgs(['--totes', '3', '--scenario', 'door-open'], creds)).toEqual({
-      totes: 3, scenario: 'door-open', url: 'http://localhost:8080', mqtt: 'mqtt://localhost:1883', clientId: 'cl_admin', clientSecret: 's3cret',
-      rateMs: 1_000, speed: 1, seed: 1, forMs: null,
+      totes: 3,
+      scenario: 'door-open',
+      url: 'http://localhost:8080',
+      mqtt: 'mqtt://localhost:1883',
+      clientId: 'cl_admin',
+      clientSecret: 's3cret',
+      rateMs: 1_000,
+      speed: 1,
+      seed: 1,
+      forMs: null,
     })
-    expect(parseSimulateArgs(['--totes', '1', '--scenario', 'freeze', '--rate', '250ms', '--speed', '60', '--for', '2m', '--client-id', 'cl_x', '--client-secret', 'y'], {}))
-      .toMatchObject({ rateMs: 250, speed: 60, forMs: 120_000, clientId: 'cl_x', clientSecret: 'y' })
+    expect(
+      parseSimulateArgs(
+        [
+          '--totes',
+          '1',
+          '--scenario',
+          'freeze',
+          '--rate',
+          '250ms',
+          '--speed',
+          '60',
+          '--for',
+          '2m',
+          '--client-id',
+          'cl_x',
+          '--client-secret',
+          'y',
+        ],
+        {},
+      ),
+    ).toMatchObject({ rateMs: 250, speed: 60, forMs: 120_000, clientId: 'cl_x', clientSecret: 'y' })
   })
 
   it.each([
@@ -30,6 +57,8 @@ describe('npm run simulate arguments', () => {
   })
 
   it('says where credentials come from when there are none', () => {
-    expect(parseSimulateArgs(['--totes', '1', '--scenario', 'normal'], {})).toEqual({ error: expect.stringMatching(/--client-id .*ADMIN_CLIENT_ID/) })
+    expect(parseSimulateArgs(['--totes', '1', '--scenario', 'normal'], {})).toEqual({
+      error: expect.stringMatching(/--client-id .*ADMIN_CLIENT_ID/),
+    })
   })
 })

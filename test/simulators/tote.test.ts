@@ -22,7 +22,11 @@ describe('a simulated tote on the running service (real HTTP and MQTT sockets)',
     const { trips } = await registerTrips(client, { totes: 1, speed: 60, label: 'tote-test' })
     const trip = trips[0]!
     const delivery = await client.get(`/v1/deliveries/${trip.deliveryId}`)
-    expect(delivery).toMatchObject({ status: 'DISPATCHED', tote_id: trip.toteId, cold_chain: { profile: { name: 'refrigerated-x60', grace_s: 5, max_excursion_s: 30 } } })
+    expect(delivery).toMatchObject({
+      status: 'DISPATCHED',
+      tote_id: trip.toteId,
+      cold_chain: { profile: { name: 'refrigerated-x60', grace_s: 5, max_excursion_s: 30 } },
+    })
 
     const rejections: Rejection[] = []
     const tote = await SimulatedTote.connect(mqttUrl, { toteId: trip.toteId, password: trip.password }, (r) => rejections.push(r))

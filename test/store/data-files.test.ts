@@ -21,7 +21,7 @@ function modes(dir: string): Record<string, string> {
   return found
 }
 
-describe('data files are readable by the service\'s user only', () => {
+describe("data files are readable by the service's user only", () => {
   const dirs: string[] = []
   afterEach(() => {
     for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
@@ -30,10 +30,27 @@ describe('data files are readable by the service\'s user only', () => {
   /** The whole service on SQLite files in `dataDir`, listening on ephemeral ports; a log that the test can read. */
   async function startOn(dataDir: string) {
     const lines: { msg: string; path?: string; was?: string }[] = []
-    const logger = pino({ level: 'warn' }, new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } }))
+    const logger = pino(
+      { level: 'warn' },
+      new Writable({
+        write(chunk, _enc, done) {
+          lines.push(JSON.parse(String(chunk)))
+          done()
+        },
+      }),
+    )
     const config = loadConfig({
-      DATA_DIR: dataDir, LOG_LEVEL: 'warn', PORT: '0', HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off', ISSUER: 'http://rxtrace.test',
-      ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret, REORDER_WINDOW_S: '0', WEBHOOK_ALLOW_PRIVATE: 'true',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      MQTT_PORT: '0',
+      MQTT_WS_PORT: 'off',
+      ISSUER: 'http://rxtrace.test',
+      ADMIN_CLIENT_ID: ADMIN.id,
+      ADMIN_CLIENT_SECRET: ADMIN.secret,
+      REORDER_WINDOW_S: '0',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
     })
     const api = withApi(await buildService(config, { logger }))
     const ports = await api.service.start()
@@ -50,12 +67,19 @@ describe('data files are readable by the service\'s user only', () => {
       const admin = await api.adminToken()
       const pharmacy = await api.pharmacy(admin)
       const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-      const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${ports.mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+      const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${ports.mqttPort}`, {
+        username: tote.mqtt.username,
+        password: tote.mqtt.password,
+        clientId: tote.id,
+        reconnectPeriod: 0,
+      })
       await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify({ ts: Date.now(), temp_c: 4.5 }), { qos: 1 })
       await client.endAsync()
 
       const found = modes(dataDir)
-      expect(Object.keys(found)).toEqual(expect.arrayContaining(['rxtrace.db', 'rxtrace.db-wal', 'rxtrace.db-shm', 'readings.db', 'readings.db-wal', 'readings.db-shm']))
+      expect(Object.keys(found)).toEqual(
+        expect.arrayContaining(['rxtrace.db', 'rxtrace.db-wal', 'rxtrace.db-shm', 'readings.db', 'readings.db-wal', 'readings.db-shm']),
+      )
       for (const [path, bits] of Object.entries(found)) {
         expect(bits, path).toBe(path === '.' || statSync(join(dataDir, path)).isDirectory() ? '0700' : '0600')
       }
@@ -77,10 +101,12 @@ describe('data files are readable by the service\'s user only', () => {
       expect(mode(dataDir)).toBe('0700')
       expect(mode(join(dataDir, 'rxtrace.db'))).toBe('0600')
       for (const file of ['rxtrace.db-wal', 'rxtrace.db-shm', 'readings.db']) expect(mode(join(dataDir, file)), file).toBe('0600')
-      expect(lines).toEqual(expect.arrayContaining([
-        expect.objectContaining({ path: dataDir, was: '0755' }),
-        expect.objectContaining({ path: join(dataDir, 'rxtrace.db'), was: '0644' }),
-      ]))
+      expect(lines).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ path: dataDir, was: '0755' }),
+          expect.objectContaining({ path: join(dataDir, 'rxtrace.db'), was: '0644' }),
+        ]),
+      )
     } finally {
       await api.stop()
     }

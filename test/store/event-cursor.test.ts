@@ -62,7 +62,9 @@ function describeTailing(store: StoreUnderTest) {
       const other = (await api.pharmacy(admin)).id
       const theirs = (await api.prescription(admin, { pharmacy_id: other })).delivery_id
       const theirEvent = (await api.get(`/v1/events?delivery_id=${theirs}`, admin)).body.data[0].id
-      const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'one pharmacy', scope: 'deliveries:read', pharmacy_id: pharmacyId })).body
+      const client = (
+        await api.post('/v1/oauth/clients', admin, { client_name: 'one pharmacy', scope: 'deliveries:read', pharmacy_id: pharmacyId })
+      ).body
       const mine = await api.tokenFor(client.client_id, client.client_secret)
       const foreign = await api.get(`/v1/events?after=${theirEvent}`, mine)
       const unknown = await api.get('/v1/events?after=evt_00000000000000000000000000', mine)
@@ -71,34 +73,40 @@ function describeTailing(store: StoreUnderTest) {
     })
 
     // SQLite has one writer at a time: two transactions cannot overlap there.
-    if (store.name === 'postgres') it('sees an event whose transaction took the lower position and committed later', async () => {
-      const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
-      const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
-      const reader = tailer(anchor)
+    if (store.name === 'postgres')
+      it('sees an event whose transaction took the lower position and committed later', async () => {
+        const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
+        const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
+        const reader = tailer(anchor)
 
-      // The first transaction writes its event (the lower position) and stays open…
-      let commitFirst!: () => void
-      let firstWritten!: (id: string) => void
-      const firstId = new Promise<string>((resolve) => (firstWritten = resolve))
-      const first = api.service.db.transaction().execute(async (trx) => {
-        firstWritten(await append(trx, 'lower position, commits last'))
-        await new Promise<void>((resolve) => (commitFirst = resolve))
+        // The first transaction writes its event (the lower position) and stays open…
+        let commitFirst!: () => void
+        let firstWritten!: (id: string) => void
+        const firstId = new Promise<string>((resolve) => (firstWritten = resolve))
+        const first = api.service.db.transaction().execute(async (trx) => {
+          firstWritten(await append(trx, 'lower position, commits last'))
+          await new Promise<void>((resolve) => (commitFirst = resolve))
+        })
+        const lower = await firstId
+        // …while a second writes a higher position and commits.
+        try {
+          await api.service.db.transaction().execute((trx) => append(trx, 'higher position, commits first'))
+          await reader.poll() // the consumer reads while the lower position is still uncommitted
+        } finally {
+          commitFirst()
+          await first
+        }
+        await reader.poll()
+        const written = await api.service.db
+          .selectFrom('events')
+          .select(['id', 'pos'])
+          .where('type', '=', 'test.tailing')
+          .orderBy('pos')
+          .execute()
+        const [lowerPos, higherPos] = written.slice(-2)
+        expect(lowerPos!.id).toBe(lower) // the transaction that committed last took the lower position
+        expect(reader.seen).toEqual([lower, higherPos!.id])
       })
-      const lower = await firstId
-      // …while a second writes a higher position and commits.
-      try {
-        await api.service.db.transaction().execute((trx) => append(trx, 'higher position, commits first'))
-        await reader.poll() // the consumer reads while the lower position is still uncommitted
-      } finally {
-        commitFirst()
-        await first
-      }
-      await reader.poll()
-      const written = await api.service.db.selectFrom('events').select(['id', 'pos']).where('type', '=', 'test.tailing').orderBy('pos').execute()
-      const [lowerPos, higherPos] = written.slice(-2)
-      expect(lowerPos!.id).toBe(lower) // the transaction that committed last took the lower position
-      expect(reader.seen).toEqual([lower, higherPos!.id])
-    })
   })
 }
 

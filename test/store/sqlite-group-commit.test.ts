@@ -52,18 +52,24 @@ describe('SQLite group commit', () => {
     }
   }
 
-  const insert = (name: string) => db.transaction().execute(async (trx) => {
-    await trx.insertInto('items').values({ name } as never).execute()
-    return name
-  })
+  const insert = (name: string) =>
+    db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('items')
+        .values({ name } as never)
+        .execute()
+      return name
+    })
 
   it('commits the transactions of one turn together, and each resolves only once its rows are committed', async () => {
     const names = Array.from({ length: 50 }, (_, i) => `item-${i}`)
-    const results = await Promise.all(names.map(async (name) => {
-      const done = await insert(name)
-      // At the moment a transaction resolves, another connection must already see its row.
-      return { done, visible: committedNames().includes(name) }
-    }))
+    const results = await Promise.all(
+      names.map(async (name) => {
+        const done = await insert(name)
+        // At the moment a transaction resolves, another connection must already see its row.
+        return { done, visible: committedNames().includes(name) }
+      }),
+    )
     expect(results.every((r) => r.visible)).toBe(true)
     expect(committedNames()).toEqual(names)
     expect(commits).toBeLessThan(5)
@@ -73,8 +79,14 @@ describe('SQLite group commit', () => {
     const outcomes = await Promise.allSettled([
       insert('a'),
       db.transaction().execute(async (trx) => {
-        await trx.insertInto('items').values({ name: 'b' } as never).execute()
-        await trx.insertInto('items').values({ name: 'a' } as never).execute() // unique violation
+        await trx
+          .insertInto('items')
+          .values({ name: 'b' } as never)
+          .execute()
+        await trx
+          .insertInto('items')
+          .values({ name: 'a' } as never)
+          .execute() // unique violation
       }),
       insert('c'),
     ])
@@ -86,7 +98,10 @@ describe('SQLite group commit', () => {
     const outcomes = await Promise.allSettled([
       insert('x'),
       db.transaction().execute(async (trx) => {
-        await trx.insertInto('items').values({ name: 'y' } as never).execute()
+        await trx
+          .insertInto('items')
+          .values({ name: 'y' } as never)
+          .execute()
         throw new Error('changed my mind')
       }),
       insert('z'),
@@ -97,7 +112,10 @@ describe('SQLite group commit', () => {
 
   it('a write outside any transaction is committed when it returns, with the group it joined', async () => {
     const pending = insert('in-group')
-    await db.insertInto('items').values({ name: 'alone' } as never).execute()
+    await db
+      .insertInto('items')
+      .values({ name: 'alone' } as never)
+      .execute()
     expect(committedNames()).toEqual(expect.arrayContaining(['alone']))
     await pending
     expect(committedNames().sort()).toEqual(['alone', 'in-group'])
@@ -106,7 +124,9 @@ describe('SQLite group commit', () => {
   it('a transaction sees the uncommitted writes of earlier transactions in its group (they run one at a time)', async () => {
     const [, count] = await Promise.all([
       insert('first'),
-      db.transaction().execute(async (trx) => (await trx.selectFrom('items').select(sql<number>`count(*)`.as('n')).executeTakeFirstOrThrow()).n),
+      db
+        .transaction()
+        .execute(async (trx) => (await trx.selectFrom('items').select(sql<number>`count(*)`.as('n')).executeTakeFirstOrThrow()).n),
     ])
     expect(count).toBe(1)
   })
@@ -114,13 +134,21 @@ describe('SQLite group commit', () => {
   describe('when SQLite rolls back the whole transaction (as on an I/O error or a full disk)', () => {
     beforeEach(async () => {
       await sql`create table poison (id integer primary key)`.execute(db)
-      await sql`create trigger poison_rolls_back before insert on poison begin select raise(rollback, 'whole transaction rolled back'); end`.execute(db)
+      await sql`create trigger poison_rolls_back before insert on poison begin select raise(rollback, 'whole transaction rolled back'); end`.execute(
+        db,
+      )
     })
 
     it('inside a transaction: fails the group, and the next transaction works', async () => {
       const outcomes = await Promise.allSettled([
         insert('a'),
-        db.transaction().execute(async (trx) => void (await trx.insertInto('poison' as never).values({ id: 1 } as never).execute())),
+        db.transaction().execute(
+          async (trx) =>
+            void (await trx
+              .insertInto('poison' as never)
+              .values({ id: 1 } as never)
+              .execute()),
+        ),
         insert('c'),
       ])
       expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'fulfilled'])
@@ -130,7 +158,10 @@ describe('SQLite group commit', () => {
     it('outside any transaction: fails the open group, and later transactions are neither lost nor misreported', async () => {
       const outcomes = await Promise.allSettled([
         insert('a'),
-        db.insertInto('poison' as never).values({ id: 1 } as never).execute(),
+        db
+          .insertInto('poison' as never)
+          .values({ id: 1 } as never)
+          .execute(),
         insert('b'),
       ])
       expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'fulfilled'])
@@ -138,10 +169,23 @@ describe('SQLite group commit', () => {
     })
 
     it('a transaction that catches the error cannot go on outside its transaction', async () => {
-      const outcome = await db.transaction().execute(async (trx) => {
-        await trx.insertInto('poison' as never).values({ id: 1 } as never).execute().catch(() => {})
-        await trx.insertInto('items').values({ name: 'after-rollback' } as never).execute()
-      }).then(() => 'committed', (error: Error) => error.message)
+      const outcome = await db
+        .transaction()
+        .execute(async (trx) => {
+          await trx
+            .insertInto('poison' as never)
+            .values({ id: 1 } as never)
+            .execute()
+            .catch(() => {})
+          await trx
+            .insertInto('items')
+            .values({ name: 'after-rollback' } as never)
+            .execute()
+        })
+        .then(
+          () => 'committed',
+          (error: Error) => error.message,
+        )
       expect(outcome).toBe('SQLite rolled back the transaction')
       expect(committedNames()).toEqual([])
     })

@@ -14,8 +14,16 @@ import { waitFor } from '../helpers/wait.js'
 
 // 5 s of silence is a sensor gap (the tote reports every 200 ms: only a stalled test would see one).
 const PROFILE = {
-  name: 'quick-gap', min_c: 2, max_c: 8, grace_s: 0, max_excursion_s: 2, max_cumulative_s: 3_600,
-  hard_min_c: null, hard_max_c: null, mkt_max_c: null, max_gap_s: 5,
+  name: 'quick-gap',
+  min_c: 2,
+  max_c: 8,
+  grace_s: 0,
+  max_excursion_s: 2,
+  max_cumulative_s: 3_600,
+  hard_min_c: null,
+  hard_max_c: null,
+  mkt_max_c: null,
+  max_gap_s: 5,
 }
 const STEP_MS = 200
 
@@ -32,11 +40,20 @@ async function toteBeforeDispatch({ api, mqttPort, admin }: Awaited<ReturnType<t
   const { fleetId } = await api.fleetWithDriver(admin)
   const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
   const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: PROFILE })
-  const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+  const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+    username: tote.mqtt.username,
+    password: tote.mqtt.password,
+    clientId: tote.id,
+    reconnectPeriod: 0,
+  })
   const publish = (payload: unknown) => client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(payload), { qos: 1 })
   /** Records the dispatch now, with the given (earlier) occurred_at. */
   const dispatch = (occurredAtMs: number) =>
-    api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: new Date(occurredAtMs).toISOString() })
+    api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+      fleet_id: fleetId,
+      tote_id: tote.id,
+      occurred_at: new Date(occurredAtMs).toISOString(),
+    })
   return { deliveryId: rx.delivery_id, client, publish, dispatch }
 }
 
@@ -68,7 +85,11 @@ describe('a dispatch recorded after the tote had been reporting', () => {
       const dispatched = await dispatch(dispatchedAt)
       expect(dispatched.status, dispatched.text).toBe(200)
       // Judged: min 3 °C comes from the early readings, and their time is no sensor gap.
-      await waitFor(async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3, 5_000, 'the summary with the early readings')
+      await waitFor(
+        async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3,
+        5_000,
+        'the summary with the early readings',
+      )
       await new Promise((resolve) => setTimeout(resolve, 1_500)) // a monitor tick or two
     } finally {
       clearInterval(live)
@@ -111,7 +132,11 @@ describe('a binding change whose attribution fails once', () => {
 
     const dispatched = await dispatch(dispatchedAt)
     expect(dispatched.status, dispatched.text).toBe(200)
-    await waitFor(async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3, 8_000, 'the readings attributed on the second attempt')
+    await waitFor(
+      async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.min_c === 3,
+      8_000,
+      'the readings attributed on the second attempt',
+    )
     expect(failures).toBe(2)
     const trace = await api.get<{ points: { n: number }[] }>(`/v1/deliveries/${deliveryId}/temperature?step=1s`, admin)
     expect(trace.body.points.reduce((n, p) => n + p.n, 0)).toBe(early.length)

@@ -15,7 +15,13 @@ import { waitFor } from '../helpers/wait.js'
 
 const readings = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
 const connectTote = (broker: Mosquitto, tote: { id: string; mqtt: { password: string } }): Promise<MqttClient> =>
-  mqtt.connectAsync(`mqtt://127.0.0.1:${broker.port}`, { protocolVersion: 5, clientId: tote.id, username: tote.id, password: tote.mqtt.password, reconnectPeriod: 0 })
+  mqtt.connectAsync(`mqtt://127.0.0.1:${broker.port}`, {
+    protocolVersion: 5,
+    clientId: tote.id,
+    username: tote.id,
+    password: tote.mqtt.password,
+    reconnectPeriod: 0,
+  })
 
 const cleanups: (() => Promise<unknown>)[] = []
 afterAll(async () => {
@@ -26,7 +32,12 @@ describe.skipIf(!mosquittoAvailable())('tote accounts when the broker is down', 
   it('registers the tote anyway, and gives the broker its account once the broker is back', async () => {
     const broker = await startMosquitto()
     cleanups.push(() => broker.dispose())
-    const api = await startTestService({ MQTT_URL: broker.serviceUrl, MQTT_PORT: '', MQTT_CLIENT_ID: 'rx_outage', MQTT_INGEST_CONNECTIONS: '1' })
+    const api = await startTestService({
+      MQTT_URL: broker.serviceUrl,
+      MQTT_PORT: '',
+      MQTT_CLIENT_ID: 'rx_outage',
+      MQTT_INGEST_CONNECTIONS: '1',
+    })
     cleanups.push(() => api.stop())
     await api.service.start()
     const admin = await api.adminToken()
@@ -81,8 +92,11 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('two copies on o
     const client = await connectTote(broker, tote)
     const count = 400
     const first = Date.now() - count * 100
-    await Promise.all(Array.from({ length: count }, (_, i) =>
-      client.publishAsync(readings(tote.id), JSON.stringify({ ts: first + i * 100, temp_c: 5 }), { qos: 1 })))
+    await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        client.publishAsync(readings(tote.id), JSON.stringify({ ts: first + i * 100, temp_c: 5 }), { qos: 1 }),
+      ),
+    )
     await client.endAsync()
 
     const stored = async () => {
@@ -90,7 +104,7 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('two copies on o
       return rows.map((r) => r.map((row) => row.ts))
     }
     await waitFor(async () => new Set((await stored()).flat()).size === count, 20_000, `all ${count} readings stored`)
-    const [inA, inB] = await stored() as [number[], number[]]
+    const [inA, inB] = (await stored()) as [number[], number[]]
     expect(inA.length + inB.length).toBe(count) // none stored twice
     expect(inA.length).toBeGreaterThan(0) // the subscription is shared: each copy took some
     expect(inB.length).toBeGreaterThan(0)
@@ -100,9 +114,16 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('two copies on o
     await b.stop()
     const later = await connectTote(broker, tote)
     const next = first + count * 100
-    await Promise.all(Array.from({ length: 50 }, (_, i) =>
-      later.publishAsync(readings(tote.id), JSON.stringify({ ts: next + i * 100, temp_c: 5 }), { qos: 1 })))
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        later.publishAsync(readings(tote.id), JSON.stringify({ ts: next + i * 100, temp_c: 5 }), { qos: 1 }),
+      ),
+    )
     await later.endAsync()
-    await waitFor(async () => (await a.service.sink.readingsForTote(tote.id, next, next + 50 * 100)).length === 50, 20_000, 'all 50 later readings stored by the copy still running')
+    await waitFor(
+      async () => (await a.service.sink.readingsForTote(tote.id, next, next + 50 * 100)).length === 50,
+      20_000,
+      'all 50 later readings stored by the copy still running',
+    )
   }, 60_000)
 })

@@ -14,8 +14,18 @@ const readings = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
 const errors = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
 
 /** A tote's own MQTT 5 connection (MQTT 5, so that a refused publish comes back as a PUBACK reason code). */
-const connectTote = (broker: Mosquitto, tote: { id: string; mqtt: { username: string; password: string } }, clientId = tote.id): Promise<MqttClient> =>
-  mqtt.connectAsync(`mqtt://127.0.0.1:${broker.port}`, { protocolVersion: 5, clientId, username: tote.mqtt.username, password: tote.mqtt.password, reconnectPeriod: 0 })
+const connectTote = (
+  broker: Mosquitto,
+  tote: { id: string; mqtt: { username: string; password: string } },
+  clientId = tote.id,
+): Promise<MqttClient> =>
+  mqtt.connectAsync(`mqtt://127.0.0.1:${broker.port}`, {
+    protocolVersion: 5,
+    clientId,
+    username: tote.mqtt.username,
+    password: tote.mqtt.password,
+    reconnectPeriod: 0,
+  })
 
 describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_URL)', () => {
   let broker: Mosquitto
@@ -39,19 +49,26 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     expect(api.service.externalBroker).not.toBeNull()
   })
 
-  it('gives the broker a new tote\'s account: the tote connects with its credentials and its QoS 1 readings are stored', async () => {
+  it("gives the broker a new tote's account: the tote connects with its credentials and its QoS 1 readings are stored", async () => {
     const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
     expect(await api.service.accounts!.pending()).toBe(0)
     const client = await connectTote(broker, tote)
     const ts = Date.now()
-    for (let i = 0; i < 20; i++) await client.publishAsync(readings(tote.id), JSON.stringify({ ts: ts - i * 1_000, temp_c: 4 + i / 10 }), { qos: 1 })
-    await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts - 60_000, ts + 1)).length === 20, 10_000, '20 readings stored')
+    for (let i = 0; i < 20; i++)
+      await client.publishAsync(readings(tote.id), JSON.stringify({ ts: ts - i * 1_000, temp_c: 4 + i / 10 }), { qos: 1 })
+    await waitFor(
+      async () => (await api.service.sink.readingsForTote(tote.id, ts - 60_000, ts + 1)).length === 20,
+      10_000,
+      '20 readings stored',
+    )
     await client.endAsync()
   })
 
   it('refuses the tote a wrong password', async () => {
     const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
-    await expect(connectTote(broker, { id: tote.id, mqtt: { username: tote.id, password: 'not-its-password' } })).rejects.toThrow(/Bad User Name or Password|Not authorized/i)
+    await expect(connectTote(broker, { id: tote.id, mqtt: { username: tote.id, password: 'not-its-password' } })).rejects.toThrow(
+      /Bad User Name or Password|Not authorized/i,
+    )
   })
 
   it('lets a tote publish only to its own readings topic and subscribe only to its own errors and commands', async () => {
@@ -59,7 +76,9 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     const other = await api.tote(admin, { pharmacy_id: pharmacyId })
     const intruder = await connectTote(broker, tote)
     // MQTT 5 §3.4.2.1: PUBACK 0x87 Not authorized; Mosquitto then closes the connection, as the embedded broker does.
-    await expect(intruder.publishAsync(readings(other.id), JSON.stringify({ ts: Date.now(), temp_c: 5 }), { qos: 1 })).rejects.toThrow(/Not authorized/i)
+    await expect(intruder.publishAsync(readings(other.id), JSON.stringify({ ts: Date.now(), temp_c: 5 }), { qos: 1 })).rejects.toThrow(
+      /Not authorized/i,
+    )
     await intruder.endAsync(true)
 
     const client = await connectTote(broker, tote)
@@ -78,7 +97,7 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     await client.endAsync()
   })
 
-  it('publishes the reason for a refused payload on the tote\'s errors topic, through the broker', async () => {
+  it("publishes the reason for a refused payload on the tote's errors topic, through the broker", async () => {
     const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
     const client = await connectTote(broker, tote)
     const received: string[] = []
@@ -93,7 +112,7 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     await client.endAsync()
   })
 
-  it('binds readings to the tote\'s delivery and judges them: a reading below the hard minimum breaks the cold chain', async () => {
+  it("binds readings to the tote's delivery and judges them: a reading below the hard minimum breaks the cold chain", async () => {
     const { fleetId } = await api.fleetWithDriver(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
     const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, cold_chain: true, temperature_profile: 'refrigerated' })
@@ -102,7 +121,11 @@ describe.skipIf(!mosquittoAvailable())('a copy on an external Mosquitto (MQTT_UR
     const client = await connectTote(broker, tote)
     // The refrigerated profile's hard minimum is 0 °C: −2 °C breaks at once.
     await client.publishAsync(readings(tote.id), JSON.stringify({ ts: Date.now(), temp_c: -2 }), { qos: 1 })
-    await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1, 15_000, 'the break event')
+    await waitFor(
+      async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1,
+      15_000,
+      'the break event',
+    )
     const [stored] = await api.service.sink.readingsForTote(tote.id, 0, Date.now() + 60_000)
     expect(stored?.delivery_id).toBe(rx.delivery_id)
     await client.endAsync()

@@ -3,8 +3,18 @@ import { GroupCommitter } from '../../src/telemetry/group-commit.js'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 
 const row = (ts: number): ReadingRow => ({
-  tote_id: 'tt_group', delivery_id: null, rx_id: null, ts, temp_c: 5,
-  battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: ts, late: false,
+  tote_id: 'tt_group',
+  delivery_id: null,
+  rx_id: null,
+  ts,
+  temp_c: 5,
+  battery: null,
+  humidity: null,
+  lat: null,
+  lng: null,
+  seq: null,
+  received_at: ts,
+  late: false,
 })
 
 /** A sink whose writes finish only when the test says so, recording what each one held. */
@@ -12,16 +22,20 @@ function controlledSink(concurrentWrites?: number) {
   const writes: { rows: readonly ReadingRow[]; finish: (error?: Error) => void }[] = []
   const sink = {
     concurrentWrites,
-    write: (rows: readonly ReadingRow[]) => new Promise<void>((resolve, reject) => {
-      writes.push({ rows, finish: (error) => (error ? reject(error) : resolve()) })
-    }),
+    write: (rows: readonly ReadingRow[]) =>
+      new Promise<void>((resolve, reject) => {
+        writes.push({ rows, finish: (error) => (error ? reject(error) : resolve()) })
+      }),
   } as unknown as ReadingSink
   return { sink, writes }
 }
 
 const settledState = async (promise: Promise<unknown>) => {
   let state = 'pending'
-  promise.then(() => (state = 'resolved'), () => (state = 'rejected'))
+  promise.then(
+    () => (state = 'resolved'),
+    () => (state = 'rejected'),
+  )
   await new Promise((resolve) => setImmediate(resolve))
   return state
 }

@@ -17,7 +17,12 @@ describe('a tote publishing over MQTT to the running service', () => {
   it('stores a QoS 1 reading before the PUBACK, and refuses a bad one on the errors topic', async () => {
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.mqtt.username, password: tote.mqtt.password, clientId: tote.id, reconnectPeriod: 0 })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+      username: tote.mqtt.username,
+      password: tote.mqtt.password,
+      clientId: tote.id,
+      reconnectPeriod: 0,
+    })
     const errors: string[] = []
     client.on('message', (_topic, payload) => errors.push(payload.toString()))
     await client.subscribeAsync(`rxtrace/v1/totes/${tote.id}/errors`, { qos: 1 })
@@ -34,7 +39,7 @@ describe('a tote publishing over MQTT to the running service', () => {
     await client.endAsync()
   })
 
-  it('shows a tote\'s MQTT password once, stores only a hash of it, and accepts it for CONNECT', async () => {
+  it("shows a tote's MQTT password once, stores only a hash of it, and accepts it for CONNECT", async () => {
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
     const { password } = tote.mqtt
@@ -46,13 +51,20 @@ describe('a tote publishing over MQTT to the running service', () => {
     expect(listed.text).not.toContain(password)
     const row = await api.service.db.selectFrom('totes').selectAll().where('id', '=', tote.id).executeTakeFirstOrThrow()
     expect(JSON.stringify(row)).not.toContain(password)
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.id, password, clientId: tote.id, reconnectPeriod: 0 })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+      username: tote.id,
+      password,
+      clientId: tote.id,
+      reconnectPeriod: 0,
+    })
     await client.endAsync()
   })
 
   it('refuses wrong credentials', async () => {
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-    await expect(mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.id, password: 'wrong', clientId: tote.id, reconnectPeriod: 0 })).rejects.toThrow()
+    await expect(
+      mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: tote.id, password: 'wrong', clientId: tote.id, reconnectPeriod: 0 }),
+    ).rejects.toThrow()
   })
 })

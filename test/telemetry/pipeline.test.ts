@@ -25,7 +25,11 @@ describe('readings through the ingest pipeline', () => {
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' })
     clock.set(Date.parse(dispatchAt) + 1_000)
-    const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, tote_id: tote.id, occurred_at: dispatchAt })
+    const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+      fleet_id: fleetId,
+      tote_id: tote.id,
+      occurred_at: dispatchAt,
+    })
     expect(res.status, res.text).toBe(200)
     clock.set(Date.now())
     admin = await api.adminToken()
@@ -72,11 +76,21 @@ describe('readings through the ingest pipeline', () => {
     const { tote, rx } = await dispatchedColdChain(new Date(start).toISOString())
     await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify([{ ts: start + minute, temp_c: -1 }])))
     await api.service.monitor.flush()
-    await waitFor(async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1)
+    await waitFor(
+      async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1,
+    )
     // A fresh monitor (as after a restart) replays the stored readings: the break is not raised again.
     const { ColdChainMonitor } = await import('../../src/telemetry/cold-chain-monitor.js')
     const s = api.service
-    const fresh = new ColdChainMonitor({ db: s.db, sink: s.sink, outbox: s.outbox, clock: s.clock, metrics: s.metrics, logger: s.logger, windowMs: 0 })
+    const fresh = new ColdChainMonitor({
+      db: s.db,
+      sink: s.sink,
+      outbox: s.outbox,
+      clock: s.clock,
+      metrics: s.metrics,
+      logger: s.logger,
+      windowMs: 0,
+    })
     const { openColdChainBindings } = await import('../../src/telemetry/open-deliveries.js')
     await fresh.watchOpenDeliveries(await openColdChainBindings(s.db))
     await fresh.flush()

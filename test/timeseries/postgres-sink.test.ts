@@ -36,7 +36,11 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL reading sink', () => {
     const heard: string[] = []
     listener.on('notification', (n) => heard.push(n.payload ?? ''))
     await listener.query(`listen "${channel}"`)
-    const sink = createPostgresSink({ url: url!, schema, forward: { channel, payloads: (rows) => rows.filter((r) => r.seq === 7).map((r) => String(r.ts)) } })
+    const sink = createPostgresSink({
+      url: url!,
+      schema,
+      forward: { channel, payloads: (rows) => rows.filter((r) => r.seq === 7).map((r) => String(r.ts)) },
+    })
     try {
       const ts = Date.UTC(2025, 0, 1)
       await sink.write([reading({ ts, seq: 7 }), reading({ ts: ts + 1, seq: 8 })])

@@ -48,14 +48,31 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   afterEach(async () => {
     await sink?.close()
     sink = undefined
-    Object.assign(fake, { failNext: 0, failStatus: 500, failUntil: 0, writeRequests: 0, stored: [], applyLagMs: 0, sequencerTxn: 0, writerTxn: 0, appliedLines: 0, answerDelayMs: 0, maxWritesInFlight: 0, rows: new Map() })
+    Object.assign(fake, {
+      failNext: 0,
+      failStatus: 500,
+      failUntil: 0,
+      writeRequests: 0,
+      stored: [],
+      applyLagMs: 0,
+      sequencerTxn: 0,
+      writerTxn: 0,
+      appliedLines: 0,
+      answerDelayMs: 0,
+      maxWritesInFlight: 0,
+      rows: new Map(),
+    })
   })
   afterAll(() => new Promise((resolve) => fake.server.close(resolve)))
 
   it('shows the premise: the client alone drops the rows of a failed flush', async () => {
     const sender = await Sender.fromConfig(config(), { log: () => {} })
     fake.failNext = 1
-    await sender.table('readings').symbol('tote_id', 'tt_1').intColumn('seq', 1).at(Date.UTC(2025, 0, 1), 'ms')
+    await sender
+      .table('readings')
+      .symbol('tote_id', 'tt_1')
+      .intColumn('seq', 1)
+      .at(Date.UTC(2025, 0, 1), 'ms')
     await expect(sender.flush()).rejects.toThrow(/statusCode=500/)
     expect(await sender.flush()).toBe(false) // nothing left to send: the row is gone
     expect(fake.stored).toEqual([])
@@ -65,7 +82,9 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   it('re-sends a failed batch until it is stored, and only then resolves', async () => {
     const retries: number[] = []
     sink = await createQuestdbSink({
-      config: config(), retry: { firstDelayMs: 5, maxDelayMs: 20 }, onRetry: (attempt) => retries.push(attempt),
+      config: config(),
+      retry: { firstDelayMs: 5, maxDelayMs: 20 },
+      onRetry: (attempt) => retries.push(attempt),
     })
     fake.failNext = 3
     await sink.write(batch(0, 50))
@@ -145,10 +164,21 @@ describe('ILP text of readings', () => {
   it('writes symbols, then columns (a null is absent), then the designated timestamp in ns, escaping symbol values', async () => {
     const { ilpLines } = await import('../../src/timeseries/questdb-ilp.js')
     const ts = Date.UTC(2025, 0, 1)
-    const full = reading({ ts, temp_c: 5, battery: 0.5, humidity: 41.5, lat: 52.52, lng: -13.405, seq: 42, received_at: ts + 1, late: true })
+    const full = reading({
+      ts,
+      temp_c: 5,
+      battery: 0.5,
+      humidity: 41.5,
+      lat: 52.52,
+      lng: -13.405,
+      seq: 42,
+      received_at: ts + 1,
+      late: true,
+    })
     const bare = reading({ ts: ts + 1, tote_id: 'tt a,b=c\\d', delivery_id: null, rx_id: null, temp_c: -2.25 })
     expect(ilpLines('readings', [full, bare])).toBe(
       `readings,tote_id=tt_contract_a,delivery_id=dl_contract_1,rx_id=rx_contract_1 temp_c=5.0,battery=0.5,humidity=41.5,lat=52.52,lng=-13.405,seq=42i,received_at=${(ts + 1) * 1000}t,late=t ${ts}000000\n` +
-      `readings,tote_id=tt\\ a\\,b\\=c\\\\d temp_c=-2.25,received_at=${(ts + 1001) * 1000}t,late=f ${ts + 1}000000\n`)
+        `readings,tote_id=tt\\ a\\,b\\=c\\\\d temp_c=-2.25,received_at=${(ts + 1001) * 1000}t,late=f ${ts + 1}000000\n`,
+    )
   })
 })

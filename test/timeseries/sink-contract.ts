@@ -13,8 +13,17 @@ const MIN = 60_000
 
 export function reading(over: Partial<ReadingRow> & Pick<ReadingRow, 'ts'>): ReadingRow {
   return {
-    tote_id: 'tt_contract_a', delivery_id: 'dl_contract_1', rx_id: 'rx_contract_1', temp_c: 5,
-    battery: null, humidity: null, lat: null, lng: null, seq: null, received_at: over.ts + 1_000, late: false,
+    tote_id: 'tt_contract_a',
+    delivery_id: 'dl_contract_1',
+    rx_id: 'rx_contract_1',
+    temp_c: 5,
+    battery: null,
+    humidity: null,
+    lat: null,
+    lng: null,
+    seq: null,
+    received_at: over.ts + 1_000,
+    late: false,
     ...over,
   }
 }
@@ -37,8 +46,15 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
 
     it('gives back every field as written, in ts order, whatever order the writes came in', async () => {
       const full = reading({
-        ts: T0 + 2 * MIN, temp_c: -18.25, battery: 0.5, humidity: 41.5, lat: 52.52, lng: 13.405, seq: 42,
-        received_at: T0 + 90 * MIN, late: true,
+        ts: T0 + 2 * MIN,
+        temp_c: -18.25,
+        battery: 0.5,
+        humidity: 41.5,
+        lat: 52.52,
+        lng: 13.405,
+        seq: 42,
+        received_at: T0 + 90 * MIN,
+        late: true,
       })
       const bare = reading({ ts: T0 + MIN })
       await sink.write([full])
@@ -81,17 +97,31 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
       await visible(sink, 5)
       const binding = { deliveryId: 'dl_contract_1', rxId: 'rx_contract_1', fromMs: T0, toMs: null }
       await sink.attribute('tt_contract_a', binding)
-      const ofDelivery = async () => (await sink.readingsForDelivery('dl_contract_1', 0, Number.MAX_SAFE_INTEGER)).map((r) => [r.ts, r.rx_id])
-      await vi.waitFor(async () => expect(await ofDelivery()).toEqual([[T0, 'rx_contract_1'], [T0 + MIN, 'rx_contract_1']]), { timeout: 15_000, interval: 50 })
+      const ofDelivery = async () =>
+        (await sink.readingsForDelivery('dl_contract_1', 0, Number.MAX_SAFE_INTEGER)).map((r) => [r.ts, r.rx_id])
+      await vi.waitFor(
+        async () =>
+          expect(await ofDelivery()).toEqual([
+            [T0, 'rx_contract_1'],
+            [T0 + MIN, 'rx_contract_1'],
+          ]),
+        { timeout: 15_000, interval: 50 },
+      )
       expect(await sink.bucketed('dl_contract_1', T0, T0 + 10 * MIN, MIN)).toEqual([
-        { t: T0, min: 5, max: 5, avg: 5, n: 1 }, { t: T0 + MIN, min: 5, max: 5, avg: 5, n: 1 },
+        { t: T0, min: 5, max: 5, avg: 5, n: 1 },
+        { t: T0 + MIN, min: 5, max: 5, avg: 5, n: 1 },
       ])
 
       // The delivery ended, recorded later with an occurred_at before the second reading.
       await sink.attribute('tt_contract_a', { ...binding, toMs: T0 + MIN })
       await vi.waitFor(async () => expect(await ofDelivery()).toEqual([[T0, 'rx_contract_1']]), { timeout: 15_000, interval: 50 })
       const tote = await sink.readingsForTote('tt_contract_a', 0, Number.MAX_SAFE_INTEGER)
-      expect(tote.map((r) => [r.ts, r.delivery_id])).toEqual([[T0 - MIN, null], [T0, 'dl_contract_1'], [T0 + MIN, null], [T0 + 2 * MIN, 'dl_contract_9']])
+      expect(tote.map((r) => [r.ts, r.delivery_id])).toEqual([
+        [T0 - MIN, null],
+        [T0, 'dl_contract_1'],
+        [T0 + MIN, null],
+        [T0 + 2 * MIN, 'dl_contract_9'],
+      ])
       expect((await sink.readingsForTote('tt_contract_b', 0, Number.MAX_SAFE_INTEGER))[0]!.delivery_id).toBeNull()
       expect(await sink.count()).toBe(5)
     })
@@ -132,7 +162,8 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
 
     it('stores a 10,000-row write as one batch', async () => {
       const rows = Array.from({ length: 10_000 }, (_, i) =>
-        reading({ ts: T0 + i * 1000, tote_id: `tt_contract_${i % 10}`, seq: i, temp_c: 2 + (i % 60) / 10 }))
+        reading({ ts: T0 + i * 1000, tote_id: `tt_contract_${i % 10}`, seq: i, temp_c: 2 + (i % 60) / 10 }),
+      )
       await sink.write(rows)
       await sink.write([])
       await visible(sink, 10_000)

@@ -14,7 +14,12 @@ export async function dispatchedColdChain(api: TestApi, clock: ReturnType<typeof
   const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
   const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' })
   clock.set(dispatchAtMs + 1_000)
-  const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id, occurred_at: new Date(dispatchAtMs).toISOString() })
+  const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+    fleet_id: fleetId,
+    driver_id: driverId,
+    tote_id: tote.id,
+    occurred_at: new Date(dispatchAtMs).toISOString(),
+  })
   expect(res.status, res.text).toBe(200)
   clock.set(Date.now())
   return { pharmacy, tote, rx, fleetId, driverId, deliveryId: rx.delivery_id }
@@ -22,7 +27,8 @@ export async function dispatchedColdChain(api: TestApi, clock: ReturnType<typeof
 
 /** Feeds readings through the ingest pipeline as one gateway batch, then lets the rule engine persist. */
 export async function feed(api: TestApi, toteId: string, readings: readonly { ts: number; temp_c: number; battery?: number }[]) {
-  for (let i = 0; i < readings.length; i += 500) { // SPEC §4: a batch holds up to 500 readings
+  for (let i = 0; i < readings.length; i += 500) {
+    // SPEC §4: a batch holds up to 500 readings
     await api.service.pipeline.handle(toteId, Buffer.from(JSON.stringify(readings.slice(i, i + 500))))
   }
   await api.service.monitor.flush()

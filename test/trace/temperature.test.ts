@@ -49,13 +49,24 @@ describe("the pharmacist's temperature trace", () => {
     const unknownFrom = start + 59 * MINUTE + 40_000 + 15 * MINUTE
     const silenceS = (clock.now() - unknownFrom) / 1000
     expect(trace.summary).toEqual({
-      min_c: 5, max_c: 12, mkt_c: delivery.cold_chain.mkt_c, time_out_of_range_s: delivery.cold_chain.time_out_of_range_s + silenceS,
-      unknown_s: delivery.cold_chain.unknown_s + silenceS, as_of: new Date(clock.now()).toISOString(), scope: 'delivery',
+      min_c: 5,
+      max_c: 12,
+      mkt_c: delivery.cold_chain.mkt_c,
+      time_out_of_range_s: delivery.cold_chain.time_out_of_range_s + silenceS,
+      unknown_s: delivery.cold_chain.unknown_s + silenceS,
+      as_of: new Date(clock.now()).toISOString(),
+      scope: 'delivery',
     })
     expect(trace.summary.time_out_of_range_s).toBeGreaterThan(30 * 60)
     expect(trace.excursions).toHaveLength(2)
     expect(trace.excursions[0]).toMatchObject({ started_at: new Date(start + 20 * MINUTE).toISOString(), peak_c: 12 })
-    expect(trace.excursions[1]).toEqual({ started_at: new Date(unknownFrom).toISOString(), ended_at: null, duration_s: silenceS, peak_c: null, kind: 'unknown' })
+    expect(trace.excursions[1]).toEqual({
+      started_at: new Date(unknownFrom).toISOString(),
+      ended_at: null,
+      duration_s: silenceS,
+      peak_c: null,
+      kind: 'unknown',
+    })
   })
 
   it('computes min and max from the points of a narrower window, and says so', async () => {
@@ -71,12 +82,14 @@ describe("the pharmacist's temperature trace", () => {
     const res = await api.request('GET', `${path()}?step=30m`, { token: admin, headers: { accept: 'text/csv' } })
     expect(res.status).toBe(200)
     expect(res.headers.get('content-type')).toMatch(/^text\/csv/)
-    expect(res.text).toBe([
-      't,min_c,max_c,avg_c,n',
-      `${new Date(start).toISOString()},5,12,7.53,90`,
-      `${new Date(start + 30 * MINUTE).toISOString()},12,12,12,90`,
-      '',
-    ].join('\r\n'))
+    expect(res.text).toBe(
+      [
+        't,min_c,max_c,avg_c,n',
+        `${new Date(start).toISOString()},5,12,7.53,90`,
+        `${new Date(start + 30 * MINUTE).toISOString()},12,12,12,90`,
+        '',
+      ].join('\r\n'),
+    )
     // A browser's Accept (JSON not named, */* last) still gets JSON.
     const json = await api.request('GET', path(), { token: admin, headers: { accept: 'application/json, */*;q=0.8' } })
     expect(json.headers.get('content-type')).toMatch(/^application\/json/)
@@ -112,12 +125,24 @@ describe("the pharmacist's temperature trace", () => {
     const silent = await dispatchedColdChain(api, clock, clock.now() - 40 * MINUTE)
     const dispatchedAt = clock.now() - 40 * MINUTE
     // Twelve minutes of good readings, then nothing for 28 minutes: 13 of them past max_gap_s (15 min).
-    await feed(api, silent.tote.id, Array.from({ length: 12 }, (_, i) => ({ ts: dispatchedAt + (i + 1) * MINUTE, temp_c: 5 })))
+    await feed(
+      api,
+      silent.tote.id,
+      Array.from({ length: 12 }, (_, i) => ({ ts: dispatchedAt + (i + 1) * MINUTE, temp_c: 5 })),
+    )
     const delivery = (await api.get(`/v1/deliveries/${silent.deliveryId}`, admin)).body
     expect(delivery.cold_chain).toMatchObject({ state: 'OK', time_out_of_range_s: 0 }) // what the rule engine has evaluated so far
     const trace = (await api.get(`/v1/deliveries/${silent.deliveryId}/temperature`, admin)).body
     expect(trace.summary).toMatchObject({ time_out_of_range_s: 13 * 60, unknown_s: 13 * 60, as_of: new Date(clock.now()).toISOString() })
-    expect(trace.excursions).toEqual([{ started_at: new Date(dispatchedAt + 27 * MINUTE).toISOString(), ended_at: null, duration_s: 13 * 60, peak_c: null, kind: 'unknown' }])
+    expect(trace.excursions).toEqual([
+      {
+        started_at: new Date(dispatchedAt + 27 * MINUTE).toISOString(),
+        ended_at: null,
+        duration_s: 13 * 60,
+        peak_c: null,
+        kind: 'unknown',
+      },
+    ])
     const svg = (await api.get(`/v1/deliveries/${silent.deliveryId}/temperature.svg`, admin)).text
     expect(svg).not.toContain('out of range 0 s')
     expect(svg).toContain('out of range 13 min (unknown 13 min)')
@@ -129,9 +154,17 @@ describe("the pharmacist's temperature trace", () => {
     const ahead = await dispatchedColdChain(api, clock, clock.now() - 10 * MINUTE)
     const now = clock.now()
     // Readings are accepted up to 5 min ahead: a frozen tote, its clock 4 minutes fast.
-    await feed(api, ahead.tote.id, [{ ts: now - 5 * MINUTE, temp_c: 5 }, { ts: now + 3 * MINUTE, temp_c: -2 }, { ts: now + 4 * MINUTE, temp_c: -2 }])
+    await feed(api, ahead.tote.id, [
+      { ts: now - 5 * MINUTE, temp_c: 5 },
+      { ts: now + 3 * MINUTE, temp_c: -2 },
+      { ts: now + 4 * MINUTE, temp_c: -2 },
+    ])
     const delivery = (await api.get(`/v1/deliveries/${ahead.deliveryId}`, admin)).body
-    expect(delivery.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'hard_limit', broken_at: new Date(now + 3 * MINUTE).toISOString() })
+    expect(delivery.cold_chain).toMatchObject({
+      state: 'BROKEN',
+      break_reason: 'hard_limit',
+      broken_at: new Date(now + 3 * MINUTE).toISOString(),
+    })
     const trace = (await api.get(`/v1/deliveries/${ahead.deliveryId}/temperature`, admin)).body
     expect(trace.to).toBe(new Date(now + 4 * MINUTE).toISOString())
     expect(trace.summary.as_of).toBe(trace.to)
@@ -167,9 +200,14 @@ describe("the pharmacist's temperature trace", () => {
 
   it("answers 404 for another pharmacy's delivery and 403 without telemetry:read", async () => {
     const other = await api.pharmacy(admin, { name: 'Elsewhere Pharmacy' })
-    const client = (await api.post('/v1/oauth/clients', admin, {
-      client_name: 'Elsewhere back office', grant_types: ['client_credentials'], scope: 'telemetry:read deliveries:read', pharmacy_id: other.id,
-    })).body
+    const client = (
+      await api.post('/v1/oauth/clients', admin, {
+        client_name: 'Elsewhere back office',
+        grant_types: ['client_credentials'],
+        scope: 'telemetry:read deliveries:read',
+        pharmacy_id: other.id,
+      })
+    ).body
     const outsider = await api.tokenFor(client.client_id, client.client_secret)
     expect((await api.get(path(), outsider)).status).toBe(404)
     expect((await api.get(`${path()}.svg`, outsider)).status).toBe(404)

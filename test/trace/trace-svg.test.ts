@@ -5,10 +5,17 @@ import { traceSvg } from '../../src/timeseries/trace-svg.js'
 import type { TemperatureTrace } from '../../src/timeseries/trace.js'
 
 const trace = (over: Partial<TemperatureTrace> = {}): TemperatureTrace => ({
-  delivery_id: 'dl_01jd0000000000000000000000', rx_id: 'rx_01jd0000000000000000000000', unit: 'Cel', profile: { ...builtInProfiles.refrigerated },
-  from: '2026-03-01T08:00:00.000Z', to: '2026-03-01T10:00:00.000Z', step_s: 60,
+  delivery_id: 'dl_01jd0000000000000000000000',
+  rx_id: 'rx_01jd0000000000000000000000',
+  unit: 'Cel',
+  profile: { ...builtInProfiles.refrigerated },
+  from: '2026-03-01T08:00:00.000Z',
+  to: '2026-03-01T10:00:00.000Z',
+  step_s: 60,
   points: [{ t: '2026-03-01T08:00:00.000Z', min: 4.8, max: 5.2, avg: 5, n: 3 }],
-  excursions: [], summary: { min_c: 4.8, max_c: 5.2, mkt_c: 5, time_out_of_range_s: 0, unknown_s: 0, as_of: '2026-03-01T10:00:00.000Z', scope: 'delivery' }, ...over,
+  excursions: [],
+  summary: { min_c: 4.8, max_c: 5.2, mkt_c: 5, time_out_of_range_s: 0, unknown_s: 0, as_of: '2026-03-01T10:00:00.000Z', scope: 'delivery' },
+  ...over,
 })
 
 describe('the trace chart and CSV', () => {
@@ -20,10 +27,13 @@ describe('the trace chart and CSV', () => {
   })
 
   it('draws a single reading, a profile without hard limits and an open excursion without NaN', () => {
-    const svg = traceSvg(trace({
-      profile: { ...builtInProfiles.refrigerated, hard_min_c: null },
-      excursions: [{ started_at: '2026-03-01T08:30:00.000Z', ended_at: null, duration_s: 120, peak_c: 9.5, kind: 'high' }],
-    }), { status: 'PICKED_UP', coldChainState: 'EXCURSION' })
+    const svg = traceSvg(
+      trace({
+        profile: { ...builtInProfiles.refrigerated, hard_min_c: null },
+        excursions: [{ started_at: '2026-03-01T08:30:00.000Z', ended_at: null, duration_s: 120, peak_c: 9.5, kind: 'high' }],
+      }),
+      { status: 'PICKED_UP', coldChainState: 'EXCURSION' },
+    )
     expect(svg).not.toMatch(/NaN|Infinity|undefined/)
     expect(svg).toContain('class="excursion"')
     expect(svg).not.toContain('class="hard-limit"')

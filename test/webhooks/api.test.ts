@@ -30,9 +30,22 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
 
   it('creates, reads, lists, changes and deletes an endpoint; the secret is shown once and never again', async () => {
     const pharmacy = await api.pharmacy(admin)
-    const created = await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/hooks', events: ['delivery.created'], description: 'dispatch board', pharmacy_id: pharmacy.id })
+    const created = await api.post('/v1/webhooks', admin, {
+      url: 'http://127.0.0.1:9/hooks',
+      events: ['delivery.created'],
+      description: 'dispatch board',
+      pharmacy_id: pharmacy.id,
+    })
     expect(created.status).toBe(201)
-    expect(created.body).toMatchObject({ id: expect.stringMatching(/^wh_/), url: 'http://127.0.0.1:9/hooks', events: ['delivery.created'], description: 'dispatch board', enabled: true, disabled_reason: null, pharmacy_id: pharmacy.id })
+    expect(created.body).toMatchObject({
+      id: expect.stringMatching(/^wh_/),
+      url: 'http://127.0.0.1:9/hooks',
+      events: ['delivery.created'],
+      description: 'dispatch board',
+      enabled: true,
+      disabled_reason: null,
+      pharmacy_id: pharmacy.id,
+    })
     const { id, secret } = created.body as { id: string; secret: string }
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/=]{32,}$/)
 
@@ -41,7 +54,10 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     expect(read.body).toMatchObject({ id, url: 'http://127.0.0.1:9/hooks', enabled: true })
     const list = await api.get('/v1/webhooks?limit=100', admin)
     expect(list.body.data.map((e: { id: string }) => e.id)).toContain(id)
-    const patched = await api.request('PATCH', `/v1/webhooks/${id}`, { token: admin, body: { events: ['delivery.created', 'delivery.delivered'], description: 'board v2' } })
+    const patched = await api.request('PATCH', `/v1/webhooks/${id}`, {
+      token: admin,
+      body: { events: ['delivery.created', 'delivery.delivered'], description: 'board v2' },
+    })
     expect(patched.status).toBe(200)
     expect(patched.body).toMatchObject({ id, events: ['delivery.created', 'delivery.delivered'], description: 'board v2' })
     for (const res of [read, list, patched]) {
@@ -56,7 +72,10 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
   })
 
   it('refuses an unknown event name with 422 pointing at it', async () => {
-    const res = await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/hooks', events: ['delivery.created', 'delivery.teleported'] })
+    const res = await api.post('/v1/webhooks', admin, {
+      url: 'http://127.0.0.1:9/hooks',
+      events: ['delivery.created', 'delivery.teleported'],
+    })
     expect(res.status).toBe(422)
     expect(res.body.errors).toEqual([expect.objectContaining({ pointer: '/events/1' })])
     const endpoint = await register(admin, { url: 'http://127.0.0.1:9/', events: ['delivery.created'] })
@@ -75,13 +94,21 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId })
     await api.post(`/v1/deliveries/${rx.delivery_id}/cancel`, admin, { reason: 'patient moved' })
     await waitFor(() => r.requests.length >= 3, 5_000, 'three events')
-    expect(envelopes(r).map((e) => e.type).sort()).toEqual(['delivery.cancelled', 'delivery.created', 'delivery.dispatched'])
+    expect(
+      envelopes(r)
+        .map((e) => e.type)
+        .sort(),
+    ).toEqual(['delivery.cancelled', 'delivery.created', 'delivery.dispatched'])
   })
 
   it('a pharmacy-restricted client sees only its endpoints and hears only its pharmacy', async () => {
     const mine = await api.pharmacy(admin)
     const theirs = await api.pharmacy(admin)
-    const client = await api.post('/v1/oauth/clients', admin, { client_name: 'Main St dispatch', scope: 'webhooks:read webhooks:write prescriptions:write deliveries:read', pharmacy_id: mine.id })
+    const client = await api.post('/v1/oauth/clients', admin, {
+      client_name: 'Main St dispatch',
+      scope: 'webhooks:read webhooks:write prescriptions:write deliveries:read',
+      pharmacy_id: mine.id,
+    })
     expect(client.status, client.text).toBe(201)
     const tenant = await api.tokenFor(client.body.client_id, client.body.client_secret)
 
@@ -139,16 +166,24 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     const pharmacy = await api.pharmacy(admin)
     const endpoint = await register(admin, { url: r.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })
     await api.prescription(admin, { pharmacy_id: pharmacy.id })
-    const attemptsOf = async () => (await api.get(`/v1/webhooks/${endpoint.id}/attempts`, admin)).body.data as Array<Record<string, unknown>>
+    const attemptsOf = async () =>
+      (await api.get(`/v1/webhooks/${endpoint.id}/attempts`, admin)).body.data as Array<Record<string, unknown>>
     await waitFor(async () => (await attemptsOf()).length === 2, 5_000, 'two attempts')
     const attempts = await attemptsOf()
     const eventId = String(r.requests[0]!.headers['webhook-id'])
     for (const attempt of attempts) {
       expect(Object.keys(attempt).sort()).toEqual(['at', 'attempt', 'duration_ms', 'error', 'event_id', 'id', 'status_code', 'success'])
-      expect(attempt).toMatchObject({ id: expect.stringMatching(/^att_/), event_id: eventId, at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/) })
+      expect(attempt).toMatchObject({
+        id: expect.stringMatching(/^att_/),
+        event_id: eventId,
+        at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+      })
       expect(Number.isInteger(attempt.duration_ms)).toBe(true)
     }
-    expect(attempts.map((a) => [a.attempt, a.status_code, a.error, a.success])).toEqual([[1, 500, null, false], [2, 200, null, true]])
+    expect(attempts.map((a) => [a.attempt, a.status_code, a.error, a.success])).toEqual([
+      [1, 500, null, false],
+      [2, 200, null, true],
+    ])
 
     const redelivered = await api.post(`/v1/events/${eventId}/redeliver`, admin)
     expect(redelivered.status).toBe(202)
@@ -171,7 +206,10 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     await api.post(`/v1/deliveries/${rx.delivery_id}/cancel`, admin, { reason: 'duplicate order' })
     const after = await api.get(`/v1/events?after=${first.id}&delivery_id=${rx.delivery_id}`, admin)
     expect(after.status).toBe(200)
-    expect(after.body.data.map((e: Envelope) => [e.type, e.seq])).toEqual([['delivery.dispatched', 2], ['delivery.cancelled', 3]])
+    expect(after.body.data.map((e: Envelope) => [e.type, e.seq])).toEqual([
+      ['delivery.dispatched', 2],
+      ['delivery.cancelled', 3],
+    ])
     const everything = await api.get(`/v1/events?after=${first.id}&limit=100`, admin)
     expect(everything.body.data.map((e: Envelope) => e.id)).not.toContain(first.id)
   })

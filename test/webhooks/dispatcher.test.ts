@@ -67,7 +67,8 @@ describe('webhook dispatcher', () => {
     dispatcher(queue)
     await until(() => r.requests.length === 1)
     const req = r.requests[0]!
-    for (const secret of [current, previous]) expect(() => new Webhook(secret).verify(req.body, req.headers as Record<string, string>)).not.toThrow()
+    for (const secret of [current, previous])
+      expect(() => new Webhook(secret).verify(req.body, req.headers as Record<string, string>)).not.toThrow()
   })
 
   it('gives up when the schedule is exhausted', async () => {
@@ -161,7 +162,11 @@ describe('webhook dispatcher', () => {
     expect(queue.claims.at(-1)!.excludeEndpointIds).toEqual(['wh_slow'])
     // After the 2 s timeout the slow attempts are recorded as failures and retried.
     await until(() => queue.attempts.some((a) => a.endpointId === 'wh_slow'), 4_000)
-    expect(queue.attempts.find((a) => a.endpointId === 'wh_slow')).toMatchObject({ statusCode: null, error: 'timeout after 2000 ms', success: false })
+    expect(queue.attempts.find((a) => a.endpointId === 'wh_slow')).toMatchObject({
+      statusCode: null,
+      error: 'timeout after 2000 ms',
+      success: false,
+    })
   })
 
   it('wake() delivers a newly committed event within milliseconds, without waiting for the poll', async () => {

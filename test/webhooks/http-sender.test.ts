@@ -26,7 +26,12 @@ describe('sending one webhook attempt', () => {
     expect(result.durationMs).toBeGreaterThanOrEqual(0)
     const [req] = r.requests
     expect(req).toMatchObject({ method: 'POST', url: '/hooks?x=1', body: '{"id":"evt_1"}' })
-    expect(req!.headers).toMatchObject({ 'content-type': 'application/json', 'user-agent': 'rxtrace-webhooks/1', 'webhook-id': 'evt_1', 'content-length': '14' })
+    expect(req!.headers).toMatchObject({
+      'content-type': 'application/json',
+      'user-agent': 'rxtrace-webhooks/1',
+      'webhook-id': 'evt_1',
+      'content-length': '14',
+    })
   })
 
   it('our content-type and user-agent win over caller headers', async () => {
@@ -71,7 +76,13 @@ describe('sending one webhook attempt', () => {
   })
 
   it('reads Retry-After on 429 and 503 only', async () => {
-    const r = await receiver(statuses([429, { 'retry-after': '7' }], [503, { 'retry-after': new Date(Date.now() + 60_000).toUTCString() }], [500, { 'retry-after': '7' }]))
+    const r = await receiver(
+      statuses(
+        [429, { 'retry-after': '7' }],
+        [503, { 'retry-after': new Date(Date.now() + 60_000).toUTCString() }],
+        [500, { 'retry-after': '7' }],
+      ),
+    )
     expect(await post(r.url)).toMatchObject({ status: 429, retryAfterMs: 7_000 })
     const unavailable = await post(r.url)
     expect(unavailable.retryAfterMs).toBeGreaterThan(55_000)

@@ -34,7 +34,12 @@ export class MemoryDeliveryQueue implements DeliveryQueue {
   }
 
   /** Like committing an event in the outbox: one row per endpoint, due now. */
-  enqueue(endpointId: string, eventId: string, body: string = JSON.stringify({ id: eventId, type: 'delivery.created' }), dueAtMs = Date.now()): string {
+  enqueue(
+    endpointId: string,
+    eventId: string,
+    body: string = JSON.stringify({ id: eventId, type: 'delivery.created' }),
+    dueAtMs = Date.now(),
+  ): string {
     const id = `dv_${++this.sequence}`
     this.rows.set(id, { id, endpointId, eventId, body, attempt: 1, nextAttemptAtMs: dueAtMs, leasedUntilMs: 0, state: 'pending' })
     return id
@@ -45,7 +50,9 @@ export class MemoryDeliveryQueue implements DeliveryQueue {
     const excluded = new Set(excludeEndpointIds)
     const perEndpoint = new Map<string, number>()
     const due = [...this.rows.values()]
-      .filter((row) => row.state === 'pending' && row.nextAttemptAtMs !== null && row.nextAttemptAtMs <= nowMs && row.leasedUntilMs <= nowMs)
+      .filter(
+        (row) => row.state === 'pending' && row.nextAttemptAtMs !== null && row.nextAttemptAtMs <= nowMs && row.leasedUntilMs <= nowMs,
+      )
       .filter((row) => !excluded.has(row.endpointId) && !this.endpoints.get(row.endpointId)?.disabled)
       .sort((a, b) => a.nextAttemptAtMs! - b.nextAttemptAtMs!)
     const claimed: PendingDelivery[] = []
@@ -56,7 +63,16 @@ export class MemoryDeliveryQueue implements DeliveryQueue {
       perEndpoint.set(row.endpointId, taken + 1)
       row.leasedUntilMs = leaseUntilMs
       const endpoint = this.endpoints.get(row.endpointId)!
-      claimed.push({ id: row.id, endpointId: row.endpointId, url: endpoint.url, secrets: endpoint.secrets, eventId: row.eventId, body: row.body, attempt: row.attempt, endpointFailingSinceMs: endpoint.failingSinceMs })
+      claimed.push({
+        id: row.id,
+        endpointId: row.endpointId,
+        url: endpoint.url,
+        secrets: endpoint.secrets,
+        eventId: row.eventId,
+        body: row.body,
+        attempt: row.attempt,
+        endpointFailingSinceMs: endpoint.failingSinceMs,
+      })
     }
     return claimed
   }

@@ -20,16 +20,24 @@ export interface Receiver {
 }
 
 /** A real HTTP receiver on 127.0.0.1:0; `reply` decides each response (default 200 "ok"). */
-export async function startReceiver(reply: Reply = (_req, res) => {
-  res.end('ok')
-}): Promise<Receiver> {
+export async function startReceiver(
+  reply: Reply = (_req, res) => {
+    res.end('ok')
+  },
+): Promise<Receiver> {
   const requests: ReceivedRequest[] = []
   const receiver = { url: '', requests, connections: 0, close: async () => {} }
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
-      const received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString(), at: Date.now() }
+      const received = {
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+        at: Date.now(),
+      }
       requests.push(received)
       void Promise.resolve(reply(received, res, requests.length - 1)).catch(() => res.destroy())
     })

@@ -19,12 +19,13 @@ const EVENTS = 1_000
 const RETRY_AFTER_S = 4
 const RETRY_SCHEDULE = '200ms,200ms,500ms,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s'
 
-const freePort = () => new Promise<number>((resolve) => {
-  const server = createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as AddressInfo
-    server.close(() => resolve(port))
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
   })
-})
 
 /** The service exactly as `npm start` runs it, in its own process; `children` knows it at once, so nothing outlives the test. */
 async function startService(env: NodeJS.ProcessEnv, baseUrl: string, children: ChildProcess[]): Promise<ChildProcess> {
@@ -32,10 +33,17 @@ async function startService(env: NodeJS.ProcessEnv, baseUrl: string, children: C
   children.push(child)
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString()).slice(-4_096)))
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode}: ${stderr}`)
-    return fetch(`${baseUrl}/readyz`).then((r) => r.ok, () => false)
-  }, 20_000, 'the service to be ready')
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode}: ${stderr}`)
+      return fetch(`${baseUrl}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    },
+    20_000,
+    'the service to be ready',
+  )
   return child
 }
 
@@ -54,11 +62,22 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     const [port, receiverPort] = await Promise.all([freePort(), freePort()])
     const baseUrl = `http://127.0.0.1:${port}`
     const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'test',
-      DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', MQTT_PORT: '0', MQTT_WS_PORT: 'off',
-      WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE,
-      ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret, LOG_LEVEL: 'warn',
-      RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000', REORDER_WINDOW_S: '0',
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      NODE_ENV: 'test',
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      MQTT_PORT: '0',
+      MQTT_WS_PORT: 'off',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE,
+      ADMIN_CLIENT_ID: ADMIN.id,
+      ADMIN_CLIENT_SECRET: ADMIN.secret,
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_RPS: '100000',
+      RATE_LIMIT_BURST: '100000',
+      REORDER_WINDOW_S: '0',
     }
 
     // The receiver: 503 until the crash, then 200; it keeps every request.
@@ -77,30 +96,49 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
 
     const first = await startService(env, baseUrl, children)
     const tokenRes = await fetch(`${baseUrl}/oauth/token`, {
-      method: 'POST', body: 'grant_type=client_credentials',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}` },
+      method: 'POST',
+      body: 'grant_type=client_credentials',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}`,
+      },
     })
     const token = ((await tokenRes.json()) as { access_token: string }).access_token
     const post = async (path: string, body: unknown, headers: Record<string, string> = {}) => {
-      const res = await fetch(`${baseUrl}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers } })
+      const res = await fetch(`${baseUrl}${path}`, {
+        method: 'POST',
+        body: JSON.stringify(body),
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+      })
       const json = (await res.json()) as Record<string, any>
       if (!res.ok) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`)
       return json
     }
     const pharmacy = await post('/v1/pharmacies', {
-      name: 'Crash Test Pharmacy', timezone: 'America/Chicago',
+      name: 'Crash Test Pharmacy',
+      timezone: 'America/Chicago',
       address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
     })
-    const endpoint = await post('/v1/webhooks', { url: `http://127.0.0.1:${receiverPort}/hooks`, events: ['delivery.created'], pharmacy_id: pharmacy.id })
+    const endpoint = await post('/v1/webhooks', {
+      url: `http://127.0.0.1:${receiverPort}/hooks`,
+      events: ['delivery.created'],
+      pharmacy_id: pharmacy.id,
+    })
 
     // 1,000 prescriptions, 20 at a time: 1,000 delivery.created events, answered 503 until the crash.
     let next = 0
-    await Promise.all(Array.from({ length: 20 }, async () => {
-      while (next < EVENTS) {
-        const i = next++
-        await post('/v1/prescriptions', { pharmacy_id: pharmacy.id, patient_id: `pt_${i}`, cold_chain: false }, { 'idempotency-key': `crash-${i}` })
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        while (next < EVENTS) {
+          const i = next++
+          await post(
+            '/v1/prescriptions',
+            { pharmacy_id: pharmacy.id, patient_id: `pt_${i}`, cold_chain: false },
+            { 'idempotency-key': `crash-${i}` },
+          )
+        }
+      }),
+    )
 
     first.kill('SIGKILL')
     await new Promise((resolve) => first.once('exit', resolve))
@@ -111,7 +149,9 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     const store = new SqliteDatabase(join(dataDir, 'rxtrace.db'))
     const states = store.prepare(`select state, count(*) as n from webhook_messages where endpoint_id = ? group by state`).all(endpoint.id)
     expect(states).toEqual([{ state: 'pending', n: EVENTS }])
-    const eventIds = new Set((store.prepare(`select id from events where type = 'delivery.created'`).all() as Array<{ id: string }>).map((r) => r.id))
+    const eventIds = new Set(
+      (store.prepare(`select id from events where type = 'delivery.created'`).all() as Array<{ id: string }>).map((r) => r.id),
+    )
     expect(eventIds.size).toBe(EVENTS)
     // Rows that were in flight at the kill are leased, and due again when the lease runs out
     // (2 × 10 s timeout + 60 s; a claim sets both times). Rather than wait 80 s, move those
@@ -122,7 +162,11 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
 
     healthy = true
     await startService(env, baseUrl, children)
-    await waitFor(() => new Set(received.map((r) => r.headers['webhook-id'])).size === EVENTS, 25_000, `all ${EVENTS} events at the receiver`)
+    await waitFor(
+      () => new Set(received.map((r) => r.headers['webhook-id'])).size === EVENTS,
+      25_000,
+      `all ${EVENTS} events at the receiver`,
+    )
 
     const ids = new Set(received.map((r) => r.headers['webhook-id']))
     expect(ids).toEqual(eventIds) // none lost, none invented

@@ -24,17 +24,26 @@ async function receiverOn(port: number): Promise<Receiver> {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
-      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString(), at: Date.now() })
+      requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+        at: Date.now(),
+      })
       res.end('ok')
     })
   })
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   return {
-    url: `http://127.0.0.1:${port}`, requests, connections: 0,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    connections: 0,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -51,7 +60,10 @@ describe('webhook delivery when receivers misbehave', () => {
     const all: Array<{ event_id: string; success: boolean; error: string | null }> = []
     let cursor: string | null = null
     do {
-      const page: { body: { data: typeof all; next_cursor: string | null } } = await api.get(`/v1/webhooks/${endpointId}/attempts?limit=100${cursor ? `&cursor=${cursor}` : ''}`, admin)
+      const page: { body: { data: typeof all; next_cursor: string | null } } = await api.get(
+        `/v1/webhooks/${endpointId}/attempts?limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+        admin,
+      )
       all.push(...page.body.data)
       cursor = page.body.next_cursor
     } while (cursor)
@@ -76,7 +88,11 @@ describe('webhook delivery when receivers misbehave', () => {
     const port = await closedPort()
     const pharmacy = await api.pharmacy(admin)
     const fleet = await api.fleetWithDriver(admin)
-    const endpoint = await api.post('/v1/webhooks', admin, { url: `http://127.0.0.1:${port}/hooks`, events: ['*'], pharmacy_id: pharmacy.id })
+    const endpoint = await api.post('/v1/webhooks', admin, {
+      url: `http://127.0.0.1:${port}/hooks`,
+      events: ['*'],
+      pharmacy_id: pharmacy.id,
+    })
     expect(endpoint.status).toBe(201)
     const deliveries: string[] = []
     for (let i = 0; i < 5; i++) deliveries.push(await deliverOne(pharmacy.id, fleet))
@@ -85,16 +101,27 @@ describe('webhook delivery when receivers misbehave', () => {
     expect(expected).toHaveLength(5 * 6)
 
     // Down: every event has failed at least once (connection refused) before the receiver is back.
-    await waitFor(async () => new Set((await allAttempts(endpoint.body.id)).map((a) => a.event_id)).size === expected.length, 5_000, 'a failed attempt for every event')
+    await waitFor(
+      async () => new Set((await allAttempts(endpoint.body.id)).map((a) => a.event_id)).size === expected.length,
+      5_000,
+      'a failed attempt for every event',
+    )
     await sleep(1_500)
     const up = track(await receiverOn(port))
 
-    await waitFor(() => new Set(up.requests.map((r) => r.headers['webhook-id'])).size === expected.length, 15_000, 'every event after the outage')
+    await waitFor(
+      () => new Set(up.requests.map((r) => r.headers['webhook-id'])).size === expected.length,
+      15_000,
+      'every event after the outage',
+    )
     await sleep(200) // nothing more should follow
     const got = up.requests.map((r) => JSON.parse(r.body) as Envelope)
     expect(got).toHaveLength(expected.length) // exactly once each: the receiver answered 200 every time
     for (const deliveryId of deliveries) {
-      const seqs = got.filter((e) => e.delivery_id === deliveryId).map((e) => e.seq).sort((a, b) => a - b)
+      const seqs = got
+        .filter((e) => e.delivery_id === deliveryId)
+        .map((e) => e.seq)
+        .sort((a, b) => a - b)
       expect(seqs, deliveryId).toEqual([1, 2, 3, 4, 5, 6])
     }
     expect(new Set(got.map((e) => e.id))).toEqual(new Set(expected.map((e) => e.id)))
@@ -111,7 +138,9 @@ describe('webhook delivery when receivers misbehave', () => {
     const fast = await receiver()
     const pharmacy = await api.pharmacy(admin)
     for (const r of [slow, fast]) {
-      expect((await api.post('/v1/webhooks', admin, { url: r.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })).status).toBe(201)
+      expect((await api.post('/v1/webhooks', admin, { url: r.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })).status).toBe(
+        201,
+      )
     }
     // More events than the slow endpoint has slots (10 per endpoint), so its lane is full.
     const count = 30

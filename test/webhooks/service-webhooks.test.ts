@@ -21,7 +21,11 @@ describe('webhooks from the running service', () => {
   it('delivers a signed event that standardwebhooks verifies, after two failures, once as a success', async () => {
     receiver = await startReceiver(statuses(500, 500, 200))
     const pharmacy = await api.pharmacy(admin)
-    const endpoint = await api.post('/v1/webhooks', admin, { url: `${receiver.url}/hooks`, events: ['delivery.created'], pharmacy_id: pharmacy.id })
+    const endpoint = await api.post('/v1/webhooks', admin, {
+      url: `${receiver.url}/hooks`,
+      events: ['delivery.created'],
+      pharmacy_id: pharmacy.id,
+    })
     expect(endpoint.status).toBe(201)
     expect(endpoint.body.secret).toMatch(/^whsec_/)
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
@@ -29,13 +33,19 @@ describe('webhooks from the running service', () => {
     await waitFor(() => receiver.requests.length >= 3, 5_000)
     const last = receiver.requests[2]!
     const payload = new Webhook(endpoint.body.secret).verify(last.body, {
-      'webhook-id': String(last.headers['webhook-id']), 'webhook-timestamp': String(last.headers['webhook-timestamp']), 'webhook-signature': String(last.headers['webhook-signature']),
+      'webhook-id': String(last.headers['webhook-id']),
+      'webhook-timestamp': String(last.headers['webhook-timestamp']),
+      'webhook-signature': String(last.headers['webhook-signature']),
     }) as { type: string; delivery_id: string; seq: number }
     expect(payload).toMatchObject({ type: 'delivery.created', delivery_id: rx.delivery_id, seq: 1 })
 
     await waitFor(async () => (await api.get(`/v1/webhooks/${endpoint.body.id}/attempts`, admin)).body.data.length === 3, 2_000)
     const attempts = (await api.get(`/v1/webhooks/${endpoint.body.id}/attempts`, admin)).body.data
-    expect(attempts.map((a: { status_code: number; success: boolean }) => [a.status_code, a.success])).toEqual([[500, false], [500, false], [200, true]])
+    expect(attempts.map((a: { status_code: number; success: boolean }) => [a.status_code, a.success])).toEqual([
+      [500, false],
+      [500, false],
+      [200, true],
+    ])
     expect(api.service.metrics.webhookAttempts).toBeDefined()
     expect(receiver.requests).toHaveLength(3)
   })

@@ -18,7 +18,13 @@ describe('webhook signing (Standard Webhooks)', () => {
     const [current, previous] = [newWebhookSecret(), newWebhookSecret()]
     const headers = signatureHeaders({ id: 'evt_2', timestampSec: now(), body, secrets: [current, previous] })
     expect(headers['webhook-signature'].split(' ')).toHaveLength(2)
-    expect(headers['webhook-signature'].startsWith(signatureHeaders({ id: 'evt_2', timestampSec: Number(headers['webhook-timestamp']), body, secrets: [current] })['webhook-signature'])).toBe(true)
+    expect(
+      headers['webhook-signature'].startsWith(
+        signatureHeaders({ id: 'evt_2', timestampSec: Number(headers['webhook-timestamp']), body, secrets: [current] })[
+          'webhook-signature'
+        ],
+      ),
+    ).toBe(true)
     expect(() => new Webhook(current).verify(body, { ...headers })).not.toThrow()
     expect(() => new Webhook(previous).verify(body, { ...headers })).not.toThrow()
     expect(() => new Webhook(newWebhookSecret()).verify(body, { ...headers })).toThrow(/No matching signature/)

@@ -11,11 +11,16 @@ import {
 } from '../../src/webhooks/ssrf.js'
 import { startReceiver, type Receiver } from './receiver.js'
 
-const resolvesTo = (...addresses: string[]): ResolveHost => async () =>
-  addresses.map((address): LookupAddress => ({ address, family: address.includes(':') ? 6 : 4 }))
+const resolvesTo =
+  (...addresses: string[]): ResolveHost =>
+  async () =>
+    addresses.map((address): LookupAddress => ({ address, family: address.includes(':') ? 6 : 4 }))
 
 async function refusal(url: string, resolve?: ResolveHost): Promise<WebhookTargetRefusedError> {
-  const err = await assertPublicUrl(url, { allowPrivate: false, resolve }).then(() => null, (e: unknown) => e)
+  const err = await assertPublicUrl(url, { allowPrivate: false, resolve }).then(
+    () => null,
+    (e: unknown) => e,
+  )
   expect(err).toBeInstanceOf(WebhookTargetRefusedError)
   return err as WebhookTargetRefusedError
 }
@@ -60,14 +65,22 @@ describe('address classes', () => {
     expect(classifyAddress(address)).toBe(cls)
   })
 
-  it.each(['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '64:ff9b::808:808', '2002:0808:0808::1', '::ffff:8.8.8.8'])('%s is public', (address) => {
-    expect(classifyAddress(address)).toBe('public')
-  })
+  it.each(['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '64:ff9b::808:808', '2002:0808:0808::1', '::ffff:8.8.8.8'])(
+    '%s is public',
+    (address) => {
+      expect(classifyAddress(address)).toBe('public')
+    },
+  )
 })
 
 describe('registration check', () => {
   it('accepts an https URL whose host resolves to public addresses only', async () => {
-    await expect(assertPublicUrl('https://hooks.example.com/rx', { allowPrivate: false, resolve: resolvesTo('93.184.215.14', '2606:2800:21f:cb07:6820:80da:af6b:8b2c') })).resolves.toBeUndefined()
+    await expect(
+      assertPublicUrl('https://hooks.example.com/rx', {
+        allowPrivate: false,
+        resolve: resolvesTo('93.184.215.14', '2606:2800:21f:cb07:6820:80da:af6b:8b2c'),
+      }),
+    ).resolves.toBeUndefined()
     await expect(assertPublicUrl('https://8.8.8.8/rx', { allowPrivate: false })).resolves.toBeUndefined()
   })
 
@@ -163,7 +176,13 @@ describe('connect-time guard', () => {
     const lookup = createGuardedLookup(resolvesTo('8.8.8.8', '2001:4860:4860::8888'))
     const lookupAsync = (options: { all?: boolean; family?: number }) =>
       new Promise<unknown[]>((resolve) => lookup('x.test', options, (...args) => resolve(args)))
-    expect(await lookupAsync({ all: true })).toEqual([null, [{ address: '8.8.8.8', family: 4 }, { address: '2001:4860:4860::8888', family: 6 }]])
+    expect(await lookupAsync({ all: true })).toEqual([
+      null,
+      [
+        { address: '8.8.8.8', family: 4 },
+        { address: '2001:4860:4860::8888', family: 6 },
+      ],
+    ])
     expect(await lookupAsync({})).toEqual([null, '8.8.8.8', 4])
     expect(await lookupAsync({ family: 6 })).toEqual([null, '2001:4860:4860::8888', 6])
   })
@@ -175,8 +194,16 @@ describe('connect-time guard', () => {
     const viaName = await sendWebhook({ ...base, url: `https://localhost:${port}/`, allowPrivate: false })
     const viaLiteral = await sendWebhook({ ...base, url: `https://127.0.0.1:${port}/`, allowPrivate: false })
     const viaHttp = await sendWebhook({ ...base, url: `http://8.8.8.8/`, allowPrivate: false })
-    expect(viaName).toMatchObject({ success: false, status: null, error: 'refused: webhook host resolves to a non-public address (loopback)' })
-    expect(viaLiteral).toMatchObject({ success: false, status: null, error: 'refused: webhook host resolves to a non-public address (loopback)' })
+    expect(viaName).toMatchObject({
+      success: false,
+      status: null,
+      error: 'refused: webhook host resolves to a non-public address (loopback)',
+    })
+    expect(viaLiteral).toMatchObject({
+      success: false,
+      status: null,
+      error: 'refused: webhook host resolves to a non-public address (loopback)',
+    })
     expect(viaHttp).toMatchObject({ success: false, error: 'refused: webhook URL must use https' })
     expect(receiver.connections).toBe(0)
     const allowed = await sendWebhook({ ...base, url: `http://localhost:${port}/`, allowPrivate: true })

@@ -5,13 +5,22 @@ import { waitFor } from '../helpers/wait.js'
 import { statuses, type ReceivedRequest } from './receiver.js'
 import { useWebhookService } from './webhook-service.js'
 
-type Envelope = { id: string; type: string; pharmacy_id: string; delivery_id: string; rx_id: string; seq: number; data: Record<string, unknown> }
+type Envelope = {
+  id: string
+  type: string
+  pharmacy_id: string
+  delivery_id: string
+  rx_id: string
+  seq: number
+  data: Record<string, unknown>
+}
 
-const verify = (secret: string, req: ReceivedRequest) => new Webhook(secret).verify(req.body, {
-  'webhook-id': String(req.headers['webhook-id']),
-  'webhook-timestamp': String(req.headers['webhook-timestamp']),
-  'webhook-signature': String(req.headers['webhook-signature']),
-}) as Envelope
+const verify = (secret: string, req: ReceivedRequest) =>
+  new Webhook(secret).verify(req.body, {
+    'webhook-id': String(req.headers['webhook-id']),
+    'webhook-timestamp': String(req.headers['webhook-timestamp']),
+    'webhook-signature': String(req.headers['webhook-signature']),
+  }) as Envelope
 
 describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
   // Four attempts 50 ms apart: a failing writeback gives up within a second.
@@ -25,8 +34,10 @@ describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
   /** A pharmacy with a writeback URL, and the secret its creation response showed once. */
   async function pharmacyWithWriteback(url: string) {
     const res = await api.post('/v1/pharmacies', admin, {
-      name: 'Writeback Pharmacy', address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-      timezone: 'America/Chicago', writeback: { url },
+      name: 'Writeback Pharmacy',
+      address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+      writeback: { url },
     })
     expect(res.status, res.text).toBe(201)
     return { id: res.body.id as string, secret: res.body.writeback.secret as string, created: res }
@@ -72,28 +83,51 @@ describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
     const req = r.requests[0]!
     expect(req.url).toBe('/writeback')
     const outcome = verify(pharmacy.secret, req)
-    expect(outcome).toMatchObject({ type: 'delivery.delivered', pharmacy_id: pharmacy.id, delivery_id: deliveryId, rx_id: rxId, data: { status: 'DELIVERED' } })
+    expect(outcome).toMatchObject({
+      type: 'delivery.delivered',
+      pharmacy_id: pharmacy.id,
+      delivery_id: deliveryId,
+      rx_id: rxId,
+      data: { status: 'DELIVERED' },
+    })
     expect(req.headers['webhook-id']).toBe(outcome.id)
 
     await waitFor(async () => (await writebackEvents(deliveryId)).length === 1, 5_000, 'writeback.completed')
     const [announced] = await writebackEvents(deliveryId)
-    expect(announced).toMatchObject({ type: 'writeback.completed', pharmacy_id: pharmacy.id, delivery_id: deliveryId, data: { outcome_event_id: outcome.id, outcome: 'delivery.delivered', attempts: 1, status_code: 200, error: null } })
+    expect(announced).toMatchObject({
+      type: 'writeback.completed',
+      pharmacy_id: pharmacy.id,
+      delivery_id: deliveryId,
+      data: { outcome_event_id: outcome.id, outcome: 'delivery.delivered', attempts: 1, status_code: 200, error: null },
+    })
   })
 
   it('POSTs RETURNED the same way, and a subscriber hears writeback.completed', async () => {
     const r = await receiver()
     const subscriber = await receiver()
     const pharmacy = await pharmacyWithWriteback(`${r.url}/writeback`)
-    await api.post('/v1/webhooks', admin, { url: subscriber.url, events: ['writeback.completed', 'writeback.failed'], pharmacy_id: pharmacy.id })
+    await api.post('/v1/webhooks', admin, {
+      url: subscriber.url,
+      events: ['writeback.completed', 'writeback.failed'],
+      pharmacy_id: pharmacy.id,
+    })
     const { deliveryId, driverId } = await pickedUp(pharmacy.id)
-    const returned = await api.post(`/v1/deliveries/${deliveryId}/return`, admin, { from: driverId, to: pharmacy.id, signature: 'nobody home' })
+    const returned = await api.post(`/v1/deliveries/${deliveryId}/return`, admin, {
+      from: driverId,
+      to: pharmacy.id,
+      signature: 'nobody home',
+    })
     expect(returned.status, returned.text).toBe(200)
 
     await waitFor(() => r.requests.length >= 1, 5_000, 'the writeback')
     const outcome = verify(pharmacy.secret, r.requests[0]!)
     expect(outcome).toMatchObject({ type: 'delivery.returned', delivery_id: deliveryId, data: { status: 'RETURNED' } })
     await waitFor(() => subscriber.requests.length >= 1, 5_000, 'writeback.completed at the subscriber')
-    expect(JSON.parse(subscriber.requests[0]!.body)).toMatchObject({ type: 'writeback.completed', delivery_id: deliveryId, data: { outcome_event_id: outcome.id, outcome: 'delivery.returned' } })
+    expect(JSON.parse(subscriber.requests[0]!.body)).toMatchObject({
+      type: 'writeback.completed',
+      delivery_id: deliveryId,
+      data: { outcome_event_id: outcome.id, outcome: 'delivery.returned' },
+    })
   })
 
   it('a writeback URL that answers 500 until the schedule is used up → writeback.failed', async () => {
@@ -108,7 +142,10 @@ describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
     const outcomeId = String(r.requests[0]!.headers['webhook-id'])
     for (const req of r.requests) expect(verify(pharmacy.secret, req).id).toBe(outcomeId)
     const [announced] = await writebackEvents(deliveryId)
-    expect(announced).toMatchObject({ type: 'writeback.failed', data: { outcome_event_id: outcomeId, outcome: 'delivery.delivered', attempts, status_code: 500 } })
+    expect(announced).toMatchObject({
+      type: 'writeback.failed',
+      data: { outcome_event_id: outcomeId, outcome: 'delivery.delivered', attempts, status_code: 500 },
+    })
   })
 })
 
@@ -119,14 +156,18 @@ describe('a writeback URL is checked at registration like a webhook URL (SSRF)',
   beforeAll(async () => {
     api = await startTestService({ WEBHOOK_ALLOW_PRIVATE: 'false' })
     admin = await api.adminToken()
-    writebacks = async () => (await api.service.db.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'writeback').execute()).length
+    writebacks = async () =>
+      (await api.service.db.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'writeback').execute()).length
   })
   afterAll(() => api.stop())
 
-  const register = (url: string) => api.post('/v1/pharmacies', admin, {
-    name: 'Writeback Pharmacy', address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-    timezone: 'America/Chicago', writeback: { url },
-  })
+  const register = (url: string) =>
+    api.post('/v1/pharmacies', admin, {
+      name: 'Writeback Pharmacy',
+      address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+      writeback: { url },
+    })
 
   it.each([
     ['plain http', 'http://pharmacy.example.com/outcomes'],

@@ -15,9 +15,18 @@ export function ColdChainBadge({ coldChain }: { coldChain: ColdChain }) {
   const look = looks[coldChain.state]
   const range = coldChain.profile ? ` · ${coldChain.profile.min_c}–${coldChain.profile.max_c} °C` : ''
   return (
-    <View style={[styles.badge, { backgroundColor: look.background }]} accessibilityRole="text" accessibilityLabel={`${look.label}${range}`}>
-      <Text style={[styles.text, { color: look.color }]}>{look.label}{range}</Text>
-      {coldChain.state === 'BROKEN' && coldChain.break_reason ? <Text style={[styles.reason, { color: look.color }]}>{coldChain.break_reason.replace(/_/g, ' ')}</Text> : null}
+    <View
+      style={[styles.badge, { backgroundColor: look.background }]}
+      accessibilityRole="text"
+      accessibilityLabel={`${look.label}${range}`}
+    >
+      <Text style={[styles.text, { color: look.color }]}>
+        {look.label}
+        {range}
+      </Text>
+      {coldChain.state === 'BROKEN' && coldChain.break_reason ? (
+        <Text style={[styles.reason, { color: look.color }]}>{coldChain.break_reason.replace(/_/g, ' ')}</Text>
+      ) : null}
     </View>
   )
 }

@@ -8,7 +8,12 @@ type Delivery = components['schemas']['Delivery']
 export function DeliveryCard({ delivery, onPress }: { delivery: Delivery; onPress?: (delivery: Delivery) => void }) {
   const due = new Date(delivery.eta)
   return (
-    <Pressable onPress={() => onPress?.(delivery)} accessibilityRole="button" accessibilityLabel={`Delivery ${delivery.id}, ${delivery.status}`} style={styles.card}>
+    <Pressable
+      onPress={() => onPress?.(delivery)}
+      accessibilityRole="button"
+      accessibilityLabel={`Delivery ${delivery.id}, ${delivery.status}`}
+      style={styles.card}
+    >
       <View style={styles.row}>
         <Text style={styles.status}>{delivery.status.replace(/_/g, ' ')}</Text>
         <Text style={styles.due}>due {due.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}</Text>

@@ -11,23 +11,43 @@ import { signatureDataUrl, type Stroke } from './signature.js'
 export function HandoffSignature({ title, onSigned }: { title: string; onSigned: (signature: string) => void }) {
   const [strokes, setStrokes] = useState<{ x: number; y: number }[][]>([])
   const size = useRef({ width: 300, height: 150 })
-  const pan = useRef(PanResponder.create({
-    onStartShouldSetPanResponder: () => true,
-    onPanResponderGrant: (e) => setStrokes((s) => [...s, [{ x: e.nativeEvent.locationX, y: e.nativeEvent.locationY }]]),
-    onPanResponderMove: (e) => setStrokes((s) => [...s.slice(0, -1), [...(s[s.length - 1] ?? []), { x: e.nativeEvent.locationX, y: e.nativeEvent.locationY }]]),
-  })).current
-  const onLayout = (e: LayoutChangeEvent) => { size.current = { width: e.nativeEvent.layout.width, height: e.nativeEvent.layout.height } }
+  const pan = useRef(
+    PanResponder.create({
+      onStartShouldSetPanResponder: () => true,
+      onPanResponderGrant: (e) => setStrokes((s) => [...s, [{ x: e.nativeEvent.locationX, y: e.nativeEvent.locationY }]]),
+      onPanResponderMove: (e) =>
+        setStrokes((s) => [...s.slice(0, -1), [...(s[s.length - 1] ?? []), { x: e.nativeEvent.locationX, y: e.nativeEvent.locationY }]]),
+    }),
+  ).current
+  const onLayout = (e: LayoutChangeEvent) => {
+    size.current = { width: e.nativeEvent.layout.width, height: e.nativeEvent.layout.height }
+  }
   const empty = strokes.length === 0
   return (
     <View>
       <Text style={styles.title}>{title}</Text>
-      <View style={styles.pad} onLayout={onLayout} {...pan.panHandlers} accessibilityLabel="Signature pad" accessibilityHint="Sign with your finger">
-        {strokes.flatMap((s: Stroke, i) => s.map((p, j) => <View key={`${i}-${j}`} style={[styles.dot, { left: p.x - 1.5, top: p.y - 1.5 }]} />))}
+      <View
+        style={styles.pad}
+        onLayout={onLayout}
+        {...pan.panHandlers}
+        accessibilityLabel="Signature pad"
+        accessibilityHint="Sign with your finger"
+      >
+        {strokes.flatMap((s: Stroke, i) =>
+          s.map((p, j) => <View key={`${i}-${j}`} style={[styles.dot, { left: p.x - 1.5, top: p.y - 1.5 }]} />),
+        )}
       </View>
       <View style={styles.buttons}>
-        <Pressable accessibilityRole="button" onPress={() => setStrokes([])} style={styles.button}><Text>Clear</Text></Pressable>
-        <Pressable accessibilityRole="button" accessibilityState={{ disabled: empty }} disabled={empty} style={[styles.button, styles.primary]}
-          onPress={() => onSigned(signatureDataUrl(strokes, Math.round(size.current.width), Math.round(size.current.height)))}>
+        <Pressable accessibilityRole="button" onPress={() => setStrokes([])} style={styles.button}>
+          <Text>Clear</Text>
+        </Pressable>
+        <Pressable
+          accessibilityRole="button"
+          accessibilityState={{ disabled: empty }}
+          disabled={empty}
+          style={[styles.button, styles.primary]}
+          onPress={() => onSigned(signatureDataUrl(strokes, Math.round(size.current.width), Math.round(size.current.height)))}
+        >
           <Text style={styles.primaryText}>Confirm signature</Text>
         </Pressable>
       </View>

@@ -19,15 +19,32 @@ export function PatientVerification({ onVerified }: { onVerified: (verification:
     <View>
       <View style={styles.methods} accessibilityRole="radiogroup">
         {methods.map((m) => (
-          <Pressable key={m.method} accessibilityRole="radio" accessibilityState={{ checked: m.method === method }} onPress={() => setMethod(m.method)}
-            style={[styles.method, m.method === method && styles.chosen]}>
+          <Pressable
+            key={m.method}
+            accessibilityRole="radio"
+            accessibilityState={{ checked: m.method === method }}
+            onPress={() => setMethod(m.method)}
+            style={[styles.method, m.method === method && styles.chosen]}
+          >
             <Text>{m.label}</Text>
           </Pressable>
         ))}
       </View>
-      <TextInput value={evidence} onChangeText={setEvidence} placeholder={chosen.hint} accessibilityLabel={chosen.hint} style={styles.input}
-        keyboardType={method === 'otp' ? 'number-pad' : 'default'} autoCapitalize="characters" />
-      <Pressable accessibilityRole="button" disabled={evidence.trim() === ''} style={styles.submit} onPress={() => onVerified({ method, evidence: evidence.trim() })}>
+      <TextInput
+        value={evidence}
+        onChangeText={setEvidence}
+        placeholder={chosen.hint}
+        accessibilityLabel={chosen.hint}
+        style={styles.input}
+        keyboardType={method === 'otp' ? 'number-pad' : 'default'}
+        autoCapitalize="characters"
+      />
+      <Pressable
+        accessibilityRole="button"
+        disabled={evidence.trim() === ''}
+        style={styles.submit}
+        onPress={() => onVerified({ method, evidence: evidence.trim() })}
+      >
         <Text style={styles.submitText}>Patient verified</Text>
       </Pressable>
     </View>

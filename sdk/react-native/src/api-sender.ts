@@ -11,7 +11,10 @@ export interface PostingClient {
  */
 export function apiSender(rx: PostingClient): Sender {
   return async (queued: QueuedAction): Promise<SendOutcome> => {
-    const post = rx.api.POST as unknown as (path: string, init: unknown) => Promise<{ error?: unknown; response: { ok: boolean; status: number } }>
+    const post = rx.api.POST as unknown as (
+      path: string,
+      init: unknown,
+    ) => Promise<{ error?: unknown; response: { ok: boolean; status: number } }>
     const { error, response } = await post(`/v1/deliveries/{id}/${queued.action}`, {
       params: { path: { id: queued.delivery_id }, header: { 'idempotency-key': queued.id } },
       headers: { 'idempotency-key': queued.id },
@@ -20,7 +23,13 @@ export function apiSender(rx: PostingClient): Sender {
     if (response.ok) return { kind: 'done' }
     // 401: the token source renews it; 408/429/5xx and a key still in progress (409 idempotency_in_progress): later.
     const code = (error as { code?: string } | undefined)?.code
-    if (response.status === 401 || response.status === 408 || response.status === 429 || response.status >= 500 || code === 'idempotency_in_progress') {
+    if (
+      response.status === 401 ||
+      response.status === 408 ||
+      response.status === 429 ||
+      response.status >= 500 ||
+      code === 'idempotency_in_progress'
+    ) {
       return { kind: 'retry', reason: `${response.status} ${code ?? ''}`.trim() }
     }
     return { kind: 'rejected', status: response.status, problem: error }

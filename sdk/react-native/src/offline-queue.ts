@@ -73,7 +73,9 @@ export class OfflineQueue {
     const queue = new OfflineQueue(options)
     const saved = await options.storage.getItem(queue.key)
     queue.actions = saved ? (JSON.parse(saved) as QueuedAction[]) : []
-    queue.unsubscribe = options.connectivity.subscribe((online) => { if (online) void queue.flush() })
+    queue.unsubscribe = options.connectivity.subscribe((online) => {
+      if (online) void queue.flush()
+    })
     await queue.flush()
     return queue
   }
@@ -84,10 +86,19 @@ export class OfflineQueue {
   }
 
   /** Records an action now (stamped with the driver's clock unless `occurred_at` is given), then tries to send. */
-  async enqueue(action: { delivery_id: string; action: CustodyAction; body: Record<string, unknown>; occurred_at?: string }): Promise<QueuedAction> {
+  async enqueue(action: {
+    delivery_id: string
+    action: CustodyAction
+    body: Record<string, unknown>
+    occurred_at?: string
+  }): Promise<QueuedAction> {
     const queued: QueuedAction = {
-      id: this.newId(), delivery_id: action.delivery_id, action: action.action, body: action.body,
-      occurred_at: action.occurred_at ?? new Date(this.now()).toISOString(), attempts: 0,
+      id: this.newId(),
+      delivery_id: action.delivery_id,
+      action: action.action,
+      body: action.body,
+      occurred_at: action.occurred_at ?? new Date(this.now()).toISOString(),
+      attempts: 0,
     }
     this.actions.push(queued)
     await this.save() // kept before anything is sent: an app killed now loses nothing
@@ -111,7 +122,9 @@ export class OfflineQueue {
         this.again = false
         await this.drain()
       } while (this.again)
-    })().finally(() => { this.flushing = undefined })
+    })().finally(() => {
+      this.flushing = undefined
+    })
     return this.flushing
   }
 

@@ -10,7 +10,7 @@ describe('the offline queue sending to the real service', () => {
   let api: TestApi
   let baseUrl: string
   beforeAll(async () => {
-    ({ api, baseUrl } = await listeningService())
+    ;({ api, baseUrl } = await listeningService())
   })
   afterAll(() => api?.stop())
 
@@ -19,21 +19,59 @@ describe('the offline queue sending to the real service', () => {
     const pharmacy = await api.pharmacy(admin)
     const { fleetId, driverId } = await api.fleetWithDriver(admin)
     const rx1 = await api.prescription(admin, { pharmacy_id: pharmacy.id })
-    expect((await api.post(`/v1/deliveries/${rx1.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId })).status).toBe(200)
+    expect((await api.post(`/v1/deliveries/${rx1.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId })).status).toBe(
+      200,
+    )
 
     const saved = new Map<string, string>()
-    const storage: QueueStorage = { getItem: async (k) => saved.get(k) ?? null, setItem: async (k, v) => { saved.set(k, v) } }
+    const storage: QueueStorage = {
+      getItem: async (k) => saved.get(k) ?? null,
+      setItem: async (k, v) => {
+        saved.set(k, v)
+      },
+    }
     let online = false
     const listeners: ((online: boolean) => void)[] = []
-    const connectivity: Connectivity = { isOnline: () => online, subscribe: (l) => { listeners.push(l); return () => {} } }
+    const connectivity: Connectivity = {
+      isOnline: () => online,
+      subscribe: (l) => {
+        listeners.push(l)
+        return () => {}
+      },
+    }
     const rx = createRxtraceClient({ baseUrl, auth: { clientId: ADMIN.id, clientSecret: ADMIN.secret } })
     const send = apiSender(rx)
     let sends = 0
-    const queue = await OfflineQueue.open({ storage, connectivity, send: async (a) => { sends++; const first = await send(a); return sends === 1 ? { kind: 'retry', reason: 'answer lost' } : first } })
+    const queue = await OfflineQueue.open({
+      storage,
+      connectivity,
+      send: async (a) => {
+        sends++
+        const first = await send(a)
+        return sends === 1 ? { kind: 'retry', reason: 'answer lost' } : first
+      },
+    })
 
-    const signature = signatureDataUrl([[{ x: 1, y: 1 }, { x: 40, y: 12 }]], 300, 150)
-    const pickup = await queue.enqueue({ delivery_id: rx1.delivery_id, action: 'pickup', body: { from: pharmacy.id, to: driverId, signature } })
-    const deliver = await queue.enqueue({ delivery_id: rx1.delivery_id, action: 'deliver', body: { verification: { method: 'otp', evidence: '123456' } } })
+    const signature = signatureDataUrl(
+      [
+        [
+          { x: 1, y: 1 },
+          { x: 40, y: 12 },
+        ],
+      ],
+      300,
+      150,
+    )
+    const pickup = await queue.enqueue({
+      delivery_id: rx1.delivery_id,
+      action: 'pickup',
+      body: { from: pharmacy.id, to: driverId, signature },
+    })
+    const deliver = await queue.enqueue({
+      delivery_id: rx1.delivery_id,
+      action: 'deliver',
+      body: { verification: { method: 'otp', evidence: '123456' } },
+    })
     online = true
     for (const l of listeners) l(true)
     await queue.flush()

@@ -5,7 +5,13 @@ import { signatureDataUrl } from '../src/signature.js'
 /** AsyncStorage in memory: what a restarted app finds is what the last one saved. */
 function memoryStorage(): QueueStorage & { saved: Map<string, string> } {
   const saved = new Map<string, string>()
-  return { saved, getItem: async (k) => saved.get(k) ?? null, setItem: async (k, v) => { saved.set(k, v) } }
+  return {
+    saved,
+    getItem: async (k) => saved.get(k) ?? null,
+    setItem: async (k, v) => {
+      saved.set(k, v)
+    },
+  }
 }
 
 /** The phone's network, switched by the test. */
@@ -13,15 +19,27 @@ function network(online: boolean): Connectivity & { set(online: boolean): void }
   const listeners = new Set<(online: boolean) => void>()
   return {
     isOnline: () => online,
-    subscribe: (l) => { listeners.add(l); return () => listeners.delete(l) },
-    set(next) { online = next; for (const l of listeners) l(next) },
+    subscribe: (l) => {
+      listeners.add(l)
+      return () => listeners.delete(l)
+    },
+    set(next) {
+      online = next
+      for (const l of listeners) l(next)
+    },
   }
 }
 
 /** An API that records what it was sent; `answer` decides each outcome. */
 function api(answer: (a: QueuedAction, n: number) => SendOutcome = () => ({ kind: 'done' })) {
   const sent: QueuedAction[] = []
-  return { sent, send: async (a: QueuedAction) => { sent.push(structuredClone(a)); return answer(a, sent.length) } }
+  return {
+    sent,
+    send: async (a: QueuedAction) => {
+      sent.push(structuredClone(a))
+      return answer(a, sent.length)
+    },
+  }
 }
 
 let clock = Date.parse('2026-11-23T09:00:00Z')
@@ -44,7 +62,10 @@ describe('the offline queue', () => {
     clock += 45 * 60_000 // back in coverage much later
     net.set(true)
     await queue.flush()
-    expect(server.sent.map((a) => [a.action, a.occurred_at])).toEqual([['pickup', '2026-11-23T09:00:00.000Z'], ['deliver', '2026-11-23T09:20:00.000Z']])
+    expect(server.sent.map((a) => [a.action, a.occurred_at])).toEqual([
+      ['pickup', '2026-11-23T09:00:00.000Z'],
+      ['deliver', '2026-11-23T09:20:00.000Z'],
+    ])
     expect(queue.pending).toEqual([])
     expect(JSON.parse(storage.saved.get('rxtrace.offline-queue')!)).toEqual([])
   })
@@ -67,16 +88,29 @@ describe('the offline queue', () => {
     await queue.flush()
     await queue.enqueue({ delivery_id: 'dl_3', action: 'handoff', body: {} })
     await queue.flush()
-    expect(server.sent.map((a) => [a.action, a.attempts])).toEqual([['pickup', 1], ['pickup', 2], ['handoff', 1]])
+    expect(server.sent.map((a) => [a.action, a.attempts])).toEqual([
+      ['pickup', 1],
+      ['pickup', 2],
+      ['handoff', 1],
+    ])
     expect(server.sent[1]!.id).toBe(server.sent[0]!.id)
     expect(queue.pending).toEqual([])
   })
 
   it('drops an action the API refused for good, tells the app, and goes on with the next', async () => {
     const rejected: string[] = []
-    const server = api((a) => (a.action === 'handoff' ? { kind: 'rejected', status: 409, problem: { code: 'invalid_transition' } } : { kind: 'done' }))
+    const server = api((a) =>
+      a.action === 'handoff' ? { kind: 'rejected', status: 409, problem: { code: 'invalid_transition' } } : { kind: 'done' },
+    )
     const net = network(false)
-    const queue = await OfflineQueue.open({ storage: memoryStorage(), connectivity: net, send: server.send, now, newId, onRejected: (a, o) => rejected.push(`${a.action} ${o.status}`) })
+    const queue = await OfflineQueue.open({
+      storage: memoryStorage(),
+      connectivity: net,
+      send: server.send,
+      now,
+      newId,
+      onRejected: (a, o) => rejected.push(`${a.action} ${o.status}`),
+    })
     for (const action of ['handoff', 'deliver'] as const) await queue.enqueue({ delivery_id: 'dl_4', action, body: {} })
     net.set(true)
     await queue.flush()
@@ -92,7 +126,11 @@ describe('the offline queue', () => {
     await queue.enqueue({ delivery_id: 'dl_5', action: 'pickup', body: {} })
     await queue.enqueue({ delivery_id: 'dl_5', action: 'deliver', body: {} })
     net.set(true)
-    await Promise.all([queue.flush(), queue.flush(), queue.enqueue({ delivery_id: 'dl_5', action: 'return', body: {} }).then(() => queue.flush())])
+    await Promise.all([
+      queue.flush(),
+      queue.flush(),
+      queue.enqueue({ delivery_id: 'dl_5', action: 'return', body: {} }).then(() => queue.flush()),
+    ])
     await queue.flush()
     expect(server.sent.map((a) => a.action)).toEqual(['pickup', 'deliver', 'return'])
   })
@@ -101,8 +139,15 @@ describe('the offline queue', () => {
     let fail = true
     const sent: string[] = []
     const queue = await OfflineQueue.open({
-      storage: memoryStorage(), connectivity: network(true), now, newId,
-      send: async (a) => { if (fail) throw new TypeError('Network request failed'); sent.push(a.action); return { kind: 'done' } },
+      storage: memoryStorage(),
+      connectivity: network(true),
+      now,
+      newId,
+      send: async (a) => {
+        if (fail) throw new TypeError('Network request failed')
+        sent.push(a.action)
+        return { kind: 'done' }
+      },
     })
     await queue.enqueue({ delivery_id: 'dl_6', action: 'pickup', body: {} })
     await queue.flush()
@@ -115,7 +160,17 @@ describe('the offline queue', () => {
 
 describe('a signature as a data URL', () => {
   it('is an SVG image of the strokes, and an empty pad is refused', () => {
-    const url = signatureDataUrl([[{ x: 10, y: 20 }, { x: 30.04, y: 40 }], [{ x: 5, y: 5 }]], 300, 150)
+    const url = signatureDataUrl(
+      [
+        [
+          { x: 10, y: 20 },
+          { x: 30.04, y: 40 },
+        ],
+        [{ x: 5, y: 5 }],
+      ],
+      300,
+      150,
+    )
     expect(url.startsWith('data:image/svg+xml;charset=utf-8,')).toBe(true)
     const svg = decodeURIComponent(url.slice(url.indexOf(',') + 1))
     expect(svg).toContain('viewBox="0 0 300 150"')

@@ -13,6 +13,17 @@ export function accessLog({ metrics, logger }: { metrics: Metrics; logger: Logge
     const route = routePath(c, -1) || 'unmatched'
     metrics.httpRequests.inc({ method: c.req.method, route, status: c.res.status })
     metrics.httpDuration.observe({ method: c.req.method, route }, seconds)
-    if (logger.isLevelEnabled('info')) c.get('log')().info({ method: c.req.method, path: c.req.path, route, status: c.res.status, ms: Math.round(seconds * 10_000) / 10, client_id: c.get('principal')?.clientId }, 'request')
+    if (logger.isLevelEnabled('info'))
+      c.get('log')().info(
+        {
+          method: c.req.method,
+          path: c.req.path,
+          route,
+          status: c.res.status,
+          ms: Math.round(seconds * 10_000) / 10,
+          client_id: c.get('principal')?.clientId,
+        },
+        'request',
+      )
   }
 }

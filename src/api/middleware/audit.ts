@@ -12,13 +12,18 @@ export function auditTrail({ audit }: { audit: AuditLog }): MiddlewareHandler<Ap
       status = c.res.status
     } catch (error) {
       // The error becomes a response further out; record the status it will get.
-      status = error instanceof AppError ? error.status : (error as { status?: number }).status ?? 500
+      status = error instanceof AppError ? error.status : ((error as { status?: number }).status ?? 500)
       throw error
     } finally {
       const principal = c.get('principal')
       audit.record({
-        jti: principal.jti, client_id: principal.clientId, sub: principal.sub,
-        method: c.req.method, path: c.req.path, status, request_id: c.get('requestId'),
+        jti: principal.jti,
+        client_id: principal.clientId,
+        sub: principal.sub,
+        method: c.req.method,
+        path: c.req.path,
+        status,
+        request_id: c.get('requestId'),
       })
     }
   }

@@ -27,17 +27,32 @@ export function authenticate({ tokens, users, invalidTokens, trustProxy }: Authe
     const header = c.req.header('authorization')
     if (!header) {
       // RFC 6750 §3.1: a request without credentials gets no error code.
-      throw new AppError('unauthorized', 'Send an access token: Authorization: Bearer <token>.', {}, { 'WWW-Authenticate': 'Bearer realm="rxtrace"' })
+      throw new AppError(
+        'unauthorized',
+        'Send an access token: Authorization: Bearer <token>.',
+        {},
+        { 'WWW-Authenticate': 'Bearer realm="rxtrace"' },
+      )
     }
     const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(header)
     if (!match) {
-      throw new AppError('unauthorized', 'The Authorization header must be "Bearer <token>".', {}, { 'WWW-Authenticate': 'Bearer realm="rxtrace", error="invalid_request"' })
+      throw new AppError(
+        'unauthorized',
+        'The Authorization header must be "Bearer <token>".',
+        {},
+        { 'WWW-Authenticate': 'Bearer realm="rxtrace", error="invalid_request"' },
+      )
     }
     const token = match[1]!
     const address = callerAddress(c, trustProxy)
     const waitS = invalidTokens.waitS(address)
     if (waitS > 0 && !tokens.knows(token)) {
-      throw new AppError('rate_limited', 'Too many invalid access tokens from this address; wait before sending another.', {}, { 'Retry-After': String(waitS) })
+      throw new AppError(
+        'rate_limited',
+        'Too many invalid access tokens from this address; wait before sending another.',
+        {},
+        { 'Retry-After': String(waitS) },
+      )
     }
     let principal
     try {
@@ -60,9 +75,14 @@ export function authenticate({ tokens, users, invalidTokens, trustProxy }: Authe
 export function requireScope(scope: string): MiddlewareHandler<AppEnv> {
   return async function requireScopeMiddleware(c, next) {
     if (!c.get('principal').scopes.has(scope)) {
-      throw new AppError('insufficient_scope', `This action needs the "${scope}" scope.`, { required_scope: scope }, {
-        'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}"`,
-      })
+      throw new AppError(
+        'insufficient_scope',
+        `This action needs the "${scope}" scope.`,
+        { required_scope: scope },
+        {
+          'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scope}"`,
+        },
+      )
     }
     await next()
   }

@@ -13,7 +13,8 @@ const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 // rest of the body would otherwise be taken for the next request on a kept-alive connection.
 const closeAfterReply = { Connection: 'close' }
 
-const tooLarge = (limit: number) => new AppError('payload_too_large', `The request body is larger than ${limit / 1024} KiB.`, {}, closeAfterReply)
+const tooLarge = (limit: number) =>
+  new AppError('payload_too_large', `The request body is larger than ${limit / 1024} KiB.`, {}, closeAfterReply)
 // Nobody reads this answer, but the request still ends (and is audited) with a status.
 const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
 
@@ -45,7 +46,7 @@ export function bodyGuard(others: readonly OtherBody[] = []): MiddlewareHandler<
 export function bodySizeLimit(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
   return async function bodySizeLimitMiddleware(c, next) {
     if (!METHODS_WITH_BODY.has(c.req.method)) return next()
-    const limit = others.length ? otherBodyOf(c, others)?.maxBytes ?? MAX_BODY_BYTES : MAX_BODY_BYTES
+    const limit = others.length ? (otherBodyOf(c, others)?.maxBytes ?? MAX_BODY_BYTES) : MAX_BODY_BYTES
     const declared = c.req.header('content-length')
     if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit)
     const incoming = nodeRequestOf(c)
@@ -61,7 +62,12 @@ export function requireJson(others: readonly OtherBody[] = []): MiddlewareHandle
     if (['POST', 'PUT', 'PATCH'].includes(c.req.method) && hasBody(c)) {
       const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim()
       if (!json.test(type) && !(others.length && otherBodyOf(c, others)?.types.test(type))) {
-        throw new AppError('unsupported_media_type', `Send the body as application/json (got ${type ? `"${type}"` : 'no content type'}).`, {}, closeAfterReply)
+        throw new AppError(
+          'unsupported_media_type',
+          `Send the body as application/json (got ${type ? `"${type}"` : 'no content type'}).`,
+          {},
+          closeAfterReply,
+        )
       }
     }
     await next()
@@ -82,9 +88,10 @@ export function parseJsonBody(): MiddlewareHandler<AppEnv> {
     const parsed = parseStrictJson(bytes)
     if (!parsed.ok) {
       if (parsed.problem === 'reserved_member') throw validationFailed([{ pointer: parsed.pointer, message: parsed.message }])
-      const detail = parsed.problem === 'too_deep'
-        ? `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`
-        : `The request body ${parsed.message}.`
+      const detail =
+        parsed.problem === 'too_deep'
+          ? `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`
+          : `The request body ${parsed.message}.`
       throw new AppError('invalid_json', detail)
     }
     const cache = c.req.bodyCache as Record<string, Promise<unknown>>

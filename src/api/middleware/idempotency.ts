@@ -18,7 +18,15 @@ const printableAscii = /^[\x20-\x7e]{1,255}$/
 /** Lists, as JSON Pointers (RFC 6901), the fields of a replayed answer that were shown once and are now null. */
 export const REDACTED_HEADER = 'Idempotent-Replay-Redacted'
 
-type Stored = { request_hash: string; state: string; status: number | null; body: string | null; headers: string | null; created_at: string; expires_at: string }
+type Stored = {
+  request_hash: string
+  state: string
+  status: number | null
+  body: string | null
+  headers: string | null
+  created_at: string
+  expires_at: string
+}
 
 /**
  * IETF Idempotency-Key semantics as Stripe implements them: the first request with a key runs,
@@ -36,8 +44,14 @@ type Stored = { request_hash: string; state: string; status: number | null; body
  * racing it on another instance conflicts on the key's primary key inside its own transaction,
  * gets 409 and leaves nothing behind.
  */
-export function idempotency({ db, clock, requiredOn }: {
-  db: Db; clock: Clock; requiredOn: (path: string) => boolean
+export function idempotency({
+  db,
+  clock,
+  requiredOn,
+}: {
+  db: Db
+  clock: Clock
+  requiredOn: (path: string) => boolean
 }): MiddlewareHandler<AppEnv> {
   /** `client_id \n key` → request hash, for the keys of requests running in this process. */
   const running = new Map<string, string>()
@@ -46,11 +60,14 @@ export function idempotency({ db, clock, requiredOn }: {
     if (c.req.method !== 'POST') return next()
     const key = c.req.header('idempotency-key')
     if (key === undefined) {
-      if (requiredOn(c.req.path)) throw new AppError('idempotency_key_missing', 'This request needs an Idempotency-Key header (1–255 printable ASCII characters).')
+      if (requiredOn(c.req.path))
+        throw new AppError('idempotency_key_missing', 'This request needs an Idempotency-Key header (1–255 printable ASCII characters).')
       return next()
     }
     if (!printableAscii.test(key)) {
-      throw new AppError('validation_failed', 'Idempotency-Key must be 1–255 printable ASCII characters.', { errors: [{ pointer: '/headers/idempotency-key', message: 'must be 1–255 printable ASCII characters' }] })
+      throw new AppError('validation_failed', 'Idempotency-Key must be 1–255 printable ASCII characters.', {
+        errors: [{ pointer: '/headers/idempotency-key', message: 'must be 1–255 printable ASCII characters' }],
+      })
     }
     const clientId = c.get('principal').clientId
     const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${await c.req.text()}`)
@@ -65,7 +82,21 @@ export function idempotency({ db, clock, requiredOn }: {
       // The row this request may replace (expired or abandoned); a newer one means another instance won.
       const replaces = stored?.created_at ?? ''
       const keep = (executor: Executor, status: number, body: string, headers: string) =>
-        claimWithAnswer(executor, { client_id: clientId, key, request_hash: requestHash, state: 'done', status, body, headers, created_at: iso(now), expires_at: iso(now + KEY_TTL_MS) }, replaces)
+        claimWithAnswer(
+          executor,
+          {
+            client_id: clientId,
+            key,
+            request_hash: requestHash,
+            state: 'done',
+            status,
+            body,
+            headers,
+            created_at: iso(now),
+            expires_at: iso(now + KEY_TTL_MS),
+          },
+          replaces,
+        )
       let recorded = false
       c.set('idempotency', {
         async complete(trx, status, value, secrets = []) {
@@ -79,7 +110,12 @@ export function idempotency({ db, clock, requiredOn }: {
       // A route whose service does not record its answer in its transaction: keep the answer now,
       // after the fact. A crash in between would let the retry run the request again.
       c.get('log')().warn({ path: c.req.path }, 'idempotent answer stored after its change, not with it')
-      await keep(db, c.res.status, await c.res.clone().text(), JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' }))
+      await keep(
+        db,
+        c.res.status,
+        await c.res.clone().text(),
+        JSON.stringify({ 'content-type': c.res.headers.get('content-type') ?? 'application/json' }),
+      )
     } finally {
       running.delete(slot)
     }
@@ -110,7 +146,10 @@ function storedForm(value: unknown, secrets: readonly string[]): { body: string;
     for (const name of names) parent = parent && typeof parent === 'object' ? (parent as Record<string, unknown>)[name] : undefined
     if (parent && typeof parent === 'object' && last in parent) (parent as Record<string, unknown>)[last] = null
   }
-  return { body: JSON.stringify(copy), headers: JSON.stringify({ 'content-type': 'application/json', [REDACTED_HEADER]: secrets.join(', ') }) }
+  return {
+    body: JSON.stringify(copy),
+    headers: JSON.stringify({ 'content-type': 'application/json', [REDACTED_HEADER]: secrets.join(', ') }),
+  }
 }
 
 /** A stored key may be taken over once it expired, or when its request died in flight. */
@@ -135,19 +174,42 @@ async function claimWithAnswer(executor: Executor, row: Database['idempotency_ke
 }
 
 const storedKey = precompiled((db, clientId: string, key: string) =>
-  db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key))
+  db.selectFrom('idempotency_keys').selectAll().where('client_id', '=', clientId).where('key', '=', key),
+)
 
 /** Takes over the row created at `replaces` (or inserts the key if it is gone); returns the key when it was written. */
-const claimKey = precompiled((db, client_id: string, key: string, request_hash: string, state: string, status: number | null,
-  body: string | null, headers: string | null, created_at: string, expires_at: string, replaces: string) =>
-  db.insertInto('idempotency_keys').values({ client_id, key, request_hash, state, status, body, headers, created_at, expires_at })
-    .onConflict((oc) => oc.columns(['client_id', 'key'])
-      .doUpdateSet({ request_hash, state, status, body, headers, created_at, expires_at })
-      .where('idempotency_keys.created_at', '=', replaces))
-    .returning('key'))
+const claimKey = precompiled(
+  (
+    db,
+    client_id: string,
+    key: string,
+    request_hash: string,
+    state: string,
+    status: number | null,
+    body: string | null,
+    headers: string | null,
+    created_at: string,
+    expires_at: string,
+    replaces: string,
+  ) =>
+    db
+      .insertInto('idempotency_keys')
+      .values({ client_id, key, request_hash, state, status, body, headers, created_at, expires_at })
+      .onConflict((oc) =>
+        oc
+          .columns(['client_id', 'key'])
+          .doUpdateSet({ request_hash, state, status, body, headers, created_at, expires_at })
+          .where('idempotency_keys.created_at', '=', replaces),
+      )
+      .returning('key'),
+)
 
 /** The stored answer, through the context so the headers set earlier (request id, rate limit) come along. */
-function answerFromStore(c: Context<AppEnv>, stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>, requestHash: string): Response {
+function answerFromStore(
+  c: Context<AppEnv>,
+  stored: Pick<Stored, 'request_hash' | 'state'> & Partial<Stored>,
+  requestHash: string,
+): Response {
   if (stored.request_hash !== requestHash) {
     throw new AppError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body.')
   }
@@ -156,7 +218,13 @@ function answerFromStore(c: Context<AppEnv>, stored: Pick<Stored, 'request_hash'
   return c.body(stored.body ?? '', (stored.status ?? 200) as ContentfulStatusCode, headers)
 }
 
-const inProgress = () => new AppError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.', {}, { 'Retry-After': '1' })
+const inProgress = () =>
+  new AppError(
+    'idempotency_in_progress',
+    'A request with this Idempotency-Key is still being processed; retry shortly.',
+    {},
+    { 'Retry-After': '1' },
+  )
 
 /** Forgets keys past their 24 h; run periodically so the table does not grow without bound. */
 export async function purgeExpiredKeys(db: Db, clock: Clock): Promise<void> {

@@ -7,9 +7,11 @@ import { TokenBuckets } from './token-buckets.js'
 
 export type RateLimitOptions = {
   /** Each client's bucket. */
-  rps: number; burst: number
+  rps: number
+  burst: number
   /** The bucket every client of one pharmacy or fleet shares, so minting clients does not multiply a tenant's rate. */
-  tenantRps: number; tenantBurst: number
+  tenantRps: number
+  tenantBurst: number
   clock: Clock
 }
 
@@ -39,13 +41,17 @@ export function rateLimit({ rps, burst, tenantRps, tenantBurst, clock }: RateLim
       const state = [`"per-client";r=${clientWait ? 0 : Math.floor(clients.peek(principal.clientId))};t=${clientWait}`]
       if (tenant) state.push(`"per-tenant";r=${tenantWait ? 0 : Math.floor(tenants.peek(tenant))};t=${tenantWait}`)
       c.header('RateLimit', state.join(', '))
-      const detail = tenantWait > 0
-        ? `Too many requests: the clients of this tenant together may send ${tenantRps} per second (bursts of ${tenantBurst}).`
-        : `Too many requests: this client may send ${rps} per second (bursts of ${burst}).`
+      const detail =
+        tenantWait > 0
+          ? `Too many requests: the clients of this tenant together may send ${tenantRps} per second (bursts of ${tenantBurst}).`
+          : `Too many requests: this client may send ${rps} per second (bursts of ${burst}).`
       throw new AppError('rate_limited', detail, {}, { 'Retry-After': String(retryAfterS) })
     }
     const spent = [clients.take(principal.clientId), ...(tenant ? [tenants.take(tenant)] : [])]
-    c.header('RateLimit', spent.map((s, i) => `"per-${i ? 'tenant' : 'client'}";r=${s.ok ? s.remaining : 0};t=${s.ok ? s.resetS : 0}`).join(', '))
+    c.header(
+      'RateLimit',
+      spent.map((s, i) => `"per-${i ? 'tenant' : 'client'}";r=${s.ok ? s.remaining : 0};t=${s.ok ? s.resetS : 0}`).join(', '),
+    )
     await next()
   }
 }

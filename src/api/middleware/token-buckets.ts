@@ -16,7 +16,11 @@ export class TokenBuckets {
   private readonly buckets = new Map<string, Bucket>()
   private sweepAt = FIRST_SWEEP_AT
 
-  constructor(readonly rps: number, readonly burst: number, private readonly clock: Clock) {}
+  constructor(
+    readonly rps: number,
+    readonly burst: number,
+    private readonly clock: Clock,
+  ) {}
 
   /** Tokens left for `key` now, without spending one. */
   peek(key: string): number {

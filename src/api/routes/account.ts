@@ -14,7 +14,11 @@ export function accountRoutes({ people }: { people: People }) {
   const app = new OpenAPIHono<AppEnv>()
   app.use('/account/*', bodySizeLimit())
 
-  const form = (c: Parameters<typeof page>[0], token: string, name: string, error?: string) => page(c, 'Choose a password', `<h1>Choose a password</h1>
+  const form = (c: Parameters<typeof page>[0], token: string, name: string, error?: string) =>
+    page(
+      c,
+      'Choose a password',
+      `<h1>Choose a password</h1>
 <p>Welcome, ${escapeHtml(name)}. Choose a password of at least ${MIN_PASSWORD_LENGTH} characters.</p>
 ${error ? `<p class="error" role="alert">${escapeHtml(error)}</p>` : ''}
 <form method="post" action="/account/setup">
@@ -24,9 +28,17 @@ ${hiddenFields({ token })}
 <label for="confirm">The same again</label>
 <input id="confirm" name="confirm" type="password" autocomplete="new-password" required>
 <button type="submit">Set password</button>
-</form>`, error ? 400 : 200)
+</form>`,
+      error ? 400 : 200,
+    )
 
-  const expired = (c: Parameters<typeof page>[0]) => messagePage(c, 'Link not valid', 'This setup link was used already, has expired, or is not one we sent. Ask your administrator for a new one.', 404)
+  const expired = (c: Parameters<typeof page>[0]) =>
+    messagePage(
+      c,
+      'Link not valid',
+      'This setup link was used already, has expired, or is not one we sent. Ask your administrator for a new one.',
+      404,
+    )
 
   app.get('/account/setup', async (c) => {
     const token = c.req.query('token') ?? ''
@@ -40,7 +52,8 @@ ${hiddenFields({ token })}
     const password = typeof body.password === 'string' ? body.password : ''
     const user = await people.users.setupTokenUser(token)
     if (!user) return expired(c)
-    if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH) return form(c, token, user.name, `The password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`)
+    if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH)
+      return form(c, token, user.name, `The password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`)
     if (password !== body.confirm) return form(c, token, user.name, 'The two passwords differ.')
     if (!(await people.users.setPasswordWithToken(token, password))) return expired(c)
     return messagePage(c, 'Password set', 'Your password is set. Go back to the app and sign in.', 200)

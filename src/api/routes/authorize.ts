@@ -25,10 +25,18 @@ type Checked = { client: ClientRecord; redirectUri: string; request: Authorizati
 const GENERIC_FAILURE = 'That email and password do not match an account that can sign in.'
 const MAX_STATE = 1_000
 
-const AuthorizeQuery = z.object(Object.fromEntries(requestParams.map((p) => [p, z.string().optional()])) as Record<(typeof requestParams)[number], z.ZodOptional<z.ZodString>>)
+const AuthorizeQuery = z.object(
+  Object.fromEntries(requestParams.map((p) => [p, z.string().optional()])) as Record<
+    (typeof requestParams)[number],
+    z.ZodOptional<z.ZodString>
+  >,
+)
 const AuthorizeForm = AuthorizeQuery.extend({
-  csrf_token: z.string().optional(), step: z.enum(['sign_in', 'consent']).optional(),
-  email: z.string().optional(), password: z.string().optional(), decision: z.enum(['allow', 'deny']).optional(),
+  csrf_token: z.string().optional(),
+  step: z.enum(['sign_in', 'consent']).optional(),
+  email: z.string().optional(),
+  password: z.string().optional(),
+  decision: z.enum(['allow', 'deny']).optional(),
 })
 
 /**
@@ -52,10 +60,15 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
   async function checkClientAndRedirect(c: Context, request: AuthorizationRequest): Promise<Checked | Response> {
     if (!request.client_id) return messagePage(c, 'Sign-in request not valid', 'The app did not say who it is (client_id is missing).')
     const client = await clients.find(request.client_id)
-    if (!client || !client.grant_types.includes('authorization_code')) return messagePage(c, 'Sign-in request not valid', 'The app asking you to sign in is not registered for sign-in here.')
+    if (!client || !client.grant_types.includes('authorization_code'))
+      return messagePage(c, 'Sign-in request not valid', 'The app asking you to sign in is not registered for sign-in here.')
     // RFC 9700 §4.1.3: exact string comparison, no pattern and no default.
     if (!request.redirect_uri || !client.redirect_uris.includes(request.redirect_uri)) {
-      return messagePage(c, 'Sign-in request not valid', 'The app asked to send you back to an address it has not registered. You were not redirected.')
+      return messagePage(
+        c,
+        'Sign-in request not valid',
+        'The app asked to send you back to an address it has not registered. You were not redirected.',
+      )
     }
     return { client, redirectUri: request.redirect_uri, request }
   }
@@ -69,18 +82,22 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     c.header('Cache-Control', 'no-store')
     c.header('Referrer-Policy', 'no-referrer')
     return c.redirect(url.toString(), status) // keeps the cookies set on the way
-
   }
 
   /** Step 2: what is wrong with the rest of the request, as an RFC 6749 §4.1.2.1 error, or null. */
   function requestError({ request }: Checked): { error: string; error_description: string } | null {
-    if (request.response_type !== 'code') return { error: 'unsupported_response_type', error_description: 'Only response_type=code is supported.' }
+    if (request.response_type !== 'code')
+      return { error: 'unsupported_response_type', error_description: 'Only response_type=code is supported.' }
     if (!request.state) return { error: 'invalid_request', error_description: 'Send a state parameter.' }
-    if (request.state.length > MAX_STATE) return { error: 'invalid_request', error_description: `state is longer than ${MAX_STATE} characters.` }
+    if (request.state.length > MAX_STATE)
+      return { error: 'invalid_request', error_description: `state is longer than ${MAX_STATE} characters.` }
     // RFC 9700 §2.1.1: PKCE for every client; RFC 7636 §4.4.1: S256 only, `plain` refused.
-    if (!request.code_challenge) return { error: 'invalid_request', error_description: 'PKCE is required: send code_challenge and code_challenge_method=S256.' }
-    if (request.code_challenge_method !== 'S256') return { error: 'invalid_request', error_description: 'code_challenge_method must be S256.' }
-    if (!S256_CHALLENGE.test(request.code_challenge)) return { error: 'invalid_request', error_description: 'code_challenge is not an S256 challenge (43 base64url characters).' }
+    if (!request.code_challenge)
+      return { error: 'invalid_request', error_description: 'PKCE is required: send code_challenge and code_challenge_method=S256.' }
+    if (request.code_challenge_method !== 'S256')
+      return { error: 'invalid_request', error_description: 'code_challenge_method must be S256.' }
+    if (!S256_CHALLENGE.test(request.code_challenge))
+      return { error: 'invalid_request', error_description: 'code_challenge is not an S256 challenge (43 base64url characters).' }
     const unknown = parseScope(request.scope).filter((s) => !isScope(s))
     if (unknown.length) return { error: 'invalid_scope', error_description: `Unknown scope: ${unknown.join(' ')}.` }
     return null
@@ -103,14 +120,19 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     return a.length === b.length && timingSafeEqual(a, b)
   }
 
-  const clientAddress = (c: Context) => (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress ?? 'unknown'
+  const clientAddress = (c: Context) =>
+    (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress ?? 'unknown'
 
   /** Step 4: with consent (or a first-party client), a code bound to client, redirect URI, challenge and user. */
   async function issueCode(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
     const scopes = userScopes(checked.request.scope, checked.client, user.role)
     const code = await people.codes.issue({
-      client_id: checked.client.client_id, user_id: user.id, session_hash: session.idHash, redirect_uri: checked.redirectUri,
-      code_challenge: checked.request.code_challenge!, scope: scopes.join(' '),
+      client_id: checked.client.client_id,
+      user_id: user.id,
+      session_hash: session.idHash,
+      redirect_uri: checked.redirectUri,
+      code_challenge: checked.request.code_challenge!,
+      scope: scopes.join(' '),
     })
     return redirectBack(c, checked, { code }, status)
   }
@@ -121,95 +143,148 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     const scopes = userScopes(checked.request.scope, checked.client, user.role)
     if (await people.consents.covers(user.id, checked.client.client_id, scopes)) return issueCode(c, checked, user, session, status)
     return consentPage(c, {
-      appName: checked.client.client_name, userName: user.name, scopes,
-      params: checked.request, csrf: csrfToken(c), returnTo: new URL(checked.redirectUri).origin,
+      appName: checked.client.client_name,
+      userName: user.name,
+      scopes,
+      params: checked.request,
+      csrf: csrfToken(c),
+      returnTo: new URL(checked.redirectUri).origin,
     })
   }
 
   const showSignIn = (c: Context, checked: Checked, extra: { email?: string; error?: string; status?: 200 | 401 | 429 } = {}) =>
-    signInPage(c, { appName: checked.client.client_name, params: checked.request, csrf: csrfToken(c), returnTo: new URL(checked.redirectUri).origin, ...extra })
+    signInPage(c, {
+      appName: checked.client.client_name,
+      params: checked.request,
+      csrf: csrfToken(c),
+      returnTo: new URL(checked.redirectUri).origin,
+      ...extra,
+    })
 
-  app.openapi(publicRoute({
-    method: 'get', path: '/oauth/authorize', operationId: 'authorize', tags: ['OAuth'], summary: 'Start a person’s sign-in (authorization_code with PKCE S256)',
-    description: 'A browser page, not an API call: shows the sign-in page (and, for clients not marked first-party, a consent page), then redirects to the registered redirect_uri with `code`, `state` and `iss` (RFC 9207). Errors in client_id or redirect_uri are shown on a page; later errors are redirected per RFC 6749 §4.1.2.1.',
-    request: { query: AuthorizeQuery },
-    responses: { 200: html('The sign-in or consent page (HTML)'), 302: { description: 'Back to the client with code, state and iss, or with error' }, 400: html('An error page (HTML)') },
-  }), async (c) => {
-    const request = pick(c.req.valid('query'))
-    const checked = await checkClientAndRedirect(c, request)
-    if (checked instanceof Response) return checked
-    const error = requestError(checked)
-    if (error) return redirectBack(c, checked, error, 302)
-    const session = await people.sessions.resume(getCookie(c, SESSION))
-    const user = session && (await people.users.find(session.userId))
-    if (!session || !user) return showSignIn(c, checked)
-    return afterSignIn(c, checked, user, session, 302)
-  })
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/oauth/authorize',
+      operationId: 'authorize',
+      tags: ['OAuth'],
+      summary: 'Start a person’s sign-in (authorization_code with PKCE S256)',
+      description:
+        'A browser page, not an API call: shows the sign-in page (and, for clients not marked first-party, a consent page), then redirects to the registered redirect_uri with `code`, `state` and `iss` (RFC 9207). Errors in client_id or redirect_uri are shown on a page; later errors are redirected per RFC 6749 §4.1.2.1.',
+      request: { query: AuthorizeQuery },
+      responses: {
+        200: html('The sign-in or consent page (HTML)'),
+        302: { description: 'Back to the client with code, state and iss, or with error' },
+        400: html('An error page (HTML)'),
+      },
+    }),
+    async (c) => {
+      const request = pick(c.req.valid('query'))
+      const checked = await checkClientAndRedirect(c, request)
+      if (checked instanceof Response) return checked
+      const error = requestError(checked)
+      if (error) return redirectBack(c, checked, error, 302)
+      const session = await people.sessions.resume(getCookie(c, SESSION))
+      const user = session && (await people.users.find(session.userId))
+      if (!session || !user) return showSignIn(c, checked)
+      return afterSignIn(c, checked, user, session, 302)
+    },
+  )
 
   // The sign-in and consent forms post here (RFC 6749 §3.1 allows POST at this endpoint).
-  app.openapi(publicRoute({
-    method: 'post', path: '/oauth/authorize', operationId: 'submitSignInForm', tags: ['OAuth'], summary: 'The sign-in and consent forms of /oauth/authorize',
-    description: 'Posted by the pages themselves, with the authorization request\'s parameters and a CSRF token bound to a pre-session cookie. Failed sign-ins are throttled per account and per address (5 in 15 min).',
-    request: { body: { content: { 'application/x-www-form-urlencoded': { schema: AuthorizeForm } }, required: true } },
-    responses: { 200: html('The next page (HTML)'), 303: { description: 'Back to the client with code, state and iss, or with error' }, 401: html('Sign-in failed (HTML)'), 429: html('Too many failed sign-ins (HTML, Retry-After)') },
-  }), async (c) => {
-    const form = c.req.valid('form') as Record<string, string | undefined>
-    const checked = await checkClientAndRedirect(c, pick(form))
-    if (checked instanceof Response) return checked
-    const error = requestError(checked)
-    if (error) return redirectBack(c, checked, error, 303)
-    if (!csrfValid(c, form.csrf_token)) return messagePage(c, 'Please try again', 'This form expired or was not sent from this site. Go back to the app and start signing in again.', 400)
+  app.openapi(
+    publicRoute({
+      method: 'post',
+      path: '/oauth/authorize',
+      operationId: 'submitSignInForm',
+      tags: ['OAuth'],
+      summary: 'The sign-in and consent forms of /oauth/authorize',
+      description:
+        "Posted by the pages themselves, with the authorization request's parameters and a CSRF token bound to a pre-session cookie. Failed sign-ins are throttled per account and per address (5 in 15 min).",
+      request: { body: { content: { 'application/x-www-form-urlencoded': { schema: AuthorizeForm } }, required: true } },
+      responses: {
+        200: html('The next page (HTML)'),
+        303: { description: 'Back to the client with code, state and iss, or with error' },
+        401: html('Sign-in failed (HTML)'),
+        429: html('Too many failed sign-ins (HTML, Retry-After)'),
+      },
+    }),
+    async (c) => {
+      const form = c.req.valid('form') as Record<string, string | undefined>
+      const checked = await checkClientAndRedirect(c, pick(form))
+      if (checked instanceof Response) return checked
+      const error = requestError(checked)
+      if (error) return redirectBack(c, checked, error, 303)
+      if (!csrfValid(c, form.csrf_token))
+        return messagePage(
+          c,
+          'Please try again',
+          'This form expired or was not sent from this site. Go back to the app and start signing in again.',
+          400,
+        )
 
-    if (form.step === 'sign_in') {
-      const email = (form.email ?? '').trim().toLowerCase()
-      const keys = [`account:${email}`, `address:${clientAddress(c)}`]
-      const waitMs = people.throttle.waitMs(keys)
-      if (waitMs > 0) {
-        c.header('Retry-After', String(Math.ceil(waitMs / 1_000)))
-        return showSignIn(c, checked, { email, status: 429, error: `Too many failed attempts. Try again in ${Math.ceil(waitMs / 60_000)} minute(s).` })
+      if (form.step === 'sign_in') {
+        const email = (form.email ?? '').trim().toLowerCase()
+        const keys = [`account:${email}`, `address:${clientAddress(c)}`]
+        const waitMs = people.throttle.waitMs(keys)
+        if (waitMs > 0) {
+          c.header('Retry-After', String(Math.ceil(waitMs / 1_000)))
+          return showSignIn(c, checked, {
+            email,
+            status: 429,
+            error: `Too many failed attempts. Try again in ${Math.ceil(waitMs / 60_000)} minute(s).`,
+          })
+        }
+        const user = await people.users.checkPassword(email, form.password ?? '')
+        if (!user) {
+          people.throttle.fail(keys)
+          return showSignIn(c, checked, { email, status: 401, error: GENERIC_FAILURE })
+        }
+        people.throttle.succeed(keys[0]!)
+        // A new session id at every sign-in: one planted beforehand is never promoted (session fixation).
+        const previous = await people.sessions.resume(getCookie(c, SESSION))
+        if (previous) await people.sessions.end(previous.idHash)
+        const { cookieValue, session } = await people.sessions.start(user.id)
+        setCookie(c, SESSION, cookieValue, cookieOptions)
+        return afterSignIn(c, checked, user, session, 303)
       }
-      const user = await people.users.checkPassword(email, form.password ?? '')
-      if (!user) {
-        people.throttle.fail(keys)
-        return showSignIn(c, checked, { email, status: 401, error: GENERIC_FAILURE })
+
+      const session = await people.sessions.resume(getCookie(c, SESSION))
+      const user = session && (await people.users.find(session.userId))
+      if (!session || !user) return showSignIn(c, checked)
+      if (form.step === 'consent' && !checked.client.first_party) {
+        if (form.decision !== 'allow') {
+          await people.consents.forget(user.id, checked.client.client_id)
+          return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
+        }
+        await people.consents.remember(user.id, checked.client.client_id, userScopes(checked.request.scope, checked.client, user.role))
+        return issueCode(c, checked, user, session, 303)
       }
-      people.throttle.succeed(keys[0]!)
-      // A new session id at every sign-in: one planted beforehand is never promoted (session fixation).
-      const previous = await people.sessions.resume(getCookie(c, SESSION))
-      if (previous) await people.sessions.end(previous.idHash)
-      const { cookieValue, session } = await people.sessions.start(user.id)
-      setCookie(c, SESSION, cookieValue, cookieOptions)
       return afterSignIn(c, checked, user, session, 303)
-    }
+    },
+  )
 
-    const session = await people.sessions.resume(getCookie(c, SESSION))
-    const user = session && (await people.users.find(session.userId))
-    if (!session || !user) return showSignIn(c, checked)
-    if (form.step === 'consent' && !checked.client.first_party) {
-      if (form.decision !== 'allow') {
-        await people.consents.forget(user.id, checked.client.client_id)
-        return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
+  app.openapi(
+    publicRoute({
+      method: 'post',
+      path: '/oauth/logout',
+      operationId: 'logout',
+      tags: ['OAuth'],
+      summary: 'End the browser session of the sign-in pages',
+      description:
+        'Ends the session named by the session cookie, revokes the refresh tokens (and their access tokens) issued under it, and forgets the consent the person gave third-party apps. SameSite=Lax keeps other sites from posting here with the cookie.',
+      responses: { 200: html('A signed-out page (HTML)') },
+    }),
+    async (c) => {
+      const session = await people.sessions.resume(getCookie(c, SESSION))
+      if (session) {
+        await people.sessions.end(session.idHash)
+        await people.refreshTokens.revokeForSession(session.idHash)
+        await people.consents.forget(session.userId) // signing out also forgets what the person allowed third-party apps
       }
-      await people.consents.remember(user.id, checked.client.client_id, userScopes(checked.request.scope, checked.client, user.role))
-      return issueCode(c, checked, user, session, 303)
-    }
-    return afterSignIn(c, checked, user, session, 303)
-  })
-
-  app.openapi(publicRoute({
-    method: 'post', path: '/oauth/logout', operationId: 'logout', tags: ['OAuth'], summary: 'End the browser session of the sign-in pages',
-    description: 'Ends the session named by the session cookie, revokes the refresh tokens (and their access tokens) issued under it, and forgets the consent the person gave third-party apps. SameSite=Lax keeps other sites from posting here with the cookie.',
-    responses: { 200: html('A signed-out page (HTML)') },
-  }), async (c) => {
-    const session = await people.sessions.resume(getCookie(c, SESSION))
-    if (session) {
-      await people.sessions.end(session.idHash)
-      await people.refreshTokens.revokeForSession(session.idHash)
-      await people.consents.forget(session.userId) // signing out also forgets what the person allowed third-party apps
-    }
-    deleteCookie(c, SESSION, cookieOptions)
-    return messagePage(c, 'Signed out', 'You are signed out of rxtrace.', 200)
-  })
+      deleteCookie(c, SESSION, cookieOptions)
+      return messagePage(c, 'Signed out', 'You are signed out of rxtrace.', 200)
+    },
+  )
   return app
 }
 

@@ -7,99 +7,210 @@ import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { Location } from './pharmacies.js'
 
-const when = { occurred_at: z.iso.datetime({ offset: false }).optional().describe('When it physically happened (RFC 3339 UTC); defaults to now'), location: Location.optional() }
+const when = {
+  occurred_at: z.iso.datetime({ offset: false }).optional().describe('When it physically happened (RFC 3339 UTC); defaults to now'),
+  location: Location.optional(),
+}
 const party = z.string().regex(/^((us|dr|ph)_[0-9a-z]+|patient)$/, 'must be a party id (us_…, dr_…, ph_…) or "patient"')
-const signature = z.string().min(1).max(200_000).describe('Signature image as a data URL, or a signed statement; its sha256 becomes evidence_hash')
+const signature = z
+  .string()
+  .min(1)
+  .max(200_000)
+  .describe('Signature image as a data URL, or a signed statement; its sha256 becomes evidence_hash')
 
-const CustodyEvent = z.object({
-  seq: z.number().int(), type: z.string(), actor: z.object({ client_id: z.string(), sub: z.string() }),
-  from: z.string().nullable(), to: z.string().nullable(), location: Location.nullable(), evidence_hash: z.string().nullable(),
-  occurred_at: z.string(), recorded_at: z.string(), prev_hash: z.string(), hash: z.string(),
-}).openapi('CustodyEvent')
+const CustodyEvent = z
+  .object({
+    seq: z.number().int(),
+    type: z.string(),
+    actor: z.object({ client_id: z.string(), sub: z.string() }),
+    from: z.string().nullable(),
+    to: z.string().nullable(),
+    location: Location.nullable(),
+    evidence_hash: z.string().nullable(),
+    occurred_at: z.string(),
+    recorded_at: z.string(),
+    prev_hash: z.string(),
+    hash: z.string(),
+  })
+  .openapi('CustodyEvent')
 
-const Delivery = z.object({
-  id: z.string(), rx_id: z.string(), pharmacy_id: z.string(), status: z.enum(deliveryStatuses), eta: z.string(),
-  fleet_id: z.string().nullable(), driver_id: z.string().nullable(), tote_id: z.string().nullable(),
-  cold_chain: coldChainSchema.openapi('ColdChain'),
-  custody: z.array(CustodyEvent), created_at: z.string(), updated_at: z.string(),
-}).openapi('Delivery')
+const Delivery = z
+  .object({
+    id: z.string(),
+    rx_id: z.string(),
+    pharmacy_id: z.string(),
+    status: z.enum(deliveryStatuses),
+    eta: z.string(),
+    fleet_id: z.string().nullable(),
+    driver_id: z.string().nullable(),
+    tote_id: z.string().nullable(),
+    cold_chain: coldChainSchema.openapi('ColdChain'),
+    custody: z.array(CustodyEvent),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Delivery')
 
 const bodies = {
-  dispatch: z.strictObject({ fleet_id: z.string(), driver_id: z.string().optional(), tote_id: z.string().optional().describe('Required when the delivery needs a cold chain'), ...when }),
+  dispatch: z.strictObject({
+    fleet_id: z.string(),
+    driver_id: z.string().optional(),
+    tote_id: z.string().optional().describe('Required when the delivery needs a cold chain'),
+    ...when,
+  }),
   pickup: z.strictObject({ from: party, to: party, signature, ...when }),
   handoff: z.strictObject({ from: party, to: party, signature, ...when }),
   return: z.strictObject({ from: party, to: party, signature, ...when }),
-  deliver: z.strictObject({ verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }), ...when }),
+  deliver: z.strictObject({
+    verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }),
+    ...when,
+  }),
   fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
   cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
-  disposition: z.strictObject({ decision: z.enum(['release', 'return']), note: z.string().trim().min(1, 'a decision needs a note saying why').max(2_000).describe('Why: required, and kept with the decision'), ...when }),
+  disposition: z.strictObject({
+    decision: z.enum(['release', 'return']),
+    note: z.string().trim().min(1, 'a decision needs a note saying why').max(2_000).describe('Why: required, and kept with the decision'),
+    ...when,
+  }),
 } as const
 
 const scopes: Record<keyof typeof bodies, string> = {
-  dispatch: 'deliveries:write', cancel: 'deliveries:write', fail: 'deliveries:write',
-  pickup: 'custody:write', handoff: 'custody:write', return: 'custody:write', deliver: 'custody:write',
+  dispatch: 'deliveries:write',
+  cancel: 'deliveries:write',
+  fail: 'deliveries:write',
+  pickup: 'custody:write',
+  handoff: 'custody:write',
+  return: 'custody:write',
+  deliver: 'custody:write',
   disposition: 'cold-chain:disposition',
 }
 
 const summaries: Record<keyof typeof bodies, string> = {
-  dispatch: 'Assign a fleet, driver and tote (binds the tote)', pickup: 'Driver signs for the goods at the pharmacy',
-  handoff: 'One driver hands the goods to another', deliver: 'Patient verified; delivery complete', fail: 'Delivery attempt failed',
-  return: 'Goods handed back to the pharmacy', cancel: 'Cancel before pickup', disposition: "Pharmacist's decision on a broken cold chain",
+  dispatch: 'Assign a fleet, driver and tote (binds the tote)',
+  pickup: 'Driver signs for the goods at the pharmacy',
+  handoff: 'One driver hands the goods to another',
+  deliver: 'Patient verified; delivery complete',
+  fail: 'Delivery attempt failed',
+  return: 'Goods handed back to the pharmacy',
+  cancel: 'Cancel before pickup',
+  disposition: "Pharmacist's decision on a broken cold chain",
 }
 
 const operationIds: Record<keyof typeof bodies, string> = {
-  dispatch: 'dispatchDelivery', pickup: 'pickUpDelivery', handoff: 'handOffDelivery', deliver: 'completeDelivery',
-  fail: 'failDelivery', return: 'returnDelivery', cancel: 'cancelDelivery', disposition: 'decideDisposition',
+  dispatch: 'dispatchDelivery',
+  pickup: 'pickUpDelivery',
+  handoff: 'handOffDelivery',
+  deliver: 'completeDelivery',
+  fail: 'failDelivery',
+  return: 'returnDelivery',
+  cancel: 'cancelDelivery',
+  disposition: 'decideDisposition',
 }
 
-const Verdict = z.object({ valid: z.boolean(), length: z.number().int(), head: z.string().optional(), first_bad_seq: z.number().int().optional(), reason: z.string().optional() }).openapi('CustodyVerdict')
+const Verdict = z
+  .object({
+    valid: z.boolean(),
+    length: z.number().int(),
+    head: z.string().optional(),
+    first_bad_seq: z.number().int().optional(),
+    reason: z.string().optional(),
+  })
+  .openapi('CustodyVerdict')
 
-const Parties = z.object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['user', 'driver', 'pharmacy']), name: z.string() })) }).openapi('CustodyParties')
+const Parties = z
+  .object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['user', 'driver', 'pharmacy']), name: z.string() })) })
+  .openapi('CustodyParties')
 
 export function deliveryRoutes(deliveries: DeliveryService) {
   const app = new OpenAPIHono<AppEnv>()
-  app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}', operationId: 'getDelivery', tags: ['Deliveries'], summary: 'Read a delivery with its custody chain and cold-chain status',
-    request: { params: idParam('dl') }, responses: { 200: json(Delivery, 'The delivery') },
-  }), async (c) => c.json(await deliveries.get(c.get('principal'), c.req.valid('param').id), 200))
+  app.openapi(
+    v1Route('deliveries:read', {
+      method: 'get',
+      path: '/v1/deliveries/{id}',
+      operationId: 'getDelivery',
+      tags: ['Deliveries'],
+      summary: 'Read a delivery with its custody chain and cold-chain status',
+      request: { params: idParam('dl') },
+      responses: { 200: json(Delivery, 'The delivery') },
+    }),
+    async (c) => c.json(await deliveries.get(c.get('principal'), c.req.valid('param').id), 200),
+  )
 
-  app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries', operationId: 'listDeliveries', tags: ['Deliveries'], summary: 'List deliveries',
-    description: '`order=attention` lists what needs a pharmacist first: BROKEN cold chains without a disposition, then open EXCURSIONs, then the rest, newest first in each group.',
-    request: {
-      query: pageQuery.extend({
-        status: z.enum(deliveryStatuses).optional(), pharmacy_id: z.string().optional(),
-        cold_chain_state: z.enum(coldChainStates).optional().describe("The cold chain's state"),
-        created_from: z.iso.datetime({ offset: false }).optional().describe('Created at or after (RFC 3339 UTC)'),
-        created_to: z.iso.datetime({ offset: false }).optional().describe('Created before (RFC 3339 UTC)'),
-        order: z.enum(['id', 'attention']).default('id').describe('`id` (oldest first) or `attention` (the pharmacist queue)'),
-      }),
+  app.openapi(
+    v1Route('deliveries:read', {
+      method: 'get',
+      path: '/v1/deliveries',
+      operationId: 'listDeliveries',
+      tags: ['Deliveries'],
+      summary: 'List deliveries',
+      description:
+        '`order=attention` lists what needs a pharmacist first: BROKEN cold chains without a disposition, then open EXCURSIONs, then the rest, newest first in each group.',
+      request: {
+        query: pageQuery.extend({
+          status: z.enum(deliveryStatuses).optional(),
+          pharmacy_id: z.string().optional(),
+          cold_chain_state: z.enum(coldChainStates).optional().describe("The cold chain's state"),
+          created_from: z.iso.datetime({ offset: false }).optional().describe('Created at or after (RFC 3339 UTC)'),
+          created_to: z.iso.datetime({ offset: false }).optional().describe('Created before (RFC 3339 UTC)'),
+          order: z.enum(['id', 'attention']).default('id').describe('`id` (oldest first) or `attention` (the pharmacist queue)'),
+        }),
+      },
+      responses: { 200: json(pageOf(Delivery), 'A page of deliveries') },
+    }),
+    async (c) => {
+      const { limit, cursor, ...filter } = c.req.valid('query')
+      return c.json(await deliveries.list(c.get('principal'), filter, { limit, cursor }), 200)
     },
-    responses: { 200: json(pageOf(Delivery), 'A page of deliveries') },
-  }), async (c) => {
-    const { limit, cursor, ...filter } = c.req.valid('query')
-    return c.json(await deliveries.list(c.get('principal'), filter, { limit, cursor }), 200)
-  })
+  )
 
-  app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}/custody/verify', operationId: 'verifyCustodyChain', tags: ['Deliveries'], summary: 'Recompute the custody hash chain',
-    request: { params: idParam('dl') }, responses: { 200: json(Verdict, 'Whether every link holds, or the first bad seq') },
-  }), async (c) => c.json(await deliveries.verifyCustody(c.get('principal'), c.req.valid('param').id), 200))
+  app.openapi(
+    v1Route('deliveries:read', {
+      method: 'get',
+      path: '/v1/deliveries/{id}/custody/verify',
+      operationId: 'verifyCustodyChain',
+      tags: ['Deliveries'],
+      summary: 'Recompute the custody hash chain',
+      request: { params: idParam('dl') },
+      responses: { 200: json(Verdict, 'Whether every link holds, or the first bad seq') },
+    }),
+    async (c) => c.json(await deliveries.verifyCustody(c.get('principal'), c.req.valid('param').id), 200),
+  )
 
-  app.openapi(v1Route('deliveries:read', {
-    method: 'get', path: '/v1/deliveries/{id}/parties', operationId: 'listCustodyParties', tags: ['Deliveries'], summary: "Names of the people and places the delivery's custody chain names",
-    request: { params: idParam('dl') }, responses: { 200: json(Parties, 'One entry per us_, dr_ and ph_ id in the chain') },
-  }), async (c) => c.json(await deliveries.parties(c.get('principal'), c.req.valid('param').id), 200))
+  app.openapi(
+    v1Route('deliveries:read', {
+      method: 'get',
+      path: '/v1/deliveries/{id}/parties',
+      operationId: 'listCustodyParties',
+      tags: ['Deliveries'],
+      summary: "Names of the people and places the delivery's custody chain names",
+      request: { params: idParam('dl') },
+      responses: { 200: json(Parties, 'One entry per us_, dr_ and ph_ id in the chain') },
+    }),
+    async (c) => c.json(await deliveries.parties(c.get('principal'), c.req.valid('param').id), 200),
+  )
 
   for (const action of Object.keys(bodies) as (keyof typeof bodies)[]) {
-    app.openapi(v1Route(scopes[action], {
-      method: 'post', path: `/v1/deliveries/{id}/${action}`, operationId: operationIds[action], tags: ['Deliveries'], summary: summaries[action],
-      request: { params: idParam('dl'), ...jsonBody(bodies[action]) },
-      responses: { 200: json(Delivery, 'The updated delivery'), 409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`') },
-    }), async (c) => {
-      const body = c.req.valid('json' as never) as object
-      return c.json(await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never, answerInTransaction(c, 200)), 200)
-    })
+    app.openapi(
+      v1Route(scopes[action], {
+        method: 'post',
+        path: `/v1/deliveries/{id}/${action}`,
+        operationId: operationIds[action],
+        tags: ['Deliveries'],
+        summary: summaries[action],
+        request: { params: idParam('dl'), ...jsonBody(bodies[action]) },
+        responses: {
+          200: json(Delivery, 'The updated delivery'),
+          409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`'),
+        },
+      }),
+      async (c) => {
+        const body = c.req.valid('json' as never) as object
+        return c.json(
+          await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never, answerInTransaction(c, 200)),
+          200,
+        )
+      },
+    )
   }
   return app
 }

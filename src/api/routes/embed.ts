@@ -27,47 +27,80 @@ export function embedRoutes(deps: { db: Db; dashboards: FleetDashboardService; e
     if (!token || token.length > MAX_TOKEN_CHARS) return null
     const fleetId = await deps.embedTokens.verify(token)
     if (!fleetId) return null
-    return (await deps.db.selectFrom('fleets').select(['id', 'name', 'branding', 'embed_origins']).where('id', '=', fleetId).executeTakeFirst()) ?? null
+    return (
+      (await deps.db
+        .selectFrom('fleets')
+        .select(['id', 'name', 'branding', 'embed_origins'])
+        .where('id', '=', fleetId)
+        .executeTakeFirst()) ?? null
+    )
   }
 
-  app.openapi(publicRoute({
-    method: 'get', path: '/embed/dashboard', tags: ['Fleet money'], operationId: 'embeddedFleetDashboard',
-    summary: "The fleet's dashboard page, for an iframe",
-    description: 'Served with CSP `frame-ancestors` set to the fleet\'s `embed_origins`. An expired or altered URL gets 401 and an error page, nothing else.',
-    request: { query: EmbedQuery },
-    responses: {
-      200: { description: 'The page', content: { 'text/html': { schema: z.string(), example: '<!doctype html><html lang="en">…</html>' } } },
-      401: { description: 'The error page', content: { 'text/html': { schema: z.string(), example: '<!doctype html><html lang="en">…This dashboard link has expired or is not valid…</html>' } } },
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/embed/dashboard',
+      tags: ['Fleet money'],
+      operationId: 'embeddedFleetDashboard',
+      summary: "The fleet's dashboard page, for an iframe",
+      description:
+        "Served with CSP `frame-ancestors` set to the fleet's `embed_origins`. An expired or altered URL gets 401 and an error page, nothing else.",
+      request: { query: EmbedQuery },
+      responses: {
+        200: {
+          description: 'The page',
+          content: { 'text/html': { schema: z.string(), example: '<!doctype html><html lang="en">…</html>' } },
+        },
+        401: {
+          description: 'The error page',
+          content: {
+            'text/html': {
+              schema: z.string(),
+              example: '<!doctype html><html lang="en">…This dashboard link has expired or is not valid…</html>',
+            },
+          },
+        },
+      },
+    }),
+    async (c) => {
+      const token = c.req.valid('query').token
+      const fleet = await fleetOf(token)
+      if (!fleet) {
+        const page = embedErrorPage()
+        return c.body(page.html, 401, page.headers)
+      }
+      const page = dashboardPage({
+        token: token!,
+        name: fleet.name,
+        branding: fromJson<Branding>(fleet.branding),
+        embedOrigins: fromJson<string[]>(fleet.embed_origins),
+        view: await deps.dashboards.liveView(fleet.id),
+      })
+      return c.body(page.html, 200, page.headers)
     },
-  }), async (c) => {
-    const token = c.req.valid('query').token
-    const fleet = await fleetOf(token)
-    if (!fleet) {
-      const page = embedErrorPage()
-      return c.body(page.html, 401, page.headers)
-    }
-    const page = dashboardPage({
-      token: token!, name: fleet.name, branding: fromJson<Branding>(fleet.branding), embedOrigins: fromJson<string[]>(fleet.embed_origins),
-      view: await deps.dashboards.liveView(fleet.id),
-    })
-    return c.body(page.html, 200, page.headers)
-  })
+  )
 
-  app.openapi(publicRoute({
-    method: 'get', path: '/embed/dashboard/data', tags: ['Fleet money'], operationId: 'embeddedFleetDashboardData',
-    summary: 'The live view behind the embedded page',
-    description: 'What the page refreshes from, with the same token: deliveries and exceptions, no payouts.',
-    request: { query: EmbedQuery },
-    responses: {
-      200: { description: 'The live view', content: { 'application/json': { schema: LiveView } } },
-      401: problem('`unauthorized`: the embed session has expired or its token is not valid; the page shows that instead of the data'),
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/embed/dashboard/data',
+      tags: ['Fleet money'],
+      operationId: 'embeddedFleetDashboardData',
+      summary: 'The live view behind the embedded page',
+      description: 'What the page refreshes from, with the same token: deliveries and exceptions, no payouts.',
+      request: { query: EmbedQuery },
+      responses: {
+        200: { description: 'The live view', content: { 'application/json': { schema: LiveView } } },
+        401: problem('`unauthorized`: the embed session has expired or its token is not valid; the page shows that instead of the data'),
+      },
+    }),
+    async (c) => {
+      c.header('cache-control', 'no-store')
+      c.header('referrer-policy', 'no-referrer')
+      const fleet = await fleetOf(c.req.valid('query').token)
+      if (!fleet) throw new AppError('unauthorized', 'The embed session has expired or is not valid.')
+      return c.json(await deps.dashboards.liveView(fleet.id), 200)
     },
-  }), async (c) => {
-    c.header('cache-control', 'no-store')
-    c.header('referrer-policy', 'no-referrer')
-    const fleet = await fleetOf(c.req.valid('query').token)
-    if (!fleet) throw new AppError('unauthorized', 'The embed session has expired or is not valid.')
-    return c.json(await deps.dashboards.liveView(fleet.id), 200)
-  })
+  )
   return app
 }

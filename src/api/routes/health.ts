@@ -26,7 +26,9 @@ export function healthRoutes({ metrics, checks, deadlineMs = 800 }: Options) {
   const probe = (name: string, check: ReadinessCheck): Promise<void> => {
     let pending = running.get(name)
     if (pending === undefined) {
-      pending = Promise.resolve().then(check).finally(() => running.delete(name))
+      pending = Promise.resolve()
+        .then(check)
+        .finally(() => running.delete(name))
       running.set(name, pending)
     }
     return pending
@@ -36,7 +38,10 @@ export function healthRoutes({ metrics, checks, deadlineMs = 800 }: Options) {
     const deadline = new Promise<string>((resolve) => (timer = setTimeout(resolve, deadlineMs, 'timed_out')))
     try {
       return await Promise.race([
-        probe(name, check).then(() => 'ok', (err: unknown) => String((err as { state?: unknown } | null)?.state ?? 'unreachable')),
+        probe(name, check).then(
+          () => 'ok',
+          (err: unknown) => String((err as { state?: unknown } | null)?.state ?? 'unreachable'),
+        ),
         deadline,
       ])
     } finally {

@@ -19,12 +19,18 @@ const oauthError = (c: Context, status: 400 | 401, error: string, description: s
 }
 
 const OAuthErrorBody = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
-const form = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true } })
+const form = <T extends z.ZodType>(schema: T) => ({
+  body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true },
+})
 const clientAuthFields = {
-  client_id: z.string().optional().describe('client_secret_post only (or, with client_secret_basic, the same id as the Authorization header)'),
+  client_id: z
+    .string()
+    .optional()
+    .describe('client_secret_post only (or, with client_secret_basic, the same id as the Authorization header)'),
   client_secret: z.string().optional().describe('client_secret_post only; never together with an Authorization header (RFC 6749 §2.3)'),
 }
-const badForm = (result: { success: boolean }, c: Context) => (result.success ? undefined : oauthError(c, 400, 'invalid_request', 'The form parameters are invalid.'))
+const badForm = (result: { success: boolean }, c: Context) =>
+  result.success ? undefined : oauthError(c, 400, 'invalid_request', 'The form parameters are invalid.')
 
 type ClientAuthFields = { client_id?: string | undefined; client_secret?: string | undefined }
 type Presented = { method: 'client_secret_basic' | 'client_secret_post'; clientId: string; secret: string }
@@ -57,7 +63,8 @@ function presentedCredentials(c: Context, body: ClientAuthFields): Presented | '
  */
 async function authenticateClient(c: Context, clients: ClientRegistry, body: ClientAuthFields): Promise<ClientRecord | Response> {
   const presented = presentedCredentials(c, body)
-  if (presented === 'several') return oauthError(c, 400, 'invalid_request', 'Authenticate the client one way only: HTTP Basic or client_secret in the form, not both.')
+  if (presented === 'several')
+    return oauthError(c, 400, 'invalid_request', 'Authenticate the client one way only: HTTP Basic or client_secret in the form, not both.')
   if (presented === 'none') return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
   const client = await clients.authenticate(presented.clientId, presented.secret)
   if (!client) return oauthError(c, 401, 'invalid_client', 'Client authentication failed.')
@@ -69,7 +76,11 @@ async function authenticateClient(c: Context, clients: ClientRegistry, body: Cli
 }
 
 /** RFC 6749 §2.1 / RFC 7591 `none`: a public client names itself and proves nothing; PKCE binds its code instead. */
-async function identifyPublicClient(clients: ClientRegistry, body: { client_id?: string | undefined; client_secret?: string | undefined }, authorization: string | undefined): Promise<ClientRecord | null> {
+async function identifyPublicClient(
+  clients: ClientRegistry,
+  body: { client_id?: string | undefined; client_secret?: string | undefined },
+  authorization: string | undefined,
+): Promise<ClientRecord | null> {
   if (!body.client_id || body.client_secret || authorization) return null
   const client = await clients.find(body.client_id)
   return client?.token_endpoint_auth_method === 'none' ? client : null
@@ -94,106 +105,192 @@ const requireForm: MiddlewareHandler = async function requireForm(c, next) {
   await next()
 }
 
-export function oauthRoutes({ clients, tokens, keys, people, clock }: { clients: ClientRegistry; tokens: TokenService; keys: KeyRing; people: People; clock: Clock }) {
+export function oauthRoutes({
+  clients,
+  tokens,
+  keys,
+  people,
+  clock,
+}: {
+  clients: ClientRegistry
+  tokens: TokenService
+  keys: KeyRing
+  people: People
+  clock: Clock
+}) {
   const app = new OpenAPIHono<AppEnv>()
   const issuer = tokens.issuer
   app.use('/oauth/*', requireForm)
 
-  app.openapi(publicRoute({
-    method: 'get', path: '/.well-known/oauth-authorization-server', operationId: 'getAuthorizationServerMetadata', tags: ['OAuth'], summary: 'RFC 8414 authorization server metadata',
-    responses: { 200: json(z.record(z.string(), z.unknown()), 'Metadata') },
-  }), (c) => c.json({
-    issuer,
-    token_endpoint: `${issuer}/oauth/token`,
-    jwks_uri: `${issuer}/.well-known/jwks.json`,
-    authorization_endpoint: `${issuer}/oauth/authorize`,
-    revocation_endpoint: `${issuer}/oauth/revoke`,
-    introspection_endpoint: `${issuer}/oauth/introspect`,
-    registration_endpoint: `${issuer}/v1/oauth/clients`,
-    // Ends the browser session of the sign-in pages (the name OpenID Connect RP-Initiated Logout uses).
-    end_session_endpoint: `${issuer}/oauth/logout`,
-    grant_types_supported: [...grants.keys()],
-    token_endpoint_auth_methods_supported: tokenEndpointAuthMethods,
-    code_challenge_methods_supported: ['S256'], // RFC 7636: `plain` is refused
-    authorization_response_iss_parameter_supported: true, // RFC 9207
-    response_modes_supported: ['query'],
-    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
-    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
-    scopes_supported: allScopes,
-    response_types_supported: ['code'],
-    access_token_signing_alg_values_supported: ['ES256'],
-    service_documentation: `${issuer}/docs`,
-  }, 200))
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/.well-known/oauth-authorization-server',
+      operationId: 'getAuthorizationServerMetadata',
+      tags: ['OAuth'],
+      summary: 'RFC 8414 authorization server metadata',
+      responses: { 200: json(z.record(z.string(), z.unknown()), 'Metadata') },
+    }),
+    (c) =>
+      c.json(
+        {
+          issuer,
+          token_endpoint: `${issuer}/oauth/token`,
+          jwks_uri: `${issuer}/.well-known/jwks.json`,
+          authorization_endpoint: `${issuer}/oauth/authorize`,
+          revocation_endpoint: `${issuer}/oauth/revoke`,
+          introspection_endpoint: `${issuer}/oauth/introspect`,
+          registration_endpoint: `${issuer}/v1/oauth/clients`,
+          // Ends the browser session of the sign-in pages (the name OpenID Connect RP-Initiated Logout uses).
+          end_session_endpoint: `${issuer}/oauth/logout`,
+          grant_types_supported: [...grants.keys()],
+          token_endpoint_auth_methods_supported: tokenEndpointAuthMethods,
+          code_challenge_methods_supported: ['S256'], // RFC 7636: `plain` is refused
+          authorization_response_iss_parameter_supported: true, // RFC 9207
+          response_modes_supported: ['query'],
+          revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+          introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+          scopes_supported: allScopes,
+          response_types_supported: ['code'],
+          access_token_signing_alg_values_supported: ['ES256'],
+          service_documentation: `${issuer}/docs`,
+        },
+        200,
+      ),
+  )
 
-  app.openapi(publicRoute({
-    method: 'get', path: '/.well-known/jwks.json', operationId: 'getJwks', tags: ['OAuth'], summary: 'RFC 7517 public signing keys',
-    responses: { 200: json(z.object({ keys: z.array(z.record(z.string(), z.unknown())) }), 'JWKS') },
-  }), async (c) => {
-    c.header('Cache-Control', 'public, max-age=300')
-    return c.json(await keys.jwks(), 200)
-  })
-
-  app.openapi(publicRoute({
-    method: 'post', path: '/oauth/token', operationId: 'requestToken', tags: ['OAuth'], summary: 'Get tokens: client_credentials, authorization_code (PKCE S256) or refresh_token',
-    description: 'Confidential clients authenticate with client_secret_basic or client_secret_post; a public client (token_endpoint_auth_method none) sends only client_id and may use authorization_code and refresh_token. Refresh tokens rotate on every use.',
-    request: form(z.object({
-      grant_type: z.string(), scope: z.string().optional(),
-      code: z.string().optional().describe('authorization_code'), redirect_uri: z.string().optional().describe('authorization_code: the one the code was issued for'),
-      code_verifier: z.string().optional().describe('authorization_code: the PKCE verifier (RFC 7636)'),
-      refresh_token: z.string().optional().describe('refresh_token'),
-      ...clientAuthFields,
-    })),
-    responses: {
-      200: json(z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string(), refresh_token: z.string().optional().describe('User grants, when the client may refresh') }), 'RFC 6749 §5.1 token'),
-      400: json(OAuthErrorBody, 'RFC 6749 §5.2 error'), 401: json(OAuthErrorBody, 'Client authentication failed'),
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/.well-known/jwks.json',
+      operationId: 'getJwks',
+      tags: ['OAuth'],
+      summary: 'RFC 7517 public signing keys',
+      responses: { 200: json(z.object({ keys: z.array(z.record(z.string(), z.unknown())) }), 'JWKS') },
+    }),
+    async (c) => {
+      c.header('Cache-Control', 'public, max-age=300')
+      return c.json(await keys.jwks(), 200)
     },
-  }), async (c) => {
-    const body = c.req.valid('form')
-    // A public client names itself and proves nothing (PKCE binds its code); any other authenticates one way only.
-    const publicClient = await identifyPublicClient(clients, body, c.req.header('authorization'))
-    const client = publicClient ?? (await authenticateClient(c, clients, body))
-    if (client instanceof Response) return client
-    const grant = grants.get(body.grant_type)
-    if (!grant) return oauthError(c, 400, 'unsupported_grant_type', `Supported grant types: ${[...grants.keys()].join(', ')}.`)
-    try {
-      return c.json(await grant.handler({ client, params: body, requestId: c.get('requestId'), tokens, people, clock }), 200)
-    } catch (error) {
-      if (error instanceof OAuthError) return oauthError(c, error.status, error.error, error.message)
-      throw error
-    }
-  }, badForm)
+  )
 
-  app.openapi(publicRoute({
-    method: 'post', path: '/oauth/revoke', operationId: 'revokeToken', tags: ['OAuth'], summary: 'RFC 7009 token revocation',
-    request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
-    responses: { 200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' }, 401: json(OAuthErrorBody, 'Client authentication failed') },
-  }), async (c) => {
-    const body = c.req.valid('form')
-    const client = await authenticateClient(c, clients, body)
-    if (client instanceof Response) return client
-    const principal = await tokens.inspect(body.token)
-    // RFC 7009 §2.1: a client revokes only its own tokens; anything else is answered 200 silently.
-    if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
-    return c.body(null, 200)
-  }, badForm)
+  app.openapi(
+    publicRoute({
+      method: 'post',
+      path: '/oauth/token',
+      operationId: 'requestToken',
+      tags: ['OAuth'],
+      summary: 'Get tokens: client_credentials, authorization_code (PKCE S256) or refresh_token',
+      description:
+        'Confidential clients authenticate with client_secret_basic or client_secret_post; a public client (token_endpoint_auth_method none) sends only client_id and may use authorization_code and refresh_token. Refresh tokens rotate on every use.',
+      request: form(
+        z.object({
+          grant_type: z.string(),
+          scope: z.string().optional(),
+          code: z.string().optional().describe('authorization_code'),
+          redirect_uri: z.string().optional().describe('authorization_code: the one the code was issued for'),
+          code_verifier: z.string().optional().describe('authorization_code: the PKCE verifier (RFC 7636)'),
+          refresh_token: z.string().optional().describe('refresh_token'),
+          ...clientAuthFields,
+        }),
+      ),
+      responses: {
+        200: json(
+          z.object({
+            access_token: z.string(),
+            token_type: z.literal('Bearer'),
+            expires_in: z.number(),
+            scope: z.string(),
+            refresh_token: z.string().optional().describe('User grants, when the client may refresh'),
+          }),
+          'RFC 6749 §5.1 token',
+        ),
+        400: json(OAuthErrorBody, 'RFC 6749 §5.2 error'),
+        401: json(OAuthErrorBody, 'Client authentication failed'),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('form')
+      // A public client names itself and proves nothing (PKCE binds its code); any other authenticates one way only.
+      const publicClient = await identifyPublicClient(clients, body, c.req.header('authorization'))
+      const client = publicClient ?? (await authenticateClient(c, clients, body))
+      if (client instanceof Response) return client
+      const grant = grants.get(body.grant_type)
+      if (!grant) return oauthError(c, 400, 'unsupported_grant_type', `Supported grant types: ${[...grants.keys()].join(', ')}.`)
+      try {
+        return c.json(await grant.handler({ client, params: body, requestId: c.get('requestId'), tokens, people, clock }), 200)
+      } catch (error) {
+        if (error instanceof OAuthError) return oauthError(c, error.status, error.error, error.message)
+        throw error
+      }
+    },
+    badForm,
+  )
 
-  app.openapi(publicRoute({
-    method: 'post', path: '/oauth/introspect', operationId: 'introspectToken', tags: ['OAuth'], summary: 'RFC 7662 token introspection',
-    request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
-    responses: { 200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'), 401: json(OAuthErrorBody, 'Client authentication failed') },
-  }), async (c) => {
-    const body = c.req.valid('form')
-    const client = await authenticateClient(c, clients, body)
-    if (client instanceof Response) return client
-    const principal = await tokens.inspect(body.token)
-    const unrestricted = !client.pharmacy_id && !client.fleet_id && client.scope.split(' ').includes('clients:write')
-    // A client may introspect its own tokens; an unrestricted administrator, anyone's.
-    if (!principal || (principal.clientId !== client.client_id && !unrestricted)) return c.json({ active: false }, 200)
-    return c.json({
-      active: true, scope: [...principal.scopes].join(' '), client_id: principal.clientId, sub: principal.sub, token_type: 'Bearer',
-      exp: principal.exp, iss: issuer, aud: tokens.audience, jti: principal.jti,
-      ...(principal.pharmacyId ? { pharmacy_id: principal.pharmacyId } : {}), ...(principal.fleetId ? { fleet_id: principal.fleetId } : {}),
-    }, 200)
-  }, badForm)
+  app.openapi(
+    publicRoute({
+      method: 'post',
+      path: '/oauth/revoke',
+      operationId: 'revokeToken',
+      tags: ['OAuth'],
+      summary: 'RFC 7009 token revocation',
+      request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
+      responses: {
+        200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' },
+        401: json(OAuthErrorBody, 'Client authentication failed'),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('form')
+      const client = await authenticateClient(c, clients, body)
+      if (client instanceof Response) return client
+      const principal = await tokens.inspect(body.token)
+      // RFC 7009 §2.1: a client revokes only its own tokens; anything else is answered 200 silently.
+      if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
+      return c.body(null, 200)
+    },
+    badForm,
+  )
+
+  app.openapi(
+    publicRoute({
+      method: 'post',
+      path: '/oauth/introspect',
+      operationId: 'introspectToken',
+      tags: ['OAuth'],
+      summary: 'RFC 7662 token introspection',
+      request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
+      responses: {
+        200: json(z.record(z.string(), z.unknown()), '`active` and, when active, the claims'),
+        401: json(OAuthErrorBody, 'Client authentication failed'),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('form')
+      const client = await authenticateClient(c, clients, body)
+      if (client instanceof Response) return client
+      const principal = await tokens.inspect(body.token)
+      const unrestricted = !client.pharmacy_id && !client.fleet_id && client.scope.split(' ').includes('clients:write')
+      // A client may introspect its own tokens; an unrestricted administrator, anyone's.
+      if (!principal || (principal.clientId !== client.client_id && !unrestricted)) return c.json({ active: false }, 200)
+      return c.json(
+        {
+          active: true,
+          scope: [...principal.scopes].join(' '),
+          client_id: principal.clientId,
+          sub: principal.sub,
+          token_type: 'Bearer',
+          exp: principal.exp,
+          iss: issuer,
+          aud: tokens.audience,
+          jti: principal.jti,
+          ...(principal.pharmacyId ? { pharmacy_id: principal.pharmacyId } : {}),
+          ...(principal.fleetId ? { fleet_id: principal.fleetId } : {}),
+        },
+        200,
+      )
+    },
+    badForm,
+  )
   return app
 }

@@ -4,10 +4,16 @@ import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
-const Address = z.strictObject({
-  line1: z.string().min(1).max(200), line2: z.string().max(200).optional(), city: z.string().min(1).max(100),
-  region: z.string().min(1).max(100), postal_code: z.string().min(1).max(20), country: z.string().length(2).describe('ISO 3166-1 alpha-2'),
-}).openapi('Address')
+const Address = z
+  .strictObject({
+    line1: z.string().min(1).max(200),
+    line2: z.string().max(200).optional(),
+    city: z.string().min(1).max(100),
+    region: z.string().min(1).max(100),
+    postal_code: z.string().min(1).max(20),
+    country: z.string().length(2).describe('ISO 3166-1 alpha-2'),
+  })
+  .openapi('Address')
 
 const Location = z.strictObject({ lat: z.number().min(-90).max(90), lng: z.number().min(-180).max(180) }).openapi('Location')
 
@@ -20,39 +26,89 @@ const isTimeZone = (tz: string) => {
   }
 }
 
-const NewPharmacy = z.strictObject({
-  name: z.string().min(1).max(200),
-  ncpdp_id: z.string().regex(/^\d{7}$/, 'must be 7 digits').optional(),
-  npi: z.string().regex(/^\d{10}$/, 'must be 10 digits').optional(),
-  address: Address,
-  timezone: z.string().refine(isTimeZone, 'must be an IANA time zone such as America/New_York'),
-  location: Location.optional(),
-  writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
-}).openapi('NewPharmacy')
+const NewPharmacy = z
+  .strictObject({
+    name: z.string().min(1).max(200),
+    ncpdp_id: z
+      .string()
+      .regex(/^\d{7}$/, 'must be 7 digits')
+      .optional(),
+    npi: z
+      .string()
+      .regex(/^\d{10}$/, 'must be 10 digits')
+      .optional(),
+    address: Address,
+    timezone: z.string().refine(isTimeZone, 'must be an IANA time zone such as America/New_York'),
+    location: Location.optional(),
+    writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
+  })
+  .openapi('NewPharmacy')
 
 // A plain object over the request's fields: the strict NewPharmacy would forbid the answer's own members.
-const Pharmacy = z.object({
-  ...NewPharmacy.shape,
-  id: z.string(), ncpdp_id: z.string().nullable(), npi: z.string().nullable(), location: Location.nullable(),
-  writeback: z.object({ url: z.string(), secret: z.string().nullable().optional().describe('whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted') }).nullable(), created_at: z.string(),
-}).openapi('Pharmacy')
+const Pharmacy = z
+  .object({
+    ...NewPharmacy.shape,
+    id: z.string(),
+    ncpdp_id: z.string().nullable(),
+    npi: z.string().nullable(),
+    location: Location.nullable(),
+    writeback: z
+      .object({
+        url: z.string(),
+        secret: z
+          .string()
+          .nullable()
+          .optional()
+          .describe(
+            'whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted',
+          ),
+      })
+      .nullable(),
+    created_at: z.string(),
+  })
+  .openapi('Pharmacy')
 
 export function pharmacyRoutes(pharmacies: PharmacyService) {
   const app = new OpenAPIHono<AppEnv>()
-  app.openapi(v1Route('pharmacies:write', {
-    method: 'post', path: '/v1/pharmacies', operationId: 'createPharmacy', tags: ['Pharmacies'], summary: 'Register a pharmacy',
-    request: jsonBody(NewPharmacy), responses: { 201: json(Pharmacy, 'The pharmacy') },
-  }), async (c) => c.json(await pharmacies.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/writeback/secret'])), 201))
+  app.openapi(
+    v1Route('pharmacies:write', {
+      method: 'post',
+      path: '/v1/pharmacies',
+      operationId: 'createPharmacy',
+      tags: ['Pharmacies'],
+      summary: 'Register a pharmacy',
+      request: jsonBody(NewPharmacy),
+      responses: { 201: json(Pharmacy, 'The pharmacy') },
+    }),
+    async (c) =>
+      c.json(await pharmacies.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201, ['/writeback/secret'])), 201),
+  )
 
-  app.openapi(v1Route('pharmacies:read', {
-    method: 'get', path: '/v1/pharmacies/{id}', operationId: 'getPharmacy', tags: ['Pharmacies'], summary: 'Read a pharmacy',
-    request: { params: idParam('ph') }, responses: { 200: json(Pharmacy, 'The pharmacy') },
-  }), async (c) => c.json(await pharmacies.get(c.get('principal'), c.req.valid('param').id), 200))
+  app.openapi(
+    v1Route('pharmacies:read', {
+      method: 'get',
+      path: '/v1/pharmacies/{id}',
+      operationId: 'getPharmacy',
+      tags: ['Pharmacies'],
+      summary: 'Read a pharmacy',
+      request: { params: idParam('ph') },
+      responses: { 200: json(Pharmacy, 'The pharmacy') },
+    }),
+    async (c) => c.json(await pharmacies.get(c.get('principal'), c.req.valid('param').id), 200),
+  )
 
-  app.openapi(v1Route('pharmacies:read', {
-    method: 'get', path: '/v1/pharmacies', operationId: 'listPharmacies', tags: ['Pharmacies'], summary: 'List pharmacies',
-    request: { query: pageQuery }, responses: { 200: json(pageOf(Pharmacy), 'A page of pharmacies') },
-  }), async (c) => c.json(await pharmacies.list(c.get('principal'), c.req.valid('query')), 200))
+  app.openapi(
+    v1Route('pharmacies:read', {
+      method: 'get',
+      path: '/v1/pharmacies',
+      operationId: 'listPharmacies',
+      tags: ['Pharmacies'],
+      summary: 'List pharmacies',
+      request: { query: pageQuery },
+      responses: { 200: json(pageOf(Pharmacy), 'A page of pharmacies') },
+    }),
+    async (c) => c.json(await pharmacies.list(c.get('principal'), c.req.valid('query')), 200),
+  )
   return app
 }
 

@@ -7,49 +7,104 @@ import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from 
 
 const ProfileName = z.enum(['refrigerated', 'frozen', 'controlled_room'])
 
-const NewPrescription = z.strictObject({
-  patient_id: z.string().min(1).max(128).describe('Opaque patient identifier; never sent in webhooks'),
-  cold_chain: z.boolean(),
-  pharmacy_id: z.string().optional().describe("Defaults to the token's pharmacy"),
-  temperature_profile: z.union([ProfileName, customProfileSchema]).optional().describe('Built-in name or custom thresholds; cold chain without one → refrigerated'),
-  deliver_by: z.iso.datetime({ offset: false }).optional().describe('RFC 3339 UTC; becomes the ETA'),
-  delivery_address: z.record(z.string(), z.unknown()).optional(),
-  items: z.array(z.strictObject({
-    description: z.string().min(1).max(500), ndc: z.string().regex(/^\d{4,5}-?\d{3,4}-?\d{1,2}$/, 'must be an NDC such as 0002-8215-01').optional(),
-    quantity: z.number().int().positive(),
-  })).max(100).optional(),
-  external_ref: z.string().max(255).optional(),
-  metadata: z.record(z.string().max(40), z.string().max(500)).refine((m) => Object.keys(m).length <= 20, 'at most 20 keys').optional(),
-}).openapi('NewPrescription')
+const NewPrescription = z
+  .strictObject({
+    patient_id: z.string().min(1).max(128).describe('Opaque patient identifier; never sent in webhooks'),
+    cold_chain: z.boolean(),
+    pharmacy_id: z.string().optional().describe("Defaults to the token's pharmacy"),
+    temperature_profile: z
+      .union([ProfileName, customProfileSchema])
+      .optional()
+      .describe('Built-in name or custom thresholds; cold chain without one → refrigerated'),
+    deliver_by: z.iso.datetime({ offset: false }).optional().describe('RFC 3339 UTC; becomes the ETA'),
+    delivery_address: z.record(z.string(), z.unknown()).optional(),
+    items: z
+      .array(
+        z.strictObject({
+          description: z.string().min(1).max(500),
+          ndc: z
+            .string()
+            .regex(/^\d{4,5}-?\d{3,4}-?\d{1,2}$/, 'must be an NDC such as 0002-8215-01')
+            .optional(),
+          quantity: z.number().int().positive(),
+        }),
+      )
+      .max(100)
+      .optional(),
+    external_ref: z.string().max(255).optional(),
+    metadata: z
+      .record(z.string().max(40), z.string().max(500))
+      .refine((m) => Object.keys(m).length <= 20, 'at most 20 keys')
+      .optional(),
+  })
+  .openapi('NewPrescription')
 
-const Prescription = z.object({
-  rx_id: z.string(), status: z.string(), eta: z.string(), audit_hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
-  delivery_id: z.string(), pharmacy_id: z.string(), patient_id: z.string(), cold_chain: z.boolean(),
-  temperature_profile: z.record(z.string(), z.unknown()).nullable(), deliver_by: z.string().nullable(),
-  delivery_address: z.record(z.string(), z.unknown()).nullable(), items: z.array(z.record(z.string(), z.unknown())),
-  external_ref: z.string().nullable(), metadata: z.record(z.string(), z.string()), created_at: z.string(),
-}).openapi('Prescription')
+const Prescription = z
+  .object({
+    rx_id: z.string(),
+    status: z.string(),
+    eta: z.string(),
+    audit_hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+    delivery_id: z.string(),
+    pharmacy_id: z.string(),
+    patient_id: z.string(),
+    cold_chain: z.boolean(),
+    temperature_profile: z.record(z.string(), z.unknown()).nullable(),
+    deliver_by: z.string().nullable(),
+    delivery_address: z.record(z.string(), z.unknown()).nullable(),
+    items: z.array(z.record(z.string(), z.unknown())),
+    external_ref: z.string().nullable(),
+    metadata: z.record(z.string(), z.string()),
+    created_at: z.string(),
+  })
+  .openapi('Prescription')
 
 export function prescriptionRoutes(prescriptions: PrescriptionService) {
   const app = new OpenAPIHono<AppEnv>()
-  app.openapi(v1Route('prescriptions:write', {
-    method: 'post', path: '/v1/prescriptions', operationId: 'createPrescription', tags: ['Prescriptions'], summary: 'Queue a delivery for a prescription',
-    description: 'Requires `Idempotency-Key`. A replay returns the stored response with `Idempotent-Replayed: true`.',
-    request: { ...jsonBody(NewPrescription), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
-    responses: { 201: json(Prescription, 'Queued'), 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') },
-  }), async (c) => {
-    const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201))
-    return c.json(created, 201)
-  })
+  app.openapi(
+    v1Route('prescriptions:write', {
+      method: 'post',
+      path: '/v1/prescriptions',
+      operationId: 'createPrescription',
+      tags: ['Prescriptions'],
+      summary: 'Queue a delivery for a prescription',
+      description: 'Requires `Idempotency-Key`. A replay returns the stored response with `Idempotent-Replayed: true`.',
+      request: { ...jsonBody(NewPrescription), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
+      responses: {
+        201: json(Prescription, 'Queued'),
+        409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running'),
+      },
+    }),
+    async (c) => {
+      const created = await prescriptions.create(c.get('principal'), c.req.valid('json'), answerInTransaction(c, 201))
+      return c.json(created, 201)
+    },
+  )
 
-  app.openapi(v1Route('prescriptions:read', {
-    method: 'get', path: '/v1/prescriptions/{id}', operationId: 'getPrescription', tags: ['Prescriptions'], summary: 'Read a prescription',
-    request: { params: idParam('rx') }, responses: { 200: json(Prescription, 'The prescription') },
-  }), async (c) => c.json(await prescriptions.get(c.get('principal'), c.req.valid('param').id), 200))
+  app.openapi(
+    v1Route('prescriptions:read', {
+      method: 'get',
+      path: '/v1/prescriptions/{id}',
+      operationId: 'getPrescription',
+      tags: ['Prescriptions'],
+      summary: 'Read a prescription',
+      request: { params: idParam('rx') },
+      responses: { 200: json(Prescription, 'The prescription') },
+    }),
+    async (c) => c.json(await prescriptions.get(c.get('principal'), c.req.valid('param').id), 200),
+  )
 
-  app.openapi(v1Route('prescriptions:read', {
-    method: 'get', path: '/v1/prescriptions', operationId: 'listPrescriptions', tags: ['Prescriptions'], summary: 'List prescriptions',
-    request: { query: pageQuery }, responses: { 200: json(pageOf(Prescription), 'A page of prescriptions') },
-  }), async (c) => c.json(await prescriptions.list(c.get('principal'), c.req.valid('query')), 200))
+  app.openapi(
+    v1Route('prescriptions:read', {
+      method: 'get',
+      path: '/v1/prescriptions',
+      operationId: 'listPrescriptions',
+      tags: ['Prescriptions'],
+      summary: 'List prescriptions',
+      request: { query: pageQuery },
+      responses: { 200: json(pageOf(Prescription), 'A page of prescriptions') },
+    }),
+    async (c) => c.json(await prescriptions.list(c.get('principal'), c.req.valid('query')), 200),
+  )
   return app
 }

@@ -17,14 +17,21 @@ export const authorizationCode: Grant = {
   parameters: ['code', 'redirect_uri', 'code_verifier'],
   async handler(ctx) {
     const { client, params, people, clock, tokens } = ctx
-    if (!client.grant_types.includes('authorization_code')) throw new OAuthError('unauthorized_client', 'This client may not use authorization_code.')
+    if (!client.grant_types.includes('authorization_code'))
+      throw new OAuthError('unauthorized_client', 'This client may not use authorization_code.')
     if (!params.code) throw new OAuthError('invalid_request', 'Send the code.')
     if (!params.code_verifier) throw new OAuthError('invalid_request', 'Send the code_verifier (PKCE, RFC 7636).')
     const familyId = people.refreshTokens.newFamilyId()
     const jti = randomUUID()
-    const redemption = await people.codes.redeem(params.code, { clientId: client.client_id, redirectUri: params.redirect_uri, verifier: params.code_verifier }, {
-      familyId, accessJti: jti, accessExpiresAt: iso(clock.now() + LONGEST_ACCESS_TTL_MS),
-    })
+    const redemption = await people.codes.redeem(
+      params.code,
+      { clientId: client.client_id, redirectUri: params.redirect_uri, verifier: params.code_verifier },
+      {
+        familyId,
+        accessJti: jti,
+        accessExpiresAt: iso(clock.now() + LONGEST_ACCESS_TTL_MS),
+      },
+    )
     if (!redemption.ok) {
       if (redemption.reason === 'reused') {
         const { issued } = redemption
@@ -33,15 +40,29 @@ export const authorizationCode: Grant = {
         await people.consents.forget(redemption.userId, redemption.clientId) // ask the person again before this app gets more
         throw new OAuthError('invalid_grant', 'The code was already used; what it issued is revoked.')
       }
-      throw new OAuthError('invalid_grant', 'The code is invalid, expired, or was issued for another client, redirect URI or code_verifier.')
+      throw new OAuthError(
+        'invalid_grant',
+        'The code is invalid, expired, or was issued for another client, redirect URI or code_verifier.',
+      )
     }
     const { code } = redemption
     const user = await people.users.find(code.user_id)
     if (!user || user.disabled) throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
     const scopes = code.scope.split(' ').filter(Boolean)
-    const answer = await issueForUser(ctx, user, scopes, {
-      familyId, clientId: client.client_id, userId: user.id, sessionHash: code.session_hash, scope: code.scope, familyCreatedAt: iso(clock.now()),
-    }, jti)
+    const answer = await issueForUser(
+      ctx,
+      user,
+      scopes,
+      {
+        familyId,
+        clientId: client.client_id,
+        userId: user.id,
+        sessionHash: code.session_hash,
+        scope: code.scope,
+        familyCreatedAt: iso(clock.now()),
+      },
+      jti,
+    )
     return answer! // a new family's first token is always stored
   },
 }

@@ -28,7 +28,9 @@ export const refreshToken: Grant = {
     }
     const scopes = userScopes(params.scope ?? grant.scope, client, user.role).filter((s) => original.includes(s))
     // Spending the presented token and storing the next one are one transaction.
-    const answer = await issueForUser(ctx, user, scopes, grant, undefined, (next, access) => people.refreshTokens.rotate(tokenHash, next, access))
+    const answer = await issueForUser(ctx, user, scopes, grant, undefined, (next, access) =>
+      people.refreshTokens.rotate(tokenHash, next, access),
+    )
     if (answer) return answer
     // Another request spent it first: presenting it again is a replay, which revokes the family.
     const again = await people.refreshTokens.present(params.refresh_token, client.client_id, requestId)
@@ -37,7 +39,10 @@ export const refreshToken: Grant = {
 }
 
 function refused(reason: 'unknown' | 'expired' | 'revoked' | 'reused' | 'wrong_client'): OAuthError {
-  return new OAuthError('invalid_grant', reason === 'reused'
-    ? 'The refresh token was already used; every token of its family is revoked.'
-    : 'The refresh token is invalid, expired or revoked.')
+  return new OAuthError(
+    'invalid_grant',
+    reason === 'reused'
+      ? 'The refresh token was already used; every token of its family is revoked.'
+      : 'The refresh token is invalid, expired or revoked.',
+  )
 }

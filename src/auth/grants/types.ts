@@ -6,7 +6,14 @@ import type { AccessTokenResponse, TokenService } from '../tokens.js'
 /** The token request's form parameters (RFC 6749 §4.1.3, §4.4.2, §6). */
 export type TokenParams = Partial<Record<'grant_type' | 'scope' | 'code' | 'redirect_uri' | 'code_verifier' | 'refresh_token', string>>
 
-export type GrantContext = { client: ClientRecord; params: TokenParams; requestId: string; tokens: TokenService; people: People; clock: Clock }
+export type GrantContext = {
+  client: ClientRecord
+  params: TokenParams
+  requestId: string
+  tokens: TokenService
+  people: People
+  clock: Clock
+}
 
 export type TokenAnswer = AccessTokenResponse & { refresh_token?: string }
 

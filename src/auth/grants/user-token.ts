@@ -24,8 +24,22 @@ export type StoreRefresh = (grant: RefreshGrant, access: { jti: string; expiresA
  * transaction for a rotation) never waits on the signature; it is handed out only once stored.
  * Null when `store` refused.
  */
-export async function issueForUser(ctx: GrantContext, user: User, scopes: string[], grant: RefreshGrant, jti: string = randomUUID(), store?: StoreRefresh): Promise<TokenAnswer | null> {
-  const access = await ctx.tokens.issue({ clientId: ctx.client.client_id, sub: user.id, scopes, pharmacyId: user.pharmacy_id, fleetId: user.fleet_id, jti })
+export async function issueForUser(
+  ctx: GrantContext,
+  user: User,
+  scopes: string[],
+  grant: RefreshGrant,
+  jti: string = randomUUID(),
+  store?: StoreRefresh,
+): Promise<TokenAnswer | null> {
+  const access = await ctx.tokens.issue({
+    clientId: ctx.client.client_id,
+    sub: user.id,
+    scopes,
+    pharmacyId: user.pharmacy_id,
+    fleetId: user.fleet_id,
+    jti,
+  })
   // The family row exists even for a client that may not refresh: it is how this access token is found to revoke.
   const next = { ...grant, scope: scopes.join(' ') }
   const accessRecord = { jti, expiresAtMs: ctx.clock.now() + access.expires_in * 1_000 }

@@ -3,11 +3,29 @@ import { scopeWords } from '../roles.js'
 import { escapeHtml, hiddenFields, page } from './layout.js'
 
 /** The consent page of a client not marked first-party: what it could do, in plain words. */
-export function consentPage(c: Context, { appName, userName, scopes, params, csrf, returnTo }: {
-  appName: string; userName: string; scopes: string[]; params: Record<string, string | undefined>; csrf: string; returnTo: string
-}): Response {
+export function consentPage(
+  c: Context,
+  {
+    appName,
+    userName,
+    scopes,
+    params,
+    csrf,
+    returnTo,
+  }: {
+    appName: string
+    userName: string
+    scopes: string[]
+    params: Record<string, string | undefined>
+    csrf: string
+    returnTo: string
+  },
+): Response {
   const items = scopes.map((s) => `<li>${escapeHtml(scopeWords[s] ?? s)}</li>`).join('\n')
-  return page(c, 'Allow access?', `<h1>Allow ${escapeHtml(appName)}?</h1>
+  return page(
+    c,
+    'Allow access?',
+    `<h1>Allow ${escapeHtml(appName)}?</h1>
 <p>Signed in as <strong>${escapeHtml(userName)}</strong>. <strong>${escapeHtml(appName)}</strong> would be able to:</p>
 <ul>
 ${items || '<li>Nothing beyond knowing who you are</li>'}
@@ -16,5 +34,8 @@ ${items || '<li>Nothing beyond knowing who you are</li>'}
 ${hiddenFields({ ...params, csrf_token: csrf, step: 'consent' })}
 <button type="submit" name="decision" value="allow">Allow</button>
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
-</form>`, 200, [returnTo])
+</form>`,
+    200,
+    [returnTo],
+  )
 }

@@ -8,7 +8,10 @@ export function escapeHtml(text: string): string {
 
 /** Hidden form fields carrying values from one page to the next. */
 export const hiddenFields = (fields: Record<string, string | undefined>) =>
-  Object.entries(fields).filter(([, v]) => v !== undefined).map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v!)}">`).join('\n')
+  Object.entries(fields)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v!)}">`)
+    .join('\n')
 
 const STYLE = `body{font:16px/1.5 system-ui,sans-serif;background:#f4f6f8;color:#1d2733;margin:0}
 main{max-width:26rem;margin:8vh auto;background:#fff;padding:2rem;border-radius:.75rem;box-shadow:0 1px 4px #0002}
@@ -42,7 +45,13 @@ export function pageHeaders(c: Context, formTargets: string[] = []): void {
 }
 
 /** A whole HTML page around `body` (already escaped), with the page headers set. */
-export function page(c: Context, title: string, body: string, status: 200 | 400 | 401 | 403 | 404 | 429 = 200, formTargets: string[] = []): Response {
+export function page(
+  c: Context,
+  title: string,
+  body: string,
+  status: 200 | 400 | 401 | 403 | 404 | 429 = 200,
+  formTargets: string[] = [],
+): Response {
   pageHeaders(c, formTargets)
   const html = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

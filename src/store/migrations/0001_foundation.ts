@@ -4,7 +4,8 @@ import { autoIncrement } from './types.js'
 
 /** Identity, pharmacies, prescriptions, deliveries with their custody chain, outbox, audit, fleets, totes. */
 export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
-  await db.schema.createTable('signing_keys')
+  await db.schema
+    .createTable('signing_keys')
     .addColumn('kid', 'text', (c) => c.primaryKey())
     .addColumn('private_jwk', 'text', (c) => c.notNull())
     .addColumn('public_jwk', 'text', (c) => c.notNull())
@@ -12,7 +13,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('activates_at', 'text', (c) => c.notNull())
     .addColumn('retires_at', 'text')
     .execute()
-  await db.schema.createTable('oauth_clients')
+  await db.schema
+    .createTable('oauth_clients')
     .addColumn('client_id', 'text', (c) => c.primaryKey())
     .addColumn('client_name', 'text', (c) => c.notNull())
     .addColumn('secret_hash', 'text', (c) => c.notNull())
@@ -26,11 +28,13 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('fleet_id', 'text')
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('revoked_tokens')
+  await db.schema
+    .createTable('revoked_tokens')
     .addColumn('jti', 'text', (c) => c.primaryKey())
     .addColumn('expires_at', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('pharmacies')
+  await db.schema
+    .createTable('pharmacies')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('ncpdp_id', 'text')
@@ -41,7 +45,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('writeback', 'text')
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('prescriptions')
+  await db.schema
+    .createTable('prescriptions')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('pharmacy_id', 'text', (c) => c.notNull())
     .addColumn('patient_id', 'text', (c) => c.notNull())
@@ -59,7 +64,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute()
   await db.schema.createIndex('prescriptions_pharmacy').on('prescriptions').columns(['pharmacy_id', 'id']).execute()
-  await db.schema.createTable('deliveries')
+  await db.schema
+    .createTable('deliveries')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('rx_id', 'text', (c) => c.notNull())
     .addColumn('pharmacy_id', 'text', (c) => c.notNull())
@@ -82,9 +88,16 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   await db.schema.createIndex('deliveries_pharmacy').on('deliveries').columns(['pharmacy_id', 'id']).execute()
   await db.schema.createIndex('deliveries_tote').on('deliveries').columns(['tote_id', 'bound_from']).execute()
   // A tote travels with one open delivery at a time, whichever instance dispatches it.
-  await db.schema.createIndex('deliveries_open_tote').on('deliveries').column('tote_id').unique()
-    .where(sql.ref('bound_to'), 'is', null).where(sql.ref('tote_id'), 'is not', null).execute()
-  await db.schema.createTable('custody_events')
+  await db.schema
+    .createIndex('deliveries_open_tote')
+    .on('deliveries')
+    .column('tote_id')
+    .unique()
+    .where(sql.ref('bound_to'), 'is', null)
+    .where(sql.ref('tote_id'), 'is not', null)
+    .execute()
+  await db.schema
+    .createTable('custody_events')
     .addColumn('delivery_id', 'text', (c) => c.notNull())
     .addColumn('seq', 'integer', (c) => c.notNull())
     .addColumn('type', 'text', (c) => c.notNull())
@@ -100,7 +113,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     // One event per position: two concurrent appends cannot fork the chain.
     .addPrimaryKeyConstraint('custody_events_pk', ['delivery_id', 'seq'])
     .execute()
-  await db.schema.createTable('events')
+  await db.schema
+    .createTable('events')
     .addColumn('pos', autoIncrement(dialect), (c) => c.primaryKey())
     .addColumn('id', 'text', (c) => c.notNull().unique())
     .addColumn('type', 'text', (c) => c.notNull())
@@ -116,7 +130,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   // Rule events carry a deterministic key so a rebuilt rule state cannot emit one twice.
   await db.schema.createIndex('events_dedupe').on('events').columns(['delivery_id', 'dedupe_key']).unique().execute()
   await db.schema.createIndex('events_pharmacy').on('events').columns(['pharmacy_id', 'pos']).execute()
-  await db.schema.createTable('audit_events')
+  await db.schema
+    .createTable('audit_events')
     .addColumn('pos', autoIncrement(dialect), (c) => c.primaryKey())
     .addColumn('at', 'text', (c) => c.notNull())
     .addColumn('jti', 'text')
@@ -129,7 +144,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('prev_hash', 'text', (c) => c.notNull())
     .addColumn('hash', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('idempotency_keys')
+  await db.schema
+    .createTable('idempotency_keys')
     .addColumn('client_id', 'text', (c) => c.notNull())
     .addColumn('key', 'text', (c) => c.notNull())
     .addColumn('request_hash', 'text', (c) => c.notNull())
@@ -141,20 +157,23 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
     .addColumn('expires_at', 'text', (c) => c.notNull())
     .addPrimaryKeyConstraint('idempotency_keys_pk', ['client_id', 'key'])
     .execute()
-  await db.schema.createTable('fleets')
+  await db.schema
+    .createTable('fleets')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('branding', 'text', (c) => c.notNull())
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('drivers')
+  await db.schema
+    .createTable('drivers')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('fleet_id', 'text', (c) => c.notNull())
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('phone', 'text')
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute()
-  await db.schema.createTable('totes')
+  await db.schema
+    .createTable('totes')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('serial', 'text', (c) => c.notNull().unique())
     .addColumn('pharmacy_id', 'text')

@@ -6,7 +6,8 @@ import type { Kysely } from 'kysely'
  * Times the dispatcher compares are epoch milliseconds.
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.createTable('webhook_endpoints')
+  await db.schema
+    .createTable('webhook_endpoints')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('kind', 'text', (c) => c.notNull())
     .addColumn('url', 'text', (c) => c.notNull())
@@ -25,7 +26,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .execute()
   await db.schema.createIndex('webhook_endpoints_tenant').on('webhook_endpoints').columns(['enabled', 'pharmacy_id', 'fleet_id']).execute()
-  await db.schema.createTable('webhook_messages')
+  await db.schema
+    .createTable('webhook_messages')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('event_id', 'text', (c) => c.notNull())
     .addColumn('endpoint_id', 'text', (c) => c.notNull())
@@ -37,7 +39,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute()
   await db.schema.createIndex('webhook_messages_due').on('webhook_messages').columns(['state', 'next_attempt_at']).execute()
   await db.schema.createIndex('webhook_messages_event').on('webhook_messages').columns(['event_id']).execute()
-  await db.schema.createTable('webhook_attempts')
+  await db.schema
+    .createTable('webhook_attempts')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('message_id', 'text', (c) => c.notNull())
     .addColumn('endpoint_id', 'text', (c) => c.notNull())

@@ -9,9 +9,18 @@ import { sql, type Kysely } from 'kysely'
  */
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.dropIndex('events_dedupe').execute()
-  await db.schema.createIndex('events_dedupe').on('events').columns(['delivery_id', 'dedupe_key']).unique()
-    .where(sql.ref('dedupe_key'), 'is not', null).execute()
+  await db.schema
+    .createIndex('events_dedupe')
+    .on('events')
+    .columns(['delivery_id', 'dedupe_key'])
+    .unique()
+    .where(sql.ref('dedupe_key'), 'is not', null)
+    .execute()
   await db.schema.dropIndex('deliveries_tote').execute()
-  await db.schema.createIndex('deliveries_tote').on('deliveries').columns(['tote_id', 'bound_from'])
-    .where(sql.ref('tote_id'), 'is not', null).execute()
+  await db.schema
+    .createIndex('deliveries_tote')
+    .on('deliveries')
+    .columns(['tote_id', 'bound_from'])
+    .where(sql.ref('tote_id'), 'is not', null)
+    .execute()
 }

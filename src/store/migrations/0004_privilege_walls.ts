@@ -19,8 +19,11 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
 
 /** SQLite cannot drop a column's UNIQUE: copy into a table without it, keeping any other index. */
 async function rebuildSqliteTotesWithoutSerialUnique(db: Kysely<any>): Promise<void> {
-  const { rows: indexes } = await sql<{ sql: string }>`select sql from sqlite_master where type = 'index' and tbl_name = 'totes' and sql is not null`.execute(db)
-  await db.schema.createTable('totes_rebuilt')
+  const { rows: indexes } = await sql<{
+    sql: string
+  }>`select sql from sqlite_master where type = 'index' and tbl_name = 'totes' and sql is not null`.execute(db)
+  await db.schema
+    .createTable('totes_rebuilt')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('serial', 'text', (c) => c.notNull())
     .addColumn('pharmacy_id', 'text')

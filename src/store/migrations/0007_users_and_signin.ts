@@ -8,9 +8,13 @@ import type { Kysely } from 'kysely'
  * Clients gain `first_party` (no consent page; set by an administrator only).
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('oauth_clients').addColumn('first_party', 'integer', (c) => c.notNull().defaultTo(0)).execute()
+  await db.schema
+    .alterTable('oauth_clients')
+    .addColumn('first_party', 'integer', (c) => c.notNull().defaultTo(0))
+    .execute()
 
-  await db.schema.createTable('users')
+  await db.schema
+    .createTable('users')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('email', 'text', (c) => c.notNull().unique()) // stored lower-cased
     .addColumn('name', 'text', (c) => c.notNull())
@@ -26,14 +30,16 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('users_pharmacy').on('users').columns(['pharmacy_id', 'id']).execute()
   await db.schema.createIndex('users_fleet').on('users').columns(['fleet_id', 'id']).execute()
 
-  await db.schema.createTable('user_setup_tokens')
+  await db.schema
+    .createTable('user_setup_tokens')
     .addColumn('token_hash', 'text', (c) => c.primaryKey())
     .addColumn('user_id', 'text', (c) => c.notNull())
     .addColumn('expires_at', 'text', (c) => c.notNull())
     .addColumn('used_at', 'text')
     .execute()
 
-  await db.schema.createTable('user_sessions')
+  await db.schema
+    .createTable('user_sessions')
     .addColumn('id_hash', 'text', (c) => c.primaryKey())
     .addColumn('user_id', 'text', (c) => c.notNull())
     .addColumn('created_at', 'text', (c) => c.notNull())
@@ -42,7 +48,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute()
   await db.schema.createIndex('user_sessions_user').on('user_sessions').column('user_id').execute()
 
-  await db.schema.createTable('authorization_codes')
+  await db.schema
+    .createTable('authorization_codes')
     .addColumn('code_hash', 'text', (c) => c.primaryKey())
     .addColumn('client_id', 'text', (c) => c.notNull())
     .addColumn('user_id', 'text', (c) => c.notNull())
@@ -58,7 +65,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('access_expires_at', 'text')
     .execute()
 
-  await db.schema.createTable('refresh_tokens')
+  await db.schema
+    .createTable('refresh_tokens')
     .addColumn('token_hash', 'text', (c) => c.primaryKey())
     .addColumn('family_id', 'text', (c) => c.notNull())
     .addColumn('client_id', 'text', (c) => c.notNull())

@@ -13,8 +13,12 @@ import { sql, type Kysely } from 'kysely'
  * they reconcile as unpriced lines (rate_card_version null).
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('fleets').addColumn('embed_origins', 'text', (c) => c.notNull().defaultTo('[]')).execute()
-  await db.schema.createTable('rate_cards')
+  await db.schema
+    .alterTable('fleets')
+    .addColumn('embed_origins', 'text', (c) => c.notNull().defaultTo('[]'))
+    .execute()
+  await db.schema
+    .createTable('rate_cards')
     .addColumn('fleet_id', 'text', (c) => c.notNull())
     .addColumn('version', 'integer', (c) => c.notNull())
     .addColumn('currency', 'text', (c) => c.notNull())
@@ -31,14 +35,33 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addPrimaryKeyConstraint('rate_cards_pk', ['fleet_id', 'version'])
     .execute()
   await db.schema.createIndex('rate_cards_in_force').on('rate_cards').columns(['fleet_id', 'effective_from']).execute()
-  for (const [name, type] of [['rate_card_version', 'integer'], ['ended_at', 'text'], ['distance_m', 'integer'], ['after_hours', 'integer'], ['on_time', 'integer']] as const) {
+  for (const [name, type] of [
+    ['rate_card_version', 'integer'],
+    ['ended_at', 'text'],
+    ['distance_m', 'integer'],
+    ['after_hours', 'integer'],
+    ['on_time', 'integer'],
+  ] as const) {
     await db.schema.alterTable('deliveries').addColumn(name, type).execute()
   }
   await sql`update deliveries set ended_at = updated_at where status in ('DELIVERED', 'FAILED', 'RETURNED')`.execute(db)
   // A reconciliation reads one fleet's ended deliveries of a period in (ended_at, id) order, and
   // only from this index (it covers every column a line needs: no lookup into the table per
   // row). Partial: open deliveries, whose rows change at every step, are not in it.
-  await db.schema.createIndex('deliveries_fleet_ended').on('deliveries')
-    .columns(['fleet_id', 'ended_at', 'id', 'status', 'pharmacy_id', 'rate_card_version', 'distance_m', 'after_hours', 'cold_chain_required'])
-    .where(sql.ref('ended_at'), 'is not', null).execute()
+  await db.schema
+    .createIndex('deliveries_fleet_ended')
+    .on('deliveries')
+    .columns([
+      'fleet_id',
+      'ended_at',
+      'id',
+      'status',
+      'pharmacy_id',
+      'rate_card_version',
+      'distance_m',
+      'after_hours',
+      'cold_chain_required',
+    ])
+    .where(sql.ref('ended_at'), 'is not', null)
+    .execute()
 }

@@ -18,7 +18,8 @@ import type { Dialect } from '../dialect.js'
 export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   if (dialect !== 'postgres') return
   // One round trip: no parameters, so PostgreSQL takes the statements as one simple query.
-  await sql.raw(`
+  await sql
+    .raw(`
     create table readings (
       tote_id text not null,
       ts bigint not null,
@@ -41,5 +42,6 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
       expires_at bigint not null
     );
     create index rule_leases_by_holder on rule_leases (holder);
-  `).execute(db)
+  `)
+    .execute(db)
 }

@@ -6,7 +6,8 @@ import type { Kysely } from 'kysely'
  * deleted, not marked, when consent ends (logout, a replayed token, the user disabled, "Deny").
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.createTable('user_consents')
+  await db.schema
+    .createTable('user_consents')
     .addColumn('user_id', 'text', (c) => c.notNull())
     .addColumn('client_id', 'text', (c) => c.notNull())
     .addColumn('scope', 'text', (c) => c.notNull())

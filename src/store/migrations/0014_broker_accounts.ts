@@ -8,7 +8,8 @@ import type { Dialect } from '../dialect.js'
  * database), and the row is deleted once the broker has the account.
  */
 export async function up(db: Kysely<any>, _dialect: Dialect): Promise<void> {
-  await db.schema.createTable('broker_accounts')
+  await db.schema
+    .createTable('broker_accounts')
     .addColumn('tote_id', 'text', (c) => c.primaryKey())
     .addColumn('sealed_password', 'text', (c) => c.notNull())
     .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))

@@ -34,7 +34,11 @@ const steps: Record<string, MigrationStep> = {
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<void> {
   const migrations: Record<string, Migration> = {}
   for (const [name, step] of Object.entries(steps)) migrations[name] = { up: (d) => step(d, dialect) }
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) })
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+    ...(schema ? { migrationTableSchema: schema } : {}),
+  })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown'

@@ -1,4 +1,12 @@
-import { PostgresDialect, sql, type DatabaseIntrospector, type DatabaseMetadata, type Kysely, type SchemaMetadata, type TableMetadata } from 'kysely'
+import {
+  PostgresDialect,
+  sql,
+  type DatabaseIntrospector,
+  type DatabaseMetadata,
+  type Kysely,
+  type SchemaMetadata,
+  type TableMetadata,
+} from 'kysely'
 
 /**
  * Kysely's migrator asks the dialect's introspector whether its bookkeeping schema and tables
@@ -17,7 +25,9 @@ class OwnSchemaIntrospector implements DatabaseIntrospector {
   constructor(private readonly db: Kysely<any>) {}
 
   async getSchemas(): Promise<SchemaMetadata[]> {
-    const { rows } = await sql<{ name: string }>`select nspname as name from pg_catalog.pg_namespace where nspname = current_schema()`.execute(this.db)
+    const { rows } = await sql<{
+      name: string
+    }>`select nspname as name from pg_catalog.pg_namespace where nspname = current_schema()`.execute(this.db)
     return rows
   }
 

@@ -3,7 +3,15 @@ import { HOUR, MINUTE, testClock } from '../../helpers/clock.js'
 import type { TestApi } from '../../helpers/service.js'
 import type { StoreUnderTest } from '../../helpers/stores.js'
 
-type CustodyEvent = { seq: number; type: string; from: string | null; to: string | null; occurred_at: string; recorded_at: string; evidence_hash: string | null }
+type CustodyEvent = {
+  seq: number
+  type: string
+  from: string | null
+  to: string | null
+  occurred_at: string
+  recorded_at: string
+  evidence_hash: string | null
+}
 
 /** Every state and action of SPEC §3, the same on every entity store. */
 export function describeDeliveryStates(store: StoreUnderTest) {
@@ -29,7 +37,8 @@ export function describeDeliveryStates(store: StoreUnderTest) {
     }
     const custody = async (id: string): Promise<CustodyEvent[]> => (await api.get(`/v1/deliveries/${id}`, await token())).body.custody
     const verify = async (id: string) => (await api.get(`/v1/deliveries/${id}/custody/verify`, await token())).body
-    const eventTypes = async (id: string) => (await api.get(`/v1/events?delivery_id=${id}`, await token())).body.data.map((e: { type: string }) => e.type)
+    const eventTypes = async (id: string) =>
+      (await api.get(`/v1/events?delivery_id=${id}`, await token())).body.data.map((e: { type: string }) => e.type)
     const queue = async (extra: Record<string, unknown> = {}) => api.prescription(await token(), { pharmacy_id: pharmacyId, ...extra })
 
     beforeAll(async () => {
@@ -44,14 +53,31 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       clock.advance(2 * HOUR) // the driver's phone was offline; it syncs now
       await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, occurred_at: at(start + 10 * MINUTE) })
       await ok(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 'sig-a', occurred_at: at(start + 20 * MINUTE) })
-      await ok(rx.delivery_id, 'handoff', { from: fleet.driverId, to: fleet.driver2Id, signature: 'sig-b', occurred_at: '2031-03-04T09:45:00Z' })
+      await ok(rx.delivery_id, 'handoff', {
+        from: fleet.driverId,
+        to: fleet.driver2Id,
+        signature: 'sig-b',
+        occurred_at: '2031-03-04T09:45:00Z',
+      })
       const delivered = await ok(rx.delivery_id, 'deliver', { verification: { method: 'id_check', evidence: 'DL 1234' } })
       expect(delivered.status).toBe('DELIVERED')
       const chain = await custody(rx.delivery_id)
       expect(chain.map((e) => e.type)).toEqual(['created', 'dispatched', 'picked_up', 'handoff', 'delivered'])
-      expect(chain.map((e) => e.occurred_at)).toEqual([at(start), at(start + 10 * MINUTE), at(start + 20 * MINUTE), '2031-03-04T09:45:00.000Z', at(start + 2 * HOUR)])
+      expect(chain.map((e) => e.occurred_at)).toEqual([
+        at(start),
+        at(start + 10 * MINUTE),
+        at(start + 20 * MINUTE),
+        '2031-03-04T09:45:00.000Z',
+        at(start + 2 * HOUR),
+      ])
       expect(chain.slice(1).every((e) => e.recorded_at === at(start + 2 * HOUR))).toBe(true)
-      expect(chain.map((e) => [e.from, e.to])).toEqual([[null, pharmacyId], [pharmacyId, fleet.driverId], [pharmacyId, fleet.driverId], [fleet.driverId, fleet.driver2Id], [fleet.driver2Id, 'patient']])
+      expect(chain.map((e) => [e.from, e.to])).toEqual([
+        [null, pharmacyId],
+        [pharmacyId, fleet.driverId],
+        [pharmacyId, fleet.driverId],
+        [fleet.driverId, fleet.driver2Id],
+        [fleet.driver2Id, 'patient'],
+      ])
       expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 5 })
     })
 
@@ -61,11 +87,27 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const future = await act(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, occurred_at: at(clock.now() + 10 * MINUTE) })
       expect(future.status).toBe(422)
       expect(future.body.errors).toEqual([expect.objectContaining({ pointer: '/occurred_at' })])
-      await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, occurred_at: at(clock.now() - 30 * MINUTE) })
-      const earlier = await act(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 's', occurred_at: at(clock.now() - 40 * MINUTE) })
+      await ok(rx.delivery_id, 'dispatch', {
+        fleet_id: fleet.fleetId,
+        driver_id: fleet.driverId,
+        occurred_at: at(clock.now() - 30 * MINUTE),
+      })
+      const earlier = await act(rx.delivery_id, 'pickup', {
+        from: pharmacyId,
+        to: fleet.driverId,
+        signature: 's',
+        occurred_at: at(clock.now() - 40 * MINUTE),
+      })
       expect(earlier.status).toBe(422)
-      expect(earlier.body.errors).toEqual([expect.objectContaining({ pointer: '/occurred_at', message: expect.stringMatching(/previous custody event/) })])
-      const notUtc = await act(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 's', occurred_at: '2031-03-04T10:00:00+02:00' })
+      expect(earlier.body.errors).toEqual([
+        expect.objectContaining({ pointer: '/occurred_at', message: expect.stringMatching(/previous custody event/) }),
+      ])
+      const notUtc = await act(rx.delivery_id, 'pickup', {
+        from: pharmacyId,
+        to: fleet.driverId,
+        signature: 's',
+        occurred_at: '2031-03-04T10:00:00+02:00',
+      })
       expect(notUtc.status).toBe(422)
       expect((await custody(rx.delivery_id)).map((e) => e.type)).toEqual(['created', 'dispatched'])
     })
@@ -88,7 +130,15 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const returned = await ok(rx.delivery_id, 'return', { from: fleet.driverId, to: pharmacyId, signature: 'pharmacist sig' })
       expect(returned.status).toBe('RETURNED')
       expect((await custody(rx.delivery_id)).map((e) => e.type)).toEqual(['created', 'dispatched', 'picked_up', 'failed', 'returned'])
-      expect(await eventTypes(rx.delivery_id)).toEqual(['delivery.created', 'delivery.dispatched', 'custody.handoff-signed', 'delivery.picked-up', 'delivery.failed', 'custody.handoff-signed', 'delivery.returned'])
+      expect(await eventTypes(rx.delivery_id)).toEqual([
+        'delivery.created',
+        'delivery.dispatched',
+        'custody.handoff-signed',
+        'delivery.picked-up',
+        'delivery.failed',
+        'custody.handoff-signed',
+        'delivery.returned',
+      ])
       expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 5 })
       clock.advance(MINUTE)
       await ok(next.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, tote_id: tote.id })
@@ -138,9 +188,16 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       expect(notBroken.body.code).toBe('invalid_transition')
 
       // What the rule engine writes when it declares a break.
-      const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', rx.delivery_id).executeTakeFirstOrThrow()
-      await api.service.db.updateTable('deliveries').set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN', break_reason: 'hard_limit' }) })
-        .where('id', '=', rx.delivery_id).execute()
+      const row = await api.service.db
+        .selectFrom('deliveries')
+        .select('cold_chain')
+        .where('id', '=', rx.delivery_id)
+        .executeTakeFirstOrThrow()
+      await api.service.db
+        .updateTable('deliveries')
+        .set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN', break_reason: 'hard_limit' }) })
+        .where('id', '=', rx.delivery_id)
+        .execute()
 
       // The hold is checked before the state machine: even from DISPATCHED it is cold_chain_hold.
       expect((await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })).body.code).toBe('cold_chain_hold')
@@ -149,18 +206,32 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       expect(held.status).toBe(409)
       expect(held.body.code).toBe('cold_chain_hold')
 
-      const withoutScope = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, await api.adminToken('deliveries:write custody:write'), { decision: 'release', note: 'n' })
+      const withoutScope = await api.post(
+        `/v1/deliveries/${rx.delivery_id}/disposition`,
+        await api.adminToken('deliveries:write custody:write'),
+        { decision: 'release', note: 'n' },
+      )
       expect(withoutScope.status).toBe(403)
       const pharmacist = await api.adminToken('cold-chain:disposition deliveries:read')
       const decidedAt = at(clock.now())
       clock.advance(10 * MINUTE) // recorded after the call with the driver
-      const released = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'release', note: 'excursion reviewed; stability data OK', occurred_at: decidedAt })
+      const released = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, {
+        decision: 'release',
+        note: 'excursion reviewed; stability data OK',
+        occurred_at: decidedAt,
+      })
       expect(released.status, released.text).toBe(200)
       expect(released.body.status).toBe('PICKED_UP')
-      expect(released.body.cold_chain).toMatchObject({ state: 'BROKEN', disposition: { decision: 'release', note: 'excursion reviewed; stability data OK', decided_at: decidedAt } })
+      expect(released.body.cold_chain).toMatchObject({
+        state: 'BROKEN',
+        disposition: { decision: 'release', note: 'excursion reviewed; stability data OK', decided_at: decidedAt },
+      })
       expect(released.body.custody.at(-1)).toMatchObject({ type: 'disposition', occurred_at: decidedAt, recorded_at: at(clock.now()) })
       // One decision per delivery: a second one, either way, is refused and the first stands.
-      const second = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'return', note: 'changed my mind' })
+      const second = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, {
+        decision: 'return',
+        note: 'changed my mind',
+      })
       expect(second.status).toBe(409)
       expect(second.body).toMatchObject({ code: 'invalid_transition', detail: expect.stringContaining('already recorded') })
       expect((await api.get(`/v1/deliveries/${rx.delivery_id}`, pharmacist)).body.cold_chain.disposition.decision).toBe('release')
@@ -176,8 +247,16 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const rx = await queue({ cold_chain: true })
       await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })
       await ok(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 's' })
-      const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', rx.delivery_id).executeTakeFirstOrThrow()
-      await api.service.db.updateTable('deliveries').set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN' }) }).where('id', '=', rx.delivery_id).execute()
+      const row = await api.service.db
+        .selectFrom('deliveries')
+        .select('cold_chain')
+        .where('id', '=', rx.delivery_id)
+        .executeTakeFirstOrThrow()
+      await api.service.db
+        .updateTable('deliveries')
+        .set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN' }) })
+        .where('id', '=', rx.delivery_id)
+        .execute()
       const noNote = await act(rx.delivery_id, 'disposition', { decision: 'return' })
       expect(noNote.status).toBe(422)
       expect(noNote.body.errors).toEqual([expect.objectContaining({ pointer: '/note' })])

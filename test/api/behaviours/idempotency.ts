@@ -36,7 +36,12 @@ export function describeIdempotency(store: StoreUnderTest) {
     let admin: string
     let pharmacyId: string
     let n = 0
-    const body = (extra: Record<string, unknown> = {}) => ({ pharmacy_id: pharmacyId, patient_id: `pt_${++n}`, cold_chain: false, ...extra })
+    const body = (extra: Record<string, unknown> = {}) => ({
+      pharmacy_id: pharmacyId,
+      patient_id: `pt_${++n}`,
+      cold_chain: false,
+      ...extra,
+    })
     const create = (token: string, key: string | undefined, payload: unknown) =>
       api.request('POST', '/v1/prescriptions', { token, body: payload, headers: key === undefined ? {} : { 'idempotency-key': key } })
     const prescriptionsWith = async (patientId: string) =>
@@ -107,7 +112,9 @@ export function describeIdempotency(store: StoreUnderTest) {
     })
 
     it('keeps keys per client: another client using the same key gets its own prescription', async () => {
-      const client = (await api.post('/v1/oauth/clients', admin, { client_name: 'second', scope: 'prescriptions:write prescriptions:read' })).body
+      const client = (
+        await api.post('/v1/oauth/clients', admin, { client_name: 'second', scope: 'prescriptions:write prescriptions:read' })
+      ).body
       const other = await api.tokenFor(client.client_id, client.client_secret)
       const payload = body()
       const mine = await create(admin, 'shared-key', payload)
@@ -141,7 +148,8 @@ export function describeIdempotency(store: StoreUnderTest) {
     it('applies the same semantics to delivery actions that send a key', async () => {
       const { fleetId } = await api.fleetWithDriver(admin)
       const rx = await api.prescription(admin, { pharmacy_id: pharmacyId })
-      const dispatch = (key: string) => api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId }, { 'idempotency-key': key })
+      const dispatch = (key: string) =>
+        api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId }, { 'idempotency-key': key })
       const first = await dispatch('dispatch-1')
       expect(first.status).toBe(200)
       const retry = await dispatch('dispatch-1') // a retry after a lost answer is not a second dispatch
@@ -157,10 +165,20 @@ export function describeIdempotency(store: StoreUnderTest) {
       const pending = create(admin, 'raced-1', payload)
       await hold.reached // this instance looked the key up and found nothing
       // Meanwhile another instance sharing the store takes the key.
-      await api.service.db.insertInto('idempotency_keys').values({
-        client_id: ADMIN.id, key: 'raced-1', request_hash: 'other', state: 'in_progress', status: null, body: null, headers: null,
-        created_at: new Date(clock.now()).toISOString(), expires_at: new Date(clock.now() + 24 * HOUR).toISOString(),
-      }).execute()
+      await api.service.db
+        .insertInto('idempotency_keys')
+        .values({
+          client_id: ADMIN.id,
+          key: 'raced-1',
+          request_hash: 'other',
+          state: 'in_progress',
+          status: null,
+          body: null,
+          headers: null,
+          created_at: new Date(clock.now()).toISOString(),
+          expires_at: new Date(clock.now() + 24 * HOUR).toISOString(),
+        })
+        .execute()
       hold.release()
       const answer = await pending
       expect(answer.status, answer.text).toBe(409)
