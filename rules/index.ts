@@ -12,15 +12,7 @@ export {
 } from './profile.js'
 export { temperatureProfileSchema } from './temperature-profile.js'
 export { customProfileSchema, type CustomProfile } from './profile-schema.js'
-export {
-  addToMkt,
-  DELTA_H_OVER_R_K,
-  emptyMktSums,
-  meanKineticTemperature,
-  MktAccumulator,
-  mktOf,
-  type MktSums,
-} from './mkt.js'
+export { addToMkt, DELTA_H_OVER_R_K, emptyMktSums, meanKineticTemperature, MktAccumulator, mktOf, type MktSums } from './mkt.js'
 export { initialColdChain, type ClosedExcursion, type ColdChainState, type OpenInterval } from './state.js'
 export { evaluate, replay, type Reading } from './engine.js'
 export { MKT_MIN_COVERAGE_S } from './breaks.js'

@@ -34,9 +34,7 @@ export type ReceiverReport = {
 
 export type ReceiverRequest = { type: 'secrets'; secrets: string[] } | { type: 'count' } | { type: 'report'; reset?: boolean }
 export type ReceiverMessage =
-  | { type: 'ready'; urls: string[] }
-  | { type: 'count'; distinct: number }
-  | { type: 'report'; report: ReceiverReport }
+  { type: 'ready'; urls: string[] } | { type: 'count'; distinct: number } | { type: 'report'; report: ReceiverReport }
 
 function createTally() {
   return {

@@ -1,11 +1,6 @@
 /** RFC 6749 §5.2 token-endpoint errors; the endpoint answers them in OAuth's JSON format. */
 export type OAuthErrorCode =
-  | 'invalid_request'
-  | 'invalid_client'
-  | 'invalid_grant'
-  | 'unauthorized_client'
-  | 'unsupported_grant_type'
-  | 'invalid_scope'
+  'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope'
 
 export class OAuthError extends Error {
   constructor(

@@ -16,15 +16,7 @@ export type CustodyEvent = {
 }
 
 export type CustodyType =
-  | 'created'
-  | 'dispatched'
-  | 'picked_up'
-  | 'handoff'
-  | 'delivered'
-  | 'failed'
-  | 'returned'
-  | 'cancelled'
-  | 'disposition'
+  'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition'
 
 export type PrescriptionFacts = {
   rx_id: string
@@ -48,8 +40,7 @@ export function chainEvent(head: string, event: Omit<CustodyEvent, 'prev_hash' |
 }
 
 export type ChainVerdict =
-  | { valid: true; length: number; head: string }
-  | { valid: false; length: number; first_bad_seq: number; reason: string }
+  { valid: true; length: number; head: string } | { valid: false; length: number; first_bad_seq: number; reason: string }
 
 /**
  * Recomputes every link from the audit hash; the first event that does not add up is reported by

@@ -78,7 +78,10 @@ export class EventFeed {
     if (scope.deliveryId) query = query.where('delivery_id', '=', scope.deliveryId)
     if (postgres) {
       if (after) query = query.where(sql<boolean>`(txid, pos) > (${after.txid}::xid8, ${after.pos})`)
-      query = query.where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`).orderBy(sql`events.txid`).orderBy('pos')
+      query = query
+        .where(sql<boolean>`txid < pg_snapshot_xmin(pg_current_snapshot())`)
+        .orderBy(sql`events.txid`)
+        .orderBy('pos')
     } else {
       if (after) query = query.where('pos', '>', after.pos)
       query = query.orderBy('pos')

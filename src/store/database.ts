@@ -49,8 +49,7 @@ export function postgresLimitsOf(config: {
 export type ConnectionErrorLog = (err: Error, what: string) => void
 
 export type EntityStoreOptions =
-  | { kind: 'sqlite'; file: string /* a path, or ':memory:' */ }
-  | { kind: 'postgres'; url: string; schema?: string /* isolates test runs */ }
+  { kind: 'sqlite'; file: string /* a path, or ':memory:' */ } | { kind: 'postgres'; url: string; schema?: string /* isolates test runs */ }
 
 // PostgreSQL returns int8 (bigserial, count(*)) as strings; our counts and positions fit a double.
 pg.types.setTypeParser(20, Number)

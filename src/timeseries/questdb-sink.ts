@@ -240,15 +240,13 @@ function createReads(exec: Exec, table: string): Reads {
         SELECT ${ms('ts')} - ${ms('ts')} % ${stepMs} AS t, min(temp_c), max(temp_c), avg(temp_c), count()
         FROM ${table} WHERE delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}
         ORDER BY t`)
-      return dataset.map(
-        ([t, min, max, avg, n]): TemperatureBucket => ({
-          t: Number(t),
-          min: Number(min),
-          max: Number(max),
-          avg: Number(avg),
-          n: Number(n),
-        }),
-      )
+      return dataset.map(([t, min, max, avg, n]): TemperatureBucket => ({
+        t: Number(t),
+        min: Number(min),
+        max: Number(max),
+        avg: Number(avg),
+        n: Number(n),
+      }))
     },
     async count() {
       const { dataset } = await exec(`SELECT count() FROM ${table}`)

@@ -514,8 +514,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     // The committed examples are real answers: each still validates against its schema.
     for (const { path, method, op } of validator.operations) {
       const example = committed.operations[op.operationId] as
-        | { response?: { status: string; contentType: string; body?: unknown } }
-        | undefined
+        { response?: { status: string; contentType: string; body?: unknown } } | undefined
       if (!example?.response || example.response.body === undefined || !/json/.test(example.response.contentType)) continue
       const token = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1')
       expect(

@@ -193,29 +193,33 @@ describe('operator CLI (npm run cli)', () => {
     expect((await token(api, client.client_id, second.json.client_secret)).status).toBe(200)
   })
 
-  it('rotates the signing key: published ahead, used after, old tokens and running instances keep working', {
-    timeout: 60_000,
-  }, async () => {
-    const adminToken = (on: TestApi) => on.tokenFor(ADMIN.id, ADMIN.secret)
-    const before = await adminToken(api)
-    const oldKid = decodeProtectedHeader(before).kid
+  it(
+    'rotates the signing key: published ahead, used after, old tokens and running instances keep working',
+    {
+      timeout: 60_000,
+    },
+    async () => {
+      const adminToken = (on: TestApi) => on.tokenFor(ADMIN.id, ADMIN.secret)
+      const before = await adminToken(api)
+      const oldKid = decodeProtectedHeader(before).kid
 
-    const ahead = await cli('keys', 'rotate', '--publish-ahead', '5m')
-    expect(ahead.code).toBe(0)
-    expect(Date.parse(ahead.json.activates_at) - Date.now()).toBeGreaterThan(4 * 60_000)
-    const restarted = await serviceOnSameStore()
-    const kids = (await restarted.request('GET', '/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid)
-    expect(kids).toEqual(expect.arrayContaining([oldKid, ahead.json.kid]))
-    expect(decodeProtectedHeader(await adminToken(restarted)).kid).toBe(oldKid) // not signing yet
+      const ahead = await cli('keys', 'rotate', '--publish-ahead', '5m')
+      expect(ahead.code).toBe(0)
+      expect(Date.parse(ahead.json.activates_at) - Date.now()).toBeGreaterThan(4 * 60_000)
+      const restarted = await serviceOnSameStore()
+      const kids = (await restarted.request('GET', '/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid)
+      expect(kids).toEqual(expect.arrayContaining([oldKid, ahead.json.kid]))
+      expect(decodeProtectedHeader(await adminToken(restarted)).kid).toBe(oldKid) // not signing yet
 
-    const now = await cli('keys', 'rotate', '--publish-ahead', '0s')
-    expect(now.code).toBe(0)
-    const again = await serviceOnSameStore()
-    expect(decodeProtectedHeader(await adminToken(again)).kid).toBe(now.json.kid)
-    expect((await again.get(`/v1/pharmacies/${pharmacyId}`, before)).status).toBe(200) // signed by the retiring key
-    // The instance started before the rotation accepts tokens the new key signed: it re-reads the key set.
-    expect((await api.get(`/v1/pharmacies/${pharmacyId}`, await adminToken(again))).status).toBe(200)
-  })
+      const now = await cli('keys', 'rotate', '--publish-ahead', '0s')
+      expect(now.code).toBe(0)
+      const again = await serviceOnSameStore()
+      expect(decodeProtectedHeader(await adminToken(again)).kid).toBe(now.json.kid)
+      expect((await again.get(`/v1/pharmacies/${pharmacyId}`, before)).status).toBe(200) // signed by the retiring key
+      // The instance started before the rotation accepts tokens the new key signed: it re-reads the key set.
+      expect((await api.get(`/v1/pharmacies/${pharmacyId}`, await adminToken(again))).status).toBe(200)
+    },
+  )
 
   it('refuses a DATA_DIR without a store instead of creating an empty one; store init creates it', { timeout: 120_000 }, async () => {
     const parent = mkdtempSync(join(tmpdir(), 'rxtrace-cli-typo-'))

@@ -133,7 +133,7 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
     // The clock follows the readings as they are fed, as if they arrived live: the rule engine's
     // wall-clock silence check never sees a tote that has hours of readings still to come.
     // Batches of at most 4 minutes: readings up to 5 min ahead of the clock are accepted.
-    for (let i = 0; i < readings.length; ) {
+    for (let i = 0; i < readings.length;) {
       const first = readings[i]!.ts
       let j = i
       while (j < readings.length && j - i < 500 && readings[j]!.ts <= first + 4 * MINUTE) j++

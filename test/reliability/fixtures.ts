@@ -80,7 +80,7 @@ export type Unit = { first: number; count: number; payload: string }
 export function toUnits(readings: readonly { ts: number; temp_c: number }[], seed: number, maxBatch = 100): Unit[] {
   const random = mulberry32(seed)
   const units: Unit[] = []
-  for (let i = 0; i < readings.length; ) {
+  for (let i = 0; i < readings.length;) {
     const count = random() < 0.5 ? 1 : Math.min(readings.length - i, 2 + Math.floor(random() * (maxBatch - 1)))
     const slice = readings.slice(i, i + count).map((r, k) => ({ ...r, seq: i + k }))
     units.push({ first: i, count, payload: JSON.stringify(count === 1 ? slice[0] : slice) })

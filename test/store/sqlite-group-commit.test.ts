@@ -124,9 +124,15 @@ describe('SQLite group commit', () => {
   it('a transaction sees the uncommitted writes of earlier transactions in its group (they run one at a time)', async () => {
     const [, count] = await Promise.all([
       insert('first'),
-      db
-        .transaction()
-        .execute(async (trx) => (await trx.selectFrom('items').select(sql<number>`count(*)`.as('n')).executeTakeFirstOrThrow()).n),
+      db.transaction().execute(
+        async (trx) =>
+          (
+            await trx
+              .selectFrom('items')
+              .select(sql<number>`count(*)`.as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+      ),
     ])
     expect(count).toBe(1)
   })

@@ -19,7 +19,8 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   if (dialect !== 'postgres') return
   // One round trip: no parameters, so PostgreSQL takes the statements as one simple query.
   await sql
-    .raw(`
+    .raw(
+      `
     create table readings (
       tote_id text not null,
       ts bigint not null,
@@ -42,6 +43,7 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
       expires_at bigint not null
     );
     create index rule_leases_by_holder on rule_leases (holder);
-  `)
+  `,
+    )
     .execute(db)
 }
