@@ -14,11 +14,11 @@
  *          --warmup-seconds S (3, not measured)  --sweep (try 8…128 connections for 5 s first)
  *          --profile (run the service under `node --cpu-prof` and print its hotspots to stderr)
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { clientCredentialsToken, postJson } from './lib/api-client.js'
-import { formatSummary, summarizeProfile } from './lib/cpuprofile.js'
+import { logServiceProfile } from './lib/cpuprofile.js'
 import { drive, type LoadRequest } from './lib/load.js'
 import { freePort, startServiceProcess } from './lib/service-process.js'
 import { parseBenchArgs } from './lib/args.js'
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
 
     const code = await service.stop()
     if (code !== 0) log(`warning: the service exited with code ${code} after SIGTERM:\n${service.output()}`)
-    if (opts.profile) printProfile(profileDir)
+    if (opts.profile) logServiceProfile(profileDir, log)
 
     process.stdout.write(
       JSON.stringify(
@@ -177,21 +177,6 @@ async function main(): Promise<void> {
     if (service.child.exitCode === null) await service.stop()
     if (!opts.profile) rmSync(dataDir, { recursive: true, force: true })
   }
-}
-
-function printProfile(dir: string): void {
-  // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop; others are workers (tsx, sinks).
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.cpuprofile'))
-    .sort()
-  if (files.length === 0) {
-    log(`no .cpuprofile was written in ${dir}`)
-    return
-  }
-  for (const file of files.slice(1)) log(`other thread: ${join(dir, file)} (${summarizeProfile(join(dir, file), 1).profiled_ms} ms)`)
-  const main = join(dir, files[0]!)
-  log(`profile ${main}:`)
-  for (const line of formatSummary(summarizeProfile(main, 25))) log(line)
 }
 
 await main()

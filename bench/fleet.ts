@@ -27,8 +27,9 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fork } from 'node:child_process'
 import { parseBenchArgs } from './lib/args.js'
+import { forkPublisher } from './lib/publisher-child.js'
 import { clientCredentialsToken } from './lib/api-client.js'
-import type { FromPublisher, Phase, PhaseResult, ToPublisher } from './lib/ingest-protocol.js'
+import type { Phase, PhaseResult } from './lib/ingest-protocol.js'
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
 
@@ -113,25 +114,7 @@ async function startFleetService(extraEnv: Record<string, string>) {
 
 /** The publisher child of bench:ingest, over its IPC protocol. */
 function startPublisher() {
-  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
-    cwd: repoRoot,
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  })
-  const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
-    new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
-      const onMessage = (reply: FromPublisher) => {
-        if (reply.type !== answer && reply.type !== 'error') return
-        child.off('message', onMessage)
-        child.off('exit', onExit)
-        if (reply.type === 'error') reject(new Error(`publisher: ${reply.message}`))
-        else resolve(reply as Extract<FromPublisher, { type: T }>)
-      }
-      const onExit = (code: number | null) => reject(new Error(`publisher exited with code ${code}`))
-      child.on('message', onMessage)
-      child.once('exit', onExit)
-      child.send(message)
-    })
+  const { child, ask } = forkPublisher()
   return {
     child,
     connect: (url: string, totes: { id: string; username: string; password: string }[]) =>

@@ -27,12 +27,13 @@ import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import Database from 'better-sqlite3'
 import pg from 'pg'
-import type { FromPublisher, Phase, PhaseResult, ToPublisher, ToteCredentials } from './lib/ingest-protocol.js'
+import type { Phase, PhaseResult, ToteCredentials } from './lib/ingest-protocol.js'
 import { formatSummary, summarize } from './lib/cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
 import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
 import { parseBenchArgs } from './lib/args.js'
+import { forkPublisher } from './lib/publisher-child.js'
 import { runExternalComparison } from './lib/ingest-external.js'
 
 const opt = parseBenchArgs(
@@ -110,25 +111,7 @@ const log = (line: string) => process.stderr.write(`[bench:ingest] ${line}\n`)
 function startPublisher() {
   // BENCH_PUBLISHER_PROF=dir: `node --cpu-prof` of the publisher, to check it is not the bottleneck.
   const prof = process.env.BENCH_PUBLISHER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PUBLISHER_PROF] : []
-  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
-    cwd: repoRoot,
-    execArgv: [...prof, '--import', 'tsx'],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  })
-  const ask = <T extends FromPublisher['type']>(message: ToPublisher, answer: T) =>
-    new Promise<Extract<FromPublisher, { type: T }>>((resolve, reject) => {
-      const onMessage = (reply: FromPublisher) => {
-        if (reply.type !== answer && reply.type !== 'error') return
-        child.off('message', onMessage)
-        child.off('exit', onExit)
-        if (reply.type === 'error') reject(new Error(`publisher: ${reply.message}`))
-        else resolve(reply as Extract<FromPublisher, { type: T }>)
-      }
-      const onExit = (code: number | null) => reject(new Error(`publisher exited with code ${code}`))
-      child.on('message', onMessage)
-      child.once('exit', onExit)
-      child.send(message)
-    })
+  const { child, ask } = forkPublisher(prof)
   return {
     child,
     async connect(url: string, totes: ToteCredentials[], subscribeErrors: boolean) {

@@ -15,13 +15,13 @@
  * phases; give `--signin-seconds 1` to see mostly the refresh grants).
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import mqtt from 'mqtt'
 import { parseBenchArgs } from './lib/args.js'
-import { formatSummary, summarizeProfile } from './lib/cpuprofile.js'
+import { logServiceProfile } from './lib/cpuprofile.js'
 import { apiClient } from './lib/ingest-service.js'
 import { LatencySamples, round } from './lib/ingest-stats.js'
 import { freePort, startServiceProcess } from './lib/service-process.js'
@@ -331,7 +331,7 @@ async function main(): Promise<void> {
     tote = null
     const code = await service.stop()
     if (code !== 0) log(`warning: the service exited with code ${code} after SIGTERM`)
-    if (opts.profile) printProfile(profileDir)
+    if (opts.profile) logServiceProfile(profileDir, log, 30)
     process.stdout.write(
       JSON.stringify(
         {
@@ -369,20 +369,6 @@ async function main(): Promise<void> {
     if (service.child.exitCode === null) await service.stop()
     if (!opts.profile) rmSync(dataDir, { recursive: true, force: true })
   }
-}
-
-function printProfile(dir: string): void {
-  // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the event loop; others are workers (tsx, sinks).
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.cpuprofile'))
-    .sort()
-  if (files.length === 0) {
-    log(`no .cpuprofile was written in ${dir}`)
-    return
-  }
-  const main = join(dir, files[0]!)
-  log(`profile ${main}:`)
-  for (const line of formatSummary(summarizeProfile(main, 30))) log(line)
 }
 
 await main()

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 
 /** The parts of V8's .cpuprofile (written by `node --cpu-prof`) that a summary needs. */
 type ProfileNode = { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
@@ -100,4 +101,23 @@ export function formatSummary(summary: ProfileSummary): string[] {
     for (const row of rows) lines.push(`  ${String(row.pct).padStart(5)}%  ${String(row.ms).padStart(7)} ms  ${row.name}`)
   }
   return lines
+}
+
+/**
+ * Logs the hotspots of the service's event loop from a `node --cpu-prof` directory, and one
+ * line for each other thread. Files are `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`:
+ * thread 0, sorted first, is the event loop; the others are workers (tsx, sinks).
+ */
+export function logServiceProfile(dir: string, log: (line: string) => void, top = 25): void {
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .sort()
+  if (files.length === 0) {
+    log(`no .cpuprofile was written in ${dir}`)
+    return
+  }
+  for (const file of files.slice(1)) log(`other thread: ${join(dir, file)} (${summarizeProfile(join(dir, file), 1).profiled_ms} ms)`)
+  const main = join(dir, files[0]!)
+  log(`profile ${main}:`)
+  for (const line of formatSummary(summarizeProfile(main, top))) log(line)
 }
