@@ -37,8 +37,10 @@ export function describeConcurrency(store: StoreUnderTest) {
       expect(delivery).toMatchObject({ status: 'DISPATCHED', fleet_id: winner.fleet_id })
       expect(delivery.custody.map((e: { type: string }) => e.type)).toEqual(['created', 'dispatched'])
       expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 2 })
-      const events = (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=delivery.dispatched`, admin)).body.data
-      expect(events).toHaveLength(1)
+      // On PostgreSQL the feed lists an event once older transactions on the server have ended.
+      const dispatchedEvents = async () =>
+        (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=delivery.dispatched`, admin)).body.data as unknown[]
+      await expect.poll(dispatchedEvents, { timeout: 15_000 }).toHaveLength(1)
     })
 
     it('25 deliver + 25 fail on a picked-up delivery: exactly one wins, the rest 409', async () => {
