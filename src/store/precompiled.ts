@@ -1,4 +1,4 @@
-import { CompiledQuery, type Compilable, type Insertable } from 'kysely'
+import { CompiledQuery, sql, type Compilable, type Insertable } from 'kysely'
 import type { Database, Executor } from './schema.js'
 
 /*
@@ -55,10 +55,10 @@ export async function insertRow<T extends keyof Database & string>(
   row: Insertable<Database[T]>,
 ): Promise<void> {
   const columns = definedColumns(row)
-  const sql = insertText(executor, table, columns, [row])
+  const text = insertText(executor, table, columns, 1)
   await executor.executeQuery(
     CompiledQuery.raw(
-      sql,
+      text,
       columns.map((column) => (row as Record<string, unknown>)[column]),
     ),
   )
@@ -80,9 +80,9 @@ export async function insertRows<T extends keyof Database & string>(
   for (let size = 128; size >= 1; size >>= 1) {
     while (rows.length - start >= size) {
       const chunk = rows.slice(start, start + size)
-      const sql = insertText(executor, table, columns, chunk)
+      const text = insertText(executor, table, columns, chunk.length)
       const parameters = chunk.flatMap((row) => columns.map((column) => (row as Record<string, unknown>)[column] ?? null))
-      await executor.executeQuery(CompiledQuery.raw(sql, parameters))
+      await executor.executeQuery(CompiledQuery.raw(text, parameters))
       start += size
     }
   }
@@ -90,22 +90,20 @@ export async function insertRows<T extends keyof Database & string>(
 
 const definedColumns = (row: object) => Object.keys(row).filter((column) => (row as Record<string, unknown>)[column] !== undefined)
 
-function insertText(executor: Executor, table: keyof Database & string, columns: string[], rows: object[]): string {
+function insertText(executor: Executor, table: keyof Database & string, columns: string[], rowCount: number): string {
   const dialect = dialectOf(executor)
   let texts = insertsFor.get(dialect)
   if (!texts) insertsFor.set(dialect, (texts = new Map()))
-  const key = `${table}(${columns.join(',')})x${rows.length}`
-  let sql = texts.get(key)
-  if (sql === undefined) {
-    // Compiled from rows holding null where a value is undefined, so every column gets its placeholder.
-    const shaped = rows.map((row) =>
-      Object.fromEntries(columns.map((column) => [column, (row as Record<string, unknown>)[column] ?? null])),
-    )
-    sql = executor
-      .insertInto(table)
-      .values(shaped as never)
-      .compile().sql
-    texts.set(key, sql)
+  const key = `${table}(${columns.join(',')})x${rowCount}`
+  let text = texts.get(key)
+  if (text === undefined) {
+    // The SQL kysely's insertInto(table).values(rows) compiles to, a placeholder for every column
+    // of every row; written with sql`` because the values are bound later, not typed here.
+    const names = sql.join(columns.map((column) => sql.ref(column)))
+    const row = sql`(${sql.join(columns.map(() => null))})`
+    const rows = sql.join(Array.from({ length: rowCount }, () => row))
+    text = sql`insert into ${sql.table(table)} (${names}) values ${rows}`.compile(executor).sql
+    texts.set(key, text)
   }
-  return sql
+  return text
 }

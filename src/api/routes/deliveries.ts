@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { DeliveryService } from '../../services/deliveries.js'
+import type { Context } from 'hono'
+import type { ActionInput, DeliveryService } from '../../services/deliveries.js'
 import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
@@ -121,6 +122,21 @@ const Parties = z
   .object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['user', 'driver', 'pharmacy']), name: z.string() })) })
   .openapi('CustodyParties')
 
+/** `POST /v1/deliveries/{id}/<action>`. Registered once per action below, so each handler sees its own body's type. */
+const actionRoute = <S extends z.ZodType>(action: keyof typeof bodies, body: S) =>
+  v1Route(scopes[action], {
+    method: 'post',
+    path: `/v1/deliveries/{id}/${action}`,
+    operationId: operationIds[action],
+    tags: ['Deliveries'],
+    summary: summaries[action],
+    request: { params: idParam('dl'), ...jsonBody(body) },
+    responses: {
+      200: json(Delivery, 'The updated delivery'),
+      409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`'),
+    },
+  })
+
 export function deliveryRoutes(deliveries: DeliveryService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(
@@ -189,28 +205,19 @@ export function deliveryRoutes(deliveries: DeliveryService) {
     async (c) => c.json(await deliveries.parties(c.get('principal'), c.req.valid('param').id), 200),
   )
 
-  for (const action of Object.keys(bodies) as (keyof typeof bodies)[]) {
-    app.openapi(
-      v1Route(scopes[action], {
-        method: 'post',
-        path: `/v1/deliveries/{id}/${action}`,
-        operationId: operationIds[action],
-        tags: ['Deliveries'],
-        summary: summaries[action],
-        request: { params: idParam('dl'), ...jsonBody(bodies[action]) },
-        responses: {
-          200: json(Delivery, 'The updated delivery'),
-          409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`'),
-        },
-      }),
-      async (c) => {
-        const body = c.req.valid('json' as never) as object
-        return c.json(
-          await deliveries.act(c.get('principal'), c.req.valid('param').id, { action, ...body } as never, answerInTransaction(c, 200)),
-          200,
-        )
-      },
-    )
-  }
+  const act = (c: Context<AppEnv, '/v1/deliveries/:id'>, input: ActionInput) =>
+    deliveries.act(c.get('principal'), c.req.param('id'), input, answerInTransaction(c, 200))
+  app.openapi(actionRoute('dispatch', bodies.dispatch), async (c) =>
+    c.json(await act(c, { action: 'dispatch', ...c.req.valid('json') }), 200),
+  )
+  app.openapi(actionRoute('pickup', bodies.pickup), async (c) => c.json(await act(c, { action: 'pickup', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('handoff', bodies.handoff), async (c) => c.json(await act(c, { action: 'handoff', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('return', bodies.return), async (c) => c.json(await act(c, { action: 'return', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('deliver', bodies.deliver), async (c) => c.json(await act(c, { action: 'deliver', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('fail', bodies.fail), async (c) => c.json(await act(c, { action: 'fail', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('cancel', bodies.cancel), async (c) => c.json(await act(c, { action: 'cancel', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('disposition', bodies.disposition), async (c) =>
+    c.json(await act(c, { action: 'disposition', ...c.req.valid('json') }), 200),
+  )
   return app
 }

@@ -73,7 +73,7 @@ export function eventRoutes(events: EventService) {
         { types: q.type, delivery_id: q.delivery_id, after: resumeFrom(c, q.after) },
         cutOffHook(c),
       )
-      return sseResponse(body) as never
+      return sseResponse(body)
     },
   )
 

@@ -57,7 +57,7 @@ export function fleetExceptionRoutes(events: EventService) {
         { types: q.type, delivery_id: q.delivery_id, after: resumeFrom(c, q.after) },
         cutOffHook(c),
       )
-      return sseResponse(body) as never
+      return sseResponse(body)
     },
   )
   return app
