@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import type SqliteDatabase from 'better-sqlite3'
 
@@ -40,7 +39,12 @@ export type WalCheckpointerOptions = {
   levelTimeoutMs?: number
 }
 
-type FromWorker = 'ready' | { leveled: number; level: boolean }
+/** What wal-checkpoint-worker.js is started with. */
+export type WalWorkerData = { file: string; everyMs: number; levelAtPages: number; shortPassMs: number }
+/** A leveling request (its id), or stop. */
+export type ToWalWorker = { level: number } | 'stop'
+/** `ready`: the WAL is past the mark and a paused pass would be short; or the answer to a leveling request. */
+export type FromWalWorker = 'ready' | { leveled: number; level: boolean }
 
 /**
  * Moves nearly all of SQLite's WAL checkpoint work off the event loop. SQLite's automatic
@@ -61,16 +65,14 @@ type FromWorker = 'ready' | { leveled: number; level: boolean }
  * Durability does not change: a commit is durable when it is in the WAL (synchronous = NORMAL),
  * and pages reach the database file only through SQLite's own checkpoint.
  *
- * The worker is a few lines of plain JavaScript evaluated in the thread, so it loads the same
- * better-sqlite3 as the service whether the service runs from TypeScript (tsx) or compiled.
+ * The worker is wal-checkpoint-worker.js: plain JavaScript (type-checked), because a worker
+ * thread on Node 20 gets none of tsx's hooks and could not load TypeScript.
  */
 export function startWalCheckpointer(file: string, options: WalCheckpointerOptions = {}): WalCheckpointer {
   const { levelAtPages = 0, everyMs = CHECKPOINT_EVERY_MS, levelTimeoutMs = LEVEL_TIMEOUT_MS } = options
-  const driver = createRequire(import.meta.url).resolve('better-sqlite3')
-  const worker = new Worker(WORKER_SOURCE, {
-    eval: true,
-    workerData: { driver, file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS },
-  })
+  const workerData: WalWorkerData = { file, everyMs, levelAtPages, shortPassMs: SHORT_PASS_MS }
+  const worker = new Worker(new URL('./wal-checkpoint-worker.js', import.meta.url), { workerData })
+  const tell = (message: ToWalWorker) => worker.postMessage(message)
   // A failed pass changes nothing: the next one, or the writer's own, copies the pages.
   let failure: unknown = null
   worker.on('error', (error) => void (failure = error))
@@ -100,7 +102,7 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
       backoffMs = Math.min(backoffMs * 2, LEVEL_BACKOFF_MAX_MS)
     }
   }
-  worker.on('message', (message: FromWorker) => {
+  worker.on('message', (message: FromWalWorker) => {
     if (message === 'ready') levelWanted = leveling === null && Date.now() >= ignoreReadyUntil
     else if (message.leveled === leveling?.id) finishLeveling(message.level) // a late answer to a timed-out request is ignored
   })
@@ -117,7 +119,7 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
         let resolve!: () => void
         const done = new Promise<void>((r) => (resolve = r))
         leveling = { id, done, resolve, timeout: setTimeout(() => finishLeveling(false), levelTimeoutMs) }
-        worker.postMessage({ level: id })
+        tell({ level: id })
       }
       return leveling.done
     },
@@ -126,7 +128,7 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
       // Referenced again while it stops, or a process with nothing else to do would end before
       // this resolves (and skip whatever follows the close, such as an error message).
       worker.ref()
-      worker.postMessage('stop')
+      tell('stop')
       await exited
     },
   }
@@ -158,69 +160,3 @@ export function checkpointOffThread(
 // A pass this short means the worker is close behind the writer: pausing writes for the final
 // pass then costs about as long.
 const SHORT_PASS_MS = 15
-
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads')
-const fs = require('node:fs')
-const Database = require(workerData.driver)
-const { everyMs, levelAtPages, shortPassMs } = workerData
-// A WAL this many times the mark gets its paused pass however long the last pass was. The mark
-// is reached between two routine passes, so the first pass past it finds up to a second's pages
-// more (1.5x the mark at 20,000 single readings/s): that alone must not skip catching up.
-const FAR_PAST = 3
-const db = new Database(workerData.file)
-// SQLite syncs the database file only in a checkpoint that ends level with the WAL: the paused
-// pass, or the writer's own checkpoint inside a commit. Synced here after every pass, that one
-// has only its own few pages left to flush: in the entity store under full ingest load, commits
-// that checkpoint over 25 ms went from 7 to 2 in 90 s of logs (longest 75 and 78 ms).
-const dbFile = fs.openSync(workerData.file, 'r')
-const checkpoint = () => {
-  try {
-    const result = db.pragma('wal_checkpoint(PASSIVE)')[0]
-    fs.fdatasyncSync(dbFile)
-    return result
-  } catch { return undefined }
-}
-let timer = null
-let last
-// Duration of the last back-to-back pass while catching up; null when not catching up.
-let catchingUpMs = null
-const scheduled = () => {
-  const started = performance.now()
-  const result = checkpoint()
-  const ms = performance.now() - started
-  let next = everyMs
-  // Level already (nothing was written since the last pass): the next commit starts the WAL over.
-  const level = result && last && result.log === last.log && result.checkpointed === result.log
-  if (levelAtPages > 0 && result && result.log >= levelAtPages && !level) {
-    // Catching up shortens each pass (it copies what the writer wrote during the one before),
-    // until one is short. Ask for the paused pass then, or when passes stop getting shorter, or
-    // when the WAL is far past the mark: waiting longer would only make the paused pass longer.
-    const stalled = catchingUpMs !== null && ms >= catchingUpMs
-    if (ms <= shortPassMs || stalled || result.log >= FAR_PAST * levelAtPages) {
-      parentPort.postMessage('ready')
-      catchingUpMs = null
-    } else {
-      next = 0
-      catchingUpMs = ms
-    }
-  } else catchingUpMs = null
-  last = result
-  timer = setTimeout(scheduled, next)
-}
-timer = setTimeout(scheduled, everyMs)
-parentPort.on('message', (message) => {
-  if (message !== 'stop') {
-    const result = checkpoint()
-    last = result
-    // Level: every frame is in the database file, so the writer's next commit starts the WAL over.
-    parentPort.postMessage({ leveled: message.level, level: Boolean(result && result.busy === 0 && result.log === result.checkpointed) })
-    return
-  }
-  clearTimeout(timer)
-  db.close()
-  process.exit(0)
-})
-// The descriptor is the process's, not the thread's: closed however the thread ends.
-process.on('exit', () => fs.closeSync(dbFile))
-`
