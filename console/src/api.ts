@@ -1,4 +1,10 @@
+import type { CustodyEvent, Delivery, TemperatureTrace, TraceExcursion } from '../../src/domain/shapes'
 import { accessToken, signIn } from './auth'
+
+// The service's own definitions (types only: nothing of the service reaches the bundle).
+export type { CustodyEvent, Delivery }
+export type Excursion = TraceExcursion
+export type Trace = TemperatureTrace
 
 /** An API error as problem+json (RFC 9457) says it. */
 export class ApiError extends Error {
@@ -28,71 +34,6 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
 
 export type Page<T> = { data: T[]; next_cursor: string | null }
 
-export type Excursion = {
-  started_at: string
-  ended_at: string | null
-  duration_s: number
-  peak_c: number | null
-  kind: 'high' | 'low' | 'unknown'
-}
-export type Profile = {
-  name: string
-  min_c: number
-  max_c: number
-  hard_min_c: number | null
-  hard_max_c: number | null
-  max_gap_s: number | null
-  grace_s: number
-  max_excursion_s: number
-  max_cumulative_s: number
-  mkt_max_c: number | null
-}
-export type CustodyEvent = {
-  seq: number
-  type: string
-  actor: { client_id: string; sub: string }
-  from: string | null
-  to: string | null
-  location: { lat: number; lng: number } | null
-  evidence_hash: string | null
-  occurred_at: string
-  recorded_at: string
-  prev_hash: string
-  hash: string
-}
-export type Disposition = {
-  decision: 'release' | 'return'
-  note: string | null
-  decided_by: { client_id: string; sub: string }
-  decided_at: string
-}
-export type Delivery = {
-  id: string
-  rx_id: string
-  pharmacy_id: string
-  status: string
-  eta: string
-  fleet_id: string | null
-  driver_id: string | null
-  tote_id: string | null
-  cold_chain: {
-    required: boolean
-    profile: Profile | null
-    state: 'OK' | 'EXCURSION' | 'BROKEN' | 'UNMONITORED'
-    min_c: number | null
-    max_c: number | null
-    mkt_c: number | null
-    time_out_of_range_s: number
-    unknown_s: number
-    excursions: Excursion[]
-    break_reason: string | null
-    broken_at: string | null
-    disposition: Disposition | null
-  }
-  custody: CustodyEvent[]
-  created_at: string
-  updated_at: string
-}
 export type Prescription = {
   rx_id: string
   pharmacy_id: string
@@ -107,24 +48,5 @@ export type Prescription = {
   delivery_id: string
 }
 export type Pharmacy = { id: string; name: string; timezone: string }
-export type TracePoint = { t: string; min: number; max: number; avg: number; n: number }
-export type Trace = {
-  delivery_id: string
-  profile: Profile | null
-  from: string
-  to: string
-  step_s: number
-  points: TracePoint[]
-  excursions: Excursion[]
-  summary: {
-    min_c: number | null
-    max_c: number | null
-    mkt_c: number | null
-    time_out_of_range_s: number
-    unknown_s?: number
-    as_of?: string
-    scope: string
-  }
-}
 export type Party = { id: string; kind: 'user' | 'driver' | 'pharmacy'; name: string }
 export type EventEnvelope = { id: string; type: string; created_at: string; delivery_id?: string | null; data: Record<string, unknown> }

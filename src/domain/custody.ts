@@ -1,22 +1,7 @@
 import { jcsHash } from '../hashing.js'
+import type { CustodyEvent } from './custody-event.js'
 
-/** A custody event exactly as the API returns it; `hash` covers every other member. */
-export type CustodyEvent = {
-  seq: number
-  type: CustodyType
-  actor: { client_id: string; sub: string }
-  from: string | null
-  to: string | null
-  location: { lat: number; lng: number } | null
-  evidence_hash: string | null
-  occurred_at: string
-  recorded_at: string
-  prev_hash: string
-  hash: string
-}
-
-export type CustodyType =
-  'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition'
+export type { CustodyEvent, CustodyType } from './custody-event.js'
 
 export type PrescriptionFacts = {
   rx_id: string

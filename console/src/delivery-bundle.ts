@@ -1,0 +1,40 @@
+import { api, type Delivery, type Party, type Pharmacy, type Prescription, type Trace } from './api'
+import { verifyInBrowser, type Verdict } from './chain'
+
+/** Everything a delivery's page shows, fetched at once; the custody chain verified here, in the browser. */
+export type Bundle = {
+  delivery: Delivery
+  rx: Prescription
+  pharmacy: Pharmacy
+  parties: Map<string, Party>
+  trace: Trace
+  verdict: Verdict
+}
+
+const ENDING = new Set(['delivered', 'returned', 'cancelled'])
+/** Buckets to ask for: fine enough to see a door opening, few enough to draw at once (the API allows 10,000). */
+const TARGET_POINTS = 4_000
+
+export async function loadBundle(id: string): Promise<Bundle> {
+  const delivery = await api<Delivery>(`/v1/deliveries/${encodeURIComponent(id)}`)
+  const start = Date.parse(delivery.custody.find((e) => e.type === 'dispatched')?.occurred_at ?? delivery.created_at)
+  const ended = [...delivery.custody].reverse().find((e) => ENDING.has(e.type))
+  const end = ended ? Date.parse(ended.occurred_at) : Date.now()
+  const step = Math.max(1, Math.ceil((end - start) / 1000 / TARGET_POINTS))
+  const [rx, pharmacy, parties, trace] = await Promise.all([
+    api<Prescription>(`/v1/prescriptions/${delivery.rx_id}`),
+    api<Pharmacy>(`/v1/pharmacies/${delivery.pharmacy_id}`),
+    api<{ data: Party[] }>(`/v1/deliveries/${delivery.id}/parties`),
+    api<Trace>(`/v1/deliveries/${delivery.id}/temperature?step=${step}s`),
+  ])
+  const verdict = await verifyInBrowser(rx, delivery.custody)
+  return { delivery, rx, pharmacy, parties: new Map(parties.data.map((p) => [p.id, p])), trace, verdict }
+}
+
+/** A party's name and id as the custody chain names it. */
+export const nameOf = (b: Bundle, id: string | null) => {
+  if (!id) return '—'
+  if (id === 'patient') return 'the patient'
+  const p = b.parties.get(id)
+  return p ? `${p.name} (${id})` : id
+}

@@ -1,0 +1,140 @@
+import { nameOf, type Bundle } from './delivery-bundle'
+import { chartPanel } from './chart'
+import { dispositionSection } from './disposition'
+import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
+
+// The sections of a delivery's report, on its page and on the printable report (#/print/…):
+// what was prescribed, the profile, status and times in the pharmacy's time zone, the chart, the
+// summary, the disposition and the custody timeline.
+
+function facts(b: Bundle): HTMLElement {
+  const { delivery: d, rx, pharmacy } = b
+  const tz = pharmacy.timezone
+  const profile = d.cold_chain.profile
+  const row = (k: string, v: Node | string) => [h('dt', {}, k), h('dd', {}, v)]
+  const items = rx.items?.length
+    ? h(
+        'ul',
+        { class: 'items' },
+        ...rx.items.map((i) => h('li', {}, `${i.quantity ?? 1} × ${i.description}${i.ndc ? ` (NDC ${i.ndc})` : ''}`)),
+      )
+    : 'none listed'
+  return h(
+    'section',
+    { class: 'facts', 'aria-labelledby': 'facts-h' },
+    h('h2', { id: 'facts-h' }, 'Prescription'),
+    h(
+      'dl',
+      {},
+      ...row('Prescription', rx.rx_id),
+      ...row('Patient', rx.patient_id),
+      ...row('Items', items),
+      ...row(
+        'Profile',
+        profile
+          ? `${profile.name}: ${profile.min_c} to ${profile.max_c} °C${profile.hard_min_c !== null ? `, never below ${profile.hard_min_c} °C` : ''}${profile.hard_max_c !== null ? `, never above ${profile.hard_max_c} °C` : ''}`
+          : 'no cold chain',
+      ),
+      ...row('Status', d.status),
+      ...row('Pharmacy', `${pharmacy.name} (${tz})`),
+      ...row('Created', dateTime(d.created_at, tz)),
+      ...row('ETA', dateTime(d.eta, tz)),
+      ...(rx.deliver_by ? row('Deliver by', dateTime(rx.deliver_by, tz)) : []),
+      ...row('Tote', d.tote_id ?? '—'),
+    ),
+  )
+}
+
+function coldChainHeader(b: Bundle): HTMLElement {
+  const c = b.delivery.cold_chain
+  const broke =
+    c.state === 'BROKEN'
+      ? h(
+          'p',
+          { class: 'break' },
+          h('strong', {}, 'Cold chain broken'),
+          ` at ${dateTime(c.broken_at, b.pharmacy.timezone)}: ${BREAK_REASONS[c.break_reason ?? ''] ?? c.break_reason}.`,
+        )
+      : null
+  return h('div', { class: 'state-line' }, h('span', { class: `badge badge-${c.state.toLowerCase()}` }, `Cold chain ${c.state}`), broke)
+}
+
+function summary(b: Bundle): HTMLElement {
+  const s = b.trace.summary
+  const unknown = s.unknown_s ?? b.delivery.cold_chain.unknown_s
+  const row = (k: string, v: string) => [h('dt', {}, k), h('dd', {}, v)]
+  return h(
+    'section',
+    { class: 'summary', 'aria-labelledby': 'summary-h' },
+    h('h2', { id: 'summary-h' }, 'Summary'),
+    h(
+      'dl',
+      {},
+      ...row('Minimum', celsius(s.min_c)),
+      ...row('Maximum', celsius(s.max_c)),
+      ...row('Mean kinetic temperature', celsius(s.mkt_c)),
+      ...row('Time out of range', duration(s.time_out_of_range_s)),
+      ...row('Of which unknown (no signal)', duration(unknown)),
+      ...row('As of', dateTime(s.as_of ?? b.trace.to, b.pharmacy.timezone)),
+    ),
+  )
+}
+
+function custody(b: Bundle): HTMLElement {
+  const tz = b.pharmacy.timezone
+  const v = b.verdict
+  const badge = v.valid
+    ? h('p', { class: 'verify ok', role: 'status' }, `✓ Chain verified in this browser: ${v.length} events, RFC 8785 + SHA-256.`)
+    : h(
+        'p',
+        { class: 'verify bad', role: 'alert' },
+        '✗ Chain does NOT verify: ',
+        h('a', { href: `#custody-${v.firstBadSeq}` }, `event ${v.firstBadSeq}`),
+        ` — ${v.reason}.`,
+      )
+  const firstBad = v.valid ? null : v.firstBadSeq
+  return h(
+    'section',
+    { class: 'custody', 'aria-labelledby': 'custody-h' },
+    h('h2', { id: 'custody-h' }, 'Chain of custody'),
+    badge,
+    h(
+      'ol',
+      { class: 'timeline' },
+      ...b.delivery.custody.map((e, i) =>
+        h(
+          'li',
+          { id: `custody-${i + 1}`, class: i + 1 === firstBad ? 'bad' : undefined, tabindex: i + 1 === firstBad ? '-1' : undefined },
+          h('div', { class: 'what' }, h('strong', {}, `${e.seq}. ${e.type.replace('_', ' ')}`), ' ', dateTime(e.occurred_at, tz)),
+          e.from || e.to ? h('div', {}, `${nameOf(b, e.from)} → ${nameOf(b, e.to)}`) : null,
+          h('div', { class: 'small' }, `Recorded by ${nameOf(b, e.actor.sub)}`),
+          e.evidence_hash ? h('div', { class: 'small mono' }, 'Evidence ', h('code', {}, e.evidence_hash)) : null,
+          h('div', { class: 'small mono muted' }, 'Hash ', h('code', {}, e.hash)),
+        ),
+      ),
+    ),
+  )
+}
+
+/** The report sections (also the print page's). */
+export function reportSections(b: Bundle, width: number, onDisposition: () => void): HTMLElement[] {
+  return [
+    facts(b),
+    coldChainHeader(b),
+    h(
+      'section',
+      { class: 'trace', 'aria-labelledby': 'trace-h' },
+      h('h2', { id: 'trace-h' }, 'Temperature'),
+      chartPanel({
+        trace: b.trace,
+        timeZone: b.pharmacy.timezone,
+        brokenAt: b.delivery.cold_chain.broken_at,
+        breakReason: b.delivery.cold_chain.break_reason,
+        width,
+      }),
+    ),
+    summary(b),
+    ...[dispositionSection(b, onDisposition)].filter((s): s is HTMLElement => s !== null),
+    custody(b),
+  ]
+}

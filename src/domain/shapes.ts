@@ -1,0 +1,27 @@
+/**
+ * The API's public shapes as TypeScript types, for the service and the console alike
+ * (console/src/api.ts). Types only: nothing here, nor in what it imports with `import type`,
+ * reaches a bundle, and nothing names Node, so the browser build type-checks it too.
+ */
+import type { ColdChain } from './cold-chain.js'
+import type { CustodyEvent } from './custody-event.js'
+import type { DeliveryStatus } from './delivery-machine.js'
+import type { TemperatureTrace, TraceExcursion } from './temperature-trace.js'
+
+export type { CustodyEvent, TemperatureTrace, TraceExcursion }
+
+/** A delivery as the API returns it (GET /v1/deliveries/{id}). */
+export type Delivery = {
+  id: string
+  rx_id: string
+  pharmacy_id: string
+  status: DeliveryStatus
+  eta: string
+  fleet_id: string | null
+  driver_id: string | null
+  tote_id: string | null
+  cold_chain: ColdChain
+  custody: CustodyEvent[]
+  created_at: string
+  updated_at: string
+}
