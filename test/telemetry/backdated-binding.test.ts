@@ -79,7 +79,8 @@ describe('a dispatch recorded after the tote had been reporting', () => {
     publishNext()
     const live = setInterval(publishNext, STEP_MS)
     try {
-      await new Promise((resolve) => setTimeout(resolve, 4_000))
+      // 4 s of readings (20 at 200 ms) before the dispatch is recorded.
+      await waitFor(() => published.length >= 4_000 / STEP_MS, 10_000, 'four seconds of readings')
       temp = 4
       // The dispatch arrives 4 s late, with the real occurred_at.
       const dispatched = await dispatch(dispatchedAt)
@@ -90,7 +91,12 @@ describe('a dispatch recorded after the tote had been reporting', () => {
         5_000,
         'the summary with the early readings',
       )
-      await new Promise((resolve) => setTimeout(resolve, 1_500)) // a monitor tick or two
+      // And the readings after it: judged on the same summary, with no gap between them.
+      await waitFor(
+        async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.cold_chain?.max_c === 4,
+        5_000,
+        'the summary with the later readings',
+      )
     } finally {
       clearInterval(live)
       await Promise.all(published) // every PUBACK

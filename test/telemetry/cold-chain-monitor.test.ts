@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { ColdChainMonitor } from '../../src/telemetry/cold-chain-monitor.js'
 
 const profile = JSON.parse(readFileSync(new URL('../../rules/profiles/refrigerated.json', import.meta.url), 'utf8'))
@@ -111,12 +111,11 @@ describe('the cold-chain monitor saving delivery summaries', () => {
     await monitor.watchOpenDeliveries([...hot, ...calm].map(bind))
     monitor.accept(calm.map((id) => reading(id, 1_000, 5))) // one in-range reading each: changed, no event
     monitor.tick()
-    while (transactions < 61) await new Promise((resolve) => setTimeout(resolve, 1))
-    await new Promise((resolve) => setTimeout(resolve, 20))
-
-    expect(events).toBeGreaterThanOrEqual(60 * hot.length * 2) // an excursion and its recovery each, every time
-    const missing = calm.filter((id) => !written.has(id))
-    expect(missing).toEqual([])
+    await vi.waitFor(() => {
+      expect(transactions).toBeGreaterThanOrEqual(61)
+      expect(events).toBeGreaterThanOrEqual(60 * hot.length * 2) // an excursion and its recovery each, every time
+      expect(calm.filter((id) => !written.has(id))).toEqual([])
+    })
     // …and promptly: 20 of them at least ride along in every transaction.
     expect(Math.max(...calm.map((id) => written.get(id)!))).toBeLessThanOrEqual(Math.ceil(calm.length / 20) + 1)
   })
@@ -180,13 +179,18 @@ describe('the cold-chain monitor while stored readings are attributed to a deliv
     const attributed = [at('A', T0 + 1_000, 3), at('A', T0 + 2_000, 4)]
     let reads = 0
     // The first read (the load) answers from before the attribution, and only after it was done.
+    let loadRead!: () => void
+    const loadHasRead = new Promise<void>((resolve) => (loadRead = resolve))
     const sink = {
-      readingsForDelivery: async () =>
-        ++reads === 1 ? new Promise<unknown[]>((resolve) => setTimeout(() => resolve([]), 30)) : attributed,
+      readingsForDelivery: async () => {
+        if (++reads > 1) return attributed
+        loadRead()
+        return new Promise<unknown[]>((resolve) => setTimeout(() => resolve([]), 30)) // a slow store: answers after the attribution
+      },
     }
     const { monitor, binding } = monitorWith(sink, { now: () => T0 + 3_000 })
     const loading = monitor.watchOpenDeliveries([binding])
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    await loadHasRead
     await monitor.reattributed('A')
     await loading
     expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 2_000, min_c: 3, max_c: 4 })

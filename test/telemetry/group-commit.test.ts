@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { GroupCommitter } from '../../src/telemetry/group-commit.js'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 
@@ -41,12 +41,17 @@ const settledState = async (promise: Promise<unknown>) => {
 }
 
 describe('GroupCommitter', () => {
+  // The gather window is a timer: the tests move the clock past it instead of sleeping.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }))
+  afterEach(() => void vi.useRealTimers())
+  const pastTheWindow = (ms: number) => vi.advanceTimersByTimeAsync(ms)
+
   it('writes the publishes of a few milliseconds in one transaction and answers each only once it committed', async () => {
     const { sink, writes } = controlledSink()
     const committer = new GroupCommitter(sink, 5)
     const a = committer.write([row(1)])
     const b = committer.write([row(2), row(3)])
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await pastTheWindow(5)
     expect(writes.map((w) => w.rows.map((r) => r.ts))).toEqual([[1, 2, 3]])
     expect(await settledState(a)).toBe('pending')
     writes[0]!.finish()
@@ -58,12 +63,12 @@ describe('GroupCommitter', () => {
     const committer = new GroupCommitter(sink, 1)
     const a = committer.write([row(1)])
     const b = committer.write([row(2)])
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await pastTheWindow(1)
     const c = committer.write([row(3)]) // gathered while the first group is being written
     writes[0]!.finish(new Error('disk full'))
     await expect(a).rejects.toThrow('disk full')
     await expect(b).rejects.toThrow('disk full')
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await pastTheWindow(1)
     expect(writes[1]!.rows.map((r) => r.ts)).toEqual([3])
     writes[1]!.finish()
     await expect(c).resolves.toBeUndefined()
@@ -74,7 +79,7 @@ describe('GroupCommitter', () => {
     const committer = new GroupCommitter(sink, 1)
     void committer.write([row(1)])
     const settled = committer.settled()
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await pastTheWindow(1)
     void committer.write([row(2)]) // after settled() was asked: not waited for
     expect(await settledState(settled)).toBe('pending')
     writes[0]!.finish()
@@ -90,7 +95,7 @@ describe('GroupCommitter', () => {
     const publishes: Promise<void>[] = []
     for (let ts = 1; ts <= 4; ts++) {
       publishes.push(committer.write([row(ts)]))
-      await new Promise((resolve) => setTimeout(resolve, 5)) // each its own group
+      await pastTheWindow(1) // each its own group
     }
     expect(writes.map((w) => w.rows.map((r) => r.ts))).toEqual([[1], [2], [3]]) // the fourth waits for a slot
     writes[2]!.finish()

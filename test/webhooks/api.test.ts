@@ -222,9 +222,12 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     await waitFor(async () => !(await api.get(`/v1/webhooks/${endpoint.id}`, admin)).body.enabled, 5_000, 'the endpoint disabled')
     expect((await api.get(`/v1/webhooks/${endpoint.id}`, admin)).body).toMatchObject({ enabled: false, disabled_reason: 'gone' })
 
-    // A disabled endpoint hears nothing more, and the one 410 was not retried.
+    // A disabled endpoint hears nothing more, and the one 410 was not retried: by the time an
+    // endpoint registered beside it has the next event, that event's rows have all been claimed.
+    const witness = await receiver()
+    await register(admin, { url: witness.url, events: ['delivery.created'], pharmacy_id: pharmacy.id })
     await api.prescription(admin, { pharmacy_id: pharmacy.id })
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await waitFor(() => witness.requests.length === 1, 5_000, 'the event at the endpoint beside it')
     expect(r.requests).toHaveLength(1)
   })
 })

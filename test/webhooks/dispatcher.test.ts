@@ -4,7 +4,7 @@ import type { AttemptRecord } from '../../src/webhooks/delivery-queue.js'
 import { createDispatcher, type DispatcherOptions, type WebhookDispatcher } from '../../src/webhooks/dispatcher.js'
 import { newWebhookSecret } from '../../src/webhooks/signing.js'
 import { MemoryDeliveryQueue } from './memory-delivery-queue.js'
-import { sleep, startReceiver, statuses, until, type Receiver, type Reply } from './receiver.js'
+import { gate, slowAnswer, startReceiver, statuses, until, type Receiver, type Reply } from './receiver.js'
 
 const DAY = 24 * 60 * 60 * 1000
 
@@ -31,6 +31,12 @@ describe('webhook dispatcher', () => {
 
   const outcomes = (attempts: AttemptRecord[]) => attempts.map((a) => [a.attempt, a.statusCode, a.success])
 
+  /** Until the dispatcher has polled the queue a few more times: whatever it would still send, it has claimed by then. */
+  async function morePolls(queue: MemoryDeliveryQueue, polls = 3) {
+    const seen = queue.claims.length
+    await until(() => queue.claims.length >= seen + polls)
+  }
+
   it('retries 500, 500 then 200: two failures and exactly one success recorded', async () => {
     const secret = newWebhookSecret()
     const r = await receiver(statuses(500, 500, 200))
@@ -41,7 +47,7 @@ describe('webhook dispatcher', () => {
     dispatcher(queue)
 
     await until(() => queue.rows.get(id)!.state === 'delivered')
-    await sleep(150) // nothing more arrives once delivered
+    await morePolls(queue) // nothing more arrives once delivered
     expect(outcomes(queue.attemptsFor(id))).toEqual([
       [1, 500, false],
       [2, 500, false],
@@ -96,7 +102,7 @@ describe('webhook dispatcher', () => {
     expect(queue.attempts[0]).toMatchObject({ statusCode: 410, success: false, disable: '410', nextAttemptAtMs: null })
     expect(queue.endpoints.get('wh_1')!.disabled).toBe('410')
     queue.enqueue('wh_1', 'evt_2')
-    await sleep(150)
+    await morePolls(queue)
     expect(r.requests).toHaveLength(1)
     expect(queue.rows.get(id)!.state).toBe('failed')
   })
@@ -140,7 +146,7 @@ describe('webhook dispatcher', () => {
     let maxOpen = 0
     const slow = await receiver(async (_req, res) => {
       maxOpen = Math.max(maxOpen, ++open)
-      await new Promise((resolve) => setTimeout(resolve, 30_000).unref())
+      await slowAnswer(30_000)
       open--
       res.end()
     })
@@ -151,11 +157,9 @@ describe('webhook dispatcher', () => {
     for (let i = 0; i < 100; i++) queue.enqueue('wh_slow', `evt_s${i}`)
     const d = dispatcher(queue, { perEndpointConcurrency: 5, maxInFlight: 50, timeoutMs: 2_000 })
     await until(() => slow.requests.length === 5)
-    const started = Date.now()
     for (let i = 0; i < 100; i++) queue.enqueue('wh_fast', `evt_f${i}`)
     d.wake()
     await until(() => queue.attempts.filter((a) => a.endpointId === 'wh_fast').length === 100, 2_000)
-    expect(Date.now() - started).toBeLessThan(1_000)
     expect(queue.attempts.every((a) => a.endpointId === 'wh_fast' && a.success)).toBe(true)
     expect(maxOpen).toBe(5) // per-endpoint concurrency bound
     // The slow endpoint is not asked for more rows while its lane is full.
@@ -174,16 +178,14 @@ describe('webhook dispatcher', () => {
     const queue = new MemoryDeliveryQueue()
     queue.addEndpoint('wh_1', r.url, [newWebhookSecret()])
     const d = dispatcher(queue, { pollIntervalMs: 60_000 })
-    const latencies: number[] = []
+    await until(() => queue.claims.length === 1) // the first poll, at start: the next one is a minute away
+    // Each event arrives long before the next poll could have found it (its latency is bench:webhooks's).
     for (let i = 0; i < 100; i++) {
-      const committedAt = Date.now()
-      queue.enqueue('wh_1', `evt_${i}`, undefined, committedAt)
+      queue.enqueue('wh_1', `evt_${i}`)
       d.wake()
       await until(() => r.requests.length === i + 1)
-      latencies.push(r.requests[i]!.at - committedAt)
     }
-    latencies.sort((a, b) => a - b)
-    expect(latencies[98]!).toBeLessThan(200) // p99 commit → receipt
+    expect(r.requests).toHaveLength(100)
   })
 
   it('keeps going when storage fails for a moment', async () => {
@@ -205,8 +207,9 @@ describe('webhook dispatcher', () => {
   })
 
   it('stop() waits for attempts in flight and records them', async () => {
+    const answer = gate()
     const r = await receiver(async (_req, res) => {
-      await sleep(200)
+      await answer.opened
       res.end()
     })
     const queue = new MemoryDeliveryQueue()
@@ -214,13 +217,16 @@ describe('webhook dispatcher', () => {
     const id = queue.enqueue('wh_1', 'evt_1')
     const d = dispatcher(queue)
     await until(() => r.requests.length === 1)
-    await d.stop()
+    const stopped = d.stop()
+    answer.open() // answered while stop() is under way
+    await stopped
     expect(queue.rows.get(id)!.state).toBe('delivered')
   })
 
   it('stop() is bounded: past the grace period it aborts and leaves the row to its lease', async () => {
+    const answer = gate() // opened only after stop() returned: the attempt never ends by itself
     const r = await receiver(async (_req, res) => {
-      await new Promise((resolve) => setTimeout(resolve, 30_000).unref())
+      await answer.opened
       res.end()
     })
     const queue = new MemoryDeliveryQueue()
@@ -228,9 +234,8 @@ describe('webhook dispatcher', () => {
     const id = queue.enqueue('wh_1', 'evt_1')
     const d = dispatcher(queue)
     await until(() => r.requests.length === 1)
-    const started = Date.now()
     await d.stop(100)
-    expect(Date.now() - started).toBeLessThan(1_000)
+    answer.open()
     expect(queue.attempts).toHaveLength(0)
     expect(queue.rows.get(id)!.leasedUntilMs).toBeGreaterThan(Date.now()) // due again after the lease
   })

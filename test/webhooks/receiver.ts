@@ -63,13 +63,25 @@ export function statuses(...codes: Array<number | [number, Record<string, string
   }
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/**
+ * A receiver taking its time before it answers: the scenario under test (a slow or hung
+ * endpoint), never a test waiting for something. Unref'd so a 30 s answer does not hold a
+ * finished test file open.
+ */
+export const slowAnswer = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref())
+
+/** A promise the test resolves itself: a receiver that answers exactly when the test says so. */
+export function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { opened, open }
+}
 
 /** Polls `check` until it returns true or `timeoutMs` passes. */
 export async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!check()) {
     if (Date.now() > deadline) throw new Error('condition not met in time')
-    await sleep(5)
+    await new Promise((resolve) => setTimeout(resolve, 5)) // the poll interval
   }
 }
