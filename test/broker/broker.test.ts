@@ -4,6 +4,7 @@ import type { MqttClient } from 'mqtt'
 import { Counter, Registry } from 'prom-client'
 import { describe, expect, it } from 'vitest'
 import { IngestUnavailableError } from '../../broker/index.js'
+import { timeForAWrongAnswer } from '../helpers/wait.js'
 import { aReading, closed, connectTote, errors, readings, startBroker, tcp } from './harness.js'
 
 function deferred() {
@@ -88,7 +89,7 @@ describe('ingest', () => {
       acked = true
     })
     await expect.poll(() => called).toBe(1)
-    await new Promise((r) => setTimeout(r, 200)) // ample time for a PUBACK that was not held back
+    await timeForAWrongAnswer(200) // ample time for a PUBACK that was not held back
     expect(acked).toBe(false)
 
     committed.resolve()
@@ -116,7 +117,8 @@ describe('ingest', () => {
     })
     const both = Promise.all([1, 2].map(() => alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })))
     await expect.poll(() => n).toBe(2)
-    setTimeout(first.resolve, 50)
+    await timeForAWrongAnswer(50) // for the second PUBACK, were it sent as soon as stored
+    first.resolve()
     await both
     expect(acks).toEqual(sent)
   })
@@ -199,12 +201,18 @@ describe('ingest', () => {
     const { broker } = await startBroker()
     const bravo = await connectTote(tcp(broker), 'tt_bravo')
     await bravo.subscribeAsync(errors('tt_bravo'), { qos: 1 })
-    let received = 0
-    bravo.on('message', () => received++)
+    const received: string[] = []
+    bravo.on('message', (topic) => received.push(topic))
     const alpha = await connectTote(tcp(broker), 'tt_alpha')
+    await alpha.subscribeAsync(errors('tt_alpha'), { qos: 1 })
+    const alphaError = nextMessage(alpha)
     await alpha.publishAsync(readings('tt_alpha'), 'not json', { qos: 1 })
-    await new Promise((r) => setTimeout(r, 100))
-    expect(received).toBe(0)
+    await alphaError
+    // Bravo's own error comes after anything routed to it before: alpha's, had it leaked.
+    const bravoError = nextMessage(bravo)
+    await bravo.publishAsync(readings('tt_bravo'), 'not json', { qos: 1 })
+    await bravoError
+    expect(received).toEqual([errors('tt_bravo')])
   })
 })
 
@@ -241,7 +249,8 @@ describe('listeners', () => {
     const publishing = alpha.publishAsync(readings('tt_alpha'), aReading(), { qos: 1 })
     await expect.poll(() => called).toBe(1)
     const closing = broker.close()
-    setTimeout(committed.resolve, 50)
+    await timeForAWrongAnswer(50) // for close() to disconnect, were it not waiting for the store
+    committed.resolve()
     await expect(publishing).resolves.toBeDefined()
     await closing
   })

@@ -14,6 +14,8 @@ export type TcpProxy = {
   cut(): void
   /** New connections are reset at once (`forward()` undoes it). */
   refuse(): void
+  /** Connections reset by `refuse()` so far: how often the service tried while the server was down. */
+  readonly refused: number
   /** Bytes go nowhere, both ways, on every connection, old and new (`forward()` undoes it). */
   blackHole(): void
   forward(): void
@@ -23,9 +25,13 @@ export type TcpProxy = {
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   let mode: 'forward' | 'refuse' | 'black-hole' = 'forward'
   const pairs = new Set<{ client: Socket; upstream: Socket }>()
+  let refused = 0
   const server = createServer((client) => {
     client.on('error', () => {})
-    if (mode === 'refuse') return void client.resetAndDestroy()
+    if (mode === 'refuse') {
+      refused += 1
+      return void client.resetAndDestroy()
+    }
     const upstream = connect(target.port, target.host)
     upstream.on('error', () => {})
     const pair = { client, upstream }
@@ -52,6 +58,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     upstreamPorts: () => [...pairs].map(({ upstream }) => upstream.localPort).filter((p): p is number => p !== undefined),
     cut,
     refuse: () => void (mode = 'refuse'),
+    get refused() {
+      return refused
+    },
     blackHole: () => void (mode = 'black-hole'),
     forward: () => void (mode = 'forward'),
     async close() {

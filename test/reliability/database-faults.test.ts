@@ -70,7 +70,9 @@ describe.skipIf(!url)('PostgreSQL going away', () => {
       const refused = await newPharmacy(api, admin)
       expect(refused.status).toBe(503)
       expect(refused.body).toMatchObject({ code: 'not_ready' })
-      await new Promise((resolve) => setTimeout(resolve, 2_500)) // the loops meet the outage a few times
+      // The loops meet the outage a few times: refused reconnects beyond the two requests' own.
+      const refusedBefore = proxy.refused
+      await waitFor(() => proxy.refused >= refusedBefore + 5, 15_000, 'the background loops refused by the database')
 
       // It comes back: no restart, the service finds it again.
       proxy.forward()

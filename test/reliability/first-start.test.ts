@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { childEnv, freePort, runUntilExit, startChildService, type ChildService } from '../helpers/child-service.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * The first start prints the generated admin client's secret once. A first start that fails
@@ -41,7 +42,7 @@ describe('first start', () => {
     const svc = await startChildService({ dataDir, httpPort, mqttPort, env: UNPINNED })
     children.push(svc)
     // The banner follows the listeners binding, so it may land just after /readyz first answers.
-    for (let i = 0; i < 200 && !svc.stderr.includes('client_secret'); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+    await waitFor(() => svc.stderr.includes('client_secret'), 10_000, 'the first-start banner')
     const id = /client_id:\s+(cl_\S+)/.exec(svc.stderr)?.[1]
     const secret = /client_secret:\s+(cs_\S+)/.exec(svc.stderr)?.[1]
     expect(id, svc.stderr).toBeDefined()

@@ -20,8 +20,6 @@ const GOOD_WINDOW = 16
  * well-formed publisher, the slowdown is ~2x; with 64, 4–6x (see the annotation).
  */
 const FLOOD_WINDOW = 64
-/** How long the well-formed publisher is measured alone, before and after the flood. */
-const ALONE_MS = 2_500
 /** The promise checked here: the flood at most halves well-formed throughput. */
 
 const children: ChildService[] = []
@@ -75,14 +73,6 @@ function wellFormedPublisher(client: MqttClient, toteId: string, firstTs: number
   }
 }
 
-/** PUBACKs per second while `during` runs. */
-async function rateDuring(publisher: ReturnType<typeof wellFormedPublisher>, during: () => Promise<void>): Promise<number> {
-  const acked = publisher.acked
-  const started = performance.now()
-  await during()
-  return ((publisher.acked - acked) * 1_000) / (performance.now() - started)
-}
-
 /** Sends MALFORMED payloads (the kinds in turn) with FLOOD_WINDOW outstanding; resolves when all are acknowledged. */
 async function flood(tote: Awaited<ReturnType<typeof rawTote>>, topic: string, kinds: { payload: Buffer }[]): Promise<void> {
   let sent = 0
@@ -129,27 +119,17 @@ describe('a flood of malformed payloads from one tote', () => {
 
     const publisher = wellFormedPublisher(goodClient, good.id, Date.now() - 3_600_000)
     publisher.start()
-    await new Promise((resolve) => setTimeout(resolve, 1_500)) // warm-up: JIT, SQLite page cache
-    const pause = () => new Promise<void>((resolve) => setTimeout(resolve, ALONE_MS))
-    const aloneBefore = await rateDuring(publisher, pause)
+    await waitFor(() => publisher.acked > 0, 10_000, 'the well-formed stream under way')
     const kinds = malformedKinds(Date.now())
-    let floodMs = 0
-    const flooded = await rateDuring(publisher, async () => {
-      const started = performance.now()
-      await flood(badClient, readingsTopicOf(bad.id), kinds)
-      floodMs = performance.now() - started
-    })
-    const aloneAfter = await rateDuring(publisher, pause)
+    const ackedBefore = publisher.acked
+    const started = performance.now()
+    await flood(badClient, readingsTopicOf(bad.id), kinds)
+    const floodMs = performance.now() - started
+    const flooded = publisher.acked - ackedBefore
     await publisher.stop()
-
-    const alone = (aloneBefore + aloneAfter) / 2
-    const slowdown = alone / flooded
-    await annotate(
-      `well-formed PUBACKs/s: ${aloneBefore.toFixed(0)} alone, ${flooded.toFixed(0)} during the flood (${MALFORMED} payloads in ${floodMs.toFixed(0)} ms), ${aloneAfter.toFixed(0)} alone again: slowdown ${slowdown.toFixed(2)}x`,
-    )
-    // The slowdown is reported, not asserted: a ratio of rates depends on whatever else shares the
-    // cores (a busy CI machine measured 5.3x), so it belongs in a benchmark. What is asserted is
-    // that the flood was handled: every bad payload answered, every good one stored.
+    // How much the flood slows the well-formed stream is a figure for a quiet machine, not an
+    // assertion here (a busy CI machine measured 5.3x); the test asserts the flood was handled.
+    await annotate(`${flooded} well-formed PUBACKs during the flood (${MALFORMED} payloads in ${floodMs.toFixed(0)} ms)`)
     expect(flooded, 'well-formed PUBACKs kept coming during the flood').toBeGreaterThan(0)
 
     // Every malformed payload was answered on the tote's errors topic with the reason's code, and counted.

@@ -1,6 +1,7 @@
 import { Agent, request } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startChildService, type ChildService } from '../helpers/child-service.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * SIGTERM while HTTP clients keep their connections alive and keep sending: the service stops
@@ -35,6 +36,9 @@ function get(agent: Agent, port: number, path: string): Promise<{ status: number
   })
 }
 
+/** A refused client waits a little before it tries again, as real clients do (not a test waiting for something). */
+const clientRetryPause = () => new Promise((resolve) => setTimeout(resolve, 20))
+
 describe('SIGTERM with keep-alive HTTP clients hammering the API', () => {
   it('closes their connections and exits 0', async ({ annotate }) => {
     const svc = await startChildService()
@@ -48,7 +52,7 @@ describe('SIGTERM with keep-alive HTTP clients hammering the API', () => {
         const reply = await get(agent, svc.httpPort, '/healthz')
         if (reply === null) {
           // Refused: the listener is closed. Keep trying until the process is gone, as a client would.
-          await new Promise((resolve) => setTimeout(resolve, 20))
+          await clientRetryPause()
           continue
         }
         answered++
@@ -56,7 +60,7 @@ describe('SIGTERM with keep-alive HTTP clients hammering the API', () => {
       }
     }
     const clients = Array.from({ length: CLIENTS }, hammer)
-    while (answered < 200) await new Promise((resolve) => setTimeout(resolve, 20))
+    await waitFor(() => answered >= 200, 15_000, '200 answers before the SIGTERM')
 
     const answeredBefore = answered
     process.kill(svc.pid, 'SIGTERM')

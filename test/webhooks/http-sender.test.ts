@@ -23,7 +23,6 @@ describe('sending one webhook attempt', () => {
     const r = await receiver(statuses(204))
     const result = await post(`${r.url}/hooks?x=1`)
     expect(result).toMatchObject({ success: true, status: 204, error: null, retryAfterMs: null })
-    expect(result.durationMs).toBeGreaterThanOrEqual(0)
     const [req] = r.requests
     expect(req).toMatchObject({ method: 'POST', url: '/hooks?x=1', body: '{"id":"evt_1"}' })
     expect(req!.headers).toMatchObject({

@@ -46,7 +46,10 @@ describe('webhooks from the running service', () => {
       [500, false],
       [200, true],
     ])
-    expect(api.service.metrics.webhookAttempts).toBeDefined()
+    // …and counted by outcome for /metrics.
+    const byOutcome = async () =>
+      Object.fromEntries((await api.service.metrics.webhookAttempts.get()).values.map((v) => [v.labels.outcome, v.value]))
+    await expect.poll(byOutcome).toEqual({ retry: 2, success: 1 })
     expect(receiver.requests).toHaveLength(3)
   })
 })
