@@ -131,15 +131,17 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       expect(returned.status).toBe('RETURNED')
       expect((await custody(rx.delivery_id)).map((e) => e.type)).toEqual(['created', 'dispatched', 'picked_up', 'failed', 'returned'])
       // On PostgreSQL the feed lists an event once older transactions on the server have ended.
-      await expect.poll(() => eventTypes(rx.delivery_id), { timeout: 15_000 }).toEqual([
-        'delivery.created',
-        'delivery.dispatched',
-        'custody.handoff-signed',
-        'delivery.picked-up',
-        'delivery.failed',
-        'custody.handoff-signed',
-        'delivery.returned',
-      ])
+      await expect
+        .poll(() => eventTypes(rx.delivery_id), { timeout: 15_000 })
+        .toEqual([
+          'delivery.created',
+          'delivery.dispatched',
+          'custody.handoff-signed',
+          'delivery.picked-up',
+          'delivery.failed',
+          'custody.handoff-signed',
+          'delivery.returned',
+        ])
       expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 5 })
       clock.advance(MINUTE)
       await ok(next.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, tote_id: tote.id })
