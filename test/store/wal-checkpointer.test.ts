@@ -40,21 +40,28 @@ describe('WAL checkpointer', () => {
     const observer = new Database(file)
     const frames = () => (observer.pragma('wal_checkpoint(NOOP)') as { log: number }[])[0]!.log
     // Back to back, as the readings sink under load: each write first lets the worker level
-    // the WAL when it has asked to. A WAL that shrinks has started over.
+    // the WAL when it has asked to. A WAL that shrinks has started over. Only restarts after a
+    // paused pass count: on a busy machine this writer is slow enough that now and then a
+    // routine pass catches up by itself, which proves nothing about the paused pass.
     let rows = 0
     let levels = 0
     let restarts = 0
     let before = 0
+    let leveled = false
     const until = Date.now() + 15_000
     for (let i = 0; i < 20_000 && restarts < 2 && Date.now() < until; i++) {
       if (checkpointer.levelWanted) {
         levels += 1
         await checkpointer.level()
+        leveled = true
       }
       writeTen()
       rows += 10
       const now = frames()
-      if (now < before) restarts += 1
+      if (now < before && leveled) {
+        restarts += 1
+        leveled = false
+      }
       before = now
       await new Promise((resolve) => setImmediate(resolve))
     }
