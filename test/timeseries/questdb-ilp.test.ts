@@ -37,6 +37,12 @@ describe('ILP text of readings', () => {
     expect(text([reading({ ts, delivery_id: null, rx_id: null })], encode)).toContain('readings,tote_id=tt_contract_a temp_c=')
   })
 
+  it('writes whole numbers exactly, at every digit boundary', () => {
+    const seqs = [0, 9, 10, 9_999_999, 10_000_000, 10_000_001, 100_000_000_000_000, Number.MAX_SAFE_INTEGER]
+    const lines = text(seqs.map((seq, i) => reading({ ts: i + 1, seq })))
+    expect(lines.match(/seq=\d+i/g)).toEqual(seqs.map((seq) => `seq=${seq}i`))
+  })
+
   it('encodes symbols as UTF-8 and holds lines far longer than usual', () => {
     const long = 'ü'.repeat(5_000)
     const rows = Array.from({ length: 3 }, (_, i) => reading({ ts: i, tote_id: `tt_${long}_${i}` }))
