@@ -1,15 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { SenderOptions } from '@questdb/nodejs-client'
 import { createExec, httpOptionsOf, quote, timestampMicros, type Exec } from './questdb-exec.js'
-import { createIlpPost, ilpLines } from './questdb-ilp.js'
+import { createIlpEncoder } from './questdb-ilp.js'
+import { createIlpPost } from './questdb-ilp-post.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 
 /**
- * Readings in QuestDB: written over ILP/HTTP (text built in questdb-ilp.ts, the config string
- * parsed by the official client), read over `/exec`.
+ * Readings in QuestDB: written over ILP/HTTP (text built in questdb-ilp.ts, posted by
+ * questdb-ilp-post.ts, the config string parsed by the official client), read over `/exec`.
  *
  * This adapter keeps every batch until QuestDB has answered 204 for it (the official client's
- * `flush()` would drop the rows of a failed send): each attempt sends the same text again,
+ * `flush()` would drop the rows of a failed send): each attempt sends the same bytes again,
  * retries on the retriable answers below with
  * exponential backoff and jitter, and rejects once the deadline has passed, whether QuestDB
  * answers errors, refuses connections or never answers — the caller has not acknowledged
@@ -102,6 +103,7 @@ export async function createQuestdbSink({
 
   const options = await SenderOptions.fromConfig(config, { log: () => {} })
   const post = createIlpPost(options, concurrentWrites)
+  const encode = createIlpEncoder(table)
   // Each attempt is one request bounded by request_timeout (and the write's deadline); the
   // retrying, and its deadline, are ours whatever the config string says.
   const requestTimeoutMs = Math.min(options.request_timeout ?? CLIENT_REQUEST_TIMEOUT_MS, policy.deadlineMs)
@@ -127,14 +129,14 @@ export async function createQuestdbSink({
 
   // One attempt: one request with the group's text, bounded by the deadline too. A request the
   // deadline cut off may still reach QuestDB: a late 204 only stores rows that the table dedups.
-  const sendBefore = (body: string, deadline: number) => post(body, Math.min(requestTimeoutMs, deadline - Date.now()))
+  const sendBefore = (body: Buffer, deadline: number) => post(body, Math.min(requestTimeoutMs, deadline - Date.now()))
 
-  const sendUntilAcknowledged = async (rows: readonly ReadingRow[], deadline: number) => {
+  // `body` holds `count` readings; built once, it is sent again by every attempt until QuestDB answers 204.
+  const sendUntilAcknowledged = async (body: Buffer, count: number, deadline: number) => {
     if (Date.now() >= deadline)
       throw new Error(
-        `QuestDB did not store ${rows.length} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`,
+        `QuestDB did not store ${count} readings: the ${policy.deadlineMs} ms deadline passed while earlier writes were being retried`,
       )
-    const body = ilpLines(table, rows) // built once, kept for every attempt until QuestDB answers 204
     let delay = policy.firstDelayMs
     for (let attempt = 1; ; attempt++) {
       try {
@@ -144,7 +146,7 @@ export async function createQuestdbSink({
         const error = err instanceof Error ? err : new Error(String(err))
         const wait = delay + Math.random() * delay * 0.2
         if (!isRetriable(error) || Date.now() + wait > deadline) {
-          throw new Error(`QuestDB did not store ${rows.length} readings after ${attempt} attempt(s): ${error.message}`, { cause: error })
+          throw new Error(`QuestDB did not store ${count} readings after ${attempt} attempt(s): ${error.message}`, { cause: error })
         }
         onRetry?.(attempt, error, wait)
         await new Promise((resolve) => setTimeout(resolve, wait))
@@ -171,10 +173,10 @@ export async function createQuestdbSink({
     concurrentWrites,
     async write(rows) {
       if (rows.length === 0) return
-      const batch = rows.slice() // our own copy, kept until acknowledged
       const deadline = Date.now() + policy.deadlineMs
+      const body = encode(rows) // our own copy of the rows, kept until acknowledged
       await acquire()
-      const done = sendUntilAcknowledged(batch, deadline).finally(release)
+      const done = sendUntilAcknowledged(body, rows.length, deadline).finally(release)
       const tracked = done.catch(() => {})
       inFlight.add(tracked)
       void tracked.then(() => inFlight.delete(tracked))

@@ -157,26 +157,3 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
     await expect(createQuestdbSink({ config: 'tcp::addr=localhost:9009;' })).rejects.toThrow(/http:: or https::/)
   })
 })
-
-describe('ILP text of readings', () => {
-  it('writes symbols, then columns (a null is absent), then the designated timestamp in ns, escaping symbol values', async () => {
-    const { ilpLines } = await import('../../src/timeseries/questdb-ilp.js')
-    const ts = Date.UTC(2025, 0, 1)
-    const full = reading({
-      ts,
-      temp_c: 5,
-      battery: 0.5,
-      humidity: 41.5,
-      lat: 52.52,
-      lng: -13.405,
-      seq: 42,
-      received_at: ts + 1,
-      late: true,
-    })
-    const bare = reading({ ts: ts + 1, tote_id: 'tt a,b=c\\d', delivery_id: null, rx_id: null, temp_c: -2.25 })
-    expect(ilpLines('readings', [full, bare])).toBe(
-      `readings,tote_id=tt_contract_a,delivery_id=dl_contract_1,rx_id=rx_contract_1 temp_c=5.0,battery=0.5,humidity=41.5,lat=52.52,lng=-13.405,seq=42i,received_at=${(ts + 1) * 1000}t,late=t ${ts}000000\n` +
-        `readings,tote_id=tt\\ a\\,b\\=c\\\\d temp_c=-2.25,received_at=${(ts + 1001) * 1000}t,late=f ${ts + 1}000000\n`,
-    )
-  })
-})
