@@ -60,10 +60,12 @@ export function drainOnClose(server: HttpServer): { stop(graceMs: number): Promi
   server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
     if (stopping) res.setHeader('connection', 'close')
     inFlight.add(res)
-    res.once('close', () => inFlight.delete(res))
-    // A response that began before the stop (a live event stream) could not say `Connection:
-    // close`; once it ends while stopping, its now idle keep-alive connection is closed too.
-    res.once('finish', () => {
+    // One listener per request ('close' follows 'finish', and also comes for a cut connection):
+    // this runs for every request, and each listener costs the event loop.
+    res.on('close', () => {
+      inFlight.delete(res)
+      // A response that began before the stop (a live event stream) could not say `Connection:
+      // close`; once it ends while stopping, its now idle keep-alive connection is closed too.
       if (stopping) setImmediate(() => server.closeIdleConnections())
     })
   })

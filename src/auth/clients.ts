@@ -117,9 +117,10 @@ export class ClientRegistry {
     return created
   }
 
-  async find(clientId: string): Promise<ClientRecord | undefined> {
+  /** The client; with `usable`, only while it is not revoked (a public client has no secret to stop working). */
+  async find(clientId: string, { usable = false } = {}): Promise<ClientRecord | undefined> {
     const [row] = await clientById(this.db, clientId)
-    return row && toRecord(row)
+    return row && (!usable || !revokedAt(row.secret_hash)) ? toRecord(row) : undefined
   }
 
   /** Checks a presented secret against the current one, or the previous one within its overlap window. */

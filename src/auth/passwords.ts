@@ -1,14 +1,15 @@
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
-import PQueue from 'p-queue'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { HashingThread } from './hashing-thread.js'
 
 /**
  * Password hashing with scrypt (RFC 7914) from node:crypto: memory-hard, no native dependency,
- * and run on libuv's thread pool, so a sign-in never blocks the event loop.
+ * and run on a thread of its own at a lower priority (hashing-thread.ts), so a sign-in never
+ * blocks the event loop nor takes a core from it.
  *
  * Parameters: N = 2^15, r = 8, p = 3, a 16-byte salt, a 32-byte key. That is one of OWASP's
  * equivalent scrypt settings (Password Storage Cheat Sheet: N=2^17 r=8 p=1 … N=2^13 r=8 p=10):
- * 32 MiB per hash (128 · N · r bytes), so four concurrent sign-ins on the default thread pool
- * hold 128 MiB, and p = 3 buys back the work a larger N would have cost.
+ * 32 MiB per hash (128 · N · r bytes; one hash at a time, see below), and p = 3 buys back the
+ * work a larger N would have cost.
  * The parameters are stored with each hash, so raising them later only affects new passwords.
  */
 export type ScryptParams = { log2N: number; r: number; p: number }
@@ -22,24 +23,17 @@ export const MIN_PASSWORD_LENGTH = 12
 export const MAX_PASSWORD_LENGTH = 256
 
 /**
- * One hash at a time per process: each takes ~0.1-0.4 s of a core, and libuv's four threads would
- * otherwise run four at once and take every core of a small machine from the event loop, so a
- * burst of sign-ins would delay every PUBACK and request. Sign-ins queue instead (the per-account
- * and per-address throttles bound how long the queue can get).
+ * One hash at a time per process, on one low-priority thread: each takes ~0.1-0.4 s of a core,
+ * and libuv's four threads would otherwise run four at once and take every core of a small
+ * machine from the event loop, so a burst of sign-ins would delay every PUBACK and request.
+ * Sign-ins queue instead (the per-account and per-address throttles bound how long the queue can get).
  */
-const hashing = new PQueue({ concurrency: 1 })
+const hashing = new HashingThread()
 
-function derive(password: string, salt: Buffer, params: ScryptParams): Promise<Buffer> {
-  return hashing.add(() => deriveNow(password, salt, params))
-}
-
-function deriveNow(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
+function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
   const N = 2 ** log2N
   // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
-  const options: ScryptOptions = { N, r, p, maxmem: 128 * N * r * 2 }
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFKC'), salt, KEY_BYTES, options, (err, key) => (err ? reject(err) : resolve(key))),
-  )
+  return hashing.scrypt({ password: password.normalize('NFKC'), salt, keyBytes: KEY_BYTES, N, r, p, maxmem: 128 * N * r * 2 })
 }
 
 export class PasswordHasher {

@@ -5,6 +5,7 @@ import { hashSecret } from '../hashing.js'
 import { insertRow, precompiled } from '../store/precompiled.js'
 import type { Database, Db } from '../store/schema.js'
 import type { AuditLog } from './audit-log.js'
+import { randomToken } from './random-token.js'
 import type { ConsentStore } from './consents.js'
 import type { Role } from './roles.js'
 import type { TokenService } from './tokens.js'
@@ -119,7 +120,7 @@ export class RefreshTokens {
     access: { jti: string; expiresAtMs: number },
     now: number,
   ): { token: string; row: Database['refresh_tokens'] } {
-    const token = `rt_${randomBytes(32).toString('base64url')}`
+    const token = `rt_${randomToken(32)}`
     const absoluteEnd = Date.parse(grant.familyCreatedAt) + REFRESH_ABSOLUTE_MS
     return {
       token,

@@ -28,6 +28,7 @@ const VERIFIED_CACHE_LIMIT = 10_000
 export class TokenService {
   private readonly verified = new Map<string, Principal>()
   private revoked = new Set<string>()
+  private readonly encodedHeaders = new Map<string, string>()
 
   constructor(
     private readonly db: Db,
@@ -48,8 +49,6 @@ export class TokenService {
     const claims: Record<string, unknown> = { client_id: subject.clientId, scope }
     if (subject.pharmacyId) claims.pharmacy_id = subject.pharmacyId
     if (subject.fleetId) claims.fleet_id = subject.fleetId
-    // RFC 9068 §2.1 header; RFC 7515 compact serialisation, RFC 7518 §3.4: ES256 is the raw r‖s pair (ieee-p1363).
-    const header = { alg: 'ES256', typ: 'at+jwt', kid: key.kid }
     const payload = {
       ...claims,
       iss: this.issuer,
@@ -59,9 +58,20 @@ export class TokenService {
       exp: nowS + this.ttlS,
       jti: subject.jti ?? randomUUID(),
     }
-    const signingInput = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`
+    // RFC 7515 compact serialisation; RFC 7518 §3.4: ES256 is the raw r‖s pair (ieee-p1363).
+    const signingInput = `${this.encodedHeader(key.kid)}.${base64url(JSON.stringify(payload))}`
     const token = `${signingInput}.${sign('sha256', Buffer.from(signingInput), { key: key.signer, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`
     return { access_token: token, token_type: 'Bearer', expires_in: this.ttlS, scope }
+  }
+
+  /** RFC 9068 §2.1 header, the same for every token of a key: encoded once per key. */
+  private encodedHeader(kid: string): string {
+    let encoded = this.encodedHeaders.get(kid)
+    if (encoded === undefined) {
+      encoded = base64url(JSON.stringify({ alg: 'ES256', typ: 'at+jwt', kid }))
+      this.encodedHeaders.set(kid, encoded)
+    }
+    return encoded
   }
 
   /** The caller behind a bearer token, or a 401 that says why. */

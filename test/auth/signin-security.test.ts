@@ -137,6 +137,45 @@ describe('sign-in security (RFC 9700)', () => {
     expect(world.client.client_secret).toBeUndefined()
   })
 
+  it('a revoked public client can neither start a sign-in nor exchange a code nor refresh', async () => {
+    const spa = (
+      await api.post('/v1/oauth/clients', world.admin, {
+        client_name: 'Retired SPA',
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+        redirect_uris: [REDIRECT],
+        first_party: true,
+        scope: 'deliveries:read',
+      })
+    ).body
+    const exchange = (code: string, verifier: string) =>
+      tokenRequest(api, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+        client_id: spa.client_id,
+      })
+    const first = await codeFor(api, spa.client_id)
+    const tokens = await exchange(first.code, first.verifier)
+    expect(tokens.status).toBe(200)
+    const pending = await codeFor(api, spa.client_id) // issued before the revocation, exchanged after
+    expect(await api.service.clients.revoke(spa.client_id)).not.toBeNull()
+
+    const refreshed = await tokenRequest(api, {
+      grant_type: 'refresh_token',
+      refresh_token: tokens.body.refresh_token,
+      client_id: spa.client_id,
+    })
+    expect(refreshed).toMatchObject({ status: 401, body: { error: 'invalid_client' } })
+    expect((await exchange(pending.code, pending.verifier)).status).toBe(401)
+    const page = await browser(api.service).get(
+      authorizeUrl({ client_id: spa.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }),
+    )
+    expect(page.status).toBe(400)
+    expect(page.location).toBeNull()
+  })
+
   it('only an unrestricted administrator marks a client first-party', async () => {
     const token = await api.tokenFor('cl_admin', 'admin-secret-for-tests-only-0123', 'clients:write')
     const res = await api.post('/v1/oauth/clients', token, {

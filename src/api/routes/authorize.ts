@@ -59,7 +59,7 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
   /** Step 1: an unknown client or a redirect URI not registered exactly is shown on a page, never redirected to (RFC 6749 §4.1.2.1). */
   async function checkClientAndRedirect(c: Context, request: AuthorizationRequest): Promise<Checked | Response> {
     if (!request.client_id) return messagePage(c, 'Sign-in request not valid', 'The app did not say who it is (client_id is missing).')
-    const client = await clients.find(request.client_id)
+    const client = await clients.find(request.client_id, { usable: true })
     if (!client || !client.grant_types.includes('authorization_code'))
       return messagePage(c, 'Sign-in request not valid', 'The app asking you to sign in is not registered for sign-in here.')
     // RFC 9700 §4.1.3: exact string comparison, no pattern and no default.

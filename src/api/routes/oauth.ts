@@ -82,7 +82,7 @@ async function identifyPublicClient(
   authorization: string | undefined,
 ): Promise<ClientRecord | null> {
   if (!body.client_id || body.client_secret || authorization) return null
-  const client = await clients.find(body.client_id)
+  const client = await clients.find(body.client_id, { usable: true })
   return client?.token_endpoint_auth_method === 'none' ? client : null
 }
 
