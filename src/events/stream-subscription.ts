@@ -27,7 +27,7 @@ export type StreamRequest = {
 }
 
 /** What a stream needs of a Node `ServerResponse` to write to it directly. */
-export type DirectSink = {
+type DirectSink = {
   readonly headersSent: boolean
   readonly writableLength: number
   readonly destroyed: boolean
