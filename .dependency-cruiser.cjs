@@ -3,7 +3,7 @@
 
 /** Modules with I/O or HTTP in them: a pure core (src/domain, rules) imports none of them. */
 const IMPURE = [
-  '^src/(api|services|store|timeseries|telemetry|webhooks|events)/',
+  '^src/(api|services|store|timeseries|telemetry|webhooks|events|wiring)/',
   '^src/(clock|service|main|listen|logger|metrics)\\.ts$',
   '^broker/',
   '(^|/)node_modules/(hono|@hono|kysely|better-sqlite3|pg|pino|@questdb)/',

@@ -12,9 +12,6 @@ import { ToteSessions } from './tote-sessions.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
 
 export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
-export type { BrokerMetrics } from './hooks/types.js'
-export { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
-export { commandsTopic, errorsTopic, readingsTopic } from './topics.js'
 
 export type BrokerDeps = {
   /** Username and password of a CONNECT → the tote id, or null to refuse. */

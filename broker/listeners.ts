@@ -12,7 +12,7 @@ export type HandleConnection = (stream: Duplex, request?: IncomingMessage) => vo
 export type Listener = { port: number; close(): Promise<void> }
 
 /** MQTT over WebSocket lives at this path (README, Configuration: MQTT_WS_PORT), as with Mosquitto and EMQX defaults. */
-export const WS_PATH = '/mqtt'
+const WS_PATH = '/mqtt'
 /**
  * Largest WebSocket message accepted: a 500-reading batch is ~100 KiB; ws' default is 100 MiB.
  * Raised to fit one whole MQTT packet when the packet limit is larger. (A packet may also span

@@ -38,7 +38,7 @@ export const CUSTOM_PROFILE_DEFAULTS = Object.freeze({
 } satisfies Omit<TemperatureProfile, 'min_c' | 'max_c'>)
 
 /** Returns the problem with a profile, or null when it is usable. Shared by resolveProfile and the zod schema. */
-export function profileProblem(p: TemperatureProfile): ProfileError | null {
+function profileProblem(p: TemperatureProfile): ProfileError | null {
   if (typeof p.name !== 'string' || p.name.trim() === '') return new ProfileError('name must be a non-empty string', 'name')
   for (const field of ['min_c', 'max_c'] as const) {
     if (!Number.isFinite(p[field])) return new ProfileError(`${field} must be a finite number`, field)

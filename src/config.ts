@@ -239,3 +239,12 @@ function shown(name: string, value: string | undefined): string {
 export function issuerOf(config: Pick<Config, 'ISSUER' | 'PORT'>): string {
   return (config.ISSUER ?? `http://localhost:${config.PORT}`).replace(/\/$/, '')
 }
+
+/**
+ * Where the console's sign-in returns (docs/console.md): ISSUER's /console/ when the operator set
+ * the public URL; otherwise this machine's names for the port actually bound.
+ */
+export function consoleRedirectUris(config: Pick<Config, 'ISSUER'>, httpPort: number): string[] {
+  if (config.ISSUER) return [`${config.ISSUER.replace(/\/$/, '')}/console/`]
+  return [`http://localhost:${httpPort}/console/`, `http://127.0.0.1:${httpPort}/console/`]
+}

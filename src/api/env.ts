@@ -21,6 +21,6 @@ export type AppEnv = {
  * be what the handler then answers with `c.json(value, status)`: the replay is its JSON text,
  * byte for byte, except the `secrets` (JSON Pointers), which are stored and replayed as null.
  */
-export type IdempotentRequest = {
+type IdempotentRequest = {
   complete(trx: Executor, status: number, value: unknown, secrets?: readonly string[]): Promise<void>
 }

@@ -6,7 +6,7 @@ import { requireScope } from './middleware/authenticate.js'
 
 export { z }
 
-export const Problem = z
+const Problem = z
   .object({
     type: z.string(),
     title: z.string(),

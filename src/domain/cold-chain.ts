@@ -26,7 +26,7 @@ export const coldChainFiguresSchema = coldChainSummarySchema.omit({ break: true 
 })
 export type ColdChainFigures = z.infer<typeof coldChainFiguresSchema>
 
-export const dispositionSchema = z.object({
+const dispositionSchema = z.object({
   decision: z.enum(['release', 'return']),
   note: z.string().nullable(),
   decided_by: z.object({ client_id: z.string(), sub: z.string() }),

@@ -6,7 +6,7 @@ import type { CustodyType } from './custody.js'
 export const deliveryStatuses = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED'] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
-export const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
+const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
 export type DeliveryAction = (typeof deliveryActions)[number]
 
 type Move = { from: readonly DeliveryStatus[]; to: DeliveryStatus | 'unchanged'; custody: CustodyType; events: readonly string[] }
@@ -29,7 +29,7 @@ const moves: Record<DeliveryAction, Move> = {
 }
 
 /** States after which the tote is released and the delivery is over. */
-export const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
+const endingStatuses: readonly DeliveryStatus[] = ['DELIVERED', 'RETURNED', 'CANCELLED']
 
 export type DeliveryFacts = {
   status: DeliveryStatus
@@ -39,7 +39,7 @@ export type DeliveryFacts = {
   decided?: boolean | undefined
 }
 
-export function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
+function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
   return deliveryActions.filter((action) => {
     if (!moves[action].from.includes(delivery.status)) return false
     return action !== 'disposition' || (delivery.coldChainState === 'BROKEN' && !delivery.decided)

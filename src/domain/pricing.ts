@@ -101,7 +101,7 @@ export function distanceMetres(a: LatLng, b: LatLng): number {
 }
 
 /** After hours: before 08:00 or from 20:00 on, in the pharmacy's time zone (docs/fleet.md). */
-export const BUSINESS_HOURS = { from: 8, until: 20 } as const
+const BUSINESS_HOURS = { from: 8, until: 20 } as const
 
 const hourFormats = new Map<string, Intl.DateTimeFormat>()
 

@@ -20,7 +20,7 @@ export type TracePoint = z.infer<typeof tracePointSchema>
 export const traceExcursionSchema = excursionSummarySchema
 export type TraceExcursion = z.infer<typeof traceExcursionSchema>
 
-export const traceSummarySchema = coldChainSchema.pick({ min_c: true, max_c: true, mkt_c: true, time_out_of_range_s: true }).extend({
+const traceSummarySchema = coldChainSchema.pick({ min_c: true, max_c: true, mkt_c: true, time_out_of_range_s: true }).extend({
   time_out_of_range_s: z
     .number()
     .describe(

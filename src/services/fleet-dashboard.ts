@@ -11,7 +11,7 @@ const STATUSES: readonly DeliveryStatus[] = ['QUEUED', 'DISPATCHED', 'PICKED_UP'
 // Lists on the dashboard are for people to look at: the newest this many, with the full count beside.
 const LIST_LIMIT = 100
 
-export type InProgress = {
+type InProgress = {
   delivery_id: string
   status: DeliveryStatus
   driver_id: string | null
@@ -20,7 +20,7 @@ export type InProgress = {
   cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }
   updated_at: string
 }
-export type OpenException = {
+type OpenException = {
   delivery_id: string
   kind: 'cold_chain_excursion' | 'cold_chain_break' | 'failed'
   since: string
@@ -177,7 +177,7 @@ function inProgressOf(row: Database['deliveries']): InProgress {
 }
 
 /** The calendar month (UTC) containing `nowMs`: [first day 00:00, first day of the next month). */
-export function currentMonth(nowMs: number): { from: string; to: string } {
+function currentMonth(nowMs: number): { from: string; to: string } {
   const now = new Date(nowMs)
   return {
     from: iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),

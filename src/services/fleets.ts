@@ -120,7 +120,7 @@ const toFleet = (row: { id: string; name: string; branding: string; embed_origin
  * unrestricted clients (the deployment's operators, who could mint a fleet token anyway); left
  * out for everyone else, pharmacies included.
  */
-export function asSeenBy(principal: Principal, driver: Driver): Driver {
+function asSeenBy(principal: Principal, driver: Driver): Driver {
   if (principal.fleetId === driver.fleet_id || (!principal.fleetId && !principal.pharmacyId)) return driver
   const { phone: _personal, ...rest } = driver
   return rest

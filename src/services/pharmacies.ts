@@ -13,7 +13,7 @@ import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 /** The outcomes written back to a pharmacy: a delivery that ended with the goods somewhere. */
 const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
 
-export type Address = { line1: string; line2?: string | undefined; city: string; region: string; postal_code: string; country: string }
+type Address = { line1: string; line2?: string | undefined; city: string; region: string; postal_code: string; country: string }
 export type NewPharmacy = {
   name: string
   ncpdp_id?: string | undefined
@@ -109,7 +109,7 @@ export class PharmacyService {
   }
 }
 
-export function toPharmacy(row: Database['pharmacies']): Pharmacy {
+function toPharmacy(row: Database['pharmacies']): Pharmacy {
   return {
     id: row.id,
     name: row.name,

@@ -1,6 +1,5 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import type { RateCardTerms } from '../domain/pricing.js'
 import { AppError, notFound, validationFailed } from '../errors.js'
 import { isUniqueViolation } from '../store/errors.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
@@ -114,7 +113,7 @@ export function rateCardInForce(db: Executor, fleetId: string, at: string): Prom
     .executeTakeFirst()
 }
 
-export function toRateCard(row: Row): RateCard {
+function toRateCard(row: Row): RateCard {
   return {
     fleet_id: row.fleet_id,
     version: row.version,
@@ -129,5 +128,3 @@ export function toRateCard(row: Row): RateCard {
     created_at: row.created_at,
   }
 }
-
-export const termsOf = (row: Row): RateCardTerms => row

@@ -20,8 +20,6 @@ export type Totals = { lines: number } & PriceLine
 
 export type Period = { from: string; to: string }
 
-export type StatementEntry = { delivery_id: string; payout_cents: number }
-
 export type StatementComparison = {
   from: string
   to: string

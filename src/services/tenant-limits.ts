@@ -3,9 +3,6 @@ import { AppError } from '../errors.js'
 import type { Dialect } from '../store/database.js'
 import type { Db, Executor } from '../store/schema.js'
 
-/** How many of each a tenant (one pharmacy or fleet) may have (docs/api.md, Per-tenant limits); from the configuration. */
-export type TenantLimits = { clients: number; webhookEndpoints: number; totes: number }
-
 export type Owner = { pharmacy_id: string | null; fleet_id: string | null }
 
 /**

@@ -30,8 +30,8 @@ export type ToteAccounts = {
 // with the answer at once; past it, or with the broker down, the account follows in the background.
 const PROVISION_WAIT_MS = 3_000
 
-export const readingsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
-export const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
+const readingsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/readings`
+const errorsTopic = (toteId: string) => `rxtrace/v1/totes/${toteId}/errors`
 
 /** Temperature-sensing totes and their MQTT credentials (broker/README.md, Authentication); the password is shown once. */
 export class ToteService {

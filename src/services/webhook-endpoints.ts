@@ -1,14 +1,14 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import { AppError, notFound, validationFailed } from '../errors.js'
+import { notFound } from '../errors.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
-import { canSee } from '../auth/tenancy.js'
-import { countOwned, createWithinLimit, type Owner } from './tenant-limits.js'
-import type { Database, Executor } from '../store/schema.js'
-import { subscribes } from '../events/fanout.js'
+import { countOwned, createWithinLimit } from './tenant-limits.js'
+import type { Database } from '../store/schema.js'
+import { endpointTenant, refuseSameUrl } from './webhook-endpoint-tenancy.js'
+import { redeliver } from './webhook-redelivery.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 
@@ -60,7 +60,7 @@ export class WebhookService {
     record?: RecordAnswer<Endpoint & { secret: string }>,
   ): Promise<Endpoint & { secret: string }> {
     await this.checkUrl(input.url)
-    const tenant = await this.tenantFor(principal, input)
+    const tenant = await endpointTenant(this.deps.db, principal, input)
     const now = iso(this.deps.clock.now())
     const secret = newWebhookSecret()
     const row: Database['webhook_endpoints'] = {
@@ -176,30 +176,13 @@ export class WebhookService {
   }
 
   /** Sends an event again to the caller's subscribed endpoints (or one of them), whatever happened before. */
-  async redeliver(
+  redeliver(
     principal: Principal,
     eventId: string,
     endpointId?: string,
     record?: RecordAnswer<{ event_id: string; endpoint_ids: string[] }>,
   ): Promise<{ event_id: string; endpoint_ids: string[] }> {
-    const db = this.deps.db
-    const event = await db.selectFrom('events').selectAll().where('id', '=', eventId).executeTakeFirst()
-    if (!event || !canSee(principal, event)) throw notFound('event')
-    let query = db.selectFrom('webhook_endpoints').selectAll().where('kind', '=', 'webhook').where('enabled', '=', 1)
-    if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
-    if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
-    if (endpointId) query = query.where('id', '=', endpointId)
-    const endpoints = (await query.execute()).filter((e) => subscribes(JSON.parse(e.events), event.type) && reaches(e, event))
-    if (endpointId && endpoints.length === 0)
-      throw validationFailed([{ pointer: '/endpoint_id', message: 'no enabled endpoint of yours subscribed to this event' }])
-    const now = this.deps.clock.now()
-    const queued = { event_id: event.id, endpoint_ids: endpoints.map((e) => e.id) }
-    await db.transaction().execute(async (trx) => {
-      for (const endpoint of endpoints) await requeue(trx, event.id, endpoint.id, now)
-      await record?.(trx, queued)
-    })
-    this.deps.outbox.committed(endpoints.length)
-    return queued
+    return redeliver(this.deps, principal, eventId, endpointId, record)
   }
 
   private async find(principal: Principal, id: string): Promise<Database['webhook_endpoints']> {
@@ -217,76 +200,6 @@ export class WebhookService {
 
   private async checkUrl(url: string): Promise<void> {
     await refuseNonPublicTarget(url, '/url', { allowPrivate: this.allowPrivate })
-  }
-
-  /** A restricted token's endpoint hears its tenant; an admin may name one, or neither for all. */
-  private async tenantFor(principal: Principal, input: { pharmacy_id?: string | undefined; fleet_id?: string | undefined }) {
-    if (principal.pharmacyId || principal.fleetId) {
-      if ((input.pharmacy_id && input.pharmacy_id !== principal.pharmacyId) || (input.fleet_id && input.fleet_id !== principal.fleetId)) {
-        throw validationFailed([{ pointer: input.pharmacy_id ? '/pharmacy_id' : '/fleet_id', message: 'must be the tenant of your token' }])
-      }
-      return { pharmacy_id: principal.pharmacyId, fleet_id: principal.fleetId }
-    }
-    if (input.pharmacy_id && input.fleet_id)
-      throw validationFailed([{ pointer: '/fleet_id', message: 'name a pharmacy or a fleet, not both' }])
-    if (
-      input.pharmacy_id &&
-      !(await this.deps.db.selectFrom('pharmacies').select('id').where('id', '=', input.pharmacy_id).executeTakeFirst())
-    ) {
-      throw validationFailed([{ pointer: '/pharmacy_id', message: `no pharmacy ${input.pharmacy_id}` }])
-    }
-    if (input.fleet_id && !(await this.deps.db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst())) {
-      throw validationFailed([{ pointer: '/fleet_id', message: `no fleet ${input.fleet_id}` }])
-    }
-    return { pharmacy_id: input.pharmacy_id ?? null, fleet_id: input.fleet_id ?? null }
-  }
-}
-
-/** One URL, one endpoint per tenant: N endpoints at one URL would turn each event into N POSTs to it. */
-async function refuseSameUrl(db: Executor, owner: Owner, url: string): Promise<void> {
-  let query = db.selectFrom('webhook_endpoints').select('id').where('kind', '=', 'webhook').where('url', '=', url)
-  query = owner.pharmacy_id === null ? query.where('pharmacy_id', 'is', null) : query.where('pharmacy_id', '=', owner.pharmacy_id)
-  query = owner.fleet_id === null ? query.where('fleet_id', 'is', null) : query.where('fleet_id', '=', owner.fleet_id)
-  const same = await query.executeTakeFirst()
-  if (same) {
-    throw new AppError('conflict', `Endpoint ${same.id} already receives this tenant's events at this URL; change its events instead.`, {
-      errors: [{ pointer: '/url', message: `already registered as ${same.id}` }],
-    })
-  }
-}
-
-function reaches(endpoint: Database['webhook_endpoints'], event: { pharmacy_id: string | null; fleet_id: string | null }): boolean {
-  if (!endpoint.pharmacy_id && !endpoint.fleet_id) return true
-  return endpoint.pharmacy_id === event.pharmacy_id || (endpoint.fleet_id !== null && endpoint.fleet_id === event.fleet_id)
-}
-
-async function requeue(trx: Executor, eventId: string, endpointId: string, nowMs: number): Promise<void> {
-  const existing = await trx
-    .selectFrom('webhook_messages')
-    .select('id')
-    .where('event_id', '=', eventId)
-    .where('endpoint_id', '=', endpointId)
-    .executeTakeFirst()
-  if (existing) {
-    await trx
-      .updateTable('webhook_messages')
-      .set({ state: 'pending', next_attempt_at: nowMs, lease_until: null })
-      .where('id', '=', existing.id)
-      .execute()
-  } else {
-    await trx
-      .insertInto('webhook_messages')
-      .values({
-        id: newId('msg'),
-        event_id: eventId,
-        endpoint_id: endpointId,
-        state: 'pending',
-        attempts: 0,
-        next_attempt_at: nowMs,
-        lease_until: null,
-        created_at: nowMs,
-      })
-      .execute()
   }
 }
 

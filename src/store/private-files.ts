@@ -5,8 +5,8 @@ import { join } from 'node:path'
  * The data directory holds the entity store (with the token signing keys and every hashed
  * secret) and the readings: only the service's user may open it or anything in it.
  */
-export const PRIVATE_DIR_MODE = 0o700
-export const PRIVATE_FILE_MODE = 0o600
+const PRIVATE_DIR_MODE = 0o700
+const PRIVATE_FILE_MODE = 0o600
 
 /** A path whose permissions were wider than ours, for the start-up log: narrowed, or not ours to change. */
 export type Tightened = { path: string; was: string; narrowed: boolean }

@@ -1,15 +1,10 @@
 import { setMaxListeners } from 'node:events'
 import PQueue from 'p-queue'
+import { attemptDelivery, type AttemptDeps, type DispatcherLogger } from './attempt.js'
 import type { AttemptRecord, DeliveryQueue, PendingDelivery } from './delivery-queue.js'
-import { createAgentPool, DEFAULT_TIMEOUT_MS, sendWebhook, type AgentPool, type SendResult } from './http-sender.js'
+import { createAgentPool, DEFAULT_TIMEOUT_MS, type AgentPool } from './http-sender.js'
 import { createRetryAlarm } from './retry-alarm.js'
-import { DEFAULT_RETRY_SCHEDULE_MS, nextAttemptAt, shouldDisable } from './retry-policy.js'
-import { signatureHeaders } from './signing.js'
-
-export interface DispatcherLogger {
-  warn(details: object, message: string): void
-  error(details: object, message: string): void
-}
+import { DEFAULT_RETRY_SCHEDULE_MS } from './retry-policy.js'
 
 export interface DispatcherOptions {
   queue: DeliveryQueue
@@ -58,8 +53,6 @@ const LEASE_MARGIN_MS = 60_000
  * than 3d ms later: 1 ms → 3 ms of added latency, a 40 ms scan → 120 ms.
  */
 const WAKE_CLAIM_DUTY = 0.25
-/** Storage hiccups: retry recording a little, then leave the row to its lease (re-sent later). */
-const RECORD_RETRY_DELAYS_MS = [100, 1_000]
 
 const silentLogger: DispatcherLogger = { warn() {}, error() {} }
 
@@ -103,6 +96,17 @@ export function createDispatcher({
   let poller: NodeJS.Timeout | undefined
   let idleWaiters: Array<() => void> = []
   const retryAlarm = createRetryAlarm({ onDue: () => wakeUp(), clock })
+  const attemptDeps: AttemptDeps = {
+    queue,
+    allowPrivate,
+    retrySchedule,
+    timeoutMs,
+    agentFor: pool.agentFor,
+    signal: aborter.signal,
+    clock,
+    random,
+    logger,
+  }
 
   /** Something may have come due (a commit, the poll, a retry): claim, paced by WAKE_CLAIM_DUTY. */
   function wakeUp(): void {
@@ -188,82 +192,13 @@ export function createDispatcher({
         if (backlog && (current.held === laneLowWater || held === globalLowWater)) void claimMore()
       })
   }
-
-  /** One attempt: sign → send → decide what next → record. */
+  /** One attempt (attempt.ts), then a retry alarm for when it comes due. */
   async function attempt(row: PendingDelivery): Promise<void> {
     if (!running) return // stopping: leave the row to its lease
-    const attemptedAtMs = clock()
-    const result = await send(row, attemptedAtMs)
-    if (result.error === 'aborted') return // outcome unknown: leave the row to its lease
-    const record = decide(row, attemptedAtMs, result)
-    await recordWithRetry(record)
+    const record = await attemptDelivery(row, attemptDeps)
+    if (!record) return // outcome unknown: leave the row to its lease
     if (record.nextAttemptAtMs !== null) retryAlarm.add(record.nextAttemptAtMs)
     onAttempt?.(record)
-  }
-
-  async function send(row: PendingDelivery, attemptedAtMs: number): Promise<SendResult> {
-    let headers: Record<string, string>
-    try {
-      // Fresh timestamp per attempt: receivers reject signatures older than 5 minutes.
-      headers = {
-        ...signatureHeaders({ id: row.eventId, timestampSec: Math.floor(attemptedAtMs / 1000), body: row.body, secrets: row.secrets }),
-      }
-    } catch (err) {
-      logger.error({ err, deliveryId: row.id, endpointId: row.endpointId }, 'webhook dispatcher: cannot sign delivery')
-      return { status: null, error: 'internal: cannot sign', durationMs: 0, retryAfterMs: null, success: false }
-    }
-    return sendWebhook({
-      url: row.url,
-      headers,
-      body: row.body,
-      timeoutMs,
-      allowPrivate,
-      agentFactory: pool.agentFor,
-      signal: aborter.signal,
-    })
-  }
-
-  function decide(row: PendingDelivery, attemptedAtMs: number, result: SendResult): AttemptRecord {
-    const nowMs = clock()
-    const disable = result.success
-      ? null
-      : shouldDisable({ firstFailureAtMs: row.endpointFailingSinceMs ?? attemptedAtMs, nowMs, status: result.status })
-    const nextAttemptAtMs =
-      result.success || disable
-        ? null
-        : nextAttemptAt(row.attempt, nowMs, { schedule: retrySchedule, retryAfterMs: result.retryAfterMs, random })
-    return {
-      deliveryId: row.id,
-      endpointId: row.endpointId,
-      eventId: row.eventId,
-      attempt: row.attempt,
-      attemptedAtMs,
-      statusCode: result.status,
-      error: result.error,
-      durationMs: result.durationMs,
-      success: result.success,
-      nextAttemptAtMs,
-      disable,
-    }
-  }
-
-  async function recordWithRetry(record: AttemptRecord): Promise<void> {
-    for (let tries = 0; ; tries++) {
-      try {
-        return await queue.recordAttempt(record)
-      } catch (err) {
-        const delay = RECORD_RETRY_DELAYS_MS[tries]
-        if (delay === undefined) {
-          logger.error(
-            { err, deliveryId: record.deliveryId },
-            'webhook dispatcher: recording an attempt failed; the delivery will be retried when its lease expires',
-          )
-          return
-        }
-        logger.warn({ err, deliveryId: record.deliveryId }, 'webhook dispatcher: recording an attempt failed; retrying')
-        await new Promise((resolve) => setTimeout(resolve, delay))
-      }
-    }
   }
 
   function whenIdle(): Promise<void> {

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks'
 import { parseRetryAfter } from './retry-policy.js'
 import { assertPublicAddress, bareHostname, createGuardedLookup, WebhookTargetRefusedError } from './ssrf.js'
 
-export const USER_AGENT = 'rxtrace-webhooks/1'
+const USER_AGENT = 'rxtrace-webhooks/1'
 
 /** Success is any 2xx within 10 s. */
 export const DEFAULT_TIMEOUT_MS = 10_000

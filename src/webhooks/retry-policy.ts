@@ -20,13 +20,13 @@ export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [5 * SECOND, 5 * MIN
  * the delay while keeping the documented schedule recognisable (5 s → 4–6 s, 10 h → 8–12 h).
  * "Full jitter" (0‥delay) spreads more but could turn the 5-minute retry into an immediate one.
  */
-export const RETRY_JITTER = 0.2
+const RETRY_JITTER = 0.2
 
 /** A `Retry-After` beyond this is treated as this: a receiver cannot park a message forever. */
-export const MAX_RETRY_AFTER_MS = DAY
+const MAX_RETRY_AFTER_MS = DAY
 
 /** An endpoint failing for 5 days is disabled. */
-export const DISABLE_AFTER_FAILING_MS = 5 * DAY
+const DISABLE_AFTER_FAILING_MS = 5 * DAY
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: SECOND, m: MINUTE, h: HOUR, d: DAY }
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/

@@ -3,7 +3,7 @@ import { isIP, type LookupFunction } from 'node:net'
 import { validationFailed } from '../errors.js'
 import { classifyAddress, type AddressClass } from './address-class.js'
 
-export { classifyAddress, type AddressClass } from './address-class.js'
+export { classifyAddress } from './address-class.js'
 
 export type RefusalReason = Exclude<AddressClass, 'public'> | 'invalid_url' | 'scheme_not_allowed' | 'credentials_in_url' | 'unresolvable'
 
@@ -28,7 +28,7 @@ export class WebhookTargetRefusedError extends Error {
 export type ResolveHost = (hostname: string) => Promise<LookupAddress[]>
 
 // `verbatim`: keep the resolver's order, so the address we check is the address we dial.
-export const systemResolve: ResolveHost = (hostname) => dnsPromises.lookup(hostname, { all: true, verbatim: true })
+const systemResolve: ResolveHost = (hostname) => dnsPromises.lookup(hostname, { all: true, verbatim: true })
 
 /** Long enough for a slow recursive resolver, short enough for a registration request. */
 const REGISTRATION_DNS_TIMEOUT_MS = 5_000

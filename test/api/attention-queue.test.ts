@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ClientRegistry, CONSOLE_CLIENT_ID, CONSOLE_SCOPE, ensureConsoleClient } from '../../src/auth/clients.js'
-import { consoleRedirectUris } from '../../src/service.js'
+import { consoleRedirectUris } from '../../src/config.js'
 import { CONSOLE_CSP } from '../../src/api/routes/console.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'

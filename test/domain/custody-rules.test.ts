@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { chainEvent, type CustodyEvent, type CustodyType } from '../../src/domain/custody.js'
 import { currentHolder, decideHandover } from '../../src/domain/custody-rules.js'
@@ -133,5 +134,42 @@ describe('handing the goods over', () => {
     for (const action of ['fail', 'cancel', 'disposition'] as const) {
       expect(decideHandover(delivery, pickedUp, { action })).toEqual({ ok: true, from: null, to: null, driver: null })
     }
+  })
+})
+
+describe('a chain built from what the rules accept (property)', () => {
+  const party = fc.constantFrom('dr_a', 'dr_b', 'us_1', 'ph_1', 'ph_2')
+  const anyAction = fc.oneof(
+    fc.record({ action: fc.constantFrom('pickup' as const, 'handoff' as const, 'return' as const), from: party, to: party }),
+    fc.record({ action: fc.constantFrom('deliver' as const, 'fail' as const, 'cancel' as const, 'disposition' as const) }),
+  )
+  const recorded = {
+    pickup: 'picked_up',
+    handoff: 'handoff',
+    return: 'returned',
+    deliver: 'delivered',
+    fail: 'failed',
+    cancel: 'cancelled',
+    disposition: 'disposition',
+  } as const
+
+  it('hands goods over only from whoever holds them, and the receiver holds them next', () => {
+    fc.assert(
+      fc.property(fc.array(anyAction, { maxLength: 25 }), (actions) => {
+        let steps: [CustodyType, string | null, string | null][] = [['created', null, 'ph_1']]
+        for (const input of actions) {
+          const chain = chainOf(...steps)
+          const holder = currentHolder(chain)
+          const decision = decideHandover(delivery, chain, input)
+          if ((input.action === 'handoff' || input.action === 'return') && input.from !== holder) {
+            expect(decision).toEqual({ ok: false, pointer: '/from', message: `the goods are held by ${holder}` })
+          }
+          if (!decision.ok) continue
+          if (input.action === 'handoff' || input.action === 'return' || input.action === 'deliver') expect(decision.from).toBe(holder)
+          steps = [...steps, [recorded[input.action], decision.from, decision.to]]
+          expect(currentHolder(chainOf(...steps))).toBe(decision.to ?? holder)
+        }
+      }),
+    )
   })
 })

@@ -4,7 +4,7 @@ import { AppError, validationFailed } from '../../errors.js'
 import { MAX_JSON_DEPTH, parseStrictJson } from '../../strict-json.js'
 import type { AppEnv } from '../env.js'
 
-export const MAX_BODY_BYTES = 256 * 1024 // docs/api.md, Conventions: 256 KiB
+const MAX_BODY_BYTES = 256 * 1024 // docs/api.md, Conventions: 256 KiB
 
 const json = /^application\/([\w.-]+\+)?json$/i
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
@@ -57,7 +57,7 @@ export function bodySizeLimit(others: readonly OtherBody[] = []): MiddlewareHand
 }
 
 /** 415 for a body that is not JSON. Runs after `bodySizeLimit`, which read the body. */
-export function requireJson(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
+function requireJson(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
   return async function requireJsonMiddleware(c, next) {
     if (['POST', 'PUT', 'PATCH'].includes(c.req.method) && hasBody(c)) {
       const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim()
@@ -81,7 +81,7 @@ export function requireJson(others: readonly OtherBody[] = []): MiddlewareHandle
  * `__proto__` anywhere (422 `validation_failed` with its pointer). Validators and handlers get
  * the parsed value and the strictly decoded text from hono's request.
  */
-export function parseJsonBody(): MiddlewareHandler<AppEnv> {
+function parseJsonBody(): MiddlewareHandler<AppEnv> {
   return async function parseJsonBodyMiddleware(c, next) {
     const bytes = bodies.get(c)
     if (bytes === undefined || bytes.length === 0 || !json.test((c.req.header('content-type') ?? '').split(';')[0]!.trim())) return next()

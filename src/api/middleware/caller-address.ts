@@ -2,7 +2,7 @@ import { getConnInfo } from '@hono/node-server/conninfo'
 import type { Context } from 'hono'
 
 /** Requests that reach the app without a socket (in-process `app.request()`) share this key. */
-export const NO_ADDRESS = 'unknown'
+const NO_ADDRESS = 'unknown'
 
 /**
  * The address a throttle counts a request against: the TCP peer, or with `trustProxy` the last

@@ -16,7 +16,7 @@ const KEY_TTL_MS = 24 * 3_600_000 // docs/api.md, Idempotency: keys are kept 24 
 const ABANDONED_AFTER_MS = 60_000
 const printableAscii = /^[\x20-\x7e]{1,255}$/
 /** Lists, as JSON Pointers (RFC 6901), the fields of a replayed answer that were shown once and are now null. */
-export const REDACTED_HEADER = 'Idempotent-Replay-Redacted'
+const REDACTED_HEADER = 'Idempotent-Replay-Redacted'
 
 type Stored = {
   request_hash: string

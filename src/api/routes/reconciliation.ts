@@ -9,7 +9,7 @@ import { idParam, v1Route, z } from '../openapi.js'
 import { prefersCsv } from './temperature.js'
 
 /** An operator's statement may be larger than a JSON request: about 70,000 lines (docs/fleet.md). */
-export const STATEMENT_MAX_BYTES = 4 * 1024 * 1024
+const STATEMENT_MAX_BYTES = 4 * 1024 * 1024
 
 const STATEMENT_TYPES: Record<string, StatementFormat> = {
   'application/x-ndjson': 'jsonl',

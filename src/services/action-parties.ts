@@ -1,0 +1,81 @@
+import type { Principal } from '../auth/scopes.js'
+import { iso } from '../clock.js'
+import type { Disposition } from '../domain/cold-chain.js'
+import type { CustodyEvent } from '../domain/custody.js'
+import { decideHandover } from '../domain/custody-rules.js'
+import { validationFailed } from '../errors.js'
+import { jcsHash, sha256Hex } from '../hashing.js'
+import { toJson, type Database, type Executor } from '../store/schema.js'
+import type { ActionInput } from './delivery-shapes.js'
+import { checkDispatch, checkDriver } from './dispatch-checks.js'
+import { checkUserParties } from './user-parties.js'
+
+// Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
+const CLOCK_SKEW_MS = 5_000
+
+/** The parties and evidence of the custody event an action appends. */
+export type ActionParties = { from: string | null; to: string | null; evidence_hash: string | null }
+
+/**
+ * Validates who hands the goods to whom (the pure rules of domain/custody-rules.ts, then what
+ * needs the store), and adds to `changes` what each action changes besides the status.
+ */
+export async function actionParties(
+  db: Executor,
+  principal: Principal,
+  delivery: Database['deliveries'],
+  chain: CustodyEvent[],
+  input: ActionInput,
+  occurredAt: string,
+  changes: Partial<Database['deliveries']>,
+): Promise<ActionParties> {
+  const handover = decideHandover(delivery, chain, input)
+  if (!handover.ok) throw validationFailed([{ pointer: handover.pointer, message: handover.message }])
+  if (handover.driver) await checkDriver(db, delivery, handover.driver.id, handover.driver.pointer)
+  const parties = { from: handover.from, to: handover.to }
+  if ('from' in input) await checkUserParties(db, delivery, input)
+  switch (input.action) {
+    case 'dispatch': {
+      await checkDispatch(db, principal, delivery, input, occurredAt)
+      Object.assign(changes, {
+        fleet_id: input.fleet_id,
+        driver_id: input.driver_id ?? null,
+        tote_id: input.tote_id ?? null,
+        bound_from: input.tote_id ? occurredAt : null,
+      })
+      return { ...parties, evidence_hash: null }
+    }
+    case 'pickup':
+    case 'handoff':
+    case 'return':
+      return { ...parties, evidence_hash: evidenceHash(input.signature) }
+    case 'deliver':
+      // The method is hashed with the evidence so neither can be swapped later.
+      return { ...parties, evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
+    case 'fail':
+    case 'cancel':
+      return { ...parties, evidence_hash: evidenceHash(input.reason) }
+    case 'disposition': {
+      const disposition: Disposition = {
+        decision: input.decision,
+        note: input.note,
+        decided_by: { client_id: principal.clientId, sub: principal.sub },
+        decided_at: occurredAt,
+      }
+      changes.disposition = toJson(disposition)
+      return { ...parties, evidence_hash: jcsHash({ decision: input.decision, note: input.note }) }
+    }
+  }
+}
+
+/** When the action happened: the caller's `occurred_at`, neither in the future nor before the chain's last event. */
+export function checkOccurredAt(value: string | undefined, previous: string, nowMs: number): string {
+  if (value === undefined) return iso(nowMs)
+  const at = Date.parse(value)
+  if (at > nowMs + CLOCK_SKEW_MS) throw validationFailed([{ pointer: '/occurred_at', message: 'may not be in the future' }])
+  if (at < Date.parse(previous))
+    throw validationFailed([{ pointer: '/occurred_at', message: `may not be before the previous custody event (${previous})` }])
+  return iso(at)
+}
+
+const evidenceHash = (text: string) => `sha256:${sha256Hex(text)}`

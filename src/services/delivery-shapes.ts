@@ -1,0 +1,56 @@
+import { storedFigures, type ColdChain, type ColdChainFigures } from '../domain/cold-chain.js'
+import type { CustodyEvent } from '../domain/custody.js'
+import type { DeliveryStatus } from '../domain/delivery-machine.js'
+import { toCustodyEvent } from '../store/custody-rows.js'
+import { fromJson, type Database, type Executor } from '../store/schema.js'
+
+/** A delivery as the API answers it (docs/api.md, Deliveries and the chain of custody). */
+export type Delivery = {
+  id: string
+  rx_id: string
+  pharmacy_id: string
+  status: DeliveryStatus
+  eta: string
+  fleet_id: string | null
+  driver_id: string | null
+  tote_id: string | null
+  cold_chain: ColdChain
+  custody: CustodyEvent[]
+  created_at: string
+  updated_at: string
+}
+
+type Location = { lat: number; lng: number }
+type Common = { occurred_at?: string | undefined; location?: Location | undefined }
+/** The body of `POST /deliveries/{id}/actions`, one member per action. */
+export type ActionInput =
+  | ({ action: 'dispatch'; fleet_id: string; driver_id?: string | undefined; tote_id?: string | undefined } & Common)
+  | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
+  | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
+  | ({ action: 'fail' | 'cancel'; reason: string } & Common)
+  | ({ action: 'disposition'; decision: 'release' | 'return'; note: string } & Common)
+
+export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
+  const required = row.cold_chain_required === 1
+  const figures = storedFigures(required, fromJson<Partial<ColdChainFigures>>(row.cold_chain))
+  return {
+    id: row.id,
+    rx_id: row.rx_id,
+    pharmacy_id: row.pharmacy_id,
+    status: row.status as DeliveryStatus,
+    eta: row.eta,
+    fleet_id: row.fleet_id,
+    driver_id: row.driver_id,
+    tote_id: row.tote_id,
+    cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
+    custody,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  }
+}
+
+/** The delivery's custody chain, oldest first. */
+export async function readCustody(db: Executor, deliveryId: string): Promise<CustodyEvent[]> {
+  const rows = await db.selectFrom('custody_events').selectAll().where('delivery_id', '=', deliveryId).orderBy('seq').execute()
+  return rows.map(toCustodyEvent)
+}

@@ -1,0 +1,87 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import type { Db } from '../store/schema.js'
+import type { ReadingSink } from '../timeseries/index.js'
+import type { ToteBindings } from './bindings.js'
+import type { ColdChainMonitor } from './cold-chain-monitor.js'
+import type { GroupCommitter } from './group-commit.js'
+import { openColdChainBindings } from './open-deliveries.js'
+
+// Applying a binding change to stored readings: attempts, and the first pause between them (it grows).
+const FOLLOW_BINDING_ATTEMPTS = 3
+const FOLLOW_BINDING_RETRY_MS = 1_000
+
+export type BindingFollowDeps = {
+  db: Db
+  bindings: Pick<ToteBindings, 'forTote'>
+  committer: Pick<GroupCommitter, 'settled'>
+  monitor: Pick<ColdChainMonitor, 'hold' | 'release' | 'reattributed' | 'watchOpenDeliveries'>
+  sink: Pick<ReadingSink, 'attribute'>
+  logger: Logger
+}
+
+/**
+ * Stored readings follow a tote's binding (docs/architecture.md, A binding recorded late).
+ *
+ * A dispatch or an end may be recorded after readings inside its interval were stored (an
+ * earlier occurred_at, e.g. from a driver app that was offline): the stored readings follow the
+ * binding (docs/api.md, `occurred_at`), and a delivery given readings is judged again. The tote's new readings
+ * wait meanwhile (monitor.hold), so none is judged without them. A backdated end only takes
+ * later readings off the delivery's trace; what was judged and announced stands. Other
+ * copies on one PostgreSQL hear of the binding at once (a NOTIFY, see shared-store.ts) and do the
+ * same: their readings stored meanwhile with the old interval follow it, and the copy that
+ * evaluates the delivery rebuilds its state (`recompute`: the readings may have been
+ * attributed by the copy that made the binding).
+ */
+export class BindingFollower {
+  constructor(private readonly deps: BindingFollowDeps) {}
+
+  /** Tells the monitor which deliveries' sensors must be heard: the cold-chain deliveries bound right now. */
+  async watchOpenDeliveries(): Promise<void> {
+    await this.deps.monitor.watchOpenDeliveries(await openColdChainBindings(this.deps.db))
+  }
+
+  /**
+   * After a crash between an action's commit and its follow, a failed follow, or readings another
+   * instance bound with a stale interval: open deliveries claim their stored readings at start
+   * (one indexed range per delivery on SQLite; two count queries on QuestDB).
+   */
+  async reattributeOpenDeliveries(): Promise<void> {
+    for (const { toteId, binding } of await openColdChainBindings(this.deps.db)) await this.deps.sink.attribute(toteId, binding)
+  }
+
+  /**
+   * Follows with retries: a failure (a store that is briefly unavailable) is tried again a few
+   * times; after that the next start's reattributeOpenDeliveries catches up. Never rejects.
+   */
+  async follow(toteId: string, deliveryId: string, recompute = false): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.followOnce(toteId, deliveryId, recompute)
+      } catch (err) {
+        const final = attempt >= FOLLOW_BINDING_ATTEMPTS
+        this.deps.logger[final ? 'error' : 'warn'](
+          { err, toteId, deliveryId, attempt },
+          `applying a tote binding change failed${final ? '' : '; retrying'}`,
+        )
+        if (final) return
+        await sleep(FOLLOW_BINDING_RETRY_MS * attempt, undefined, { ref: false }) // never keeps a stopping process up
+      }
+    }
+  }
+
+  private async followOnce(toteId: string, deliveryId: string, recompute: boolean): Promise<void> {
+    const { monitor, bindings, committer, sink } = this.deps
+    monitor.hold(toteId)
+    try {
+      const binding = (await bindings.forTote(toteId)).find((b) => b.deliveryId === deliveryId)
+      if (binding) {
+        await committer.settled() // readings bound with the old intervals are stored first
+        if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)
+      }
+    } finally {
+      monitor.release(toteId)
+      await this.watchOpenDeliveries()
+    }
+  }
+}

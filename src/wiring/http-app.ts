@@ -1,0 +1,84 @@
+import type { OpenAPIHono } from '@hono/zod-openapi'
+import { createApp, type AppDeps } from '../api/app.js'
+import type { AppEnv } from '../api/env.js'
+import { auditRoutes } from '../api/routes/audit.js'
+import { clientRoutes } from '../api/routes/clients.js'
+import { deliveryRoutes } from '../api/routes/deliveries.js'
+import { embedRoutes } from '../api/routes/embed.js'
+import { eventRoutes } from '../api/routes/events.js'
+import { fleetDashboardRoutes } from '../api/routes/fleet-dashboard.js'
+import { fleetExceptionRoutes } from '../api/routes/fleet-exceptions.js'
+import { fleetRoutes } from '../api/routes/fleets.js'
+import { pharmacyRoutes } from '../api/routes/pharmacies.js'
+import { prescriptionRoutes } from '../api/routes/prescriptions.js'
+import { rateCardRoutes } from '../api/routes/rate-cards.js'
+import { reconciliationRoutes } from '../api/routes/reconciliation.js'
+import { temperatureRoutes } from '../api/routes/temperature.js'
+import { toteRoutes } from '../api/routes/totes.js'
+import { userRoutes } from '../api/routes/users.js'
+import { webhookRoutes } from '../api/routes/webhooks.js'
+import { EmbedTokens } from '../auth/embed-tokens.js'
+import type { EntityStore } from '../store/database.js'
+import { diskSpaceCheck } from '../store/disk-space.js'
+import type { Dialect } from '../store/dialect.js'
+import type { ReadingSink } from '../timeseries/index.js'
+import type { Services } from './services.js'
+
+export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1'> & {
+  store: EntityStore
+  dialect: Dialect
+  sink: ReadingSink
+  services: Services
+}
+
+/** The HTTP app with its readiness checks and every route group over its service. */
+export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
+  const { store, dialect, sink, services, ...deps } = wiring
+  const { config } = deps
+  return createApp({
+    ...deps,
+    readiness: {
+      entity_store: () => store.ping(),
+      time_series: async () => void (await sink.count()),
+      // A SQLite store (entities or readings) lives in DATA_DIR: ready means room to write there.
+      // With DATABASE_URL the readings are in PostgreSQL or QuestDB, and nothing is.
+      ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
+    },
+    v1: v1Routes(wiring),
+  })
+}
+
+function v1Routes({
+  config,
+  db,
+  dialect,
+  clock,
+  keys,
+  tokens,
+  clients,
+  audit,
+  people,
+  sink,
+  services,
+}: HttpAppWiring): OpenAPIHono<AppEnv>[] {
+  const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
+  return [
+    pharmacyRoutes(services.pharmacies),
+    prescriptionRoutes(services.prescriptions),
+    deliveryRoutes(services.deliveries),
+    fleetRoutes(services.fleets),
+    toteRoutes(services.totes),
+    eventRoutes(services.events),
+    fleetExceptionRoutes(services.events),
+    auditRoutes(db, audit),
+    clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }),
+    webhookRoutes(services.webhooks),
+    temperatureRoutes(services.deliveries, sink, clock),
+    userRoutes(people.admin),
+    rateCardRoutes(services.rateCards),
+    reconciliationRoutes(services.reconciliation),
+    fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
+    // Not under /v1: the embedded page and its data, authorised by the embed token alone.
+    embedRoutes({ db, dashboards: services.dashboards, embedTokens }),
+  ]
+}

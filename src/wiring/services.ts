@@ -1,0 +1,44 @@
+import type { TokenService } from '../auth/tokens.js'
+import type { Config } from '../config.js'
+import type { EventStreams } from '../events/event-stream.js'
+import type { BrokerAccounts } from '../mqtt/broker-accounts.js'
+import type { ServiceDeps } from '../services/context.js'
+import { DeliveryService } from '../services/deliveries.js'
+import { EventService } from '../services/events.js'
+import { FleetDashboardService } from '../services/fleet-dashboard.js'
+import { FleetService } from '../services/fleets.js'
+import { PharmacyService } from '../services/pharmacies.js'
+import { PrescriptionService } from '../services/prescriptions.js'
+import { RateCardService } from '../services/rate-cards.js'
+import { ReconciliationService } from '../services/reconciliation.js'
+import { ToteService } from '../services/totes.js'
+import { WebhookService } from '../services/webhook-endpoints.js'
+
+export type ServicesWiring = {
+  deps: ServiceDeps
+  config: Config
+  streams: EventStreams
+  tokens: Pick<TokenService, 'isRevoked'>
+  /** MQTT_PROVISIONING=dynsec: where totes' accounts for the external broker go; null otherwise. */
+  accounts: BrokerAccounts | null
+  /** Told after a dispatch binds a tote or an ending releases it. */
+  toteBindingChanged: (toteId: string, deliveryId: string) => void
+}
+
+/** The application services, one per resource group, over the same dependencies. */
+export function createServices({ deps, config, streams, tokens, accounts, toteBindingChanged }: ServicesWiring) {
+  return {
+    pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
+    prescriptions: new PrescriptionService(deps),
+    deliveries: new DeliveryService(deps, toteBindingChanged),
+    fleets: new FleetService(deps),
+    rateCards: new RateCardService(deps),
+    reconciliation: new ReconciliationService(deps),
+    dashboards: new FleetDashboardService(deps),
+    totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
+    events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
+    webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
+  }
+}
+
+export type Services = ReturnType<typeof createServices>
