@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context } from 'hono'
-import type { ActionInput, DeliveryService } from '../../services/deliveries.js'
+import type { DeliveryService } from '../../services/deliveries.js'
+import type { ActionInput } from '../../services/delivery-shapes.js'
 import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
