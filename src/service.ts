@@ -1,6 +1,3 @@
-// First: the HTTP app loads @hono/zod-openapi, which gives zod its `.openapi()` before any domain
-// schema (cold_chain, the trace) is built; the routes document those schemas with it.
-import { createHttpApp } from './wiring/http-app.js'
 import { createAdaptorServer } from '@hono/node-server'
 import type { Server as HttpServer } from 'node:http'
 import type { Logger } from 'pino'
@@ -36,6 +33,7 @@ import { PasswordSeal } from './mqtt/seal.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { parseRetrySchedule } from './webhooks/retry-policy.js'
 import { SqlDeliveryQueue } from './webhooks/sql-queue.js'
+import { createHttpApp } from './wiring/http-app.js'
 import { startIngestBroker, type IngestBroker } from './wiring/ingest-broker.js'
 import { openEntityStoreOf, openReadingSinkOf, sharedPostgresOf } from './wiring/stores.js'
 import { createServices } from './wiring/services.js'

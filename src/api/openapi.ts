@@ -6,6 +6,15 @@ import { requireScope } from './middleware/authenticate.js'
 
 export { z }
 
+/**
+ * A schema built outside the HTTP layer (the domain's cold_chain block, the trace) as a named OpenAPI
+ * component. zod 4 copies its methods onto each schema when it is built, so a schema built before
+ * @hono/zod-openapi was loaded has no `.openapi()` of its own; the prototype's works on any schema.
+ */
+export function component<T extends z.ZodType>(schema: T, name: string): T {
+  return z.ZodType.prototype.openapi.call(schema, name) as T
+}
+
 const Problem = z
   .object({
     type: z.string(),

@@ -6,7 +6,7 @@ import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
-import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { component, idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { Location } from './pharmacies.js'
 
 const when = {
@@ -46,7 +46,7 @@ const Delivery = z
     fleet_id: z.string().nullable(),
     driver_id: z.string().nullable(),
     tote_id: z.string().nullable(),
-    cold_chain: coldChainSchema.openapi('ColdChain'),
+    cold_chain: component(coldChainSchema, 'ColdChain'),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),

@@ -7,7 +7,7 @@ import { DEFAULT_STEP, MAX_POINTS, readTrace, traceWindow } from '../../timeseri
 import { CSV_MEDIA_TYPE, traceCsv } from '../../timeseries/trace-csv.js'
 import { traceSvg } from '../../timeseries/trace-svg.js'
 import type { AppEnv } from '../env.js'
-import { idParam, v1Route, z } from '../openapi.js'
+import { component, idParam, v1Route, z } from '../openapi.js'
 
 const TraceQuery = z.object({
   from: z.iso.datetime({ offset: true }).optional().describe("Window start (RFC 3339); defaults to the tote's binding start (dispatch)"),
@@ -24,8 +24,8 @@ const TraceQuery = z.object({
 
 const TemperatureTrace = temperatureTraceSchema
   .extend({
-    points: z.array(tracePointSchema.openapi('TracePoint')),
-    excursions: z.array(traceExcursionSchema.openapi('TraceExcursion')).describe('The excursions overlapping the window'),
+    points: z.array(component(tracePointSchema, 'TracePoint')),
+    excursions: z.array(component(traceExcursionSchema, 'TraceExcursion')).describe('The excursions overlapping the window'),
   })
   .openapi('TemperatureTrace')
 
