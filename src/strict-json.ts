@@ -35,7 +35,7 @@ export type StrictJson = { ok: true; value: unknown; text: string } | JsonRefusa
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 /** The text of UTF-8 bytes, or null when they are not well-formed UTF-8. */
-export function decodeUtf8(bytes: Uint8Array): string | null {
+function decodeUtf8(bytes: Uint8Array): string | null {
   try {
     return utf8.decode(bytes)
   } catch {
@@ -51,7 +51,7 @@ export function parseStrictJson(bytes: Uint8Array): StrictJson {
 }
 
 /** As `parseStrictJson`, for text already decoded. */
-export function parseStrictJsonText(text: string): StrictJson {
+function parseStrictJsonText(text: string): StrictJson {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
     return { ok: false, problem: 'too_deep', message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` }
   }
@@ -73,7 +73,7 @@ export function parseStrictJsonText(text: string): StrictJson {
  * Whether brackets and braces nest deeper than `max`, counted outside strings. Linear, no
  * allocation; it does not validate (a malformed document is left to `JSON.parse`).
  */
-export function nestsDeeperThan(text: string, max: number): boolean {
+function nestsDeeperThan(text: string, max: number): boolean {
   // A document nested max + 1 deep has at least 2 * (max + 1) characters.
   if (text.length <= 2 * max) return false
   let depth = 0

@@ -34,7 +34,7 @@ function frameName(node: ProfileNode): string {
  * Self time (where the CPU was) per function and per package or file, and inclusive time
  * (the function and everything it called) per function: the usual two views of a profile.
  */
-export function summarizeProfile(file: string, top = 20): ProfileSummary {
+function summarizeProfile(file: string, top = 20): ProfileSummary {
   return summarize(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, top)
 }
 

@@ -3,7 +3,7 @@ import type { Db } from '../../src/store/schema.js'
 const STATUSES = ['DELIVERED', 'DELIVERED', 'DELIVERED', 'FAILED', 'RETURNED'] as const
 
 /** A deterministic pseudo-random sequence (mulberry32), so a seed gives the same deliveries every run. */
-export function seeded(seed: number): () => number {
+function seeded(seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0

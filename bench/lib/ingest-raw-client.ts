@@ -37,7 +37,7 @@ const utf8Field = (s: string): Buffer => {
 }
 
 /** Fixed header + remaining length (MQTT 3.1.1 §2.2). */
-export function packet(firstByte: number, body: Buffer): Buffer {
+function packet(firstByte: number, body: Buffer): Buffer {
   const header: number[] = [firstByte]
   let n = body.length
   do {

@@ -27,7 +27,7 @@ export async function startService({
 }
 
 /** Runs `task` over `items` with at most `parallel` at a time; results keep the input order. */
-export async function inParallel<T, R>(items: readonly T[], parallel: number, task: (item: T, i: number) => Promise<R>): Promise<R[]> {
+async function inParallel<T, R>(items: readonly T[], parallel: number, task: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length)
   let next = 0
   const worker = async () => {

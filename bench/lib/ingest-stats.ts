@@ -33,7 +33,7 @@ export class LatencySamples {
   }
 }
 
-export function percentileOfSorted(sorted: ArrayLike<number>, p: number): number {
+function percentileOfSorted(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
   return sorted[rank]!

@@ -38,7 +38,7 @@ export type ServiceProcess = {
 const TICK_MS = 10
 
 /** CPU time of a process from /proc: unlike wall time, not inflated when other work shares the machine. */
-export function processCpuMs(pid: number): number | null {
+function processCpuMs(pid: number): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ') // the command name may contain spaces
@@ -52,7 +52,7 @@ export function processCpuMs(pid: number): number | null {
  * The node flags of `npm start` (`[exec] node <flags> --import tsx src/main.ts` in package.json), so a benchmark runs
  * the service as it is started in production (today: the young-generation size).
  */
-export function npmStartFlags(): string[] {
+function npmStartFlags(): string[] {
   const { scripts } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
   // `tsx [--flags] src/main.ts` or `[exec] node [--flags] --import tsx src/main.ts`.
   const match = /^(?:exec )?(?:tsx((?: --\S+)*)|node((?: --\S+)*) --import tsx) src\/main\.ts$/.exec(scripts.start)

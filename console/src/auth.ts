@@ -4,8 +4,8 @@
 // authorization server's session cookie is alive (it redirects straight back with a code).
 // sessionStorage holds only the one-time PKCE verifier and state across that redirect.
 
-export const CLIENT_ID = 'cl_console'
-export const SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition'
+const CLIENT_ID = 'cl_console'
+const SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition'
 const PENDING = 'rxtrace.console.pending'
 
 export type Session = { accessToken: string; scopes: Set<string>; sub: string; pharmacyId: string | null; expiresAt: number }

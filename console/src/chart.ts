@@ -24,7 +24,7 @@ const DEFAULT_GAP_S = 900
 export type Span = { from: number; to: number; kind: 'high' | 'low' | 'unknown'; label: string }
 
 /** Excursions and sensor gaps to shade, in seconds; open ones end at the as-of time. */
-export function shadedSpans(trace: Trace, asOfS: number): Span[] {
+function shadedSpans(trace: Trace, asOfS: number): Span[] {
   const spans: Span[] = trace.excursions.map((e: Excursion) => ({
     from: Date.parse(e.started_at) / 1000,
     to: Math.min(e.ended_at ? Date.parse(e.ended_at) / 1000 : asOfS, asOfS),
@@ -56,7 +56,7 @@ export type ChartInput = {
   height?: number
 }
 
-export function renderChart(target: HTMLElement, input: ChartInput): { plot: uPlot; spans: Span[] } {
+function renderChart(target: HTMLElement, input: ChartInput): { plot: uPlot; spans: Span[] } {
   const { trace, timeZone } = input
   const asOfS = Date.parse(trace.summary.as_of ?? trace.to) / 1000
   const step = trace.step_s

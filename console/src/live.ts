@@ -11,7 +11,7 @@ type Listener = (event: EventEnvelope) => void
 const listeners = new Set<Listener>()
 let lastId: string | null = null
 let started = false
-export let mode: 'stream' | 'polling' | 'connecting' = 'connecting'
+let mode: 'stream' | 'polling' | 'connecting' = 'connecting'
 /** How the page follows events, shown on <html data-live> (what the browser tests check). */
 function setMode(next: typeof mode) {
   mode = next
@@ -55,7 +55,7 @@ async function run(): Promise<void> {
 }
 
 /** The SSE wire format (HTML Living Standard §9.2.6): fields per line, a blank line ends an event. */
-export async function readFrames(body: ReadableStream<Uint8Array>, deliver: (e: EventEnvelope) => void = emit): Promise<void> {
+async function readFrames(body: ReadableStream<Uint8Array>, deliver: (e: EventEnvelope) => void = emit): Promise<void> {
   const reader = body.getReader()
   const decoder = new TextDecoder()
   let buffer = ''

@@ -11,7 +11,7 @@ const STATUSES = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'R
 const STATES = ['BROKEN', 'EXCURSION', 'OK', 'UNMONITORED']
 const PAGE = 50
 
-export function attentionOf(d: Delivery): { rank: number; label: string } {
+function attentionOf(d: Delivery): { rank: number; label: string } {
   if (d.cold_chain.state === 'BROKEN' && !d.cold_chain.disposition) return { rank: 0, label: 'Decision needed' }
   if (d.cold_chain.state === 'EXCURSION') return { rank: 1, label: 'Excursion' }
   if (d.cold_chain.state === 'BROKEN') return { rank: 2, label: `Decided: ${d.cold_chain.disposition!.decision}` }

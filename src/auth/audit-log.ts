@@ -18,9 +18,7 @@ export type AuditEntry = {
   request_id: string
 }
 
-export type AuditRecord = AuditEntry & { prev_hash: string; hash: string }
-
-export const GENESIS_HASH = `sha256:${'0'.repeat(64)}`
+const GENESIS_HASH = `sha256:${'0'.repeat(64)}`
 const FLUSH_EVERY_MS = 20
 const FLUSH_AT = 500
 // Verification reads and hashes this many records at a time (~20 ms of work), then lets the
@@ -45,7 +43,7 @@ export type AuditVerdict = {
 }
 
 /** The chain's link: each record's hash covers its fields and the previous record's hash. */
-export const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...entry, prev_hash: prevHash })
+const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...entry, prev_hash: prevHash })
 
 /**
  * The append-only, hash-chained audit log (docs/api.md, Audit log). Entries are gathered for a few milliseconds and

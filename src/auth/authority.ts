@@ -27,7 +27,7 @@ const READ_ONLY: Record<'pharmacy' | 'fleet' | 'unrestricted', readonly string[]
   unrestricted: ['pharmacies:read', 'prescriptions:read', 'deliveries:read', 'telemetry:read', 'fleet:read'],
 }
 
-export const scopeSet = (scopes: Authority['scopes']): Set<string> => new Set(typeof scopes === 'string' ? parseScope(scopes) : scopes)
+const scopeSet = (scopes: Authority['scopes']): Set<string> => new Set(typeof scopes === 'string' ? parseScope(scopes) : scopes)
 
 /** The scopes a party of this tenant may actually use: what it holds, minus what its tenant kind never may. */
 export function effectiveScopes(a: Authority): string[] {
@@ -70,10 +70,7 @@ export function assertNotMorePowerful(actor: Authority, target: Authority, what 
 }
 
 /** Whether `actor` may see and act on parties fixed to `target`'s tenant. */
-export function reachesTenant(
-  actor: Pick<Authority, 'pharmacyId' | 'fleetId'>,
-  target: Pick<Authority, 'pharmacyId' | 'fleetId'>,
-): boolean {
+function reachesTenant(actor: Pick<Authority, 'pharmacyId' | 'fleetId'>, target: Pick<Authority, 'pharmacyId' | 'fleetId'>): boolean {
   if (actor.pharmacyId) return target.pharmacyId === actor.pharmacyId && !target.fleetId
   if (actor.fleetId) return target.fleetId === actor.fleetId && !target.pharmacyId
   return true

@@ -40,11 +40,11 @@ export type NewClient = {
 }
 
 /** The admin client holds every scope and no tenant restriction. */
-export const ADMIN_SCOPE = allScopes.join(' ')
+const ADMIN_SCOPE = allScopes.join(' ')
 
 export type RotatedSecret = { client_id: string; client_secret: string; previous_secret_expires_at: string }
 
-export const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')}`
+const newClientSecret = () => `cs_${randomBytes(32).toString('base64url')}`
 
 /** OAuth clients (RFC 7591 field names); secrets are stored as hashes only and shown once. */
 export class ClientRegistry {

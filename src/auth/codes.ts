@@ -5,7 +5,7 @@ import { hashSecret, sha256Hex } from '../hashing.js'
 import type { Database, Db } from '../store/schema.js'
 
 /** RFC 9700 §4.5 / RFC 6749 §4.1.2: codes live 60 s and are used once. */
-export const CODE_TTL_MS = 60_000
+const CODE_TTL_MS = 60_000
 
 type CodeRow = Database['authorization_codes']
 export type CodeGrant = Omit<CodeRow, 'code_hash' | 'expires_at' | 'used_at' | 'family_id' | 'access_jti' | 'access_expires_at'>
@@ -19,10 +19,10 @@ export type Redemption =
   | { ok: false; reason: 'reused'; userId: string; clientId: string; issued: Partial<Issued> }
 
 /** RFC 7636 §4.6: S256 only, so the challenge never reveals the verifier. */
-export const s256 = (verifier: string) => Buffer.from(sha256Hex(verifier), 'hex').toString('base64url')
+const s256 = (verifier: string) => Buffer.from(sha256Hex(verifier), 'hex').toString('base64url')
 
 /** RFC 7636 §4.1: 43–128 characters of the unreserved set; §4.2: an S256 challenge is 43 base64url characters. */
-export const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/
+const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/
 export const S256_CHALLENGE = /^[A-Za-z0-9\-_]{43}$/
 
 /** Authorization codes, stored as SHA-256 of 256 random bits, each bound to client, redirect URI, challenge and user. */

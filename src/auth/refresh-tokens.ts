@@ -12,8 +12,8 @@ import type { TokenService } from './tokens.js'
 import type { User } from './users.js'
 
 /** RFC 9700 §4.14.2: a refresh token unused for 24 h expires; a family ends 30 days after sign-in whatever happens. */
-export const REFRESH_IDLE_MS = 24 * 3_600_000
-export const REFRESH_ABSOLUTE_MS = 30 * 86_400_000
+const REFRESH_IDLE_MS = 24 * 3_600_000
+const REFRESH_ABSOLUTE_MS = 30 * 86_400_000
 
 export type RefreshGrant = {
   familyId: string

@@ -5,7 +5,7 @@ import { hashSecret } from '../hashing.js'
 import type { Db } from '../store/schema.js'
 
 /** A browser session ends after 8 hours without use. */
-export const SESSION_IDLE_MS = 8 * 3_600_000
+const SESSION_IDLE_MS = 8 * 3_600_000
 // last_seen_at is written at most this often, so a busy session does not write on every page.
 const TOUCH_EVERY_MS = 60_000
 

@@ -33,7 +33,7 @@ export type NewUser = {
 export type UserStanding = { active: boolean; driverId: string | null }
 
 /** A password-setup link works once, for 72 hours. */
-export const SETUP_TTL_MS = 72 * 3_600_000
+const SETUP_TTL_MS = 72 * 3_600_000
 // How long a user's standing (disabled, driver) is remembered by authentication. Disabling on
 // this instance forgets it at once; another instance sharing PostgreSQL notices within this long.
 const STANDING_TTL_MS = 5_000

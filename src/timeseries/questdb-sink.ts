@@ -66,7 +66,7 @@ const CLIENT_REQUEST_TIMEOUT_MS = 10_000
  */
 const RETRIABLE_STATUS = new Set([500, 503, 504, 507, 509, 523, 524, 529, 599])
 
-export function isRetriable(error: Error): boolean {
+function isRetriable(error: Error): boolean {
   const status = /statusCode=(\d+)/.exec(error.message)
   // No status code: the request never got an answer (refused, reset, timed out).
   return status === null ? true : RETRIABLE_STATUS.has(Number(status[1]))

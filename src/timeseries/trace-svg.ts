@@ -113,7 +113,7 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
 }
 
 /** `&`, `<`, `>`, `"` and `'` escaped, so any text is safe in content and attributes. */
-export function escapeXml(value: string): string {
+function escapeXml(value: string): string {
   return value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`)
 }
 

@@ -34,14 +34,14 @@ export type TraceWindow = {
 }
 
 /** Readings are accepted up to this far ahead of the wall clock (docs/api.md, Telemetry): an open window reads that far. */
-export const FUTURE_TOLERANCE_MS = 5 * 60_000
+const FUTURE_TOLERANCE_MS = 5 * 60_000
 
 export type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary }
 
 /** Beyond this a chart or a spreadsheet is no longer read by a person; ask for a larger step. */
 export const MAX_POINTS = 10_000
 /** Sensors report every few seconds at most; a finer step only repeats single readings. */
-export const MIN_STEP_MS = 1_000
+const MIN_STEP_MS = 1_000
 export const DEFAULT_STEP = '60s'
 
 const ENDING_CUSTODY = new Set(['delivered', 'returned', 'cancelled'])
@@ -56,7 +56,7 @@ export type TracedDelivery = {
 }
 
 /** Where the tote's binding starts and the delivery ends (null while open). */
-export function deliverySpan(delivery: TracedDelivery): { startMs: number; endMs: number | null } {
+function deliverySpan(delivery: TracedDelivery): { startMs: number; endMs: number | null } {
   const dispatched = delivery.custody.find((e) => e.type === 'dispatched')
   const ended = [...delivery.custody].reverse().find((e) => ENDING_CUSTODY.has(e.type))
   return {

@@ -54,6 +54,5 @@ export async function connectTote(url: string, tote: string, password = PASSWORD
   return client
 }
 export const tcp = (broker: RxBroker) => `mqtt://127.0.0.1:${broker.tcpPort}`
-export const ws = (broker: RxBroker) => `ws://127.0.0.1:${broker.wsPort}/mqtt`
 
 export const closed = (client: MqttClient) => new Promise<void>((resolve) => client.once('close', () => resolve()))

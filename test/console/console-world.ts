@@ -17,12 +17,12 @@ import { ADMIN, withApi, type TestApi } from '../helpers/service.js'
  * pharmacist with a password, and Debian's Chromium driven by playwright-core.
  */
 
-export const PASSWORD = 'correct horse battery staple'
-export const CHROMIUM = '/usr/bin/chromium'
+const PASSWORD = 'correct horse battery staple'
+const CHROMIUM = '/usr/bin/chromium'
 const MINUTE = 60_000
 
 /** The console bundle is built by `npm ci` (prepare); a checkout that skipped it builds it here. */
-export function ensureConsoleBuilt(): void {
+function ensureConsoleBuilt(): void {
   if (existsSync(join(CONSOLE_DIST, 'index.html'))) return
   execFileSync('npm', ['run', 'build:console'], { cwd: join(CONSOLE_DIST, '../..'), stdio: 'inherit' })
 }

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
-export const CHILD_ADMIN = { id: 'cl_reliability_admin', secret: 'reliability-admin-secret-0123456789' }
+const CHILD_ADMIN = { id: 'cl_reliability_admin', secret: 'reliability-admin-secret-0123456789' }
 
 /** How long a child may take to answer /readyz (tsx compiles on the fly: 3–5 s on an idle 2-core machine, much more on a busy one). */
 const READY_TIMEOUT_MS = 45_000
@@ -55,7 +55,7 @@ process.once('exit', () => {
  * not wait. stdout and stderr go to files, not pipes: pino writes synchronously, and a pipe that
  * the busy test process drains late would stall the service on its own log lines.
  */
-export function spawnService(env: Record<string, string>, nodeArgs: readonly string[] = []) {
+function spawnService(env: Record<string, string>, nodeArgs: readonly string[] = []) {
   const logDir = mkdtempSync(join(tmpdir(), 'rxtrace-log-'))
   const outFile = join(logDir, 'stdout.log')
   const errFile = join(logDir, 'stderr.log')

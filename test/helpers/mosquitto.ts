@@ -9,13 +9,13 @@ import { freePort } from './child-service.js'
  * temp dir, never the system broker on 1883. The config is the one docs/deployment.md shows.
  */
 
-export const DYNSEC_PLUGIN = '/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so'
+const DYNSEC_PLUGIN = '/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so'
 
 /** The service's broker user: the dynsec admin role (from `mosquitto_ctrl dynsec init`) plus the ingest role. */
 export const SERVICE_USER = { username: 'rxtrace', password: 'rxtrace-broker-secret-0123' }
 
 /** The ingest role of docs/deployment.md: read every tote's readings on the shared subscription, write every tote's errors. */
-export const INGEST_ROLE = {
+const INGEST_ROLE = {
   rolename: 'rxtrace_ingest',
   acls: [
     { acltype: 'subscribePattern', topic: 'rxtrace/v1/totes/+/readings', allow: true },

@@ -20,7 +20,7 @@ export const sqliteStore: StoreUnderTest = {
   cleanup: async () => {},
 }
 
-export const POSTGRES_URLS = process.env.TEST_DATABASE_URL
+const POSTGRES_URLS = process.env.TEST_DATABASE_URL
   ? [process.env.TEST_DATABASE_URL]
   : ['postgres://postgres@127.0.0.1:5432/test', 'postgres://root@127.0.0.1:5432/test']
 

@@ -188,7 +188,7 @@ export function closed(client: MqttClient): Promise<void> {
 }
 
 /** Small deterministic PRNG, so a failing run can be replayed. */
-export function mulberry32(seed: number): () => number {
+function mulberry32(seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0

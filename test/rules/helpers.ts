@@ -3,7 +3,7 @@ import type { Reading } from '../../rules/index.js'
 
 /** Binding time of every test delivery: Monday 2025-01-06 09:00:00Z. */
 export const BOUND_AT = Date.UTC(2025, 0, 6, 9, 0, 0)
-export const MINUTE = 60_000
+const MINUTE = 60_000
 
 /** Epoch ms `m` minutes after binding. */
 export const at = (m: number): number => BOUND_AT + m * MINUTE

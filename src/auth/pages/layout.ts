@@ -35,7 +35,7 @@ const csp = (formTargets: string[]) =>
  * Headers every sign-in, consent, error and setup page carries (RFC 9700 §4.16 clickjacking,
  * §4.2.4 referrer leakage; RFC 6749 §5.1 no-store): no framing, no caching, no Referer.
  */
-export function pageHeaders(c: Context, formTargets: string[] = []): void {
+function pageHeaders(c: Context, formTargets: string[] = []): void {
   c.header('Content-Security-Policy', csp(formTargets))
   c.header('X-Frame-Options', 'DENY')
   c.header('Cache-Control', 'no-store')
