@@ -1,24 +1,11 @@
-import { storedFigures, type ColdChain, type ColdChainFigures } from '../domain/cold-chain.js'
+import { storedFigures, type ColdChainFigures } from '../domain/cold-chain.js'
 import type { CustodyEvent } from '../domain/custody.js'
-import type { DeliveryStatus } from '../domain/delivery-machine.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
+import type { DeliveryStatus } from '../domain/delivery-machine.js'
+import type { Delivery } from '../domain/shapes.js'
 import { fromJson, type Database, type Executor } from '../store/schema.js'
 
-/** A delivery as the API answers it (docs/api.md, Deliveries and the chain of custody). */
-export type Delivery = {
-  id: string
-  rx_id: string
-  pharmacy_id: string
-  status: DeliveryStatus
-  eta: string
-  fleet_id: string | null
-  driver_id: string | null
-  tote_id: string | null
-  cold_chain: ColdChain
-  custody: CustodyEvent[]
-  created_at: string
-  updated_at: string
-}
+export type { Delivery } from '../domain/shapes.js'
 
 type Location = { lat: number; lng: number }
 type Common = { occurred_at?: string | undefined; location?: Location | undefined }
