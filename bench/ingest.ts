@@ -59,7 +59,7 @@ const opt = parseBenchArgs(
     /** PUBACK p99 a sustainable rate must keep, ms. */
     'p99-ms': { type: 'string', default: '50' },
     breaks: { type: 'string', default: '250' },
-    /** Comma-separated phase names (e.g. single-probe,single,batch100): CPU-profile the service during them, hotspots on stderr. */
+    /** Comma-separated phase names (e.g. single-probe,single,batch100; with --mode external: embedded, external-1-worker, external-2-workers): CPU-profile the service during them, hotspots on stderr. */
     'cpu-prof': { type: 'string', default: '' },
     'skip-ceiling': { type: 'boolean', default: false },
     'skip-many': { type: 'boolean', default: false },
@@ -389,6 +389,7 @@ async function main() {
         databaseUrl: opt['database-url'],
         admin: ADMIN,
         log,
+        ...(PROFILED.size ? { profile: { modes: PROFILED, dir: PROFILE_DIR! } } : {}),
         publisher: { child: publisher.child, connect: publisher.connect, run: publisher.run, disconnect: publisher.disconnect },
       })
       process.stdout.write(
