@@ -51,7 +51,7 @@ import { entityStoreOptions, openEntityStore, postgresLimitsOf, type EntityStore
 import { diskSpaceCheck } from './store/disk-space.js'
 import { ensurePrivateDataDir } from './store/private-files.js'
 import { ToteBindings } from './telemetry/bindings.js'
-import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
+import { ColdChainMonitor, createColdChainStore } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
 import { openColdChainBindings } from './telemetry/open-deliveries.js'
 import { IngestPipeline } from './telemetry/pipeline.js'
@@ -178,9 +178,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const sink: ReadingSink = shared && !(postgres && !overrides.sink && !config.QUESTDB_CONFIG) ? shared.forwardingAfter(opened) : opened
   const bindings = new ToteBindings(db, clock)
   const monitor: ColdChainMonitor = new ColdChainMonitor({
-    db,
-    sink,
-    outbox,
+    store: createColdChainStore({ db, sink, outbox }),
     clock,
     metrics,
     logger,
