@@ -35,6 +35,8 @@ export type ExternalOptions = {
   databaseUrl: string
   admin: { id: string; secret: string }
   log(line: string): void
+  /** The modes to run (default all three); the CPU comparison needs `embedded` among them. */
+  modes?: ReadonlySet<string>
   /** Mode names (embedded, external-1-worker, external-2-workers) whose main phase is CPU-profiled, one profile per copy, in this directory. */
   profile?: { modes: ReadonlySet<string>; dir: string }
   /** The publisher of bench/ingest.ts (a child process). */
@@ -90,9 +92,10 @@ async function storedCount(client: pg.Client): Promise<number> {
 
 export async function runExternalComparison(options: ExternalOptions) {
   const results: Record<string, unknown> = {}
-  for (const mode of MODES) results[mode.name] = await runMode(mode, options)
-  const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null }).service_cpu_us_per_reading
-  for (const mode of MODES.slice(1)) {
+  const modes = MODES.filter((m) => options.modes?.has(m.name) ?? true)
+  for (const mode of modes) results[mode.name] = await runMode(mode, options)
+  const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null } | undefined)?.service_cpu_us_per_reading
+  for (const mode of modes.filter((m) => m.workers > 0)) {
     const r = results[mode.name] as {
       service_cpu_us_per_reading: number | null
       readings_per_s: number
@@ -200,12 +203,20 @@ async function runMode(mode: Mode, options: ExternalOptions) {
 
     const events = await breakEvents(schema.url, result.breaks.length)
     const latencies = result.breaks.flatMap((b) => (events.has(b.toteId) ? [events.get(b.toteId)! - b.publishedAtMs] : []))
+    // Where that time goes: publish → a copy received the reading (the broker's queue, in external mode), and received → event.
+    const received = await breakReceipts(schema.url)
+    const toReceipt = result.breaks.flatMap((b) => (received.has(b.toteId) ? [received.get(b.toteId)! - b.publishedAtMs] : []))
+    const afterReceipt = result.breaks.flatMap((b) =>
+      events.has(b.toteId) && received.has(b.toteId) ? [events.get(b.toteId)! - received.get(b.toteId)!] : [],
+    )
     const summary = {
       readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
       puback_p50_ms: round(result.latency.p50, 2),
       puback_p99_ms: round(result.latency.p99, 2),
       reading_to_event_p50_ms: round(percentile(latencies, 50), 1),
       reading_to_event_p99_ms: round(percentile(latencies, 99), 1),
+      reading_to_receipt_p99_ms: round(percentile(toReceipt, 99), 1),
+      receipt_to_event_p99_ms: round(percentile(afterReceipt, 99), 1),
       breaks: { published: result.breaks.length, events: latencies.length },
       service_cpu_us_per_reading: stored > 0 ? round((serviceCpuS * 1e6) / stored, 2) : null,
       mosquitto_cpu_us_per_reading: brokerCpuS !== null && stored > 0 ? round((brokerCpuS * 1e6) / stored, 2) : null,
@@ -238,6 +249,20 @@ async function drained(url: string, expected: number): Promise<number> {
       if (n >= expected || Date.now() > deadline) return n
       await new Promise((resolve) => setTimeout(resolve, 100)) // a count(*) of the whole table: not too often
     }
+  } finally {
+    await client.end()
+  }
+}
+
+/** When a copy received each tote's −2 °C reading (its `received_at`, epoch ms). */
+async function breakReceipts(url: string): Promise<Map<string, number>> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ tote_id: string; at: number }>(
+      `select tote_id, min(received_at)::float8 as at from readings where temp_c = ${BREAK_TEMP_C} group by tote_id`,
+    )
+    return new Map(rows.map((r) => [r.tote_id, r.at]))
   } finally {
     await client.end()
   }

@@ -34,7 +34,7 @@ export class ColdChainMonitor {
   private readonly buffers: ToteReorderBuffers
   private readonly held = new ReattributionHold()
   private readonly pending = new PendingEvents()
-  private readonly recomputes = new LateRecomputes()
+  private readonly recomputes: LateRecomputes
   private readonly persister: Persister
   private readonly openWatch: OpenDeliveryWatch
   private readonly scratchEvents: RuleEvent[] = []
@@ -53,7 +53,9 @@ export class ColdChainMonitor {
     const { store, leases, logger } = deps
     this.states = new DeliveryStates({ store, leases, logger, loaded: (track, events) => this.pending.add(track, events) })
     this.buffers = new ToteReorderBuffers(deps.windowMs)
-    this.persister = new Persister({ store, states: this.states, pending: this.pending, recomputes: this.recomputes, logger })
+    this.persister = new Persister({ store, states: this.states, pending: this.pending, logger })
+    const save = () => this.persister.request(false)
+    this.recomputes = new LateRecomputes({ states: this.states, store, pending: this.pending, logger, save })
     this.openWatch = new OpenDeliveryWatch(this.states, (id) => this.end(id))
   }
 
@@ -121,7 +123,7 @@ export class ColdChainMonitor {
   accept(rows: readonly ReadingRow[]): void {
     const started = performance.now()
     const now = this.deps.clock.now()
-    for (const row of rows) {
+    for (const row of inTsOrder(rows)) {
       if (this.held.keep(row)) continue
       const track = row.delivery_id ? this.states.get(row.delivery_id) : undefined
       if (!track) continue
@@ -154,6 +156,7 @@ export class ColdChainMonitor {
       (track, events) => this.pending.add(track, events),
     )
     void this.persister.request(true)
+    if (this.recomputes.size) void this.recomputes.runSoon() // retries those whose read failed
     this.states.sweep()
   }
 
@@ -183,7 +186,7 @@ export class ColdChainMonitor {
     await this.states.loadingOf(deliveryId)?.catch(() => undefined) // it may have read the store before the attribution
     if (!this.states.get(deliveryId)) return
     this.recomputes.later(deliveryId, true)
-    await this.persister.request(false)
+    await this.recomputes.runSoon()
   }
 
   /** Open cold-chain deliveries with a tote are watched even before their first reading (cold-chain/open-watch.ts). */
@@ -194,6 +197,7 @@ export class ColdChainMonitor {
   /** Writes every pending event and summary; used at shutdown and by tests. */
   async flush(): Promise<void> {
     for (const released of this.buffers.releaseAll()) this.evaluateReleased(released)
+    if (this.recomputes.size) await this.recomputes.runSoon()
     await this.persister.request(true)
   }
 
@@ -234,8 +238,21 @@ export class ColdChainMonitor {
     }
   }
 
-  /** Events go out at once (reading → event latency); the other summaries wait for the tick. */
+  /** Events go out at once (reading → event latency); the other summaries wait for the tick; recomputes run apart. */
   private schedulePersist(): void {
-    if (this.pending.size || this.recomputes.size) void this.persister.request(false)
+    if (this.pending.size) void this.persister.request(false)
+    if (this.recomputes.size) void this.recomputes.runSoon()
   }
+}
+
+/**
+ * A group's rows in event-time order. On an external broker a tote's readings reach a copy over
+ * several sessions (the shared subscription deals them out), so a group often has a tote's newer
+ * reading before an older one; judged as they came, the older would be late and cost a recompute
+ * from the store. Sorted (stably: a tote's readings keep their order among equal ts), they are judged
+ * as if they had come in order. Rows already in order (one connection, readings in order) are used as they are.
+ */
+function inTsOrder(rows: readonly ReadingRow[]): readonly ReadingRow[] {
+  for (let i = 1; i < rows.length; i++) if (rows[i]!.ts < rows[i - 1]!.ts) return [...rows].sort((a, b) => a.ts - b.ts)
+  return rows
 }

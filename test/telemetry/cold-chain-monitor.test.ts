@@ -90,6 +90,35 @@ describe('the cold-chain monitor after a restart', () => {
   })
 })
 
+describe('the cold-chain monitor judging a group of readings', () => {
+  it('judges a tote’s readings in event-time order when a group has them out of order, without reading the store again', async () => {
+    // On an external broker a tote's readings come over several sessions: a group may hold a newer one first.
+    const store = new FakeColdChainStore()
+    let reads = 0
+    store.read = async () => ((reads += 1), [])
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([reading('A', T0 + 3_000, -2), reading('A', T0 + 1_000, 4), reading('A', T0 + 2_000, 6)])
+    await monitor.flush()
+    expect(reads).toBe(1) // the load; no recompute
+    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 3_000, min_c: -2, max_c: 6, broken: { reason: 'hard_limit', at: T0 + 3_000 } })
+    expect(store.types()).toEqual(['cold-chain.break'])
+  })
+
+  it('recomputes from the store a reading older than one already judged, and still raises what it reveals', async () => {
+    const store = new FakeColdChainStore()
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    const rows = [reading('A', T0 + 2_000, 5), reading('A', T0 + 1_000, -2)]
+    store.stored.set('A', [rows[1]!, rows[0]!])
+    monitor.accept([rows[0]!])
+    monitor.accept([rows[1]!]) // a later group: late
+    await monitor.flush()
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+  })
+})
+
 describe('the cold-chain monitor saving delivery summaries', () => {
   // Every out-of-range reading opens an excursion and the next in-range one closes it: two events.
   const twitchy = {

@@ -1,7 +1,6 @@
 import type { Logger } from 'pino'
 import type { DeliveryStates, Track } from './delivery-states.js'
 import type { PendingEvents } from './event-emission.js'
-import type { LateRecomputes } from './late-recompute.js'
 import type { ColdChainStore } from './port.js'
 
 // Summaries per transaction when no events crowd them out: one statement's worth in the SQL store.
@@ -25,12 +24,11 @@ export class Persister {
       store: ColdChainStore
       states: DeliveryStates
       pending: PendingEvents
-      recomputes: LateRecomputes
       logger: Logger
     },
   ) {}
 
-  /** Saves what is due: recomputes and events, and with `summaries` every changed summary. Never rejects. */
+  /** Saves the pending events, and with `summaries` every changed summary. Never rejects. */
   request(summaries: boolean): Promise<void> {
     if (this.queued) {
       // Not started yet: it will take whatever is pending when it starts.
@@ -52,8 +50,7 @@ export class Persister {
   }
 
   private async persist(allSummaries: boolean): Promise<void> {
-    const { store, states, pending, recomputes } = this.deps
-    await recomputes.run(states, store, pending)
+    const { store, states, pending } = this.deps
     // The tick's summaries (every delivery with new readings: a thousand at a time) go out
     // SUMMARIES_PER_TRANSACTION per transaction with the event loop free in between: written at
     // once they held it ~20-45 ms every second, which showed in PUBACK p99. Events that come up
