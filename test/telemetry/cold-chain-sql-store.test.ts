@@ -34,7 +34,7 @@ describe('the cold-chain monitor’s SQL store on a cold start', () => {
     expect(counter.statements).toBeLessThanOrEqual(2) // 500 ids per statement
   })
 
-  it('reads the stored readings of 1,000 deliveries two at a time, leaving the sink room for ingest writes', async () => {
+  it('reads the stored readings of 1,000 deliveries one at a time, leaving the sink’s other connections to ingest writes', async () => {
     let reading = 0
     let most = 0
     const sink = {
@@ -49,6 +49,6 @@ describe('the cold-chain monitor’s SQL store on a cold start', () => {
     const ids = Array.from({ length: 1_000 }, (_, i) => `dl_${i}`)
     const answers = await Promise.all(ids.map((id) => coldChain.readings(id)))
     expect(answers.map((rows) => rows[0]!.delivery_id)).toEqual(ids)
-    expect(most).toBe(2)
+    expect(most).toBe(1)
   })
 })

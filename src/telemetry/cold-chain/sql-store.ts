@@ -14,10 +14,12 @@ const SUMMARIES_PER_STATEMENT = 100
 /** Delivery ids per `IN (…)` list when reading saved summaries: well below both engines' parameter limits. */
 const IDS_PER_QUERY = 500
 /**
- * Reads of stored readings at once. A cold start loads every open delivery together; their reads
- * share the sink's connections with the ingest writes, which must not queue behind a thousand of them.
+ * Reads of stored readings at once (loads and recomputes). They share the sink's connections with
+ * the ingest writes, which must not queue behind them: the PostgreSQL sink's pool has one
+ * connection beyond its writes in flight (postgres-sink.ts), and a cold start loads a thousand
+ * deliveries together.
  */
-const CONCURRENT_READS = 2
+const CONCURRENT_READS = 1
 
 /** The monitor's store (port.ts) on the entity store, the time-series sink and the outbox. */
 export function createColdChainStore({ db, sink, outbox }: { db: Db; sink: ReadingSink; outbox: Outbox }): ColdChainStore {
