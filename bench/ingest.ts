@@ -60,7 +60,7 @@ const opt = parseBenchArgs(
     /** PUBACK p99 a sustainable rate must keep, ms. */
     'p99-ms': { type: 'string', default: '50' },
     breaks: { type: 'string', default: '250' },
-    /** Comma-separated phase names (e.g. single-probe,single,batch100): CPU-profile the service during them, hotspots on stderr. */
+    /** Comma-separated phase names (e.g. single-probe,single,batch100; with --mode external: embedded, external-1-worker, external-2-workers): CPU-profile the service during them, hotspots on stderr. */
     'cpu-prof': { type: 'string', default: '' },
     'skip-ceiling': { type: 'boolean', default: false },
     'skip-many': { type: 'boolean', default: false },
@@ -69,6 +69,8 @@ const opt = parseBenchArgs(
     'keep-data': { type: 'boolean', default: false },
     /** `embedded` (the phases above) or `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker (bench/lib/ingest-external.ts). */
     mode: { type: 'string', default: 'embedded' },
+    /** External mode: which of embedded, external-1-worker, external-2-workers to run (comma-separated; default all). */
+    'external-modes': { type: 'string', default: '' },
     /** External mode: seconds of the paced single-reading phase in each mode. */
     'external-s': { type: 'string', default: '20' },
     /** External mode: the PostgreSQL server the copies share (each mode gets a role and schema of its own). */
@@ -391,6 +393,8 @@ async function main() {
         databaseUrl: opt['database-url'],
         admin: ADMIN,
         log,
+        ...(opt['external-modes'] ? { modes: new Set(opt['external-modes'].split(',')) } : {}),
+        ...(PROFILED.size ? { profile: { modes: PROFILED, dir: PROFILE_DIR! } } : {}),
         publisher: { child: publisher.child, connect: publisher.connect, run: publisher.run, disconnect: publisher.disconnect },
       })
       process.stdout.write(

@@ -20,7 +20,7 @@ import { EventStreams } from './events/event-stream.js'
 import { postgresLimitsOf, type EntityStoreOptions } from './store/database.js'
 import { ensurePrivateDataDir } from './store/private-files.js'
 import { ToteBindings } from './telemetry/bindings.js'
-import { ColdChainMonitor } from './telemetry/cold-chain-monitor.js'
+import { ColdChainMonitor, createColdChainStore } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
 import { BindingFollower } from './telemetry/binding-follow.js'
 import { IngestPipeline } from './telemetry/pipeline.js'
@@ -105,9 +105,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const sink = await openReadingSinkOf(config, { override: overrides.sink, postgres, shared, storeOptions })
   const bindings = new ToteBindings(db, clock)
   const monitor: ColdChainMonitor = new ColdChainMonitor({
-    db,
-    sink,
-    outbox,
+    store: createColdChainStore({ db, sink, outbox }),
     clock,
     metrics,
     logger,

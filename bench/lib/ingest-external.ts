@@ -3,9 +3,9 @@
  * (`MQTT_URL`, docs/deployment.md) with 1 and 2 ingest workers, next to the embedded broker, in
  * one run, with one publisher and the same load.
  *
- * Each mode gets a fresh PostgreSQL entity store (a role and schema of its own, so that two copies
- * share it; the embedded mode uses it too, for a like-for-like CPU figure) and fresh DATA_DIRs
- * (readings in each copy's readings.db). Totes, cold-chain prescriptions and dispatches are
+ * Each mode gets a fresh PostgreSQL store (a role and schema of its own, so that two copies share
+ * it; the embedded mode uses it too, for a like-for-like CPU figure): entities and readings
+ * (`DATABASE_URL` without `QUESTDB_CONFIG` puts the readings in its `readings` table). Totes, cold-chain prescriptions and dispatches are
  * created over HTTP; totes publish single QoS 1 readings at a paced rate (MQTT 3.1.1, as the
  * embedded broker speaks), some of them −2 °C for an immediate `cold-chain.break`.
  *
@@ -13,16 +13,17 @@
  *   Mosquitto in external mode: accepted by the broker, not yet stored).
  * - reading → event: the break's `created_at` in the outbox minus its publish time.
  * - service CPU per reading: CPU of every service process from the phase's start until every
- *   PUBACKed reading is in a readings.db, over the readings stored. Mosquitto's CPU is shown apart.
+ *   PUBACKed reading is in the shared `readings` table, over the readings stored. Mosquitto's CPU is shown apart.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
 import pg from 'pg'
 import { startMosquitto, type Mosquitto } from '../../test/helpers/mosquitto.js'
 import type { Phase, PhaseResult } from './ingest-protocol.js'
+import { formatSummary, summarize } from './cpuprofile.js'
+import { connectProfiler, inspectorUrlFrom } from './ingest-profiler.js'
 import { createFixture, freePort, startService, type ServiceChild } from './ingest-service.js'
 import { cpuSeconds, percentile, round } from './ingest-stats.js'
 
@@ -34,6 +35,10 @@ export type ExternalOptions = {
   databaseUrl: string
   admin: { id: string; secret: string }
   log(line: string): void
+  /** The modes to run (default all three); the CPU comparison needs `embedded` among them. */
+  modes?: ReadonlySet<string>
+  /** Mode names (embedded, external-1-worker, external-2-workers) whose main phase is CPU-profiled, one profile per copy, in this directory. */
+  profile?: { modes: ReadonlySet<string>; dir: string }
   /** The publisher of bench/ingest.ts (a child process). */
   publisher: {
     child: { pid?: number }
@@ -76,14 +81,10 @@ async function ownSchema(url: string) {
   }
 }
 
-function storedCount(dataDir: string): number {
+/** Readings in the mode's shared `readings` table (0 before the migrations created it). */
+async function storedCount(client: pg.Client): Promise<number> {
   try {
-    const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
-    try {
-      return db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings').get()!.n
-    } finally {
-      db.close()
-    }
+    return Number((await client.query<{ n: string }>('select count(*) as n from readings')).rows[0]!.n)
   } catch {
     return 0
   }
@@ -91,9 +92,10 @@ function storedCount(dataDir: string): number {
 
 export async function runExternalComparison(options: ExternalOptions) {
   const results: Record<string, unknown> = {}
-  for (const mode of MODES) results[mode.name] = await runMode(mode, options)
-  const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null }).service_cpu_us_per_reading
-  for (const mode of MODES.slice(1)) {
+  const modes = MODES.filter((m) => options.modes?.has(m.name) ?? true)
+  for (const mode of modes) results[mode.name] = await runMode(mode, options)
+  const embeddedUs = (results.embedded as { service_cpu_us_per_reading: number | null } | undefined)?.service_cpu_us_per_reading
+  for (const mode of modes.filter((m) => m.workers > 0)) {
     const r = results[mode.name] as {
       service_cpu_us_per_reading: number | null
       readings_per_s: number
@@ -116,6 +118,7 @@ async function runMode(mode: Mode, options: ExternalOptions) {
   const schema = await ownSchema(options.databaseUrl)
   const broker: Mosquitto | null = mode.workers > 0 ? await startMosquitto() : null
   const copies: { service: ServiceChild; dataDir: string }[] = []
+  const profiled = options.profile?.modes.has(mode.name) ?? false
   try {
     const copiesWanted = Math.max(1, mode.workers)
     let mqttUrl = ''
@@ -141,7 +144,7 @@ async function runMode(mode: Mode, options: ExternalOptions) {
           ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}`, MQTT_WS_PORT: 'off' }
           : { MQTT_PORT: String(await freePort()), MQTT_WS_PORT: 'off' }),
       }
-      const service = await startService({ env, httpPort })
+      const service = await startService({ env, httpPort, nodeArgs: profiled ? ['--inspect=127.0.0.1:0'] : [] })
       copies.push({ service, dataDir })
       mqttUrl = broker ? `mqtt://127.0.0.1:${broker.port}` : `mqtt://127.0.0.1:${env.MQTT_PORT}`
     }
@@ -164,16 +167,15 @@ async function runMode(mode: Mode, options: ExternalOptions) {
       rate: Math.min(options.rate, 5_000),
     })
     // In external mode the broker acknowledges before the copies store: the backlog is gone first.
-    const before = await drained(
-      copies.map((c) => c.dataDir),
-      warmup.ackedReadings,
-    )
+    const before = await drained(schema.url, warmup.ackedReadings)
     const pids = copies.map((c) => c.service.pid)
     const cpu0 = pids.map(cpuSeconds)
     const brokerCpu0 = broker ? cpuSeconds(broker.pid) : null
     const publisherCpu0 = cpuSeconds(publisher.child.pid!)
     const durationMs = options.seconds * 1_000
     const breaks = Math.min(options.breaks, bound.length)
+    const profilers = profiled ? await Promise.all(copies.map(async (c) => connectProfiler(await inspectorUrlFrom(c.service.output)))) : []
+    await Promise.all(profilers.map((p) => p.start()))
     const result = await publisher.run({
       name: mode.name,
       durationMs,
@@ -186,11 +188,13 @@ async function runMode(mode: Mode, options: ExternalOptions) {
         tempC: BREAK_TEMP_C,
       },
     })
-    const storedAll = await drained(
-      copies.map((c) => c.dataDir),
-      before + result.ackedReadings,
-    )
+    const storedAll = await drained(schema.url, before + result.ackedReadings)
     const cpu1 = pids.map(cpuSeconds)
+    for (const [i, profiler] of profilers.entries()) {
+      const file = join(options.profile!.dir, `${mode.name}-copy${i}.cpuprofile`)
+      log(`CPU profile of copy ${i} during ${mode.name} (${file}):\n${formatSummary(summarize(await profiler.stop(file), 25)).join('\n')}`)
+      profiler.close()
+    }
     const serviceCpuS = cpu1.reduce<number>((sum, c, i) => sum + (c ?? 0) - (cpu0[i] ?? 0), 0)
     const brokerCpuS = broker && brokerCpu0 !== null ? (cpuSeconds(broker.pid) ?? 0) - brokerCpu0 : null
     const publisherCpuS = (cpuSeconds(publisher.child.pid!) ?? 0) - (publisherCpu0 ?? 0)
@@ -199,12 +203,20 @@ async function runMode(mode: Mode, options: ExternalOptions) {
 
     const events = await breakEvents(schema.url, result.breaks.length)
     const latencies = result.breaks.flatMap((b) => (events.has(b.toteId) ? [events.get(b.toteId)! - b.publishedAtMs] : []))
+    // Where that time goes: publish → a copy received the reading (the broker's queue, in external mode), and received → event.
+    const received = await breakReceipts(schema.url)
+    const toReceipt = result.breaks.flatMap((b) => (received.has(b.toteId) ? [received.get(b.toteId)! - b.publishedAtMs] : []))
+    const afterReceipt = result.breaks.flatMap((b) =>
+      events.has(b.toteId) && received.has(b.toteId) ? [events.get(b.toteId)! - received.get(b.toteId)!] : [],
+    )
     const summary = {
       readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
       puback_p50_ms: round(result.latency.p50, 2),
       puback_p99_ms: round(result.latency.p99, 2),
       reading_to_event_p50_ms: round(percentile(latencies, 50), 1),
       reading_to_event_p99_ms: round(percentile(latencies, 99), 1),
+      reading_to_receipt_p99_ms: round(percentile(toReceipt, 99), 1),
+      receipt_to_event_p99_ms: round(percentile(afterReceipt, 99), 1),
       breaks: { published: result.breaks.length, events: latencies.length },
       service_cpu_us_per_reading: stored > 0 ? round((serviceCpuS * 1e6) / stored, 2) : null,
       mosquitto_cpu_us_per_reading: brokerCpuS !== null && stored > 0 ? round((brokerCpuS * 1e6) / stored, 2) : null,
@@ -226,13 +238,33 @@ async function runMode(mode: Mode, options: ExternalOptions) {
   }
 }
 
-/** Waits (at most a minute) until the copies' readings.db hold `expected` readings in all; returns the count. */
-async function drained(dataDirs: string[], expected: number): Promise<number> {
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    const n = dataDirs.map(storedCount).reduce((a, b) => a + b, 0)
-    if (n >= expected || Date.now() > deadline) return n
-    await new Promise((resolve) => setTimeout(resolve, 20))
+/** Waits (at most a minute) until the mode's `readings` table holds `expected` readings; returns the count. */
+async function drained(url: string, expected: number): Promise<number> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const deadline = Date.now() + 60_000
+    for (;;) {
+      const n = await storedCount(client)
+      if (n >= expected || Date.now() > deadline) return n
+      await new Promise((resolve) => setTimeout(resolve, 100)) // a count(*) of the whole table: not too often
+    }
+  } finally {
+    await client.end()
+  }
+}
+
+/** When a copy received each tote's −2 °C reading (its `received_at`, epoch ms). */
+async function breakReceipts(url: string): Promise<Map<string, number>> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ tote_id: string; at: number }>(
+      `select tote_id, min(received_at)::float8 as at from readings where temp_c = ${BREAK_TEMP_C} group by tote_id`,
+    )
+    return new Map(rows.map((r) => [r.tote_id, r.at]))
+  } finally {
+    await client.end()
   }
 }
 

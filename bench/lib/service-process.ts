@@ -88,7 +88,11 @@ export async function startServiceProcess({
   child.stdout!.on('data', keep)
   child.stderr!.on('data', keep)
   // Debugging aid: the service's own log lines on our stderr as they come.
-  if (process.env.BENCH_SERVICE_STDERR) child.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk))
+  if (process.env.BENCH_SERVICE_STDERR) {
+    const echo = (chunk: Buffer) => process.stderr.write(chunk)
+    child.stdout!.on('data', echo) // the log (pino writes to stdout)
+    child.stderr!.on('data', echo)
+  }
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
 
   const baseUrl = `http://127.0.0.1:${port}`

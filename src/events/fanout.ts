@@ -1,5 +1,5 @@
 import { newId } from '../ids.js'
-import { precompiled } from '../store/precompiled.js'
+import { insertRows, precompiled } from '../store/precompiled.js'
 import type { Executor } from '../store/schema.js'
 
 /** Lifecycle, custody, exception and writeback events a webhook may subscribe to (or `*`). */
@@ -50,24 +50,46 @@ type Routable = { id: string; type: string; pharmacy_id: string | null; fleet_id
  * hear every tenant.
  */
 export async function enqueueForEndpoints(trx: Executor, event: Routable, nowMs: number): Promise<number> {
-  const query = endpointQueries[(event.pharmacy_id ? 1 : 0) + (event.fleet_id ? 2 : 0)]!
-  const endpoints = await query(trx, event.pharmacy_id ?? '', event.fleet_id ?? '')
-  const targets = endpoints.filter((e) => subscribes(JSON.parse(e.events) as string[], event.type))
+  const targets = await targetsOf(trx, event, new Map())
   if (targets.length === 0) return 0
   await trx
     .insertInto('webhook_messages')
-    .values(
-      targets.map((endpoint) => ({
-        id: newId('msg'),
-        event_id: event.id,
-        endpoint_id: endpoint.id,
-        state: 'pending' as const,
-        attempts: 0,
-        next_attempt_at: nowMs,
-        lease_until: null,
-        created_at: nowMs,
-      })),
-    )
+    .values(messagesFor(event, targets, nowMs))
     .execute()
   return targets.length
+}
+
+/** enqueueForEndpoints for several events: one endpoint read per tenant combination, one insert per 128 messages. */
+export async function enqueueManyForEndpoints(trx: Executor, events: readonly Routable[], nowMs: number): Promise<number> {
+  const endpointsOf = new Map<string, Endpoint[]>()
+  const messages = []
+  for (const event of events) messages.push(...messagesFor(event, await targetsOf(trx, event, endpointsOf), nowMs))
+  await insertRows(trx, 'webhook_messages', messages)
+  return messages.length
+}
+
+type Endpoint = { id: string; events: string }
+
+/** The endpoints subscribed to the event; `endpointsOf` keeps the endpoints read per tenant combination. */
+async function targetsOf(trx: Executor, event: Routable, endpointsOf: Map<string, Endpoint[]>): Promise<Endpoint[]> {
+  const tenant = `${event.pharmacy_id ?? ''}\n${event.fleet_id ?? ''}`
+  let endpoints = endpointsOf.get(tenant)
+  if (endpoints === undefined) {
+    const query = endpointQueries[(event.pharmacy_id ? 1 : 0) + (event.fleet_id ? 2 : 0)]!
+    endpointsOf.set(tenant, (endpoints = await query(trx, event.pharmacy_id ?? '', event.fleet_id ?? '')))
+  }
+  return endpoints.filter((e) => subscribes(JSON.parse(e.events) as string[], event.type))
+}
+
+function messagesFor(event: Routable, targets: readonly Endpoint[], nowMs: number) {
+  return targets.map((endpoint) => ({
+    id: newId('msg'),
+    event_id: event.id,
+    endpoint_id: endpoint.id,
+    state: 'pending' as const,
+    attempts: 0,
+    next_attempt_at: nowMs,
+    lease_until: null,
+    created_at: nowMs,
+  }))
 }

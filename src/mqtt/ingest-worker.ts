@@ -25,7 +25,10 @@ export type IngestWorkerOptions = {
 type Held = { messageId: number; outcome: 'pending' | 'ack' | 'fail' }
 type Link = {
   client: MqttClient
-  held: Held[] /** Bumped on every new connection: acks of an older one are never sent. */
+  /** Messages in arrival order from `head` on (an index, not shift(): with a backlog thousands are held). */
+  held: Held[]
+  head: number
+  /** Bumped on every new connection: acks of an older one are never sent. */
   generation: number
 }
 /** The first CONNACK, or the reason there is none (refused, unreachable, closed). */
@@ -56,7 +59,7 @@ async function subscribeReadings(client: MqttClient): Promise<void> {
   }
 }
 
-/** mqtt.js internals this worker reaches into (see the class comment); present in mqtt 5.x. */
+/** mqtt.js internals this worker reaches into (see the class comment); mqtt is pinned for them (docs/dependencies.md). */
 type PacketWriter = {
   _sendPacket(packet: Packet, cb?: (err?: Error) => void, cbStorePut?: unknown, noStore?: boolean): void
   _writePacket(packet: Packet, cb?: (err?: Error) => void): void
@@ -138,7 +141,7 @@ export class IngestWorker {
       connectTimeout: 10_000,
       resubscribe: false, // the session keeps the subscription
     })
-    const link: Link = { client, held: [], generation: 0 }
+    const link: Link = { client, held: [], head: 0, generation: 0 }
     // Before the CONNACK: a resumed session's messages follow it at once, and each must reach
     // receive() with its PUBACK held, never the PUBACK mqtt.js would send by itself.
     const writer = client as unknown as PacketWriter
@@ -151,6 +154,7 @@ export class IngestWorker {
     client.on('close', () => {
       link.generation++
       link.held = [] // their PUBACKs can no longer be sent: the broker sends those messages again
+      link.head = 0
     })
     await firstConnack(client)
     await subscribeReadings(client).catch(async (error: unknown) => {
@@ -214,17 +218,26 @@ export class IngestWorker {
     if (held === null || generation !== link.generation) return
     held.outcome = outcome
     const client = link.client
-    while (link.held.length > 0 && link.held[0]!.outcome !== 'pending') {
-      const head = link.held.shift()!
+    const queue = link.held
+    while (link.head < queue.length && queue[link.head]!.outcome !== 'pending') {
+      const head = queue[link.head++]!
       if (head.outcome === 'fail') {
         // Not stored: no PUBACK for it or anything after it on this connection. A new connection
         // resumes the session, and the broker sends every unacknowledged message again.
         link.held = []
+        link.head = 0
         link.generation++
         client.stream.destroy()
         return
       }
       if (client.connected) (client as unknown as PacketWriter)._writePacket({ cmd: 'puback', messageId: head.messageId, reasonCode: 0 })
+    }
+    if (link.head === queue.length) {
+      queue.length = 0
+      link.head = 0
+    } else if (link.head > 1_024 && link.head * 2 > queue.length) {
+      queue.splice(0, link.head) // drop the acknowledged prefix now and then, in one move
+      link.head = 0
     }
   }
 }

@@ -19,7 +19,8 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  *   as durable as the entity store's writes.
  * - `forward`, when given, names readings another copy must hear of (the evaluator of their
  *   delivery, telemetry/evaluation-leases.ts): they are sent with pg_notify in the insert's own
- *   transaction, so they are announced if and only if they are stored.
+ *   statement (a data-modifying WITH), so they are announced if and only if they are stored, in
+ *   one round trip instead of four (begin, insert, notify, commit).
  */
 
 export type PostgresSinkOptions = {
@@ -45,7 +46,8 @@ const INSERT = `
   select * from unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[],
                        $8::float8[], $9::float8[], $10::bigint[], $11::bigint[], $12::bool[])
   on conflict (tote_id, ts) do nothing`
-const NOTIFY = 'select pg_notify($1, payload) from unnest($2::text[]) as payload'
+// One statement is one transaction: the notifications go out when, and only if, the rows commit.
+const INSERT_AND_NOTIFY = `with stored as (${INSERT}) select pg_notify($13, payload) from unnest($14::text[]) as payload`
 const COLUMNS = 'tote_id, delivery_id, rx_id, ts, temp_c, battery, humidity, lat, lng, seq, received_at, late'
 
 export function createPostgresSink({
@@ -60,7 +62,8 @@ export function createPostgresSink({
   let writing = 0
   let drained: (() => void) | null = null
 
-  const insert = async (client: pg.PoolClient | pg.Pool, rows: readonly ReadingRow[]) => {
+  /** The rows as twelve column arrays, sorted by (tote_id, ts). */
+  const columnsOf = (rows: readonly ReadingRow[]): unknown[][] => {
     const sorted = [...rows].sort(byToteThenTs)
     const n = sorted.length
     const columns = Array.from({ length: 12 }, () => new Array<unknown>(n))
@@ -79,16 +82,13 @@ export function createPostgresSink({
       columns[10]![i] = r.received_at
       columns[11]![i] = r.late
     }
-    await client.query(INSERT, columns)
+    return columns
   }
 
   const write = async (rows: readonly ReadingRow[]) => {
     const payloads = forward?.payloads(rows) ?? []
-    if (payloads.length === 0) return void (await insert(pool, rows))
-    await inTransaction(pool, async (client) => {
-      await insert(client, rows)
-      await client.query(NOTIFY, [forward!.channel, payloads])
-    })
+    if (payloads.length === 0) await pool.query(INSERT, columnsOf(rows))
+    else await pool.query(INSERT_AND_NOTIFY, [...columnsOf(rows), forward!.channel, payloads])
   }
 
   const rows = async (where: string, params: unknown[]) =>

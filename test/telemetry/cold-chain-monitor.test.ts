@@ -1,32 +1,42 @@
 import { readFileSync } from 'node:fs'
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { ColdChainMonitor } from '../../src/telemetry/cold-chain-monitor.js'
+import type { ReadingRow } from '../../src/timeseries/sink.js'
+import { FakeColdChainStore } from '../helpers/fake-cold-chain-store.js'
 
-const profile = JSON.parse(readFileSync(new URL('../../rules/profiles/refrigerated.json', import.meta.url), 'utf8'))
-/** The deliveries table as the monitor reads it when it loads a delivery: no summary saved yet. */
-const noSavedSummaries = { selectFrom: () => ({ select: () => ({ where: () => ({ executeTakeFirst: async () => undefined }) }) }) }
-const open = (id: string) => ({
+const refrigerated = JSON.parse(readFileSync(new URL('../../rules/profiles/refrigerated.json', import.meta.url), 'utf8'))
+const quiet = { info() {}, error() {}, warn() {}, debug() {}, fatal() {}, trace() {} } as never
+const T0 = Date.UTC(2026, 0, 1)
+
+const open = (id: string, profile = refrigerated, fromMs = 0) => ({
   toteId: `t_${id}`,
-  binding: { deliveryId: id, rxId: `rx_${id}`, pharmacyId: 'ph_1', fleetId: null, profile, fromMs: 0, toMs: null },
+  binding: { deliveryId: id, rxId: `rx_${id}`, pharmacyId: 'ph_1', fleetId: null, profile, fromMs, toMs: null },
 })
+const reading = (deliveryId: string, ts: number, temp_c = 5): ReadingRow => ({
+  tote_id: `t_${deliveryId}`,
+  delivery_id: deliveryId,
+  rx_id: `rx_${deliveryId}`,
+  ts,
+  temp_c,
+  battery: null,
+  humidity: null,
+  lat: null,
+  lng: null,
+  seq: null,
+  received_at: ts,
+  late: false,
+})
+function monitorOn(store: FakeColdChainStore, now: () => number, windowMs = 0) {
+  return new ColdChainMonitor({ store, clock: { now }, metrics: { ruleEvaluation: { observe() {} } }, logger: quiet, windowMs })
+}
 
 describe('the cold-chain monitor watching open deliveries', () => {
   it('watches a delivery dispatched during a pass even when another delivery cannot be read', async () => {
+    const store = new FakeColdChainStore()
     // Loading X's history fails (a transient read error); every other delivery loads.
-    const sink = {
-      readingsForDelivery: (id: string) =>
-        new Promise((resolve, reject) => setTimeout(() => (id === 'X' ? reject(new Error('read failed')) : resolve([])), 5)),
-    }
-    const quiet = { info() {}, error() {}, warn() {}, debug() {} }
-    const monitor = new ColdChainMonitor({
-      db: noSavedSummaries,
-      sink,
-      outbox: {},
-      clock: { now: () => Date.now() },
-      metrics: {},
-      logger: quiet,
-      windowMs: 1_000,
-    } as never)
+    store.read = (id) =>
+      new Promise((resolve, reject) => setTimeout(() => (id === 'X' ? reject(new Error('read failed')) : resolve([])), 5))
+    const monitor = monitorOn(store, () => Date.now(), 1_000)
     const first = monitor.watchOpenDeliveries([open('A'), open('X')])
     const second = monitor.watchOpenDeliveries([open('A'), open('X'), open('D')]) // D dispatched meanwhile
     await expect(first).rejects.toThrow('read failed') // X is still unreadable: the refresh retries it
@@ -35,12 +45,84 @@ describe('the cold-chain monitor watching open deliveries', () => {
     expect(monitor.state('D')).toBeTruthy()
     expect(monitor.state('X')).toBeFalsy()
   })
+
+  it('saves the summary of a delivery that ended and stops judging it', async () => {
+    const store = new FakeColdChainStore()
+    const monitor = monitorOn(store, () => T0 + 2_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([reading('A', T0 + 1_000, 4)])
+    await monitor.watchOpenDeliveries([]) // A was delivered
+    expect(store.summaries.get('A')).toMatchObject({ lastTs: T0 + 1_000, min_c: 4 })
+    expect(monitor.state('A')).toBeUndefined()
+  })
+})
+
+describe('the cold-chain monitor after a restart', () => {
+  it('rebuilds a delivery from its stored readings without announcing its break again', async () => {
+    const store = new FakeColdChainStore()
+    const first = monitorOn(store, () => T0 + 5_000)
+    await first.watchOpenDeliveries([open('A', refrigerated, T0)])
+    const rows = [reading('A', T0 + 1_000, 5), reading('A', T0 + 2_000, -2)] // −2 °C: below the hard minimum
+    store.stored.set('A', rows)
+    first.accept(rows)
+    await first.flush()
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')?.broken?.reason).toBe('hard_limit') // saved with the event
+
+    const restarted = monitorOn(store, () => T0 + 6_000)
+    await restarted.watchOpenDeliveries([open('A', refrigerated, T0)])
+    await restarted.flush()
+    expect(restarted.state('A')).toMatchObject({ lastTs: T0 + 2_000, broken: { reason: 'hard_limit' } })
+    expect(store.types()).toEqual(['cold-chain.break'])
+  })
+
+  it('keeps a break already announced even when the stored readings no longer show it', async () => {
+    const store = new FakeColdChainStore()
+    const first = monitorOn(store, () => T0 + 5_000)
+    await first.watchOpenDeliveries([open('A', refrigerated, T0)])
+    first.accept([reading('A', T0 + 1_000, -2)])
+    await first.flush()
+    store.stored.set('A', [reading('A', T0 + 1_000, 5)]) // what the store shows now (say, a corrected upload)
+
+    const restarted = monitorOn(store, () => T0 + 6_000)
+    await restarted.watchOpenDeliveries([open('A', refrigerated, T0)])
+    expect(restarted.state('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+  })
+})
+
+describe('the cold-chain monitor judging a group of readings', () => {
+  it('judges a tote’s readings in event-time order when a group has them out of order, without reading the store again', async () => {
+    // On an external broker a tote's readings come over several sessions: a group may hold a newer one first.
+    const store = new FakeColdChainStore()
+    let reads = 0
+    store.read = async () => ((reads += 1), [])
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([reading('A', T0 + 3_000, -2), reading('A', T0 + 1_000, 4), reading('A', T0 + 2_000, 6)])
+    await monitor.flush()
+    expect(reads).toBe(1) // the load; no recompute
+    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 3_000, min_c: -2, max_c: 6, broken: { reason: 'hard_limit', at: T0 + 3_000 } })
+    expect(store.types()).toEqual(['cold-chain.break'])
+  })
+
+  it('recomputes from the store a reading older than one already judged, and still raises what it reveals', async () => {
+    const store = new FakeColdChainStore()
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    const rows = [reading('A', T0 + 2_000, 5), reading('A', T0 + 1_000, -2)]
+    store.stored.set('A', [rows[1]!, rows[0]!])
+    monitor.accept([rows[0]!])
+    monitor.accept([rows[1]!]) // a later group: late
+    await monitor.flush()
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+  })
 })
 
 describe('the cold-chain monitor saving delivery summaries', () => {
   // Every out-of-range reading opens an excursion and the next in-range one closes it: two events.
   const twitchy = {
-    ...profile,
+    ...refrigerated,
     name: 'twitchy',
     grace_s: 0,
     max_excursion_s: 86_400,
@@ -48,151 +130,71 @@ describe('the cold-chain monitor saving delivery summaries', () => {
     hard_min_c: null,
     max_gap_s: 86_400,
   }
-  const reading = (deliveryId: string, ts: number, temp_c: number) => ({
-    tote_id: `t_${deliveryId}`,
-    delivery_id: deliveryId,
-    rx_id: `rx_${deliveryId}`,
-    ts,
-    temp_c,
-    battery: null,
-    humidity: null,
-    lat: null,
-    lng: null,
-    seq: null,
-    received_at: ts,
-    late: false,
-  })
 
-  it('saves every changed summary of a tick even while 150 other deliveries raise events in every transaction', async () => {
-    const written = new Map<string, number>() // delivery → transaction that saved its summary
-    let transactions = 0
-    let monitor!: ColdChainMonitor
+  it('saves every changed summary of a tick even while 150 other deliveries raise events in every save', async () => {
+    const store = new FakeColdChainStore()
     const hot = Array.from({ length: 150 }, (_, i) => `H${i}`)
     const calm = Array.from({ length: 300 }, (_, i) => `C${i}`)
     let hotTs = 1_000
-    const record = (ids: unknown) => {
-      for (const id of [ids].flat() as string[]) if (!written.has(id)) written.set(id, transactions)
+    // The clock keeps up with the readings, so no one goes silent.
+    const monitor = monitorOn(store, () => hotTs + 1_000)
+    // Meanwhile the hot deliveries keep raising events (during the first 60 saves).
+    store.beforeSave = () => {
+      if (store.saves > 60) return
+      monitor.accept(hot.map((id) => reading(id, hotTs + 500, 12)))
+      monitor.accept(hot.map((id) => reading(id, hotTs + 1_000, 5)))
+      hotTs += 1_000
     }
-    const trx = {
-      updateTable: () => ({ set: () => ({ where: (_c: string, _op: string, ids: unknown) => ({ execute: async () => record(ids) }) }) }),
-    }
-    const db = {
-      ...noSavedSummaries,
-      transaction: () => ({
-        async execute(work: (t: unknown) => Promise<unknown>) {
-          transactions += 1
-          // Meanwhile the hot deliveries keep raising events (for the first 60 transactions).
-          if (transactions <= 60) {
-            monitor.accept(hot.map((id) => reading(id, hotTs + 500, 12)))
-            monitor.accept(hot.map((id) => reading(id, hotTs + 1_000, 5)))
-            hotTs += 1_000
-          }
-          return work(trx)
-        },
-      }),
-    }
-    let events = 0
-    const outbox = {
-      append: async (_t: unknown, appended: unknown[]) => ((events += appended.length), { events: [], messages: 0 }),
-      committed() {},
-    }
-    const quiet = { info() {}, error() {}, warn() {}, debug() {} }
-    monitor = new ColdChainMonitor({
-      // The clock keeps up with the readings, so no one goes silent.
-      db,
-      sink: { readingsForDelivery: async () => [] },
-      outbox,
-      clock: { now: () => hotTs + 1_000 },
-      metrics: { ruleEvaluation: { observe() {} } },
-      logger: quiet,
-      windowMs: 0,
-    } as never)
-    const bind = (id: string) => ({ ...open(id), binding: { ...open(id).binding, profile: twitchy } })
-    await monitor.watchOpenDeliveries([...hot, ...calm].map(bind))
+    await monitor.watchOpenDeliveries([...hot, ...calm].map((id) => open(id, twitchy)))
     monitor.accept(calm.map((id) => reading(id, 1_000, 5))) // one in-range reading each: changed, no event
     monitor.tick()
-    await vi.waitFor(() => {
-      expect(transactions).toBeGreaterThanOrEqual(61)
-      expect(events).toBeGreaterThanOrEqual(60 * hot.length * 2) // an excursion and its recovery each, every time
-      expect(calm.filter((id) => !written.has(id))).toEqual([])
-    })
-    // …and promptly: 20 of them at least ride along in every transaction.
-    expect(Math.max(...calm.map((id) => written.get(id)!))).toBeLessThanOrEqual(Math.ceil(calm.length / 20) + 1)
+    await expect.poll(() => store.saves).toBeGreaterThanOrEqual(61)
+    await monitor.flush()
+
+    expect(store.events.length).toBeGreaterThanOrEqual(60 * hot.length * 2) // an excursion and its recovery each, every time
+    expect(calm.filter((id) => !store.summaries.has(id))).toEqual([])
+    // …and promptly: 20 of them at least ride along in every save.
+    expect(Math.max(...calm.map((id) => store.firstSavedIn.get(id)!))).toBeLessThanOrEqual(Math.ceil(calm.length / 20) + 1)
   })
 })
 
 describe('the cold-chain monitor while stored readings are attributed to a delivery after the fact', () => {
-  const quickGap = { ...profile, name: 'quick-gap', max_gap_s: 60 }
-  const at = (deliveryId: string, ts: number, temp_c = 5) => ({
-    tote_id: `t_${deliveryId}`,
-    delivery_id: deliveryId,
-    rx_id: `rx_${deliveryId}`,
-    ts,
-    temp_c,
-    battery: null,
-    humidity: null,
-    lat: null,
-    lng: null,
-    seq: null,
-    received_at: ts,
-    late: false,
-  })
-  const T0 = Date.UTC(2026, 0, 1)
-  function monitorWith(sink: { readingsForDelivery: (id: string) => Promise<unknown[]> }, clock: { now: () => number }) {
-    const raised: string[] = []
-    const trx = { updateTable: () => ({ set: () => ({ where: () => ({ execute: async () => undefined }) }) }) }
-    const db = { ...noSavedSummaries, transaction: () => ({ execute: async (work: (t: unknown) => Promise<unknown>) => work(trx) }) }
-    const outbox = {
-      append: async (_t: unknown, events: { type: string }[]) => (raised.push(...events.map((e) => e.type)), { events: [], messages: 0 }),
-      committed() {},
-    }
-    const quiet = { info() {}, error() {}, warn() {}, debug() {} }
-    const monitor = new ColdChainMonitor({
-      db,
-      sink,
-      outbox,
-      clock,
-      metrics: { ruleEvaluation: { observe() {} } },
-      logger: quiet,
-      windowMs: 0,
-    } as never)
-    const binding = { ...open('A'), binding: { ...open('A').binding, profile: quickGap, fromMs: T0 } }
-    return { monitor, raised, binding }
-  }
+  const quickGap = { ...refrigerated, name: 'quick-gap', max_gap_s: 60 }
 
   it("keeps a held tote's readings and its silence unjudged until release", async () => {
+    const store = new FakeColdChainStore()
     let now = T0 + 1_000
-    const { monitor, raised, binding } = monitorWith({ readingsForDelivery: async () => [] }, { now: () => now })
-    await monitor.watchOpenDeliveries([binding])
+    const monitor = monitorOn(store, () => now)
+    await monitor.watchOpenDeliveries([open('A', quickGap, T0)])
     monitor.hold('t_A')
-    monitor.accept([at('A', T0 + 500)])
+    monitor.accept([reading('A', T0 + 500)])
     expect(monitor.state('A')!.lastTs).toBeNull()
     now = T0 + 10 * 60_000 // ten minutes of wall-clock silence: a sensor gap, were it judged
     monitor.tick()
     await monitor.flush()
-    expect(raised).toEqual([])
+    expect(store.types()).toEqual([])
     monitor.release('t_A')
     expect(monitor.state('A')!.lastTs).toBe(T0 + 500)
   })
 
   it('rebuilds a delivery whose loading read the store before the attribution', async () => {
-    const attributed = [at('A', T0 + 1_000, 3), at('A', T0 + 2_000, 4)]
+    const store = new FakeColdChainStore()
+    const attributed = [reading('A', T0 + 1_000, 3), reading('A', T0 + 2_000, 4)]
     let reads = 0
     // The first read (the load) answers from before the attribution, and only after it was done.
     let loadRead!: () => void
     const loadHasRead = new Promise<void>((resolve) => (loadRead = resolve))
-    const sink = {
-      readingsForDelivery: async () => {
-        if (++reads > 1) return attributed
-        loadRead()
-        return new Promise<unknown[]>((resolve) => setTimeout(() => resolve([]), 30)) // a slow store: answers after the attribution
-      },
+    store.read = async () => {
+      if (++reads > 1) return attributed
+      loadRead()
+      return new Promise<ReadingRow[]>((resolve) => setTimeout(() => resolve([]), 30)) // a slow store: answers after the attribution
     }
-    const { monitor, binding } = monitorWith(sink, { now: () => T0 + 3_000 })
-    const loading = monitor.watchOpenDeliveries([binding])
+    const monitor = monitorOn(store, () => T0 + 3_000)
+    const loading = monitor.watchOpenDeliveries([open('A', quickGap, T0)])
     await loadHasRead
     await monitor.reattributed('A')
     await loading
     expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 2_000, min_c: 3, max_c: 4 })
+    expect(store.summaries.get('A')).toMatchObject({ lastTs: T0 + 2_000 }) // saved at once
   })
 })

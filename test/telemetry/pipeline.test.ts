@@ -80,12 +80,10 @@ describe('readings through the ingest pipeline', () => {
       async () => (await api.get(`/v1/events?delivery_id=${rx.delivery_id}&type=cold-chain.break`, admin)).body.data.length === 1,
     )
     // A fresh monitor (as after a restart) replays the stored readings: the break is not raised again.
-    const { ColdChainMonitor } = await import('../../src/telemetry/cold-chain-monitor.js')
+    const { ColdChainMonitor, createColdChainStore } = await import('../../src/telemetry/cold-chain-monitor.js')
     const s = api.service
     const fresh = new ColdChainMonitor({
-      db: s.db,
-      sink: s.sink,
-      outbox: s.outbox,
+      store: createColdChainStore({ db: s.db, sink: s.sink, outbox: s.outbox }),
       clock: s.clock,
       metrics: s.metrics,
       logger: s.logger,

@@ -1,0 +1,86 @@
+import type { Logger } from 'pino'
+import { recompute, type RuleEvent } from '../../../rules/index.js'
+import type { DeliveryStates } from './delivery-states.js'
+import type { PendingEvents } from './event-emission.js'
+import type { ColdChainStore } from './port.js'
+
+/**
+ * Deliveries to recompute from their stored readings: up to what was judged (a late reading:
+ * `everything` false), or from everything stored (readings given to the delivery after the fact:
+ * true). A break a recompute reveals is added; nothing is retracted (rules/late.ts).
+ *
+ * Recomputes run on their own, one pass at a time, and hand their events and summaries to the
+ * saves when done: a recompute reads the delivery's whole history, and the events of readings
+ * that came in order must not wait behind a burst of them (readings dealt over several sessions
+ * of an external broker arrive out of order).
+ */
+export class LateRecomputes {
+  private readonly due = new Map<string, boolean>()
+  private running: Promise<void> | null = null
+
+  constructor(
+    private readonly deps: {
+      states: DeliveryStates
+      store: ColdChainStore
+      pending: PendingEvents
+      logger: Logger
+      /** Saves what the recomputes raised (Persister.request). */
+      save(): Promise<void>
+    },
+  ) {}
+
+  get size(): number {
+    return this.due.size
+  }
+
+  /** A recompute from everything covers a late one. */
+  later(deliveryId: string, everything = false): void {
+    if (everything || !this.due.has(deliveryId)) this.due.set(deliveryId, everything)
+  }
+
+  /**
+   * Runs every due recompute, and those that come due meanwhile, then saves; resolves once saved.
+   * A failed read stays due (the next tick tries again). Never rejects.
+   */
+  runSoon(): Promise<void> {
+    this.running ??= this.passes()
+    return this.running
+  }
+
+  private async passes(): Promise<void> {
+    try {
+      while (this.due.size > 0) {
+        try {
+          await this.runDue()
+        } catch (err) {
+          this.deps.logger.error({ err }, 'cold-chain monitor: recomputing from the store failed; will retry')
+          return
+        } finally {
+          await this.deps.save()
+        }
+      }
+    } finally {
+      this.running = null // no await since the loop's last check: a call in between started no pass of its own
+    }
+  }
+
+  private async runDue(): Promise<void> {
+    const { states, store, pending } = this.deps
+    for (const [deliveryId, everything] of [...this.due]) {
+      this.due.delete(deliveryId)
+      try {
+        const track = states.get(deliveryId)
+        if (!track) continue
+        const stored = await store.readings(deliveryId)
+        const events: RuleEvent[] = []
+        const upTo = everything ? Number.POSITIVE_INFINITY : undefined
+        track.state = recompute(track.state, track.binding.profile, stored, events, upTo).state
+        pending.urgent(track) // the recomputed summary goes out now, events or not
+        if (events.length) pending.add(track, events)
+      } catch (error) {
+        this.later(deliveryId, everything)
+        throw error
+      }
+    }
+  }
+}
