@@ -11,7 +11,7 @@ type Command = { command: string; [field: string]: unknown }
 type Answer = { command: string; error?: string; data?: unknown; correlationData?: string }
 
 /** A command the plugin answered with an error (`Client already exists`, `Role not found`, …). */
-export class DynsecError extends Error {
+class DynsecError extends Error {
   constructor(
     readonly command: string,
     readonly reason: string,
@@ -21,10 +21,10 @@ export class DynsecError extends Error {
 }
 
 /** The broker never answered: no dynamic-security plugin, or this user may not use it. */
-export class DynsecUnavailable extends Error {}
+class DynsecUnavailable extends Error {}
 
 /** The role of one tote: the embedded broker's ACL (broker/README.md, Access control), spelled out for this tote. */
-export const toteRole = (toteId: string) => `rxtrace_tote_${toteId}`
+const toteRole = (toteId: string) => `rxtrace_tote_${toteId}`
 
 function toteAcls(toteId: string) {
   return [

@@ -5,7 +5,7 @@ import { errorsTopic, isTopicSafeId } from '../../broker/topics.js'
 import type { BrokerAddress } from './broker-url.js'
 
 /** MQTT 5 shared subscription (§4.8.2): the broker hands each reading to one member of the group `rxtrace`. */
-export const SHARED_READINGS = '$share/rxtrace/rxtrace/v1/totes/+/readings'
+const SHARED_READINGS = '$share/rxtrace/rxtrace/v1/totes/+/readings'
 const READINGS = /^rxtrace\/v1\/totes\/([^/]+)\/readings$/
 
 export type IngestWorkerOptions = {

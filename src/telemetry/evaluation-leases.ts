@@ -23,7 +23,7 @@ import type { Db } from '../store/schema.js'
  * the takeover on the survivor's next tick, a dead copy's deliveries are evaluated again within
  * about 6 s plus the time to read their readings back: inside the 10 s the operations promise.
  */
-export const LEASE_TTL_MS = 5_000
+const LEASE_TTL_MS = 5_000
 
 const dbNowMs = sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
 

@@ -41,19 +41,19 @@ export const prefixed = (where: string, r: ParseRejection): ParseRejection => re
  * −90 to −60 °C) are the coldest a pharmacy's cold chain goes; anything colder is a sensor
  * fault, e.g. the −127 °C a DS18B20 probe reports when disconnected.
  */
-export const MIN_TEMP_C = -90
+const MIN_TEMP_C = -90
 
 /**
  * Highest plausible tote temperature, °C. A closed vehicle in the sun reaches about 70 °C; the
  * bound stays below +85 °C, the DS18B20 power-on reset value that a faulty probe keeps sending.
  */
-export const MAX_TEMP_C = 80
+const MAX_TEMP_C = 80
 
 /** Readings more than this far ahead of the broker's clock are refused. */
-export const MAX_FUTURE_MS = 5 * 60_000
+const MAX_FUTURE_MS = 5 * 60_000
 
 /** 2000-01-01T00:00:00Z. Earlier times come from a sensor whose clock was never set. */
-export const MIN_TS_MS = Date.UTC(2000, 0, 1)
+const MIN_TS_MS = Date.UTC(2000, 0, 1)
 
 /** Gateways batch at most this many readings in one publish (broker/README.md, Topics). */
 export const MAX_BATCH = 500
