@@ -7,7 +7,7 @@ const POOL_BYTES = 4_096
 const pool = Buffer.alloc(POOL_BYTES)
 let offset = POOL_BYTES
 
-/** `bytes` fresh random bytes (at most POOL_BYTES), base64url: the body of a refresh token or code. */
+/** `bytes` fresh random bytes (at most POOL_BYTES), base64url: the body of a refresh token. */
 export function randomToken(bytes: number): string {
   if (bytes > POOL_BYTES) throw new RangeError(`randomToken: at most ${POOL_BYTES} bytes`)
   if (offset + bytes > POOL_BYTES) {

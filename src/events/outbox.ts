@@ -69,30 +69,8 @@ export class Outbox {
         if (seen) continue
       }
       const seq = event.seq ?? (event.delivery_id ? await nextSeq(trx, event.delivery_id) : null)
-      const envelope: EventEnvelope = {
-        id: newId('evt'),
-        type: event.type,
-        created_at: iso(this.clock.now()),
-        api_version: 'v1',
-        pharmacy_id: event.pharmacy_id,
-        fleet_id: event.fleet_id ?? null,
-        delivery_id: event.delivery_id ?? null,
-        rx_id: event.rx_id ?? null,
-        seq,
-        data: event.data,
-      }
-      await insertRow(trx, 'events', {
-        id: envelope.id,
-        type: envelope.type,
-        created_at: envelope.created_at,
-        pharmacy_id: envelope.pharmacy_id,
-        fleet_id: envelope.fleet_id ?? null,
-        delivery_id: envelope.delivery_id ?? null,
-        rx_id: envelope.rx_id ?? null,
-        seq,
-        data: JSON.stringify(envelope.data),
-        dedupe_key: event.dedupe_key ?? null,
-      })
+      const envelope = envelopeOf(event, seq, iso(this.clock.now()))
+      await insertRow(trx, 'events', eventRow(envelope, event.dedupe_key))
       messages += await enqueueForEndpoints(trx, envelope, this.clock.now())
       appended.push(envelope)
     }
@@ -110,33 +88,11 @@ export class Outbox {
     const seqs = await takeSeqs(trx, fresh)
     const now = this.clock.now()
     const createdAt = iso(now)
-    const appended: EventEnvelope[] = fresh.map((event, i) => ({
-      id: newId('evt'),
-      type: event.type,
-      created_at: createdAt,
-      api_version: 'v1',
-      pharmacy_id: event.pharmacy_id,
-      fleet_id: event.fleet_id ?? null,
-      delivery_id: event.delivery_id ?? null,
-      rx_id: event.rx_id ?? null,
-      seq: seqs[i]!,
-      data: event.data,
-    }))
+    const appended = fresh.map((event, i) => envelopeOf(event, seqs[i]!, createdAt))
     await insertRows(
       trx,
       'events',
-      appended.map((envelope, i) => ({
-        id: envelope.id,
-        type: envelope.type,
-        created_at: envelope.created_at,
-        pharmacy_id: envelope.pharmacy_id,
-        fleet_id: envelope.fleet_id ?? null,
-        delivery_id: envelope.delivery_id ?? null,
-        rx_id: envelope.rx_id ?? null,
-        seq: envelope.seq,
-        data: JSON.stringify(envelope.data),
-        dedupe_key: fresh[i]!.dedupe_key ?? null,
-      })),
+      appended.map((envelope, i) => eventRow(envelope, fresh[i]!.dedupe_key)),
     )
     return { events: appended, messages: await enqueueManyForEndpoints(trx, appended, now) }
   }
@@ -162,6 +118,37 @@ export class Outbox {
    */
   onAnyCommit(listener: () => void): void {
     this.commitListeners.push(listener)
+  }
+}
+
+function envelopeOf(event: NewEvent, seq: number | null, createdAt: string): EventEnvelope {
+  return {
+    id: newId('evt'),
+    type: event.type,
+    created_at: createdAt,
+    api_version: 'v1',
+    pharmacy_id: event.pharmacy_id,
+    fleet_id: event.fleet_id ?? null,
+    delivery_id: event.delivery_id ?? null,
+    rx_id: event.rx_id ?? null,
+    seq,
+    data: event.data,
+  }
+}
+
+/** An envelope as the `events` table stores it. */
+function eventRow(envelope: EventEnvelope, dedupeKey: string | null | undefined) {
+  return {
+    id: envelope.id,
+    type: envelope.type,
+    created_at: envelope.created_at,
+    pharmacy_id: envelope.pharmacy_id,
+    fleet_id: envelope.fleet_id,
+    delivery_id: envelope.delivery_id,
+    rx_id: envelope.rx_id,
+    seq: envelope.seq,
+    data: JSON.stringify(envelope.data),
+    dedupe_key: dedupeKey ?? null,
   }
 }
 

@@ -39,7 +39,8 @@ export async function countOwned(trx: Executor, table: 'oauth_clients' | 'totes'
   let query = trx.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n'))
   query = owner.pharmacy_id === null ? query.where('pharmacy_id', 'is', null) : query.where('pharmacy_id', '=', owner.pharmacy_id)
   query = owner.fleet_id === null ? query.where('fleet_id', 'is', null) : query.where('fleet_id', '=', owner.fleet_id)
-  if (table === 'webhook_endpoints') query = query.where('kind' as never, '=', 'webhook' as never)
+  // Only webhook_endpoints has `kind` (it also stores write-back endpoints, which do not count).
+  if (table === 'webhook_endpoints') query = query.where(sql<boolean>`kind = ${'webhook'}`)
   const row = await query.executeTakeFirstOrThrow()
   return Number(row.n)
 }

@@ -169,7 +169,7 @@ export class ColdChainMonitor {
     this.held.hold(toteId)
   }
 
-  /** Ends a hold(): the readings that waited are judged, in the order they were committed. */
+  /** Ends a hold(): the readings that waited are judged as accept() judges any (in timestamp order). */
   release(toteId: string): void {
     const rows = this.held.release(toteId)
     if (rows?.length) this.accept(rows)
@@ -197,7 +197,7 @@ export class ColdChainMonitor {
   /** Writes every pending event and summary; used at shutdown and by tests. */
   async flush(): Promise<void> {
     for (const released of this.buffers.releaseAll()) this.evaluateReleased(released)
-    if (this.recomputes.size) await this.recomputes.runSoon()
+    await this.recomputes.runSoon() // also a pass already under way, whose last read is in flight
     await this.persister.request(true)
   }
 
@@ -210,6 +210,11 @@ export class ColdChainMonitor {
     const track = this.states.get(deliveryId)
     if (!track) return
     this.evaluateReleased(this.buffers.releaseTote(track.toteId))
+    // A late reading's recompute may reveal a break: it runs before the delivery is forgotten. The
+    // first wait ends a pass under way; the second runs this delivery's if it is still due (its read
+    // had failed).
+    if (this.recomputes.awaits(deliveryId)) await this.recomputes.runSoon()
+    if (this.recomputes.awaits(deliveryId)) await this.recomputes.runSoon()
     track.dirty = true
     await this.persister.request(true)
     this.states.forget(deliveryId)

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { ColdChainMonitor } from '../../src/telemetry/cold-chain-monitor.js'
 import type { ReadingRow } from '../../src/timeseries/sink.js'
 import { FakeColdChainStore } from '../helpers/fake-cold-chain-store.js'
@@ -196,5 +196,57 @@ describe('the cold-chain monitor while stored readings are attributed to a deliv
     await loading
     expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 2_000, min_c: 3, max_c: 4 })
     expect(store.summaries.get('A')).toMatchObject({ lastTs: T0 + 2_000 }) // saved at once
+  })
+})
+
+describe('the cold-chain monitor recomputing late readings', () => {
+  const inOrder = () => reading('A', T0 + 2_000, 5)
+  const late = () => ({ ...reading('A', T0 + 1_000, -2), late: true }) // below the hard limit: a break
+
+  it('still raises the break a late reading reveals when the delivery ends before its recompute could read the store', async () => {
+    const store = new FakeColdChainStore()
+    store.stored.set('A', [late(), inOrder()])
+    let reads = 0
+    // The load answers; the recompute's first read fails (it stays due for the next tick); then the store is back.
+    store.read = async (id) => {
+      reads += 1
+      if (reads === 1) return []
+      if (reads === 2) throw new Error('read failed')
+      return [...store.stored.get(id)!]
+    }
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([inOrder()])
+    monitor.accept([late()])
+    await vi.waitFor(() => expect(reads).toBe(2))
+    await monitor.watchOpenDeliveries([]) // A was delivered before the next tick
+    await monitor.flush()
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+  })
+
+  it('flush() waits for a recompute whose read is in flight', async () => {
+    const store = new FakeColdChainStore()
+    store.stored.set('A', [late(), inOrder()])
+    let answerRead: (() => void) | undefined
+    let reads = 0
+    // The load answers at once from before the readings; the recompute's read waits for the test.
+    store.read = async (id) => {
+      if (++reads === 1) return []
+      await new Promise<void>((resolve) => (answerRead = resolve))
+      return [...store.stored.get(id)!]
+    }
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([inOrder()])
+    monitor.accept([late()])
+    await vi.waitFor(() => expect(answerRead).toBeDefined())
+    let flushed = false
+    const flushing = monitor.flush().then(() => (flushed = true))
+    await new Promise((resolve) => setImmediate(resolve)) // a flush that did not wait would be done by now
+    expect(flushed).toBe(false)
+    answerRead!()
+    await flushing
+    expect(store.types()).toEqual(['cold-chain.break'])
   })
 })

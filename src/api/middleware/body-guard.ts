@@ -157,8 +157,8 @@ async function readWhatwgBody(request: Request, limit: number): Promise<Buffer |
 const bodies = new WeakMap<Context<AppEnv>, Buffer>()
 
 /**
- * Hands the body to hono's cache: `c.req.text()` and `json()` read it from there, and the rarer
- * `arrayBuffer()` or `formData()` (the OAuth forms) are derived from it by hono on demand.
+ * Hands the body to hono's cache: `c.req.text()`, `json()` and, for a urlencoded form (the OAuth
+ * endpoints), `formData()` read it from there; the rarer `arrayBuffer()` hono derives on demand.
  */
 function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
   bodies.set(c, bytes)

@@ -49,7 +49,7 @@ export class PendingEvents {
 
   /** Puts back what a failed write took, ahead of what came since. */
   putBack({ events, tracks }: { events: NewEvent[]; tracks: Track[] }): void {
-    this.events.unshift(...events)
+    this.events = events.concat(this.events) // not unshift(...events): an outage's backlog can exceed the argument limit
     for (const t of tracks) this.raisedBy.add(t)
   }
 }

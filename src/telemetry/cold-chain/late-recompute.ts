@@ -33,6 +33,16 @@ export class LateRecomputes {
     return this.due.size
   }
 
+  /** A recompute of this delivery is due, or a pass that may be running one is under way. */
+  awaits(deliveryId: string): boolean {
+    return this.due.has(deliveryId) || this.running !== null
+  }
+
+  /** Something is due or a pass is under way: runSoon() has work to wait for. */
+  get busy(): boolean {
+    return this.due.size > 0 || this.running !== null
+  }
+
   /** A recompute from everything covers a late one. */
   later(deliveryId: string, everything = false): void {
     if (everything || !this.due.has(deliveryId)) this.due.set(deliveryId, everything)
@@ -43,6 +53,8 @@ export class LateRecomputes {
    * A failed read stays due (the next tick tries again). Never rejects.
    */
   runSoon(): Promise<void> {
+    // With nothing due, passes() would end before `running` is set and leave it set for good.
+    if (!this.busy) return Promise.resolve()
     this.running ??= this.passes()
     return this.running
   }

@@ -73,8 +73,8 @@ export class Persister {
       try {
         await store.save(summariesOf(dirty), taken.events)
       } catch (error) {
-        pending.putBack(taken)
         for (const t of dirty) t.dirty = true
+        pending.putBack(taken)
         throw error // the rest stay dirty: the next tick writes them
       }
       if (rest.length === 0) return
