@@ -168,10 +168,14 @@ function cacheBody(c: Context<AppEnv>, bytes: Buffer): void {
   const text = bytes.toString('utf8')
   const decoded = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text
   cache.text = Promise.resolve(decoded)
-  // A form (the OAuth endpoints) is parsed here too: hono would otherwise derive it through two
-  // WHATWG Responses and a web stream per request, which cost more CPU than the token grant.
-  // Parsed as Request.formData() parses application/x-www-form-urlencoded: URLSearchParams.
-  if (formType.test(c.req.header('content-type') ?? '')) cache.formData = Promise.resolve(formDataOf(decoded))
+  // A form (the OAuth endpoints) is parsed from the text too: hono would otherwise derive it through
+  // two WHATWG Responses and a web stream per request, which cost more CPU than the token grant.
+  // Parsed as Request.formData() parses application/x-www-form-urlencoded (URLSearchParams), and only
+  // when a route asks: a JSON route refuses a form with 415 without parsing it.
+  if (formType.test(c.req.header('content-type') ?? '')) {
+    let form: Promise<FormData> | undefined
+    Object.defineProperty(cache, 'formData', { enumerable: true, get: () => (form ??= Promise.resolve(formDataOf(decoded))) })
+  }
 }
 
 const formType = /^application\/x-www-form-urlencoded\s*(;|$)/i
