@@ -20,12 +20,10 @@ import { join } from 'node:path'
 import { clientCredentialsToken, postJson } from './lib/api-client.js'
 import { logServiceProfile } from './lib/cpuprofile.js'
 import { drive, type LoadRequest } from './lib/load.js'
-import { freePort, startServiceProcess } from './lib/service-process.js'
+import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess } from './lib/service-process.js'
 import { parseBenchArgs } from './lib/args.js'
 
-const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-not-for-production' }
 // High enough that the per-client token bucket never answers 429 during the run.
-const UNLIMITED_RPS = '1000000'
 const SWEEP_CONNECTIONS = [8, 16, 32, 64, 128]
 const SWEEP_SECONDS = 5
 
@@ -71,26 +69,12 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-'))
   const profileDir = join(dataDir, 'profile')
   const port = await freePort()
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    MQTT_PORT: '0',
-    MQTT_WS_PORT: 'off',
-    // One JSON log line per request costs throughput (serialisation and a write per request); warn keeps errors only.
-    LOG_LEVEL: 'warn',
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: UNLIMITED_RPS,
-    RATE_LIMIT_BURST: UNLIMITED_RPS,
-  }
-  for (const scaleOut of ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER']) delete env[scaleOut]
+  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: '0' })
 
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})${opts.profile ? ' under --cpu-prof' : ''}`)
   const service = await startServiceProcess({ env, port, nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
   try {
-    const token = await clientCredentialsToken(service.baseUrl, ADMIN.id, ADMIN.secret)
+    const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
     const pharmacy = await postJson<{ id: string }>(service.baseUrl, '/v1/pharmacies', token, {
       name: 'Bench Pharmacy',
       address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },

@@ -31,6 +31,7 @@ import { forkPublisher } from './lib/publisher-child.js'
 import { clientCredentialsToken } from './lib/api-client.js'
 import type { Phase, PhaseResult } from './lib/ingest-protocol.js'
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
+import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
 import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
 
 const opt = parseBenchArgs(
@@ -67,7 +68,6 @@ const opt = parseBenchArgs(
 )
 
 const log = (line: string) => process.stderr.write(`[bench:fleet] ${line}\n`)
-const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-0123456789abcdef' }
 // The targets of the fleet issue, on this 2-core machine.
 const TARGET = { exceptionP99Ms: 1_000, pubackP99Ms: 50 }
 
@@ -75,25 +75,7 @@ const TARGET = { exceptionP99Ms: 1_000, pubackP99Ms: 50 }
 async function startFleetService(extraEnv: Record<string, string>) {
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-fleet-'))
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: String(httpPort),
-    HOST: '127.0.0.1',
-    MQTT_PORT: String(mqttPort),
-    MQTT_WS_PORT: 'off',
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    REORDER_WINDOW_S: '0',
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: '1000000',
-    RATE_LIMIT_BURST: '1000000',
-    RATE_LIMIT_TENANT_RPS: '1000000',
-    RATE_LIMIT_TENANT_BURST: '1000000',
-    ...extraEnv,
-  }
-  delete env.DATABASE_URL // the embedded defaults
-  delete env.QUESTDB_CONFIG
+  const env = benchServiceEnv(dataDir, httpPort, { MQTT_PORT: String(mqttPort), ...extraEnv })
   const service = await startService({
     env,
     httpPort,
@@ -230,10 +212,10 @@ async function exceptionsSection() {
   const agent = new Agent({ keepAlive: false, maxSockets: Infinity })
   const readers: ReturnType<typeof subscribe>[] = []
   try {
-    const fixture = await createFixture(service.baseUrl, ADMIN, { totes, bound, onProgress: log })
+    const fixture = await createFixture(service.baseUrl, BENCH_ADMIN, { totes, bound, onProgress: log })
     log(`fixture: ${totes} totes, ${bound} cold-chain deliveries dispatched to fleet ${fixture.fleetId}`)
     const admin = apiClient(service.baseUrl)
-    await admin.login(ADMIN.id, ADMIN.secret)
+    await admin.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
     const client = await admin.post<{ client_id: string; client_secret: string }>('/v1/oauth/clients', {
       client_name: 'bench fleet reader',
       scope: 'deliveries:read',
@@ -278,7 +260,7 @@ async function exceptionsSection() {
     const fanoutEvents = Number(opt['fanout-events'])
     const refusedOn = [...fixture.deliveries.values()].at(-1)!
     const fanoutLatencies: number[] = []
-    const adminToken = await clientCredentialsToken(service.baseUrl, ADMIN.id, ADMIN.secret)
+    const adminToken = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
     const cpuFan0 = cpuSeconds(service.pid)
     for (let i = 0; i < fanoutEvents; i++) {
       const sent = Date.now()

@@ -31,6 +31,7 @@ import type { Phase, PhaseResult, ToteCredentials } from './lib/ingest-protocol.
 import { formatSummary, summarize } from './lib/cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
+import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
 import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
 import { parseBenchArgs } from './lib/args.js'
 import { forkPublisher } from './lib/publisher-child.js'
@@ -99,7 +100,6 @@ const MANY_TOTES = Math.max(TOTES, Number(opt['many-totes']))
 const WINDOW = Number(opt.window)
 const P99_MS = Number(opt['p99-ms'])
 const BREAKS = Math.min(Number(opt.breaks), TOTES)
-const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-0123456789abcdef' }
 // The refrigerated profile's hard_min_c is 0 °C (rules/profiles/refrigerated.json): −2 °C breaks at once.
 const BREAK_TEMP_C = -2
 // Capacity probes and ladder steps: long enough for a stable rate, short enough to try several.
@@ -251,24 +251,8 @@ type ReadingsStore = Awaited<ReturnType<typeof openReadingsStore>>
 
 async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: String(httpPort),
-    HOST: '127.0.0.1',
-    MQTT_PORT: String(mqttPort),
-    MQTT_WS_PORT: 'off',
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    REORDER_WINDOW_S: '0',
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: '1000000',
-    RATE_LIMIT_BURST: '1000000',
-    WEBHOOK_ALLOW_PRIVATE: 'false',
-  }
-  delete env.DATABASE_URL // the embedded defaults, unless --sink says otherwise
-  delete env.QUESTDB_CONFIG
-  Object.assign(env, readings.env)
+  // Readings in the store --sink names (SQLite, PostgreSQL or the QuestDB stand-in).
+  const env = benchServiceEnv(dataDir, httpPort, { MQTT_PORT: String(mqttPort), WEBHOOK_ALLOW_PRIVATE: 'false', ...readings.env })
   const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
@@ -391,7 +375,6 @@ async function main() {
         seconds: Number(opt['external-s']),
         breaks: BREAKS,
         databaseUrl: opt['database-url'],
-        admin: ADMIN,
         log,
         ...(opt['external-modes'] ? { modes: new Set(opt['external-modes'].split(',')) } : {}),
         ...(PROFILED.size ? { profile: { modes: PROFILED, dir: PROFILE_DIR! } } : {}),
@@ -440,7 +423,7 @@ async function main() {
   let serviceStopped = false
   try {
     const setupStarted = Date.now()
-    const fixture = await createFixture(service.baseUrl, ADMIN, {
+    const fixture = await createFixture(service.baseUrl, BENCH_ADMIN, {
       totes: opt['skip-many'] ? TOTES : MANY_TOTES,
       bound: TOTES,
       onProgress: log,

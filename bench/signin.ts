@@ -25,10 +25,8 @@ import { parseBenchArgs } from './lib/args.js'
 import { logServiceProfile } from './lib/cpuprofile.js'
 import { apiClient } from './lib/ingest-service.js'
 import { LatencySamples, round } from './lib/ingest-stats.js'
-import { freePort, startServiceProcess } from './lib/service-process.js'
+import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess } from './lib/service-process.js'
 
-const ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-not-for-production' }
-const UNLIMITED = '1000000'
 const PASSWORD = 'bench password, long enough to pass'
 const REDIRECT = 'https://console.example/callback'
 const HEALTHZ_EVERY_MS = 20
@@ -151,35 +149,14 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-'))
   const profileDir = join(dataDir, 'profile')
   const [port, mqttPort] = [await freePort(), await freePort()]
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    MQTT_PORT: String(mqttPort),
-    MQTT_WS_PORT: 'off',
-    LOG_LEVEL: 'warn',
-    REORDER_WINDOW_S: '0',
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    // Everything comes from one address and one client: the throttles are not what is measured.
-    RATE_LIMIT_RPS: UNLIMITED,
-    RATE_LIMIT_BURST: UNLIMITED,
-    RATE_LIMIT_TENANT_RPS: UNLIMITED,
-    RATE_LIMIT_TENANT_BURST: UNLIMITED,
-    OAUTH_ADDRESS_RPS: UNLIMITED,
-    OAUTH_ADDRESS_BURST: UNLIMITED,
-    OAUTH_CLIENT_RPS: UNLIMITED,
-    OAUTH_CLIENT_BURST: UNLIMITED,
-  }
-  for (const scaleOut of ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER', 'PASSWORD_SCRYPT_LOG2_N']) delete env[scaleOut]
+  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: String(mqttPort) })
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})`)
   const service = await startServiceProcess({ env, port, nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
   const base = service.baseUrl
   let tote: mqtt.MqttClient | null = null
   try {
     const api = apiClient(base)
-    await api.login(ADMIN.id, ADMIN.secret)
+    await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
     const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', {
       name: 'Bench Pharmacy',
       address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },

@@ -1,18 +1,7 @@
 import type { Db } from '../../src/store/schema.js'
+import { mulberry32 } from '../../test/helpers/prng.js'
 
 const STATUSES = ['DELIVERED', 'DELIVERED', 'DELIVERED', 'FAILED', 'RETURNED'] as const
-
-/** A deterministic pseudo-random sequence (mulberry32), so a seed gives the same deliveries every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /**
  * Writes `count` ended deliveries of `fleetId` straight into the entity store (the rows a dispatch
@@ -24,7 +13,7 @@ export async function seedEndedDeliveries(
   db: Db,
   opts: { fleetId: string; pharmacyId: string; count: number; fromMs: number; toMs: number; seed?: number },
 ): Promise<void> {
-  const random = seeded(opts.seed ?? 1)
+  const random = mulberry32(opts.seed ?? 1) // the same deliveries every run
   const at = new Date(opts.fromMs).toISOString()
   await db
     .insertInto('rate_cards')

@@ -25,6 +25,7 @@ import type { Phase, PhaseResult } from './ingest-protocol.js'
 import { formatSummary, summarize } from './cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './ingest-profiler.js'
 import { createFixture, freePort, startService, type ServiceChild } from './ingest-service.js'
+import { BENCH_ADMIN, benchServiceEnv } from './service-process.js'
 import { cpuSeconds, percentile, round } from './ingest-stats.js'
 
 export type ExternalOptions = {
@@ -33,7 +34,6 @@ export type ExternalOptions = {
   seconds: number
   breaks: number
   databaseUrl: string
-  admin: { id: string; secret: string }
   log(line: string): void
   /** The modes to run (default all three); the CPU comparison needs `embedded` among them. */
   modes?: ReadonlySet<string>
@@ -125,25 +125,10 @@ async function runMode(mode: Mode, options: ExternalOptions) {
     for (let i = 0; i < copiesWanted; i++) {
       const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-external-'))
       const httpPort = await freePort()
-      const env: NodeJS.ProcessEnv = {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        PORT: String(httpPort),
-        HOST: '127.0.0.1',
-        DATA_DIR: dataDir,
+      const env = benchServiceEnv(dataDir, httpPort, {
         DATABASE_URL: schema.url,
-        LOG_LEVEL: 'warn',
-        REORDER_WINDOW_S: '0',
-        ADMIN_CLIENT_ID: options.admin.id,
-        ADMIN_CLIENT_SECRET: options.admin.secret,
-        RATE_LIMIT_RPS: '1000000',
-        RATE_LIMIT_BURST: '1000000',
-        RATE_LIMIT_TENANT_RPS: '1000000',
-        RATE_LIMIT_TENANT_BURST: '1000000',
-        ...(broker
-          ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}`, MQTT_WS_PORT: 'off' }
-          : { MQTT_PORT: String(await freePort()), MQTT_WS_PORT: 'off' }),
-      }
+        ...(broker ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}` } : { MQTT_PORT: String(await freePort()) }),
+      })
       const service = await startService({ env, httpPort, nodeArgs: profiled ? ['--inspect=127.0.0.1:0'] : [] })
       copies.push({ service, dataDir })
       mqttUrl = broker ? `mqtt://127.0.0.1:${broker.port}` : `mqtt://127.0.0.1:${env.MQTT_PORT}`
@@ -151,7 +136,7 @@ async function runMode(mode: Mode, options: ExternalOptions) {
     log(
       `${mode.name}: ${copies.length} service process(es) ${copies.map((c) => c.service.pid).join(', ')}${broker ? `, mosquitto ${broker.pid} on ${broker.port}` : ''}`,
     )
-    const fixture = await createFixture(copies[0]!.service.baseUrl, options.admin, {
+    const fixture = await createFixture(copies[0]!.service.baseUrl, BENCH_ADMIN, {
       totes: options.totes,
       bound: options.totes,
       onProgress: log,

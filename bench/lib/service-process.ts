@@ -23,6 +23,45 @@ export function freePort(): Promise<number> {
   })
 }
 
+/** The admin client every benchmark pins (ADMIN_CLIENT_ID / ADMIN_CLIENT_SECRET) to get its tokens. */
+export const BENCH_ADMIN = { id: 'cl_bench_admin', secret: 'bench-admin-secret-not-for-production' }
+
+const UNLIMITED = '1000000'
+// Settings of the caller's shell that would move the service off its embedded defaults.
+const NOT_INHERITED = ['DATABASE_URL', 'QUESTDB_CONFIG', 'MQTT_URL', 'ISSUER', 'PASSWORD_SCRYPT_LOG2_N']
+
+/**
+ * The environment every benchmark starts the service with: embedded defaults (nothing inherited
+ * that scales it out), its own DATA_DIR and HTTP port, no MQTT over WebSocket, warn-level logs (a
+ * JSON line per request costs throughput), readings judged at once (no reorder window), the bench
+ * admin client, and no throttle: one address and one client make all the load, and the throttles
+ * are not what is measured. `extra` adds or overrides (MQTT_PORT, DATABASE_URL, …).
+ */
+export function benchServiceEnv(dataDir: string, httpPort: number, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of NOT_INHERITED) delete env[name]
+  return {
+    ...env,
+    DATA_DIR: dataDir,
+    PORT: String(httpPort),
+    HOST: '127.0.0.1',
+    MQTT_WS_PORT: 'off',
+    LOG_LEVEL: 'warn',
+    REORDER_WINDOW_S: '0',
+    ADMIN_CLIENT_ID: BENCH_ADMIN.id,
+    ADMIN_CLIENT_SECRET: BENCH_ADMIN.secret,
+    RATE_LIMIT_RPS: UNLIMITED,
+    RATE_LIMIT_BURST: UNLIMITED,
+    RATE_LIMIT_TENANT_RPS: UNLIMITED,
+    RATE_LIMIT_TENANT_BURST: UNLIMITED,
+    OAUTH_ADDRESS_RPS: UNLIMITED,
+    OAUTH_ADDRESS_BURST: UNLIMITED,
+    OAUTH_CLIENT_RPS: UNLIMITED,
+    OAUTH_CLIENT_BURST: UNLIMITED,
+    ...extra,
+  }
+}
+
 export type ServiceProcess = {
   baseUrl: string
   child: ChildProcess

@@ -5,6 +5,7 @@ import mqtt, { type MqttClient } from 'mqtt'
 // mqtt.js' and aedes' own packet codec (a dependency of both).
 import * as mqttPacket from 'mqtt-packet'
 import type { ChildService } from '../helpers/child-service.js'
+import { mulberry32 } from '../helpers/prng.js'
 
 /** What the reliability tests set up over HTTP, as an integrator would. */
 
@@ -185,18 +186,6 @@ export function closed(client: MqttClient): Promise<void> {
     if (!client.connected) return resolve()
     client.once('close', () => resolve())
   })
-}
-
-/** Small deterministic PRNG, so a failing run can be replayed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 /**
