@@ -6,7 +6,7 @@ import { decodeProtectedHeader } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../src/config.js'
 import { buildService } from '../../src/service.js'
-import { withApi, type TestApi } from '../helpers/service.js'
+import { TEST_ENV, withApi, type TestApi } from '../helpers/service.js'
 
 const ADMIN = { id: 'cl_cli_admin', secret: 'cli-test-admin-secret-0123456789' }
 
@@ -51,19 +51,7 @@ describe('operator CLI (npm run cli)', () => {
 
   /** The service in-process over the same SQLite file; a second call is a restart. */
   async function serviceOnSameStore(): Promise<TestApi> {
-    const config = loadConfig({
-      DATA_DIR: dataDir,
-      LOG_LEVEL: 'silent',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      MQTT_PORT: '0',
-      MQTT_WS_PORT: 'off',
-      ISSUER: 'http://rxtrace.test',
-      ADMIN_CLIENT_ID: ADMIN.id,
-      ADMIN_CLIENT_SECRET: ADMIN.secret,
-      RATE_LIMIT_RPS: '100000',
-      RATE_LIMIT_BURST: '100000',
-    })
+    const config = loadConfig({ ...TEST_ENV, DATA_DIR: dataDir, ADMIN_CLIENT_ID: ADMIN.id, ADMIN_CLIENT_SECRET: ADMIN.secret })
     const service = withApi(await buildService(config))
     started.push(service)
     return service

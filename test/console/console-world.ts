@@ -9,7 +9,7 @@ import { CONSOLE_DIST } from '../../src/api/routes/console.js'
 import { buildService } from '../../src/service.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { freePort } from '../helpers/child-service.js'
-import { ADMIN, withApi, type TestApi } from '../helpers/service.js'
+import { TEST_ENV, withApi, type TestApi } from '../helpers/service.js'
 
 /**
  * The console's world for browser tests, screenshots and the benchmark: a real service listening
@@ -40,27 +40,7 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const clock = shiftedClock()
-  const config = loadConfig({
-    LOG_LEVEL: 'silent',
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    MQTT_PORT: '0',
-    MQTT_WS_PORT: 'off',
-    ISSUER: base,
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    PASSWORD_SCRYPT_LOG2_N: '10',
-    REORDER_WINDOW_S: '0',
-    RATE_LIMIT_RPS: '100000',
-    RATE_LIMIT_BURST: '100000',
-    RATE_LIMIT_TENANT_RPS: '100000',
-    RATE_LIMIT_TENANT_BURST: '100000',
-    OAUTH_ADDRESS_RPS: '100000',
-    OAUTH_ADDRESS_BURST: '100000',
-    OAUTH_CLIENT_RPS: '100000',
-    OAUTH_CLIENT_BURST: '100000',
-    ...env,
-  })
+  const config = loadConfig({ ...TEST_ENV, PORT: String(port), ISSUER: base, PASSWORD_SCRYPT_LOG2_N: '10', ...env })
   const service = await buildService(config, {
     clock,
     store: { kind: 'sqlite', file: ':memory:' },

@@ -4,33 +4,35 @@ import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 
 export const ADMIN = { id: 'cl_admin', secret: 'admin-secret-for-tests-only-0123' }
 
+/** The settings every in-process test service starts from: quiet, ephemeral ports, no WebSocket, no throttle. */
+export const TEST_ENV: Record<string, string> = {
+  LOG_LEVEL: 'silent',
+  PORT: '0',
+  HOST: '127.0.0.1',
+  MQTT_PORT: '0',
+  MQTT_WS_PORT: 'off',
+  ISSUER: 'http://rxtrace.test',
+  ADMIN_CLIENT_ID: ADMIN.id,
+  ADMIN_CLIENT_SECRET: ADMIN.secret,
+  RATE_LIMIT_RPS: '100000',
+  RATE_LIMIT_BURST: '100000',
+  // Suites share one address (or none, in-process) and send many tokens, good and bad: the
+  // throttles are proved by their own tests with their own settings.
+  RATE_LIMIT_TENANT_RPS: '100000',
+  RATE_LIMIT_TENANT_BURST: '100000',
+  OAUTH_ADDRESS_RPS: '100000',
+  OAUTH_ADDRESS_BURST: '100000',
+  OAUTH_CLIENT_RPS: '100000',
+  OAUTH_CLIENT_BURST: '100000',
+  INVALID_TOKEN_RPS: '100000',
+  INVALID_TOKEN_BURST: '100000',
+  REORDER_WINDOW_S: '0',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+}
+
 /** The whole service in-process on an in-memory SQLite store; nothing listens unless a test starts it. */
 export async function startTestService(env: Record<string, string> = {}, overrides: ServiceOverrides = {}) {
-  const config = loadConfig({
-    LOG_LEVEL: 'silent',
-    PORT: '0',
-    HOST: '127.0.0.1',
-    MQTT_PORT: '0',
-    MQTT_WS_PORT: 'off',
-    ISSUER: 'http://rxtrace.test',
-    ADMIN_CLIENT_ID: ADMIN.id,
-    ADMIN_CLIENT_SECRET: ADMIN.secret,
-    RATE_LIMIT_RPS: '100000',
-    RATE_LIMIT_BURST: '100000',
-    // Suites share one address (or none, in-process) and send many tokens, good and bad: the
-    // throttles are proved by their own tests with their own settings.
-    RATE_LIMIT_TENANT_RPS: '100000',
-    RATE_LIMIT_TENANT_BURST: '100000',
-    OAUTH_ADDRESS_RPS: '100000',
-    OAUTH_ADDRESS_BURST: '100000',
-    OAUTH_CLIENT_RPS: '100000',
-    OAUTH_CLIENT_BURST: '100000',
-    INVALID_TOKEN_RPS: '100000',
-    INVALID_TOKEN_BURST: '100000',
-    REORDER_WINDOW_S: '0',
-    WEBHOOK_ALLOW_PRIVATE: 'true',
-    ...env,
-  })
+  const config = loadConfig({ ...TEST_ENV, ...env })
   const service = await buildService(config, {
     store: { kind: 'sqlite', file: ':memory:' },
     sink: createSqliteSink({ path: ':memory:' }),

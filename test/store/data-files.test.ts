@@ -7,7 +7,7 @@ import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../src/config.js'
 import { buildService } from '../../src/service.js'
-import { ADMIN, withApi } from '../helpers/service.js'
+import { TEST_ENV, withApi } from '../helpers/service.js'
 
 const mode = (path: string) => `0${(statSync(path).mode & 0o777).toString(8)}`
 
@@ -39,19 +39,7 @@ describe("data files are readable by the service's user only", () => {
         },
       }),
     )
-    const config = loadConfig({
-      DATA_DIR: dataDir,
-      LOG_LEVEL: 'warn',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      MQTT_PORT: '0',
-      MQTT_WS_PORT: 'off',
-      ISSUER: 'http://rxtrace.test',
-      ADMIN_CLIENT_ID: ADMIN.id,
-      ADMIN_CLIENT_SECRET: ADMIN.secret,
-      REORDER_WINDOW_S: '0',
-      WEBHOOK_ALLOW_PRIVATE: 'true',
-    })
+    const config = loadConfig({ ...TEST_ENV, DATA_DIR: dataDir, LOG_LEVEL: 'warn' })
     const api = withApi(await buildService(config, { logger }))
     const ports = await api.service.start()
     return { api, ports, lines }
