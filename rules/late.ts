@@ -27,19 +27,33 @@ export function recompute(
   upTo: number | null = live.lastTs,
 ): { state: ColdChainState; events: RuleEvent[] } {
   const readings = upTo === null ? [] : allReadingsSorted.filter((r) => r.ts <= upTo)
-  const { state, events: replayed } = replay(profile, live.boundAt, readings)
+  const replayed = replay(profile, live.boundAt, readings)
+  return reconcile(live, replayed.state, replayed.events, events)
+}
 
+/**
+ * The reconciliation of recompute(), for a replay made elsewhere: `replayedState` is the state
+ * of a replay of every reading (it is modified and returned), `replayedEvents` what that replay
+ * emitted, at least since a state the live evaluation also went through; what is new goes to `events`.
+ */
+export function reconcile(
+  live: ColdChainState,
+  replayedState: ColdChainState,
+  replayedEvents: readonly RuleEvent[],
+  events: RuleEvent[] = [],
+): { state: ColdChainState; events: RuleEvent[] } {
+  const state = replayedState
   const added: RuleEvent[] = []
   const open = state.open
   if (open !== null && open.announced && !(live.open?.announced && live.open.start === open.start)) {
     const key = eventKey.excursion(open.start)
-    const announced = replayed.find((e) => e.key === key)
+    const announced = replayedEvents.find((e) => e.key === key)
     if (announced) added.push(announced)
   }
   if (live.broken !== null) {
     state.broken = { ...live.broken }
   } else if (state.broken !== null) {
-    const brk = replayed.find((e) => e.key === eventKey.break)
+    const brk = replayedEvents.find((e) => e.key === eventKey.break)
     if (brk) added.push(brk)
   }
   state.offlineAnnouncedSince = live.offlineAnnouncedSince

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'
-import { DeliveryStates } from './cold-chain/delivery-states.js'
+import { DeliveryStates, type Track } from './cold-chain/delivery-states.js'
 import { PendingEvents } from './cold-chain/event-emission.js'
 import { LateRecomputes } from './cold-chain/late-recompute.js'
 import { OpenDeliveryWatch, type OpenDelivery } from './cold-chain/open-watch.js'
@@ -38,6 +38,7 @@ export class ColdChainMonitor {
   private readonly persister: Persister
   private readonly openWatch: OpenDeliveryWatch
   private readonly scratchEvents: RuleEvent[] = []
+  private readonly lateRows = new Map<Track, ReadingRow[]>()
 
   constructor(
     private readonly deps: {
@@ -123,22 +124,41 @@ export class ColdChainMonitor {
   accept(rows: readonly ReadingRow[]): void {
     const started = performance.now()
     const now = this.deps.clock.now()
+    const late = this.lateRows
     for (const row of inTsOrder(rows)) {
       if (this.held.keep(row)) continue
       const track = row.delivery_id ? this.states.get(row.delivery_id) : undefined
       if (!track) continue
-      // Late, or judged meanwhile by a rebuild from the store (reattributed) that may not have
-      // seen it: recompute from the store, where it is, rather than let evaluate() skip it.
-      if (row.late || (track.state.lastTs !== null && row.ts <= track.state.lastTs)) {
-        this.recomputes.later(track.binding.deliveryId)
+      // At or before what was judged (also what a rebuild from the store judged meanwhile, which
+      // may not have seen it): judged as late rather than let evaluate() skip it.
+      if (track.state.lastTs !== null && row.ts <= track.state.lastTs) {
+        addLate(late, track, row)
         continue
       }
       const pushed = this.buffers.push(row, now)
-      if (pushed.late) this.recomputes.later(track.binding.deliveryId)
+      if (pushed.late) addLate(late, track, row)
       this.evaluateReleased(pushed.released)
     }
+    for (const [track, readings] of late) this.judgeLate(track, readings)
+    late.clear()
     this.deps.metrics.ruleEvaluation.observe((performance.now() - started) / 1_000)
     this.schedulePersist()
+  }
+
+  /**
+   * Late readings of one delivery: replayed from memory when the delivery's recent history reaches
+   * back to them (cold-chain/recent-history.ts), else recomputed from the store, where they are.
+   */
+  private judgeLate(track: Track, readings: readonly ReadingRow[]): void {
+    if (!readings.every((r) => track.history.covers(r.ts))) return this.recomputes.later(track.binding.deliveryId)
+    const events = this.scratchEvents
+    const before = track.state
+    track.state = track.history.judgeLate(readings, before, track.binding.profile, events)
+    if (track.state !== before) this.pending.urgent(track) // the recomputed summary goes out now, events or not
+    if (events.length) {
+      this.pending.add(track, events)
+      events.length = 0
+    }
   }
 
   /**
@@ -232,7 +252,9 @@ export class ColdChainMonitor {
       if (track) {
         // One scratch array for every evaluation: events are copied out by PendingEvents.add.
         const events = this.scratchEvents
-        evaluate(track.state, track.binding.profile, i === 0 && j === released.length ? released : released.slice(i, j), events)
+        const readings = i === 0 && j === released.length ? released : released.slice(i, j)
+        evaluate(track.state, track.binding.profile, readings, events)
+        track.history.evaluated(readings, track.state)
         track.dirty = true
         if (events.length) {
           this.pending.add(track, events)
@@ -257,6 +279,12 @@ export class ColdChainMonitor {
  * from the store. Sorted (stably: a tote's readings keep their order among equal ts), they are judged
  * as if they had come in order. Rows already in order (one connection, readings in order) are used as they are.
  */
+function addLate(late: Map<Track, ReadingRow[]>, track: Track, row: ReadingRow): void {
+  const rows = late.get(track)
+  if (rows) rows.push(row)
+  else late.set(track, [row])
+}
+
 function inTsOrder(rows: readonly ReadingRow[]): readonly ReadingRow[] {
   for (let i = 1; i < rows.length; i++) if (rows[i]!.ts < rows[i - 1]!.ts) return [...rows].sort((a, b) => a.ts - b.ts)
   return rows

@@ -105,17 +105,54 @@ describe('the cold-chain monitor judging a group of readings', () => {
     expect(store.types()).toEqual(['cold-chain.break'])
   })
 
-  it('recomputes from the store a reading older than one already judged, and still raises what it reveals', async () => {
+  it('judges a reading older than one already judged from the readings it keeps, without reading the store, and raises what it reveals', async () => {
     const store = new FakeColdChainStore()
+    let reads = 0
+    store.read = async () => ((reads += 1), [])
     const monitor = monitorOn(store, () => T0 + 5_000)
     await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([reading('A', T0 + 2_000, 5)])
+    monitor.accept([reading('A', T0 + 1_000, -2)]) // a later group: late
+    await monitor.flush()
+    expect(reads).toBe(1) // the load; no recompute from the store
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')).toMatchObject({ readings: 2, min_c: -2, broken: { reason: 'hard_limit', at: T0 + 1_000 } })
+  })
+
+  it('recomputes from the store a reading older than what it keeps (judged before the delivery was loaded), and raises what it reveals', async () => {
+    const store = new FakeColdChainStore()
     const rows = [reading('A', T0 + 2_000, 5), reading('A', T0 + 1_000, -2)]
+    store.stored.set('A', [rows[0]!]) // judged before a restart
+    const monitor = monitorOn(store, () => T0 + 5_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
     store.stored.set('A', [rows[1]!, rows[0]!])
-    monitor.accept([rows[0]!])
-    monitor.accept([rows[1]!]) // a later group: late
+    monitor.accept([rows[1]!]) // late, and older than the loaded state
     await monitor.flush()
     expect(store.types()).toEqual(['cold-chain.break'])
     expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+  })
+
+  it('keeps the readings it judged while a recompute read the store, even when the store answered without them', async () => {
+    const store = new FakeColdChainStore()
+    store.stored.set('A', [reading('A', T0 + 2_000, 5)])
+    let answerRead: (() => void) | undefined
+    let reads = 0
+    // The load answers at once; the recompute's read answers with what the store held when it began.
+    store.read = async (id) => {
+      const held = [...store.stored.get(id)!]
+      if (++reads === 1) return held
+      await new Promise<void>((resolve) => (answerRead = resolve))
+      return held
+    }
+    const monitor = monitorOn(store, () => T0 + 9_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    store.stored.get('A')!.unshift(reading('A', T0 + 1_000, 6))
+    monitor.accept([reading('A', T0 + 1_000, 6)]) // older than the loaded state: recomputed from the store
+    await vi.waitFor(() => expect(answerRead).toBeDefined())
+    monitor.accept([reading('A', T0 + 3_000, 7), reading('A', T0 + 4_000, 3)]) // judged while the store is read
+    answerRead!()
+    await monitor.flush()
+    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 4_000, readings: 4, min_c: 3, max_c: 7 })
   })
 })
 
@@ -207,16 +244,17 @@ describe('the cold-chain monitor recomputing late readings', () => {
     const store = new FakeColdChainStore()
     store.stored.set('A', [late(), inOrder()])
     let reads = 0
-    // The load answers; the recompute's first read fails (it stays due for the next tick); then the store is back.
+    // The load answers with what was judged before a restart, so the late reading is older than
+    // anything kept in memory; the recompute's first read fails (it stays due for the next tick);
+    // then the store is back.
     store.read = async (id) => {
       reads += 1
-      if (reads === 1) return []
+      if (reads === 1) return [inOrder()]
       if (reads === 2) throw new Error('read failed')
       return [...store.stored.get(id)!]
     }
     const monitor = monitorOn(store, () => T0 + 5_000)
     await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
-    monitor.accept([inOrder()])
     monitor.accept([late()])
     await vi.waitFor(() => expect(reads).toBe(2))
     await monitor.watchOpenDeliveries([]) // A was delivered before the next tick
@@ -230,15 +268,15 @@ describe('the cold-chain monitor recomputing late readings', () => {
     store.stored.set('A', [late(), inOrder()])
     let answerRead: (() => void) | undefined
     let reads = 0
-    // The load answers at once from before the readings; the recompute's read waits for the test.
+    // The load answers at once with what was judged before a restart (the late reading is older
+    // than anything kept in memory); the recompute's read waits for the test.
     store.read = async (id) => {
-      if (++reads === 1) return []
+      if (++reads === 1) return [inOrder()]
       await new Promise<void>((resolve) => (answerRead = resolve))
       return [...store.stored.get(id)!]
     }
     const monitor = monitorOn(store, () => T0 + 5_000)
     await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
-    monitor.accept([inOrder()])
     monitor.accept([late()])
     await vi.waitFor(() => expect(answerRead).toBeDefined())
     let flushed = false

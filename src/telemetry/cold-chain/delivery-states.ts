@@ -2,12 +2,15 @@ import type { Logger } from 'pino'
 import { replay, type ColdChainState, type RuleEvent } from '../../../rules/index.js'
 import type { Binding } from '../bindings.js'
 import type { ColdChainStore, LeasePort } from './port.js'
+import { RecentHistory } from './recent-history.js'
 
 /** A delivery this copy evaluates: its binding, its tote and the rule engine's state. */
 export type Track = {
   binding: Binding & { profile: NonNullable<Binding['profile']> }
   toteId: string
   state: ColdChainState
+  /** Recent readings and states, to judge late readings without the store (recent-history.ts). */
+  history: RecentHistory
   /** Changed since its summary was last saved. */
   dirty: boolean
 }
@@ -96,7 +99,7 @@ export class DeliveryStates {
     // readings no longer show: a wall-clock sensor gap that a gateway's late upload filled in.
     if (announced !== null) state.broken = announced
     if (this.tracks.has(binding.deliveryId)) return // loaded meanwhile by a concurrent call
-    const track: Track = { binding: { ...binding, profile }, toteId, state, dirty: stored.length > 0 }
+    const track: Track = { binding: { ...binding, profile }, toteId, state, history: new RecentHistory(state), dirty: stored.length > 0 }
     this.tracks.set(binding.deliveryId, track)
     if (events.length) this.deps.loaded(track, events)
   }

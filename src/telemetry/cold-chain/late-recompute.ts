@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { recompute, type RuleEvent } from '../../../rules/index.js'
+import { recompute, type Reading, type RuleEvent } from '../../../rules/index.js'
 import type { DeliveryStates } from './delivery-states.js'
 import type { PendingEvents } from './event-emission.js'
 import type { ColdChainStore } from './port.js'
@@ -84,9 +84,13 @@ export class LateRecomputes {
         const track = states.get(deliveryId)
         if (!track) continue
         const stored = await store.readings(deliveryId)
+        // Readings judged while the store was read may be missing from what it returned (committed
+        // after the read began): those kept in memory are added.
+        const readings = withKept(stored, track.history.kept())
         const events: RuleEvent[] = []
         const upTo = everything ? Number.POSITIVE_INFINITY : undefined
-        track.state = recompute(track.state, track.binding.profile, stored, events, upTo).state
+        track.state = recompute(track.state, track.binding.profile, readings, events, upTo).state
+        track.history.reset(track.state)
         pending.urgent(track) // the recomputed summary goes out now, events or not
         if (events.length) pending.add(track, events)
       } catch (error) {
@@ -95,4 +99,12 @@ export class LateRecomputes {
       }
     }
   }
+}
+
+/** The stored readings (ts order) with the kept ones they lack, in ts order, one per ts (the stored one stands). */
+function withKept(stored: readonly Reading[], kept: readonly Reading[]): readonly Reading[] {
+  const storedTs = new Set(stored.map((r) => r.ts))
+  const missing = kept.filter((r) => !storedTs.has(r.ts))
+  if (missing.length === 0) return stored
+  return [...stored, ...missing].sort((a, b) => a.ts - b.ts)
 }
