@@ -47,8 +47,24 @@ describe('the cold-chain monitor’s SQL store on a cold start', () => {
     } as unknown as ReadingSink
     const coldChain = createColdChainStore({ db: store.db, sink, outbox: {} as Outbox })
     const ids = Array.from({ length: 1_000 }, (_, i) => `dl_${i}`)
-    const answers = await Promise.all(ids.map((id) => coldChain.readings(id)))
+    const answers = await Promise.all(ids.map((id, i) => coldChain.readings(id, i % 2 === 0)))
     expect(answers.map((rows) => rows[0]!.delivery_id)).toEqual(ids)
     expect(most).toBe(1)
+  })
+
+  it('reads a delivery being loaded before the recomputes already waiting', async () => {
+    const order: string[] = []
+    const sink = {
+      readingsForDelivery: async (id: string): Promise<ReadingRow[]> => {
+        await new Promise((resolve) => setImmediate(resolve))
+        order.push(id)
+        return []
+      },
+    } as unknown as ReadingSink
+    const coldChain = createColdChainStore({ db: store.db, sink, outbox: {} as Outbox })
+    const recomputes = ['r_1', 'r_2', 'r_3'].map((id) => coldChain.readings(id, false))
+    const load = coldChain.readings('new_delivery', true)
+    await Promise.all([...recomputes, load])
+    expect(order).toEqual(['r_1', 'new_delivery', 'r_2', 'r_3']) // r_1 was already being read
   })
 })

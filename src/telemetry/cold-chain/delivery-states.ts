@@ -93,7 +93,7 @@ export class DeliveryStates {
       }
       this.remote.delete(binding.deliveryId)
     }
-    const [stored, announced] = await Promise.all([store.readings(binding.deliveryId), store.announcedBreak(binding.deliveryId)])
+    const [stored, announced] = await Promise.all([store.readings(binding.deliveryId, true), store.announcedBreak(binding.deliveryId)])
     const { state, events } = replay(profile, binding.fromMs, stored)
     // A break already announced stands (rules/README.md, Semantics: events are never retracted), even one the stored
     // readings no longer show: a wall-clock sensor gap that a gateway's late upload filled in.

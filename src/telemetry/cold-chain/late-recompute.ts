@@ -83,7 +83,7 @@ export class LateRecomputes {
       try {
         const track = states.get(deliveryId)
         if (!track) continue
-        const stored = await store.readings(deliveryId)
+        const stored = await store.readings(deliveryId, false)
         // Readings judged while the store was read may be missing from what it returned (committed
         // after the read began): those kept in memory are added.
         const readings = withKept(stored, track.history.kept())

@@ -8,8 +8,11 @@ import type { ReadingRow } from '../../timeseries/sink.js'
  * events they raised. The SQL adapter is sql-store.ts; tests use an in-memory fake.
  */
 export interface ColdChainStore {
-  /** Every stored reading of the delivery, in ts order. */
-  readings(deliveryId: string): Promise<ReadingRow[]>
+  /**
+   * Every stored reading of the delivery, in ts order. `urgent` for a load (readings wait for it),
+   * not for a recompute: the adapter may serve urgent reads first.
+   */
+  readings(deliveryId: string, urgent: boolean): Promise<ReadingRow[]>
   /**
    * The break recorded in the delivery's saved summary, if any (the summary of a delivery that
    * raises a break is saved with the `cold-chain.break` event, see save).

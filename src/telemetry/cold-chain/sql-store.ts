@@ -17,7 +17,8 @@ const IDS_PER_QUERY = 500
  * Reads of stored readings at once (loads and recomputes). They share the sink's connections with
  * the ingest writes, which must not queue behind them: the PostgreSQL sink's pool has one
  * connection beyond its writes in flight (postgres-sink.ts), and a cold start loads a thousand
- * deliveries together.
+ * deliveries together. Loads go first: a new delivery's first readings are not acknowledged until
+ * it is loaded, while a recompute holds nothing up.
  */
 const CONCURRENT_READS = 1
 
@@ -57,17 +58,20 @@ function gathered<T>(read: (ids: string[]) => Promise<Map<string, T>>): (id: str
   }
 }
 
-/** `task` with at most `parallel` calls running; the others wait their turn in call order. */
-function limited<A, R>(parallel: number, task: (arg: A) => Promise<R>): (arg: A) => Promise<R> {
+/**
+ * `task` with at most `parallel` calls running; the others wait their turn, the urgent ones first,
+ * each kind in call order.
+ */
+function limited<A, R>(parallel: number, task: (arg: A) => Promise<R>): (arg: A, urgent: boolean) => Promise<R> {
   let running = 0
-  const waiting: (() => void)[] = []
-  return async (arg) => {
-    if (running >= parallel) await new Promise<void>((resolve) => waiting.push(resolve))
+  const waiting = { urgent: [] as (() => void)[], other: [] as (() => void)[] }
+  return async (arg, urgent) => {
+    if (running >= parallel) await new Promise<void>((resolve) => (urgent ? waiting.urgent : waiting.other).push(resolve))
     else running++
     try {
       return await task(arg)
     } finally {
-      const next = waiting.shift()
+      const next = waiting.urgent.shift() ?? waiting.other.shift()
       if (next) next()
       else running--
     }
