@@ -104,6 +104,8 @@ const BREAKS = Math.min(Number(opt.breaks), TOTES)
 const BREAK_TEMP_C = -2
 // Capacity probes and ladder steps: long enough for a stable rate, short enough to try several.
 const PROBE_MS = 5_000
+// Paced seconds before a measured phase (settle()).
+const SETTLE_MS = 3_000
 // Paced rates tried, as fractions of the closed-loop capacity, until one is sustained. Paced
 // messages cost 2-3x the CPU of closed-loop ones (a socket read and a PUBACK write each), so the
 // sustainable rate can be well under half the capacity.
@@ -307,6 +309,15 @@ async function rateLadder(publisher: Publisher, pid: number, profiler: Profiler 
   return { probe, highest: null }
 }
 
+/**
+ * A few seconds at the paced rate before the measured phase, not reported: the closed-loop probe
+ * before it leaves tens of thousands of publishes' garbage and a grown heap, whose collection
+ * would otherwise land in the first seconds of the phase that measures the steady state.
+ */
+async function settle(publisher: Publisher, pid: number, name: string, batch: number, rate: number) {
+  await measure(publisher, pid, { name: `${name}-settle`, durationMs: SETTLE_MS, batch, window: 4, rate }, null)
+}
+
 const ladderDetail = (highest: Measured | null) =>
   highest
     ? { readings_per_s: round(perSecond(highest), 0), puback_p99_ms: round(highest.result.latency.p99, 2), seconds: PROBE_MS / 1_000 }
@@ -459,6 +470,7 @@ async function main() {
     const singleSearch = await rateLadder(publisher, service.pid, profiler, 'single', 1, WINDOW)
     const singleRate = Number(opt.rate)
     const singleMs = Number(opt['single-s']) * 1_000
+    await settle(publisher, service.pid, 'single', 1, singleRate)
     const single = await measure(
       publisher,
       service.pid,
@@ -481,6 +493,7 @@ async function main() {
     // (b) Gateway batches of 100 readings: one publish in flight per tote for the capacity.
     const batchSearch = await rateLadder(publisher, service.pid, profiler, 'batch100', 100, 1)
     const batchRate = Number(opt['batch-rate'])
+    await settle(publisher, service.pid, 'batch100', 100, batchRate)
     const batch = await measure(
       publisher,
       service.pid,

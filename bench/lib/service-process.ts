@@ -115,7 +115,9 @@ export async function startServiceProcess({
   port: number
   nodeArgs?: string[]
 }): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [...npmStartFlags(), ...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+  // BENCH_SERVICE_NODE_ARGS: more node flags for the service (e.g. --trace-gc), a debugging aid like BENCH_SERVICE_STDERR.
+  const extraArgs = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter(Boolean) ?? []
+  const child = spawn(process.execPath, [...npmStartFlags(), ...nodeArgs, ...extraArgs, '--import', 'tsx', 'src/main.ts'], {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
