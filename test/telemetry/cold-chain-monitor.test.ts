@@ -132,6 +132,18 @@ describe('the cold-chain monitor judging a group of readings', () => {
     expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
   })
 
+  it('rebuilds a delivery from what the store says after a backdated end took readings off it, not from what it judged before', async () => {
+    const store = new FakeColdChainStore()
+    const monitor = monitorOn(store, () => T0 + 9_000)
+    await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
+    monitor.accept([reading('A', T0 + 1_000, 4), reading('A', T0 + 2_000, 6), reading('A', T0 + 3_000, 7)])
+    store.stored.set('A', [reading('A', T0 + 1_000, 4)]) // the delivery ended at T0 + 1.5 s after all
+    monitor.hold('t_A')
+    await monitor.reattributed('A')
+    monitor.release('t_A')
+    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 1_000, readings: 1, max_c: 4 })
+  })
+
   it('keeps the readings it judged while a recompute read the store, even when the store answered without them', async () => {
     const store = new FakeColdChainStore()
     store.stored.set('A', [reading('A', T0 + 2_000, 5)])

@@ -83,10 +83,13 @@ export class LateRecomputes {
       try {
         const track = states.get(deliveryId)
         if (!track) continue
+        const judgedBefore = new Set(track.history.kept().map((r) => r.ts))
         const stored = await store.readings(deliveryId, false)
         // Readings judged while the store was read may be missing from what it returned (committed
-        // after the read began): those kept in memory are added.
-        const readings = withKept(stored, track.history.kept())
+        // after the read began): those are added from memory. Not the others: the store's answer
+        // is the truth about them (a backdated end takes readings off the delivery).
+        const meanwhile = track.history.kept().filter((r) => !judgedBefore.has(r.ts))
+        const readings = withJudgedMeanwhile(stored, meanwhile)
         const events: RuleEvent[] = []
         const upTo = everything ? Number.POSITIVE_INFINITY : undefined
         track.state = recompute(track.state, track.binding.profile, readings, events, upTo).state
@@ -101,10 +104,11 @@ export class LateRecomputes {
   }
 }
 
-/** The stored readings (ts order) with the kept ones they lack, in ts order, one per ts (the stored one stands). */
-function withKept(stored: readonly Reading[], kept: readonly Reading[]): readonly Reading[] {
+/** The stored readings (ts order) with those judged meanwhile that they lack, in ts order, one per ts (the stored one stands). */
+function withJudgedMeanwhile(stored: readonly Reading[], meanwhile: readonly Reading[]): readonly Reading[] {
+  if (meanwhile.length === 0) return stored
   const storedTs = new Set(stored.map((r) => r.ts))
-  const missing = kept.filter((r) => !storedTs.has(r.ts))
+  const missing = meanwhile.filter((r) => !storedTs.has(r.ts))
   if (missing.length === 0) return stored
   return [...stored, ...missing].sort((a, b) => a.ts - b.ts)
 }
