@@ -152,9 +152,8 @@ export class ColdChainMonitor {
   private judgeLate(track: Track, readings: readonly ReadingRow[]): void {
     if (!readings.every((r) => track.history.covers(r.ts))) return this.recomputes.later(track.binding.deliveryId)
     const events = this.scratchEvents
-    const before = track.state
-    track.state = track.history.judgeLate(readings, before, track.binding.profile, events)
-    if (track.state !== before) this.pending.urgent(track) // the recomputed summary goes out now, events or not
+    track.state = track.history.judgeLate(readings, track.state, track.binding.profile, events)
+    track.dirty = true // saved with the next tick's summaries, or with the events below
     if (events.length) {
       this.pending.add(track, events)
       events.length = 0
