@@ -135,6 +135,12 @@ export class ColdChainMonitor {
         addLate(late, track, row)
         continue
       }
+      // The delivery's late readings so far go first, as they would have in event-time order.
+      const lateFirst = late.get(track)
+      if (lateFirst) {
+        late.delete(track)
+        this.judgeLate(track, lateFirst)
+      }
       const pushed = this.buffers.push(row, now)
       if (pushed.late) addLate(late, track, row)
       this.evaluateReleased(pushed.released)
@@ -150,7 +156,9 @@ export class ColdChainMonitor {
    * back to them (cold-chain/recent-history.ts), else recomputed from the store, where they are.
    */
   private judgeLate(track: Track, readings: readonly ReadingRow[]): void {
-    if (!readings.every((r) => track.history.covers(r.ts))) return this.recomputes.later(track.binding.deliveryId)
+    const deliveryId = track.binding.deliveryId
+    if (this.recomputes.absorbs(deliveryId, readings)) return
+    if (!readings.every((r) => track.history.covers(r.ts))) return this.recomputes.later(deliveryId)
     const events = this.scratchEvents
     track.state = track.history.judgeLate(readings, track.state, track.binding.profile, events)
     track.dirty = true // saved with the next tick's summaries, or with the events below
@@ -274,17 +282,17 @@ export class ColdChainMonitor {
 /**
  * A group's rows in event-time order. On an external broker a tote's readings reach a copy over
  * several sessions (the shared subscription deals them out), so a group often has a tote's newer
- * reading before an older one; judged as they came, the older would be late and cost a recompute
- * from the store. Sorted (stably: a tote's readings keep their order among equal ts), they are judged
+ * reading before an older one; judged as they came, the older would be late and cost a replay.
+ * Sorted (stably: a tote's readings keep their order among equal ts), they are judged
  * as if they had come in order. Rows already in order (one connection, readings in order) are used as they are.
  */
+function inTsOrder(rows: readonly ReadingRow[]): readonly ReadingRow[] {
+  for (let i = 1; i < rows.length; i++) if (rows[i]!.ts < rows[i - 1]!.ts) return [...rows].sort((a, b) => a.ts - b.ts)
+  return rows
+}
+
 function addLate(late: Map<Track, ReadingRow[]>, track: Track, row: ReadingRow): void {
   const rows = late.get(track)
   if (rows) rows.push(row)
   else late.set(track, [row])
-}
-
-function inTsOrder(rows: readonly ReadingRow[]): readonly ReadingRow[] {
-  for (let i = 1; i < rows.length; i++) if (rows[i]!.ts < rows[i - 1]!.ts) return [...rows].sort((a, b) => a.ts - b.ts)
-  return rows
 }

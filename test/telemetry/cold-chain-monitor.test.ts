@@ -26,6 +26,8 @@ const reading = (deliveryId: string, ts: number, temp_c = 5): ReadingRow => ({
   received_at: ts,
   late: false,
 })
+/** 600 readings of delivery A a second apart from T0 + 2 s: more than the monitor keeps in memory. */
+const judgedBefore = () => Array.from({ length: 600 }, (_, i) => reading('A', T0 + (i + 2) * 1_000, 5))
 function monitorOn(store: FakeColdChainStore, now: () => number, windowMs = 0) {
   return new ColdChainMonitor({ store, clock: { now }, metrics: { ruleEvaluation: { observe() {} } }, logger: quiet, windowMs })
 }
@@ -119,17 +121,20 @@ describe('the cold-chain monitor judging a group of readings', () => {
     expect(store.summaries.get('A')).toMatchObject({ readings: 2, min_c: -2, broken: { reason: 'hard_limit', at: T0 + 1_000 } })
   })
 
-  it('recomputes from the store a reading older than what it keeps (judged before the delivery was loaded), and raises what it reveals', async () => {
+  it('recomputes from the store a reading older than what it keeps in memory, and raises what it reveals', async () => {
     const store = new FakeColdChainStore()
-    const rows = [reading('A', T0 + 2_000, 5), reading('A', T0 + 1_000, -2)]
-    store.stored.set('A', [rows[0]!]) // judged before a restart
-    const monitor = monitorOn(store, () => T0 + 5_000)
+    let reads = 0
+    store.read = async (id) => ((reads += 1), [...store.stored.get(id)!])
+    store.stored.set('A', judgedBefore()) // 600 readings: more than the monitor keeps
+    const monitor = monitorOn(store, () => T0 + 3_600_000)
     await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
-    store.stored.set('A', [rows[1]!, rows[0]!])
-    monitor.accept([rows[1]!]) // late, and older than the loaded state
+    const late = reading('A', T0 + 1_000, -2)
+    store.stored.set('A', [late, ...judgedBefore()])
+    monitor.accept([late])
     await monitor.flush()
+    expect(reads).toBe(2) // the load, and the recompute
     expect(store.types()).toEqual(['cold-chain.break'])
-    expect(store.summaries.get('A')?.broken).toMatchObject({ reason: 'hard_limit', at: T0 + 1_000 })
+    expect(store.summaries.get('A')).toMatchObject({ readings: 601, broken: { reason: 'hard_limit', at: T0 + 1_000 } })
   })
 
   it('rebuilds a delivery from what the store says after a backdated end took readings off it, not from what it judged before', async () => {
@@ -144,27 +149,57 @@ describe('the cold-chain monitor judging a group of readings', () => {
     expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 1_000, readings: 1, max_c: 4 })
   })
 
-  it('keeps the readings it judged while a recompute read the store, even when the store answered without them', async () => {
+  /** A delivery loaded with `n` readings a second apart from T0 + 1 s (more than the monitor keeps in memory), whose recompute's read waits for the test. */
+  async function loadedWithGatedRecompute(n: number) {
     const store = new FakeColdChainStore()
-    store.stored.set('A', [reading('A', T0 + 2_000, 5)])
+    store.stored.set(
+      'A',
+      Array.from({ length: n }, (_, i) => reading('A', T0 + (i + 1) * 1_000, 5)),
+    )
     let answerRead: (() => void) | undefined
     let reads = 0
-    // The load answers at once; the recompute's read answers with what the store held when it began.
     store.read = async (id) => {
-      const held = [...store.stored.get(id)!]
+      const held = [...store.stored.get(id)!] // what the store holds when the read begins
       if (++reads === 1) return held
       await new Promise<void>((resolve) => (answerRead = resolve))
       return held
     }
-    const monitor = monitorOn(store, () => T0 + 9_000)
+    const monitor = monitorOn(store, () => T0 + 3_600_000)
     await monitor.watchOpenDeliveries([open('A', refrigerated, T0)])
-    store.stored.get('A')!.unshift(reading('A', T0 + 1_000, 6))
-    monitor.accept([reading('A', T0 + 1_000, 6)]) // older than the loaded state: recomputed from the store
-    await vi.waitFor(() => expect(answerRead).toBeDefined())
-    monitor.accept([reading('A', T0 + 3_000, 7), reading('A', T0 + 4_000, 3)]) // judged while the store is read
-    answerRead!()
+    const storeLate = (row: ReadingRow) => {
+      const rows = store.stored.get('A')!
+      rows.push(row)
+      rows.sort((a, b) => a.ts - b.ts)
+    }
+    return { store, monitor, storeLate, readStarted: () => vi.waitFor(() => expect(answerRead).toBeDefined()), answer: () => answerRead!() }
+  }
+
+  it('judges a recent late reading with the older one whose recompute from the store is under way, not before it', async () => {
+    const { store, monitor, storeLate, readStarted, answer } = await loadedWithGatedRecompute(1_000)
+    const older = reading('A', T0 + 500, -1) // older than anything kept: recomputed from the store
+    storeLate(older)
+    monitor.accept([older])
+    await readStarted()
+    const recent = reading('A', T0 + 990_500, -3) // recent enough for memory, but the older one breaks first
+    storeLate(recent)
+    monitor.accept([recent])
+    answer()
     await monitor.flush()
-    expect(monitor.state('A')).toMatchObject({ lastTs: T0 + 4_000, readings: 4, min_c: 3, max_c: 7 })
+    expect(store.types()).toEqual(['cold-chain.break'])
+    expect(store.summaries.get('A')).toMatchObject({ readings: 1_002, broken: { reason: 'hard_limit', at: T0 + 500 } })
+  })
+
+  it('keeps every reading judged while a recompute read the store, even more than it keeps in memory', async () => {
+    const { monitor, storeLate, readStarted, answer } = await loadedWithGatedRecompute(600)
+    const older = reading('A', T0 + 500, 6)
+    storeLate(older)
+    monitor.accept([older])
+    await readStarted()
+    // Judged meanwhile, committed after the read began: the store's answer lacks them.
+    monitor.accept(Array.from({ length: 700 }, (_, i) => reading('A', T0 + (601 + i) * 1_000, 4)))
+    answer()
+    await monitor.flush()
+    expect(monitor.state('A')).toMatchObject({ readings: 1_301, lastTs: T0 + 1_300_000, min_c: 4, max_c: 6, unknownMs: 0 })
   })
 })
 
@@ -249,19 +284,18 @@ describe('the cold-chain monitor while stored readings are attributed to a deliv
 })
 
 describe('the cold-chain monitor recomputing late readings', () => {
-  const inOrder = () => reading('A', T0 + 2_000, 5)
   const late = () => ({ ...reading('A', T0 + 1_000, -2), late: true }) // below the hard limit: a break
 
   it('still raises the break a late reading reveals when the delivery ends before its recompute could read the store', async () => {
     const store = new FakeColdChainStore()
-    store.stored.set('A', [late(), inOrder()])
+    store.stored.set('A', [late(), ...judgedBefore()])
     let reads = 0
-    // The load answers with what was judged before a restart, so the late reading is older than
-    // anything kept in memory; the recompute's first read fails (it stays due for the next tick);
-    // then the store is back.
+    // The load answers with what was judged before, more than is kept in memory, so the late
+    // reading is older than anything kept; the recompute's first read fails (it stays due for the
+    // next tick); then the store is back.
     store.read = async (id) => {
       reads += 1
-      if (reads === 1) return [inOrder()]
+      if (reads === 1) return judgedBefore()
       if (reads === 2) throw new Error('read failed')
       return [...store.stored.get(id)!]
     }
@@ -277,13 +311,13 @@ describe('the cold-chain monitor recomputing late readings', () => {
 
   it('flush() waits for a recompute whose read is in flight', async () => {
     const store = new FakeColdChainStore()
-    store.stored.set('A', [late(), inOrder()])
+    store.stored.set('A', [late(), ...judgedBefore()])
     let answerRead: (() => void) | undefined
     let reads = 0
-    // The load answers at once with what was judged before a restart (the late reading is older
-    // than anything kept in memory); the recompute's read waits for the test.
+    // The load answers at once with what was judged before, more than is kept in memory (the late
+    // reading is older than anything kept); the recompute's read waits for the test.
     store.read = async (id) => {
-      if (++reads === 1) return [inOrder()]
+      if (++reads === 1) return judgedBefore()
       await new Promise<void>((resolve) => (answerRead = resolve))
       return [...store.stored.get(id)!]
     }

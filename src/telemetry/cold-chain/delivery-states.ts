@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { replay, type ColdChainState, type RuleEvent } from '../../../rules/index.js'
+import { initialColdChain, type ColdChainState, type RuleEvent } from '../../../rules/index.js'
 import type { Binding } from '../bindings.js'
 import type { ColdChainStore, LeasePort } from './port.js'
 import { RecentHistory } from './recent-history.js'
@@ -94,12 +94,12 @@ export class DeliveryStates {
       this.remote.delete(binding.deliveryId)
     }
     const [stored, announced] = await Promise.all([store.readings(binding.deliveryId, true), store.announcedBreak(binding.deliveryId)])
-    const { state, events } = replay(profile, binding.fromMs, stored)
+    const { state, events, history } = RecentHistory.replay(initialColdChain(profile, binding.fromMs), profile, stored)
     // A break already announced stands (rules/README.md, Semantics: events are never retracted), even one the stored
     // readings no longer show: a wall-clock sensor gap that a gateway's late upload filled in.
     if (announced !== null) state.broken = announced
     if (this.tracks.has(binding.deliveryId)) return // loaded meanwhile by a concurrent call
-    const track: Track = { binding: { ...binding, profile }, toteId, state, history: new RecentHistory(state), dirty: stored.length > 0 }
+    const track: Track = { binding: { ...binding, profile }, toteId, state, history, dirty: stored.length > 0 }
     this.tracks.set(binding.deliveryId, track)
     if (events.length) this.deps.loaded(track, events)
   }

@@ -1,8 +1,9 @@
 import type { Logger } from 'pino'
-import { recompute, type Reading, type RuleEvent } from '../../../rules/index.js'
+import { initialColdChain, reconcile, type Reading, type RuleEvent } from '../../../rules/index.js'
 import type { DeliveryStates } from './delivery-states.js'
 import type { PendingEvents } from './event-emission.js'
 import type { ColdChainStore } from './port.js'
+import { RecentHistory } from './recent-history.js'
 
 /**
  * Deliveries to recompute from their stored readings: up to what was judged (a late reading:
@@ -17,6 +18,8 @@ import type { ColdChainStore } from './port.js'
 export class LateRecomputes {
   private readonly due = new Map<string, boolean>()
   private running: Promise<void> | null = null
+  /** The delivery whose stored readings are being read, and the late readings judged for it meanwhile. */
+  private reading: { deliveryId: string; lateMeanwhile: Reading[] } | null = null
 
   constructor(
     private readonly deps: {
@@ -41,6 +44,18 @@ export class LateRecomputes {
   /** Something is due or a pass is under way: runSoon() has work to wait for. */
   get busy(): boolean {
     return this.due.size > 0 || this.running !== null
+  }
+
+  /**
+   * Takes late readings of a delivery whose recompute from the store is due (its read will find
+   * them: they are committed) or reading (they are added to its answer); false when none is. Judged
+   * from memory instead, they would be judged without the older late readings that recompute is for.
+   */
+  absorbs(deliveryId: string, late: readonly Reading[]): boolean {
+    if (this.due.has(deliveryId)) return true
+    if (this.reading?.deliveryId !== deliveryId) return false
+    this.reading.lateMeanwhile.push(...late.map((r) => ({ ts: r.ts, temp_c: r.temp_c })))
+    return true
   }
 
   /** A recompute from everything covers a late one. */
@@ -80,32 +95,45 @@ export class LateRecomputes {
     const { states, store, pending } = this.deps
     for (const [deliveryId, everything] of [...this.due]) {
       this.due.delete(deliveryId)
+      const track = states.get(deliveryId)
+      if (!track) continue
+      // Readings judged while the store is read may be missing from its answer (committed after
+      // the read began): those are added from memory. Not the others: the store's answer is the
+      // truth about them (a backdated end takes readings off the delivery).
+      const reading = { deliveryId, lateMeanwhile: [] as Reading[] }
+      const stopRecording = track.history.recording()
+      let judgedMeanwhile: Reading[] = []
+      this.reading = reading
+      let stored: Reading[]
       try {
-        const track = states.get(deliveryId)
-        if (!track) continue
-        const judgedBefore = new Set(track.history.kept().map((r) => r.ts))
-        const stored = await store.readings(deliveryId, false)
-        // Readings judged while the store was read may be missing from what it returned (committed
-        // after the read began): those are added from memory. Not the others: the store's answer
-        // is the truth about them (a backdated end takes readings off the delivery).
-        const meanwhile = track.history.kept().filter((r) => !judgedBefore.has(r.ts))
-        const readings = withJudgedMeanwhile(stored, meanwhile)
-        const events: RuleEvent[] = []
-        const upTo = everything ? Number.POSITIVE_INFINITY : undefined
-        track.state = recompute(track.state, track.binding.profile, readings, events, upTo).state
-        track.history.reset(track.state)
-        pending.urgent(track) // the recomputed summary goes out now, events or not
-        if (events.length) pending.add(track, events)
+        stored = await store.readings(deliveryId, false)
       } catch (error) {
         this.later(deliveryId, everything)
         throw error
+      } finally {
+        this.reading = null
+        judgedMeanwhile = stopRecording()
       }
+      if (states.get(deliveryId) !== track) continue // forgotten, or taken over by another copy, meanwhile
+      const all = withMissing(stored, [...judgedMeanwhile, ...reading.lateMeanwhile])
+      const upTo = everything ? Number.POSITIVE_INFINITY : track.state.lastTs
+      const { profile } = track.binding
+      const replayed = RecentHistory.replay(
+        initialColdChain(profile, track.state.boundAt),
+        profile,
+        upTo === null ? [] : all.filter((r) => r.ts <= upTo),
+      )
+      const events: RuleEvent[] = []
+      track.state = reconcile(track.state, replayed.state, replayed.events, events).state
+      track.history = replayed.history
+      pending.urgent(track) // the recomputed summary goes out now, events or not
+      if (events.length) pending.add(track, events)
     }
   }
 }
 
-/** The stored readings (ts order) with those judged meanwhile that they lack, in ts order, one per ts (the stored one stands). */
-function withJudgedMeanwhile(stored: readonly Reading[], meanwhile: readonly Reading[]): readonly Reading[] {
+/** The stored readings (ts order) with those of `meanwhile` they lack, in ts order, one per ts (the stored one stands). */
+function withMissing(stored: readonly Reading[], meanwhile: readonly Reading[]): readonly Reading[] {
   if (meanwhile.length === 0) return stored
   const storedTs = new Set(stored.map((r) => r.ts))
   const missing = meanwhile.filter((r) => !storedTs.has(r.ts))

@@ -14,8 +14,10 @@ const SNAPSHOTS_KEPT = 8
  *
  * Every snapshot holds exactly the readings up to its lastTs, and the kept readings are every
  * reading evaluated after the oldest snapshot, so a replay from a snapshot over the kept readings
- * is the replay of the whole history (rules/engine.ts is a fold). Memory: at most
- * SNAPSHOTS_KEPT + 1 states and SNAPSHOT_EVERY × (SNAPSHOTS_KEPT + 1) readings per delivery.
+ * is the replay of the whole history (rules/engine.ts is a fold) but for what the live state alone
+ * knows (a break checkSilence raised or a load found announced, the last sensor.offline), which
+ * reconcile() takes from the live state. Memory: SNAPSHOTS_KEPT + 1 states and the readings since
+ * the oldest, SNAPSHOT_EVERY × (SNAPSHOTS_KEPT + 1) of them when readings come a few at a time.
  */
 export class RecentHistory {
   private snapshots: ColdChainState[]
@@ -23,17 +25,37 @@ export class RecentHistory {
   private readonly ts: number[] = []
   private readonly temps: number[] = []
   private sinceSnapshot = 0
+  /** While a recompute reads the store: every reading this history is told of (recording()). */
+  private recorded: Reading[] | null = null
 
-  constructor(start: ColdChainState) {
+  private constructor(start: ColdChainState) {
     this.snapshots = [structuredClone(start)]
   }
 
-  /** The state was rebuilt from the store: the history starts again from it. */
-  reset(state: ColdChainState): void {
-    this.snapshots = [structuredClone(state)]
-    this.ts.length = 0
-    this.temps.length = 0
-    this.sinceSnapshot = 0
+  /**
+   * Replays `readings` (ascending ts, after start.lastTs) from `start` (mutated), keeping the
+   * last of them and snapshots along them: a delivery loaded or recomputed from the store can
+   * judge its next late readings from memory. Returns the replayed state, its events and the history.
+   */
+  static replay(
+    start: ColdChainState,
+    profile: TemperatureProfile,
+    readings: readonly Reading[],
+  ): { state: ColdChainState; events: RuleEvent[]; history: RecentHistory } {
+    const events: RuleEvent[] = []
+    // Only the readings that can end up kept need a snapshot before them; the rest is one fold.
+    const first = Math.max(0, readings.length - SNAPSHOT_EVERY * (SNAPSHOTS_KEPT + 1))
+    evaluate(start, profile, first === 0 ? [] : readings.slice(0, first), events)
+    const history = new RecentHistory(start)
+    let last = start.lastTs
+    for (let i = first; i < readings.length; i++) {
+      const r = readings[i]!
+      if (!Number.isFinite(r.ts) || !Number.isFinite(r.temp_c) || (last !== null && r.ts <= last)) continue // as evaluate() skips them
+      history.keep(r)
+      last = r.ts
+    }
+    const state = history.rebuildFrom(0, profile, events)
+    return { state, events, history }
   }
 
   /**
@@ -44,23 +66,13 @@ export class RecentHistory {
     for (const r of readings) {
       const last = this.ts.length ? this.ts[this.ts.length - 1]! : this.snapshots[this.snapshots.length - 1]!.lastTs
       if (!Number.isFinite(r.ts) || !Number.isFinite(r.temp_c) || (last !== null && r.ts <= last)) continue
-      this.ts.push(r.ts)
-      this.temps.push(r.temp_c)
+      this.keep(r)
       this.sinceSnapshot++
     }
     if (this.sinceSnapshot < SNAPSHOT_EVERY) return
     this.snapshots.push(structuredClone(state))
     this.sinceSnapshot = 0
     this.trim()
-  }
-
-  /** Drops the oldest snapshots beyond SNAPSHOTS_KEPT + 1, and the readings before the oldest left. */
-  private trim(): void {
-    if (this.snapshots.length <= SNAPSHOTS_KEPT + 1) return
-    this.snapshots.splice(0, this.snapshots.length - SNAPSHOTS_KEPT - 1)
-    const keepFrom = this.firstAfter(this.snapshots[0]!.lastTs)
-    this.ts.splice(0, keepFrom)
-    this.temps.splice(0, keepFrom)
   }
 
   /** Whether a late reading this old can be judged from memory (it is newer than the oldest snapshot). */
@@ -87,26 +99,69 @@ export class RecentHistory {
     if (oldest === Number.POSITIVE_INFINITY) return live
     let s = this.snapshots.length - 1
     while (s > 0 && this.snapshots[s]!.lastTs! >= oldest) s--
-    this.snapshots.length = s + 1
-    const state = structuredClone(this.snapshots[s]!)
     const replayed: RuleEvent[] = []
-    const chunk: Reading[] = []
-    for (let i = this.firstAfter(state.lastTs); i < this.ts.length; i++) {
-      chunk.push({ ts: this.ts[i]!, temp_c: this.temps[i]! })
-      if (chunk.length < SNAPSHOT_EVERY) continue
-      evaluate(state, profile, chunk, replayed)
-      this.snapshots.push(structuredClone(state))
-      chunk.length = 0
-    }
-    evaluate(state, profile, chunk, replayed)
-    this.sinceSnapshot = chunk.length
-    this.trim()
+    const state = this.rebuildFrom(s, profile, replayed)
     return reconcile(live, state, replayed, events).state
   }
 
-  /** Every kept reading (for a recompute from the store: those judged while it read). */
-  kept(): Reading[] {
-    return this.ts.map((ts, i) => ({ ts, temp_c: this.temps[i]! }))
+  /**
+   * Records every reading this history is told of from now on, until the returned function is
+   * called, which returns them: a recompute adds those judged while it read the store (its answer
+   * may lack them). Kept apart from the kept readings, which are trimmed.
+   */
+  recording(): () => Reading[] {
+    const recorded: Reading[] = []
+    this.recorded = recorded
+    return () => {
+      if (this.recorded === recorded) this.recorded = null
+      return recorded
+    }
+  }
+
+  /**
+   * Replays the kept readings after snapshot `s` from a copy of it, snapshotting every
+   * SNAPSHOT_EVERY (the snapshots after `s` are replaced); returns the state reached.
+   */
+  private rebuildFrom(s: number, profile: TemperatureProfile, events: RuleEvent[]): ColdChainState {
+    this.snapshots.length = s + 1
+    const state = structuredClone(this.snapshots[s]!)
+    let i = this.firstAfter(state.lastTs)
+    while (i < this.ts.length) {
+      const n = Math.min(SNAPSHOT_EVERY, this.ts.length - i)
+      evaluate(state, profile, this.chunk(i, n), events)
+      i += n
+      if (n === SNAPSHOT_EVERY) this.snapshots.push(structuredClone(state))
+    }
+    this.trim()
+    this.sinceSnapshot = this.ts.length - this.firstAfter(this.snapshots[this.snapshots.length - 1]!.lastTs)
+    return state
+  }
+
+  /** Kept readings i … i + n − 1 as Reading objects, reused from one pool (evaluate() keeps no reference). */
+  private chunk(i: number, n: number): readonly Reading[] {
+    CHUNK.length = 0
+    for (let k = 0; k < n; k++) {
+      const r = POOL[k]!
+      r.ts = this.ts[i + k]!
+      r.temp_c = this.temps[i + k]!
+      CHUNK.push(r)
+    }
+    return CHUNK
+  }
+
+  /** Drops the oldest snapshots beyond SNAPSHOTS_KEPT + 1, and the readings before the oldest left. */
+  private trim(): void {
+    if (this.snapshots.length <= SNAPSHOTS_KEPT + 1) return
+    this.snapshots.splice(0, this.snapshots.length - SNAPSHOTS_KEPT - 1)
+    const keepFrom = this.firstAfter(this.snapshots[0]!.lastTs)
+    this.ts.splice(0, keepFrom)
+    this.temps.splice(0, keepFrom)
+  }
+
+  private keep(r: Reading): void {
+    this.ts.push(r.ts)
+    this.temps.push(r.temp_c)
+    this.recorded?.push({ ts: r.ts, temp_c: r.temp_c })
   }
 
   /** Inserts in ts order; false for a duplicate: a reading whose ts is kept already (the first one stored stands). */
@@ -115,6 +170,7 @@ export class RecentHistory {
     if (i > 0 && this.ts[i - 1] === r.ts) return false
     this.ts.splice(i, 0, r.ts)
     this.temps.splice(i, 0, r.temp_c)
+    this.recorded?.push({ ts: r.ts, temp_c: r.temp_c })
     return true
   }
 
@@ -131,3 +187,6 @@ export class RecentHistory {
     return lo
   }
 }
+
+const POOL: Reading[] = Array.from({ length: SNAPSHOT_EVERY }, () => ({ ts: 0, temp_c: 0 }))
+const CHUNK: Reading[] = []
