@@ -122,17 +122,17 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
   return function authorizePublish(client: Client | null, packet: PublishPacket, done: (error?: Error | null) => void) {
     const toteId = client === null ? undefined : sessions.get(client)
     if (client === null || toteId === undefined) return done(new Error('publisher is not an authenticated tote'))
-    if (packet.topic !== readingsTopic(toteId)) {
+    let queue = queues.get(client)
+    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false, topic: readingsTopic(toteId) }))
+    if (packet.topic !== queue.topic) {
       metrics.aclDenied?.inc({ action: 'publish' })
       logger.warn({ toteId, topic: packet.topic }, 'mqtt publish refused by ACL; closing connection')
-      return done(new Error(`tote ${toteId} may only publish to ${readingsTopic(toteId)}`))
+      return done(new Error(`tote ${toteId} may only publish to ${queue.topic}`))
     }
     if (isClosing()) return done(new Error('broker is shutting down'))
     packet.retain = false // a reading is not state to replay to later subscribers
 
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload
-    let queue = queues.get(client)
-    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false }))
     const entry: Pending = { done, outcome: null, client, packet, toteId, queue }
     queue.entries.push(entry)
     inFlight.add()
@@ -159,7 +159,8 @@ type Pending = {
   toteId: string
   queue: AckQueue
 }
-type AckQueue = { entries: Pending[]; holding: boolean }
+/** A connection's publishes awaiting their answer, and the one topic it may publish to (made once, not per publish). */
+type AckQueue = { entries: Pending[]; holding: boolean; topic: string }
 const ACCEPTED: Outcome = { error: null, holdAckMs: 0 }
 
 /** Publishes between arrival and acknowledgement, so close() can wait for them. */
