@@ -29,6 +29,7 @@ import Database from 'better-sqlite3'
 import pg from 'pg'
 import type { Phase, PhaseResult, ToteCredentials } from './lib/ingest-protocol.js'
 import { formatSummary, summarize } from './lib/cpuprofile.js'
+import { formatHeapSummary } from './lib/heapprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './lib/ingest-profiler.js'
 import { createFixture, freePort, repoRoot, startService } from './lib/ingest-service.js'
 import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
@@ -63,6 +64,8 @@ const opt = parseBenchArgs(
     breaks: { type: 'string', default: '250' },
     /** Comma-separated phase names (e.g. single-probe,single,batch100; with --mode external: embedded, external-1-worker, external-2-workers): CPU-profile the service during them, hotspots on stderr. */
     'cpu-prof': { type: 'string', default: '' },
+    /** Comma-separated phase names: sampling heap profile of the service during them (bytes allocated per reading, by function), on stderr. */
+    'heap-prof': { type: 'string', default: '' },
     'skip-ceiling': { type: 'boolean', default: false },
     'skip-many': { type: 'boolean', default: false },
     /** Measure the bare-Aedes ceiling only (quick reference runs). */
@@ -111,7 +114,9 @@ const SETTLE_MS = 3_000
 // sustainable rate can be well under half the capacity.
 const LADDER = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
 const PROFILED = new Set(opt['cpu-prof'].split(',').filter(Boolean))
-const PROFILE_DIR = PROFILED.size ? mkdtempSync(join(tmpdir(), 'rxtrace-ingest-prof-')) : null
+const HEAP_PROFILED = new Set(opt['heap-prof'].split(',').filter(Boolean))
+const INSPECTED = PROFILED.size + HEAP_PROFILED.size > 0
+const PROFILE_DIR = INSPECTED ? mkdtempSync(join(tmpdir(), 'rxtrace-ingest-prof-')) : null
 type Profiler = Awaited<ReturnType<typeof connectProfiler>>
 /** The QuestDB stand-in's process, when there is one: its CPU is measured beside the service's. */
 let standinPid: number | null = null
@@ -157,7 +162,9 @@ async function measure(
   profiler?: Profiler | null,
 ): Promise<Measured> {
   const profiling = profiler && PROFILED.has(phase.name) ? profiler : null
+  const heapProfiling = profiler && HEAP_PROFILED.has(phase.name) ? profiler : null
   await profiling?.start()
+  await heapProfiling?.startHeap()
   const rss = watchRss(brokerPid)
   const cpuNow = () => [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!), standinPid === null ? null : cpuSeconds(standinPid)]
   const cpu0 = cpuNow()
@@ -169,6 +176,12 @@ async function measure(
     const file = join(PROFILE_DIR!, `${phase.name}.cpuprofile`)
     log(
       `CPU profile of the broker process during ${phase.name} (${file}):\n${formatSummary(summarize(await profiling.stop(file), 25)).join('\n')}`,
+    )
+  }
+  if (heapProfiling) {
+    const file = join(PROFILE_DIR!, `${phase.name}.heapprofile`)
+    log(
+      `heap profile of the broker process during ${phase.name} (${file}):\n${formatHeapSummary(await heapProfiling.stopHeap(file), result.ackedReadings).join('\n')}`,
     )
   }
   const pct = (i: number) => (cpu0[i] == null || cpu1[i] == null ? null : round(((cpu1[i]! - cpu0[i]!) / seconds) * 100, 0))
@@ -255,9 +268,9 @@ async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
   // Readings in the store --sink names (SQLite, PostgreSQL or the QuestDB stand-in).
   const env = benchServiceEnv(dataDir, httpPort, { MQTT_PORT: String(mqttPort), WEBHOOK_ALLOW_PRIVATE: 'false', ...readings.env })
-  const service = await startService({ env, httpPort, nodeArgs: PROFILED.size ? ['--inspect=127.0.0.1:0'] : [] })
+  const service = await startService({ env, httpPort, nodeArgs: INSPECTED ? ['--inspect=127.0.0.1:0'] : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
-  const profiler = PROFILED.size ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
+  const profiler = INSPECTED ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
   return { service, mqttUrl: `mqtt://127.0.0.1:${mqttPort}`, profiler }
 }
 

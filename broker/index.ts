@@ -7,6 +7,7 @@ import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
 import { DEFAULT_LIMITS, type BrokerLimits } from './limits.js'
 import { guardPacketSize } from './packet-size.js'
+import { readPublishesDirectly } from './publish-reader.js'
 import { boundSessionQueues, type QueuePersistence } from './session-queues.js'
 import { ToteSessions } from './tote-sessions.js'
 import { errorsTopic, isReadingsTopic } from './topics.js'
@@ -104,6 +105,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const handle = (stream: Parameters<typeof aedes.handle>[0], request?: Parameters<typeof aedes.handle>[1]) => {
     const client = aedes.handle(stream, request)
     stream.once('close', () => toteSessions.release(client))
+    readPublishesDirectly(client) // inside the size guard: it reads only what the guard let through
     guardPacketSize(client, limits.maxPacketBytes, (declared) => {
       context.metrics.limitsEnforced?.inc({ limit: 'packet_size' })
       logger.info({ clientId: client.id, declared, limit: limits.maxPacketBytes }, 'mqtt packet over the size limit; closing connection')

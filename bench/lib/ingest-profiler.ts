@@ -6,6 +6,7 @@
 import { writeFileSync } from 'node:fs'
 import WebSocket from 'ws'
 import type { CpuProfile } from './cpuprofile.js'
+import type { HeapProfile } from './heapprofile.js'
 
 /** `node --inspect` prints "Debugger listening on ws://…" on stderr; this waits for it. */
 export function inspectorUrlFrom(output: () => string, timeoutMs = 10_000): Promise<string> {
@@ -50,6 +51,20 @@ export async function connectProfiler(url: string) {
     /** Stops sampling, writes the profile to `file` and returns it. */
     async stop(file: string): Promise<CpuProfile> {
       const { profile } = await call<{ profile: CpuProfile }>('Profiler.stop')
+      writeFileSync(file, JSON.stringify(profile))
+      return profile
+    },
+    /** Sampling heap profile, with the objects collected since kept in (heapprofile.ts). */
+    startHeap: async () => {
+      await call('HeapProfiler.enable')
+      await call('HeapProfiler.startSampling', {
+        samplingInterval: 16_384,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      })
+    },
+    async stopHeap(file: string): Promise<HeapProfile> {
+      const { profile } = await call<{ profile: HeapProfile }>('HeapProfiler.stopSampling')
       writeFileSync(file, JSON.stringify(profile))
       return profile
     },

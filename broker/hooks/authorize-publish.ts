@@ -1,5 +1,6 @@
 import type { Client, PublishPacket } from 'aedes'
 import { isRefusal, rejectionOf } from '../errors.js'
+import { acknowledge } from '../puback.js'
 import { readingsTopic } from '../topics.js'
 import type { HookContext } from './types.js'
 
@@ -17,8 +18,8 @@ type Deps = HookContext & {
 /**
  * PUBLISH → ACL, then ingest, then (and only then) let aedes answer.
  *
- * aedes writes the PUBACK of a QoS 1 publish after this hook calls back (lib/handlers/publish.js:
- * authorizePublish → enqueuePublish → write(PubAck)), so running `onReadings` to completion
+ * The PUBACK of a QoS 1 publish is written when this hook calls back (by acknowledge() in
+ * ../puback.ts, in place of aedes' enqueuePublish → write(PubAck)), so running `onReadings` to completion
  * first makes the PUBACK mean "committed" (broker/README.md, Acknowledgements). An error from this hook closes the
  * connection without an acknowledgement [MQTT-3.3.5-2]; a refused payload is not an error here:
  * its reason goes to the tote's errors topic and the connection stays up.
@@ -58,7 +59,9 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
 
   const answer = (entry: Pending, toteId: string) => {
     try {
-      entry.done(entry.outcome!.error)
+      const { error } = entry.outcome!
+      if (error === null) acknowledge(entry.client, entry.packet, entry.done)
+      else entry.done(error)
     } catch (err) {
       logger.error({ err, toteId }, 'aedes publish callback threw')
     }
@@ -119,18 +122,18 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
   return function authorizePublish(client: Client | null, packet: PublishPacket, done: (error?: Error | null) => void) {
     const toteId = client === null ? undefined : sessions.get(client)
     if (client === null || toteId === undefined) return done(new Error('publisher is not an authenticated tote'))
-    if (packet.topic !== readingsTopic(toteId)) {
+    let queue = queues.get(client)
+    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false, topic: readingsTopic(toteId) }))
+    if (packet.topic !== queue.topic) {
       metrics.aclDenied?.inc({ action: 'publish' })
       logger.warn({ toteId, topic: packet.topic }, 'mqtt publish refused by ACL; closing connection')
-      return done(new Error(`tote ${toteId} may only publish to ${readingsTopic(toteId)}`))
+      return done(new Error(`tote ${toteId} may only publish to ${queue.topic}`))
     }
     if (isClosing()) return done(new Error('broker is shutting down'))
     packet.retain = false // a reading is not state to replay to later subscribers
 
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload
-    let queue = queues.get(client)
-    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false }))
-    const entry: Pending = { done, outcome: null, client, toteId, queue }
+    const entry: Pending = { done, outcome: null, client, packet, toteId, queue }
     queue.entries.push(entry)
     inFlight.add()
     // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
@@ -148,8 +151,16 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
   }
 }
 
-type Pending = { done: (error?: Error | null) => void; outcome: Outcome | null; client: Client; toteId: string; queue: AckQueue }
-type AckQueue = { entries: Pending[]; holding: boolean }
+type Pending = {
+  done: (error?: Error | null) => void
+  outcome: Outcome | null
+  client: Client
+  packet: PublishPacket
+  toteId: string
+  queue: AckQueue
+}
+/** A connection's publishes awaiting their answer, and the one topic it may publish to (made once, not per publish). */
+type AckQueue = { entries: Pending[]; holding: boolean; topic: string }
 const ACCEPTED: Outcome = { error: null, holdAckMs: 0 }
 
 /** Publishes between arrival and acknowledgement, so close() can wait for them. */

@@ -55,12 +55,16 @@ function parseReadingObjects(items: unknown[], nowMs: number): ParseResult {
   const readings: ParsedReading[] = new Array(items.length)
   const single = items.length === 1
   for (let i = 0; i < items.length; i++) {
-    const shaped = readingShape.safeParse(items[i])
-    if (!shaped.success) {
-      const issue = shaped.error.issues[0]!
-      return reject('invalid_reading', `${where(single, i)}${issue.path.join('.') || '(reading)'}: ${issue.message}`)
+    let r = wellShaped(items[i])
+    if (r === null) {
+      // zod says what is wrong (or accepts what the quick check is too strict for).
+      const shaped = readingShape.safeParse(items[i])
+      if (!shaped.success) {
+        const issue = shaped.error.issues[0]!
+        return reject('invalid_reading', `${where(single, i)}${issue.path.join('.') || '(reading)'}: ${issue.message}`)
+      }
+      r = shaped.data
     }
-    const r = shaped.data
     const ts = typeof r.ts === 'number' ? r.ts : parseRfc3339(r.ts)
     if (ts === null) return reject('invalid_reading', `${where(single, i)}ts: "${r.ts}" is not an RFC 3339 date-time`)
     const bad = checkReading(ts, r.temp_c, nowMs)
@@ -76,6 +80,28 @@ function parseReadingObjects(items: unknown[], nowMs: number): ParseResult {
     }
   }
   return { ok: true, readings }
+}
+
+type Shaped = z.infer<typeof readingShape>
+
+const isNullish = (x: unknown): x is null | undefined => x === null || x === undefined
+const nullishIn = (x: unknown, min: number, max: number) => isNullish(x) || (typeof x === 'number' && x >= min && x <= max)
+
+/**
+ * The reading itself when it passes `readingShape` for certain, else null (then zod decides).
+ * One publish in, one reading out at 10,000/s: zod's safeParse built ~500 B of garbage per
+ * reading (its result, a copy of the object, the checks' contexts); this reads the members once.
+ */
+function wellShaped(item: unknown): Shaped | null {
+  if (item === null || typeof item !== 'object' || Array.isArray(item)) return null
+  const r = item as Record<keyof Shaped, unknown>
+  const ts = r.ts
+  if (typeof ts === 'number' ? !Number.isSafeInteger(ts) : typeof ts !== 'string') return null
+  if (typeof r.temp_c !== 'number' || !Number.isFinite(r.temp_c)) return null
+  if (!isNullish(r.seq) && !(Number.isSafeInteger(r.seq) && (r.seq as number) >= 0)) return null
+  if (!nullishIn(r.battery, 0, 1) || !nullishIn(r.humidity, 0, 100) || !nullishIn(r.lat, -90, 90) || !nullishIn(r.lng, -180, 180))
+    return null
+  return r as Shaped
 }
 
 const where = (single: boolean, i: number) => (single ? '' : `readings[${i}].`)
