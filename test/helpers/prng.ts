@@ -1,11 +1,2 @@
-/** A small deterministic pseudo-random sequence (mulberry32): a seed gives the same values every run, so a failure can be replayed. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A small deterministic pseudo-random sequence (mulberry32): a seed gives the same values every run, so a failure can be replayed. The simulators' own. */
+export { seededRandom as mulberry32 } from '../../simulators/prng.js'
