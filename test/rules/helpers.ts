@@ -1,5 +1,5 @@
 // Shared vocabulary for the rule tests: minutes since a fixed binding time.
-import type { Reading } from '../../rules/index.js'
+import { resolveProfile, type Reading } from '../../rules/index.js'
 
 /** Binding time of every test delivery: Monday 2025-01-06 09:00:00Z. */
 export const BOUND_AT = Date.UTC(2025, 0, 6, 9, 0, 0)
@@ -20,3 +20,17 @@ export function everyMinute(from: number, to: number, temp_c: number): Reading[]
   for (let m = from; m <= to; m++) out.push({ ts: at(m), temp_c })
   return out
 }
+
+/** Short limits so that random deliveries of a few hours hit every rule. */
+export const quick = resolveProfile({
+  name: 'quick',
+  min_c: 2,
+  max_c: 8,
+  grace_s: 60,
+  max_excursion_s: 600,
+  max_cumulative_s: 900,
+  hard_min_c: 0,
+  hard_max_c: 14,
+  mkt_max_c: 8,
+  max_gap_s: 300,
+})

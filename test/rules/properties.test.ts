@@ -18,21 +18,8 @@ import {
   type RuleEvent,
   type TemperatureProfile,
 } from '../../rules/index.js'
-import { BOUND_AT } from './helpers.js'
+import { BOUND_AT, quick } from './helpers.js'
 
-/** Short limits so that random deliveries of a few hours hit every rule. */
-const quick = resolveProfile({
-  name: 'quick',
-  min_c: 2,
-  max_c: 8,
-  grace_s: 60,
-  max_excursion_s: 600,
-  max_cumulative_s: 900,
-  hard_min_c: 0,
-  hard_max_c: 14,
-  mkt_max_c: 8,
-  max_gap_s: 300,
-})
 /** No gap detection, and an MKT limit inside the range so that MKT is what breaks. */
 const ungapped = resolveProfile({ name: 'ungapped', min_c: 2, max_c: 8, grace_s: 120, max_gap_s: null, mkt_max_c: 5.5 })
 const profiles: TemperatureProfile[] = [

@@ -8,27 +8,12 @@ import {
   initialColdChain,
   recompute,
   reconcile,
-  resolveProfile,
   type ColdChainState,
   type Reading,
   type RuleEvent,
 } from '../../rules/index.js'
 import { RecentHistory } from '../../src/telemetry/cold-chain/recent-history.js'
-
-const BOUND_AT = Date.UTC(2026, 0, 1)
-/** Short limits, so that a few hundred readings of 10 s hit every rule. */
-const quick = resolveProfile({
-  name: 'quick',
-  min_c: 2,
-  max_c: 8,
-  grace_s: 60,
-  max_excursion_s: 600,
-  max_cumulative_s: 900,
-  hard_min_c: 0,
-  hard_max_c: 14,
-  mkt_max_c: 8,
-  max_gap_s: 120,
-})
+import { BOUND_AT, quick } from '../rules/helpers.js'
 
 /**
  * Readings 10 s apart (some gaps), each arriving in order, a few readings late or hundreds late,
@@ -40,7 +25,7 @@ const deliveries = fc
   .record({
     points: fc.array(
       fc.record({
-        gap: fc.constantFrom(1, 1, 1, 1, 2, 20),
+        gap: fc.constantFrom(1, 1, 1, 1, 2, 40), // 40: past max_gap_s (300 s), a sensor gap
         temp_c: fc.oneof(fc.double({ min: 2.5, max: 7.5, noNaN: true }), fc.double({ min: -1, max: 15, noNaN: true })),
         delay: fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 300, max: 900 })),
         resent: fc.oneof(fc.constant(null), fc.constant(null), fc.constant(null), fc.integer({ min: 1, max: 200 })),
