@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { ColdChainMonitor } from '../../src/telemetry/cold-chain-monitor.js'
 import type { ReadingRow } from '../../src/timeseries/sink.js'
 import { FakeColdChainStore } from '../helpers/fake-cold-chain-store.js'
+import { readingRow } from '../helpers/reading-row.js'
 
 const refrigerated = JSON.parse(readFileSync(new URL('../../rules/profiles/refrigerated.json', import.meta.url), 'utf8'))
 const quiet = { info() {}, error() {}, warn() {}, debug() {}, fatal() {}, trace() {} } as never
@@ -12,20 +13,8 @@ const open = (id: string, profile = refrigerated, fromMs = 0) => ({
   toteId: `t_${id}`,
   binding: { deliveryId: id, rxId: `rx_${id}`, pharmacyId: 'ph_1', fleetId: null, profile, fromMs, toMs: null },
 })
-const reading = (deliveryId: string, ts: number, temp_c = 5): ReadingRow => ({
-  tote_id: `t_${deliveryId}`,
-  delivery_id: deliveryId,
-  rx_id: `rx_${deliveryId}`,
-  ts,
-  temp_c,
-  battery: null,
-  humidity: null,
-  lat: null,
-  lng: null,
-  seq: null,
-  received_at: ts,
-  late: false,
-})
+const reading = (deliveryId: string, ts: number, temp_c = 5): ReadingRow =>
+  readingRow({ tote_id: `t_${deliveryId}`, delivery_id: deliveryId, rx_id: `rx_${deliveryId}`, ts, temp_c })
 /** 600 readings of delivery A a second apart from T0 + 2 s: more than the monitor keeps in memory. */
 const judgedBefore = () => Array.from({ length: 600 }, (_, i) => reading('A', T0 + (i + 2) * 1_000, 5))
 function monitorOn(store: FakeColdChainStore, now: () => number, windowMs = 0) {

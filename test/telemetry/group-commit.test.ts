@@ -1,21 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { GroupCommitter } from '../../src/telemetry/group-commit.js'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
+import { readingRow } from '../helpers/reading-row.js'
 
-const row = (ts: number): ReadingRow => ({
-  tote_id: 'tt_group',
-  delivery_id: null,
-  rx_id: null,
-  ts,
-  temp_c: 5,
-  battery: null,
-  humidity: null,
-  lat: null,
-  lng: null,
-  seq: null,
-  received_at: ts,
-  late: false,
-})
+const row = (ts: number): ReadingRow => readingRow({ tote_id: 'tt_group', ts })
 
 /** A sink whose writes finish only when the test says so, recording what each one held. */
 function controlledSink(concurrentWrites?: number) {
