@@ -136,7 +136,7 @@ export class ColdChainMonitor {
         continue
       }
       // The delivery's late readings so far go first, as they would have in event-time order.
-      const lateFirst = late.get(track)
+      const lateFirst = late.size > 0 ? late.get(track) : undefined // no lookup per reading in the usual case
       if (lateFirst) {
         late.delete(track)
         this.judgeLate(track, lateFirst)
