@@ -13,7 +13,10 @@
  *   Mosquitto in external mode: accepted by the broker, not yet stored).
  * - reading → event: the break's `created_at` in the outbox minus its publish time.
  * - service CPU per reading: CPU of every service process from the phase's start until every
- *   PUBACKed reading is in the shared `readings` table, over the readings stored. Mosquitto's CPU is shown apart.
+ *   PUBACKed reading is in the shared `readings` table, over the readings stored. Mosquitto's, the
+ *   publisher's and PostgreSQL's (every `postgres` process) are shown apart, and the whole
+ *   machine's (the kernel's loopback networking and the bench itself included): on one 2-core
+ *   machine they all share the cores.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -26,7 +29,7 @@ import { formatSummary, summarize } from './cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './ingest-profiler.js'
 import { createFixture, freePort, startService, type ServiceChild } from './ingest-service.js'
 import { BENCH_ADMIN, benchServiceEnv } from './service-process.js'
-import { cpuSeconds, percentile, round } from './ingest-stats.js'
+import { cpuSeconds, machineBusySeconds, percentile, watchCpuOf, round } from './ingest-stats.js'
 
 export type ExternalOptions = {
   totes: number
@@ -157,6 +160,9 @@ async function runMode(mode: Mode, options: ExternalOptions) {
     const cpu0 = pids.map(cpuSeconds)
     const brokerCpu0 = broker ? cpuSeconds(broker.pid) : null
     const publisherCpu0 = cpuSeconds(publisher.child.pid!)
+    const machineCpu0 = machineBusySeconds()
+    const postgresCpu = watchCpuOf('postgres')
+    const transactions0 = await committedTransactions(schema.url)
     const durationMs = options.seconds * 1_000
     const breaks = Math.min(options.breaks, bound.length)
     const profilers = profiled ? await Promise.all(copies.map(async (c) => connectProfiler(await inspectorUrlFrom(c.service.output)))) : []
@@ -175,6 +181,9 @@ async function runMode(mode: Mode, options: ExternalOptions) {
     })
     const storedAll = await drained(schema.url, before + result.ackedReadings)
     const cpu1 = pids.map(cpuSeconds)
+    const machineCpuS = machineBusySeconds() - machineCpu0
+    const postgresCpuS = postgresCpu.stop()
+    const transactions = (await committedTransactions(schema.url)) - transactions0
     for (const [i, profiler] of profilers.entries()) {
       const file = join(options.profile!.dir, `${mode.name}-copy${i}.cpuprofile`)
       log(`CPU profile of copy ${i} during ${mode.name} (${file}):\n${formatSummary(summarize(await profiler.stop(file), 25)).join('\n')}`)
@@ -206,6 +215,9 @@ async function runMode(mode: Mode, options: ExternalOptions) {
       service_cpu_us_per_reading: stored > 0 ? round((serviceCpuS * 1e6) / stored, 2) : null,
       mosquitto_cpu_us_per_reading: brokerCpuS !== null && stored > 0 ? round((brokerCpuS * 1e6) / stored, 2) : null,
       publisher_cpu_us_per_reading: stored > 0 ? round((publisherCpuS * 1e6) / stored, 2) : null,
+      postgres_cpu_us_per_reading: stored > 0 ? round((postgresCpuS * 1e6) / stored, 2) : null,
+      machine_cpu_us_per_reading: stored > 0 ? round((machineCpuS * 1e6) / stored, 2) : null,
+      postgres_transactions_per_1000_readings: stored > 0 ? round((transactions * 1_000) / stored, 1) : null,
       acked_readings: result.ackedReadings,
       stored,
       errors: result.errors + result.rejected,
@@ -234,6 +246,18 @@ async function drained(url: string, expected: number): Promise<number> {
       if (n >= expected || Date.now() > deadline) return n
       await new Promise((resolve) => setTimeout(resolve, 100)) // a count(*) of the whole table: not too often
     }
+  } finally {
+    await client.end()
+  }
+}
+
+/** Transactions committed in the database so far (every statement outside a transaction is one; the bench's own polls too). */
+async function committedTransactions(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ n: string }>('select xact_commit as n from pg_stat_database where datname = current_database()')
+    return Number(rows[0]!.n)
   } finally {
     await client.end()
   }

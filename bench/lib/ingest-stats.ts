@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 
 /** Latencies in ms, appended without reallocating one huge array per sample. */
 export class LatencySamples {
@@ -68,6 +68,53 @@ export function cpuSeconds(pid: number): number | null {
     return (Number(fields[11]) + Number(fields[12])) / 100
   } catch {
     return null
+  }
+}
+
+/**
+ * Busy CPU seconds of the whole machine, every core (user, system, interrupts, steal; not idle or
+ * iowait), from /proc/stat: what every process of a run, PostgreSQL and the kernel's network
+ * processing included, took from the cores they share.
+ */
+export function machineBusySeconds(): number {
+  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const [user, nice, system, , , irq, softirq, steal] = cpu as [number, number, number, number, number, number, number, number]
+  return (user + nice + system + irq + softirq + steal) / 100
+}
+
+/**
+ * CPU seconds that the processes named `name` (say, PostgreSQL's backends, which serve every copy)
+ * use from now until stop(). Sampled every `everyMs`, so a backend that exits meanwhile (a pool
+ * closing an idle connection) keeps what it had used by its last sample.
+ */
+export function watchCpuOf(name: string, everyMs = 250) {
+  const start = new Map<number, number>()
+  const last = new Map<number, number>()
+  const sample = (baseline: boolean) => {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue
+      const pid = Number(entry)
+      try {
+        if (!last.has(pid) && readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== name) continue
+      } catch {
+        continue // gone meanwhile
+      }
+      const cpu = cpuSeconds(pid)
+      if (cpu === null) continue
+      if (!start.has(pid)) start.set(pid, baseline ? cpu : 0)
+      last.set(pid, cpu)
+    }
+  }
+  sample(true)
+  const timer = setInterval(() => sample(false), everyMs)
+  return {
+    stop(): number {
+      clearInterval(timer)
+      sample(false)
+      let sum = 0
+      for (const [pid, cpu] of last) sum += cpu - start.get(pid)!
+      return sum
+    },
   }
 }
 

@@ -50,8 +50,8 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
         temp_c: -18.25,
         battery: 0.5,
         humidity: 41.5,
-        lat: 52.52,
-        lng: 13.405,
+        lat: 52.520008333333335, // every digit of a double comes back
+        lng: 0.1 + 0.2,
         seq: 42,
         received_at: T0 + 90 * MIN,
         late: true,
