@@ -37,6 +37,8 @@ export class ToteBindings {
   private readonly cache = new Map<string, Entry>()
   /** Totes whose bindings the next read fetches, with whoever waits for them. */
   private wanted = new Map<string, Waiter[]>()
+  /** The read in flight, if any (read()). */
+  private reading: Promise<void> | null = null
   private generation = 0
 
   constructor(
@@ -61,7 +63,7 @@ export class ToteBindings {
         if (waiters) return waiters.push({ resolve, reject })
         this.wanted.set(toteId, [{ resolve, reject }])
         // The publishes of one socket read arrive together: gather their totes into one query.
-        if (this.wanted.size === 1) queueMicrotask(() => void this.load())
+        if (this.wanted.size === 1 && this.reading === null) queueMicrotask(() => this.read())
       })
     )
   }
@@ -70,6 +72,19 @@ export class ToteBindings {
   invalidate(toteId: string): void {
     this.cache.delete(toteId)
     this.generation++ // a read in flight may predate the change: it must not be cached
+  }
+
+  /**
+   * One read at a time: the totes missed meanwhile wait for the next, which starts as this one
+   * ends. Concurrent reads each refreshed every stale entry, so under load (a read slower than the
+   * refresh period) they multiplied until the event loop did little else.
+   */
+  private read(): void {
+    if (this.reading !== null || this.wanted.size === 0) return
+    this.reading = this.load().finally(() => {
+      this.reading = null
+      this.read()
+    })
   }
 
   private async load(): Promise<void> {
