@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
+import { readingRow } from '../helpers/reading-row.js'
 
 /**
  * The behaviour every ReadingSink adapter must show. Reads go through `visible()` first, which
@@ -12,20 +13,13 @@ const T0 = Date.UTC(2025, 5, 1, 8, 0, 0)
 const MIN = 60_000
 
 export function reading(over: Partial<ReadingRow> & Pick<ReadingRow, 'ts'>): ReadingRow {
-  return {
+  return readingRow({
     tote_id: 'tt_contract_a',
     delivery_id: 'dl_contract_1',
     rx_id: 'rx_contract_1',
-    temp_c: 5,
-    battery: null,
-    humidity: null,
-    lat: null,
-    lng: null,
-    seq: null,
     received_at: over.ts + 1_000,
-    late: false,
     ...over,
-  }
+  })
 }
 
 /** Waits until `n` rows are readable, then checks there are exactly `n`. */
