@@ -46,9 +46,9 @@ const CONCURRENT_WRITES = 3
 
 const INSERT = `
   insert into readings (tote_id, ts, delivery_id, rx_id, temp_c, battery, humidity, lat, lng, seq, received_at, late)
-  select tote_id, ts, delivery_id, rx_id, temp_c, battery, humidity, lat, lng, seq, received_at, late
-  from json_to_recordset($1::json) as r(tote_id text, ts bigint, delivery_id text, rx_id text, temp_c float8, battery float8,
-                                        humidity float8, lat float8, lng float8, seq bigint, received_at bigint, late bool)
+  select * from json_to_recordset($1::json) as r(
+    tote_id text, ts bigint, delivery_id text, rx_id text, temp_c float8, battery float8,
+    humidity float8, lat float8, lng float8, seq bigint, received_at bigint, late bool) -- the insert's column order
   on conflict (tote_id, ts) do nothing`
 // One statement is one transaction: the notifications go out when, and only if, the rows commit.
 const INSERT_AND_NOTIFY = `with stored as (${INSERT}) select pg_notify($2, payload) from json_array_elements_text($3::json) as payload`
