@@ -158,6 +158,11 @@ export const configSchema = z
     /** Event-time reorder window for telemetry, seconds (rules/README.md). */
     REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
     /**
+     * Milliseconds the first reading of an ingest group waits for others before their one write
+     * (telemetry/group-commit.ts). Default: ingestGatherMs().
+     */
+    INGEST_GATHER_MS: z.coerce.number().int().min(0).max(100).optional(),
+    /**
      * Crash tests only, never in production: a regular expression over request paths. A POST whose
      * path matches kills the process (SIGKILL) right after its handler has done its work and before
      * the answer leaves, the moment a real crash would lose the answer but not the change.
@@ -210,6 +215,16 @@ function unusedVariable(present: Record<string, unknown>): string | null {
   }
   const unused = EXTERNAL_BROKER_ONLY.find((name) => present[name] !== undefined)
   return unused ? `${unused}: has effect only with MQTT_URL (an external broker); set MQTT_URL or unset ${unused}` : null
+}
+
+/**
+ * INGEST_GATHER_MS, or its default: 2 ms with the embedded broker, where each tote's PUBACK
+ * waits for the write; 20 ms with MQTT_URL, where the broker has answered the tote already and
+ * only the events wait. Fewer, bigger writes cost far less CPU in the copy and in the database
+ * (docs/performance.md, bench:ingest --mode external).
+ */
+export function ingestGatherMs(config: Pick<Config, 'INGEST_GATHER_MS' | 'MQTT_URL'>): number {
+  return config.INGEST_GATHER_MS ?? (config.MQTT_URL ? 20 : 2)
 }
 
 export class ConfigError extends Error {}

@@ -9,7 +9,7 @@ import { createPeople } from './auth/people.js'
 import { DEFAULT_SCRYPT } from './auth/passwords.js'
 import { TokenService } from './auth/tokens.js'
 import { systemClock, type Clock } from './clock.js'
-import { consoleRedirectUris, issuerOf, type Config } from './config.js'
+import { consoleRedirectUris, ingestGatherMs, issuerOf, type Config } from './config.js'
 import { drainOnClose, listen } from './listen.js'
 import { createLogger } from './logger.js'
 import { createMetrics } from './metrics.js'
@@ -112,7 +112,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     windowMs: config.REORDER_WINDOW_S * 1_000,
     leases,
   })
-  const committer = new GroupCommitter(sink)
+  const committer = new GroupCommitter(sink, ingestGatherMs(config))
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const follower = new BindingFollower({ db, bindings, committer, monitor, sink, logger })
   // MQTT_URL: an external broker authenticates totes; their accounts reach it through this outbox.
