@@ -6,8 +6,9 @@ type Waiter = { resolve: () => void; reject: (error: Error) => void }
 export type CommittedListener = (rows: readonly ReadingRow[]) => void
 
 /**
- * Group commit: readings from many publishes are gathered for a few milliseconds and
- * written in one transaction; every publish in the group is acknowledged when it commits.
+ * Group commit: readings from many publishes are gathered for a few milliseconds
+ * (INGEST_GATHER_MS) and written in one transaction; every publish in the group is acknowledged
+ * when it commits.
  *
  * Up to the sink's `concurrentWrites` groups are written at once (one for SQLite, a few for
  * PostgreSQL and QuestDB, whose commit is a round trip that would otherwise cap the rate at one
