@@ -13,7 +13,7 @@ import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket }
  *   groups of 40, against twelve typed arrays through `unnest`: the server spends 3–5 µs per row
  *   instead of 10–12 on reading them and the service 4–6 µs instead of 6–13 on sending them; and
  *   a named statement is parsed once per connection, not 0.3–0.4 ms per write. GroupCommitter gathers
- *   the readings of a few milliseconds into each write, and keeps up to `concurrentWrites` of them
+ *   the readings of `INGEST_GATHER_MS` into each write, and keeps up to `concurrentWrites` of them
  *   in flight on this sink's own pool, so ingest never queues behind the API's connections.
  * - ON CONFLICT (tote_id, ts) DO NOTHING: a retransmission, to this copy or another, is stored
  *   once; the first copy stays. Rows are sorted by (tote_id, ts) first, so two copies inserting
