@@ -33,7 +33,7 @@ describe('QuestDB refusing connections', () => {
     const writes = [1, 2, 3, 4].map((seq) => sink.write([reading({ seq, ts: Date.UTC(2025, 0, 1, 0, 0, seq) })]))
     // Several are in flight at once: each is awaited together, so none is left unobserved when it fails.
     await Promise.all(writes.map((write) => expect(write).rejects.toThrow(/QuestDB did not store 1 readings/)))
-    expect(Date.now() - started).toBeLessThan(5_000) // one after the other, it would take 8 s
+    expect(Date.now() - started).toBeLessThan(7_000) // one after the other, it would take 8 s
     await sink.close()
   }, 30_000)
 

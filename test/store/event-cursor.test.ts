@@ -31,18 +31,35 @@ function describeTailing(store: StoreUnderTest) {
     function tailer(startAfter: string) {
       const seen: string[] = []
       let after = startAfter
+      const poll = async () => {
+        for (;;) {
+          const page = await api.get(`/v1/events?after=${after}&limit=2`, admin)
+          if (page.status !== 200) throw new Error(`GET /v1/events answered ${page.status}: ${page.text}`)
+          for (const event of page.body.data) seen.push(event.id)
+          if (page.body.data.length) after = page.body.data.at(-1).id
+          if (page.body.data.length < 2) return
+        }
+      }
       return {
         seen,
-        async poll() {
-          for (;;) {
-            const page = await api.get(`/v1/events?after=${after}&limit=2`, admin)
-            expect(page.status, page.text).toBe(200)
-            for (const event of page.body.data) seen.push(event.id)
-            if (page.body.data.length) after = page.body.data.at(-1).id
-            if (page.body.data.length < 2) return
-          }
+        poll,
+        /** poll(), then everything seen so far: for expect.poll until what is listed catches up. */
+        pollAll: async () => {
+          await poll()
+          return [...seen]
         },
       }
+    }
+
+    /**
+     * The delivery's first event, once listed: on PostgreSQL the feed lists an event only once every
+     * older transaction on the server has ended, and other test files start services (a migration
+     * is one transaction) on the same server.
+     */
+    async function firstEventOf(deliveryId: string): Promise<string> {
+      const listed = async () => (await api.get(`/v1/events?delivery_id=${deliveryId}`, admin)).body.data as { id: string }[]
+      await expect.poll(listed, { timeout: 20_000 }).not.toHaveLength(0)
+      return (await listed())[0]!.id
     }
 
     const append = (trx: Parameters<TestApi['service']['outbox']['append']>[0], what: string) =>
@@ -50,18 +67,17 @@ function describeTailing(store: StoreUnderTest) {
 
     it('lists every event page after page, in the order it listed them', async () => {
       const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
-      const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
+      const anchor = await firstEventOf(start)
       const written: string[] = []
       for (let i = 0; i < 5; i++) written.push(await api.service.db.transaction().execute((trx) => append(trx, `e${i}`)))
       const reader = tailer(anchor)
-      await reader.poll()
-      expect(reader.seen).toEqual(written)
+      await expect.poll(reader.pollAll, { timeout: 20_000 }).toEqual(written)
     })
 
     it("answers another tenant's event id in after= as it answers an unknown one (404)", async () => {
       const other = (await api.pharmacy(admin)).id
       const theirs = (await api.prescription(admin, { pharmacy_id: other })).delivery_id
-      const theirEvent = (await api.get(`/v1/events?delivery_id=${theirs}`, admin)).body.data[0].id
+      const theirEvent = await firstEventOf(theirs)
       const client = (
         await api.post('/v1/oauth/clients', admin, { client_name: 'one pharmacy', scope: 'deliveries:read', pharmacy_id: pharmacyId })
       ).body
@@ -76,7 +92,7 @@ function describeTailing(store: StoreUnderTest) {
     if (store.name === 'postgres')
       it('sees an event whose transaction took the lower position and committed later', async () => {
         const start = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
-        const anchor = (await api.get(`/v1/events?delivery_id=${start}`, admin)).body.data[0].id
+        const anchor = await firstEventOf(start)
         const reader = tailer(anchor)
 
         // The first transaction writes its event (the lower position) and stays open…
@@ -96,7 +112,7 @@ function describeTailing(store: StoreUnderTest) {
           commitFirst()
           await first
         }
-        await reader.poll()
+        await expect.poll(reader.pollAll, { timeout: 20_000 }).toHaveLength(2)
         const written = await api.service.db
           .selectFrom('events')
           .select(['id', 'pos'])

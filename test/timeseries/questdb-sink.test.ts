@@ -125,7 +125,7 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   })
 
   it('keeps several requests in flight, so QuestDB’s commit latency does not cap the rate', async () => {
-    fake.answerDelayMs = 200
+    fake.answerDelayMs = 1_000 // long enough for all four requests to arrive on a loaded machine
     sink = await createQuestdbSink({ config: config(), concurrentWrites: 4 })
     expect(sink.concurrentWrites).toBe(4)
     await Promise.all(Array.from({ length: 8 }, (_, i) => sink!.write(batch(i * 10, 10))))
@@ -144,7 +144,7 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
   })
 
   it('reads only once QuestDB has applied the writes acknowledged before them', async () => {
-    fake.applyLagMs = 400
+    fake.applyLagMs = 1_000 // the acknowledgement must be seen before this lag runs out
     sink = await createQuestdbSink({ config: config() })
     await sink.write(batch(0, 3))
     expect(fake.appliedLines).toBe(0) // acknowledged, not yet applied

@@ -41,7 +41,7 @@ async function startService(env: NodeJS.ProcessEnv, baseUrl: string, children: C
         () => false,
       )
     },
-    20_000,
+    45_000, // as test/helpers/child-service.ts allows: a child's start takes far longer on a busy machine
     'the service to be ready',
   )
   return child
@@ -172,5 +172,5 @@ describe('a crash with webhooks pending (SPEC §7: events survive a crash)', () 
     expect(ids).toEqual(eventIds) // none lost, none invented
     const verifier = new Webhook(endpoint.secret)
     for (const r of received.slice(0, 50)) expect(verifier.verify(r.body, r.headers)).toMatchObject({ type: 'delivery.created' })
-  }, 60_000)
+  }, 120_000)
 })

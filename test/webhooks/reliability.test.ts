@@ -48,8 +48,8 @@ async function receiverOn(port: number): Promise<Receiver> {
 }
 
 describe('webhook delivery when receivers misbehave', () => {
-  // Backoff that covers a few seconds of outage with room to spare (12 attempts over ≈ 7 s).
-  const fixture = useWebhookService('100ms,200ms,300ms,500ms,500ms,1s,1s,1s,1s,1s,1s')
+  // Backoff that covers a few seconds of outage with room to spare (22 attempts over ≈ 17 s).
+  const fixture = useWebhookService('100ms,200ms,300ms,500ms,500ms,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s')
   const { receiver, track } = fixture
   let api: TestApi
   let admin: string
