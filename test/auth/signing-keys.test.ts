@@ -113,7 +113,9 @@ describe('a key rotated by another instance on the same store', () => {
     const before = await a.adminToken()
     expect((await b.get('/v1/pharmacies', before)).status).toBe(200)
     clock.advance(MINUTE)
-    const rotated = (await a.post('/v1/oauth/signing-keys/rotate', before, {})).body
+    const rotation = await a.post('/v1/oauth/signing-keys/rotate', before, {})
+    expect(rotation.status, rotation.text).toBe(200)
+    const rotated = rotation.body
 
     const fromA = await a.adminToken()
     expect(decodeProtectedHeader(fromA).kid).toBe(rotated.kid)
