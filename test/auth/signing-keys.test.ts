@@ -109,17 +109,27 @@ describe('a key rotated by another instance on the same store', () => {
     rmSync(dirname(file), { recursive: true, force: true })
   })
 
+  // a and b run on one thread, each with its own connection to the file. An instance's writes
+  // (its audit records, flushed 20 ms after a request) keep the write lock until the end of that
+  // event-loop turn (group commit): a write by the other one in the same turn waits its 5 s busy
+  // timeout on the very thread that would release the lock, and fails. Separate processes wait
+  // for each other; here, each instance's writes are committed before the other one writes.
+  const settled = async (api: TestApi) => api.service.audit.flush()
+
   it('is accepted, published and used by every instance without a restart', async () => {
     const before = await a.adminToken()
     expect((await b.get('/v1/pharmacies', before)).status).toBe(200)
+    await settled(b)
     clock.advance(MINUTE)
     const rotation = await a.post('/v1/oauth/signing-keys/rotate', before, {})
     expect(rotation.status, rotation.text).toBe(200)
     const rotated = rotation.body
+    await settled(a)
 
     const fromA = await a.adminToken()
     expect(decodeProtectedHeader(fromA).kid).toBe(rotated.kid)
     expect((await b.get('/v1/pharmacies', fromA)).status).toBe(200) // b looks the new kid up at once
+    await settled(b)
 
     clock.advance(30 * SECOND) // b re-reads its key set
     expect((await b.request<JSONWebKeySet>('GET', '/.well-known/jwks.json')).body.keys.map((k) => k.kid)).toContain(rotated.kid)
@@ -128,6 +138,7 @@ describe('a key rotated by another instance on the same store', () => {
     clock.advance(15 * MINUTE) // the old key has retired everywhere; b still issues tokens
     const fromB = await b.adminToken()
     expect((await a.get('/v1/pharmacies', fromB)).status).toBe(200)
+    await settled(a)
     expect((await b.get('/v1/pharmacies', before)).status).toBe(401)
   })
 })
