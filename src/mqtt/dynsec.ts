@@ -135,14 +135,10 @@ export class DynamicSecurity {
       (a) => /already exists/i.test(a.error ?? ''),
     )
     if (answers[1]!.error !== undefined) {
-      // Created before (a retry whose answer was lost): make sure it has this password and the role.
-      await this.run(
-        [
-          { command: 'setClientPassword', username: toteId, password },
-          { command: 'addClientRole', username: toteId, rolename },
-        ],
-        (a) => a.command === 'addClientRole' && /already|has role/i.test(a.error ?? ''),
-      )
+      // Created before (a retry whose answer was lost): give it this password and exactly this
+      // role in one command. addClientRole would fail on a client that already has the role,
+      // and Mosquitto 2 answers that with a bare "Internal error".
+      await this.run([{ command: 'modifyClient', username: toteId, password, roles: [{ rolename }] }])
     }
   }
 

@@ -58,6 +58,35 @@ describe.skipIf(!mosquittoAvailable())('tote accounts when the broker is down', 
     await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts, ts + 1)).length === 1, 20_000, 'the reading stored')
     await client.endAsync()
   }, 60_000)
+
+  it('settles an account the broker created although its answer was lost (the broker went down mid-command)', async () => {
+    const broker = await startMosquitto()
+    cleanups.push(() => broker.dispose())
+    const api = await startTestService({
+      MQTT_URL: broker.serviceUrl,
+      MQTT_PORT: '',
+      MQTT_CLIENT_ID: 'rx_lost',
+      MQTT_INGEST_CONNECTIONS: '1',
+    })
+    cleanups.push(() => api.stop())
+    await api.service.start()
+    const admin = await api.adminToken()
+    const pharmacy = await api.pharmacy(admin)
+
+    // Registered while the broker is stopping: the commands leave before the service sees the
+    // connection close, and reach the broker (again after the reconnect) while their answer does
+    // not reach the service. A retry then finds the role and the client already there.
+    const stopping = broker.stop()
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    await stopping
+    await broker.restart()
+    await waitFor(async () => (await api.service.accounts!.pending()) === 0, 40_000, 'the account to be settled')
+    const client = await connectTote(broker, tote) // with this password and the tote's role
+    const ts = Date.now()
+    await client.publishAsync(readings(tote.id), JSON.stringify({ ts, temp_c: 5 }), { qos: 1 })
+    await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts, ts + 1)).length === 1, 20_000, 'the reading stored')
+    await client.endAsync()
+  }, 90_000)
 })
 
 const postgres = await reachablePostgres()
