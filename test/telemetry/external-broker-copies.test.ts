@@ -29,63 +29,58 @@ afterAll(async () => {
 })
 
 describe.skipIf(!mosquittoAvailable())('tote accounts when the broker is down', () => {
-  it('registers the tote anyway, and gives the broker its account once the broker is back', async () => {
+  /** A Mosquitto of its own and one copy of the service behind it, with a pharmacy. */
+  async function serviceBehindBroker(clientId: string) {
     const broker = await startMosquitto()
     cleanups.push(() => broker.dispose())
     const api = await startTestService({
       MQTT_URL: broker.serviceUrl,
       MQTT_PORT: '',
-      MQTT_CLIENT_ID: 'rx_outage',
+      MQTT_CLIENT_ID: clientId,
       MQTT_INGEST_CONNECTIONS: '1',
     })
     cleanups.push(() => api.stop())
     await api.service.start()
     const admin = await api.adminToken()
-    const pharmacy = await api.pharmacy(admin)
+    return { broker, api, admin, pharmacyId: (await api.pharmacy(admin)).id as string }
+  }
+
+  /** The tote connects with its credentials and role, and a reading it publishes is stored. */
+  async function publishesAndIsStored(broker: Mosquitto, api: TestApi, tote: { id: string; mqtt: { password: string } }) {
+    const client = await connectTote(broker, tote)
+    const ts = Date.now()
+    await client.publishAsync(readings(tote.id), JSON.stringify({ ts, temp_c: 5 }), { qos: 1 })
+    await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts, ts + 1)).length === 1, 20_000, 'the reading stored')
+    await client.endAsync()
+  }
+
+  it('registers the tote anyway, and gives the broker its account once the broker is back', async () => {
+    const { broker, api, admin, pharmacyId } = await serviceBehindBroker('rx_outage')
 
     await broker.stop()
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id }) // 201 with its credentials
+    const tote = await api.tote(admin, { pharmacy_id: pharmacyId }) // 201 with its credentials
     expect(await api.service.accounts!.pending()).toBe(1)
     const row = await api.service.db.selectFrom('broker_accounts').selectAll().executeTakeFirstOrThrow()
     expect(row.sealed_password).not.toContain(tote.mqtt.password) // sealed, not kept in the clear
 
     await broker.restart() // a fresh broker: its dynamic-security file does not have the tote
     await waitFor(async () => (await api.service.accounts!.pending()) === 0, 30_000, 'the account to reach the broker')
-    const client = await connectTote(broker, tote)
-    const ts = Date.now()
     // The ingest worker reconnected and subscribed again (the restarted broker had lost its session).
-    await client.publishAsync(readings(tote.id), JSON.stringify({ ts, temp_c: 5 }), { qos: 1 })
-    await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts, ts + 1)).length === 1, 20_000, 'the reading stored')
-    await client.endAsync()
+    await publishesAndIsStored(broker, api, tote)
   }, 60_000)
 
   it('settles an account the broker created although its answer was lost (the broker went down mid-command)', async () => {
-    const broker = await startMosquitto()
-    cleanups.push(() => broker.dispose())
-    const api = await startTestService({
-      MQTT_URL: broker.serviceUrl,
-      MQTT_PORT: '',
-      MQTT_CLIENT_ID: 'rx_lost',
-      MQTT_INGEST_CONNECTIONS: '1',
-    })
-    cleanups.push(() => api.stop())
-    await api.service.start()
-    const admin = await api.adminToken()
-    const pharmacy = await api.pharmacy(admin)
+    const { broker, api, admin, pharmacyId } = await serviceBehindBroker('rx_lost')
 
     // Registered while the broker is stopping: the commands leave before the service sees the
     // connection close, and reach the broker (again after the reconnect) while their answer does
     // not reach the service. A retry then finds the role and the client already there.
     const stopping = broker.stop()
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
     await stopping
     await broker.restart()
     await waitFor(async () => (await api.service.accounts!.pending()) === 0, 40_000, 'the account to be settled')
-    const client = await connectTote(broker, tote) // with this password and the tote's role
-    const ts = Date.now()
-    await client.publishAsync(readings(tote.id), JSON.stringify({ ts, temp_c: 5 }), { qos: 1 })
-    await waitFor(async () => (await api.service.sink.readingsForTote(tote.id, ts, ts + 1)).length === 1, 20_000, 'the reading stored')
-    await client.endAsync()
+    await publishesAndIsStored(broker, api, tote) // with this password and the tote's role
   }, 90_000)
 })
 
