@@ -18,9 +18,10 @@ const MAX_GROUP_UNITS = 256
  * kysely's own SQLite driver), its failure rolls back only its own savepoint, and
  * `transaction().execute()` resolves only once the group's COMMIT is done, so nothing is
  * acknowledged before it is durable. If the COMMIT itself fails, every transaction of the group
- * fails. A write outside any transaction commits the open group with it before it returns. The
- * one visible difference: a read outside any transaction may see a group's writes just before
- * they commit (the connection is shared), i.e. work that is about to be acknowledged.
+ * fails. A write outside any transaction commits the open group with it before it returns. A
+ * read outside any transaction (every API read) waits for the open group's COMMIT before it runs:
+ * the connection is shared, so it would otherwise see writes that the COMMIT may still lose (a
+ * failed COMMIT, a crash before it), and an answer must never show what was not committed.
  *
  * Statements are prepared once per SQL text: kysely prepares every query anew, and preparing
  * costs more than running our small statements.
@@ -106,6 +107,31 @@ class GroupCommitDriver implements Driver {
     // A unit whose transaction SQLite rolled back must not go on in autocommit mode.
     if (unit.state === 'in-savepoint' && !this.database.inTransaction) throw transactionLost()
     const statement = this.prepare(query.sql)
+    if (unit.state === 'idle' && this.group && statement.readonly)
+      return this.afterOpenGroup().then(() => this.runStatement<R>(statement, unit, query))
+    return this.runStatement<R>(statement, unit, query)
+  }
+
+  /**
+   * Lets the open group commit before a read outside any transaction runs: gives up the
+   * connection until the group's COMMIT is decided (whichever way), then takes it back. A group
+   * opened meanwhile is committed at once rather than waited for, so a read waits one turn at most.
+   */
+  private async afterOpenGroup(): Promise<void> {
+    const group = this.group
+    if (!group) return
+    const decided = new Promise<void>((resolve) => group.waiters.push({ resolve, reject: () => resolve() }))
+    this.mutex.unlock()
+    await decided
+    await this.mutex.lock()
+    try {
+      this.commitGroup()
+    } catch {
+      // commitGroup rejected every transaction of that group; the read sees what did commit
+    }
+  }
+
+  private runStatement<R>(statement: SqliteDatabase.Statement, unit: Unit, query: CompiledQuery): Promise<QueryResult<R>> {
     let result: QueryResult<R>
     try {
       if (statement.reader) result = { rows: statement.all(query.parameters) as R[] }

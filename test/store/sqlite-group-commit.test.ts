@@ -137,6 +137,30 @@ describe('SQLite group commit', () => {
     expect(count).toBe(1)
   })
 
+  it('a read outside any transaction sees only committed rows, never an open group whose COMMIT then fails', async () => {
+    await insert('committed')
+    // A deferred foreign key is checked at COMMIT: this group's COMMIT will fail.
+    await sql`create table refs (id integer primary key, item_id integer references items(id) deferrable initially deferred)`.execute(db)
+    await sql`pragma foreign_keys = on`.execute(db)
+    const doomed = db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('items')
+        .values({ name: 'never-committed' } as never)
+        .execute()
+      await sql`insert into refs (item_id) values (999)`.execute(trx)
+    })
+    // Read in the same turn, while the group is open (an API read between two requests' writes).
+    const seen = db
+      .selectFrom('items')
+      .select('name')
+      .orderBy('id')
+      .execute()
+      .then((rows) => rows.map((r) => r.name))
+    const [outcome, names] = await Promise.allSettled([doomed, seen])
+    expect(outcome.status).toBe('rejected')
+    expect(names).toEqual({ status: 'fulfilled', value: ['committed'] })
+  })
+
   describe('when SQLite rolls back the whole transaction (as on an I/O error or a full disk)', () => {
     beforeEach(async () => {
       await sql`create table poison (id integer primary key)`.execute(db)
