@@ -25,6 +25,7 @@ import { GroupCommitter } from './telemetry/group-commit.js'
 import { BindingFollower } from './telemetry/binding-follow.js'
 import { IngestPipeline } from './telemetry/pipeline.js'
 import { EvaluationLeases } from './telemetry/evaluation-leases.js'
+import { IngestSessionLeases } from './mqtt/session-leases.js'
 import { sharedStoreWiring } from './telemetry/shared-store.js'
 import type { ReadingSink } from './timeseries/index.js'
 import { BrokerAccounts } from './mqtt/broker-accounts.js'
@@ -217,6 +218,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         config,
         address: broker,
         accounts,
+        // Copies on one PostgreSQL adopt the MQTT sessions of a copy that died (docs/deployment.md).
+        sessions: broker && dialect === 'postgres' ? new IngestSessionLeases(db) : null,
         authenticateTote: (username, password) => services.totes.authenticate(username, password),
         onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
         logger,

@@ -1,12 +1,15 @@
-import mqtt, { type IPublishPacket, type MqttClient, type Packet } from 'mqtt'
+import mqtt, { type IConnackPacket, type IPublishPacket, type MqttClient, type Packet } from 'mqtt'
 import type { Logger } from 'pino'
 import { isRefusal, rejectionOf } from '../../broker/errors.js'
 import { errorsTopic, isTopicSafeId } from '../../broker/topics.js'
 import type { BrokerAddress } from './broker-url.js'
+import { SESSION_RENEW_EVERY_MS, type IngestSessionLeases } from './session-leases.js'
 
 /** MQTT 5 shared subscription (§4.8.2): the broker hands each reading to one member of the group `rxtrace`. */
 const SHARED_READINGS = '$share/rxtrace/rxtrace/v1/totes/+/readings'
 const READINGS = /^rxtrace\/v1\/totes\/([^/]+)\/readings$/
+/** An adopted session is drained once nothing has arrived for this long and everything that did is acknowledged. */
+const ADOPTION_QUIET_MS = 1_000
 
 export type IngestWorkerOptions = {
   broker: BrokerAddress
@@ -20,6 +23,8 @@ export type IngestWorkerOptions = {
   metrics?: { readingsPublishes?: { inc(labels: { outcome: 'accepted' | 'rejected' | 'unavailable' }): void } }
   /** How long close() waits for readings being stored before it disconnects. */
   drainTimeoutMs?: number
+  /** The sessions' leases where copies share a PostgreSQL: a dead copy's sessions are adopted. Null on SQLite (one copy). */
+  sessions?: IngestSessionLeases | null
 }
 
 type Held = { messageId: number; outcome: 'pending' | 'ack' | 'fail' }
@@ -30,17 +35,19 @@ type Link = {
   head: number
   /** Bumped on every new connection: acks of an older one are never sent. */
   generation: number
+  /** When the last message arrived (an adopted session is drained once this is long enough ago). */
+  lastMessageAt: number
 }
 /** The first CONNACK, or the reason there is none (refused, unreachable, closed). */
-function firstConnack(client: MqttClient): Promise<void> {
+function firstConnack(client: MqttClient): Promise<IConnackPacket> {
   return new Promise((resolve, reject) => {
-    const settle = (error?: Error) => {
+    const settle = (error?: Error, connack?: IConnackPacket) => {
       client.off('connect', onConnect).off('error', onError).off('close', onClose)
-      if (!error) return resolve()
+      if (!error) return resolve(connack!)
       client.end(true)
       reject(error)
     }
-    const onConnect = () => settle()
+    const onConnect = (connack: IConnackPacket) => settle(undefined, connack)
     const onError = (error: Error) => settle(error)
     const onClose = () => settle(new Error('the broker closed the connection before CONNACK'))
     client.on('connect', onConnect).on('error', onError).on('close', onClose)
@@ -78,6 +85,9 @@ type PacketWriter = {
  */
 export class IngestWorker {
   private readonly links: Link[] = []
+  /** Connections to dead copies' sessions being drained (adopt()). */
+  private readonly adopted = new Set<MqttClient>()
+  private tending: NodeJS.Timeout | null = null
   private closing = false
   private inFlight = 0
   private idleWaiters: (() => void)[] = []
@@ -87,12 +97,16 @@ export class IngestWorker {
   /** Connects every session and subscribes; rejects (naming the reason) when the broker refuses either. */
   static async start(options: IngestWorkerOptions): Promise<IngestWorker> {
     const worker = new IngestWorker(options)
+    const own = Array.from({ length: options.connections }, (_, i) => `${options.clientId}_${i}`)
     try {
-      for (let i = 0; i < options.connections; i++) worker.links.push(await worker.connect(`${options.clientId}_${i}`))
+      // Before connecting: a copy adopting these sessions while this one was away sees they are taken back.
+      await options.sessions?.renew(own)
+      for (const clientId of own) worker.links.push(await worker.connect(clientId))
     } catch (error) {
       await worker.close()
       throw error
     }
+    if (options.sessions) worker.tendSessions(options.sessions, own)
     return worker
   }
 
@@ -119,6 +133,10 @@ export class IngestWorker {
   private closed: Promise<void> | null = null
 
   private async leave(): Promise<void> {
+    if (this.tending) clearInterval(this.tending)
+    // Adoptions stop where they are: what is not acknowledged stays in the session, whose lease
+    // runs out, and another copy adopts it.
+    for (const client of this.adopted) client.end(true)
     const timeoutMs = this.options.drainTimeoutMs ?? 5_000
     const within = (work: Promise<unknown>) =>
       Promise.race([work.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())])
@@ -128,7 +146,80 @@ export class IngestWorker {
     await Promise.all(this.links.map((l) => l.client.endAsync().catch(() => undefined)))
   }
 
-  private async connect(clientId: string): Promise<Link> {
+  /**
+   * Renews the leases of this copy's sessions, and adopts the sessions whose lease ran out: those
+   * of a copy that died, whose share of the readings the broker keeps queueing in its session
+   * (a shared subscription's member that is away still gets its turn) until someone takes it.
+   */
+  private tendSessions(sessions: IngestSessionLeases, own: readonly string[]): void {
+    let busy = false
+    this.tending = setInterval(() => {
+      if (busy || this.closing) return
+      busy = true
+      void (async () => {
+        await sessions.renew(own)
+        for (const clientId of await sessions.claimExpired(own)) void this.adopt(sessions, clientId)
+      })()
+        .catch((err: unknown) => this.options.logger.warn({ err }, 'renewing or claiming ingest session leases failed'))
+        .finally(() => (busy = false))
+    }, SESSION_RENEW_EVERY_MS)
+    this.tending.unref()
+  }
+
+  /**
+   * Drains a dead copy's session through this copy's ingest path, then removes it: connects with
+   * its client id and clean start 0 (the broker sends what it queued there, each message
+   * acknowledged only once stored, as on our own sessions), leaves the shared subscription so
+   * nothing new queues there, waits until nothing has arrived for ADOPTION_QUIET_MS and everything
+   * is acknowledged, then disconnects with session expiry 0, which ends the session [MQTT-3.14.2.2.2].
+   *
+   * The session's own copy may come back meanwhile: it takes its lease back before it connects,
+   * and its connection takes the session over from ours (the later connection wins, and we never
+   * reconnect), so we remove the session only while we still hold both. It subscribes again on
+   * every connection, so a subscription we removed is restored.
+   */
+  private async adopt(sessions: IngestSessionLeases, clientId: string): Promise<void> {
+    const { logger } = this.options
+    const started = Date.now()
+    let link: Link
+    try {
+      link = await this.connect(clientId, true)
+    } catch (err) {
+      logger.warn({ clientId, err }, 'could not adopt the MQTT session of a copy that is gone; trying again later')
+      await sessions.release(clientId).catch(() => undefined)
+      return
+    }
+    const { client } = link
+    this.adopted.add(client)
+    let closed = false
+    client.once('close', () => (closed = true))
+    try {
+      if (link.sessionPresent) {
+        await client.unsubscribeAsync(SHARED_READINGS)
+        while (!closed && !(link.held.length === 0 && Date.now() - link.lastMessageAt >= ADOPTION_QUIET_MS)) {
+          await new Promise((resolve) => setTimeout(resolve, 100))
+        }
+      }
+      if (!closed && !this.closing && (await sessions.holds(clientId))) {
+        await client.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })
+        await sessions.forget(clientId)
+        logger.info({ clientId, ms: Date.now() - started }, 'drained and removed the MQTT session of a copy that is gone')
+      } else {
+        client.end(true)
+        await sessions.release(clientId)
+        logger.info({ clientId }, 'stopped adopting an MQTT session: its copy came back, or this one stops')
+      }
+    } catch (err) {
+      client.end(true)
+      logger.warn({ clientId, err }, 'adopting the MQTT session of a copy that is gone failed; trying again later')
+      await sessions.release(clientId).catch(() => undefined)
+    } finally {
+      this.adopted.delete(client)
+    }
+  }
+
+  /** One persistent session; `adopting`: a dead copy's, never reconnected (its own copy's connection must win). */
+  private async connect(clientId: string, adopting = false): Promise<Link & { sessionPresent: boolean }> {
     const { broker, sessionExpiryS, logger } = this.options
     const client = mqtt.connect(broker.url, {
       protocolVersion: 5,
@@ -141,7 +232,7 @@ export class IngestWorker {
       connectTimeout: 10_000,
       resubscribe: false, // the session keeps the subscription
     })
-    const link: Link = { client, held: [], head: 0, generation: 0 }
+    const link: Link = { client, held: [], head: 0, generation: 0, lastMessageAt: Date.now() }
     // Before the CONNACK: a resumed session's messages follow it at once, and each must reach
     // receive() with its PUBACK held, never the PUBACK mqtt.js would send by itself.
     const writer = client as unknown as PacketWriter
@@ -156,7 +247,9 @@ export class IngestWorker {
       link.held = [] // their PUBACKs can no longer be sent: the broker sends those messages again
       link.head = 0
     })
-    await firstConnack(client)
+    const { sessionPresent } = await firstConnack(client)
+    client.on('error', (err) => logger.warn({ clientId, err: err.message }, 'ingest worker connection error'))
+    if (adopting) return Object.assign(link, { sessionPresent })
     await subscribeReadings(client).catch(async (error: unknown) => {
       await client.endAsync(true)
       throw error
@@ -164,16 +257,17 @@ export class IngestWorker {
     client.options.reconnectPeriod = 1_000
     client.on('connect', (connack) => {
       logger.info({ clientId, sessionPresent: connack.sessionPresent }, 'ingest worker reconnected to the MQTT broker')
-      // The broker lost the session (it expired, or the broker restarted without persistence): subscribe again.
-      if (!connack.sessionPresent)
-        subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
+      // Subscribe again every time: the broker may have lost the session (it expired, or the broker
+      // restarted without persistence), or a copy that adopted it while we were away left the
+      // subscription before we took the session back.
+      subscribeReadings(client).catch((err: unknown) => logger.error({ clientId, err }, 'could not subscribe to the readings again'))
     })
-    client.on('error', (err) => logger.warn({ clientId, err: err.message }, 'ingest worker connection error'))
-    return link
+    return Object.assign(link, { sessionPresent })
   }
 
   private receive(link: Link, topic: string, payload: Buffer, packet: IPublishPacket): void {
     if (this.closing) return // not acknowledged: the broker sends it again when the session resumes
+    link.lastMessageAt = Date.now()
     const match = READINGS.exec(topic)
     const toteId = match?.[1]
     const held: Held | null = packet.qos > 0 && packet.messageId !== undefined ? { messageId: packet.messageId, outcome: 'pending' } : null

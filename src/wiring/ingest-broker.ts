@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js'
 import type { BrokerAccounts } from '../mqtt/broker-accounts.js'
 import { defaultClientId, type BrokerAddress } from '../mqtt/broker-url.js'
 import { joinExternalBroker, type ExternalBroker } from '../mqtt/external-broker.js'
+import type { IngestSessionLeases } from '../mqtt/session-leases.js'
 
 /** Where totes' readings come in: the embedded broker, or (MQTT_URL) an external one's shared subscription. */
 export type IngestBroker = {
@@ -23,6 +24,8 @@ export type IngestBrokerDeps = {
   /** MQTT_URL parsed; null for the embedded broker. */
   address: BrokerAddress | null
   accounts: BrokerAccounts | null
+  /** With MQTT_URL on PostgreSQL: the ingest sessions' leases, so a dead copy's session is adopted. */
+  sessions: IngestSessionLeases | null
   /** Username and password of a CONNECT to the embedded broker → the tote id, or null to refuse. */
   authenticateTote: (username: string, password: string) => Promise<string | null>
   onReadings: (toteId: string, payload: Buffer) => Promise<void>
@@ -40,7 +43,7 @@ export async function startIngestBroker(deps: IngestBrokerDeps): Promise<IngestB
 }
 
 /** MQTT_URL: no broker here; this copy joins the external one's shared subscription. */
-function joinBroker({ config, accounts, onReadings, logger, metrics }: IngestBrokerDeps, address: BrokerAddress) {
+function joinBroker({ config, accounts, sessions, onReadings, logger, metrics }: IngestBrokerDeps, address: BrokerAddress) {
   return joinExternalBroker({
     mqttUrl: config.MQTT_URL!,
     broker: address,
@@ -48,6 +51,7 @@ function joinBroker({ config, accounts, onReadings, logger, metrics }: IngestBro
     clientId: config.MQTT_CLIENT_ID ?? defaultClientId(config.DATA_DIR),
     connections: config.MQTT_INGEST_CONNECTIONS,
     sessionExpiryS: config.MQTT_SESSION_EXPIRY_S,
+    sessions,
     // The same pipeline as the embedded broker's: a refusal is acknowledged with its reason on
     // the errors topic; any other failure leaves the message unacknowledged for the broker to resend.
     onReadings,
