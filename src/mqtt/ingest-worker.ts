@@ -181,7 +181,7 @@ export class IngestWorker {
   private async adopt(sessions: IngestSessionLeases, clientId: string): Promise<void> {
     const { logger } = this.options
     const started = Date.now()
-    let link: Link
+    let link: Link & { sessionPresent: boolean }
     try {
       link = await this.connect(clientId, true)
     } catch (err) {

@@ -8,7 +8,7 @@ import type { Db } from '../store/schema.js'
  * SESSION_RENEW_EVERY_MS): five renewals missed in a row (a copy gone, or its event loop stalled
  * that long) and a surviving copy adopts the session.
  */
-export const SESSION_LEASE_TTL_MS = 10_000
+const SESSION_LEASE_TTL_MS = 10_000
 export const SESSION_RENEW_EVERY_MS = 2_000
 
 const dbNowMs = sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
