@@ -23,7 +23,11 @@ const DEFAULT_GAP_S = 900
 
 export type Span = { from: number; to: number; kind: 'high' | 'low' | 'unknown'; label: string }
 
-/** Excursions and sensor gaps to shade, in seconds; open ones end at the as-of time. */
+/**
+ * Excursions and sensor gaps to shade, in seconds; open ones end at the as-of time. The trace
+ * lists each silence once (merged, none shorter than a second), so the chart and its list show
+ * exactly what the API says.
+ */
 function shadedSpans(trace: Trace, asOfS: number): Span[] {
   const spans: Span[] = trace.excursions.map((e: Excursion) => ({
     from: Date.parse(e.started_at) / 1000,
@@ -31,19 +35,6 @@ function shadedSpans(trace: Trace, asOfS: number): Span[] {
     kind: e.kind,
     label: e.kind === 'unknown' ? 'no signal' : e.kind === 'low' ? 'too cold' : 'too warm',
   }))
-  const gapS = trace.profile?.max_gap_s ?? null
-  if (gapS !== null) {
-    // Silences longer than max_gap_s between readings, and after the last one up to "as of".
-    const times = trace.points.map((p) => Date.parse(p.t) / 1000)
-    const ends = [...times.slice(1), asOfS]
-    times.forEach((t, i) => {
-      const next = ends[i]!
-      const lastSeen = t + trace.step_s
-      if (next - lastSeen > gapS) spans.push({ from: lastSeen + gapS, to: next, kind: 'unknown', label: 'no signal' })
-    })
-    if (times.length === 0 && asOfS - Date.parse(trace.from) / 1000 > gapS)
-      spans.push({ from: Date.parse(trace.from) / 1000 + gapS, to: asOfS, kind: 'unknown', label: 'no signal' })
-  }
   return spans.filter((s) => s.to > s.from)
 }
 

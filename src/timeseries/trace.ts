@@ -2,6 +2,7 @@ import { roundCelsius } from '../../rules/events.js'
 import { iso } from '../clock.js'
 import { parseDuration } from '../config.js'
 import type { ColdChain } from '../domain/cold-chain.js'
+import { mergeNoSignal, silencesBetweenPoints } from '../domain/no-signal.js'
 import type { TemperatureTrace, TraceExcursion, TracePoint, TraceSummary } from '../domain/temperature-trace.js'
 import { validationFailed } from '../errors.js'
 import type { ReadingSink } from './sink.js'
@@ -94,6 +95,7 @@ export function traceWindow(delivery: TracedDelivery, query: TraceQuery, nowMs: 
  * the last evaluated reading left them; the time since is unknown, and unknown time counts as out
  * of range (rules/README.md). The trace counts it up to as_of (`time_out_of_range_s`,
  * `unknown_s`) and lists it as an open `unknown` excursion, so a silent tote never reads "OK".
+ * One silence is listed once: the "no signal" intervals are merged (mergeNoSignal).
  */
 export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, window: TraceWindow): Promise<TemperatureTrace> {
   const readToMs = window.openEnded ? Math.max(window.toMs, window.nowMs + FUTURE_TOLERANCE_MS) : window.toMs
@@ -104,7 +106,17 @@ export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, win
   const asOfMs = window.openEnded ? Math.max(window.toMs, lastReadingMs ?? -Infinity) : window.toMs
   const stored = delivery.cold_chain
   const silence = pendingSilence(delivery, lastReadingMs, asOfMs)
-  const excursions = [...stored.excursions, ...(silence ? [silence.excursion] : [])].filter((e) => overlaps(e, window.fromMs, asOfMs))
+  const gaps =
+    stored.required && stored.profile?.max_gap_s
+      ? silencesBetweenPoints(
+          buckets.map((b) => b.t),
+          window.stepMs,
+          stored.profile.max_gap_s * 1_000,
+        )
+      : []
+  const excursions = mergeNoSignal([...stored.excursions, ...gaps, ...(silence ? [silence.excursion] : [])]).filter((e) =>
+    overlaps(e, window.fromMs, asOfMs),
+  )
   const useStored = window.whole && stored.required
   return {
     delivery_id: delivery.id,

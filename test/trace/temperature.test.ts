@@ -150,6 +150,40 @@ describe("the pharmacist's temperature trace", () => {
     expect(svg).toMatch(/<rect class="excursion unknown"/)
   })
 
+  it('lists each silence once, sorted and disjoint, the short ones within grace too', async () => {
+    const dispatchedAt = Math.floor((clock.now() - 90 * MINUTE) / MINUTE) * MINUTE
+    const gappy = await dispatchedColdChain(api, clock, dispatchedAt)
+    const at = (m: number) => dispatchedAt + m * MINUTE
+    // Good readings each minute, with two silences: 17 min (2 past max_gap_s, within grace_s: not
+    // an excursion) and 25 min (10 past max_gap_s: the rule engine lists it as an excursion).
+    const minutes = [...range(1, 10), ...range(27, 35), ...range(60, 85)]
+    await feed(
+      api,
+      gappy.tote.id,
+      minutes.map((m) => ({ ts: at(m), temp_c: 5 })),
+    )
+    const trace = (await api.get(`/v1/deliveries/${gappy.deliveryId}/temperature`, admin)).body
+    const silences = trace.excursions.filter((e: { kind: string }) => e.kind === 'unknown')
+    // The short one is seen between minute buckets (known to the end of the last reading's
+    // bucket); the long one is the rule engine's, to the second, with the buckets' account merged in.
+    expect(silences).toEqual([
+      {
+        started_at: new Date(at(26)).toISOString(),
+        ended_at: new Date(at(27)).toISOString(),
+        duration_s: 60,
+        peak_c: null,
+        kind: 'unknown',
+      },
+      {
+        started_at: new Date(at(50)).toISOString(),
+        ended_at: new Date(at(60)).toISOString(),
+        duration_s: 600,
+        peak_c: null,
+        kind: 'unknown',
+      },
+    ])
+  })
+
   it('ends an open trace at its newest reading when the tote runs ahead of the clock, so no break lies past the chart', async () => {
     const ahead = await dispatchedColdChain(api, clock, clock.now() - 10 * MINUTE)
     const now = clock.now()
@@ -222,6 +256,9 @@ describe("the pharmacist's temperature trace", () => {
     expect(Object.keys(doc.paths['/v1/deliveries/{id}/temperature.svg'].get.responses['200'].content)).toEqual(['image/svg+xml'])
   })
 })
+
+/** Whole minutes from `first` to `last`, both included. */
+const range = (first: number, last: number) => Array.from({ length: last - first + 1 }, (_, i) => first + i)
 
 /** Tags that are not closed in order (a cheap well-formedness check): [] for a balanced document. */
 function unbalancedTags(xml: string): string[] {
