@@ -64,6 +64,12 @@ export class DeliveryService {
     }
   }
 
+  /** The time zone of the delivery's pharmacy, in which a person reads the delivery's times (the chart's clock). */
+  async timeZoneOf(delivery: Pick<Delivery, 'pharmacy_id'>): Promise<string> {
+    const row = await this.deps.db.selectFrom('pharmacies').select('timezone').where('id', '=', delivery.pharmacy_id).executeTakeFirst()
+    return row?.timezone ?? 'UTC'
+  }
+
   async verifyCustody(principal: Principal, id: string): Promise<ChainVerdict> {
     const row = await this.deps.db
       .selectFrom('deliveries')

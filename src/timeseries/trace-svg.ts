@@ -3,11 +3,14 @@ import type { TemperatureTrace, TracePoint } from './trace.js'
 /**
  * The trace as a chart a pharmacist reads at a glance (`temperature.svg`): the allowed
  * band shaded green, hard limits as dashed red lines, the min–max envelope and the average,
- * excursions shaded red with their start time, UTC time and °C axes, a title and a legend.
- * Self-contained (no fonts, scripts or images to fetch); every text is XML-escaped.
+ * excursions shaded red with their start time, time and °C axes, a title and a legend. Times
+ * are in the pharmacy's time zone, as the console shows them. Self-contained (no fonts, scripts
+ * or images to fetch); every text is XML-escaped.
  */
 
 export type ChartHeading = {
+  /** IANA zone the chart's clock reads in: the pharmacy's. */
+  timeZone: string
   status: string
   coldChainState: string
   /** The break, marked where it happened (never past the chart's as-of end) with its reason. */
@@ -36,6 +39,10 @@ const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sa
 const TEMP_STEPS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
 const TIME_STEPS_S = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800]
 const MAX_TICKS = 8
+/** The title's room: from the plot's left edge to the image's right one, less a margin. */
+const TITLE_WIDTH = WIDTH - PLOT.left - 16
+/** A generous width of a 16 px system-ui character (bold capitals and digits run ~10 px). */
+const TITLE_CHAR_PX = 10
 
 export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string {
   const fromMs = Date.parse(trace.from)
@@ -46,12 +53,13 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
   const [lo, hi, tempStep] = temperatureRange(trace)
   const y = (c: number) => PLOT.bottom - ((c - lo) / (hi - lo)) * (PLOT.bottom - PLOT.top)
   const profile = trace.profile
-  const clock = clockFormat(fromMs, toMs)
+  const zone = zonedClock(heading.timeZone)
+  const clock = clockFormat(fromMs, toMs, zone)
   const parts: string[] = []
 
   parts.push(`<rect width="${WIDTH}" height="${HEIGHT}" fill="#ffffff"/>`)
   parts.push(title(trace, heading))
-  parts.push(legend(trace))
+  parts.push(legend(trace, zone))
   for (let i = 0; lo + i * tempStep <= hi + 1e-9; i++) {
     const c = lo + i * tempStep
     parts.push(`<line x1="${PLOT.left}" x2="${PLOT.right}" y1="${n(y(c))}" y2="${n(y(c))}" stroke="${COLORS.grid}"/>`)
@@ -94,7 +102,8 @@ export function traceSvg(trace: TemperatureTrace, heading: ChartHeading): string
     '</g>',
   )
   if (heading.brokenAt) parts.push(breakMarker(heading.brokenAt, heading.breakReason ?? null, toMs, clampX))
-  parts.push(...timeAxis(fromMs, toMs, x, clock))
+  parts.push(...timeAxis(fromMs, toMs, x, clock, zone))
+  parts.push(text(WIDTH - 8, HEIGHT - 10, `delivery ${trace.delivery_id}`, { anchor: 'end', size: 10, fill: COLORS.muted }))
   parts.push(
     `<rect x="${PLOT.left}" y="${PLOT.top}" width="${PLOT.right - PLOT.left}" height="${PLOT.bottom - PLOT.top}" fill="none" stroke="${COLORS.axis}"/>`,
   )
@@ -123,15 +132,19 @@ function title(trace: TemperatureTrace, heading: ChartHeading): string {
   // A tote silent past max_gap_s is not "OK": the chart says what it does not know.
   const silent = trace.excursions.find((e) => e.kind === 'unknown' && e.ended_at === null)
   const state = silent && heading.coldChainState === 'OK' ? 'NO SIGNAL' : heading.coldChainState
+  // The delivery id is printed small at the foot, so the title keeps to what a pharmacist reads
+  // first. Should it still run long, it is squeezed to the chart's width, never cut at the edge.
+  const words = [`Rx ${trace.rx_id}`, heading.status, 'cold chain', state, mkt]
+  const estimate = words.join('').length * TITLE_CHAR_PX + 35
+  const fit = estimate > TITLE_WIDTH ? ` textLength="${TITLE_WIDTH}" lengthAdjust="spacingAndGlyphs"` : ''
   return (
-    `<text x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"><tspan font-weight="bold">${escapeXml(`Rx ${trace.rx_id}`)}</tspan>` +
-    `<tspan dx="8" font-size="11" fill="${COLORS.muted}">${escapeXml(trace.delivery_id)}</tspan>` +
+    `<text class="title" x="${PLOT.left}" y="26" font-size="16" fill="${COLORS.text}"${fit}><tspan font-weight="bold">${escapeXml(words[0]!)}</tspan>` +
     `<tspan dx="10">${escapeXml(heading.status)}</tspan><tspan dx="10" fill="${COLORS.muted}">cold chain</tspan>` +
     `<tspan dx="5" font-weight="bold" fill="${silent ? COLORS.unknown : stateColor}">${escapeXml(state)}</tspan><tspan dx="10">${escapeXml(mkt)}</tspan></text>`
   )
 }
 
-function legend(trace: TemperatureTrace): string {
+function legend(trace: TemperatureTrace, zone: ZonedClock): string {
   const profile = trace.profile
   const items: [string, string][] = [
     ...(profile
@@ -163,7 +176,7 @@ function legend(trace: TemperatureTrace): string {
   const { min_c: low, max_c: high, time_out_of_range_s: outOfRangeS } = trace.summary
   const unknown = trace.summary.unknown_s > 0 ? ` (unknown ${duration(trace.summary.unknown_s)})` : ''
   const range = low === null || high === null ? '' : `${formatCelsius(low)}–${formatCelsius(high)} °C · `
-  const facts = `${range}out of range ${duration(outOfRangeS)}${unknown} · as of ${trace.summary.as_of.slice(11, 16)} UTC`
+  const facts = `${range}out of range ${duration(outOfRangeS)}${unknown} · as of ${zone.time(Date.parse(trace.summary.as_of))} ${zone.abbreviation(Date.parse(trace.summary.as_of))}`
   out.push(text(PLOT.right, 52, facts, { anchor: 'end', size: 12, fill: COLORS.muted }))
   return `<g class="legend">${out.join('')}</g>`
 }
@@ -181,7 +194,7 @@ function excursions(trace: TemperatureTrace, stepMs: number, clampX: (ms: number
     const openEnd = e.kind === 'unknown' ? Date.parse(trace.to) : readingsEnd
     const x2 = Math.max(clampX(e.ended_at === null ? openEnd : Date.parse(e.ended_at)), x1 + 2)
     const what = e.kind === 'unknown' ? 'no signal' : e.kind === 'low' ? 'too cold' : 'too warm'
-    const tip = `${what} from ${clockLabel(Date.parse(e.started_at))} UTC, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
+    const tip = `${what} from ${clockLabel(Date.parse(e.started_at))}, ${Math.round(e.duration_s / 60)} min${e.peak_c === null ? '' : `, peak ${e.peak_c} °C`}`
     // A light wash over the whole height, and a solid strip on top that stays red over the green band.
     const color = e.kind === 'unknown' ? COLORS.unknown : COLORS.excursion
     out.push(
@@ -250,22 +263,72 @@ function series(run: readonly TracePoint[], stepMs: number, x: (ms: number) => n
 
 type ClockFormat = { stepMs: number; label: (ms: number) => string }
 
-/** The time tick spacing for the window, and labels: HH:MM, HH:MM:SS for seconds apart, MM-DD for days apart. */
-function clockFormat(fromMs: number, toMs: number): ClockFormat {
-  const spanS = (toMs - fromMs) / 1_000
-  const stepS = TIME_STEPS_S.find((s) => spanS / s <= MAX_TICKS) ?? TIME_STEPS_S.at(-1)!
-  const [start, end] = stepS < 60 ? [11, 19] : stepS < 86_400 ? [11, 16] : [5, 10]
-  return { stepMs: stepS * 1_000, label: (ms) => new Date(ms).toISOString().slice(start, end) }
+/** Wall-clock readings of an instant in one IANA zone. */
+type ZonedClock = {
+  zone: string
+  /** `HH:MM` (or `HH:MM:SS`) on a 24-hour clock. */
+  time: (ms: number, seconds?: boolean) => string
+  /** `YYYY-MM-DD`. */
+  date: (ms: number) => string
+  /** `CST`, `GMT+5:30`: what a reader sees beside a time. */
+  abbreviation: (ms: number) => string
+  /** Local time minus UTC, in ms, at that instant. */
+  offsetMs: (ms: number) => number
 }
 
-function timeAxis(fromMs: number, toMs: number, x: (ms: number) => number, clock: ClockFormat): string[] {
+function zonedClock(timeZone: string): ZonedClock {
+  const hm = new Intl.DateTimeFormat('en-GB', { timeZone, hour: '2-digit', minute: '2-digit', hourCycle: 'h23' })
+  const hms = new Intl.DateTimeFormat('en-GB', { timeZone, hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' })
+  const ymd = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' })
+  const name = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'short' })
+  return {
+    zone: timeZone,
+    time: (ms, seconds = false) => (seconds ? hms : hm).format(ms),
+    date: (ms) => ymd.format(ms),
+    abbreviation: (ms) => name.formatToParts(ms).find((p) => p.type === 'timeZoneName')?.value ?? timeZone,
+    offsetMs: (ms) => {
+      const [h, m, sec] = hms.format(ms).split(':').map(Number) as [number, number, number]
+      const [y, mo, d] = ymd.format(ms).split('-').map(Number) as [number, number, number]
+      return Date.UTC(y, mo - 1, d, h, m, sec) - Math.floor(ms / 1_000) * 1_000
+    },
+  }
+}
+
+/** The time tick spacing for the window, and labels: HH:MM, HH:MM:SS for seconds apart, MM-DD for days apart. */
+function clockFormat(fromMs: number, toMs: number, zone: ZonedClock): ClockFormat {
+  const spanS = (toMs - fromMs) / 1_000
+  const stepS = TIME_STEPS_S.find((s) => spanS / s <= MAX_TICKS) ?? TIME_STEPS_S.at(-1)!
+  const label =
+    stepS < 60
+      ? (ms: number) => zone.time(ms, true)
+      : stepS < 86_400
+        ? (ms: number) => zone.time(ms)
+        : (ms: number) => zone.date(ms).slice(5)
+  return { stepMs: stepS * 1_000, label }
+}
+
+/** `America/Chicago, CST`; `UTC` alone where the zone is its own abbreviation. */
+function zoneName(zone: ZonedClock, ms: number): string {
+  const abbreviation = zone.abbreviation(ms)
+  return abbreviation === zone.zone ? zone.zone : `${zone.zone}, ${abbreviation}`
+}
+
+function timeAxis(fromMs: number, toMs: number, x: (ms: number) => number, clock: ClockFormat, zone: ZonedClock): string[] {
   const out: string[] = []
-  for (let t = Math.ceil(fromMs / clock.stepMs) * clock.stepMs; t <= toMs; t += clock.stepMs) {
+  // Ticks fall on whole steps of local time (09:00, not 09:30 in a zone half an hour off UTC).
+  const offset = zone.offsetMs(fromMs)
+  for (let t = Math.ceil((fromMs + offset) / clock.stepMs) * clock.stepMs - offset; t <= toMs; t += clock.stepMs) {
     out.push(`<line x1="${n(x(t))}" x2="${n(x(t))}" y1="${PLOT.bottom}" y2="${PLOT.bottom + 5}" stroke="${COLORS.axis}"/>`)
     out.push(text(x(t), PLOT.bottom + 18, clock.label(t), { anchor: 'middle', size: 11, fill: COLORS.axis }))
   }
-  const days = [...new Set([fromMs, toMs].map((ms) => new Date(ms).toISOString().slice(0, 10)))].join(' – ')
-  out.push(text((PLOT.left + PLOT.right) / 2, HEIGHT - 10, `time (UTC), ${days}`, { anchor: 'middle', size: 11, fill: COLORS.muted }))
+  const days = [...new Set([fromMs, toMs].map((ms) => zone.date(ms)))].join(' – ')
+  out.push(
+    text((PLOT.left + PLOT.right) / 2, HEIGHT - 10, `time (${zoneName(zone, toMs)}), ${days}`, {
+      anchor: 'middle',
+      size: 11,
+      fill: COLORS.muted,
+    }),
+  )
   return out
 }
 

@@ -107,6 +107,7 @@ describe("the pharmacist's temperature trace", () => {
     expect(svg).toContain('class="hard-limit"')
     expect(svg).toContain(trip.deliveryId)
     expect(svg).toContain('BROKEN')
+    expect(svg).toMatch(/time \(America\/Chicago, C[SD]T/) // the pharmacy's clock (test/helpers/service.ts), as the console reads it
     expect(svg).not.toMatch(/NaN|Infinity|undefined/)
     expect(unbalancedTags(svg)).toEqual([])
   })

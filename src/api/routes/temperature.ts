@@ -74,7 +74,8 @@ export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink
       operationId: 'getTemperatureChart',
       tags: ['Telemetry'],
       summary: 'Temperature trace as a chart',
-      description: 'A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions. Same query as the trace.',
+      description:
+        "A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions, with times in the pharmacy's time zone. Same query as the trace.",
       request: { params: idParam('dl'), query: TraceQuery },
       responses: { 200: { description: 'The chart', content: { 'image/svg+xml': { schema: z.string() } } } },
     }),
@@ -82,6 +83,7 @@ export function temperatureRoutes(deliveries: DeliveryService, sink: ReadingSink
       const delivery = await deliveries.get(c.get('principal'), c.req.valid('param').id)
       const trace = await readTrace(sink, delivery, traceWindow(delivery, c.req.valid('query'), clock.now()))
       const svg = traceSvg(trace, {
+        timeZone: await deliveries.timeZoneOf(delivery),
         status: delivery.status,
         coldChainState: delivery.cold_chain.state,
         brokenAt: delivery.cold_chain.broken_at,
