@@ -187,12 +187,36 @@ export const configSchema = z
     /** `json` (one JSON record a line), `pretty` (for a person), or `auto`: pretty when stdout is a terminal, JSON otherwise. */
     LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   })
+  .superRefine((c, ctx) => {
+    // Two listeners on one port: the second would fail as "already in use", naming only itself.
+    const clash = portClash(c)
+    if (clash)
+      ctx.addIssue({
+        code: 'custom',
+        path: [clash.second],
+        message: `the same port as ${clash.first}=${clash.port}; give each listener its own port`,
+      })
+  })
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',
     path: ['ADMIN_CLIENT_SECRET'],
   })
 
 export type Config = z.infer<typeof configSchema>
+
+/** The first two listeners given one port (0, a free port each, never clashes); none with MQTT_URL, where no broker listens. */
+function portClash(c: { PORT: number; MQTT_PORT: number; MQTT_WS_PORT: number | 'off'; MQTT_URL?: string | undefined }) {
+  const listeners = [
+    ['PORT', c.PORT],
+    ...(c.MQTT_URL ? [] : [['MQTT_PORT', c.MQTT_PORT] as const]),
+    ...(c.MQTT_URL || c.MQTT_WS_PORT === 'off' ? [] : [['MQTT_WS_PORT', c.MQTT_WS_PORT] as const]),
+  ] as const
+  for (const [i, [second, port]] of listeners.entries()) {
+    const first = listeners.slice(0, i).find(([, p]) => p === port && port !== 0)
+    if (first) return { first: first[0], second, port }
+  }
+  return null
+}
 
 /** Settings of the embedded broker, which does not run with `MQTT_URL`. */
 const EMBEDDED_BROKER_ONLY = [

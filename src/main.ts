@@ -1,5 +1,6 @@
 import { ConfigError, issuerOf, loadConfig, type Config } from './config.js'
 import { StartupError } from './listen.js'
+import { holdDataDir } from './store/data-dir.js'
 import { createLogger, logFormatFor } from './logger.js'
 import type { Service } from './service.js'
 
@@ -11,6 +12,8 @@ async function main(): Promise<void> {
   // 0700/0600 explicitly as well (store/private-files.ts); this catches anything written later.
   process.umask(0o077)
   const config = loadConfig()
+  // The SQLite stores in DATA_DIR are this process's alone; with DATABASE_URL nothing lives there.
+  const dataDirLock = config.DATABASE_URL ? null : holdDataDir(config.DATA_DIR)
   const logger = createLogger(config.LOG_LEVEL, logFormatFor(config.LOG_FORMAT, process.stdout.isTTY === true))
   // Loaded after the configuration is known good, so a bad variable is reported at once.
   const { buildService } = await import('./service.js')
@@ -27,6 +30,7 @@ async function main(): Promise<void> {
       void shutdown(service, signal)
     })
   }
+  dataDirLock?.describe(ports)
   service.logger.info({ ...ports }, 'rxtrace started')
   // The admin client is created only once every listener is bound (service.start()), so a start
   // that fails never leaves behind an admin whose secret nobody saw.

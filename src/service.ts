@@ -18,7 +18,7 @@ import { Outbox } from './events/outbox.js'
 import { EventFeed } from './events/event-cursor.js'
 import { EventStreams } from './events/event-stream.js'
 import { postgresLimitsOf, type EntityStoreOptions } from './store/database.js'
-import { ensurePrivateDataDir } from './store/private-files.js'
+import { openDataDir } from './store/data-dir.js'
 import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor, createColdChainStore } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
@@ -65,7 +65,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const logger = overrides.logger ?? createLogger(config.LOG_LEVEL)
   const metrics = createMetrics()
   // The data directory and its files are the service user's only (0700 and 0600).
-  for (const { path, was, narrowed } of ensurePrivateDataDir(config.DATA_DIR)) {
+  for (const { path, was, narrowed } of openDataDir(config.DATA_DIR)) {
     logger.warn(
       { path, was },
       narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow',

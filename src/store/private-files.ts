@@ -1,5 +1,5 @@
-import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, readdirSync, statSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
 
 /**
  * The data directory holds the entity store (with the token signing keys and every hashed
@@ -21,13 +21,30 @@ const widerThan = (mode: number, allowed: number) => (mode & 0o777 & ~allowed) !
  * returned so the caller can say so; a path we may not chmod (not ours) is left as it is.
  */
 export function ensurePrivateDataDir(dir: string): Tightened[] {
-  mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE })
+  makePrivateDir(dir)
   const tightened: Tightened[] = []
   narrow(dir, PRIVATE_DIR_MODE, tightened)
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.isFile()) narrow(join(dir, entry.name), PRIVATE_FILE_MODE, tightened)
   }
   return tightened
+}
+
+/**
+ * `mkdir -p` with 0700 for what it creates, one level at a time: Node 20's
+ * `mkdirSync(…, { recursive: true })` never returns for a path it cannot create under some
+ * filesystems (`/proc/x` spins at 100 % CPU); this throws the first level's error (ENOENT,
+ * EACCES, ENOTDIR, EROFS) instead. Then the directory must be writable: found now, by name,
+ * rather than as the first store file that fails to open.
+ */
+export function makePrivateDir(dir: string): void {
+  const missing: string[] = []
+  for (let at = resolve(dir); !existsSync(at); at = dirname(at)) {
+    missing.unshift(at)
+    if (dirname(at) === at) break
+  }
+  for (const level of missing) mkdirSync(level, { mode: PRIVATE_DIR_MODE })
+  accessSync(dir, constants.W_OK | constants.X_OK)
 }
 
 /**

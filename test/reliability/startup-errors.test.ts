@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { childEnv, freePort, runUntilExit } from '../helpers/child-service.js'
+import { childEnv, freePort, runUntilExit, startChildService } from '../helpers/child-service.js'
 import { mosquittoAvailable, SERVICE_USER, startMosquitto, type Mosquitto } from '../helpers/mosquitto.js'
 
 /**
@@ -115,5 +115,60 @@ describe('start-up errors name their cause', () => {
     expect(lines).toEqual([
       'rxtrace: invalid configuration: MQTT_URL="mqtt://127.0.0.1:1883": must look like mqtt://user:password@host:1883',
     ])
+  }, 60_000)
+
+  it('DATA_DIR that cannot be created names DATA_DIR, and does not spin (it used to, at 100 % CPU, on /proc/x)', async ({ annotate }) => {
+    const { code, lines, stdout } = await startWith({ DATA_DIR: '/proc/rxtrace-data' })
+    expect(code, stdout).not.toBe(0)
+    expect(lines).toEqual([
+      'rxtrace: DATA_DIR=/proc/rxtrace-data: cannot use it as the data directory (ENOENT); set DATA_DIR to a directory this user may create and write',
+    ])
+    await annotate(lines[0]!)
+  }, 60_000)
+
+  it('DATA_DIR under a file names DATA_DIR and why', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rxtrace-startup-'))
+    dirs.push(dir)
+    writeFileSync(join(dir, 'a-file'), '')
+    const dataDir = join(dir, 'a-file', 'data')
+    const { code, lines } = await startWith({ DATA_DIR: dataDir })
+    expect(code).not.toBe(0)
+    expect(lines).toEqual([
+      `rxtrace: DATA_DIR=${dataDir}: cannot use it as the data directory (ENOTDIR); set DATA_DIR to a directory this user may create and write`,
+    ])
+  }, 60_000)
+
+  it('a second service on the same DATA_DIR is refused, and told which process holds it', async ({ annotate }) => {
+    const first = await startChildService()
+    try {
+      const { code, lines, stdout } = await runUntilExit(childEnv(first.dataDir, await freePort(), await freePort())).then((r) => ({
+        ...r,
+        lines: r.stderr.split('\n').filter((line) => line.trim() !== ''),
+      }))
+      expect(code, stdout).not.toBe(0)
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(new RegExp(`^rxtrace: DATA_DIR=${first.dataDir}: in use by another rxtrace process \\(pid ${first.pid} on `))
+      expect(lines[0]).toContain(`httpPort ${first.httpPort}`)
+      expect(lines[0]).toMatch(/; stop it, or give this one its own DATA_DIR$/)
+      await annotate(lines[0]!)
+      // The first is unharmed, and once it has gone the directory is free again, even after a SIGKILL.
+      expect((await first.request('GET', '/readyz')).status).toBe(200)
+      await first.kill('SIGKILL')
+      const again = await first.restart()
+      expect((await again.request('GET', '/readyz')).status).toBe(200)
+      await again.kill()
+    } finally {
+      await first.dispose()
+    }
+  }, 90_000)
+
+  it('two listeners given one port names both variables', async ({ annotate }) => {
+    const port = await freePort()
+    const { code, lines } = await startWith({ PORT: String(port), MQTT_PORT: '0', MQTT_WS_PORT: String(port) })
+    expect(code).not.toBe(0)
+    expect(lines).toEqual([
+      `rxtrace: invalid configuration: MQTT_WS_PORT="${port}": the same port as PORT=${port}; give each listener its own port`,
+    ])
+    await annotate(lines[0]!)
   }, 60_000)
 })
