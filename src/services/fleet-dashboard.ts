@@ -87,17 +87,30 @@ export class FleetDashboardService {
       .orderBy('updated_at', 'desc')
       .limit(LIST_LIMIT)
       .execute()
-    const coldChain: OpenException[] = inProgress
-      .filter((d) => d.cold_chain.state === 'EXCURSION' || d.cold_chain.state === 'BROKEN')
-      .map((d) => ({
-        delivery_id: d.delivery_id,
-        kind: d.cold_chain.state === 'BROKEN' ? 'cold_chain_break' : 'cold_chain_excursion',
-        since: d.updated_at,
-        status: d.status,
-      }))
+    const failedAt = await this.failedAt(failed.map((f) => f.id))
+    // `since` is when the exception began (the break, the excursion's start, the failed attempt),
+    // not when the delivery last changed: a handoff or a decision later must not make it look newer.
+    const coldChain = open.flatMap((row): OpenException[] => {
+      const figures = figuresOf(row)
+      if (figures.state !== 'EXCURSION' && figures.state !== 'BROKEN') return []
+      const began = figures.state === 'BROKEN' ? figures.broken_at : figures.excursions.find((e) => e.ended_at === null)?.started_at
+      return [
+        {
+          delivery_id: row.id,
+          kind: figures.state === 'BROKEN' ? 'cold_chain_break' : 'cold_chain_excursion',
+          since: began ?? row.updated_at,
+          status: row.status as DeliveryStatus,
+        },
+      ]
+    })
     const exceptions = [
       ...coldChain,
-      ...failed.map((f): OpenException => ({ delivery_id: f.id, kind: 'failed', since: f.updated_at, status: 'FAILED' })),
+      ...failed.map((f): OpenException => ({
+        delivery_id: f.id,
+        kind: 'failed',
+        since: failedAt.get(f.id) ?? f.updated_at,
+        status: 'FAILED',
+      })),
     ].sort((a, b) => (a.since < b.since ? 1 : -1))
     return {
       fleet_id: fleetId,
@@ -109,6 +122,19 @@ export class FleetDashboardService {
       },
       in_progress: { count: counts.DISPATCHED + counts.PICKED_UP, items: inProgress },
     }
+  }
+
+  /** When each delivery's latest failed attempt happened (its `failed` custody event's occurred_at). */
+  private async failedAt(deliveryIds: readonly string[]): Promise<Map<string, string>> {
+    if (deliveryIds.length === 0) return new Map()
+    const rows = await this.deps.db
+      .selectFrom('custody_events')
+      .select(['delivery_id', (eb) => eb.fn.max('occurred_at').as('at')])
+      .where('delivery_id', 'in', deliveryIds)
+      .where('type', '=', 'failed')
+      .groupBy('delivery_id')
+      .execute()
+    return new Map(rows.map((r) => [r.delivery_id, String(r.at)]))
   }
 
   private async openExceptionCount(fleetId: string): Promise<number> {
@@ -158,8 +184,12 @@ export class FleetDashboardService {
   }
 }
 
+function figuresOf(row: Database['deliveries']): ColdChainFigures {
+  return storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
+}
+
 function inProgressOf(row: Database['deliveries']): InProgress {
-  const figures = storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
+  const figures = figuresOf(row)
   return {
     delivery_id: row.id,
     status: row.status as DeliveryStatus,

@@ -51,7 +51,9 @@ export const LiveView = z
             z.object({
               delivery_id: z.string(),
               kind: z.enum(['cold_chain_excursion', 'cold_chain_break', 'failed']),
-              since: z.string(),
+              since: z
+                .string()
+                .describe('When the exception began (RFC 3339 UTC): the break, the start of the open excursion, or the failed attempt'),
               status: z.enum(statuses),
             }),
           )
