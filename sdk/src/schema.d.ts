@@ -832,7 +832,7 @@ export interface paths {
         };
         /**
          * Temperature trace as a chart
-         * @description A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions. Same query as the trace.
+         * @description A 900×360 SVG: allowed band, hard limits, min–max envelope, average, excursions, with times in the pharmacy's time zone. Same query as the trace.
          */
         get: operations["getTemperatureChart"];
         put?: never;
@@ -2256,6 +2256,7 @@ export interface components {
                     delivery_id: string;
                     /** @enum {string} */
                     kind: "cold_chain_excursion" | "cold_chain_break" | "failed";
+                    /** @description When the exception began (RFC 3339 UTC): the break, the start of the open excursion, or the failed attempt */
                     since: string;
                     /** @enum {string} */
                     status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
