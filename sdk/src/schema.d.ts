@@ -1321,6 +1321,17 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        DeliveryCreatedData: {
+            /** @enum {string} */
+            status: "QUEUED";
+            cold_chain: boolean;
+            /** @description The temperature profile, null without a cold chain */
+            profile: string | null;
+            /** @description The promised delivery time */
+            eta: string;
+            /** @description The prescription as received (RFC 8785 canonical JSON) */
+            audit_hash: string;
+        };
         Event: {
             id: string;
             type: string;
@@ -1336,6 +1347,335 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+        };
+        DeliveryDispatchedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            fleet_id: string;
+            driver_id: string | null;
+            tote_id: string | null;
+        };
+        DeliveryPickedUpData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+        };
+        DeliveryDeliveredData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @enum {string} */
+            verification_method: "otp" | "id_check" | "signature";
+        };
+        DeliveryFailedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @description As the caller gave it */
+            reason: string;
+        };
+        DeliveryReturnedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+        };
+        DeliveryCancelledData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @description As the caller gave it */
+            reason: string;
+        };
+        /** @description A pickup, a handoff between drivers, or a return to the pharmacy */
+        CustodyHandoffSignedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+        };
+        CustodyPatientVerifiedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @enum {string} */
+            verification_method: "otp" | "id_check" | "signature";
+        };
+        TemperatureExcursionData: {
+            /** @description RFC 3339 UTC */
+            excursion_started_at: string;
+            /**
+             * @description high/low: the side of the farthest reading; unknown: only sensor-gap time so far
+             * @enum {string}
+             */
+            kind: "high" | "low" | "unknown";
+            /** @description The reading farthest outside the range so far; null when only unknown time */
+            peak_c: number | null;
+            min_c: number;
+            max_c: number;
+            grace_s: number;
+            tote_id: string;
+            /** @description The event time: the reading (or the silence) that raised it */
+            at: string;
+        };
+        TemperatureRecoveredData: {
+            /** @description RFC 3339 UTC */
+            excursion_started_at: string;
+            /** @description RFC 3339 UTC */
+            recovered_at: string;
+            duration_s: number;
+            /** @enum {string} */
+            kind: "high" | "low" | "unknown";
+            peak_c: number | null;
+            /** @description The in-range reading that ended the excursion */
+            temp_c: number;
+            /** @description Part of `duration_s` that was sensor-gap time */
+            unknown_s: number;
+            tote_id: string;
+            /** @description The event time: the reading (or the silence) that raised it */
+            at: string;
+        };
+        ColdChainBreakData: {
+            /** @enum {string} */
+            reason: "hard_limit" | "excursion_too_long" | "cumulative_budget" | "mkt_exceeded" | "sensor_gap";
+            /**
+             * @description The profile member crossed
+             * @enum {string}
+             */
+            threshold: "hard_min_c" | "hard_max_c" | "max_excursion_s" | "max_cumulative_s" | "mkt_max_c";
+            /** @description The profile's value for `threshold` */
+            limit: number;
+            /** @description RFC 3339 UTC */
+            broken_at: string;
+            temp_c: number | null;
+            /** @description RFC 3339 UTC */
+            excursion_started_at: string | null;
+            excursion_duration_s: number | null;
+            /** @description Cumulative out-of-range time at the break, sensor gaps included */
+            time_out_of_range_s: number;
+            unknown_s: number;
+            /** @description Mean kinetic temperature of the readings so far, 0.01 °C */
+            mkt_c: number | null;
+            profile: string;
+            tote_id: string;
+            /** @description The event time: the reading (or the silence) that raised it */
+            at: string;
+        };
+        ColdChainDispositionData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @enum {string} */
+            decision: "release" | "return";
+        };
+        SensorOfflineData: {
+            /** @description Null when the tote sent nothing since it was bound */
+            last_reading_at: string | null;
+            /** @description From here on the temperature is unknown */
+            offline_since: string;
+            /** @description The reading that ended the gap; null when raised by the silence itself */
+            back_online_at: string | null;
+            max_gap_s: number;
+            tote_id: string;
+            /** @description The event time: the reading (or the silence) that raised it */
+            at: string;
+        };
+        WritebackCompletedData: {
+            /** @description The `delivery.delivered` or `delivery.returned` event that was written back */
+            outcome_event_id: string;
+            /** @enum {string} */
+            outcome: "delivery.delivered" | "delivery.returned";
+            attempts: number;
+            /** @description The pharmacy's last answer; null when it could not be reached */
+            status_code: number | null;
+            error: string | null;
+        };
+        WritebackFailedData: {
+            /** @description The `delivery.delivered` or `delivery.returned` event that was written back */
+            outcome_event_id: string;
+            /** @enum {string} */
+            outcome: "delivery.delivered" | "delivery.returned";
+            attempts: number;
+            /** @description The pharmacy's last answer; null when it could not be reached */
+            status_code: number | null;
+            error: string | null;
+        };
+        HandoffRefusedData: {
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            /** @description The refusal’s problem `code` */
+            code: string;
+            reason: string;
+            errors: {
+                pointer: string;
+                message: string;
+            }[];
+            /** @enum {string} */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            from: string | null;
+            to: string | null;
+            /** @description RFC 3339 UTC */
+            occurred_at: string | null;
+            /** @description RFC 3339 UTC */
+            refused_at: string;
+        };
+        Problem: {
+            type: string;
+            title: string;
+            status: number;
+            detail: string;
+            /** @description Stable, snake_case error code */
+            code: string;
+            request_id: string;
+            errors?: {
+                pointer: string;
+                message: string;
+            }[];
+            /** @description With `invalid_transition`: the actions the delivery allows now */
+            allowed_actions?: string[];
         };
         OAuthError: {
             error: string;
@@ -1369,21 +1709,6 @@ export interface components {
             lat: number;
             lng: number;
         } | null;
-        Problem: {
-            type: string;
-            title: string;
-            status: number;
-            detail: string;
-            /** @description Stable, snake_case error code */
-            code: string;
-            request_id: string;
-            errors?: {
-                pointer: string;
-                message: string;
-            }[];
-            /** @description With `invalid_transition`: the actions the delivery allows now */
-            allowed_actions?: string[];
-        };
         NewPharmacy: {
             name: string;
             ncpdp_id?: string;
@@ -2398,6 +2723,37 @@ export interface operations {
                     };
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getJwks: {
@@ -2420,10 +2776,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "zvsvXT9jVqrgHhuo4O5dUeH0Hva1PSAo4iLm0wJ6Vr0",
-                     *           "y": "2ADpZgkrYdFEwhKnCtmDJOjsUYkbJ0GvjW6OUBzB-L4",
+                     *           "x": "bvfvWzuue99fZy9U5DMs_hi2tuZ9scSOeTm5X5mdSNo",
+                     *           "y": "BSCcShT32RQbXei90-iv67lMFAR6MNSvWFWI4LOnIVM",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m850pj8nk3t70p3s9qtyt5rs",
+                     *           "kid": "key_01m8dry5m1m5rbpgkjx1qzkmvw",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -2435,6 +2791,37 @@ export interface operations {
                             [key: string]: unknown;
                         }[];
                     };
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2480,7 +2867,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6IjNiYmY2NGUyLTQxZDMtNGIzNy1iYTBjLTZlOTQyYjIzNmY2NSJ9.juAicS8v9Qffil6VYw0l1e3LnfWDNXz8pXLDThf0DkU_TH3XVvIWJo0gpvOM9alNOKs7nz2UPi6xtKSpwXwd-A",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk1LCJleHAiOjE3OTU3NTk1OTUsImp0aSI6IjI3MWU2ZWRhLTZiYmItNDk0My04ODI5LTE1YjBhYjI0ZWZiYyJ9.dIhD39eIU6XxAsVj0DSzvRLYqKX1ytnW3bPicO4k1xeNm0MtLMqBrlCvjNLK82UXpaiUIu0iMJG0lpR1KKJPMQ",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -2515,6 +2902,57 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests from this address (or, at the token endpoint, for this client) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     revokeToken: {
@@ -2528,7 +2966,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6Ijk2MGFlOWE5LWY3YzItNDY3ZC04YWM4LWRmMmNkNWYxYTcyNiJ9.rFgxLkGnL95_mcD63hvMQhwJPuIUlyt8L8HkhuMIG-o-lhp7seM0YptMSDDi-RSKK_PLpNIGfna45Z8d9yo5_g"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk2LCJleHAiOjE3OTU3NTk1OTYsImp0aSI6Ijg5YmNiMWJjLWM2NjctNDc4Ny1hZTMwLTU4Y2JkNmQwYjg4YSJ9.Gpzqz002k7q9b55Sp1zMxfO12k8VkUkV-JmNx-WV0zcUTYNefdk4_7UNaT2w7gNLy71dcBa3JunghEUimx3yhQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -2558,6 +2996,57 @@ export interface operations {
                     "application/json": components["schemas"]["OAuthError"];
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests from this address (or, at the token endpoint, for this client) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     introspectToken: {
@@ -2571,7 +3060,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04NTBwajhuazN0NzBwM3M5cXR5dDVycyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NDY0ODQxLCJleHAiOjE3OTU0NjU3NDEsImp0aSI6IjNiYmY2NGUyLTQxZDMtNGIzNy1iYTBjLTZlOTQyYjIzNmY2NSJ9.juAicS8v9Qffil6VYw0l1e3LnfWDNXz8pXLDThf0DkU_TH3XVvIWJo0gpvOM9alNOKs7nz2UPi6xtKSpwXwd-A"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk1LCJleHAiOjE3OTU3NTk1OTUsImp0aSI6IjI3MWU2ZWRhLTZiYmItNDk0My04ODI5LTE1YjBhYjI0ZWZiYyJ9.dIhD39eIU6XxAsVj0DSzvRLYqKX1ytnW3bPicO4k1xeNm0MtLMqBrlCvjNLK82UXpaiUIu0iMJG0lpR1KKJPMQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -2598,10 +3087,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795465741,
+                     *       "exp": 1795759595,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65"
+                     *       "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc"
                      *     }
                      */
                     "application/json": {
@@ -2616,6 +3105,57 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests from this address (or, at the token endpoint, for this client) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2668,6 +3208,48 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests from this address (or, at the token endpoint, for this client) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     submitSignInForm: {
@@ -2681,13 +3263,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m850pjtzcacgqjr51h0k1v2n",
+                 *       "client_id": "cl_01m8drycrq3cg4tcqw3k6tqet1",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "kNeiIZbf-EI_6DxQn08W66RR-M2HBa6WjPHvtOJ8ttE",
+                 *       "code_challenge": "LG1nTW-q4gP_5s0xZEn60FBfPQy_elZvLPFHvUdGUb0",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "VxykTdhHzZp9ljHetVGAMwsO-i7r2AalbfH6e1kEYCc",
+                 *       "csrf_token": "gXUcMK2RBB4fUTHEZMGFf7PDqHaqXPn2VJ0iFvZklas",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -2737,13 +3319,56 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description Too many failed sign-ins (HTML, Retry-After) */
-            429: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many failed sign-ins (HTML, Retry-After) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
                     "text/html": string;
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2772,6 +3397,57 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests from this address (or, at the token endpoint, for this client) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OAuthError"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listPharmacies: {
@@ -2798,7 +3474,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -2815,7 +3491,7 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-23T20:14:01.857Z"
+                     *           "created_at": "2026-11-27T05:51:36.635Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2827,25 +3503,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2854,7 +3523,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2863,25 +3532,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2890,9 +3552,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2940,7 +3624,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -2957,13 +3641,13 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T20:14:01.857Z"
+                     *       "created_at": "2026-11-27T05:51:36.635Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2972,16 +3656,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2990,7 +3676,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2999,7 +3685,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3008,7 +3705,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3017,7 +3714,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3026,7 +3723,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3035,9 +3732,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3065,7 +3784,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -3082,31 +3801,24 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-23T20:14:01.857Z"
+                     *       "created_at": "2026-11-27T05:51:36.635Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3115,7 +3827,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3124,25 +3836,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3151,9 +3856,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3186,12 +3913,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *           "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -3219,7 +3946,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-23T20:14:02.148Z"
+                     *           "created_at": "2026-11-27T05:51:39.624Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -3231,25 +3958,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3258,7 +3978,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3267,25 +3987,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3294,9 +4007,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3320,7 +4055,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -3348,12 +4083,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -3381,13 +4116,13 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T20:14:02.148Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3396,16 +4131,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3414,9 +4151,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3432,7 +4180,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3441,7 +4189,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3450,7 +4198,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3459,9 +4207,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3489,12 +4259,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -3522,31 +4292,24 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-23T20:14:02.148Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3555,7 +4318,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3564,25 +4327,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3591,9 +4347,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3621,14 +4399,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -3663,13 +4441,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -3678,14 +4456,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -3694,14 +4472,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
-                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
+                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -3710,17 +4488,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
-                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
-                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
+                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
+                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
+                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -3729,42 +4507,35 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T20:14:02.272Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.272Z",
-                     *           "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
-                     *           "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
+                     *           "occurred_at": "2026-11-27T05:51:41.391Z",
+                     *           "recorded_at": "2026-11-27T05:51:41.391Z",
+                     *           "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
+                     *           "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.148Z",
-                     *       "updated_at": "2026-11-23T20:14:02.272Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z",
+                     *       "updated_at": "2026-11-27T05:51:41.391Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3773,7 +4544,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3782,25 +4553,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3809,9 +4573,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3854,14 +4640,14 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *           "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -3896,13 +4682,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *               "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *               "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *               "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *               "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *               "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *               "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *               "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *               "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *             },
                      *             {
                      *               "seq": 2,
@@ -3911,14 +4697,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *               "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *               "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *               "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *               "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *               "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *               "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *               "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *               "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *               "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *               "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *             },
                      *             {
                      *               "seq": 3,
@@ -3927,14 +4713,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *               "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *               "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *               "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *               "recorded_at": "2026-11-23T20:14:02.213Z",
-                     *               "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *               "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                     *               "occurred_at": "2026-11-27T05:51:40.627Z",
+                     *               "recorded_at": "2026-11-27T05:51:40.627Z",
+                     *               "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                     *               "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                      *             },
                      *             {
                      *               "seq": 4,
@@ -3943,17 +4729,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *               "to": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *               "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *               "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-23T20:14:02.226Z",
-                     *               "recorded_at": "2026-11-23T20:14:02.226Z",
-                     *               "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
-                     *               "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
+                     *               "occurred_at": "2026-11-27T05:51:40.846Z",
+                     *               "recorded_at": "2026-11-27T05:51:40.846Z",
+                     *               "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
+                     *               "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
                      *             },
                      *             {
                      *               "seq": 5,
@@ -3962,18 +4748,18 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *               "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-23T20:14:02.272Z",
-                     *               "recorded_at": "2026-11-23T20:14:02.272Z",
-                     *               "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
-                     *               "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
+                     *               "occurred_at": "2026-11-27T05:51:41.391Z",
+                     *               "recorded_at": "2026-11-27T05:51:41.391Z",
+                     *               "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
+                     *               "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-23T20:14:02.148Z",
-                     *           "updated_at": "2026-11-23T20:14:02.272Z"
+                     *           "created_at": "2026-11-27T05:51:39.624Z",
+                     *           "updated_at": "2026-11-27T05:51:41.391Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -3985,25 +4771,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4012,7 +4791,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4021,25 +4800,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4048,9 +4820,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4080,31 +4874,24 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
+                     *       "head": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4113,7 +4900,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4122,25 +4909,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4149,9 +4929,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4181,17 +4983,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "id": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -4201,25 +5003,18 @@ export interface operations {
                     "application/json": components["schemas"]["CustodyParties"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4228,7 +5023,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4237,25 +5032,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4264,9 +5052,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4288,9 +5098,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                 *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t"
                  *     }
                  */
                 "application/json": {
@@ -4316,14 +5126,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4358,13 +5168,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4373,24 +5183,24 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.148Z",
-                     *       "updated_at": "2026-11-23T20:14:02.192Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z",
+                     *       "updated_at": "2026-11-27T05:51:40.370Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4399,16 +5209,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4417,9 +5229,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4435,7 +5258,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4444,7 +5267,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4453,7 +5276,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4462,9 +5285,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4486,8 +5331,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *       "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -4514,14 +5359,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4556,13 +5401,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4571,14 +5416,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4587,24 +5432,24 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
-                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
+                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.148Z",
-                     *       "updated_at": "2026-11-23T20:14:02.213Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z",
+                     *       "updated_at": "2026-11-27T05:51:40.627Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4613,16 +5458,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4631,9 +5478,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4649,7 +5507,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4658,7 +5516,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4667,7 +5525,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4676,9 +5534,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4700,8 +5580,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                 *       "to": "dr_01m850pjq1d7jvysw0916pjvnv",
+                 *       "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *       "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -4732,14 +5612,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -4774,13 +5654,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -4789,14 +5669,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -4805,14 +5685,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
-                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
+                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -4821,27 +5701,27 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
-                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
-                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
+                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
+                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
+                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.148Z",
-                     *       "updated_at": "2026-11-23T20:14:02.226Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z",
+                     *       "updated_at": "2026-11-27T05:51:40.846Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4850,16 +5730,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4868,9 +5750,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4886,7 +5779,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4895,7 +5788,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4904,7 +5797,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4913,9 +5806,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4937,8 +5852,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                 *       "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *       "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -4965,13 +5880,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pk2p874tavytg02nggr3",
-                     *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                     *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-24T00:14:02.326Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "eta": "2026-11-27T09:51:42.018Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -4996,13 +5911,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.326Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.326Z",
-                     *           "prev_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8",
-                     *           "hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64"
+                     *           "occurred_at": "2026-11-27T05:51:42.018Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.018Z",
+                     *           "prev_hash": "sha256:bdb7fb3613ec81eca4f36f12ae19e0be77c33917cf376c807c162f229eec5503",
+                     *           "hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5011,14 +5926,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.330Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.330Z",
-                     *           "prev_hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64",
-                     *           "hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf"
+                     *           "occurred_at": "2026-11-27T05:51:42.037Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.037Z",
+                     *           "prev_hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100",
+                     *           "hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5027,14 +5942,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.334Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.334Z",
-                     *           "prev_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
-                     *           "hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
+                     *           "occurred_at": "2026-11-27T05:51:42.115Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.115Z",
+                     *           "prev_hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777",
+                     *           "hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -5047,10 +5962,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T20:14:02.338Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.338Z",
-                     *           "prev_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f",
-                     *           "hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
+                     *           "occurred_at": "2026-11-27T05:51:42.159Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.159Z",
+                     *           "prev_hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73",
+                     *           "hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -5059,24 +5974,24 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.349Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.349Z",
-                     *           "prev_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
-                     *           "hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
+                     *           "occurred_at": "2026-11-27T05:51:42.340Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.340Z",
+                     *           "prev_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41",
+                     *           "hash": "sha256:5a5e53fa1d05a057282e4b18e370786216f105a7c015633e586518937b4f044b"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.326Z",
-                     *       "updated_at": "2026-11-23T20:14:02.349Z"
+                     *       "created_at": "2026-11-27T05:51:42.018Z",
+                     *       "updated_at": "2026-11-27T05:51:42.340Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5085,16 +6000,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5103,9 +6020,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5121,7 +6049,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5130,7 +6058,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5139,7 +6067,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5148,9 +6076,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5202,14 +6152,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -5244,13 +6194,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.148Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.148Z",
-                     *           "prev_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006",
-                     *           "hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68"
+                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
+                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
+                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
+                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5259,14 +6209,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.192Z",
-                     *           "prev_hash": "sha256:31a4e5dd59f64109e885efc813c4c7bb48dd86477ec3c77f63384d7cf8731c68",
-                     *           "hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb"
+                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
+                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
+                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5275,14 +6225,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.213Z",
-                     *           "prev_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *           "hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
+                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -5291,17 +6241,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "to": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.226Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.226Z",
-                     *           "prev_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848",
-                     *           "hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
+                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
+                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
+                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
+                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
                      *         },
                      *         {
                      *           "seq": 5,
@@ -5310,24 +6260,24 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m850pjq1d7jvysw0916pjvnv",
+                     *           "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-23T20:14:02.272Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.272Z",
-                     *           "prev_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2",
-                     *           "hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4"
+                     *           "occurred_at": "2026-11-27T05:51:41.391Z",
+                     *           "recorded_at": "2026-11-27T05:51:41.391Z",
+                     *           "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
+                     *           "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.148Z",
-                     *       "updated_at": "2026-11-23T20:14:02.272Z"
+                     *       "created_at": "2026-11-27T05:51:39.624Z",
+                     *       "updated_at": "2026-11-27T05:51:41.391Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5336,16 +6286,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5354,9 +6306,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5372,7 +6335,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5381,7 +6344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5390,7 +6353,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5399,9 +6362,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5446,13 +6431,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pk2p874tavytg02nggr3",
-                     *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                     *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-24T00:14:02.326Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *       "eta": "2026-11-27T09:51:42.018Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -5477,13 +6462,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.326Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.326Z",
-                     *           "prev_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8",
-                     *           "hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64"
+                     *           "occurred_at": "2026-11-27T05:51:42.018Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.018Z",
+                     *           "prev_hash": "sha256:bdb7fb3613ec81eca4f36f12ae19e0be77c33917cf376c807c162f229eec5503",
+                     *           "hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5492,14 +6477,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.330Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.330Z",
-                     *           "prev_hash": "sha256:231af91eadf6099f033b8a8060a1f7b640a9953a2294a44de74eee0c78a9db64",
-                     *           "hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf"
+                     *           "occurred_at": "2026-11-27T05:51:42.037Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.037Z",
+                     *           "prev_hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100",
+                     *           "hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5508,14 +6493,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-23T20:14:02.334Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.334Z",
-                     *           "prev_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
-                     *           "hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
+                     *           "occurred_at": "2026-11-27T05:51:42.115Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.115Z",
+                     *           "prev_hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777",
+                     *           "hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -5528,20 +6513,20 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-23T20:14:02.338Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.338Z",
-                     *           "prev_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f",
-                     *           "hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
+                     *           "occurred_at": "2026-11-27T05:51:42.159Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.159Z",
+                     *           "prev_hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73",
+                     *           "hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.326Z",
-                     *       "updated_at": "2026-11-23T20:14:02.338Z"
+                     *       "created_at": "2026-11-27T05:51:42.018Z",
+                     *       "updated_at": "2026-11-27T05:51:42.159Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5550,16 +6535,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5568,9 +6555,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5586,7 +6584,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5595,7 +6593,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5604,7 +6602,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5613,9 +6611,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5660,11 +6680,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
-                     *       "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8dryg4szz432q4cynwc912n",
+                     *       "rx_id": "rx_01m8dryg4szz432q4cynwc912m",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-24T00:14:02.360Z",
+                     *       "eta": "2026-11-27T09:51:42.745Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -5691,13 +6711,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.360Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.360Z",
-                     *           "prev_hash": "sha256:cbfa1fa7b31c027bcd6c0951ce3a7f278dd1c1e484d8474c417c80140c0ddbc5",
-                     *           "hash": "sha256:ff55103b8eac07f0c9dfdb8b8a73d984acf1320ea8b482ed9802f9be3b8dcfda"
+                     *           "occurred_at": "2026-11-27T05:51:42.745Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.745Z",
+                     *           "prev_hash": "sha256:0b9cafa448553a2b1421186cdd6f4b26b3158948f52971f710c9eac24e0340ca",
+                     *           "hash": "sha256:ae7d1beaa9ab877784d078ac2ad1a427419680e76b4a97dcd22500624fa2406f"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5710,20 +6730,20 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-23T20:14:02.364Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.364Z",
-                     *           "prev_hash": "sha256:ff55103b8eac07f0c9dfdb8b8a73d984acf1320ea8b482ed9802f9be3b8dcfda",
-                     *           "hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00"
+                     *           "occurred_at": "2026-11-27T05:51:42.824Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.824Z",
+                     *           "prev_hash": "sha256:ae7d1beaa9ab877784d078ac2ad1a427419680e76b4a97dcd22500624fa2406f",
+                     *           "hash": "sha256:1f0efd5b6a0e31285519f74637a55a1a2cf3be5dbb0137b53042f50f7de0a921"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.360Z",
-                     *       "updated_at": "2026-11-23T20:14:02.364Z"
+                     *       "created_at": "2026-11-27T05:51:42.745Z",
+                     *       "updated_at": "2026-11-27T05:51:42.824Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5732,16 +6752,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5750,9 +6772,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5768,7 +6801,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5777,7 +6810,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5786,7 +6819,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5795,9 +6828,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5846,14 +6901,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-24T00:14:02.379Z",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *       "eta": "2026-11-27T09:51:42.975Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -5876,7 +6931,7 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-23T20:14:02.386Z",
+                     *         "broken_at": "2026-11-27T05:51:43.032Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
@@ -5884,7 +6939,7 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "decided_at": "2026-11-23T20:14:02.402Z"
+                     *           "decided_at": "2026-11-27T05:51:43.195Z"
                      *         }
                      *       },
                      *       "custody": [
@@ -5896,13 +6951,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.379Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.379Z",
-                     *           "prev_hash": "sha256:47af4305a6d682ee1f99c63ecc2ee04ecb8324caff40e33413ddd8dbab6ef855",
-                     *           "hash": "sha256:fea30ba575088752fb826bee37a25b8576149de434cbe548a5a03503909c2d37"
+                     *           "occurred_at": "2026-11-27T05:51:42.975Z",
+                     *           "recorded_at": "2026-11-27T05:51:42.975Z",
+                     *           "prev_hash": "sha256:0fdc28805a62ff080154f95884934863f7d89e91e952f0bdc24f1945063ff9e1",
+                     *           "hash": "sha256:cfda9b3234d7f438039979f576a61e06abf131ac832289f22c7ba34e2b1d2ae3"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -5911,14 +6966,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-23T20:14:02.383Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.383Z",
-                     *           "prev_hash": "sha256:fea30ba575088752fb826bee37a25b8576149de434cbe548a5a03503909c2d37",
-                     *           "hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1"
+                     *           "occurred_at": "2026-11-27T05:51:43.015Z",
+                     *           "recorded_at": "2026-11-27T05:51:43.015Z",
+                     *           "prev_hash": "sha256:cfda9b3234d7f438039979f576a61e06abf131ac832289f22c7ba34e2b1d2ae3",
+                     *           "hash": "sha256:9762901aa2d919ae266bbe7d32e32590afa0f53260af1c7712f19b8e67fc1341"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -5931,20 +6986,20 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-23T20:14:02.402Z",
-                     *           "recorded_at": "2026-11-23T20:14:02.402Z",
-                     *           "prev_hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1",
-                     *           "hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc"
+                     *           "occurred_at": "2026-11-27T05:51:43.195Z",
+                     *           "recorded_at": "2026-11-27T05:51:43.195Z",
+                     *           "prev_hash": "sha256:9762901aa2d919ae266bbe7d32e32590afa0f53260af1c7712f19b8e67fc1341",
+                     *           "hash": "sha256:46d89ace9574be3bf18214a71d55684f5cda9978004fe5f85763ad8c13aae72a"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:02.379Z",
-                     *       "updated_at": "2026-11-23T20:14:02.402Z"
+                     *       "created_at": "2026-11-27T05:51:42.975Z",
+                     *       "updated_at": "2026-11-27T05:51:43.195Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5953,16 +7008,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5971,9 +7028,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5989,7 +7057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5998,7 +7066,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6007,7 +7075,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6016,9 +7084,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6051,7 +7141,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
@@ -6059,7 +7149,7 @@ export interface operations {
                      *             "primary_color": "#0a7d5a"
                      *           },
                      *           "embed_origins": [],
-                     *           "created_at": "2026-11-23T20:14:01.922Z"
+                     *           "created_at": "2026-11-27T05:51:37.152Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6071,25 +7161,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6098,7 +7181,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6107,25 +7190,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6134,9 +7210,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6176,7 +7274,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -6184,13 +7282,13 @@ export interface operations {
                      *         "primary_color": "#0a7d5a"
                      *       },
                      *       "embed_origins": [],
-                     *       "created_at": "2026-11-23T20:14:01.922Z"
+                     *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6199,16 +7297,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6217,7 +7317,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6226,7 +7326,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6235,7 +7346,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6244,7 +7355,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6253,7 +7364,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6262,9 +7373,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6292,7 +7425,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -6300,31 +7433,24 @@ export interface operations {
                      *         "primary_color": "#0a7d5a"
                      *       },
                      *       "embed_origins": [],
-                     *       "created_at": "2026-11-23T20:14:01.922Z"
+                     *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6333,7 +7459,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6342,25 +7468,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6369,9 +7488,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6410,7 +7551,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -6420,13 +7561,13 @@ export interface operations {
                      *       "embed_origins": [
                      *         "https://dispatch.speedy.example"
                      *       ],
-                     *       "created_at": "2026-11-23T20:14:01.922Z"
+                     *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6435,16 +7576,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6453,7 +7596,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6462,7 +7605,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6471,7 +7625,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6480,7 +7634,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6489,7 +7643,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6498,9 +7652,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6535,18 +7711,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-23T20:14:01.946Z"
+                     *           "created_at": "2026-11-27T05:51:37.471Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m850pjq1d7jvysw0916pjvnv",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "id": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-23T20:14:01.953Z"
+                     *           "created_at": "2026-11-27T05:51:37.521Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6558,25 +7734,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6585,7 +7754,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6594,25 +7763,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6621,9 +7783,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6661,17 +7845,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-23T20:14:01.946Z"
+                     *       "created_at": "2026-11-27T05:51:37.471Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6680,16 +7864,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6698,7 +7884,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6707,7 +7893,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6716,7 +7913,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6725,7 +7922,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6734,7 +7931,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6743,9 +7940,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6778,18 +7997,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *           "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T20:14:01.963Z"
+                     *           "created_at": "2026-11-27T05:51:37.627Z"
                      *         },
                      *         {
-                     *           "id": "tt_01m850pjqkcdde6jn600097ggk",
+                     *           "id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T20:14:01.971Z"
+                     *           "created_at": "2026-11-27T05:51:37.731Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6801,25 +8020,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6828,7 +8040,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6837,25 +8049,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6864,9 +8069,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6887,7 +8114,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -6902,24 +8129,24 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T20:14:01.963Z",
+                     *       "created_at": "2026-11-27T05:51:37.627Z",
                      *       "mqtt": {
-                     *         "username": "tt_01m850pjqbax61svvbzk0tcq93",
-                     *         "password": "tp_919MD-WB4W4izEXmD9uTPMJm1FeWKdgRYXrIPOvRhF0",
-                     *         "client_id": "tt_01m850pjqbax61svvbzk0tcq93",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m850pjqbax61svvbzk0tcq93/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m850pjqbax61svvbzk0tcq93/errors"
+                     *         "username": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *         "password": "tp_wcVRRHsjXxlwMFHaXuN9XBmZJpe61NhqdBuD4Sz5nY4",
+                     *         "client_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8dryb4v6j9vnz24efc4c71t/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8dryb4v6j9vnz24efc4c71t/errors"
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["ToteWithCredentials"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6928,16 +8155,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6946,7 +8175,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6955,7 +8184,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6964,7 +8204,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6973,7 +8213,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6982,7 +8222,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6991,9 +8231,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7021,35 +8283,28 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m850pjqbax61svvbzk0tcq93",
+                     *       "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T20:14:01.963Z"
+                     *       "created_at": "2026-11-27T05:51:37.627Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Tote"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7058,7 +8313,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7067,25 +8322,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7094,9 +8342,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7133,602 +8403,21 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m850pjx5gmgmxn7f27j71we3",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T20:14:02.149Z",
+                     *           "id": "evt_01m8dryk1g2re0swfmmk2pe5ds",
+                     *           "type": "writeback.completed",
+                     *           "created_at": "2026-11-27T05:51:45.712Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 1,
-                     *           "data": {
-                     *             "status": "QUEUED",
-                     *             "cold_chain": true,
-                     *             "profile": "refrigerated",
-                     *             "eta": "2030-01-01T17:00:00Z",
-                     *             "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pjyawam5em6s5e5z2ks7",
-                     *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T20:14:02.186Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 2,
-                     *           "data": {
-                     *             "action": "deliver",
-                     *             "code": "invalid_transition",
-                     *             "reason": "Cannot deliver a delivery that is QUEUED.",
-                     *             "errors": [],
-                     *             "status": "QUEUED",
-                     *             "from": null,
-                     *             "to": null,
-                     *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T20:14:02.185Z"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pjyjqtsqpce2pdp92x2r",
-                     *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T20:14:02.194Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 3,
-                     *           "data": {
-                     *             "status": "DISPATCHED",
-                     *             "previous_status": "QUEUED",
-                     *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T20:14:02.192Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pjz608fnxtqz875sdhk0",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T20:14:02.214Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 4,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pjz608fnxtqz875sdhk1",
-                     *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T20:14:02.214Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 5,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.213Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pjzjmtaksdgj9w05xxhm",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T20:14:02.226Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 6,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "handoff",
-                     *             "occurred_at": "2026-11-23T20:14:02.226Z",
-                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "to": "dr_01m850pjq1d7jvysw0916pjvnv",
-                     *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:fdebe3602795f5594e6f21d4fe5c21f2eefb262bb3fc8c04708350dbe13009a2"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk13741zjk07y7qb926t",
-                     *           "type": "custody.patient-verified",
-                     *           "created_at": "2026-11-23T20:14:02.275Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *           "pharmacy_id": "ph_01m8dryjnfzybhp1f35k0g72er",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8dryjq22j3dskserkq5rqyb",
+                     *           "rx_id": "rx_01m8dryjq22j3dskserkq5rqya",
                      *           "seq": 7,
                      *           "data": {
-                     *             "status": "DELIVERED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T20:14:02.272Z",
-                     *             "from": "dr_01m850pjq1d7jvysw0916pjvnv",
-                     *             "to": "patient",
-                     *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
-                     *             "verification_method": "otp"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk13741zjk07y7qb926v",
-                     *           "type": "delivery.delivered",
-                     *           "created_at": "2026-11-23T20:14:02.275Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
-                     *           "seq": 8,
-                     *           "data": {
-                     *             "status": "DELIVERED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T20:14:02.272Z",
-                     *             "from": "dr_01m850pjq1d7jvysw0916pjvnv",
-                     *             "to": "patient",
-                     *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
-                     *             "verification_method": "otp"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk2q3pw8pfxfdgdcktsz",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T20:14:02.327Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 1,
-                     *           "data": {
-                     *             "status": "QUEUED",
-                     *             "cold_chain": false,
-                     *             "profile": null,
-                     *             "eta": "2026-11-24T00:14:02.326Z",
-                     *             "audit_hash": "sha256:6f605462189d223f11cd68b12c6f40de86b23c3fbbdc3be961752b364873f9e8"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk2vdj292wbazrmsctz3",
-                     *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T20:14:02.331Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 2,
-                     *           "data": {
-                     *             "status": "DISPATCHED",
-                     *             "previous_status": "QUEUED",
-                     *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T20:14:02.330Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:4df28c7422ca737677e10bed2285fb794b64ea68491554431e301bcabc4bfdcf",
-                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": null
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk2y3qfdkvnwpq0p344k",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T20:14:02.334Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 3,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.334Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk2z88bqfst0gy3qaqad",
-                     *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T20:14:02.335Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 4,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.334Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:d8f79010e0a9620d4d3bcc5181fe96d68a8957ed9b72ae3c96f2cf329460860f"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk33cckyqfz39zzrjf79",
-                     *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T20:14:02.339Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 5,
-                     *           "data": {
-                     *             "status": "FAILED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T20:14:02.338Z",
-                     *             "from": null,
-                     *             "to": null,
-                     *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
-                     *             "reason": "Nobody home"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk3e0yfz4snx77rnhjhq",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T20:14:02.350Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 6,
-                     *           "data": {
-                     *             "status": "RETURNED",
-                     *             "previous_status": "FAILED",
-                     *             "action": "return",
-                     *             "occurred_at": "2026-11-23T20:14:02.349Z",
-                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk3e0yfz4snx77rnhjhr",
-                     *           "type": "delivery.returned",
-                     *           "created_at": "2026-11-23T20:14:02.350Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
-                     *           "seq": 7,
-                     *           "data": {
-                     *             "status": "RETURNED",
-                     *             "previous_status": "FAILED",
-                     *             "action": "return",
-                     *             "occurred_at": "2026-11-23T20:14:02.349Z",
-                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "custody_seq": 5,
-                     *             "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk3sqx3bjp12n42d3m48",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T20:14:02.361Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
-                     *           "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
-                     *           "seq": 1,
-                     *           "data": {
-                     *             "status": "QUEUED",
-                     *             "cold_chain": false,
-                     *             "profile": null,
-                     *             "eta": "2026-11-24T00:14:02.360Z",
-                     *             "audit_hash": "sha256:cbfa1fa7b31c027bcd6c0951ce3a7f278dd1c1e484d8474c417c80140c0ddbc5"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk3xmye5572x2n59wrpr",
-                     *           "type": "delivery.cancelled",
-                     *           "created_at": "2026-11-23T20:14:02.365Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
-                     *           "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
-                     *           "seq": 2,
-                     *           "data": {
-                     *             "status": "CANCELLED",
-                     *             "previous_status": "QUEUED",
-                     *             "action": "cancel",
-                     *             "occurred_at": "2026-11-23T20:14:02.364Z",
-                     *             "from": null,
-                     *             "to": null,
-                     *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00",
-                     *             "reason": "Patient picked it up in store"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk4cmvmjygkpzf8hbfgn",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T20:14:02.380Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *           "seq": 1,
-                     *           "data": {
-                     *             "status": "QUEUED",
-                     *             "cold_chain": true,
-                     *             "profile": "refrigerated",
-                     *             "eta": "2026-11-24T00:14:02.379Z",
-                     *             "audit_hash": "sha256:47af4305a6d682ee1f99c63ecc2ee04ecb8324caff40e33413ddd8dbab6ef855"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk4gjegygm2ftv1mnntr",
-                     *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T20:14:02.384Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *           "seq": 2,
-                     *           "data": {
-                     *             "status": "DISPATCHED",
-                     *             "previous_status": "QUEUED",
-                     *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T20:14:02.383Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:87b237902ea645593f3bd6fdc341f8159c929c1f3313a9e120e547aa1d38aec1",
-                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk4p1kkasembkm4zqa9v",
-                     *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T20:14:02.390Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *           "seq": 3,
-                     *           "data": {
-                     *             "reason": "hard_limit",
-                     *             "threshold": "hard_min_c",
-                     *             "limit": 0,
-                     *             "broken_at": "2026-11-23T20:14:02.386Z",
-                     *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T20:14:02.386Z",
-                     *             "excursion_duration_s": 0,
-                     *             "time_out_of_range_s": 0,
-                     *             "unknown_s": 0,
-                     *             "mkt_c": null,
-                     *             "profile": "refrigerated",
-                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
-                     *             "at": "2026-11-23T20:14:02.386Z"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk4tq0m7dfp4dztaqbep",
-                     *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T20:14:02.394Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *           "seq": 4,
-                     *           "data": {
-                     *             "action": "deliver",
-                     *             "code": "cold_chain_hold",
-                     *             "reason": "The cold chain is broken: a pharmacist must release the delivery before it can be delivered.",
-                     *             "errors": [],
-                     *             "status": "DISPATCHED",
-                     *             "from": null,
-                     *             "to": null,
-                     *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T20:14:02.394Z"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk5245paw62sy7h0p5wf",
-                     *           "type": "cold-chain.disposition",
-                     *           "created_at": "2026-11-23T20:14:02.402Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
-                     *           "seq": 5,
-                     *           "data": {
-                     *             "status": "DISPATCHED",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "disposition",
-                     *             "occurred_at": "2026-11-23T20:14:02.402Z",
-                     *             "from": null,
-                     *             "to": null,
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc",
-                     *             "decision": "return"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk6pmy11bgvhktd2ttvb",
-                     *           "type": "delivery.created",
-                     *           "created_at": "2026-11-23T20:14:02.454Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": null,
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 1,
-                     *           "data": {
-                     *             "status": "QUEUED",
-                     *             "cold_chain": false,
-                     *             "profile": null,
-                     *             "eta": "2026-11-24T00:14:02.453Z",
-                     *             "audit_hash": "sha256:89d2ee5d99ce3b8e20f2cf7bdeb957a288b4bf3aea5db74188bf186dd0994f69"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk6s7136endjhx24nhs4",
-                     *           "type": "delivery.dispatched",
-                     *           "created_at": "2026-11-23T20:14:02.458Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 2,
-                     *           "data": {
-                     *             "status": "DISPATCHED",
-                     *             "previous_status": "QUEUED",
-                     *             "action": "dispatch",
-                     *             "occurred_at": "2026-11-23T20:14:02.457Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 2,
-                     *             "custody_hash": "sha256:7f3ff6748b9f5ce14aadb63c109372a7526b1303a17b83a6fe673a1424964099",
-                     *             "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": null
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk6yrc938agr7hdjarfs",
-                     *           "type": "custody.handoff-signed",
-                     *           "created_at": "2026-11-23T20:14:02.462Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 3,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.461Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:3bbadfe9dd5690dad5c5843640be9d8b26f5e315e84de620f0ee2121ddd5c82f"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk6yrc938agr7hdjarft",
-                     *           "type": "delivery.picked-up",
-                     *           "created_at": "2026-11-23T20:14:02.462Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 4,
-                     *           "data": {
-                     *             "status": "PICKED_UP",
-                     *             "previous_status": "DISPATCHED",
-                     *             "action": "pickup",
-                     *             "occurred_at": "2026-11-23T20:14:02.461Z",
-                     *             "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *             "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "custody_seq": 3,
-                     *             "custody_hash": "sha256:3bbadfe9dd5690dad5c5843640be9d8b26f5e315e84de620f0ee2121ddd5c82f"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk714s4zv7pqcjprs4pd",
-                     *           "type": "custody.patient-verified",
-                     *           "created_at": "2026-11-23T20:14:02.465Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 5,
-                     *           "data": {
-                     *             "status": "DELIVERED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T20:14:02.464Z",
-                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "to": "patient",
-                     *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:b8181ff6e0bfe8a478025d9ab47f20ba4ef1a3b09fd24e2e75340b820a9c0113",
-                     *             "verification_method": "otp"
-                     *           }
-                     *         },
-                     *         {
-                     *           "id": "evt_01m850pk714s4zv7pqcjprs4pe",
-                     *           "type": "delivery.delivered",
-                     *           "created_at": "2026-11-23T20:14:02.465Z",
-                     *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "rx_id": "rx_01m850pk6pmy11bgvhktd2ttv9",
-                     *           "seq": 6,
-                     *           "data": {
-                     *             "status": "DELIVERED",
-                     *             "previous_status": "PICKED_UP",
-                     *             "action": "deliver",
-                     *             "occurred_at": "2026-11-23T20:14:02.464Z",
-                     *             "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "to": "patient",
-                     *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:b8181ff6e0bfe8a478025d9ab47f20ba4ef1a3b09fd24e2e75340b820a9c0113",
-                     *             "verification_method": "otp"
+                     *             "outcome_event_id": "evt_01m8dryjwpebdfkm8chfq4kv0q",
+                     *             "outcome": "delivery.delivered",
+                     *             "attempts": 1,
+                     *             "status_code": 204,
+                     *             "error": null
                      *           }
                      *         }
                      *       ],
@@ -7741,25 +8430,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7768,7 +8450,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7777,25 +8459,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7804,9 +8479,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7840,25 +8537,18 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7867,7 +8557,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7876,25 +8566,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7906,6 +8589,17 @@ export interface operations {
             /** @description Too many streams open for this tenant */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -7915,6 +8609,8 @@ export interface operations {
             /** @description The service is stopping */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7942,54 +8638,47 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m850pk4p1kkasembkm4zqa9v",
+                     *       "id": "evt_01m8drygegmey6v6zf82mq6q0b",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-23T20:14:02.390Z",
+                     *       "created_at": "2026-11-27T05:51:43.056Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-23T20:14:02.386Z",
+                     *         "broken_at": "2026-11-27T05:51:43.032Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-23T20:14:02.386Z",
+                     *         "excursion_started_at": "2026-11-27T05:51:43.032Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
-                     *         "at": "2026-11-23T20:14:02.386Z"
+                     *         "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                     *         "at": "2026-11-27T05:51:43.032Z"
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["Event"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7998,7 +8687,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8007,25 +8696,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8034,9 +8716,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8075,42 +8779,42 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m850pk33cckyqfz39zzrjf79",
+                     *           "id": "evt_01m8dryfjgyzf7v60cj5cw1gkm",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-23T20:14:02.339Z",
+                     *           "created_at": "2026-11-27T05:51:42.160Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "rx_id": "rx_01m850pk2p874tavytg02nggr2",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                     *           "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-23T20:14:02.338Z",
+                     *             "occurred_at": "2026-11-27T05:51:42.159Z",
                      *             "reason": "Nobody home",
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea"
+                     *             "custody_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m850pk4p1kkasembkm4zqa9v",
+                     *           "id": "evt_01m8drygegmey6v6zf82mq6q0b",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-23T20:14:02.390Z",
+                     *           "created_at": "2026-11-27T05:51:43.056Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *           "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-23T20:14:02.386Z",
+                     *             "broken_at": "2026-11-27T05:51:43.032Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-23T20:14:02.386Z",
+                     *             "excursion_started_at": "2026-11-27T05:51:43.032Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -8119,14 +8823,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m850pk4tq0m7dfp4dztaqbep",
+                     *           "id": "evt_01m8drygg6brdyg3pftmbhtp9x",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-23T20:14:02.394Z",
+                     *           "created_at": "2026-11-27T05:51:43.110Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *           "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                     *           "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *           "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -8137,7 +8841,60 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-23T20:14:02.394Z"
+                     *             "refused_at": "2026-11-27T05:51:43.097Z"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m8dryjmzkaggp1nner4kfkd7",
+                     *           "type": "temperature.excursion",
+                     *           "created_at": "2026-11-27T05:51:45.311Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "seq": 3,
+                     *           "data": {
+                     *             "excursion_started_at": "2026-11-27T05:02:45.195Z",
+                     *             "kind": "high",
+                     *             "peak_c": 9,
+                     *             "min_c": 2,
+                     *             "max_c": 8,
+                     *             "grace_s": 300
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m8dryjmzkaggp1nner4kfkd9",
+                     *           "type": "sensor.offline",
+                     *           "created_at": "2026-11-27T05:51:45.311Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "seq": 5,
+                     *           "data": {
+                     *             "last_reading_at": "2026-11-27T05:09:45.195Z",
+                     *             "offline_since": "2026-11-27T05:24:45.195Z",
+                     *             "back_online_at": "2026-11-27T05:26:45.195Z",
+                     *             "max_gap_s": 900
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m8dryk3n2p0cf3kbt18w7bx6",
+                     *           "type": "sensor.offline",
+                     *           "created_at": "2026-11-27T05:51:45.781Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "seq": 6,
+                     *           "data": {
+                     *             "last_reading_at": "2026-11-27T05:26:45.195Z",
+                     *             "offline_since": "2026-11-27T05:41:45.195Z",
+                     *             "back_online_at": null,
+                     *             "max_gap_s": 900
                      *           }
                      *         }
                      *       ],
@@ -8150,25 +8907,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8177,7 +8927,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8186,25 +8936,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8213,9 +8956,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8250,32 +9015,25 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m850pk4tq0m7dfp4dztaqbep
+                     *     id: evt_01m8drygg6brdyg3pftmbhtp9x
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m850pk4tq0m7dfp4dztaqbep","type":"handoff.refused","created_at":"2026-11-23T20:14:02.394Z","api_version":"v1","pharmacy_id":"ph_01m850pjm1qfec2p2mbam6wy0p","fleet_id":"fl_01m850pjp27t177wgta27nnk8g","delivery_i…
+                     *     data: {"id":"evt_01m8drygg6brdyg3pftmbhtp9x","type":"handoff.refused","created_at":"2026-11-27T05:51:43.110Z","api_version":"v1","pharmacy_id":"ph_01m8drya5takx5ky7z8h0hthmq","fleet_id":"fl_01m8dryap0apgm1s8bdm4wmwke","delivery_i…
                      */
                     "text/event-stream": string;
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8284,7 +9042,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8293,25 +9051,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8323,6 +9074,17 @@ export interface operations {
             /** @description Too many streams open for this tenant */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -8332,6 +9094,8 @@ export interface operations {
             /** @description The service is stopping */
             503: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8366,68 +9130,68 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-23T20:14:01.857Z",
-                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
+                     *           "at": "2026-11-27T05:51:36.636Z",
+                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m850pjk5rttfv0604c2peq1j",
+                     *           "request_id": "req_01m8dry9yhhv0mv246wthv7j1a",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:013b9bdbd55157bc89930c7e4a8e4330961ed812b21f343ff9a293ea8749402f"
+                     *           "hash": "sha256:7670098f4f4dba3ce6f2093885e914ec18e6fe33f4f570fc1a8d9de5eea26ff5"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-23T20:14:01.877Z",
-                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
+                     *           "at": "2026-11-27T05:51:36.837Z",
+                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "path": "/v1/pharmacies/ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "status": 200,
-                     *           "request_id": "req_01m850pjmkfq2446e43hehh5pk",
-                     *           "prev_hash": "sha256:013b9bdbd55157bc89930c7e4a8e4330961ed812b21f343ff9a293ea8749402f",
-                     *           "hash": "sha256:7b9cf9f74d12e95a5da231d931122350b184f959188a808805ea4e60fe94d838"
+                     *           "request_id": "req_01m8dryac4f436d8t7c548qeen",
+                     *           "prev_hash": "sha256:7670098f4f4dba3ce6f2093885e914ec18e6fe33f4f570fc1a8d9de5eea26ff5",
+                     *           "hash": "sha256:fb1478166603250c87b1f8948b88ed6bfb879ab49a29d4a2b320ab558cf26535"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-23T20:14:01.899Z",
-                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
+                     *           "at": "2026-11-27T05:51:36.999Z",
+                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m850pjn9w1a802g7hd7fjv8g",
-                     *           "prev_hash": "sha256:7b9cf9f74d12e95a5da231d931122350b184f959188a808805ea4e60fe94d838",
-                     *           "hash": "sha256:856a32244eb4ec55c0cca836220252e9745ec3781c81efa37f45d151d5c04807"
+                     *           "request_id": "req_01m8dryag930v9tdk52zfsky0x",
+                     *           "prev_hash": "sha256:fb1478166603250c87b1f8948b88ed6bfb879ab49a29d4a2b320ab558cf26535",
+                     *           "hash": "sha256:a90c4b96c190c097dad67e9778fb222c1f99f40f9ecf66c9674b47b27238d1ff"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-23T20:14:01.922Z",
-                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
+                     *           "at": "2026-11-27T05:51:37.153Z",
+                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m850pjp08j78kz6fzv6rvkbb",
-                     *           "prev_hash": "sha256:856a32244eb4ec55c0cca836220252e9745ec3781c81efa37f45d151d5c04807",
-                     *           "hash": "sha256:4936c88986daeae9a6289ce3b30316134f747376c9c23c264a6aa0540f7e5f65"
+                     *           "request_id": "req_01m8dryanz8py03g3asvgvqtfs",
+                     *           "prev_hash": "sha256:a90c4b96c190c097dad67e9778fb222c1f99f40f9ecf66c9674b47b27238d1ff",
+                     *           "hash": "sha256:1dd3117ab3a96110841a76c0adbc8116bd64403597df273fb63a8e1e1db5c6b9"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-23T20:14:01.930Z",
-                     *           "jti": "3bbf64e2-41d3-4b37-ba0c-6e942b236f65",
+                     *           "at": "2026-11-27T05:51:37.284Z",
+                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/fleets/fl_01m850pjp27t177wgta27nnk8g",
+                     *           "path": "/v1/fleets/fl_01m8dryap0apgm1s8bdm4wmwke",
                      *           "status": 200,
-                     *           "request_id": "req_01m850pjparq0pcva1mx569vzn",
-                     *           "prev_hash": "sha256:4936c88986daeae9a6289ce3b30316134f747376c9c23c264a6aa0540f7e5f65",
-                     *           "hash": "sha256:10f6b24a829afab4637a5f5ff332c01116941c72f2462309751b4043fbc329d7"
+                     *           "request_id": "req_01m8dryat3f5t3zjceb5nezeyk",
+                     *           "prev_hash": "sha256:1dd3117ab3a96110841a76c0adbc8116bd64403597df273fb63a8e1e1db5c6b9",
+                     *           "hash": "sha256:1071b76ea96004e69e4823fd5ad0d1fd606055cc11dda455dc80acc8d8157623"
                      *         }
                      *       ],
                      *       "next_cursor": "NQ"
@@ -8439,25 +9203,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8466,7 +9223,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8475,25 +9232,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8502,9 +9252,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8537,33 +9309,26 @@ export interface operations {
                      * @example {
                      *       "scope": "deployment",
                      *       "valid": true,
-                     *       "checked": 86,
-                     *       "head": "sha256:88e02f32ad815007bd48093267b38e5fa66cfe15e05d2bcd605c588c5cdf82d5",
-                     *       "next_cursor": null
+                     *       "checked": 100,
+                     *       "head": "sha256:427feee3083eeb737d1a7e4d9a1f5689ef3e3e067dc2e522333179571301ab5b",
+                     *       "next_cursor": "MTAw"
                      *     }
                      */
                     "application/json": components["schemas"]["AuditVerdict"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8572,7 +9337,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8581,25 +9346,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8608,9 +9366,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8632,7 +9412,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -8647,7 +9427,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
+                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -8655,11 +9435,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T20:14:02.054Z",
-                     *       "client_secret": "cs_a70r3zj5KVJerM-8kbMmNdRifGlM2_JSE8twBjJ3fZw"
+                     *       "created_at": "2026-11-27T05:51:38.898Z",
+                     *       "client_secret": "cs_yMSA3QSNrlrtyCZvOO-qeobUSW2dBTIJu7gxnOfepY0"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -8668,7 +9448,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8677,16 +9457,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8695,7 +9477,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8704,7 +9486,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8713,7 +9506,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8722,7 +9515,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8731,7 +9524,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8740,9 +9533,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8770,7 +9585,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
+                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -8778,34 +9593,27 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-23T20:14:02.054Z"
+                     *       "created_at": "2026-11-27T05:51:38.898Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8814,7 +9622,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8823,25 +9631,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8850,9 +9651,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8895,9 +9718,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m850pjt6cm3qf2rzrbfj0mx5",
-                     *       "client_secret": "cs_77R3vGVkmUrJ5oflLAbya0pclheoUTD1rIobgLn1TPw",
-                     *       "previous_secret_expires_at": "2026-11-23T21:14:02.066Z"
+                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
+                     *       "client_secret": "cs_xva4foN4YcYK_ud_NYvo-sddg1QfInPNPuCqaTWziD8",
+                     *       "previous_secret_expires_at": "2026-11-27T06:51:39.158Z"
                      *     }
                      */
                     "application/json": {
@@ -8908,7 +9731,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8917,16 +9740,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8935,7 +9760,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8944,7 +9769,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8953,7 +9789,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8962,7 +9798,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8971,7 +9807,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8980,9 +9816,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9020,9 +9878,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m850pjtrknhxjkcg6b4dbjqj",
-                     *       "activates_at": "2026-11-23T20:14:02.071Z",
-                     *       "previous_retires_at": "2026-11-23T20:29:02.071Z"
+                     *       "kid": "key_01m8drycpt04p89e2ngvbsc5sr",
+                     *       "activates_at": "2026-11-27T05:51:39.219Z",
+                     *       "previous_retires_at": "2026-11-27T06:06:39.219Z"
                      *     }
                      */
                     "application/json": {
@@ -9032,7 +9890,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9041,16 +9899,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9059,7 +9919,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9068,7 +9928,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9077,7 +9948,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9086,7 +9957,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9095,7 +9966,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9104,9 +9975,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9139,7 +10032,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
+                     *           "id": "wh_01m8drymehg1511faxcsrxrqbk",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -9147,10 +10040,10 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-23T20:14:02.645Z",
-                     *           "updated_at": "2026-11-23T20:14:02.645Z"
+                     *           "created_at": "2026-11-27T05:51:47.153Z",
+                     *           "updated_at": "2026-11-27T05:51:47.153Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -9162,25 +10055,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9189,7 +10075,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9198,25 +10084,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9225,9 +10104,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9252,7 +10153,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p"
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -9267,7 +10168,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
+                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -9275,11 +10176,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T20:14:02.645Z",
-                     *       "updated_at": "2026-11-23T20:14:02.645Z",
-                     *       "secret": "whsec_4TNrk2I+tD54ezmeCoDcvScH3OWEjKp5"
+                     *       "created_at": "2026-11-27T05:51:47.153Z",
+                     *       "updated_at": "2026-11-27T05:51:47.153Z",
+                     *       "secret": "whsec_owd6zJFBO0o5g9oilFgTtoF54xX9lgTA"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -9288,7 +10189,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9297,16 +10198,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9315,7 +10218,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9324,7 +10227,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9333,7 +10247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9342,7 +10256,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9351,7 +10265,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9360,9 +10274,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9390,7 +10326,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
+                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -9398,34 +10334,27 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T20:14:02.645Z",
-                     *       "updated_at": "2026-11-23T20:14:02.645Z"
+                     *       "created_at": "2026-11-27T05:51:47.153Z",
+                     *       "updated_at": "2026-11-27T05:51:47.153Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9434,7 +10363,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9443,25 +10372,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9470,9 +10392,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9499,7 +10443,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9508,16 +10452,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9526,7 +10472,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9535,7 +10481,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9544,7 +10501,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9553,16 +10510,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9571,9 +10519,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9614,7 +10584,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m850pkcnw2yjnx34q9qjj0b9",
+                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -9623,16 +10593,16 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-23T20:14:02.645Z",
-                     *       "updated_at": "2026-11-23T20:14:02.662Z"
+                     *       "created_at": "2026-11-27T05:51:47.153Z",
+                     *       "updated_at": "2026-11-27T05:51:47.441Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9641,16 +10611,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9659,7 +10631,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9668,7 +10640,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9677,7 +10660,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9686,7 +10669,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9695,7 +10678,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9704,9 +10687,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9734,8 +10739,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_sMkYGVSGvXZZxWxI6XxS4vhMO0Yus5M3",
-                     *       "previous_secret_expires_at": "2026-11-24T20:14:02.667Z"
+                     *       "secret": "whsec_n/4OQd6yQofQE57fpc3QY0WxuUsMWQF1",
+                     *       "previous_secret_expires_at": "2026-11-28T05:51:47.563Z"
                      *     }
                      */
                     "application/json": {
@@ -9745,7 +10750,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9754,16 +10759,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9772,7 +10779,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9781,7 +10788,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9790,7 +10808,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9799,7 +10817,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9808,7 +10826,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9817,9 +10835,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9862,25 +10902,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9889,7 +10922,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9898,25 +10931,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9925,9 +10951,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9949,7 +10997,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m850pkcnw2yjnx34q9qjj0b9"
+                 *       "endpoint_id": "wh_01m8drymehg1511faxcsrxrqbk"
                  *     }
                  */
                 "application/json": {
@@ -9966,9 +11014,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m850pk4p1kkasembkm4zqa9v",
+                     *       "event_id": "evt_01m8drygegmey6v6zf82mq6q0b",
                      *       "endpoint_ids": [
-                     *         "wh_01m850pkcnw2yjnx34q9qjj0b9"
+                     *         "wh_01m8drymehg1511faxcsrxrqbk"
                      *       ]
                      *     }
                      */
@@ -9978,7 +11026,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9987,16 +11035,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10005,7 +11055,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10014,7 +11064,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10023,7 +11084,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10032,7 +11093,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10041,7 +11102,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10050,9 +11111,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10087,8 +11170,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -10102,12 +11185,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-23T20:14:02.192Z",
-                     *       "to": "2026-11-23T20:14:03.242Z",
+                     *       "from": "2026-11-27T05:51:40.370Z",
+                     *       "to": "2026-11-27T05:51:41.976Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-23T20:14:00.000Z",
+                     *           "t": "2026-11-27T05:51:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -10121,7 +11204,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-23T20:14:03.242Z",
+                     *         "as_of": "2026-11-27T05:51:41.976Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -10130,25 +11213,18 @@ export interface operations {
                     "text/csv": string;
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10157,7 +11233,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10166,25 +11242,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10193,9 +11262,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10228,29 +11319,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m850pjx4rnhnhgh3ggh15q2w (delivery dl_01m850pjx4rnhnhgh3ggh15q2x) as of 2026-11-23T20:14:03.242Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
+                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8dryd38j009m35c2xjh0ky8 (delivery dl_01m8dryd38j009m35c2xjh0ky9) as of 2026-11-27T05:51:41.976Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10259,7 +11343,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10268,25 +11352,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10295,9 +11372,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10330,15 +11429,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m850pjqxez96p5a45xcd6hmw",
+                     *           "id": "us_01m8drybd2cgxex31s7vhr49tx",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-23T20:14:01.981Z"
+                     *           "created_at": "2026-11-27T05:51:37.890Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -10350,25 +11449,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10377,7 +11469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10386,25 +11478,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10413,9 +11498,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10438,7 +11545,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -10454,15 +11561,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
+                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T20:14:01.981Z"
+                     *       "created_at": "2026-11-27T05:51:37.890Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -10471,7 +11578,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10480,16 +11587,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10498,9 +11607,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10516,7 +11636,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10525,7 +11645,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10534,7 +11654,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10543,9 +11663,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10573,39 +11715,32 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
+                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T20:14:01.981Z"
+                     *       "created_at": "2026-11-27T05:51:37.890Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10614,7 +11749,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10623,25 +11758,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10650,9 +11778,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10689,21 +11839,21 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m850pjqxez96p5a45xcd6hmw",
+                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-23T20:14:01.981Z"
+                     *       "created_at": "2026-11-27T05:51:37.890Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10712,16 +11862,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10730,7 +11882,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10739,7 +11891,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10748,7 +11911,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10757,7 +11920,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10766,7 +11929,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10775,9 +11938,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10805,7 +11990,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -10814,32 +11999,25 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-23T20:14:02.432Z",
-                     *       "created_at": "2026-11-23T20:14:02.432Z"
+                     *       "effective_from": "2026-11-27T05:51:43.419Z",
+                     *       "created_at": "2026-11-27T05:51:43.419Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10848,7 +12026,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10857,25 +12035,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10884,9 +12055,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10929,7 +12122,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -10938,14 +12131,14 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-23T20:14:02.432Z",
-                     *       "created_at": "2026-11-23T20:14:02.432Z"
+                     *       "effective_from": "2026-11-27T05:51:43.419Z",
+                     *       "created_at": "2026-11-27T05:51:43.419Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10954,16 +12147,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10972,7 +12167,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10981,7 +12176,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10990,7 +12196,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10999,7 +12205,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11008,7 +12214,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11017,9 +12223,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11054,7 +12282,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
+                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
                      *           "version": 1,
                      *           "currency": "USD",
                      *           "base_fee_cents": 650,
@@ -11063,8 +12291,8 @@ export interface operations {
                      *           "failed_attempt_fee_cents": 400,
                      *           "after_hours_multiplier": 1.5,
                      *           "commission_bps": 1200,
-                     *           "effective_from": "2026-11-23T20:14:02.432Z",
-                     *           "created_at": "2026-11-23T20:14:02.432Z"
+                     *           "effective_from": "2026-11-27T05:51:43.419Z",
+                     *           "created_at": "2026-11-27T05:51:43.419Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -11073,25 +12301,18 @@ export interface operations {
                     "application/json": components["schemas"]["RateCardPage"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11100,7 +12321,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11109,25 +12330,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11136,9 +12350,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11171,19 +12407,19 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "from": "2026-11-22T20:14:02.466Z",
-                     *       "to": "2026-11-24T20:14:02.466Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "from": "2026-11-26T05:51:43.752Z",
+                     *       "to": "2026-11-28T05:51:43.752Z",
                      *       "currency": "USD",
                      *       "lines": [
                      *         {
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-23T20:14:02.272Z",
+                     *           "ended_at": "2026-11-27T05:51:41.391Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": true,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -11195,13 +12431,13 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "outcome": "failed",
-                     *           "ended_at": "2026-11-23T20:14:02.338Z",
+                     *           "ended_at": "2026-11-27T05:51:42.159Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": false,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -11213,22 +12449,22 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                     *           "delivery_id": "dl_01m8drygzr67rp5ax34hk7dhr3",
+                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-23T20:14:02.464Z",
+                     *           "ended_at": "2026-11-27T05:51:43.717Z",
                      *           "rate_card_version": 1,
                      *           "distance_km": 4.74,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": false,
                      *           "base_cents": 650,
                      *           "distance_cents": 403,
                      *           "cold_chain_cents": 0,
                      *           "failed_attempt_cents": 0,
-                     *           "after_hours_cents": 0,
-                     *           "gross_cents": 1053,
-                     *           "commission_cents": 126,
-                     *           "payout_cents": 927
+                     *           "after_hours_cents": 526,
+                     *           "gross_cents": 1579,
+                     *           "commission_cents": 189,
+                     *           "payout_cents": 1390
                      *         }
                      *       ],
                      *       "totals": {
@@ -11237,10 +12473,10 @@ export interface operations {
                      *         "distance_cents": 403,
                      *         "cold_chain_cents": 0,
                      *         "failed_attempt_cents": 0,
-                     *         "after_hours_cents": 0,
-                     *         "gross_cents": 1053,
-                     *         "commission_cents": 126,
-                     *         "payout_cents": 927
+                     *         "after_hours_cents": 526,
+                     *         "gross_cents": 1579,
+                     *         "commission_cents": 189,
+                     *         "payout_cents": 1390
                      *       }
                      *     }
                      */
@@ -11249,25 +12485,18 @@ export interface operations {
                     "text/csv": string;
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11276,7 +12505,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11285,25 +12514,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11312,9 +12534,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11357,31 +12601,31 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "from": "2026-11-22T20:14:02.466Z",
-                     *       "to": "2026-11-24T20:14:02.466Z",
+                     *       "from": "2026-11-26T05:51:43.752Z",
+                     *       "to": "2026-11-28T05:51:43.752Z",
                      *       "matched": 0,
                      *       "mismatched": [
                      *         {
-                     *           "delivery_id": "dl_01m850pk6pmy11bgvhktd2ttva",
-                     *           "ours": 927,
-                     *           "theirs": 928,
+                     *           "delivery_id": "dl_01m8drygzr67rp5ax34hk7dhr3",
+                     *           "ours": 1390,
+                     *           "theirs": 1391,
                      *           "difference": 1
                      *         }
                      *       ],
                      *       "missing_from_statement": [
                      *         {
-                     *           "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
+                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *           "ours": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
+                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
                      *           "ours": 0
                      *         }
                      *       ],
                      *       "unknown_in_statement": [],
                      *       "totals": {
-                     *         "ours": 927,
-                     *         "theirs": 928,
+                     *         "ours": 1390,
+                     *         "theirs": 1391,
                      *         "difference": 1
                      *       }
                      *     }
@@ -11389,7 +12633,7 @@ export interface operations {
                     "application/json": components["schemas"]["StatementComparison"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11398,16 +12642,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11416,7 +12662,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11425,7 +12671,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11434,7 +12691,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11443,7 +12700,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11452,7 +12709,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11461,9 +12718,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11491,8 +12770,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "generated_at": "2026-11-23T20:14:02.509Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "generated_at": "2026-11-27T05:51:44.192Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -11506,9 +12785,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-23T20:14:02.402Z",
+                     *             "since": "2026-11-27T05:51:43.195Z",
                      *             "status": "DISPATCHED"
                      *           }
                      *         ]
@@ -11517,18 +12796,18 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
-                     *             "eta": "2026-11-24T00:14:02.379Z",
+                     *             "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *             "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                     *             "eta": "2026-11-27T09:51:42.975Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-23T20:14:02.402Z"
+                     *             "updated_at": "2026-11-27T05:51:43.195Z"
                      *           }
                      *         ]
                      *       },
@@ -11544,33 +12823,26 @@ export interface operations {
                      *       "payout": {
                      *         "currency": "USD",
                      *         "lines": 3,
-                     *         "gross_cents": 1053,
-                     *         "payout_cents": 927
+                     *         "gross_cents": 1579,
+                     *         "payout_cents": 1390
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["FleetDashboard"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11579,7 +12851,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11588,25 +12860,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11615,9 +12880,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11654,14 +12941,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbTg1MHBqdHJrbmh4amtjZzZiNGRianFqIn0.eyJmbGVldF9pZCI6ImZsXzAxbTg1MHBqcDI3dDE3N3dndGEyN25uazhnIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtODUwcGpwMjd0MTc3d2d0YTI3bm5rOGciLCJpYXQiOjE3OTU0NjQ4NDIsImV4cCI6MTc5NTQ2NDk2Mn0.sA198tb3sECjxjkNSkewYHnQ4oR9hDx3tR1G7Qr_jlGAGBfT_MIo4kJbjPh87bV49VWOVXvatkGO9Nvj-5kTAA",
-                     *       "expires_at": "2026-11-23T20:16:02.000Z"
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThkcnljcHQwNHA4OWUybmd2YnNjNXNyIn0.eyJmbGVldF9pZCI6ImZsXzAxbThkcnlhcDBhcGdtMXM4YmRtNHdtd2tlIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGRyeWFwMGFwZ20xczhiZG00d213a2UiLCJpYXQiOjE3OTU3NTg3MDQsImV4cCI6MTc5NTc1ODgyNH0.nWLGC2VJP3F1oaHF4C6Bij3QxOOL5TYcD3jc0ZAnDChbhrH09nFe3_F47Xc50ka3rtn3Iub20HCuG0CMcF6n4g",
+                     *       "expires_at": "2026-11-27T05:53:44.000Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EmbedSession"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11670,16 +12957,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11688,7 +12977,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11697,7 +12986,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11706,7 +13006,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11715,7 +13015,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11724,7 +13024,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11733,9 +13033,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11766,7 +13088,7 @@ export interface operations {
                      * @example <!doctype html>
                      *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
                      *     <title>Speedy</title>
-                     *     <style nonce="F/TZ7/9lrW7Sb4BQ7hnr1A==">
+                     *     <style nonce="tNg/mJoYil1/AY04IZI3/A==">
                      *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
                      *     header{display:flex;align-items:center;gap:1…
                      */
@@ -11781,6 +13103,37 @@ export interface operations {
                 content: {
                     /** @example <!doctype html><html lang="en">…This dashboard link has expired or is not valid…</html> */
                     "text/html": string;
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -11805,8 +13158,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                     *       "generated_at": "2026-11-23T20:14:02.558Z",
+                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "generated_at": "2026-11-27T05:51:44.772Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -11820,9 +13173,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-23T20:14:02.402Z",
+                     *             "since": "2026-11-27T05:51:43.195Z",
                      *             "status": "DISPATCHED"
                      *           }
                      *         ]
@@ -11831,18 +13184,18 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
+                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                     *             "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
-                     *             "eta": "2026-11-24T00:14:02.379Z",
+                     *             "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *             "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                     *             "eta": "2026-11-27T09:51:42.975Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-23T20:14:02.402Z"
+                     *             "updated_at": "2026-11-27T05:51:43.195Z"
                      *           }
                      *         ]
                      *       }
@@ -11854,6 +13207,37 @@ export interface operations {
             /** @description `unauthorized`: the embed session has expired or its token is not valid; the page shows that instead of the data */
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11880,27 +13264,28 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pjx5gmgmxn7f27j71we3",
+                 *       "id": "evt_01m8dryd3njhz2kpj71t3kd3tx",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-23T20:14:02.149Z",
+                 *       "created_at": "2026-11-27T05:51:39.637Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:c4d93f94d007656ab7c9e2550483dd2bb67856b4062154039f0baf9be66ba006"
+                 *         "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.created";
+                    data?: components["schemas"]["DeliveryCreatedData"];
                 };
             };
         };
@@ -11932,33 +13317,34 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pjyjqtsqpce2pdp92x2r",
+                 *       "id": "evt_01m8drydvnpwx6awwpw30v9vr8",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-23T20:14:02.194Z",
+                 *       "created_at": "2026-11-27T05:51:40.402Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-23T20:14:02.192Z",
-                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *         "occurred_at": "2026-11-27T05:51:40.370Z",
+                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:16ddaa99788c3288a8371faf2b1142b231592971b988a0e861cbbc60c53ee0bb",
-                 *         "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *         "driver_id": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                 *         "tote_id": "tt_01m850pjqbax61svvbzk0tcq93"
+                 *         "custody_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
+                 *         "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *         "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *         "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.dispatched";
+                    data?: components["schemas"]["DeliveryDispatchedData"];
                 };
             };
         };
@@ -11990,30 +13376,31 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pjz608fnxtqz875sdhk1",
+                 *       "id": "evt_01m8drye3ydpx2zt6zbfv1a2fa",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-23T20:14:02.214Z",
+                 *       "created_at": "2026-11-27T05:51:40.670Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T20:14:02.213Z",
-                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *         "occurred_at": "2026-11-27T05:51:40.627Z",
+                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                 *         "custody_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.picked-up";
+                    data?: components["schemas"]["DeliveryPickedUpData"];
                 };
             };
         };
@@ -12045,24 +13432,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk13741zjk07y7qb926v",
+                 *       "id": "evt_01m8dryetq8p76v7rjjekp22gf",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-23T20:14:02.275Z",
+                 *       "created_at": "2026-11-27T05:51:41.399Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T20:14:02.272Z",
-                 *         "from": "dr_01m850pjq1d7jvysw0916pjvnv",
+                 *         "occurred_at": "2026-11-27T05:51:41.391Z",
+                 *         "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
+                 *         "custody_hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -12070,6 +13457,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.delivered";
+                    data?: components["schemas"]["DeliveryDeliveredData"];
                 };
             };
         };
@@ -12101,24 +13489,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk33cckyqfz39zzrjf79",
+                 *       "id": "evt_01m8dryfjgyzf7v60cj5cw1gkm",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-23T20:14:02.339Z",
+                 *       "created_at": "2026-11-27T05:51:42.160Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                 *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                 *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-23T20:14:02.338Z",
+                 *         "occurred_at": "2026-11-27T05:51:42.159Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:0ea1ff32c97214c06b1e5dfdca48da13b25273b4756bb379aa6c32afdbd1d0ea",
+                 *         "custody_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41",
                  *         "reason": "Nobody home"
                  *       }
                  *     }
@@ -12126,6 +13514,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.failed";
+                    data?: components["schemas"]["DeliveryFailedData"];
                 };
             };
         };
@@ -12157,30 +13546,31 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk3e0yfz4snx77rnhjhr",
+                 *       "id": "evt_01m8dryfrxw9phhtgp4enczfz9",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-23T20:14:02.350Z",
+                 *       "created_at": "2026-11-27T05:51:42.364Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pk2p874tavytg02nggr3",
-                 *       "rx_id": "rx_01m850pk2p874tavytg02nggr2",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                 *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-23T20:14:02.349Z",
-                 *         "from": "dr_01m850pjptfxnaqsf9f9ca8h4a",
-                 *         "to": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *         "occurred_at": "2026-11-27T05:51:42.340Z",
+                 *         "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *         "to": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:0e8cc01c1e7b0b22a50d4857a444a431574861e93d705dbc75be86ec5f641b91"
+                 *         "custody_hash": "sha256:5a5e53fa1d05a057282e4b18e370786216f105a7c015633e586518937b4f044b"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.returned";
+                    data?: components["schemas"]["DeliveryReturnedData"];
                 };
             };
         };
@@ -12212,24 +13602,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk3xmye5572x2n59wrpr",
+                 *       "id": "evt_01m8dryg7pgj2z8rj1he1ceebg",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-23T20:14:02.365Z",
+                 *       "created_at": "2026-11-27T05:51:42.838Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m850pk3rffgwfj3tqv4zdk0y",
-                 *       "rx_id": "rx_01m850pk3rffgwfj3tqv4zdk0x",
+                 *       "delivery_id": "dl_01m8dryg4szz432q4cynwc912n",
+                 *       "rx_id": "rx_01m8dryg4szz432q4cynwc912m",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-23T20:14:02.364Z",
+                 *         "occurred_at": "2026-11-27T05:51:42.824Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:7dc888b01da96f8a348993e33e967eedd88ee4e830b448fbffeb3ea697db8a00",
+                 *         "custody_hash": "sha256:1f0efd5b6a0e31285519f74637a55a1a2cf3be5dbb0137b53042f50f7de0a921",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -12237,6 +13627,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "delivery.cancelled";
+                    data?: components["schemas"]["DeliveryCancelledData"];
                 };
             };
         };
@@ -12268,30 +13659,31 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pjz608fnxtqz875sdhk0",
+                 *       "id": "evt_01m8drye3ydpx2zt6zbfv1a2f9",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-23T20:14:02.214Z",
+                 *       "created_at": "2026-11-27T05:51:40.670Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-23T20:14:02.213Z",
-                 *         "from": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *         "to": "dr_01m850pjptfxnaqsf9f9ca8h4a",
+                 *         "occurred_at": "2026-11-27T05:51:40.627Z",
+                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:6bbce7560676a5e341d15d99538dc8fbae3460b068c8ff63411b2b9da21f2848"
+                 *         "custody_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "custody.handoff-signed";
+                    data?: components["schemas"]["CustodyHandoffSignedData"];
                 };
             };
         };
@@ -12323,24 +13715,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk13741zjk07y7qb926t",
+                 *       "id": "evt_01m8dryetq8p76v7rjjekp22ge",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-23T20:14:02.275Z",
+                 *       "created_at": "2026-11-27T05:51:41.399Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-23T20:14:02.272Z",
-                 *         "from": "dr_01m850pjq1d7jvysw0916pjvnv",
+                 *         "occurred_at": "2026-11-27T05:51:41.391Z",
+                 *         "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:080fe180dc6efcc57ef7c7d2d6f4c71a9ed518b724b659787b1ebe35c83591e4",
+                 *         "custody_hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -12348,6 +13740,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "custody.patient-verified";
+                    data?: components["schemas"]["CustodyPatientVerifiedData"];
                 };
             };
         };
@@ -12377,9 +13770,33 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd7",
+                 *       "type": "temperature.excursion",
+                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "seq": 3,
+                 *       "data": {
+                 *         "excursion_started_at": "2026-11-27T05:02:45.195Z",
+                 *         "kind": "high",
+                 *         "peak_c": 9,
+                 *         "min_c": 2,
+                 *         "max_c": 8,
+                 *         "grace_s": 300,
+                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
+                 *         "at": "2026-11-27T05:07:45.195Z"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "temperature.excursion";
+                    data?: components["schemas"]["TemperatureExcursionData"];
                 };
             };
         };
@@ -12409,9 +13826,34 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd8",
+                 *       "type": "temperature.recovered",
+                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "seq": 4,
+                 *       "data": {
+                 *         "excursion_started_at": "2026-11-27T05:02:45.195Z",
+                 *         "recovered_at": "2026-11-27T05:09:45.195Z",
+                 *         "duration_s": 420,
+                 *         "kind": "high",
+                 *         "peak_c": 9.5,
+                 *         "temp_c": 5,
+                 *         "unknown_s": 0,
+                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
+                 *         "at": "2026-11-27T05:09:45.195Z"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "temperature.recovered";
+                    data?: components["schemas"]["TemperatureRecoveredData"];
                 };
             };
         };
@@ -12443,35 +13885,36 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk4p1kkasembkm4zqa9v",
+                 *       "id": "evt_01m8drygegmey6v6zf82mq6q0b",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-23T20:14:02.390Z",
+                 *       "created_at": "2026-11-27T05:51:43.056Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                 *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                 *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-23T20:14:02.386Z",
+                 *         "broken_at": "2026-11-27T05:51:43.032Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-23T20:14:02.386Z",
+                 *         "excursion_started_at": "2026-11-27T05:51:43.032Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m850pjqkcdde6jn600097ggk",
-                 *         "at": "2026-11-23T20:14:02.386Z"
+                 *         "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                 *         "at": "2026-11-27T05:51:43.032Z"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "cold-chain.break";
+                    data?: components["schemas"]["ColdChainBreakData"];
                 };
             };
         };
@@ -12503,24 +13946,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pk5245paw62sy7h0p5wf",
+                 *       "id": "evt_01m8drygjxzymh1xz55a3c2z7b",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-23T20:14:02.402Z",
+                 *       "created_at": "2026-11-27T05:51:43.197Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
-                 *       "fleet_id": "fl_01m850pjp27t177wgta27nnk8g",
-                 *       "delivery_id": "dl_01m850pk4bnhdkqszf28k5s4d9",
-                 *       "rx_id": "rx_01m850pk4bnhdkqszf28k5s4d8",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                 *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-23T20:14:02.402Z",
+                 *         "occurred_at": "2026-11-27T05:51:43.195Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:43052341d418fa424374817b8c79622d58e0d91ebf5ca3b050679136b15aedfc",
+                 *         "custody_hash": "sha256:46d89ace9574be3bf18214a71d55684f5cda9978004fe5f85763ad8c13aae72a",
                  *         "decision": "return"
                  *       }
                  *     }
@@ -12528,6 +13971,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "cold-chain.disposition";
+                    data?: components["schemas"]["ColdChainDispositionData"];
                 };
             };
         };
@@ -12557,9 +14001,31 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd9",
+                 *       "type": "sensor.offline",
+                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
+                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "seq": 5,
+                 *       "data": {
+                 *         "last_reading_at": "2026-11-27T05:09:45.195Z",
+                 *         "offline_since": "2026-11-27T05:24:45.195Z",
+                 *         "back_online_at": "2026-11-27T05:26:45.195Z",
+                 *         "max_gap_s": 900,
+                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
+                 *         "at": "2026-11-27T05:24:45.195Z"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "sensor.offline";
+                    data?: components["schemas"]["SensorOfflineData"];
                 };
             };
         };
@@ -12589,9 +14055,30 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dryk1g2re0swfmmk2pe5ds",
+                 *       "type": "writeback.completed",
+                 *       "created_at": "2026-11-27T05:51:45.712Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8dryjnfzybhp1f35k0g72er",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryjq22j3dskserkq5rqyb",
+                 *       "rx_id": "rx_01m8dryjq22j3dskserkq5rqya",
+                 *       "seq": 7,
+                 *       "data": {
+                 *         "outcome_event_id": "evt_01m8dryjwpebdfkm8chfq4kv0q",
+                 *         "outcome": "delivery.delivered",
+                 *         "attempts": 1,
+                 *         "status_code": 204,
+                 *         "error": null
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "writeback.completed";
+                    data?: components["schemas"]["WritebackCompletedData"];
                 };
             };
         };
@@ -12621,9 +14108,30 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dryke7mgnzgyw1z1d9rqrh",
+                 *       "type": "writeback.failed",
+                 *       "created_at": "2026-11-27T05:51:46.119Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8dryjzv4f0vxqwkqp9yhfne",
+                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                 *       "delivery_id": "dl_01m8dryk1yqsqgj14fha0zjkms",
+                 *       "rx_id": "rx_01m8dryk1yqsqgj14fha0zjkmr",
+                 *       "seq": 7,
+                 *       "data": {
+                 *         "outcome_event_id": "evt_01m8dryk5c316yv2qjpnpwq3e4",
+                 *         "outcome": "delivery.delivered",
+                 *         "attempts": 3,
+                 *         "status_code": null,
+                 *         "error": "ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "writeback.failed";
+                    data?: components["schemas"]["WritebackFailedData"];
                 };
             };
         };
@@ -12655,14 +14163,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m850pjyawam5em6s5e5z2ks7",
+                 *       "id": "evt_01m8drydpg0s2t54tv8793gayw",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-23T20:14:02.186Z",
+                 *       "created_at": "2026-11-27T05:51:40.240Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m850pjm1qfec2p2mbam6wy0p",
+                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m850pjx4rnhnhgh3ggh15q2x",
-                 *       "rx_id": "rx_01m850pjx4rnhnhgh3ggh15q2w",
+                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -12673,13 +14181,14 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-23T20:14:02.185Z"
+                 *         "refused_at": "2026-11-27T05:51:40.238Z"
                  *       }
                  *     }
                  */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "handoff.refused";
+                    data?: components["schemas"]["HandoffRefusedData"];
                 };
             };
         };

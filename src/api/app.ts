@@ -23,6 +23,7 @@ import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { TokenBuckets } from './middleware/token-buckets.js'
+import { PUBLIC_V1 } from './common-responses.js'
 import { buildDocument, registerWebhooks } from './document.js'
 import { validationHook } from './openapi.js'
 import { notFoundOrMethodNotAllowed } from './method-not-allowed.js'
@@ -50,8 +51,6 @@ export type AppDeps = {
   /** Route groups under /v1, each built over its service. */
   v1: OpenAPIHono<AppEnv>[]
 }
-
-const PUBLIC_V1 = new Set(['/v1/openapi.json'])
 
 /** The HTTP application: middleware in the order a request meets it, then the route groups. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {

@@ -1,6 +1,8 @@
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import pkg from '../../package.json' with { type: 'json' }
 import { eventTypes } from '../events/fanout.js'
+import { addCommonResponses } from './common-responses.js'
+import { eventData } from './event-data.js'
 import type { AppEnv } from './env.js'
 import examples from './openapi-examples.json' with { type: 'json' }
 import { z } from './openapi.js'
@@ -32,7 +34,7 @@ const signatureHeaders = z.object({
   'webhook-signature': z.string().describe('`v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation'),
 })
 
-/** SPEC-level contract of §7: each event type is a webhook of the document, its body the envelope with that `type`. */
+/** Each event type is a webhook of the document: its body the envelope with that `type` and that type's `data`. */
 export function registerWebhooks(app: OpenAPIHono<AppEnv>): void {
   for (const type of eventTypes) {
     app.openAPIRegistry.registerWebhook({
@@ -43,7 +45,14 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>): void {
       summary: `The \`${type}\` event, POSTed to every endpoint subscribed to it`,
       request: {
         headers: signatureHeaders,
-        body: { required: true, content: { 'application/json': { schema: EventEnvelope.extend({ type: z.literal(type) }) } } },
+        body: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: EventEnvelope.extend({ type: z.literal(type), data: eventData[type].openapi(`${pascal(type)}Data`) }),
+            },
+          },
+        },
       },
       responses: {
         200: { description: 'Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint' },
@@ -54,6 +63,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>): void {
 
 /** The OpenAPI 3.1 document at /v1/openapi.json: generated from the routes' zod schemas, with recorded examples. */
 export function buildDocument(app: OpenAPIHono<AppEnv>, issuer: string) {
+  addCommonResponses(app.openAPIRegistry)
   const doc = app.getOpenAPI31Document({
     openapi: '3.1.0',
     info: {

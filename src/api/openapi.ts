@@ -3,6 +3,7 @@ import type { Hook } from '@hono/zod-openapi'
 import { validationFailed } from '../errors.js'
 import type { AppEnv } from './env.js'
 import { requireScope } from './middleware/authenticate.js'
+import { Problem } from './common-responses.js'
 
 export { z }
 
@@ -15,32 +16,7 @@ export function component<T extends z.ZodType>(schema: T, name: string): T {
   return z.ZodType.prototype.openapi.call(schema, name) as T
 }
 
-const Problem = z
-  .object({
-    type: z.string(),
-    title: z.string(),
-    status: z.number().int(),
-    detail: z.string(),
-    code: z.string().describe('Stable, snake_case error code'),
-    request_id: z.string(),
-    errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
-    allowed_actions: z.array(z.string()).optional().describe('With `invalid_transition`: the actions the delivery allows now'),
-  })
-  .openapi('Problem')
-
 export const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: Problem } } })
-
-/** The failures every authenticated route can answer with (docs/api.md, Errors). */
-const commonErrors = {
-  400: problem('Malformed JSON or a missing Idempotency-Key'),
-  401: problem('Missing or invalid access token'),
-  403: problem('The token lacks the required scope'),
-  404: problem('Not found, or not visible to this token'),
-  413: problem('Body larger than 256 KiB'),
-  415: problem('Body is not application/json'),
-  422: problem('Validation failed; `errors` lists JSON pointers'),
-  429: problem('Rate limited; see Retry-After'),
-}
 
 export const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } })
 export const jsonBody = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/json': { schema } }, required: true } })
@@ -54,15 +30,9 @@ export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'> &
     ...config,
     security: [{ bearer: [scope] }],
     middleware: [requireScope(scope)] as const,
-    // Loosely typed on purpose: handlers return our service types, the schema documents them.
-    responses: {
-      ...commonErrors,
-      // Every write accepts Idempotency-Key (docs/api.md, Idempotency): a second request while the first runs is 409.
-      ...(config.method === 'get'
-        ? {}
-        : { 409: problem('`idempotency_in_progress`: a request with this Idempotency-Key is still running') }),
-      ...config.responses,
-    } as RouteConfig['responses'],
+    // Loosely typed on purpose: handlers return our service types, the schema documents them. The
+    // answers of the middleware (401, 403, 429, …) are added to every operation by common-responses.ts.
+    responses: config.responses as RouteConfig['responses'],
   })
 }
 

@@ -6,7 +6,7 @@ import type { CustodyType } from './custody.js'
 export const deliveryStatuses = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED'] as const
 export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
-const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
+export const deliveryActions = ['dispatch', 'pickup', 'handoff', 'deliver', 'fail', 'return', 'cancel', 'disposition'] as const
 export type DeliveryAction = (typeof deliveryActions)[number]
 
 type Move = { from: readonly DeliveryStatus[]; to: DeliveryStatus | 'unchanged'; custody: CustodyType; events: readonly string[] }

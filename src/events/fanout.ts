@@ -23,6 +23,8 @@ export const eventTypes = [
   'handoff.refused',
 ] as const
 
+export type EventType = (typeof eventTypes)[number]
+
 export const subscribes = (events: readonly string[], type: string) => events.includes('*') || events.includes(type)
 
 /** The enabled endpoints that hear everyone, or the event's pharmacy, or its fleet: one query per combination. */

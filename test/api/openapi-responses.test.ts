@@ -1,6 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { eventTypes } from '../../src/events/fanout.js'
 import { responseValidator, type OpenApiDocument } from '../helpers/openapi-responses.js'
 import { ADMIN, startTestService, type TestApi } from '../helpers/service.js'
 import { feed } from '../trace/cold-chain-delivery.js'
@@ -9,8 +13,10 @@ import { feed } from '../trace/cold-chain-delivery.js'
  * Real requests through the whole API, over a socket, each answer validated against the schema the
  * OpenAPI document gives for its status and media type; every answer carries `API-Version: v1`.
  * Every operation must be seen succeeding, and every /v1 operation answering 401, 403 and (when
- * it takes an id or a body) 404 and 422. `UPDATE_OPENAPI_EXAMPLES=1` records the first success of
- * each operation (and one event of each webhook type) as the document's examples.
+ * it takes an id or a body) 404 and 422; the answers of the middleware and the error handler
+ * (405, 413, 415, 429, 500, 503) are checked too, and every event type the service emits is
+ * raised once. `UPDATE_OPENAPI_EXAMPLES=1` records the first success of each operation (and one
+ * event of each webhook type) as the document's examples.
  */
 const EXAMPLES_FILE = new URL('../../src/api/openapi-examples.json', import.meta.url)
 const UPDATE = process.env.UPDATE_OPENAPI_EXAMPLES === '1'
@@ -24,6 +30,7 @@ type Call = {
   form?: Record<string, string>
   headers?: Record<string, string>
   basic?: [string, string]
+  base?: string
 }
 type Answer = { status: number; headers: Headers; text: string; body: any }
 
@@ -41,7 +48,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
   let admin: string
   const world: Record<string, string> = {}
 
-  async function call(method: string, path: string, expected: number, opts: Call = {}): Promise<Answer> {
+  /** `expected` null: any status (a loop that waits for one); the answer is still checked against the document. */
+  async function call(method: string, path: string, expected: number | null, opts: Call = {}): Promise<Answer> {
     const headers: Record<string, string> = { ...opts.headers }
     if (opts.token) headers.authorization = `Bearer ${opts.token}`
     if (opts.basic) headers.authorization = `Basic ${Buffer.from(opts.basic.join(':')).toString('base64')}`
@@ -51,7 +59,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     if (body !== undefined)
       headers['content-type'] ??= opts.contentType ?? (opts.form ? 'application/x-www-form-urlencoded' : 'application/json')
     const stop = new AbortController()
-    const res = await fetch(base + path, { method, headers, body, redirect: 'manual', signal: stop.signal })
+    const res = await fetch((opts.base ?? base) + path, { method, headers, body, redirect: 'manual', signal: stop.signal })
     // A stream never ends: its first chunk (`retry:` and what follows) is what is checked.
     const text =
       opts.stream && res.headers.get('content-type')?.startsWith('text/event-stream')
@@ -61,7 +69,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     expect(res.headers.get('api-version'), `${method} ${path}: API-Version`).toBe('v1')
     const { operationId, problems: found } = validator.check(method, path, res.status, res.headers.get('content-type'), text)
     problems.push(...found)
-    expect(res.status, `${method} ${path}: ${text.slice(0, 500)}`).toBe(expected)
+    if (expected !== null) expect(res.status, `${method} ${path}: ${text.slice(0, 500)}`).toBe(expected)
     if (operationId) {
       if (!seen.has(operationId)) seen.set(operationId, new Set())
       seen.get(operationId)!.add(res.status)
@@ -87,14 +95,26 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     return { status: res.status, headers: res.headers, text, body: parsed }
   }
 
+  // The service's clock runs with the wall clock, `shift` ms away from it: a delivery created an hour
+  // ago can be dispatched 50 minutes ago, and its tote's readings of the last hour evaluated.
+  let shift = 0
+  const clock = { now: () => Date.now() + shift }
+  let pharmacyDesk: Server // a pharmacy's writeback receiver: acknowledges everything
+
   beforeAll(async () => {
-    api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10' })
+    pharmacyDesk = createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()))
+    await new Promise<void>((resolve) => pharmacyDesk.listen(0, '127.0.0.1', resolve))
+    // Writebacks that cannot be delivered give up within a second.
+    api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10', WEBHOOK_RETRY_SCHEDULE: '50ms,50ms' }, { clock })
     const { httpPort } = await api.service.start()
     base = `http://127.0.0.1:${httpPort}`
     doc = (await (await fetch(`${base}/v1/openapi.json`)).json()) as OpenApiDocument
     validator = responseValidator(doc)
   })
-  afterAll(() => api?.stop())
+  afterAll(async () => {
+    await api?.stop()
+    pharmacyDesk?.close()
+  })
 
   it('OAuth: discovery, keys, tokens, revocation and introspection', async () => {
     await call('GET', '/.well-known/oauth-authorization-server', 200)
@@ -395,9 +415,78 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('GET', `${f}/dashboard`, 401, { token: page.searchParams.get('token')! }) // an embed token is not an access token
   })
 
+  it('raises every other event: an excursion and its recovery, a sensor gap, writebacks that succeed and fail', async () => {
+    const signature = 'signed at the counter'
+    // A refrigerated delivery created an hour ago, dispatched 50 minutes ago with its tote.
+    const tote = (await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0003', pharmacy_id: world.pharmacy } })).body
+      .id
+    shift = -3_600_000
+    const earlier = (
+      await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials' }, basic: [ADMIN.id, ADMIN.secret] })
+    ).body.access_token
+    const rx = await call('POST', '/v1/prescriptions', 201, {
+      token: earlier,
+      json: { patient_id: 'pt_cold', cold_chain: true, pharmacy_id: world.pharmacy, temperature_profile: 'refrigerated' },
+      headers: { 'idempotency-key': 'rx-cold' },
+    })
+    shift = 0
+    const dispatchedAt = Date.now() - 3_000_000
+    await call('POST', `/v1/deliveries/${rx.body.delivery_id}/dispatch`, 200, {
+      token: admin,
+      json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: tote, occurred_at: new Date(dispatchedAt).toISOString() },
+    })
+    // Refrigerated: 2–8 °C, 300 s of grace, 900 s without a reading is a sensor gap.
+    const s = 1_000
+    await feed(api, tote, [
+      { ts: dispatchedAt + 10 * s, temp_c: 5 },
+      { ts: dispatchedAt + 60 * s, temp_c: 9 },
+      { ts: dispatchedAt + 420 * s, temp_c: 9.5 }, // out of range past the grace: temperature.excursion
+      { ts: dispatchedAt + 480 * s, temp_c: 5 }, // back in range: temperature.recovered
+      { ts: dispatchedAt + 1_500 * s, temp_c: 5 }, // after a 17-minute silence: sensor.offline
+    ])
+
+    // Two pharmacies that want outcomes written back: one answers, the other cannot be reached.
+    const desk = `http://127.0.0.1:${(pharmacyDesk.address() as AddressInfo).port}/writeback`
+    for (const [name, url] of [
+      ['Answering Pharmacy', desk],
+      ['Unreachable Pharmacy', 'http://127.0.0.1:9/writeback'],
+    ] as const) {
+      const pharmacy = (
+        await call('POST', '/v1/pharmacies', 201, {
+          token: admin,
+          json: {
+            name,
+            address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+            timezone: 'America/Chicago',
+            writeback: { url },
+          },
+        })
+      ).body.id
+      const dl = (
+        await call('POST', '/v1/prescriptions', 201, {
+          token: admin,
+          json: { patient_id: 'pt_wb', cold_chain: false, pharmacy_id: pharmacy },
+          headers: { 'idempotency-key': `rx-${name}` },
+        })
+      ).body.delivery_id
+      await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })
+      await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: pharmacy, to: world.driver, signature } })
+      await call('POST', `/v1/deliveries/${dl}/deliver`, 200, { token: admin, json: { verification: { method: 'otp', evidence: '1' } } })
+    }
+    for (const type of ['writeback.completed', 'writeback.failed'])
+      await expect
+        .poll(async () => (await call('GET', `/v1/events?type=${type}`, 200, { token: admin })).body.data.length, { timeout: 20_000 })
+        .toBeGreaterThan(0)
+  })
+
   it('events, webhooks and the audit log', async () => {
+    let page = await call('GET', '/v1/events?limit=100', 200, { token: admin })
+    for (;;) {
+      for (const event of page.body.data) recorded.webhooks[event.type] ??= event
+      if (!page.body.next_cursor) break
+      page = await call('GET', `/v1/events?limit=100&cursor=${encodeURIComponent(page.body.next_cursor)}`, 200, { token: admin })
+    }
     const events = await call('GET', '/v1/events?limit=100', 200, { token: admin })
-    for (const event of events.body.data) recorded.webhooks[event.type] ??= event
     world.event = events.body.data.find((e: { type: string }) => e.type === 'cold-chain.break').id
     await call('GET', `/v1/events/${world.event}`, 200, { token: admin })
     await call('GET', `/v1/events?delivery_id=${world.broken}&type=cold-chain.break`, 200, { token: admin })
@@ -480,6 +569,89 @@ describe('every answer of the API validates against the OpenAPI document', () =>
         })
       }
     }
+  })
+
+  it('answers what the middleware and the error handler refuse as documented: 405, 413, 415, 422, 429, 500, 503', async () => {
+    const problem = (answer: Answer, code: string) => {
+      expect(answer.headers.get('content-type')).toBe('application/problem+json')
+      expect(answer.body).toMatchObject({ code, status: answer.status })
+    }
+    problem(await call('DELETE', '/v1/pharmacies', 405, { token: admin }), 'method_not_allowed')
+    problem(await call('PUT', '/oauth/token', 405), 'method_not_allowed')
+    problem(await call('POST', '/.well-known/jwks.json', 405), 'method_not_allowed')
+    const huge = 'x'.repeat(300 * 1024)
+    problem(await call('POST', '/v1/fleets', 413, { token: admin, json: { name: huge } }), 'payload_too_large')
+    problem(await call('PATCH', `/v1/fleets/${world.fleet}`, 413, { token: admin, json: { name: huge } }), 'payload_too_large')
+    problem(await call('POST', '/oauth/token', 413, { form: { grant_type: 'client_credentials', padding: huge } }), 'payload_too_large')
+    problem(
+      await call('POST', '/v1/fleets', 415, { token: admin, raw: 'name=Fleet', contentType: 'application/x-www-form-urlencoded' }),
+      'unsupported_media_type',
+    )
+    problem(await call('GET', '/v1/fleets?limit=1000', 422, { token: admin }), 'validation_failed')
+    const rx = { patient_id: 'pt_reuse', cold_chain: false, pharmacy_id: world.pharmacy }
+    await call('POST', '/v1/prescriptions', 201, { token: admin, json: rx, headers: { 'idempotency-key': 'rx-reused' } })
+    problem(
+      await call('POST', '/v1/prescriptions', 422, {
+        token: admin,
+        json: { ...rx, patient_id: 'pt_other' },
+        headers: { 'idempotency-key': 'rx-reused' },
+      }),
+      'idempotency_key_reused',
+    )
+
+    // 429: a copy of the service with small allowances, for a client and for an address at /oauth.
+    const tight = await startTestService({
+      RATE_LIMIT_RPS: '0.001',
+      RATE_LIMIT_BURST: '2',
+      OAUTH_ADDRESS_RPS: '0.001',
+      OAUTH_ADDRESS_BURST: '2',
+    })
+    try {
+      const { httpPort } = await tight.service.start()
+      const at = { base: `http://127.0.0.1:${httpPort}` }
+      const form = { grant_type: 'client_credentials' }
+      const token = (await call('POST', '/oauth/token', 200, { ...at, form, basic: [ADMIN.id, ADMIN.secret] })).body.access_token
+      await call('POST', '/oauth/token', 200, { ...at, form, basic: [ADMIN.id, ADMIN.secret] })
+      const throttled = await call('POST', '/oauth/token', 429, { ...at, form, basic: [ADMIN.id, ADMIN.secret] })
+      expect(throttled.body).toMatchObject({ error: 'rate_limited' })
+      expect(Number(throttled.headers.get('retry-after'))).toBeGreaterThan(0)
+      await call('GET', '/v1/fleets', 200, { ...at, token })
+      await call('GET', '/v1/fleets', 200, { ...at, token })
+      const limited = await call('GET', '/v1/fleets', 429, { ...at, token })
+      problem(limited, 'rate_limited')
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0)
+    } finally {
+      await tight.stop()
+    }
+
+    // Last, as they break the store under the running service: a full database is 503, a missing table 500.
+    const db = api.service.db
+    const [{ page_count }] = (await sql<{ page_count: number }>`PRAGMA page_count`.execute(db)).rows as [{ page_count: number }]
+    await sql.raw(`PRAGMA max_page_count = ${page_count}`).execute(db)
+    let full: Answer | undefined
+    for (let i = 0; i < 50 && full?.status !== 503; i++)
+      full = await call('POST', '/v1/fleets', null, { token: admin, json: { name: `Fleet ${i} ${'y'.repeat(190)}` } })
+    problem(full!, 'not_ready')
+    expect(Number(full!.headers.get('retry-after'))).toBeGreaterThan(0)
+    await sql`drop table fleets`.execute(db)
+    problem(await call('GET', '/v1/fleets', 500, { token: admin }), 'internal')
+  })
+
+  it('documents the data of every event type the service emits, with an example that validates', () => {
+    const committed = JSON.parse(readFileSync(EXAMPLES_FILE, 'utf8')) as typeof recorded
+    const resolve = (schema: any): any => (schema?.$ref ? resolve(doc.components!.schemas[schema.$ref.split('/').pop()]) : schema)
+    const lacking: string[] = []
+    for (const type of eventTypes) {
+      const body = doc.webhooks?.[type]?.post?.requestBody?.content['application/json']
+      const data = resolve((body?.schema as any)?.allOf?.[1]?.properties?.data)
+      if (!data?.properties || Object.keys(data.properties).length === 0) lacking.push(`${type}: data schema`)
+      if (committed.webhooks[type] === undefined) lacking.push(`${type}: example`)
+      if (!recorded.webhooks[type]) lacking.push(`${type}: never raised by this test`)
+      // What the service really sent has no member the schema does not describe.
+      const sent = (recorded.webhooks[type] as { data?: Record<string, unknown> } | undefined)?.data ?? {}
+      for (const member of Object.keys(sent)) if (!data?.properties?.[member]) lacking.push(`${type}: data.${member} not described`)
+    }
+    expect(lacking).toEqual([])
   })
 
   it('found every answer as the document describes it', () => {

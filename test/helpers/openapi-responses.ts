@@ -16,6 +16,7 @@ export type OpenApiDocument = {
   info: { version: string }
   paths: Record<string, Record<string, Operation>>
   webhooks?: Record<string, Record<string, Operation>>
+  components?: { schemas: Record<string, unknown> }
 }
 
 /** RFC 6901 escaping of one reference token. */
@@ -40,7 +41,13 @@ export function responseValidator(doc: OpenApiDocument) {
 
   function find(method: string, path: string) {
     const template = templates.find((t) => t.pattern.test(path) && doc.paths[t.path]![method])
-    return template ? { template: template.path, op: doc.paths[template.path]![method]! } : undefined
+    return template ? { template: template.path, method, op: doc.paths[template.path]![method]! } : undefined
+  }
+
+  function anyOperationOf(path: string) {
+    const template = templates.find((t) => t.pattern.test(path))
+    const method = template && METHODS.find((m) => doc.paths[template.path]![m])
+    return method ? { template: template.path, method, op: doc.paths[template.path]![method]! } : undefined
   }
 
   /** Problems with this answer; empty when it is what the document says. */
@@ -51,7 +58,8 @@ export function responseValidator(doc: OpenApiDocument) {
     contentType: string | null,
     text: string,
   ): { operationId?: string; problems: string[] } {
-    const found = find(method.toLowerCase(), path.split('?')[0]!)
+    // A 405 answers a method the path does not have: the path's operations document it.
+    const found = find(method.toLowerCase(), path.split('?')[0]!) ?? (status === 405 ? anyOperationOf(path.split('?')[0]!) : undefined)
     if (!found) return { problems: [`${method} ${path}: no operation in the document`] }
     const { op, template } = found
     const where = `${method} ${template} → ${status}`
@@ -68,7 +76,7 @@ export function responseValidator(doc: OpenApiDocument) {
       }
     if (!response.content[media]!.schema) return { operationId: op.operationId, problems: [] }
     const body = /json/.test(media) ? JSON.parse(text) : text
-    const ref = `rxtrace-openapi#/paths/${token(template)}/${method.toLowerCase()}/responses/${String(status)}/content/${token(media)}/schema`
+    const ref = `rxtrace-openapi#/paths/${token(template)}/${found.method}/responses/${String(status)}/content/${token(media)}/schema`
     const validate = ajv.getSchema(ref) ?? ajv.compile({ $ref: ref })
     return validate(body)
       ? { operationId: op.operationId, problems: [] }

@@ -9,6 +9,7 @@ import type { People } from '../../auth/people.js'
 import type { Clock } from '../../clock.js'
 import { allScopes } from '../../auth/scopes.js'
 import type { TokenService } from '../../auth/tokens.js'
+import { OAuthErrorBody } from '../common-responses.js'
 import type { AppEnv } from '../env.js'
 import { json, publicRoute, z } from '../openapi.js'
 
@@ -18,7 +19,6 @@ const oauthError = (c: Context, status: 400 | 401, error: string, description: s
   return c.json({ error, error_description: description }, status)
 }
 
-const OAuthErrorBody = z.object({ error: z.string(), error_description: z.string() }).openapi('OAuthError')
 const form = <T extends z.ZodType>(schema: T) => ({
   body: { content: { 'application/x-www-form-urlencoded': { schema } }, required: true },
 })

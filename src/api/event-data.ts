@@ -1,0 +1,123 @@
+import type { ColdChainBreakData, ExcursionEventData, RecoveredEventData, SensorOfflineEventData } from '../../rules/index.js'
+import { breakReasons, excursionKinds } from '../../rules/index.js'
+import { deliveryActions, deliveryStatuses } from '../domain/delivery-machine.js'
+import type { EventType } from '../events/fanout.js'
+import { z } from './openapi.js'
+
+/**
+ * The `data` of each event type, as the webhooks and GET /v1/events carry it (docs/webhooks.md).
+ * Keyed by every type of `eventTypes`: a type added there does not compile until its data is
+ * described here. Members may be added to a type's data later; none is removed or changes type.
+ */
+
+const time = z.string().describe('RFC 3339 UTC')
+const hash = z.string().describe('`sha256:` and 64 hex digits')
+
+/** What each delivery action's events carry (src/services/deliveries.ts): the move and the custody event it appended. */
+const move = {
+  status: z.enum(deliveryStatuses).describe('The delivery status after the action'),
+  previous_status: z.enum(deliveryStatuses),
+  action: z.enum(deliveryActions),
+  occurred_at: time.describe('When it happened (the action’s `occurred_at`, or when it was recorded)'),
+  from: z.string().nullable().describe('The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands'),
+  to: z.string().nullable().describe('The party taking custody (`dr_…`, `ph_…`, or `patient`)'),
+  custody_seq: z.number().int().describe('The custody event this action appended'),
+  custody_hash: hash,
+}
+const Move = z.object(move)
+const verified = { verification_method: z.enum(['otp', 'id_check', 'signature']) }
+const reason = { reason: z.string().describe('As the caller gave it') }
+
+/** Members the cold-chain monitor adds to every rule event (src/telemetry/cold-chain/event-emission.ts). */
+const fromTote = { tote_id: z.string(), at: time.describe('The event time: the reading (or the silence) that raised it') }
+
+const Excursion = z.object({
+  excursion_started_at: time,
+  kind: z.enum(excursionKinds).describe('high/low: the side of the farthest reading; unknown: only sensor-gap time so far'),
+  peak_c: z.number().nullable().describe('The reading farthest outside the range so far; null when only unknown time'),
+  min_c: z.number(),
+  max_c: z.number(),
+  grace_s: z.number(),
+  ...fromTote,
+}) satisfies z.ZodType<ExcursionEventData>
+
+const Recovered = z.object({
+  excursion_started_at: time,
+  recovered_at: time,
+  duration_s: z.number(),
+  kind: z.enum(excursionKinds),
+  peak_c: z.number().nullable(),
+  temp_c: z.number().describe('The in-range reading that ended the excursion'),
+  unknown_s: z.number().describe('Part of `duration_s` that was sensor-gap time'),
+  ...fromTote,
+}) satisfies z.ZodType<RecoveredEventData>
+
+const Break = z.object({
+  reason: z.enum(breakReasons),
+  threshold: z
+    .enum(['hard_min_c', 'hard_max_c', 'max_excursion_s', 'max_cumulative_s', 'mkt_max_c'])
+    .describe('The profile member crossed'),
+  limit: z.number().describe("The profile's value for `threshold`"),
+  broken_at: time,
+  temp_c: z.number().nullable(),
+  excursion_started_at: time.nullable(),
+  excursion_duration_s: z.number().nullable(),
+  time_out_of_range_s: z.number().describe('Cumulative out-of-range time at the break, sensor gaps included'),
+  unknown_s: z.number(),
+  mkt_c: z.number().nullable().describe('Mean kinetic temperature of the readings so far, 0.01 °C'),
+  profile: z.string(),
+  ...fromTote,
+}) satisfies z.ZodType<ColdChainBreakData>
+
+const Offline = z.object({
+  last_reading_at: time.nullable().describe('Null when the tote sent nothing since it was bound'),
+  offline_since: time.describe('From here on the temperature is unknown'),
+  back_online_at: time.nullable().describe('The reading that ended the gap; null when raised by the silence itself'),
+  max_gap_s: z.number(),
+  ...fromTote,
+}) satisfies z.ZodType<SensorOfflineEventData>
+
+/** A writeback's outcome (src/webhooks/sql-queue.ts, announceWriteback). */
+const Writeback = z.object({
+  outcome_event_id: z.string().describe('The `delivery.delivered` or `delivery.returned` event that was written back'),
+  outcome: z.enum(['delivery.delivered', 'delivery.returned']),
+  attempts: z.number().int(),
+  status_code: z.number().int().nullable().describe("The pharmacy's last answer; null when it could not be reached"),
+  error: z.string().nullable(),
+})
+
+export const eventData = {
+  'delivery.created': z.object({
+    status: z.literal('QUEUED'),
+    cold_chain: z.boolean(),
+    profile: z.string().nullable().describe('The temperature profile, null without a cold chain'),
+    eta: time.describe('The promised delivery time'),
+    audit_hash: hash.describe('The prescription as received (RFC 8785 canonical JSON)'),
+  }),
+  'delivery.dispatched': Move.extend({ fleet_id: z.string(), driver_id: z.string().nullable(), tote_id: z.string().nullable() }),
+  'delivery.picked-up': Move,
+  'delivery.delivered': Move.extend(verified),
+  'delivery.failed': Move.extend(reason),
+  'delivery.returned': Move,
+  'delivery.cancelled': Move.extend(reason),
+  'custody.handoff-signed': Move.describe('A pickup, a handoff between drivers, or a return to the pharmacy'),
+  'custody.patient-verified': Move.extend(verified),
+  'temperature.excursion': Excursion,
+  'temperature.recovered': Recovered,
+  'cold-chain.break': Break,
+  'cold-chain.disposition': Move.extend({ decision: z.enum(['release', 'return']) }),
+  'sensor.offline': Offline,
+  'writeback.completed': Writeback,
+  'writeback.failed': Writeback,
+  'handoff.refused': z.object({
+    action: move.action,
+    code: z.string().describe('The refusal’s problem `code`'),
+    reason: z.string(),
+    errors: z.array(z.object({ pointer: z.string(), message: z.string() })),
+    status: z.enum(deliveryStatuses),
+    from: z.string().nullable(),
+    to: z.string().nullable(),
+    occurred_at: time.nullable(),
+    refused_at: time,
+  }),
+} satisfies Record<EventType, z.ZodType>
