@@ -22,6 +22,24 @@ export interface RxtraceClientOptions {
   /** client_credentials (a server), an access token you already have, or your own token source. */
   auth: { clientId: string; clientSecret: string; scope?: string } | { accessToken: string } | TokenSource
   fetch?: typeof fetch
+  /**
+   * Called when an answer says its operation is deprecated (a `Deprecation` header, RFC 9745): once
+   * per operation, with the `Sunset` date and the `Link` to what replaces it. Default: one
+   * `console.warn` per operation; pass `() => {}` to silence it.
+   */
+  onDeprecated?: (notice: DeprecationNotice) => void
+}
+
+/** What a deprecated operation's answer announced. */
+export type DeprecationNotice = {
+  method: string
+  url: string
+  /** The `Deprecation` header: `@` and Unix seconds. */
+  deprecation: string
+  /** The `Sunset` header (an HTTP-date), when sent. */
+  sunset: string | null
+  /** The `Link` header (`rel="successor-version"`, `rel="deprecation"`), when sent. */
+  link: string | null
 }
 
 export type Event = components['schemas']['Event']
@@ -57,7 +75,7 @@ export function createRxtraceClient(options: RxtraceClientOptions) {
     },
   }
   const api: Client<paths> = createFetchClient<paths>({ baseUrl: options.baseUrl, ...(options.fetch ? { fetch: options.fetch } : {}) })
-  api.use(bearer)
+  api.use(bearer, deprecationWatch(options.onDeprecated))
 
   return {
     api,
@@ -89,6 +107,24 @@ export function createRxtraceClient(options: RxtraceClientOptions) {
     /** The operator's statement (lines, sent as JSON lines, or CSV text) compared with the period's lines. */
     checkStatement(fleetId: string, period: Period, statement: Iterable<StatementLine> | string): Promise<StatementComparison> {
       return checkStatement(api, fleetId, period, statement)
+    },
+  }
+}
+
+/** Reports each deprecated operation once (by method and path template). */
+function deprecationWatch(
+  report: (notice: DeprecationNotice) => void = (n) =>
+    console.warn(`rxtrace: ${n.method} ${n.url} is deprecated${n.sunset ? `; sunset ${n.sunset}` : ''}${n.link ? ` (${n.link})` : ''}`),
+): Middleware {
+  const reported = new Set<string>()
+  return {
+    onResponse({ request, response, schemaPath }) {
+      const deprecation = response.headers.get('deprecation')
+      if (deprecation === null || reported.has(`${request.method} ${schemaPath}`)) return undefined
+      reported.add(`${request.method} ${schemaPath}`)
+      const url = request.url.split('?')[0]!
+      report({ method: request.method, url, deprecation, sunset: response.headers.get('sunset'), link: response.headers.get('link') })
+      return undefined
     },
   }
 }

@@ -1,4 +1,4 @@
-export { createRxtraceClient, type Event, type RxtraceClient, type RxtraceClientOptions } from './client.js'
+export { createRxtraceClient, type DeprecationNotice, type Event, type RxtraceClient, type RxtraceClientOptions } from './client.js'
 export { createEmbedUrl, type EmbedSession } from './embed.js'
 export {
   checkStatement,

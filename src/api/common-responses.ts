@@ -82,6 +82,13 @@ const oauth: Record<number, Response> = {
   },
 }
 
+/** What a deprecated operation answers besides its own headers (deprecation.ts). */
+const deprecated: Headers = {
+  Deprecation: header('When the operation was deprecated: `@` and Unix seconds (RFC 9745)'),
+  Sunset: header('The HTTP-date after which it may stop answering (RFC 8594)'),
+  Link: header('`rel="successor-version"`: what replaces it; `rel="deprecation"` and `rel="sunset"`: the notice'),
+}
+
 /** The common answers of one operation, by where its path is mounted and its method. */
 export function commonResponses(method: string, path: string): Record<number, Response> {
   const write = method !== 'get'
@@ -106,6 +113,8 @@ export function addCommonResponses(registry: OpenAPIHono['openAPIRegistry']): vo
     if (definition.type !== 'route') continue
     const route = definition.route
     const responses = (route.responses ??= {}) as Record<string, Response>
+    if (route.deprecated)
+      for (const [status, own] of Object.entries(responses)) responses[status] = { ...own, headers: { ...deprecated, ...own.headers } }
     for (const [status, common] of Object.entries(commonResponses(route.method, route.path))) {
       const own = responses[status]
       if (!own) responses[status] = common

@@ -1,9 +1,11 @@
 import { createRoute, z, type RouteConfig } from '@hono/zod-openapi'
 import type { Hook } from '@hono/zod-openapi'
+import type { MiddlewareHandler } from 'hono'
 import { validationFailed } from '../errors.js'
 import type { AppEnv } from './env.js'
 import { requireScope } from './middleware/authenticate.js'
 import { Problem } from './common-responses.js'
+import { announceDeprecation, describeDeprecation, type Deprecation } from './deprecation.js'
 
 export { z }
 
@@ -21,15 +23,26 @@ export const problem = (description: string) => ({ description, content: { 'appl
 export const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } })
 export const jsonBody = <T extends z.ZodType>(schema: T) => ({ body: { content: { 'application/json': { schema } }, required: true } })
 
-/** What every operation of the document names (SDK method names come from `operationId`). */
-type Described = { operationId: string; summary: string }
+/** What every operation of the document names (SDK method names come from `operationId`), and a deprecation if any. */
+type Described = { operationId: string; summary: string; deprecation?: Deprecation }
 
-/** A `/v1` route: bearer token with `scope`, the common error answers, and the scope check. */
-export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'> & Described>(scope: string, config: R) {
+/** The route's deprecation (deprecation.ts): its headers first among its middleware, `deprecated` in the document. */
+function declared<R extends Described & { description?: string }>(route: R): { config: R; announce: MiddlewareHandler<AppEnv>[] } {
+  const { deprecation, ...config } = route
+  if (!deprecation) return { config: config as R, announce: [] }
+  return {
+    config: { ...config, deprecated: true, description: describeDeprecation(deprecation, config.description) } as unknown as R,
+    announce: [announceDeprecation(deprecation)],
+  }
+}
+
+/** A `/v1` route: bearer token with `scope`, the scope check, and its deprecation when it has one. */
+export function v1Route<R extends Omit<RouteConfig, 'security' | 'middleware'> & Described>(scope: string, route: R) {
+  const { config, announce } = declared(route)
   return createRoute({
     ...config,
     security: [{ bearer: [scope] }],
-    middleware: [requireScope(scope)] as const,
+    middleware: [...announce, requireScope(scope)] as const,
     // Loosely typed on purpose: handlers return our service types, the schema documents them. The
     // answers of the middleware (401, 403, 429, …) are added to every operation by common-responses.ts.
     responses: config.responses as RouteConfig['responses'],
@@ -71,6 +84,11 @@ export const validationHook: Hook<any, AppEnv, any, any> = (result) => {
 }
 
 /** A route without a token (OAuth endpoints, discovery); responses loosely typed as in v1Route. */
-export function publicRoute<R extends RouteConfig & Described>(config: R) {
-  return createRoute({ ...config, responses: config.responses as RouteConfig['responses'] })
+export function publicRoute<R extends RouteConfig & Described>(route: R) {
+  const { config, announce } = declared(route)
+  return createRoute({
+    ...config,
+    ...(announce.length ? { middleware: [...announce, ...[config.middleware ?? []].flat()] as MiddlewareHandler<AppEnv>[] } : {}),
+    responses: config.responses as RouteConfig['responses'],
+  })
 }
