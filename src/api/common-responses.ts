@@ -90,7 +90,7 @@ const deprecated: Headers = {
 }
 
 /** The common answers of one operation, by where its path is mounted and its method. */
-export function commonResponses(method: string, path: string): Record<number, Response> {
+function commonResponses(method: string, path: string): Record<number, Response> {
   const write = method !== 'get'
   if (path.startsWith('/v1/') && !PUBLIC_V1.has(path)) {
     const writes = write ? pick(guardedWrite, method === 'delete' ? [400, 409, 413] : [400, 409, 413, 415]) : {}
