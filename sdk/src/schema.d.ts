@@ -1712,6 +1712,7 @@ export interface components {
         NewPharmacy: {
             name: string;
             ncpdp_id?: string;
+            /** @description National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine) */
             npi?: string;
             address: components["schemas"]["Address"];
             timezone: string;

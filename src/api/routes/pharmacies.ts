@@ -1,4 +1,5 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
+import { npiCheckDigitHolds } from '../../domain/npi.js'
 import type { PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -36,6 +37,8 @@ const NewPharmacy = z
     npi: z
       .string()
       .regex(/^\d{10}$/, 'must be 10 digits')
+      .refine((npi) => !/^\d{10}$/.test(npi) || npiCheckDigitHolds(npi), 'the check digit does not match: a digit is mistyped')
+      .describe('National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine)')
       .optional(),
     address: Address,
     timezone: z.string().refine(isTimeZone, 'must be an IANA time zone such as America/New_York'),
