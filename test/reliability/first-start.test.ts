@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -21,6 +22,12 @@ afterAll(async () => {
 
 /** No pinned admin (empty values count as unset), so the service generates one. */
 const UNPINNED = { ADMIN_CLIENT_ID: '', ADMIN_CLIENT_SECRET: '' }
+
+/** A command line run by the shell, as an operator pastes it; its stdout. */
+const run = (command: string) =>
+  new Promise<string>((resolve, reject) =>
+    execFile('sh', ['-c', command], { timeout: 20_000 }, (error, stdout) => (error ? reject(error) : resolve(stdout))),
+  )
 
 describe('first start', () => {
   it('shows the admin secret on the first start that comes up, even after one that failed', async ({ annotate }) => {
@@ -60,4 +67,37 @@ describe('first start', () => {
     expect(res.status).toBe(200)
     await annotate(`failed start: ${lines[0]}; the next start printed ${id}`)
   }, 120_000)
+
+  it('prints the banner once, with a curl command that gets a token as pasted; a restart prints nothing', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-banner-'))
+    dirs.push(dataDir)
+    // LOG_LEVEL info: "rxtrace started" is logged in the same tick as the banner would be printed.
+    const env = { ...UNPINNED, LOG_LEVEL: 'info' }
+    const first = await startChildService({ dataDir, env })
+    children.push(first)
+    await waitFor(() => first.stderr.includes('curl '), 10_000, 'the first-start banner')
+    const banner = first.stderr
+    expect(banner.match(/client_secret:/g)).toHaveLength(1)
+    const curl = banner
+      .split('\n')
+      .find((l) => l.trimStart().startsWith('curl '))!
+      .trim()
+    expect(curl).toContain(`http://localhost:${first.httpPort}/oauth/token`) // ISSUER's default follows PORT
+
+    // The command as an operator pastes it into a shell.
+    const answer = await run(curl)
+    const token = (JSON.parse(answer) as { access_token: string; token_type: string }).access_token
+    expect(token).toMatch(/^eyJ/)
+    expect((await first.get('/v1/pharmacies', token)).status).toBe(200)
+
+    expect(await first.kill('SIGTERM')).toEqual({ code: 0, signal: null })
+    const second = await first.restart()
+    children.push(second)
+    await waitFor(() => second.stdout.includes('"rxtrace started"'), 10_000, 'the second start logged')
+    expect(second.stderr).not.toContain('client_secret')
+    expect(second.stderr).not.toContain('curl')
+    // The printed secret still works: the first start's client is kept, not replaced.
+    const again = await run(curl) // the restart listens on the same port
+    expect(JSON.parse(again)).toMatchObject({ token_type: 'Bearer' })
+  }, 150_000)
 })
