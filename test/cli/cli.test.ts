@@ -6,6 +6,8 @@ import { decodeProtectedHeader } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../src/config.js'
 import { buildService } from '../../src/service.js'
+import { REDIRECT, signIn } from '../auth/signin-fixtures.js'
+import { browser, pkce } from '../helpers/browser.js'
 import { TEST_ENV, withApi, type TestApi } from '../helpers/service.js'
 
 const ADMIN = { id: 'cl_cli_admin', secret: 'cli-test-admin-secret-0123456789' }
@@ -31,11 +33,19 @@ describe('operator CLI (npm run cli)', () => {
     return cliIn(dataDir, ...args)
   }
 
-  function cliIn(dir: string, ...args: string[]): Promise<Run> {
+  /** `cli(…)` with `input` on its stdin (`--password-stdin`). */
+  function cliWithInput(input: string, ...args: string[]): Promise<Run> {
+    return cliIn(dataDir, ...args, { input })
+  }
+
+  function cliIn(dir: string, ...argsAndInput: (string | { input: string })[]): Promise<Run> {
+    const last = argsAndInput.at(-1)
+    const input = typeof last === 'object' ? last.input : undefined
+    const args = argsAndInput.filter((a): a is string => typeof a === 'string')
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dir, NODE_OPTIONS: '' }
     delete env.DATABASE_URL
     return new Promise((resolve) => {
-      execFile('npx', ['tsx', 'src/cli.ts', ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
+      const child = execFile('npx', ['tsx', 'src/cli.ts', ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
         let json: unknown = null
         try {
           json = JSON.parse(stdout)
@@ -46,6 +56,7 @@ describe('operator CLI (npm run cli)', () => {
         const lines = stderr.split('\n').filter((l) => l && !l.startsWith('npm warn'))
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr: lines, json })
       })
+      child.stdin?.end(input ?? '')
     })
   }
 
@@ -257,6 +268,109 @@ describe('operator CLI (npm run cli)', () => {
     expect({ code: rotate.code, stderr: rotate.stderr }).toEqual({
       code: 2,
       stderr: [`rxtrace: client ${client.client_id} is revoked; create a new one`],
+    })
+  })
+
+  describe('users', () => {
+    const PASSWORD = 'a passphrase from stdin 42'
+    /** Whether `email` signs in with `password` on the service's own form. */
+    async function signsIn(email: string, password: string): Promise<boolean> {
+      const client = await api.post('/v1/oauth/clients', admin, {
+        client_name: 'sign-in check',
+        token_endpoint_auth_method: 'none',
+        redirect_uris: [REDIRECT],
+        first_party: true,
+        scope: 'deliveries:read',
+      })
+      expect(client.status, client.text).toBe(201)
+      const done = await signIn(
+        browser(api.service),
+        { client_id: client.body.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge },
+        email,
+        password,
+      )
+      return done.status === 303
+    }
+
+    it('creates a user with a setup link, or with a password from stdin who then signs in', { timeout: 120_000 }, async () => {
+      const [linked, withPassword] = await Promise.all([
+        cli('users', 'create', '--email', 'terry@example.com', '--name', 'Terry Tech', '--role', 'technician', '--pharmacy', pharmacyId),
+        cliWithInput(
+          `${PASSWORD}\n`,
+          'users',
+          'create',
+          '--email',
+          'Pat@Example.com',
+          '--name',
+          'Pat Pharmacist',
+          '--role',
+          'pharmacist',
+          '--pharmacy',
+          pharmacyId,
+          '--password-stdin',
+        ),
+      ])
+      expect(linked.code, linked.stderr.join('\n')).toBe(0)
+      expect(linked.json).toMatchObject({ email: 'terry@example.com', role: 'technician', pharmacy_id: pharmacyId, disabled: false })
+      expect(linked.json.id).toMatch(/^us_/)
+      expect(linked.json.setup_url).toMatch(/\/account\/setup\?token=/)
+      expect(linked.stderr.join('\n')).toContain('72 hours')
+      const page = await browser(api.service).get(new URL(linked.json.setup_url).pathname + new URL(linked.json.setup_url).search)
+      expect(page.status).toBe(200)
+      expect(page.text).toContain('Terry Tech')
+
+      expect(withPassword.code, withPassword.stderr.join('\n')).toBe(0)
+      expect(withPassword.json).toMatchObject({ email: 'pat@example.com', role: 'pharmacist' })
+      expect(withPassword.json.setup_url ?? null).toBeNull()
+      expect(withPassword.stdout).not.toContain(PASSWORD)
+      expect(await signsIn('pat@example.com', PASSWORD)).toBe(true)
+    })
+
+    it('lists and shows users without passwords; disable ends their sign-in', { timeout: 120_000 }, async () => {
+      const [listed, shown] = await Promise.all([cli('users', 'list', '--limit', '100'), cli('users', 'list', '--limit', '1')])
+      expect(listed.code).toBe(0)
+      const pat = listed.json.data.find((u: { email: string }) => u.email === 'pat@example.com')
+      expect(pat).toMatchObject({ name: 'Pat Pharmacist', disabled: false })
+      expect(listed.json.data.map((u: { email: string }) => u.email)).toContain('terry@example.com')
+      expect(listed.stdout).not.toMatch(/password|hash|scrypt/i)
+      expect(shown.json.data).toHaveLength(1)
+      expect(shown.json.next_cursor).toEqual(expect.any(String))
+
+      const one = await cli('users', 'show', pat.id)
+      expect(one.json).toMatchObject({ id: pat.id, email: 'pat@example.com', disabled: false })
+
+      const disabled = await cli('users', 'disable', pat.id)
+      expect(disabled.code, disabled.stderr.join('\n')).toBe(0)
+      expect(disabled.json).toMatchObject({ id: pat.id, disabled: true })
+      expect((await api.get(`/v1/users/${pat.id}`, admin)).body.disabled).toBe(true)
+      expect(await signsIn('pat@example.com', PASSWORD)).toBe(false)
+    })
+
+    it('answers bad user arguments with one line and exit code 2', { timeout: 180_000 }, async () => {
+      const create = ['users', 'create', '--email', 'x@example.com', '--name', 'X', '--role']
+      const taken = { email: 'taken@example.com', name: 'Taken', role: 'technician', pharmacy_id: pharmacyId }
+      expect((await api.post('/v1/users', admin, taken)).status).toBe(201)
+      const cases: [() => Promise<Run>, RegExp][] = [
+        [() => cli(...create, 'wizard', '--pharmacy', pharmacyId), /--role must be one of/],
+        [() => cli(...create, 'technician', '--pharmacy', 'ph_01jzzzzzzzzzzzzzzzzzzzzzzz'), /--pharmacy/],
+        [
+          () => cli('users', 'create', '--email', 'Taken@example.com', '--name', 'Again', '--role', 'technician', '--pharmacy', pharmacyId),
+          /email/,
+        ],
+        [() => cli('users', 'disable', 'us_01jzzzzzzzzzzzzzzzzzzzzzzz'), /no user us_01jzzzzzzzzzzzzzzzzzzzzzzz/],
+        [() => cliWithInput('short\n', ...create, 'technician', '--pharmacy', pharmacyId, '--password-stdin'), /the password must be 12–/],
+      ]
+      const runs = await inBatches(
+        cases.map(([run]) => run),
+        3,
+      )
+      runs.forEach((run, i) => {
+        const message = cases[i]![1]
+        expect({ message, code: run.code, stdout: run.stdout }).toEqual({ message, code: 2, stdout: '' })
+        expect(run.stderr, String(message)).toHaveLength(1)
+        expect(run.stderr[0]).toMatch(/^rxtrace: /)
+        expect(run.stderr[0]).toMatch(message)
+      })
     })
   })
 })
