@@ -5,7 +5,7 @@ import { waitFor } from '../helpers/wait.js'
 import { statuses, type ReceivedRequest, type Receiver } from './receiver.js'
 import { useWebhookService } from './webhook-service.js'
 
-type Envelope = { id: string; type: string; pharmacy_id: string; delivery_id: string; seq: number }
+type Envelope = { id: string; type: string; pharmacy_id: string; fleet_id?: string | null; delivery_id: string; seq: number }
 
 const signatureHeaders = (req: ReceivedRequest) => ({
   'webhook-id': String(req.headers['webhook-id']),
@@ -133,6 +133,52 @@ describe('webhook endpoints over the API (SPEC §7)', () => {
     await waitFor(() => myReceiver.requests.length >= 1 && theirReceiver.requests.length >= 1, 5_000, 'both deliveries')
     expect(envelopes(myReceiver).map((e) => [e.pharmacy_id, e.delivery_id])).toEqual([[mine.id, myRx.delivery_id]])
     expect(envelopes(theirReceiver).map((e) => [e.pharmacy_id, e.delivery_id])).toEqual([[theirs.id, theirRx.delivery_id]])
+  })
+
+  it("a fleet-restricted client's endpoint hears its fleet's deliveries and never another fleet's", async () => {
+    const pharmacy = await api.pharmacy(admin)
+    const mine = await api.fleetWithDriver(admin)
+    const theirs = await api.fleetWithDriver(admin)
+    const client = await api.post('/v1/oauth/clients', admin, {
+      client_name: 'Speedy dispatch board',
+      scope: 'webhooks:read webhooks:write fleet:read',
+      fleet_id: mine.fleetId,
+    })
+    expect(client.status, client.text).toBe(201)
+    const fleetToken = await api.tokenFor(client.body.client_id, client.body.client_secret)
+    const myReceiver = await receiver()
+    const theirReceiver = await receiver()
+    const myEndpoint = await register(fleetToken, { url: myReceiver.url, events: ['*'] })
+    expect(myEndpoint).toMatchObject({ fleet_id: mine.fleetId, pharmacy_id: null })
+    await register(admin, { url: theirReceiver.url, events: ['*'], fleet_id: theirs.fleetId })
+    // Naming another fleet is refused rather than silently rewritten.
+    expect((await api.post('/v1/webhooks', fleetToken, { url: myReceiver.url, events: ['*'], fleet_id: theirs.fleetId })).status).toBe(422)
+
+    const dispatchTo = async (fleet: { fleetId: string; driverId: string }) => {
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+      const res = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })
+      expect(res.status, res.text).toBe(200)
+      expect((await api.post(`/v1/deliveries/${rx.delivery_id}/cancel`, admin, { reason: 'patient moved' })).status).toBe(200)
+      return rx.delivery_id
+    }
+    const myDelivery = await dispatchTo(mine)
+    const theirDelivery = await dispatchTo(theirs)
+    const typesFor = (r: Receiver, deliveryId: string) =>
+      envelopes(r)
+        .filter((e) => e.delivery_id === deliveryId)
+        .map((e) => e.type)
+        .sort()
+    await waitFor(
+      () =>
+        typesFor(myReceiver, myDelivery).includes('delivery.cancelled') &&
+        typesFor(theirReceiver, theirDelivery).includes('delivery.cancelled'),
+      5_000,
+      "each fleet's events",
+    )
+    expect(typesFor(myReceiver, myDelivery)).toEqual(expect.arrayContaining(['delivery.cancelled', 'delivery.dispatched']))
+    expect(envelopes(myReceiver).map((e) => e.delivery_id)).not.toContain(theirDelivery)
+    expect(envelopes(theirReceiver).map((e) => e.delivery_id)).not.toContain(myDelivery)
+    expect(new Set(envelopes(myReceiver).map((e) => e.fleet_id))).toEqual(new Set([mine.fleetId]))
   })
 
   it('after rotate-secret, deliveries carry two v1 signatures and verify with either secret', async () => {
