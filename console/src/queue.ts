@@ -18,13 +18,20 @@ function attentionOf(d: Delivery): { rank: number; label: string } {
   return { rank: 2, label: d.cold_chain.state === 'UNMONITORED' ? 'No cold chain' : 'OK' }
 }
 
+/** Local midnight after `day` (YYYY-MM-DD): a calendar day is 23 or 25 hours when the clocks change, never "+ 24 h". */
+function dayAfter(day: string): Date {
+  const midnight = new Date(`${day}T00:00:00`)
+  midnight.setDate(midnight.getDate() + 1)
+  return midnight
+}
+
 function queryOf(f: Filters, cursor: string | null): string {
   const q = new URLSearchParams({ order: 'attention', limit: String(PAGE) })
   if (f.status) q.set('status', f.status)
   if (f.cold_chain_state) q.set('cold_chain_state', f.cold_chain_state)
   // Dates are the pharmacy's calendar days in the browser's zone; the API compares UTC instants.
   if (f.created_from) q.set('created_from', new Date(`${f.created_from}T00:00:00`).toISOString())
-  if (f.created_to) q.set('created_to', new Date(new Date(`${f.created_to}T00:00:00`).getTime() + 86_400_000).toISOString())
+  if (f.created_to) q.set('created_to', dayAfter(f.created_to).toISOString())
   if (cursor) q.set('cursor', cursor)
   return q.toString()
 }

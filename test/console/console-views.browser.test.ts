@@ -17,6 +17,9 @@ let page: Page
 let gappy: Awaited<ReturnType<ConsoleWorld['coldDelivery']>>
 let old: { delivery_id: string; created_at: string }
 let recent: { delivery_id: string; created_at: string }
+/** Created at 23:30 on 1 November 2026 in Chicago: the day clocks went back, 25 hours long. */
+let lateOnLongDay: { delivery_id: string; created_at: string }
+const LONG_DAY = '2026-11-01'
 /** Minutes after the tote's start: 4.5 °C, silent for 40 min, 4.5 °C, 15 min at 9.5 °C, 4.5 °C again. */
 const GAP = { from: 30, to: 70 }
 const WARM = { from: 80, to: 95 }
@@ -25,6 +28,8 @@ beforeAll(async () => {
   world = await startConsoleWorld()
   world.clock.shift(-3 * DAY)
   old = (await world.api.prescription(world.admin, { pharmacy_id: world.pharmacy.id })) as unknown as typeof old
+  world.clock.shift(Date.parse('2026-11-02T05:30:00Z') - Date.now())
+  lateOnLongDay = (await world.api.prescription(world.admin, { pharmacy_id: world.pharmacy.id })) as unknown as typeof lateOnLongDay
   world.clock.shift(0)
   recent = (await world.api.prescription(world.admin, { pharmacy_id: world.pharmacy.id })) as unknown as typeof recent
   gappy = await world.coldDelivery(2 * 60 * MINUTE, (t, start) => {
@@ -33,7 +38,8 @@ beforeAll(async () => {
     return m >= WARM.from && m < WARM.to ? 9.5 : 4.5
   })
   browser = await launchChromium()
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+  // The pharmacist's browser is where the pharmacy is: its calendar days are Chicago's.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'America/Chicago' })
   context.setDefaultTimeout(15_000)
   page = await context.newPage()
   await signInToConsole(page, world.base)
@@ -90,14 +96,25 @@ const isGrey = ([r, g, b, a]: number[]) => a! > 30 && Math.abs(r! - b!) < 25 && 
 
 describe('the attention queue', () => {
   it('filters by the day the prescription was created', async () => {
-    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(3)
+    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(4)
     await page.getByLabel('Created from').fill(await localDay(old.created_at, 1))
     await expect.poll(async () => new Set(await shownIds()), LONG).toEqual(new Set([recent.delivery_id, gappy.deliveryId]))
     await page.getByLabel('Created from').fill('')
     await page.getByLabel('Created to').fill(await localDay(old.created_at))
-    await expect.poll(shownIds, LONG).toEqual([old.delivery_id]) // "to" includes its whole day
+    // "to" includes its whole day.
+    await expect.poll(async () => new Set(await shownIds()), LONG).toEqual(new Set([old.delivery_id, lateOnLongDay.delivery_id]))
     await page.getByLabel('Created to').fill('')
-    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(3)
+    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(4)
+  })
+
+  it('counts a 25-hour day whole: the last hour of the day the clocks went back is in it', async () => {
+    expect(await localDay(lateOnLongDay.created_at)).toBe(LONG_DAY)
+    await page.getByLabel('Created from').fill(LONG_DAY)
+    await page.getByLabel('Created to').fill(LONG_DAY)
+    await expect.poll(shownIds, LONG).toEqual([lateOnLongDay.delivery_id])
+    await page.getByLabel('Created from').fill('')
+    await page.getByLabel('Created to').fill('')
+    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(4)
   })
 })
 
@@ -213,7 +230,7 @@ describe('on a tablet (768×1024, portrait)', () => {
   it('shows the queue and a delivery without scrolling sideways, every control within reach', async () => {
     await page.setViewportSize({ width: 768, height: 1024 })
     await page.goto(`${world.base}/console/#/`)
-    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(3)
+    await expect.poll(() => page.locator('table.queue tbody tr').count(), LONG).toBe(4)
     expect(await overflow()).toEqual({ page: 0, out: [] })
     for (const label of ['Status', 'Cold-chain state', 'Created from', 'Created to'])
       expect(await page.getByLabel(label).isVisible()).toBe(true)
