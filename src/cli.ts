@@ -9,11 +9,14 @@ import { ConfigError, loadConfig, type Config } from './config.js'
 import { existsSync } from 'node:fs'
 import { createClient, listClients, revokeClient, rotateClientSecret, showClient } from './cli/clients.js'
 import type { CliContext, Command } from './cli/command.js'
-import { rotateKeys } from './cli/keys.js'
+import { rewrapKeys, rotateKeys } from './cli/keys.js'
 import { initStore } from './cli/store.js'
 import { createUser, disableUser, listUsers, showUser } from './cli/users.js'
 import { parse, UsageError } from './cli/usage.js'
 import { entityStoreOptions, openEntityStore, type EntityStore } from './store/database.js'
+import { sealClearSecrets } from './store/sealed-secrets.js'
+import type { SecretBox } from './store/secret-box.js'
+import { loadSecretsKeys } from './store/secrets-key.js'
 import { naming, StartupError } from './startup-error.js'
 
 const commands: Command[] = [
@@ -23,6 +26,7 @@ const commands: Command[] = [
   rotateClientSecret,
   revokeClient,
   rotateKeys,
+  rewrapKeys,
   initStore,
   createUser,
   listUsers,
@@ -85,27 +89,50 @@ async function main(argv: string[]): Promise<number> {
     return 0
   }
   const config = loadConfig()
-  let store: EntityStore | null = null
+  let opened: Promise<Opened> | null = null
+  const note = (line: string) => process.stderr.write(`${line}\n`)
+  const open = () => (opened ??= openStore(config, command.createsStore === true, note))
   const ctx: CliContext = {
     config,
     clock: systemClock,
-    store: async () => (store ??= await openStore(config, command.createsStore === true)),
-    note: (line) => process.stderr.write(`${line}\n`),
+    store: async () => (await open()).store,
+    secrets: async () => (await open()).secrets,
+    note,
   }
   try {
     const result = await command.run(ctx, args.values, args.positionals)
     process.stdout.write(JSON.stringify(result, null, 2) + '\n')
     return 0
   } finally {
-    await (store as EntityStore | null)?.close()
+    await (opened as Promise<Opened> | null)?.then(
+      ({ store }) => store.close(),
+      () => {},
+    )
   }
 }
+
+type Opened = { store: EntityStore; secrets: SecretBox }
 
 /**
  * The service's store. A SQLite store must exist already (unless the command creates it): a
  * mistyped DATA_DIR would otherwise get a new, empty store and the command would act on it.
  */
-async function openStore(config: Config, mayCreate: boolean): Promise<EntityStore> {
+async function openStore(config: Config, mayCreate: boolean, note: (line: string) => void): Promise<Opened> {
+  const store = await openEntityStoreOnly(config, mayCreate)
+  try {
+    // As the service does at start-up: the same key, or the same one-line refusal.
+    const { box, origin, generated } = loadSecretsKeys(config)
+    if (generated)
+      note(`Generated a key-encryption key for the stored secrets in ${generated}; keep a copy apart from the database backups.`)
+    await sealClearSecrets(store.db, box, origin)
+    return { store, secrets: box }
+  } catch (error) {
+    await store.close()
+    throw error
+  }
+}
+
+async function openEntityStoreOnly(config: Config, mayCreate: boolean): Promise<EntityStore> {
   if (config.DATABASE_URL)
     return naming('DATABASE_URL', config.DATABASE_URL, 'PostgreSQL', () => openEntityStore(entityStoreOptions(config)))
   const file = join(config.DATA_DIR, SQLITE_FILE)

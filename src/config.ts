@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { withoutPassword } from './startup-error.js'
+import { parseKey } from './store/secrets-key.js'
 
 /** A duration such as `500ms`, `5s`, `5m`, `2h`, parsed to milliseconds. */
 export function parseDuration(text: string): number {
@@ -11,6 +12,17 @@ export function parseDuration(text: string): number {
 
 const port = z.coerce.number().int().min(0).max(65_535)
 const flag = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')
+// A key-encryption key: what `openssl rand -base64 32` prints.
+const KEY_TEXT = '32 random bytes in base64, e.g. from `openssl rand -base64 32`'
+const secretsKey = z
+  .string()
+  .transform((text, ctx) => parseKey(text) ?? (ctx.addIssue({ code: 'custom', message: `must be ${KEY_TEXT}` }), z.NEVER))
+const secretsKeys = z.string().transform((text, ctx) => {
+  const keys = text.split(',').map(parseKey)
+  if (keys.every((k) => k !== null)) return keys
+  ctx.addIssue({ code: 'custom', message: `each comma-separated key must be ${KEY_TEXT}` })
+  return z.NEVER
+})
 
 /** Every environment variable the service reads, with its default. Parsed once at start-up. */
 export const configSchema = z
@@ -134,6 +146,17 @@ export const configSchema = z
     /** Pins the admin client's credentials (every scope, no tenant) instead of generating them on first start. */
     ADMIN_CLIENT_ID: z.string().min(3).max(100).optional(),
     ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters').max(200).optional(),
+    /**
+     * Key-encryption key of the secrets the service keeps to use again (token signing keys, webhook
+     * and writeback secrets): base64 of 32 random bytes. Required with `DATABASE_URL`, the same in
+     * every copy. Unset, with no `SECRETS_KEY_FILE`, on SQLite: `DATA_DIR/secrets.key`, generated on
+     * the first start (docs/operations.md, Rotating the key-encryption key).
+     */
+    SECRETS_KEY: secretsKey.optional(),
+    /** With `SECRETS_KEY`: older (or, early in a rotation, newer) keys, comma-separated, that open secrets but never seal. */
+    SECRETS_KEY_PREVIOUS: secretsKeys.optional(),
+    /** Instead of `SECRETS_KEY`: a file of keys, one base64 key a line, the current first; `#` comments. */
+    SECRETS_KEY_FILE: z.string().min(1).optional(),
     /** Development and tests: allow plain-http and private webhook targets. */
     WEBHOOK_ALLOW_PRIVATE: flag.default(false),
     /** Webhook retry delays, e.g. `1s,2s,5s`; default is the schedule in src/webhooks/README.md. */
@@ -200,6 +223,20 @@ export const configSchema = z
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',
     path: ['ADMIN_CLIENT_SECRET'],
+  })
+  .refine((c) => !(c.SECRETS_KEY && c.SECRETS_KEY_FILE), {
+    message: 'set SECRETS_KEY or SECRETS_KEY_FILE, not both',
+    path: ['SECRETS_KEY_FILE'],
+  })
+  .refine((c) => !c.SECRETS_KEY_PREVIOUS || c.SECRETS_KEY, {
+    message: 'needs SECRETS_KEY (with SECRETS_KEY_FILE, put the other keys on its later lines)',
+    path: ['SECRETS_KEY_PREVIOUS'],
+  })
+  // Copies sharing a database must share the key: one generated per copy would not open the others' secrets.
+  .refine((c) => !c.DATABASE_URL || c.SECRETS_KEY || c.SECRETS_KEY_FILE, {
+    message:
+      'required with DATABASE_URL (every copy needs the same key); generate one with `openssl rand -base64 32`, or set SECRETS_KEY_FILE',
+    path: ['SECRETS_KEY'],
   })
 
 export type Config = z.infer<typeof configSchema>
@@ -270,8 +307,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   throw new ConfigError(`invalid configuration: ${name}=${shown(name, env[name])}: ${issue.message}`)
 }
 
-/** A variable's value for an error line: a URL's password is never printed. */
+/** Variables whose value is a secret: an error line names them but never prints them. */
+const SECRET_VARIABLES = new Set(['ADMIN_CLIENT_SECRET', 'SECRETS_KEY', 'SECRETS_KEY_PREVIOUS'])
+
+/** A variable's value for an error line: a URL's password and a secret are never printed. */
 function shown(name: string, value: string | undefined): string {
+  if (SECRET_VARIABLES.has(name) && value) return '(hidden)'
   return JSON.stringify(name.endsWith('_URL') && value ? withoutPassword(value) : (value ?? ''))
 }
 

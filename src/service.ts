@@ -19,6 +19,8 @@ import { EventFeed } from './events/event-cursor.js'
 import { EventStreams } from './events/event-stream.js'
 import { postgresLimitsOf, type EntityStoreOptions } from './store/database.js'
 import { openDataDir } from './store/data-dir.js'
+import { sealClearSecrets } from './store/sealed-secrets.js'
+import { loadSecretsKeys } from './store/secrets-key.js'
 import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor, createColdChainStore } from './telemetry/cold-chain-monitor.js'
 import { GroupCommitter } from './telemetry/group-commit.js'
@@ -71,11 +73,23 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       narrowed ? 'narrowed a data path to the service user only' : 'a data path others may read is not ours to narrow',
     )
   }
+  // The key-encryption key goes first: a wrong one stops the start before anything is served.
+  const { box: secrets, origin, generated } = loadSecretsKeys(config)
+  if (generated)
+    logger.warn(
+      { path: generated },
+      'generated a key-encryption key for the stored secrets (SECRETS_KEY unset); keep a copy apart from the database backups',
+    )
   const storeOptions = { limits: postgresLimitsOf(config), onConnectionError: (err: unknown, what: string) => logger.warn({ err }, what) }
   const store = await openEntityStoreOf(config, overrides.store, storeOptions)
   const { db, dialect } = store
+  const { sealed } = await sealClearSecrets(db, secrets, origin).catch(async (error: unknown) => {
+    await store.close()
+    throw error
+  })
+  if (sealed > 0) logger.info({ sealed }, 'sealed secrets the store held in clear under the key-encryption key')
 
-  const keys = new KeyRing(db, clock, config.TOKEN_TTL_S)
+  const keys = new KeyRing(db, secrets, clock, config.TOKEN_TTL_S)
   await keys.load()
   const tokens = new TokenService(db, keys, clock, issuerOf(config), config.TOKEN_TTL_S)
   await tokens.refreshRevocations()
@@ -92,7 +106,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const outbox = new Outbox(clock)
   const people = createPeople({ db, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
 
-  const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics }
+  const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics, secrets }
 
   // On PostgreSQL, N copies of the service may share the store (docs/deployment.md, Several
   // copies on one PostgreSQL): one evaluates each delivery at a time (leases), the others forward
@@ -149,7 +163,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const app = createHttpApp({ config, store, db, dialect, sink, clock, logger, metrics, keys, tokens, clients, audit, people, services })
 
   const dispatcher = createDispatcher({
-    queue: new SqlDeliveryQueue(db, outbox),
+    queue: new SqlDeliveryQueue(db, outbox, secrets, (endpointId, err) =>
+      logger.error({ err, endpoint_id: endpointId }, 'cannot open a webhook secret: this copy lacks the key it was sealed with'),
+    ),
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
     ...(config.WEBHOOK_RETRY_SCHEDULE ? { retrySchedule: parseRetrySchedule(config.WEBHOOK_RETRY_SCHEDULE) } : {}),
     clock: () => clock.now(),
@@ -172,6 +188,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     metrics,
     store,
     db,
+    /** Seals and opens the store's secrets under the key-encryption key (SECRETS_KEY). */
+    secrets,
     keys,
     tokens,
     clients,

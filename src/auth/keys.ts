@@ -5,6 +5,8 @@ import { iso } from '../clock.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
+import { sealingContext } from '../store/sealed-secrets.js'
+import type { SecretBox } from '../store/secret-box.js'
 
 type Imported = {
   privateKey: CryptoKey
@@ -25,7 +27,7 @@ const UNKNOWN_KID_RELOAD_MS = 1_000
 /**
  * The ES256 signing keys (RFC 7518 §3.4). Rotation publishes the next key in the JWKS before it
  * signs anything, and keeps the old one published until the last token it signed has expired.
- * Private keys live in the entity store as JWK; protect that store as you would the keys.
+ * Private keys live in the entity store as JWK sealed by `box` (SECRETS_KEY): the store alone signs nothing.
  */
 export class KeyRing {
   private keys: LoadedKey[] = []
@@ -37,6 +39,7 @@ export class KeyRing {
 
   constructor(
     private readonly db: Db,
+    private readonly box: SecretBox,
     private readonly clock: Clock,
     private readonly tokenTtlS: number,
   ) {}
@@ -135,7 +138,7 @@ export class KeyRing {
     let imported = this.imported.get(kid)
     if (!imported) {
       imported = (async () => {
-        const privateJwk = JSON.parse(privateText) as JWK
+        const privateJwk = JSON.parse(this.box.open(sealingContext('signing_keys', kid), privateText)) as JWK
         const publicJwk = JSON.parse(publicText) as JWK
         return {
           privateKey: (await importJWK(privateJwk, 'ES256')) as CryptoKey,
@@ -157,7 +160,7 @@ export class KeyRing {
       .insertInto('signing_keys')
       .values({
         kid,
-        private_jwk: JSON.stringify(await exportJWK(privateKey)),
+        private_jwk: this.box.seal(sealingContext('signing_keys', kid), JSON.stringify(await exportJWK(privateKey))),
         public_jwk: JSON.stringify(await exportJWK(publicKey)),
         created_at: iso(this.clock.now()),
         activates_at: iso(activatesAtMs),

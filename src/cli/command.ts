@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js'
 import type { Config } from '../config.js'
 import type { EntityStore } from '../store/database.js'
+import type { SecretBox } from '../store/secret-box.js'
 import type { Options } from './usage.js'
 
 /** What a command may use: the configuration, the clock, the entity store (opened on first use) and stderr. */
@@ -8,6 +9,8 @@ export type CliContext = {
   config: Config
   clock: Clock
   store(): Promise<EntityStore>
+  /** The key-encryption keys (SECRETS_KEY…) that seal the store's secrets; opens the store first. */
+  secrets(): Promise<SecretBox>
   /** A line for the operator on stderr, so stdout stays one JSON document a script can pipe into jq. */
   note(line: string): void
 }

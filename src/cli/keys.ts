@@ -1,4 +1,5 @@
 import { KeyRing } from '../auth/keys.js'
+import { rewrapSecrets } from '../store/sealed-secrets.js'
 import type { Command } from './command.js'
 import { durationSeconds } from './usage.js'
 
@@ -26,10 +27,37 @@ export const rotateKeys: Command = {
       MAX_PUBLISH_AHEAD_S,
     )
     const { db } = await ctx.store()
-    const keys = new KeyRing(db, ctx.clock, ctx.config.TOKEN_TTL_S)
+    const keys = new KeyRing(db, await ctx.secrets(), ctx.clock, ctx.config.TOKEN_TTL_S)
     await keys.load()
     const rotated = await keys.rotate(aheadS)
     ctx.note(`New key ${rotated.kid} is published within 30 s and signs from ${rotated.activates_at}.`)
     return rotated
+  },
+}
+
+export const rewrapKeys: Command = {
+  name: 'keys rewrap',
+  synopsis: 'keys rewrap',
+  summary: 'Seal every stored secret under the current key-encryption key (SECRETS_KEY), so the previous one can be retired',
+  help: [
+    'Run with SECRETS_KEY set to the new key and SECRETS_KEY_PREVIOUS to the old one (or the new key first in',
+    'SECRETS_KEY_FILE), once every copy of the service holds both: docs/operations.md, Rotating the key-encryption key.',
+    'Safe while the service runs; `remaining` must be 0 before the old key is removed.',
+  ],
+  options: {},
+  positionals: [],
+  async run(ctx) {
+    const secrets = await ctx.secrets()
+    const { db } = await ctx.store()
+    const first = await rewrapSecrets(db, secrets)
+    // A value another process replaced meanwhile (a webhook secret rotated) is looked at again.
+    const second = first.skipped > 0 ? await rewrapSecrets(db, secrets) : { sealed: 0, skipped: 0 }
+    const remaining = second.skipped
+    ctx.note(
+      remaining === 0
+        ? `Every secret is sealed under key ${secrets.currentKeyId}; the other keys may be removed from every copy.`
+        : `${remaining} secrets changed while being rewrapped; run it again.`,
+    )
+    return { key_id: secrets.currentKeyId, rewrapped: first.sealed + second.sealed, already_current: first.current, remaining }
   },
 }

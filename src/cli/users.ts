@@ -12,7 +12,7 @@ import { UsageError } from './usage.js'
 /** The same user management as /v1/users, as the unrestricted operator. */
 async function people(ctx: CliContext) {
   const { db, dialect } = await ctx.store()
-  const keys = new KeyRing(db, ctx.clock, ctx.config.TOKEN_TTL_S) // only to record revocations; signs nothing
+  const keys = new KeyRing(db, await ctx.secrets(), ctx.clock, ctx.config.TOKEN_TTL_S) // only to record revocations; signs nothing
   const tokens = new TokenService(db, keys, ctx.clock, issuerOf(ctx.config), ctx.config.TOKEN_TTL_S)
   const audit = new AuditLog(db, dialect, ctx.clock)
   return createPeople({ db, clock: ctx.clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: ctx.config.PASSWORD_SCRYPT_LOG2_N } })

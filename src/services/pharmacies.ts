@@ -9,6 +9,7 @@ import { visibleOr404 } from '../auth/tenancy.js'
 import { AppError } from '../errors.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
+import { sealingContext } from '../store/sealed-secrets.js'
 
 /** The outcomes written back to a pharmacy: a delivery that ended with the goods somewhere. */
 const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
@@ -68,12 +69,13 @@ export class PharmacyService {
     // Writeback (README, Webhooks): outcomes are signed like webhooks, with a secret of the pharmacy's own.
     const secret = newWebhookSecret()
     const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, secret } }
+    const endpointId = newId('wh')
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('pharmacies').values(row).execute()
       await trx
         .insertInto('webhook_endpoints')
         .values({
-          id: newId('wh'),
+          id: endpointId,
           kind: 'writeback',
           url: input.writeback!.url,
           events: JSON.stringify(WRITEBACK_EVENTS),
@@ -82,7 +84,7 @@ export class PharmacyService {
           disabled_reason: null,
           pharmacy_id: row.id,
           fleet_id: null,
-          secret,
+          secret: this.deps.secrets.seal(sealingContext('webhook_endpoints', endpointId), secret),
           previous_secret: null,
           previous_secret_expires_at: null,
           failing_since: null,

@@ -11,6 +11,7 @@ import { endpointTenant, refuseSameUrl } from './webhook-endpoint-tenancy.js'
 import { redeliver } from './webhook-redelivery.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
+import { sealingContext } from '../store/sealed-secrets.js'
 
 // After a rotation the old secret keeps signing alongside the new one for 24 h.
 const ROTATION_OVERLAP_MS = 24 * 3_600_000
@@ -63,8 +64,9 @@ export class WebhookService {
     const tenant = await endpointTenant(this.deps.db, principal, input)
     const now = iso(this.deps.clock.now())
     const secret = newWebhookSecret()
+    const id = newId('wh')
     const row: Database['webhook_endpoints'] = {
-      id: newId('wh'),
+      id,
       kind: 'webhook',
       url: input.url,
       events: JSON.stringify(input.events),
@@ -72,7 +74,7 @@ export class WebhookService {
       enabled: 1,
       disabled_reason: null,
       ...tenant,
-      secret,
+      secret: this.deps.secrets.seal(sealingContext('webhook_endpoints', id), secret),
       previous_secret: null,
       previous_secret_expires_at: null,
       failing_since: null,
@@ -146,10 +148,17 @@ export class WebhookService {
     const secret = newWebhookSecret()
     const expiresAt = this.deps.clock.now() + ROTATION_OVERLAP_MS
     const rotated = { secret, previous_secret_expires_at: iso(expiresAt) }
+    // The current secret, sealed for this row, becomes the previous one as it is.
+    const sealed = this.deps.secrets.seal(sealingContext('webhook_endpoints', id), secret)
     await this.deps.db.transaction().execute(async (trx) => {
       await trx
         .updateTable('webhook_endpoints')
-        .set({ secret, previous_secret: endpoint.secret, previous_secret_expires_at: expiresAt, updated_at: iso(this.deps.clock.now()) })
+        .set({
+          secret: sealed,
+          previous_secret: endpoint.secret,
+          previous_secret_expires_at: expiresAt,
+          updated_at: iso(this.deps.clock.now()),
+        })
         .where('id', '=', id)
         .execute()
       await record?.(trx, rotated)

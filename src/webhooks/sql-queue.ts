@@ -3,6 +3,8 @@ import { iso } from '../clock.js'
 import { newId } from '../ids.js'
 import { envelopeFromRow, type Outbox } from '../events/outbox.js'
 import type { Database, Db, Executor } from '../store/schema.js'
+import { sealingContext } from '../store/sealed-secrets.js'
+import type { SecretBox } from '../store/secret-box.js'
 import type { AttemptRecord, ClaimRequest, DeliveryQueue, PendingDelivery } from './delivery-queue.js'
 
 /** Attempts written per transaction; 200 rows × 10 columns stay far below both engines' bind-parameter limits. */
@@ -32,6 +34,9 @@ export class SqlDeliveryQueue implements DeliveryQueue {
   constructor(
     private readonly db: Db,
     private readonly outbox: Outbox,
+    private readonly secrets: SecretBox,
+    /** A message whose endpoint secret this process cannot open (a key it was not given); it is left to its lease. */
+    private readonly onUnopenedSecret: (endpointId: string, error: Error) => void = () => {},
   ) {}
 
   async claimDue({ nowMs, limit, perEndpointLimit, excludeEndpointIds, leaseUntilMs }: ClaimRequest): Promise<PendingDelivery[]> {
@@ -83,16 +88,29 @@ export class SqlDeliveryQueue implements DeliveryQueue {
       .orderBy('m.id')
       .execute()
     for (const row of rows) this.endpointKinds.set(row.endpoint_id, row.kind)
-    return rows.map((row) => ({
-      id: row.message_id,
-      endpointId: row.endpoint_id,
-      url: row.url,
-      secrets: row.previous_secret && (row.previous_secret_expires_at ?? 0) > nowMs ? [row.secret, row.previous_secret] : [row.secret],
-      eventId: row.id,
-      body: JSON.stringify(envelopeFromRow(row)),
-      attempt: row.attempts + 1,
-      endpointFailingSinceMs: row.failing_since,
-    }))
+    const due: PendingDelivery[] = []
+    for (const row of rows) {
+      const sealed = row.previous_secret && (row.previous_secret_expires_at ?? 0) > nowMs ? [row.secret, row.previous_secret] : [row.secret]
+      let secrets: string[]
+      try {
+        secrets = sealed.map((s) => this.secrets.open(sealingContext('webhook_endpoints', row.endpoint_id), s))
+      } catch (error) {
+        // Left leased: it comes due again when the lease ends, for a copy that holds the key.
+        this.onUnopenedSecret(row.endpoint_id, error as Error)
+        continue
+      }
+      due.push({
+        id: row.message_id,
+        endpointId: row.endpoint_id,
+        url: row.url,
+        secrets,
+        eventId: row.id,
+        body: JSON.stringify(envelopeFromRow(row)),
+        attempt: row.attempts + 1,
+        endpointFailingSinceMs: row.failing_since,
+      })
+    }
+    return due
   }
 
   /** Resolves once the attempt is committed, together with the others that finished meanwhile. */
