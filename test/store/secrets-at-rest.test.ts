@@ -1,5 +1,6 @@
+import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -290,5 +291,129 @@ describe('the service uses its sealed secrets again', () => {
     expect(refused!.message.split('\n')).toHaveLength(1)
     expect(refused!.message).not.toContain(key)
     expect(refused!.message).not.toContain(wrong)
+  })
+})
+
+/** `npx tsx src/cli.ts …` on `dir` with `env`, as an operator would run it. */
+function cli(dir: string, env: Record<string, string>, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '', DATA_DIR: dir, ...env }
+  delete childEnv.DATABASE_URL
+  return new Promise((resolve) => {
+    execFile('npx', ['tsx', 'src/cli.ts', ...args], { env: childEnv, timeout: 120_000 }, (error, stdout, stderr) => {
+      let json: unknown = null
+      try {
+        json = JSON.parse(stdout)
+      } catch {
+        /* nothing printed */
+      }
+      resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr })
+    })
+  })
+}
+
+describe('rotating the key-encryption key (keys rewrap)', () => {
+  it(
+    'old key → new key: the service with both keeps working, rewrap moves every secret, then the old key can go',
+    { timeout: 240_000 },
+    async () => {
+      const dir = dataDir()
+      const [oldKey, newKey_] = [newKey(), newKey()]
+      const receiver = await startReceiver()
+      receivers.push(receiver)
+      const before = await serviceOn(dir, { SECRETS_KEY: oldKey })
+      const { token, pharmacyId, secrets } = await makeSecrets(before.api, receiver.url)
+      await stop(before.api)
+
+      // Every copy gets the new key as current and the old one as previous: everything still opens.
+      const both = await serviceOn(dir, { SECRETS_KEY: newKey_, SECRETS_KEY_PREVIOUS: oldKey })
+      expect((await both.api.get('/v1/pharmacies', token)).status).toBe(200)
+      await deliveredAndVerified(both.api, receiver, pharmacyId, secrets.webhookSecrets[1]!)
+      // A secret made now is sealed under the new key.
+      const admin = await both.api.adminToken()
+      const made = await both.api.post('/v1/webhooks', admin, { url: `${receiver.url}/other`, events: ['delivery.created'] })
+      expect(made.status).toBe(201)
+
+      // Rewrapped while that copy runs.
+      const rewrap = await cli(dir, { SECRETS_KEY: newKey_, SECRETS_KEY_PREVIOUS: oldKey }, 'keys', 'rewrap')
+      expect(rewrap, rewrap.stderr).toMatchObject({ code: 0, json: { key_id: both.api.service.secrets.currentKeyId, remaining: 0 } })
+      expect(rewrap.json.rewrapped).toBe(5) // two signing keys, a webhook's secret and previous secret, the writeback secret
+      expect(rewrap.json.already_current).toBe(1) // the webhook made under the new key
+      expect((await both.api.get('/v1/pharmacies', token)).status).toBe(200)
+      await deliveredAndVerified(both.api, receiver, pharmacyId, secrets.webhookSecrets[1]!)
+      await stop(both.api)
+
+      // The old key removed: tokens signed before the rotation verify, webhooks still carry the same signatures.
+      const after = await serviceOn(dir, { SECRETS_KEY: newKey_ })
+      expect((await after.api.get('/v1/pharmacies', token)).status).toBe(200)
+      await deliveredAndVerified(after.api, receiver, pharmacyId, secrets.webhookSecrets[1]!)
+      await stop(after.api)
+
+      // And the old key alone opens nothing any more.
+      const refused = await buildService(loadConfig({ ...TEST_ENV, DATA_DIR: dir, SECRETS_KEY: oldKey })).then(
+        (service) => (void service.stop(), null),
+        (error: Error) => error.message,
+      )
+      expect(refused).toMatch(/^SECRETS_KEY: the store's secrets are sealed under key /)
+    },
+  )
+})
+
+describe('the key-encryption key in the configuration', () => {
+  const refusal = (env: Record<string, string>) => {
+    try {
+      loadConfig({ ...TEST_ENV, ...env })
+      return null
+    } catch (error) {
+      return (error as Error).message
+    }
+  }
+
+  it('a SECRETS_KEY that is not 32 bytes of base64 is refused in one line that names it and does not print it', () => {
+    const short = randomBytes(16).toString('base64')
+    const line = refusal({ SECRETS_KEY: short })
+    expect(line).toBe('invalid configuration: SECRETS_KEY=(hidden): must be 32 random bytes in base64, e.g. from `openssl rand -base64 32`')
+    expect(refusal({ SECRETS_KEY: newKey(), SECRETS_KEY_PREVIOUS: `${newKey()},${short}` })).toMatch(
+      /^invalid configuration: SECRETS_KEY_PREVIOUS=\(hidden\): each comma-separated key must be 32 random bytes/,
+    )
+  })
+
+  it('no secret variable is echoed in a refusal: ADMIN_CLIENT_SECRET too short', () => {
+    const line = refusal({ ADMIN_CLIENT_SECRET: 'hunter2' })
+    expect(line).toMatch(/^invalid configuration: ADMIN_CLIENT_SECRET=\(hidden\): /)
+    expect(line).not.toContain('hunter2')
+  })
+
+  it('DATABASE_URL without a key is refused naming SECRETS_KEY: copies sharing a database need the same key', () => {
+    expect(refusal({ DATABASE_URL: 'postgres://db/rxtrace' })).toMatch(/^invalid configuration: SECRETS_KEY="": required with DATABASE_URL/)
+    expect(refusal({ DATABASE_URL: 'postgres://db/rxtrace', SECRETS_KEY: newKey() })).toBeNull()
+    expect(refusal({ DATABASE_URL: 'postgres://db/rxtrace', SECRETS_KEY_FILE: '/run/secrets/rxtrace' })).toBeNull()
+  })
+
+  it('SECRETS_KEY with SECRETS_KEY_FILE, or SECRETS_KEY_PREVIOUS without SECRETS_KEY, is refused', () => {
+    expect(refusal({ SECRETS_KEY: newKey(), SECRETS_KEY_FILE: '/run/secrets/rxtrace' })).toMatch(/SECRETS_KEY_FILE=.*not both/)
+    expect(refusal({ SECRETS_KEY_PREVIOUS: newKey() })).toMatch(
+      /^invalid configuration: SECRETS_KEY_PREVIOUS=\(hidden\): needs SECRETS_KEY/,
+    )
+  })
+
+  it('SECRETS_KEY_FILE: the first line seals, later lines open; a bad line stops the start naming the file and line', async () => {
+    const dir = dataDir()
+    const [first, second] = [newKey(), newKey()]
+    const file = join(dir, 'kek')
+    writeFileSync(file, `# current first\n${second}\n${first}\n`, { mode: 0o600 })
+    const before = await serviceOn(dir, { SECRETS_KEY: first })
+    const { token } = await makeSecrets(before.api, 'http://127.0.0.1:9')
+    await stop(before.api)
+    const { api } = await serviceOn(dir, { SECRETS_KEY_FILE: file })
+    expect((await api.get('/v1/pharmacies', token)).status).toBe(200)
+    expect(api.service.secrets.keyIds).toHaveLength(2)
+    await stop(api)
+
+    writeFileSync(file, `${second}\nnot a key\n`)
+    const refused = await buildService(loadConfig({ ...TEST_ENV, DATA_DIR: dir, SECRETS_KEY_FILE: file })).then(
+      (service) => (void service.stop(), null),
+      (error: Error) => error.message,
+    )
+    expect(refused).toBe(`SECRETS_KEY_FILE=${file}: line 2 is not a key (32 random bytes in base64, e.g. from \`openssl rand -base64 32\`)`)
   })
 })
