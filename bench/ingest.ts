@@ -227,7 +227,10 @@ async function openReadingsStore() {
       }
     }
     return {
-      env: { DATABASE_URL: `${opt['database-url']}?options=${encodeURIComponent(`-c search_path=${schema}`)}` },
+      env: {
+        DATABASE_URL: `${opt['database-url']}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+        SECRETS_KEY: randomBytes(32).toString('base64'),
+      },
       events: () => inSchema<{ created_at: string; data: string }>("SELECT created_at, data FROM events WHERE type = 'cold-chain.break'"),
       stored: async () => Number((await inSchema<{ n: string }>('SELECT count(*) AS n FROM readings'))[0]!.n),
       close: async () => {

@@ -124,12 +124,14 @@ async function runMode(mode: Mode, options: ExternalOptions) {
   const profiled = options.profile?.modes.has(mode.name) ?? false
   try {
     const copiesWanted = Math.max(1, mode.workers)
+    const secretsKey = randomBytes(32).toString('base64') // copies sharing the database share its key-encryption key
     let mqttUrl = ''
     for (let i = 0; i < copiesWanted; i++) {
       const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-external-'))
       const httpPort = await freePort()
       const env = benchServiceEnv(dataDir, httpPort, {
         DATABASE_URL: schema.url,
+        SECRETS_KEY: secretsKey,
         ...(broker ? { MQTT_URL: broker.serviceUrl, MQTT_CLIENT_ID: `rx_bench_${i}` } : { MQTT_PORT: String(await freePort()) }),
       })
       const service = await startService({ env, httpPort, nodeArgs: profiled ? ['--inspect=127.0.0.1:0'] : [] })

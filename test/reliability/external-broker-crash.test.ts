@@ -55,6 +55,7 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
     const databaseUrl = await ownSchemaUrl(postgres.url!)
     const broker: Mosquitto = await startMosquitto()
     cleanups.push(() => broker.dispose())
+    const secretsKey = randomBytes(32).toString('base64') // one key-encryption key for every copy of the database
     const copy = async (name: string, dataDir?: string) => {
       const svc = await startChildService({
         ...(dataDir ? { dataDir } : {}),
@@ -62,6 +63,7 @@ describe.skipIf(!mosquittoAvailable() || postgres.url === null)('an ingest worke
           MQTT_URL: broker.serviceUrl,
           MQTT_PORT: '',
           DATABASE_URL: databaseUrl,
+          SECRETS_KEY: secretsKey,
           MQTT_CLIENT_ID: `rx_kill_${name}`,
           MQTT_INGEST_CONNECTIONS: '2',
         },

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -36,7 +37,10 @@ describe('start-up errors name their cause', () => {
 
   it('DATABASE_URL where nothing listens names DATABASE_URL (without its password) and the refusal', async ({ annotate }) => {
     const port = await freePort()
-    const { code, lines, stdout } = await startWith({ DATABASE_URL: `postgres://rx:hunter2@127.0.0.1:${port}/rxtrace` })
+    const { code, lines, stdout } = await startWith({
+      DATABASE_URL: `postgres://rx:hunter2@127.0.0.1:${port}/rxtrace`,
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+    })
     expect(code, stdout).not.toBe(0)
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(

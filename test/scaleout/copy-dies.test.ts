@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import mqtt from 'mqtt'
 import pg from 'pg'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
@@ -28,7 +29,12 @@ describe.skipIf(!url)('a copy dies while it evaluates deliveries', () => {
   it('hands its deliveries over to the survivor, and each break is emitted once', async () => {
     const schema = await schemas.create()
     // The copies' search_path names the test's schema, as a deployment's role or URL would.
-    const env = { DATABASE_URL: `${url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`, REORDER_WINDOW_S: '0' }
+    // Copies on one database share one key-encryption key.
+    const env = {
+      DATABASE_URL: `${url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+      REORDER_WINDOW_S: '0',
+    }
     const a = await startChildService({ env })
     children.push(a)
     const b = await startChildService({ env })
