@@ -13,7 +13,7 @@ const IV_BYTES = 12 // NIST SP 800-38D §8.2.2: 96-bit random IVs, far below 2^3
 const MEMO_ENTRIES = 10_000
 
 /** Thrown when a sealed value names a key this process does not hold, or fails authentication. */
-export class SecretBoxError extends Error {}
+class SecretBoxError extends Error {}
 
 type Key = { id: string; aead: Buffer }
 

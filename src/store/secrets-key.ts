@@ -5,7 +5,7 @@ import { StartupError } from '../startup-error.js'
 import { KEY_BYTES, SecretBox } from './secret-box.js'
 
 /** The key file made on a first start with neither SECRETS_KEY nor SECRETS_KEY_FILE (SQLite only). */
-export const GENERATED_KEY_FILE = 'secrets.key'
+const GENERATED_KEY_FILE = 'secrets.key'
 
 // 32 bytes are 43 base64 characters and one `=` (optional; base64url has none).
 const KEY_TEXT = /^[A-Za-z0-9+/_-]{43}=?$/

@@ -97,6 +97,7 @@ describe('operator CLI (npm run cli)', () => {
       'clients rotate-secret',
       'clients revoke',
       'keys rotate',
+      'keys rewrap',
       'store init',
     ])
       expect(run.stdout).toContain(command)
