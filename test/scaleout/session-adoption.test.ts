@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import mqtt from 'mqtt'
 import pg from 'pg'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
@@ -30,12 +31,14 @@ describe.skipIf(!url || !mosquittoAvailable())('a copy dies with readings queued
     const databaseUrl = `${url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
     const broker: Mosquitto = await startMosquitto()
     cleanups.push(() => broker.dispose())
+    const secretsKey = randomBytes(32).toString('base64') // copies on one database share its key-encryption key
     const copy = async (name: string): Promise<ChildService> => {
       const svc = await startChildService({
         env: {
           MQTT_URL: broker.serviceUrl,
           MQTT_PORT: '',
           DATABASE_URL: databaseUrl,
+          SECRETS_KEY: secretsKey,
           MQTT_CLIENT_ID: `rx_adopt_${name}`,
           MQTT_INGEST_CONNECTIONS: '1',
         },
