@@ -9,6 +9,8 @@ import { decodeCursor, encodeCursor } from '../store/pagination.js'
 export type EventScope = {
   pharmacyId?: string | null | undefined
   fleetId?: string | null | undefined
+  /** A driver user's: only the events of the deliveries assigned to that driver now (what GET /v1/deliveries lists them). */
+  driverId?: string | null | undefined
   type?: string | undefined
   /** Any of these types (the streams' comma-separated `type`); with `type`, both must hold. */
   types?: readonly string[] | undefined
@@ -21,8 +23,11 @@ export type EventsAfter = { events: EventEnvelope[]; cursor: string | null; more
 /** Just after one event: its writer's transaction id (PostgreSQL only) and its position. */
 export type Position = { txid: string | null; pos: number }
 
-/** An event with where it stands in the feed (its cursor is the cursor just after it). */
-export type PositionedEvent = { event: EventEnvelope; position: Position; cursor: string }
+/**
+ * An event with where it stands in the feed (its cursor is the cursor just after it), and, when
+ * read for the live streams, the driver its delivery is assigned to (null: none, or no delivery).
+ */
+export type PositionedEvent = { event: EventEnvelope; position: Position; cursor: string; driverId?: string | null }
 
 /** The feed's order: negative when `a` comes before `b`. */
 export function comparePositions(a: Position, b: Position): number {
@@ -30,10 +35,14 @@ export function comparePositions(a: Position, b: Position): number {
   return a.pos - b.pos
 }
 
-/** Whether an event belongs to `scope`: the same test the SQL of `readEventsAfter` makes. */
-export function inScope(event: EventEnvelope, scope: EventScope): boolean {
+/**
+ * Whether an event belongs to `scope`: the same test the SQL of `readEventsAfter` makes. A
+ * driver's scope needs the event read `withDriver`; without it nothing is in a driver's scope.
+ */
+export function inScope({ event, driverId }: Pick<PositionedEvent, 'event' | 'driverId'>, scope: EventScope): boolean {
   if (scope.pharmacyId && event.pharmacy_id !== scope.pharmacyId) return false
   if (scope.fleetId && event.fleet_id !== scope.fleetId) return false
+  if (scope.driverId && driverId !== scope.driverId) return false
   if (scope.type && event.type !== scope.type) return false
   if (scope.types && !scope.types.includes(event.type)) return false
   if (scope.deliveryId && event.delivery_id !== scope.deliveryId) return false
@@ -64,15 +73,20 @@ export class EventFeed {
     return { events: page.events.map((e) => e.event), cursor: page.cursor, more: page.more }
   }
 
-  /** `readEventsAfter` with each event's position, for readers that merge the feed with live events. */
+  /**
+   * `readEventsAfter` with each event's position, for readers that merge the feed with live events;
+   * `withDriver` adds the driver each event's delivery is assigned to (the live streams' tail, which
+   * reads for every stream at once and sorts events to them in memory).
+   */
   async readPositioned(
     cursor: string | null,
     limit: number,
     scope: EventScope = {},
+    { withDriver = false } = {},
   ): Promise<{ events: PositionedEvent[]; cursor: string | null; more: boolean }> {
     const after = cursor === null ? null : await this.positionOf(cursor)
     const postgres = this.store.dialect === 'postgres'
-    let query = this.scoped(scope).selectAll().select(txidOf(postgres))
+    let query = this.scoped(scope).selectAll('events').select(txidOf(postgres)).select(driverOf(withDriver))
     if (scope.type) query = query.where('type', '=', scope.type)
     if (scope.types) query = scope.types.length ? query.where('type', 'in', [...scope.types]) : query.where(sql<boolean>`1 = 0`)
     if (scope.deliveryId) query = query.where('delivery_id', '=', scope.deliveryId)
@@ -87,9 +101,12 @@ export class EventFeed {
       query = query.orderBy('pos')
     }
     const rows = await query.limit(limit + 1).execute()
-    const page = rows
-      .slice(0, limit)
-      .map((row) => ({ event: envelopeFromRow(row), position: { txid: row.writer_txid, pos: row.pos }, cursor: encodePosition(row) }))
+    const page = rows.slice(0, limit).map((row) => ({
+      event: envelopeFromRow(row),
+      position: { txid: row.writer_txid, pos: row.pos },
+      cursor: encodePosition(row),
+      ...(withDriver ? { driverId: row.delivery_driver_id } : {}),
+    }))
     return { events: page, cursor: page.at(-1)?.cursor ?? cursor, more: rows.length > limit }
   }
 
@@ -118,7 +135,7 @@ export class EventFeed {
   }
 
   /** The cursor just after event `id`, or null when the reader's tenant has no such event. */
-  async cursorAfter(id: string, scope: Pick<EventScope, 'pharmacyId' | 'fleetId'> = {}): Promise<string | null> {
+  async cursorAfter(id: string, scope: Pick<EventScope, 'pharmacyId' | 'fleetId' | 'driverId'> = {}): Promise<string | null> {
     const postgres = this.store.dialect === 'postgres'
     const row = await this.scoped(scope)
       .select(['pos', txidOf(postgres)])
@@ -131,6 +148,7 @@ export class EventFeed {
     let query = this.store.db.selectFrom('events')
     if (scope.pharmacyId) query = query.where('pharmacy_id', '=', scope.pharmacyId)
     if (scope.fleetId) query = query.where('fleet_id', '=', scope.fleetId)
+    if (scope.driverId) query = query.where('events.delivery_id', 'in', assignedTo(this.store.db, scope.driverId))
     return query
   }
 
@@ -150,6 +168,16 @@ export class EventFeed {
 
 // As text: an xid8 may exceed 2^53.
 const txidOf = (postgres: boolean) => (postgres ? sql<string | null>`events.txid::text` : sql<string | null>`null`).as('writer_txid')
+
+// The driver a delivery is assigned to now; one primary-key lookup per event read.
+const driverOf = (wanted: boolean) =>
+  (wanted ? sql<string | null>`(select d.driver_id from deliveries d where d.id = events.delivery_id)` : sql<string | null>`null`).as(
+    'delivery_driver_id',
+  )
+
+/** The deliveries assigned to a driver now (index deliveries_driver, migration 0017). */
+export const assignedTo = (db: Db, driverId: string) =>
+  db.selectFrom('deliveries').select('deliveries.id').where('deliveries.driver_id', '=', driverId)
 
 const encodePosition = ({ writer_txid, pos }: { writer_txid: string | null; pos: number }) =>
   encodeCursor(writer_txid === null ? String(pos) : `${writer_txid}.${pos}`)

@@ -206,7 +206,9 @@ export class EventStreams implements StreamHost {
    */
   private async readAll(): Promise<void> {
     for (;;) {
-      const page = await this.feed.readPositioned(this.cursor, TAIL_PAGE)
+      // A driver's stream that opens during this read catches up from the store, which filters by driver itself.
+      const withDriver = [...this.subscribers].some((s) => s.needsDriver)
+      const page = await this.feed.readPositioned(this.cursor, TAIL_PAGE, {}, { withDriver })
       this.counters.tailReads += 1
       if (page.events.length) {
         const framed = page.events.map((item) => {

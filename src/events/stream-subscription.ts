@@ -79,6 +79,11 @@ export class Subscription {
     }
   }
 
+  /** A driver's stream: the tail must read which driver each event's delivery is assigned to. */
+  get needsDriver(): boolean {
+    return !!this.scope.driverId
+  }
+
   /** A stream from now on starts where the tail stands. */
   startAt(cursor: string | null, position: Position | null): void {
     this.cursor = cursor
@@ -100,7 +105,7 @@ export class Subscription {
 
   /** From the tail: an event of the feed, with its frame as this stream shows it. */
   offer(item: PositionedEvent, frame: (project: (event: EventEnvelope) => EventEnvelope) => Buffer): void {
-    if (this.state !== 'open' || !inScope(item.event, this.scope)) return
+    if (this.state !== 'open' || !inScope(item, this.scope)) return
     if (this.catchingUp) {
       const bytes = frame(this.project)
       this.waiting.push({ position: item.position, bytes })

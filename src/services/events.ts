@@ -7,7 +7,7 @@ import type { StreamRequest } from '../events/stream-subscription.js'
 import { asException, exceptionTypes, isExceptionType } from '../events/exception-feed.js'
 import { envelopeFromRow, type EventEnvelope } from '../events/outbox.js'
 import type { Page } from '../store/pagination.js'
-import { canSee } from '../auth/tenancy.js'
+import { eventVisible } from './delivery-visibility.js'
 
 type ListQuery = {
   limit: number
@@ -42,8 +42,8 @@ export class EventService {
 
   async get(principal: Principal, id: string): Promise<EventEnvelope> {
     const row = await this.deps.db.selectFrom('events').selectAll().where('id', '=', id).executeTakeFirst()
-    if (!row || !canSee(principal, row)) throw notFound('event')
-    return envelopeFromRow(row)
+    if (!(await eventVisible(this.deps.db, principal, row))) throw notFound('event')
+    return envelopeFromRow(row!)
   }
 
   /** GET /v1/events/stream: the events GET /v1/events would list, live. */
@@ -55,7 +55,7 @@ export class EventService {
   /** GET /v1/fleets/{id}/exceptions: the fleet's exceptions, a page at a time. */
   async listExceptions(principal: Principal, fleetId: string, q: ListQuery): Promise<Page<EventEnvelope>> {
     await this.exceptionsVisible(principal, fleetId)
-    const page = await this.page({ fleetId, types: exceptionTypes }, q)
+    const page = await this.page({ fleetId, driverId: principal.driverId, types: exceptionTypes }, q)
     return { data: page.data.map(asException), next_cursor: page.next_cursor }
   }
 
@@ -68,7 +68,7 @@ export class EventService {
   ): Promise<ReadableStream<Uint8Array>> {
     await this.exceptionsVisible(principal, fleetId)
     const types = q.types ? q.types.filter(isExceptionType) : exceptionTypes
-    return this.open(principal, { fleetId, types, deliveryId: q.delivery_id }, q.after, hooks, asException)
+    return this.open(principal, { fleetId, driverId: principal.driverId, types, deliveryId: q.delivery_id }, q.after, hooks, asException)
   }
 
   private async page(scope: EventScope, q: ListQuery): Promise<Page<EventEnvelope>> {
@@ -117,7 +117,12 @@ export class EventService {
   }
 }
 
-const tenantOf = (principal: Principal): EventScope => ({ pharmacyId: principal.pharmacyId, fleetId: principal.fleetId })
+/** What the token may see of the feed: its tenant's events, and a driver's only those of the deliveries assigned to them. */
+const tenantOf = (principal: Principal): EventScope => ({
+  pharmacyId: principal.pharmacyId,
+  fleetId: principal.fleetId,
+  driverId: principal.driverId,
+})
 
 /** Streams count per pharmacy, per fleet, and for the unrestricted clients together. */
 const streamTenant = (principal: Principal) =>

@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/scopes.js'
-import { canSee } from '../auth/tenancy.js'
+import { eventVisible } from './delivery-visibility.js'
 import { subscribes } from '../events/fanout.js'
 import { notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
@@ -17,7 +17,7 @@ export async function redeliver(
 ): Promise<{ event_id: string; endpoint_ids: string[] }> {
   const db = deps.db
   const event = await db.selectFrom('events').selectAll().where('id', '=', eventId).executeTakeFirst()
-  if (!event || !canSee(principal, event)) throw notFound('event')
+  if (!event || !(await eventVisible(db, principal, event))) throw notFound('event')
   let query = db.selectFrom('webhook_endpoints').selectAll().where('kind', '=', 'webhook').where('enabled', '=', 1)
   if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
   if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
