@@ -104,7 +104,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
   const outbox = new Outbox(clock)
-  const people = createPeople({ db, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
+  const people = createPeople({ db, dialect, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics, secrets }
 

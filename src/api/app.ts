@@ -23,6 +23,7 @@ import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
 import { requestId } from './middleware/request-id.js'
 import { TokenBuckets } from './middleware/token-buckets.js'
+import type { BucketStore } from './middleware/bucket-store.js'
 import { PUBLIC_V1 } from './common-responses.js'
 import { buildDocument, registerWebhooks } from './document.js'
 import { validationHook } from './openapi.js'
@@ -48,6 +49,8 @@ export type AppDeps = {
   audit: AuditLog
   people: People
   readiness: Record<string, () => Promise<void>>
+  /** Where the rate limits and the OAuth throttle count: memory, or with PostgreSQL the store every copy shares. */
+  buckets: BucketStore
   /** Route groups under /v1, each built over its service. */
   v1: OpenAPIHono<AppEnv>[]
 }
@@ -69,8 +72,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.use(
     '/oauth/*',
     oauthThrottle({
-      perAddress: new TokenBuckets(config.OAUTH_ADDRESS_RPS, config.OAUTH_ADDRESS_BURST, clock),
-      perClient: new TokenBuckets(config.OAUTH_CLIENT_RPS, config.OAUTH_CLIENT_BURST, clock),
+      perAddress: { rps: config.OAUTH_ADDRESS_RPS, burst: config.OAUTH_ADDRESS_BURST },
+      perClient: { rps: config.OAUTH_CLIENT_RPS, burst: config.OAUTH_CLIENT_BURST },
+      buckets: deps.buckets,
       trustProxy: config.TRUST_PROXY,
     }),
   )
@@ -88,7 +92,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       burst: config.RATE_LIMIT_BURST,
       tenantRps: config.RATE_LIMIT_TENANT_RPS,
       tenantBurst: config.RATE_LIMIT_TENANT_BURST,
-      clock,
+      buckets: deps.buckets,
     }),
     queryGuard(),
     // An operator's statement (JSON lines or CSV, up to 4 MiB) is the one body that is not a JSON request.

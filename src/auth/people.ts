@@ -6,7 +6,9 @@ import { ConsentStore } from './consents.js'
 import { PasswordHasher, type ScryptParams } from './passwords.js'
 import { RefreshTokens } from './refresh-tokens.js'
 import { SessionStore } from './sessions.js'
-import { SignInThrottle } from './sign-in-throttle.js'
+import { MemorySignInThrottle } from './sign-in-throttle.js'
+import { SharedSignInThrottle } from './shared-sign-in-throttle.js'
+import type { Dialect } from '../store/dialect.js'
 import type { TokenService } from './tokens.js'
 import { UserAdmin } from './user-admin.js'
 import { UserDirectory } from './users.js'
@@ -14,12 +16,15 @@ import { UserDirectory } from './users.js'
 /** Everything people's sign-in needs, built once by the composition root. */
 export function createPeople({
   db,
+  dialect,
   clock,
   tokens,
   audit,
   scrypt,
 }: {
   db: Db
+  /** With PostgreSQL, failed sign-ins are counted in the store every copy shares. */
+  dialect: Dialect
   clock: Clock
   tokens: TokenService
   audit: AuditLog
@@ -37,7 +42,7 @@ export function createPeople({
     refreshTokens,
     consents,
     codes: new AuthorizationCodes(db, clock),
-    throttle: new SignInThrottle(clock),
+    throttle: dialect === 'postgres' ? new SharedSignInThrottle(db, clock) : new MemorySignInThrottle(clock),
     admin: new UserAdmin(db, users, sessions, refreshTokens, consents, tokens.issuer),
   }
 }

@@ -15,8 +15,14 @@ async function people(ctx: CliContext) {
   const keys = new KeyRing(db, await ctx.secrets(), ctx.clock, ctx.config.TOKEN_TTL_S) // only to record revocations; signs nothing
   const tokens = new TokenService(db, keys, ctx.clock, issuerOf(ctx.config), ctx.config.TOKEN_TTL_S)
   const audit = new AuditLog(db, dialect, ctx.clock)
-  return createPeople({ db, clock: ctx.clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: ctx.config.PASSWORD_SCRYPT_LOG2_N } })
-    .admin
+  return createPeople({
+    db,
+    dialect,
+    clock: ctx.clock,
+    tokens,
+    audit,
+    scrypt: { ...DEFAULT_SCRYPT, log2N: ctx.config.PASSWORD_SCRYPT_LOG2_N },
+  }).admin
 }
 
 /** API validation failures read as one usage line. */

@@ -252,6 +252,10 @@ export interface Database {
     last_error: string | null
     created_at: string
   }
+  /** PostgreSQL only (migration 0018): token buckets every copy spends from (src/api/middleware/shared-buckets.ts). */
+  rate_limit_buckets: { key: string; rps: number; burst: number; tokens: number; granted: number; updated_ms: number }
+  /** PostgreSQL only (migration 0018): failed sign-ins of the last 15 minutes (src/auth/shared-sign-in-throttle.ts). */
+  sign_in_failures: { key: string; at_ms: number }
 }
 
 export type Db = Kysely<Database>

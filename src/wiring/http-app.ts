@@ -18,13 +18,15 @@ import { toteRoutes } from '../api/routes/totes.js'
 import { userRoutes } from '../api/routes/users.js'
 import { webhookRoutes } from '../api/routes/webhooks.js'
 import { EmbedTokens } from '../auth/embed-tokens.js'
+import { MemoryBuckets } from '../api/middleware/bucket-store.js'
+import { SharedBuckets } from '../api/middleware/shared-buckets.js'
 import type { EntityStore } from '../store/database.js'
 import { diskSpaceCheck } from '../store/disk-space.js'
 import type { Dialect } from '../store/dialect.js'
 import type { ReadingSink } from '../timeseries/index.js'
 import type { Services } from './services.js'
 
-export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1'> & {
+export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1' | 'buckets'> & {
   store: EntityStore
   dialect: Dialect
   sink: ReadingSink
@@ -37,6 +39,8 @@ export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
   const { config } = deps
   return createApp({
     ...deps,
+    // docs/security.md, Limits across copies: with PostgreSQL every copy spends from the same buckets.
+    buckets: dialect === 'postgres' ? new SharedBuckets(deps.db, deps.clock) : new MemoryBuckets(deps.clock),
     readiness: {
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),

@@ -1,30 +1,35 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import type { AppEnv } from '../env.js'
 import { callerAddress } from './caller-address.js'
-import type { TokenBuckets } from './token-buckets.js'
+import type { BucketStore, Limit } from './bucket-store.js'
 
 export type OAuthThrottleOptions = {
   /** Every `/oauth/*` request spends one of its caller address's tokens. */
-  perAddress: TokenBuckets
+  perAddress: { rps: number; burst: number }
   /** Every token request spends one of the named client's tokens, whoever sends it. */
-  perClient: TokenBuckets
+  perClient: { rps: number; burst: number }
+  /** Where the buckets are counted: memory (one process) or the database all copies share. */
+  buckets: BucketStore
   trustProxy: boolean
 }
 
 /**
  * Throttles the OAuth endpoints, which anyone may call without a token (docs/security.md, Resource limits): per caller
- * address, and for `/oauth/token` per client id as well. A refusal is 429 with Retry-After in
- * the endpoints' own error format (RFC 6749 §5.2 JSON; `rate_limited` is our extension code).
+ * address, and for `/oauth/token` per client id as well (a request the client's bucket refuses
+ * has still spent its address's token). A refusal is 429 with Retry-After in the endpoints' own error format
+ * (RFC 6749 §5.2 JSON; `rate_limited` is our extension code).
  */
-export function oauthThrottle({ perAddress, perClient, trustProxy }: OAuthThrottleOptions): MiddlewareHandler<AppEnv> {
+export function oauthThrottle({ perAddress, perClient, buckets, trustProxy }: OAuthThrottleOptions): MiddlewareHandler<AppEnv> {
+  const address: Limit = { name: 'oauth-address', ...perAddress }
+  const client: Limit = { name: 'oauth-client', ...perClient }
   return async function oauthThrottleMiddleware(c, next) {
-    const byAddress = perAddress.take(callerAddress(c, trustProxy))
-    if (!byAddress.ok) return tooMany(c, byAddress.retryAfterS, 'Too many requests from this address.')
+    const [byAddress] = await buckets.spend([{ limit: address, key: callerAddress(c, trustProxy) }])
+    if (!byAddress!.ok) return tooMany(c, byAddress!.retryAfterS, 'Too many requests from this address.')
     if (c.req.method === 'POST' && c.req.path === '/oauth/token') {
       const clientId = await namedClientId(c)
       if (clientId !== null) {
-        const byClient = perClient.take(clientId)
-        if (!byClient.ok) return tooMany(c, byClient.retryAfterS, 'Too many token requests for this client.')
+        const [byClient] = await buckets.spend([{ limit: client, key: clientId }])
+        if (!byClient!.ok) return tooMany(c, byClient!.retryAfterS, 'Too many token requests for this client.')
       }
     }
     await next()

@@ -225,7 +225,7 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
       if (form.step === 'sign_in') {
         const email = (form.email ?? '').trim().toLowerCase()
         const keys = [`account:${email}`, `address:${clientAddress(c)}`]
-        const waitMs = people.throttle.waitMs(keys)
+        const waitMs = await people.throttle.waitMs(keys)
         if (waitMs > 0) {
           c.header('Retry-After', String(Math.ceil(waitMs / 1_000)))
           return showSignIn(c, checked, {
@@ -236,10 +236,10 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
         }
         const user = await people.users.checkPassword(email, form.password ?? '')
         if (!user) {
-          people.throttle.fail(keys)
+          await people.throttle.fail(keys)
           return showSignIn(c, checked, { email, status: 401, error: GENERIC_FAILURE })
         }
-        people.throttle.succeed(keys[0]!)
+        await people.throttle.succeed(keys[0]!)
         // A new session id at every sign-in: one planted beforehand is never promoted (session fixation).
         const previous = await people.sessions.resume(getCookie(c, SESSION))
         if (previous) await people.sessions.end(previous.idHash)

@@ -14,6 +14,7 @@ import { up as userConsents } from './0010_user_consents.js'
 import { up as attentionQueue } from './0012_attention_queue.js'
 import { up as brokerAccounts } from './0014_broker_accounts.js'
 import { up as driverDeliveries } from './0017_driver_deliveries.js'
+import { up as sharedLimits } from './0018_shared_limits.js'
 import { up as ingestSessions } from './0020_ingest_sessions.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
@@ -31,6 +32,7 @@ const steps: Record<string, MigrationStep> = {
   '0012_attention_queue': attentionQueue,
   '0014_broker_accounts': brokerAccounts,
   '0017_driver_deliveries': driverDeliveries,
+  '0018_shared_limits': sharedLimits,
   '0020_ingest_sessions': ingestSessions,
 }
 
