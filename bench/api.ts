@@ -13,10 +13,14 @@
  * Options: --connections N (default 32)  --post-seconds S (20)  --get-seconds S (10)
  *          --warmup-seconds S (3, not measured)  --sweep (try 8…128 connections for 5 s first)
  *          --profile (run the service under `node --cpu-prof` and print its hotspots to stderr)
+ *          --database-url URL (the entity store in a fresh schema of this PostgreSQL instead of SQLite;
+ *          the schema is dropped afterwards)
  */
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import pg from 'pg'
 import { clientCredentialsToken, postJson } from './lib/api-client.js'
 import { logServiceProfile } from './lib/cpuprofile.js'
 import { drive, type LoadRequest } from './lib/load.js'
@@ -37,6 +41,7 @@ const opts = parseBenchArgs(
     'warmup-seconds': { type: 'string', default: '3' },
     sweep: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    'database-url': { type: 'string', default: '' },
   },
 )
 for (const name of ['connections', 'post-seconds', 'get-seconds', 'warmup-seconds'] as const) {
@@ -69,7 +74,8 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-'))
   const profileDir = join(dataDir, 'profile')
   const port = await freePort()
-  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: '0' })
+  const postgres = opts['database-url'] ? await freshSchema(opts['database-url']) : null
+  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: '0', ...(postgres ? { DATABASE_URL: postgres.url } : {}) })
 
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})${opts.profile ? ' under --cpu-prof' : ''}`)
   const service = await startServiceProcess({ env, port, nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
@@ -160,6 +166,22 @@ async function main(): Promise<void> {
   } finally {
     if (service.child.exitCode === null) await service.stop()
     if (!opts.profile) rmSync(dataDir, { recursive: true, force: true })
+    await postgres?.drop()
+  }
+}
+
+/** A fresh schema of the PostgreSQL at `url`, and the DATABASE_URL that puts the service in it. */
+async function freshSchema(url: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const schema = `rx_bench_${randomBytes(4).toString('hex')}`
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  await admin.query(`create schema "${schema}"`)
+  return {
+    url: `${url}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+    drop: async () => {
+      await admin.query(`drop schema "${schema}" cascade`)
+      await admin.end()
+    },
   }
 }
 

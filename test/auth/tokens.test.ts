@@ -318,6 +318,18 @@ describe('revoking and introspecting a token', () => {
     expect((await api.get('/v1/pharmacies', await api.adminToken('pharmacies:read'))).status).toBe(200)
   })
 
+  it("neither revokes nor shows another client's token", async () => {
+    const admin = await api.adminToken()
+    const pharmacy = (await api.pharmacy(admin)).id
+    const other = await api.post('/v1/oauth/clients', admin, { client_name: 'other', scope: 'pharmacies:read', pharmacy_id: pharmacy })
+    expect(other.status, other.text).toBe(201)
+    const theirs = basic(other.body.client_id, other.body.client_secret)
+    const victim = await api.adminToken('pharmacies:read')
+    expect((await oauthPost(api, '/oauth/introspect', { token: victim }, theirs)).body).toEqual({ active: false })
+    expect((await oauthPost(api, '/oauth/revoke', { token: victim }, theirs)).status).toBe(200) // RFC 7009 §2.2: no oracle
+    expect((await api.get('/v1/pharmacies', victim)).status).toBe(200)
+  })
+
   it('introspects garbage as inactive, and refuses an unauthenticated caller', async () => {
     expect((await oauthPost(api, '/oauth/introspect', { token: 'garbage' }, basic(ADMIN.id, ADMIN.secret))).body).toEqual({ active: false })
     const anonymous = await oauthPost(api, '/oauth/introspect', { token: await api.adminToken() })
