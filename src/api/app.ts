@@ -119,7 +119,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', healthRoutes({ metrics: deps.metrics, checks: deps.readiness, deadlineMs: deps.config.READY_TIMEOUT_MS }))
   app.route('/', docsRoutes() as unknown as Hono<AppEnv>)
   app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys, people: deps.people, clock: deps.clock }))
-  app.route('/', authorizeRoutes({ clients: deps.clients, people: deps.people, issuer: deps.tokens.issuer }))
+  app.route(
+    '/',
+    authorizeRoutes({ clients: deps.clients, people: deps.people, issuer: deps.tokens.issuer, trustProxy: config.TRUST_PROXY }),
+  )
   app.route('/', accountRoutes({ people: deps.people }))
   app.route('/', consoleRoutes() as unknown as Hono<AppEnv>)
   for (const group of deps.v1) app.route('/', group)

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js'
 
 /** After 5 failed sign-ins within 15 minutes, an account or an address waits until the oldest falls out of the window. */
-export const MAX_FAILURES = 5
+const MAX_FAILURES = 5
 export const FAILURE_WINDOW_MS = 15 * 60_000
 // Bounds memory under a flood of distinct addresses or made-up accounts: the oldest keys go first.
 const MAX_KEYS = 100_000

@@ -176,7 +176,7 @@ const driverOf = (wanted: boolean) =>
   )
 
 /** The deliveries assigned to a driver now (index deliveries_driver, migration 0017). */
-export const assignedTo = (db: Db, driverId: string) =>
+const assignedTo = (db: Db, driverId: string) =>
   db.selectFrom('deliveries').select('deliveries.id').where('deliveries.driver_id', '=', driverId)
 
 const encodePosition = ({ writer_txid, pos }: { writer_txid: string | null; pos: number }) =>

@@ -220,6 +220,26 @@ describe('sign-in security (RFC 9700)', () => {
   })
 })
 
+describe('failed sign-ins behind a proxy (TRUST_PROXY=true)', () => {
+  it("count each person's forwarded address, not the proxy's, and ignore X-Forwarded-For without TRUST_PROXY", async () => {
+    for (const trustProxy of [true, false]) {
+      const world = await signInWorld({ TRUST_PROXY: String(trustProxy) })
+      try {
+        const params = { client_id: world.client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge }
+        // Every request reaches the service from the proxy's address; the proxy appends the caller's.
+        const behindProxy = (caller: string) => browser(world.api.service, '10.0.0.2', { 'x-forwarded-for': caller })
+        for (let i = 0; i < 5; i++) await signIn(behindProxy('198.51.100.80'), params, `guess${i}@example.com`, 'not the password!!')
+        const guesser = await signIn(behindProxy('198.51.100.80'), params, 'pat@example.com', PASSWORD)
+        const someoneElse = await signIn(behindProxy('198.51.100.81'), params, 'pat@example.com', PASSWORD)
+        // Trusted, the guesser waits and the next person signs in; untrusted, the header is the caller's own words.
+        expect([trustProxy, guesser.status, someoneElse.status]).toEqual(trustProxy ? [true, 429, 303] : [false, 429, 429])
+      } finally {
+        await world.api.stop()
+      }
+    }
+  })
+})
+
 describe('registering a client for sign-in', () => {
   it('redirect URIs are https or loopback http, without a fragment; authorization_code needs one', async () => {
     const world = await signInWorld()

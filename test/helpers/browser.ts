@@ -18,11 +18,14 @@ function hiddenFields(html: string): Record<string, string> {
   return fields
 }
 
-/** A browser without JavaScript over app.request(): a cookie jar, form posts, no redirects followed. */
-export function browser(service: Service, address = '203.0.113.7') {
+/**
+ * A browser without JavaScript over app.request(): a cookie jar, form posts, no redirects followed.
+ * `address` is the TCP peer's; `headers` go with every request (a proxy's X-Forwarded-For).
+ */
+export function browser(service: Service, address = '203.0.113.7', extraHeaders: Record<string, string> = {}) {
   const jar = new Map<string, string>()
   async function go(method: 'GET' | 'POST', path: string, form?: Record<string, string>): Promise<Page> {
-    const headers: Record<string, string> = {}
+    const headers: Record<string, string> = { ...extraHeaders }
     if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
     if (form) headers['content-type'] = 'application/x-www-form-urlencoded'
     const body = form ? new URLSearchParams(form).toString() : undefined

@@ -13,6 +13,7 @@ import { isScope, parseScope } from '../../auth/scopes.js'
 import type { Session } from '../../auth/sessions.js'
 import type { User } from '../../auth/users.js'
 import type { AppEnv } from '../env.js'
+import { callerAddress } from '../middleware/caller-address.js'
 import { publicRoute, z } from '../openapi.js'
 
 /** The authorization request's parameters (RFC 6749 §4.1.1, RFC 7636 §4.3), carried from page to page. */
@@ -47,7 +48,18 @@ const AuthorizeForm = AuthorizeQuery.extend({
 /** An HTML page answer (the sign-in pages work without JavaScript). */
 const html = (description: string) => ({ description, content: { 'text/html': { schema: z.string() } } })
 
-export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRegistry; people: People; issuer: string }) {
+export function authorizeRoutes({
+  clients,
+  people,
+  issuer,
+  trustProxy,
+}: {
+  clients: ClientRegistry
+  people: People
+  issuer: string
+  /** Whose address a failed sign-in counts against behind the operator's proxy (docs/security.md, Resource limits). */
+  trustProxy: boolean
+}) {
   const app = new OpenAPIHono<AppEnv>()
   const secure = issuer.startsWith('https:')
   // RFC 6265bis §4.1.3.2: a __Host- cookie is Secure, host-only and path /, so no sibling domain can plant it.
@@ -120,8 +132,8 @@ export function authorizeRoutes({ clients, people, issuer }: { clients: ClientRe
     return a.length === b.length && timingSafeEqual(a, b)
   }
 
-  const clientAddress = (c: Context) =>
-    (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress ?? 'unknown'
+  // The address the per-address throttles count: the proxy's last X-Forwarded-For entry when trusted, not the proxy itself.
+  const clientAddress = (c: Context) => callerAddress(c, trustProxy)
 
   /** Step 4: with consent (or a first-party client), a code bound to client, redirect URI, challenge and user. */
   async function issueCode(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
