@@ -133,7 +133,7 @@ describe('the walls of every /v1 route', () => {
     const action = path.split('/').at(-1)!
     const body = method === 'GET' || method === 'DELETE' ? undefined : (bodies[key] ?? bodies[action] ?? {})
     // Every write accepts an Idempotency-Key, and POST /v1/prescriptions requires one.
-    const headers = method === 'GET' ? {} : { 'idempotency-key': `walls-${Math.random()}` }
+    const headers: Record<string, string> = method === 'GET' ? {} : { 'idempotency-key': `walls-${Math.random()}` }
     return api.request(method, path, { ...auth, headers, ...(body === undefined ? {} : { body }) })
   }
 
