@@ -89,7 +89,9 @@ export const configSchema = z
       .optional(),
     /**
      * PostgreSQL: how long opening a connection (TCP, TLS, authentication), or waiting for a free
-     * one in the pool, may take before the request gives up with 503 `not_ready`.
+     * one in the pool, may take before the request gives up with 503 `not_ready`; also how long
+     * the database may stay silent (nothing answers, not even a `select 1` on a new connection)
+     * before the queries waiting on it give up (store/answer-watch.ts, docs/operations.md).
      */
     DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
     /**

@@ -9,6 +9,7 @@ import { OwnSchemaPostgresDialect } from './migrations/own-schema-introspector.j
 import { GroupCommitSqliteDialect } from './sqlite-group-commit.js'
 import { createPrivateFile, ensurePrivateDataDir } from './private-files.js'
 import { checkpointOffThread } from './wal-checkpointer.js'
+import { isNoAnswer, watchPool, type AnswerWatch } from './answer-watch.js'
 
 export type { Dialect } from './dialect.js'
 
@@ -146,7 +147,8 @@ async function migratePostgres(url: string, schema: string | undefined, limits: 
 
 function openPostgres(url: string, schema: string | undefined, limits: PostgresLimits, onConnectionError: ConnectionErrorLog): EntityStore {
   const pool = createPool(url, schema, limits, onConnectionError, 10)
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardedPool(pool) }) })
+  const watch = watchPool(pool, url, limits.connectTimeoutMs)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guardedPool(pool, watch) }) })
   return {
     db,
     dialect: 'postgres',
@@ -193,20 +195,30 @@ export function createPool(
 }
 
 /**
- * The pool as kysely sees it, with one fix: a query that timed out on the client side
- * (query_timeout) leaves its connection waiting for an answer that may never come, and every
- * later query on it would wait behind that one. Such a connection is destroyed on release
- * instead of going back to the pool.
+ * The pool as kysely sees it, with two fixes. A query that timed out on the client side
+ * (query_timeout), or that the answer watch gave up on, leaves its connection waiting for an answer
+ * that may never come: every later query on it (a transaction's ROLLBACK) fails at once instead of
+ * queueing behind it for another deadline, and the connection is destroyed on release instead of
+ * going back to the pool. With a watch, a silent database fails queries after the connect deadline
+ * rather than the statement deadline (see answer-watch.ts).
  */
-function guardedPool(pool: pg.Pool): PostgresPool {
+function guardedPool(pool: pg.Pool, watch?: AnswerWatch): PostgresPool {
   return {
     async connect() {
+      watch?.checkAnswering()
       const client = await pool.connect()
       let broken: Error | undefined
       const query = (sqlOrCursor: unknown, parameters?: readonly unknown[]) => {
+        if (broken) return Promise.reject(broken)
         if (typeof sqlOrCursor !== 'string') return client.query(sqlOrCursor as pg.Submittable)
-        return client.query(sqlOrCursor, parameters as unknown[]).catch((error: unknown) => {
-          if (error instanceof Error && error.message === 'Query read timeout') broken = error
+        try {
+          watch?.checkAnswering()
+        } catch (error) {
+          return Promise.reject(error)
+        }
+        const sent = client.query(sqlOrCursor, parameters as unknown[])
+        return (watch ? watch.wait(sent) : sent).catch((error: unknown) => {
+          if (error instanceof Error && (error.message === 'Query read timeout' || isNoAnswer(error))) broken = error
           throw error
         })
       }

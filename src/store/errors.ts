@@ -18,7 +18,7 @@ const UNAVAILABLE_SQLSTATES = new Set([
 ])
 // What node-postgres and its pool say when the connection dies or a deadline passes.
 const UNAVAILABLE_MESSAGE =
-  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|timeout expired|not queryable|Client was closed/
+  /Connection terminated|timeout exceeded when trying to connect|Query read timeout|timeout expired|not queryable|Client was closed|Database did not answer/
 
 /** The database (or its disk) cannot serve right now: worth a 503 and a retry, not a 500. */
 export function isStoreUnavailable(error: unknown): boolean {

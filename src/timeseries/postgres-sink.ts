@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { watchPool } from '../store/answer-watch.js'
 import { createPool, DEFAULT_POSTGRES_LIMITS, type ConnectionErrorLog, type PostgresLimits } from '../store/database.js'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 
@@ -63,6 +64,8 @@ export function createPostgresSink({
   forward,
 }: PostgresSinkOptions): ReadingSink {
   const pool = createPool(url, schema, limits, onConnectionError, connections)
+  // A silent database fails the sink's queries after the connect deadline too (store/answer-watch.ts).
+  const watch = watchPool(pool, url, limits.connectTimeoutMs)
   let writing = 0
   let drained: (() => void) | null = null
 
@@ -70,9 +73,9 @@ export function createPostgresSink({
     // Sorted by (tote_id, ts): see above. ReadingRow's fields are the table's columns.
     const json = JSON.stringify([...rows].sort(byToteThenTs))
     const payloads = forward?.payloads(rows) ?? []
-    if (payloads.length === 0) await pool.query({ name: 'rxtrace_insert_readings', text: INSERT, values: [json] })
+    if (payloads.length === 0) await watch.query(pool, { name: 'rxtrace_insert_readings', text: INSERT, values: [json] })
     else
-      await pool.query({
+      await watch.query(pool, {
         name: 'rxtrace_insert_readings_and_notify',
         text: INSERT_AND_NOTIFY,
         values: [json, forward!.channel, JSON.stringify(payloads)],
@@ -80,7 +83,7 @@ export function createPostgresSink({
   }
 
   const rows = async (where: string, params: unknown[]) =>
-    (await pool.query<ReadingRow>(`select ${COLUMNS} from readings where ${where} order by ts`, params)).rows
+    (await watch.query<ReadingRow>(pool, { text: `select ${COLUMNS} from readings where ${where} order by ts`, values: params })).rows
 
   return {
     concurrentWrites: CONCURRENT_WRITES,
@@ -113,17 +116,17 @@ export function createPostgresSink({
     readingsForTote: (toteId, fromMs, toMs) => rows('tote_id = $1 and ts >= $2 and ts < $3', [toteId, bound(fromMs), bound(toMs)]),
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)
-      const { rows: buckets } = await pool.query<TemperatureBucket>(
-        `
+      const { rows: buckets } = await watch.query<TemperatureBucket>(pool, {
+        text: `
         select ts - ts % $4 as t, min(temp_c) as min, max(temp_c) as max, avg(temp_c) as avg, count(*) as n
         from readings where delivery_id = $1 and ts >= $2 and ts < $3
         group by 1 order by 1`,
-        [deliveryId, bound(fromMs), bound(toMs), stepMs],
-      )
+        values: [deliveryId, bound(fromMs), bound(toMs), stepMs],
+      })
       return buckets
     },
     async count() {
-      return (await pool.query<{ n: number }>('select count(*) as n from readings')).rows[0]!.n
+      return (await watch.query<{ n: number }>(pool, { text: 'select count(*) as n from readings' })).rows[0]!.n
     },
     async close() {
       if (writing > 0) await new Promise<void>((resolve) => (drained = resolve))

@@ -1,7 +1,8 @@
+import { sql } from 'kysely'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { postgresStore, reachablePostgres, type StoreUnderTest } from '../helpers/stores.js'
-import type { TestApi } from '../helpers/service.js'
+import { ADMIN, type TestApi } from '../helpers/service.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 import { startReceiver, type Receiver } from '../webhooks/receiver.js'
 import { waitFor } from '../helpers/wait.js'
@@ -109,6 +110,70 @@ describe.skipIf(!url)('PostgreSQL going away', () => {
       expect((await newPharmacy(api, admin)).status).toBe(201)
     } finally {
       proxy.forward()
+      await api.stop()
+    }
+  }, 60_000)
+  it('fails every request with 503 within the connect deadline during a partition, whatever its statement deadline', async () => {
+    // A statement deadline far longer than the test: a request on an open connection that waited
+    // for it (or a transaction's ROLLBACK queued behind it, or the audit log's flushes in a row)
+    // would never answer here. A silent database must be given up on after the connect deadline.
+    const api = await store.start({ ...FAST_DEADLINES, DATABASE_STATEMENT_TIMEOUT_MS: '600000' })
+    try {
+      const admin = await api.adminToken()
+      const pharmacy = (await newPharmacy(api, admin)).body as { id: string }
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+      // Open connections in the pool, idle, for the requests below to pick up.
+      await Promise.all(Array.from({ length: 8 }, () => api.get('/v1/deliveries', admin)))
+
+      proxy.blackHole()
+      const basic = `Basic ${Buffer.from(`${ADMIN.id}:${ADMIN.secret}`).toString('base64')}`
+      const form = (path: string, body: string) =>
+        api.request('POST', path, { headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic }, raw: body })
+      const requests: Record<string, () => Promise<{ status: number; body: unknown }>> = {
+        'list deliveries': () => api.get('/v1/deliveries', admin),
+        'read a delivery': () => api.get(`/v1/deliveries/${rx.delivery_id}`, admin),
+        'verify custody': () => api.get(`/v1/deliveries/${rx.delivery_id}/custody/verify`, admin),
+        'list pharmacies': () => api.get('/v1/pharmacies', admin),
+        'list events': () => api.get('/v1/events', admin),
+        'register a pharmacy (a transaction)': () => newPharmacy(api, admin),
+        'idempotent prescription': () =>
+          api.post(
+            '/v1/prescriptions',
+            admin,
+            { patient_id: 'pt_1', cold_chain: false, pharmacy_id: pharmacy.id },
+            { 'idempotency-key': 'k-1' },
+          ),
+        'audit log (flushes first)': () => api.get('/v1/audit-events', admin),
+        'audit verification (flushes first)': () => api.get('/v1/audit-events/verify', admin),
+        'token (client lookup)': () => form('/oauth/token', 'grant_type=client_credentials'),
+        introspection: () => form('/oauth/introspect', `token=${admin}`),
+      }
+      const answers = await Promise.all(
+        Object.entries(requests).map(async ([name, send]) => {
+          const { status, body } = await send()
+          return { name, status, code: (body as { code?: string } | null)?.code }
+        }),
+      )
+      expect(answers).toEqual(Object.keys(requests).map((name) => ({ name, status: 503, code: 'not_ready' })))
+      // Once the database was found silent, a new request is refused at once, not after its own wait.
+      expect(await newPharmacy(api, admin)).toMatchObject({ status: 503, body: { code: 'not_ready' } })
+
+      proxy.forward()
+      await waitFor(async () => (await readyz(api)).status === 200, 15_000, '/readyz back to 200')
+      expect((await newPharmacy(api, admin)).status).toBe(201)
+    } finally {
+      proxy.forward()
+      await api.stop()
+    }
+  }, 60_000)
+
+  it('lets a slow statement run to its statement deadline while the database answers', async () => {
+    // The connect deadline alone would stop this statement; the database answering the probes meanwhile lets it finish.
+    const api = await store.start({ ...FAST_DEADLINES, DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_STATEMENT_TIMEOUT_MS: '20000' })
+    try {
+      const { rows } = await sql<{ slept: boolean }>`select true as slept from pg_sleep(3)`.execute(api.service.db)
+      expect(rows).toEqual([{ slept: true }])
+    } finally {
       await api.stop()
     }
   }, 60_000)

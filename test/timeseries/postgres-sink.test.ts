@@ -1,6 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
+import { isStoreUnavailable } from '../../src/store/errors.js'
 import { postgresSchemas, reachablePostgres } from '../helpers/stores.js'
+import { startTcpProxy } from '../helpers/tcp-proxy.js'
 import { describeReadingSinkContract, reading } from './sink-contract.js'
 
 // DATABASE_URL without QUESTDB_CONFIG: readings in PostgreSQL, shared by every copy of the service.
@@ -54,4 +56,35 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL reading sink', () => {
       await listener.end()
     }
   })
+
+  it('gives up on a silent database after the connect deadline, not the statement deadline', async () => {
+    const schema = await schemas.create()
+    const target = new URL(url!)
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    target.port = String(proxy.port)
+    // A statement deadline far past the test's: a read that waited for it would never answer here.
+    const limits = { connectTimeoutMs: 1_000, statementTimeoutMs: 600_000, idleInTransactionTimeoutMs: 60_000 }
+    const sink = createPostgresSink({ url: target.toString(), schema, limits })
+    try {
+      await sink.write([reading({ ts: Date.UTC(2025, 0, 1), seq: 1 })]) // an open connection in the pool
+      proxy.blackHole() // a partition: packets dropped, nothing refused
+      const failures = await Promise.all([
+        sink.readingsForDelivery('dl_contract_1', 0, Infinity).then(
+          () => null,
+          (error: unknown) => error,
+        ),
+        sink.count().then(
+          () => null,
+          (error: unknown) => error,
+        ),
+      ])
+      expect(failures.map(isStoreUnavailable)).toEqual([true, true])
+      proxy.forward()
+      await expect.poll(() => sink.count().catch(() => -1), { timeout: 15_000, interval: 200 }).toBe(1)
+    } finally {
+      proxy.forward()
+      await sink.close()
+      await proxy.close()
+    }
+  }, 60_000)
 })
