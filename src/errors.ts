@@ -56,5 +56,18 @@ export class AppError extends Error {
 }
 
 export const notFound = (what: string) => new AppError('not_found', `${what} not found`)
-export const validationFailed = (errors: FieldError[], detail = 'The request has invalid fields.') =>
-  new AppError('validation_failed', detail, { errors })
+/**
+ * At most this many field errors in one answer (docs/api.md, Errors): a body of many bad parts
+ * (a statement of two million bad lines) would otherwise get an answer larger than itself.
+ * `errors_omitted` counts the rest.
+ */
+export const MAX_FIELD_ERRORS = 100
+
+/** 422 naming the first MAX_FIELD_ERRORS bad fields; `total` when the caller kept only some of them. */
+export const validationFailed = (errors: FieldError[], detail = 'The request has invalid fields.', total = errors.length) => {
+  const shown = errors.slice(0, MAX_FIELD_ERRORS)
+  return new AppError('validation_failed', detail, {
+    errors: shown,
+    ...(total > shown.length ? { errors_omitted: total - shown.length } : {}),
+  })
+}

@@ -938,7 +938,7 @@ export interface paths {
         put?: never;
         /**
          * Check the operator's statement against the period's reconciliation
-         * @description Body: JSON lines (`application/x-ndjson`, one `{"delivery_id","payout_cents"}` per line) or CSV (`text/csv`, a header row naming `delivery_id` and `payout_cents`), at most 4 MiB. Any malformed line → 422 naming every bad line as `/lines/<n>`. Nothing is stored.
+         * @description Body: JSON lines (`application/x-ndjson`, one `{"delivery_id","payout_cents"}` per line) or CSV (`text/csv`, a header row naming `delivery_id` and `payout_cents`), at most 4 MiB (larger: 413). Any malformed line → 422 naming the first 100 bad lines as `/lines/<n>`, with `errors_omitted` counting the rest. Nothing is stored.
          */
         post: operations["checkFleetStatement"];
         delete?: never;
@@ -1670,10 +1670,13 @@ export interface components {
             /** @description Stable, snake_case error code */
             code: string;
             request_id: string;
+            /** @description With `validation_failed`: the first 100 bad fields */
             errors?: {
                 pointer: string;
                 message: string;
             }[];
+            /** @description With `validation_failed`: how many more bad fields there are than `errors` lists */
+            errors_omitted?: number;
             /** @description With `invalid_transition`: the actions the delivery allows now */
             allowed_actions?: string[];
         };
@@ -2744,7 +2747,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -2814,7 +2817,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -2943,7 +2946,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3037,7 +3040,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3148,7 +3151,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3240,7 +3243,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3361,7 +3364,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3438,7 +3441,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3544,7 +3547,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3573,7 +3576,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3724,7 +3727,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3753,7 +3756,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3848,7 +3851,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3877,7 +3880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -3999,7 +4002,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4028,7 +4031,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -4199,7 +4202,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4228,7 +4231,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -4339,7 +4342,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4368,7 +4371,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -4565,7 +4568,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4594,7 +4597,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -4812,7 +4815,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4841,7 +4844,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -4921,7 +4924,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4950,7 +4953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -5044,7 +5047,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5073,7 +5076,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -5277,7 +5280,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5306,7 +5309,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -5526,7 +5529,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5555,7 +5558,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -5798,7 +5801,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5827,7 +5830,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -6068,7 +6071,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6097,7 +6100,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -6354,7 +6357,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6383,7 +6386,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -6603,7 +6606,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6632,7 +6635,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -6820,7 +6823,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6849,7 +6852,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7076,7 +7079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7105,7 +7108,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7202,7 +7205,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7231,7 +7234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7365,7 +7368,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7394,7 +7397,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7480,7 +7483,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7509,7 +7512,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7644,7 +7647,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7673,7 +7676,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7775,7 +7778,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7804,7 +7807,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -7932,7 +7935,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7961,7 +7964,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8061,7 +8064,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8090,7 +8093,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8223,7 +8226,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8252,7 +8255,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8334,7 +8337,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8363,7 +8366,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8471,7 +8474,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8500,7 +8503,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8578,7 +8581,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8708,7 +8711,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8737,7 +8740,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -8948,7 +8951,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8977,7 +8980,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9063,7 +9066,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9244,7 +9247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9273,7 +9276,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9358,7 +9361,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9387,7 +9390,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9525,7 +9528,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9554,7 +9557,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9643,7 +9646,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9672,7 +9675,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9808,7 +9811,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9837,7 +9840,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -9967,7 +9970,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9996,7 +9999,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10096,7 +10099,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10125,7 +10128,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10266,7 +10269,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10295,7 +10298,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10384,7 +10387,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10413,7 +10416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10511,7 +10514,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10540,7 +10543,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10679,7 +10682,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10708,7 +10711,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10827,7 +10830,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10856,7 +10859,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -10943,7 +10946,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10972,7 +10975,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11103,7 +11106,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11132,7 +11135,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11254,7 +11257,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11283,7 +11286,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11364,7 +11367,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11393,7 +11396,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11490,7 +11493,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11519,7 +11522,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11655,7 +11658,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11684,7 +11687,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11770,7 +11773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11799,7 +11802,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -11930,7 +11933,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11959,7 +11962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12047,7 +12050,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12076,7 +12079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12215,7 +12218,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12244,7 +12247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12342,7 +12345,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12371,7 +12374,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12526,7 +12529,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12555,7 +12558,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12710,7 +12713,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12739,7 +12742,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -12872,7 +12875,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12901,7 +12904,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13025,7 +13028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13054,7 +13057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13126,7 +13129,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13234,7 +13237,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */

@@ -26,7 +26,15 @@ export const Problem = z
     detail: z.string(),
     code: z.string().describe('Stable, snake_case error code'),
     request_id: z.string(),
-    errors: z.array(z.object({ pointer: z.string(), message: z.string() })).optional(),
+    errors: z
+      .array(z.object({ pointer: z.string(), message: z.string() }))
+      .optional()
+      .describe('With `validation_failed`: the first 100 bad fields'),
+    errors_omitted: z
+      .number()
+      .int()
+      .optional()
+      .describe('With `validation_failed`: how many more bad fields there are than `errors` lists'),
     allowed_actions: z.array(z.string()).optional().describe('With `invalid_transition`: the actions the delivery allows now'),
   })
   .openapi('Problem')
@@ -52,7 +60,10 @@ const everywhere: Record<number, Response> = {
     Allow: header('The methods this path accepts'),
   }),
   500: problemOf('`internal`: something went wrong on our side; quote `request_id` (no detail is shown)'),
-  503: problemOf('`not_ready`: the database is unavailable or its disk is full; nothing was changed', retryAfter),
+  503: problemOf(
+    '`not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed',
+    retryAfter,
+  ),
 }
 
 const guarded: Record<number, Response> = {
@@ -61,7 +72,9 @@ const guarded: Record<number, Response> = {
   }),
   403: problemOf('`insufficient_scope`: the token lacks the scope this operation needs'),
   404: problemOf('`not_found`: not found, or not visible to this token'),
-  422: problemOf('`validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers'),
+  422: problemOf(
+    '`validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest',
+  ),
   429: problemOf('`rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address', retryAfter),
 }
 

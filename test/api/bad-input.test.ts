@@ -123,6 +123,17 @@ describe('a request the API cannot accept', () => {
     expect(nested.body.errors).toEqual([expect.objectContaining({ pointer: '/verification/pin' })])
   })
 
+  it('names the first 100 bad fields and counts the rest, so a body of many bad parts gets a small answer', async () => {
+    // 20,000 unknown members fit in 256 KiB; named one by one they made an answer of 1 MiB.
+    const unknown = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`x${i}`, 0]))
+    const res = await prescribe({ pharmacy_id: pharmacyId, patient_id: 'pt_1', cold_chain: false, ...unknown })
+    expectProblem(res, 422, 'validation_failed')
+    expect(res.body.errors).toHaveLength(100)
+    expect(res.body.errors[0]).toEqual({ pointer: '/x0', message: 'is not a known field' })
+    expect(res.body.errors_omitted).toBe(19_900)
+    expect(res.text.length).toBeLessThan(16 * 1024)
+  })
+
   it('answers a pharmacy that does not exist with 422 at /pharmacy_id', async () => {
     const res = await prescribe({ pharmacy_id: 'ph_01jd0000000000000000000000', patient_id: 'pt_1', cold_chain: false })
     expectProblem(res, 422, 'validation_failed')

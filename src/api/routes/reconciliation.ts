@@ -188,7 +188,7 @@ export function reconciliationRoutes(reconciliation: ReconciliationService) {
       operationId: 'checkFleetStatement',
       summary: "Check the operator's statement against the period's reconciliation",
       description:
-        'Body: JSON lines (`application/x-ndjson`, one `{"delivery_id","payout_cents"}` per line) or CSV (`text/csv`, a header row naming `delivery_id` and `payout_cents`), at most 4 MiB. Any malformed line → 422 naming every bad line as `/lines/<n>`. Nothing is stored.',
+        'Body: JSON lines (`application/x-ndjson`, one `{"delivery_id","payout_cents"}` per line) or CSV (`text/csv`, a header row naming `delivery_id` and `payout_cents`), at most 4 MiB (larger: 413). Any malformed line → 422 naming the first 100 bad lines as `/lines/<n>`, with `errors_omitted` counting the rest. Nothing is stored.',
       request: {
         params: idParam('fl'),
         query: PeriodQuery,
@@ -210,9 +210,13 @@ export function reconciliationRoutes(reconciliation: ReconciliationService) {
       const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase()
       const format = STATEMENT_TYPES[type]
       if (!format) throw new AppError('unsupported_media_type', 'Send the statement as application/x-ndjson (JSON lines) or text/csv.')
-      const parsed = parseStatement(await c.req.text(), format)
+      const parsed = await parseStatement(await c.req.text(), format)
       if (!parsed.ok)
-        throw validationFailed(parsed.errors, `The statement has ${parsed.errors.length} malformed line(s); nothing was compared.`)
+        throw validationFailed(
+          parsed.errors,
+          `The statement has ${parsed.badLines} malformed line(s); nothing was compared.`,
+          parsed.badLines,
+        )
       return c.json(
         await reconciliation.compare(c.get('principal'), c.req.valid('param').id, periodOf(c.req.valid('query')), parsed.payouts),
         200,
