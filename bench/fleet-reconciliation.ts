@@ -12,6 +12,11 @@
  * One more (untimed) read per period collects the heap every 16 chunks of the body: the largest
  * heap left after those collections (`heap_retained_peak_mib`) is what the stream keeps alive,
  * without the garbage that the plain peaks include.
+ * Then `POST /v1/fleets/{id}/reconciliation`, the statement check, with 4 MiB statements: two
+ * million malformed lines (a 422 of the first 100 errors), and our own period as JSON lines (the
+ * largest honest statement). For each: wall time, the answer's size, the event loop's longest
+ * delay while it ran (perf_hooks, 10 ms resolution: how long /healthz would have waited at worst)
+ * and the RSS growth.
  * Prints one JSON object on stdout; progress goes to stderr.
  *
  * Options: --deliveries N (default 100000)  --repeat N (3: best wall time of N)  --database-url URL
@@ -20,6 +25,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import pg from 'pg'
 import { parseBenchArgs } from './lib/args.js'
 import { seedEndedDeliveries } from './lib/fleet-seed.js'
@@ -127,6 +133,55 @@ try {
       results.push(row)
     }
   }
+  /** One statement check: wall time, answer size, the event loop's longest stall and the RSS growth while it ran. */
+  async function check(name: string, statement: string) {
+    const path = `/v1/fleets/${fleetId}/reconciliation?from=${new Date(FROM).toISOString()}&to=${new Date(TO).toISOString()}`
+    gc?.()
+    const base = process.memoryUsage().rss
+    let rssPeak = base
+    const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 5)
+    const loop = monitorEventLoopDelay({ resolution: 10 })
+    loop.enable()
+    const started = performance.now()
+    const res = await api.service.app.request(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/x-ndjson' },
+      body: statement,
+    })
+    const answer = await res.text()
+    const ms = performance.now() - started
+    loop.disable()
+    clearInterval(sampler)
+    rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
+    const row = {
+      statement: name,
+      statement_mib: Number((Buffer.byteLength(statement) / 2 ** 20).toFixed(2)),
+      status: res.status,
+      wall_ms: Math.round(ms),
+      answer_kib: Number((Buffer.byteLength(answer) / 1024).toFixed(1)),
+      event_loop_max_delay_ms: Math.round(loop.max / 1e6),
+      rss_peak_growth_mib: Number(((rssPeak - base) / 2 ** 20).toFixed(1)),
+    }
+    log(JSON.stringify(row))
+    return row
+  }
+  const STATEMENT_LIMIT = 4 * 1024 * 1024
+  const ours = await api.service.app.request(
+    `/v1/fleets/${fleetId}/reconciliation?from=${new Date(FROM).toISOString()}&to=${new Date(TO).toISOString()}`,
+    { headers: { authorization: `Bearer ${admin}`, accept: 'text/csv' } },
+  )
+  let honest = ''
+  for (const line of (await ours.text()).split('\r\n').slice(1)) {
+    const [delivery_id, , , , , , , , , , , , , , , payout_cents] = line.split(',')
+    const next = `${JSON.stringify({ delivery_id, payout_cents: Number(payout_cents) })}\n`
+    if (!delivery_id || honest.length + next.length > STATEMENT_LIMIT) break
+    honest += next
+  }
+  const statements = [
+    await check('2M malformed lines', 'x\n'.repeat(STATEMENT_LIMIT / 2)),
+    await check(`${honest.split('\n').length - 1} lines of ours`, honest),
+  ]
+
   process.stdout.write(
     `${JSON.stringify(
       {
@@ -139,6 +194,7 @@ try {
         cpu: cpus()[0]?.model,
         cores: cpus().length,
         results,
+        statements,
       },
       null,
       2,
