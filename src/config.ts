@@ -101,6 +101,12 @@ export const configSchema = z
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
     /** PostgreSQL: a session left idle inside a transaction this long is ended by the server, releasing its locks. */
     DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    /**
+     * SQLite (no DATABASE_URL): the entity store's page cache, in MiB. It holds the pages used last
+     * (indexes, rows, stored idempotent answers) and stays full once filled, so the process's
+     * memory keeps up to this much more than at start; smaller costs each create more reads.
+     */
+    SQLITE_CACHE_MIB: z.coerce.number().int().min(2).max(4096).default(64),
     /** `/readyz` waits this long for each store's probe; one that has not answered counts as not ready. */
     READY_TIMEOUT_MS: z.coerce.number().int().min(50).max(10_000).default(800),
     /**

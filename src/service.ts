@@ -81,7 +81,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       'generated a key-encryption key for the stored secrets (SECRETS_KEY unset); keep a copy apart from the database backups',
     )
   const storeOptions = { limits: postgresLimitsOf(config), onConnectionError: (err: unknown, what: string) => logger.warn({ err }, what) }
-  const store = await openEntityStoreOf(config, overrides.store, storeOptions)
+  const store = await openEntityStoreOf(config, overrides.store, { ...storeOptions, sqliteCacheMiB: config.SQLITE_CACHE_MIB })
   const { db, dialect } = store
   const { sealed } = await sealClearSecrets(db, secrets, origin).catch(async (error: unknown) => {
     await store.close()

@@ -60,10 +60,11 @@ export async function openEntityStore(
   {
     limits = DEFAULT_POSTGRES_LIMITS,
     onConnectionError = () => {},
-  }: { limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog } = {},
+    sqliteCacheMiB = DEFAULT_SQLITE_CACHE_MIB,
+  }: { limits?: PostgresLimits; onConnectionError?: ConnectionErrorLog; sqliteCacheMiB?: number } = {},
 ): Promise<EntityStore> {
   if (options.kind === 'sqlite') {
-    const store = openSqlite(options.file)
+    const store = openSqlite(options.file, sqliteCacheMiB)
     await migrateToLatest(store.db, store.dialect, undefined)
     return store
   }
@@ -86,7 +87,10 @@ export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: st
 // creates' worth (~20 pages each), mostly copied by the worker beforehand.
 const REQUEST_CONNECTION_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
-function openSqlite(file: string): EntityStore {
+/** `SQLITE_CACHE_MIB`'s default: the page cache every create's index pages fit in. */
+export const DEFAULT_SQLITE_CACHE_MIB = 64
+
+function openSqlite(file: string, cacheMiB: number): EntityStore {
   createPrivateFile(file) // 0600, and the -wal and -shm files SQLite makes beside it
   const database = new SqliteDatabase(file)
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes
@@ -96,7 +100,9 @@ function openSqlite(file: string): EntityStore {
   database.pragma('busy_timeout = 5000')
   // The default page cache (2 MiB) is smaller than the index pages every create touches; with
   // 64 MiB they stay in memory instead of being read back from the WAL (−13 % SQLite time per create).
-  database.pragma('cache_size = -65536')
+  // It fills with whatever pages were used last, large stored answers included, and stays full:
+  // the process's memory grows by up to this much and keeps it (docs/operations.md, Memory).
+  database.pragma(`cache_size = -${cacheMiB * 1024}`) // negative: KiB, not pages
   // Each transaction of a group commit runs in a savepoint, whose undo copies of the pages it
   // touches would otherwise go to a temporary file: in memory they cost a third as much.
   database.pragma('temp_store = MEMORY')

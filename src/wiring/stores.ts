@@ -10,7 +10,7 @@ import {
 import type { sharedStoreWiring } from '../telemetry/shared-store.js'
 import { createReadingSink, type ReadingSink } from '../timeseries/index.js'
 
-type StoreOptions = { limits: PostgresLimits; onConnectionError: ConnectionErrorLog }
+type StoreOptions = { limits: PostgresLimits; onConnectionError: ConnectionErrorLog; sqliteCacheMiB?: number }
 /** The PostgreSQL that several copies of the service may share, or null on SQLite. */
 export type SharedPostgres = { url: string; schema: string | undefined } | null
 type SharedStore = Awaited<ReturnType<typeof sharedStoreWiring>>
