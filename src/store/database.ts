@@ -88,7 +88,7 @@ export function entityStoreOptions(config: { DATA_DIR: string; DATABASE_URL?: st
 const REQUEST_CONNECTION_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 /** `SQLITE_CACHE_MIB`'s default: the page cache every create's index pages fit in. */
-export const DEFAULT_SQLITE_CACHE_MIB = 64
+const DEFAULT_SQLITE_CACHE_MIB = 64
 
 function openSqlite(file: string, cacheMiB: number): EntityStore {
   createPrivateFile(file) // 0600, and the -wal and -shm files SQLite makes beside it
