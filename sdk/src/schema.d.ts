@@ -66,7 +66,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** RFC 7009 token revocation */
+        /**
+         * RFC 7009 token revocation
+         * @description A client revokes its own access or refresh tokens; a public client sends only its client_id. A refresh token takes its whole family with it: every refresh token of the sign-in and the access tokens they issued.
+         */
         post: operations["revokeToken"];
         delete?: never;
         options?: never;
@@ -2689,7 +2692,8 @@ export interface operations {
                      *       ],
                      *       "revocation_endpoint_auth_methods_supported": [
                      *         "client_secret_basic",
-                     *         "client_secret_post"
+                     *         "client_secret_post",
+                     *         "none"
                      *       ],
                      *       "introspection_endpoint_auth_methods_supported": [
                      *         "client_secret_basic",

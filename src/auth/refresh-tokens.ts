@@ -15,6 +15,9 @@ import type { User } from './users.js'
 const REFRESH_IDLE_MS = 24 * 3_600_000
 const REFRESH_ABSOLUTE_MS = 30 * 86_400_000
 
+/** Every refresh token starts so; an access token is a JWT and never does. */
+export const REFRESH_TOKEN_PREFIX = 'rt_'
+
 export type RefreshGrant = {
   familyId: string
   clientId: string
@@ -120,7 +123,7 @@ export class RefreshTokens {
     access: { jti: string; expiresAtMs: number },
     now: number,
   ): { token: string; row: Database['refresh_tokens'] } {
-    const token = `rt_${randomToken(32)}`
+    const token = `${REFRESH_TOKEN_PREFIX}${randomToken(32)}`
     const absoluteEnd = Date.parse(grant.familyCreatedAt) + REFRESH_ABSOLUTE_MS
     return {
       token,
@@ -140,6 +143,16 @@ export class RefreshTokens {
         revoked_at: null,
       },
     }
+  }
+
+  /**
+   * RFC 7009 §2.1: the client revokes a refresh token of its own. We revoke its whole family (every
+   * refresh token of the grant and the access tokens they issued), as §2.1 lets the server do: the
+   * grant is what the client is giving up. A token of another client, or none, is left alone.
+   */
+  async revokePresented(token: string, clientId: string): Promise<void> {
+    const [row] = await presentedRow(this.db, hashSecret(token))
+    if (row && row.client_id === clientId) await this.revokeFamily(row.family_id)
   }
 
   async revokeFamily(familyId: string): Promise<void> {

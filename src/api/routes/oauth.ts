@@ -6,6 +6,7 @@ import { grants } from '../../auth/grants/index.js'
 import type { KeyRing } from '../../auth/keys.js'
 import { OAuthError } from '../../auth/oauth-error.js'
 import type { People } from '../../auth/people.js'
+import { REFRESH_TOKEN_PREFIX } from '../../auth/refresh-tokens.js'
 import type { Clock } from '../../clock.js'
 import { allScopes } from '../../auth/scopes.js'
 import type { TokenService } from '../../auth/tokens.js'
@@ -148,7 +149,7 @@ export function oauthRoutes({
           code_challenge_methods_supported: ['S256'], // RFC 7636: `plain` is refused
           authorization_response_iss_parameter_supported: true, // RFC 9207
           response_modes_supported: ['query'],
-          revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+          revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
           introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
           scopes_supported: allScopes,
           response_types_supported: ['code'],
@@ -234,6 +235,8 @@ export function oauthRoutes({
       operationId: 'revokeToken',
       tags: ['OAuth'],
       summary: 'RFC 7009 token revocation',
+      description:
+        'A client revokes its own access or refresh tokens; a public client sends only its client_id. A refresh token takes its whole family with it: every refresh token of the sign-in and the access tokens they issued.',
       request: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), ...clientAuthFields })),
       responses: {
         200: { description: 'Revoked, or was not a valid token (RFC 7009 §2.2)' },
@@ -242,11 +245,17 @@ export function oauthRoutes({
     }),
     async (c) => {
       const body = c.req.valid('form')
-      const client = await authenticateClient(c, clients, body)
+      // RFC 7009 §2.1: a public client names itself, as at the token endpoint; holding the token is its proof.
+      const publicClient = await identifyPublicClient(clients, body, c.req.header('authorization'))
+      const client = publicClient ?? (await authenticateClient(c, clients, body))
       if (client instanceof Response) return client
-      const principal = await tokens.inspect(body.token)
       // RFC 7009 §2.1: a client revokes only its own tokens; anything else is answered 200 silently.
-      if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
+      // The hint is only a hint: a refresh token is told by its `rt_` prefix, anything else is tried as an access token.
+      if (body.token.startsWith(REFRESH_TOKEN_PREFIX)) await people.refreshTokens.revokePresented(body.token, client.client_id)
+      else {
+        const principal = await tokens.inspect(body.token)
+        if (principal && principal.clientId === client.client_id) await tokens.revoke(principal)
+      }
       return c.body(null, 200)
     },
     badForm,
