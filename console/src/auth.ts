@@ -89,9 +89,12 @@ export async function ensureSignedIn(): Promise<string> {
     sessionStorage.removeItem(PENDING)
     history.replaceState(null, '', `/console/${pending.back}`)
     if (query.get('state') !== pending.state) throw new Error('Sign-in failed: the answer does not belong to this page (state).')
-    if (query.get('iss') !== null && query.get('iss') !== location.origin) {
+    // RFC 9207 §2.4: the service always sends iss (its metadata says so): an answer without it is refused too.
+    const iss = query.get('iss')
+    if (iss === null) throw new Error('Sign-in failed: the answer does not say which server sent it (iss).')
+    if (iss !== location.origin) {
       const meta = (await (await fetch('/.well-known/oauth-authorization-server')).json()) as { issuer: string }
-      if (query.get('iss') !== meta.issuer) throw new Error('Sign-in failed: the answer came from another issuer.')
+      if (iss !== meta.issuer) throw new Error('Sign-in failed: the answer came from another issuer.')
     }
     await tokenRequest({
       grant_type: 'authorization_code',

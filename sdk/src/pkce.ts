@@ -68,7 +68,8 @@ export async function beginSignIn(client: SignInClient, scope?: string): Promise
 
 /**
  * Step 2, on the redirect URI: checks `state` (CSRF) and `iss` (RFC 9207: the answer comes from
- * the server you sent the browser to), then trades the code and the verifier for tokens.
+ * the server you sent the browser to; required, since the service always sends it), then trades
+ * the code and the verifier for tokens.
  */
 export async function completeSignIn(
   client: SignInClient,
@@ -77,9 +78,11 @@ export async function completeSignIn(
 ): Promise<Tokens> {
   const params = new URL(callbackUrl).searchParams
   if (params.get('state') !== kept.state) throw new SignInError('state_mismatch', 'the answer does not belong to this sign-in')
+  // RFC 9207 §2.4: the service advertises authorization_response_iss_parameter_supported, so an
+  // answer without iss (error answers included) is refused like one naming another server.
   const iss = params.get('iss')
-  if (iss !== null && iss !== (client.issuer ?? new URL(client.baseUrl).origin))
-    throw new SignInError('issuer_mismatch', `unexpected iss ${iss}`)
+  if (iss === null) throw new SignInError('issuer_mismatch', 'the answer does not say which server sent it (no iss)')
+  if (iss !== (client.issuer ?? new URL(client.baseUrl).origin)) throw new SignInError('issuer_mismatch', `unexpected iss ${iss}`)
   if (params.get('error')) throw new SignInError(params.get('error')!, params.get('error_description'))
   const code = params.get('code')
   if (!code) throw new SignInError('invalid_response', 'no code in the redirect')

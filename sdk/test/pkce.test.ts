@@ -89,4 +89,24 @@ describe('browser sign-in with PKCE against the real service', () => {
     await completeSignIn(client, callback, started)
     await expect(completeSignIn(client, callback, started)).rejects.toMatchObject({ error: 'invalid_grant' })
   })
+
+  it('refuses an answer without iss, or with another one, before spending the code (RFC 9207 §2.4)', async () => {
+    const started = await beginSignIn(client)
+    const callback = new URL(await browserSignIn(started.url))
+    expect(callback.searchParams.get('iss')).toBe('http://rxtrace.test') // the service always sends it, and says so in its metadata
+    const withIss = (iss: string | null) => {
+      const url = new URL(callback)
+      if (iss === null) url.searchParams.delete('iss')
+      else url.searchParams.set('iss', iss)
+      return url.toString()
+    }
+    await expect(completeSignIn(client, withIss(null), started)).rejects.toMatchObject({ error: 'issuer_mismatch' })
+    await expect(completeSignIn(client, withIss('https://evil.example'), started)).rejects.toMatchObject({ error: 'issuer_mismatch' })
+    // An error answer without iss is refused the same way: it may come from a mix-up attacker.
+    const error = new URL('https://app.example/callback')
+    error.search = new URLSearchParams({ error: 'access_denied', state: started.state }).toString()
+    await expect(completeSignIn(client, error.toString(), started)).rejects.toMatchObject({ error: 'issuer_mismatch' })
+    // The code was not spent by the refusals: the genuine answer still signs in.
+    expect((await completeSignIn(client, callback.toString(), started)).access_token).toBeTruthy()
+  })
 })
