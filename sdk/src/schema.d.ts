@@ -2197,7 +2197,7 @@ export interface components {
         UserPatch: {
             name?: string;
             /**
-             * @description Within the same kind of tenant
+             * @description Within the same kind of tenant. A new role ends the user’s sessions and revokes their refresh and access tokens, as disabling does
              * @enum {string}
              */
             role?: "pharmacist" | "technician" | "dispatcher" | "driver" | "fleet_admin" | "admin";

@@ -55,6 +55,12 @@ export class SessionStore {
     return { idHash, userId: row.user_id }
   }
 
+  /** Whether the session was ended (signed out, or its user disabled or given a new role): its codes are spoiled. */
+  async ended(idHash: string): Promise<boolean> {
+    const row = await this.db.selectFrom('user_sessions').select('ended_at').where('id_hash', '=', idHash).executeTakeFirst()
+    return !row || row.ended_at !== null
+  }
+
   async end(idHash: string): Promise<void> {
     await this.db
       .updateTable('user_sessions')

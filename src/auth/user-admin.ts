@@ -55,7 +55,10 @@ export class UserAdmin {
     return { data: result.data.map(toUser), next_cursor: result.next_cursor }
   }
 
-  /** Disabling ends the user's sessions and revokes their refresh tokens and the access tokens those issued. */
+  /**
+   * Disabling, a new role (up or down) or a new driver link ends the user's sessions and revokes
+   * their refresh tokens and the access tokens those issued: they were granted under the old standing.
+   */
   async update(
     manager: Manager,
     id: string,
@@ -70,12 +73,17 @@ export class UserAdmin {
       await this.checkPlacement(manager, role, { pharmacy_id: user.pharmacy_id, fleet_id: user.fleet_id, driver_id: driverId }, '')
     }
     const updated = await this.users.update(id, { ...patch, driver_id: driverId })
-    if (patch.disabled) {
-      await this.sessions.endAllOf(id)
-      await this.refreshTokens.revokeForUser(id)
-      await this.consents.forget(id)
-    }
+    // What the person may do changed (or they may do nothing): what they hold was granted under the
+    // old standing, so it ends, and they sign in again under the new one.
+    if (patch.disabled || role !== user.role || driverId !== user.driver_id) await this.endEverythingOf(id)
     return updated!
+  }
+
+  /** Ends the user's sessions and revokes their refresh tokens, the access tokens those issued, and their consents. */
+  private async endEverythingOf(id: string): Promise<void> {
+    await this.sessions.endAllOf(id)
+    await this.refreshTokens.revokeForUser(id)
+    await this.consents.forget(id)
   }
 
   private checkPower(manager: Manager, role: Role, prefix: string): void {

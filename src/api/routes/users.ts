@@ -41,7 +41,11 @@ const User = z
 const UserPatch = z
   .strictObject({
     name: z.string().min(1).max(200).optional(),
-    role: role.optional().describe('Within the same kind of tenant'),
+    role: role
+      .optional()
+      .describe(
+        'Within the same kind of tenant. A new role ends the user’s sessions and revokes their refresh and access tokens, as disabling does',
+      ),
     driver_id: z.string().nullable().optional(),
     disabled: z
       .boolean()

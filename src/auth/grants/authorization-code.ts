@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { iso } from '../../clock.js'
 import { OAuthError } from '../oauth-error.js'
+import { parseScope } from '../scopes.js'
 import type { Grant } from './types.js'
-import { issueForUser } from './user-token.js'
+import { issueForUser, userScopes } from './user-token.js'
 
 // The access token's revocation entry must outlive it; the longest TOKEN_TTL_S is one day.
 const LONGEST_ACCESS_TTL_MS = 86_400_000
@@ -48,7 +49,11 @@ export const authorizationCode: Grant = {
     const { code } = redemption
     const user = await people.users.find(code.user_id)
     if (!user || user.disabled) throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
-    const scopes = code.scope.split(' ').filter(Boolean)
+    // The session the code was issued under was ended since (sign-out, a new role): what it granted ends with it.
+    if (await people.sessions.ended(code.session_hash)) throw new OAuthError('invalid_grant', 'The sign-in this code came from has ended.')
+    // Capped again by the role as it is now: the code recorded what the role allowed a few seconds ago.
+    const ceiling = userScopes(undefined, client, user.role)
+    const scopes = parseScope(code.scope).filter((s) => ceiling.includes(s))
     const answer = await issueForUser(
       ctx,
       user,
@@ -58,7 +63,7 @@ export const authorizationCode: Grant = {
         clientId: client.client_id,
         userId: user.id,
         sessionHash: code.session_hash,
-        scope: code.scope,
+        scope: scopes.join(' '),
         familyCreatedAt: iso(clock.now()),
       },
       jti,
