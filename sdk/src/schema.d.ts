@@ -3216,6 +3216,15 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The app is restricted to a pharmacy or fleet the signed-in person does not belong to (HTML) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             /** @description `method_not_allowed`: the path exists, but not with this method */
             405: {
                 headers: {
@@ -3320,6 +3329,15 @@ export interface operations {
             };
             /** @description Sign-in failed (HTML) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The app is restricted to a pharmacy or fleet the signed-in person does not belong to (HTML) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -176,6 +176,19 @@ export class ClientRegistry {
     return { revoked_at: at }
   }
 
+  /** The pharmacy or fleet a client is restricted to, by name, for the sign-in pages; null when unrestricted. */
+  async tenantOf(client: ClientRecord): Promise<{ kind: 'pharmacy' | 'fleet'; name: string } | null> {
+    if (client.pharmacy_id) {
+      const row = await this.db.selectFrom('pharmacies').select('name').where('id', '=', client.pharmacy_id).executeTakeFirst()
+      return { kind: 'pharmacy', name: row?.name ?? client.pharmacy_id }
+    }
+    if (client.fleet_id) {
+      const row = await this.db.selectFrom('fleets').select('name').where('id', '=', client.fleet_id).executeTakeFirst()
+      return { kind: 'fleet', name: row?.name ?? client.fleet_id }
+    }
+    return null
+  }
+
   /** README, Configuration: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
   async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
     if (pinned) {

@@ -17,3 +17,13 @@ export function visibleOr404<T extends Tenanted>(principal: Principal, resource:
   if (!resource || !canSee(principal, resource)) throw notFound(what)
   return resource
 }
+
+/**
+ * A client restricted to a pharmacy or fleet acts only for the people of that tenant, never for
+ * another tenant's nor for an administrator (who belongs to none: the token would be unrestricted).
+ */
+export function clientServes(client: Tenanted, user: Tenanted): boolean {
+  if (client.pharmacy_id) return user.pharmacy_id === client.pharmacy_id
+  if (client.fleet_id) return user.fleet_id === client.fleet_id
+  return true
+}

@@ -11,6 +11,7 @@ import { signInPage } from '../../auth/pages/sign-in.js'
 import type { People } from '../../auth/people.js'
 import { isScope, parseScope } from '../../auth/scopes.js'
 import type { Session } from '../../auth/sessions.js'
+import { clientServes } from '../../auth/tenancy.js'
 import type { User } from '../../auth/users.js'
 import type { AppEnv } from '../env.js'
 import { callerAddress } from '../middleware/caller-address.js'
@@ -149,7 +150,19 @@ export function authorizeRoutes({
     return redirectBack(c, checked, { code }, status)
   }
 
+  /** A restricted client serves its own tenant's people only: anyone else is told so on a page, and the app gets nothing. */
+  async function wrongTenant(c: Context, client: ClientRecord): Promise<Response> {
+    const tenant = await clients.tenantOf(client)
+    return messagePage(
+      c,
+      'This app is not for your account',
+      `${client.client_name} is only for people of ${tenant?.name ?? 'another organisation'} (a ${tenant?.kind ?? 'tenant'} your account does not belong to). You were not sent back to the app. Ask your administrator which app to use.`,
+      403,
+    )
+  }
+
   async function afterSignIn(c: Context, checked: Checked, user: User, session: Session, status: 302 | 303): Promise<Response> {
+    if (!clientServes(checked.client, user)) return wrongTenant(c, checked.client)
     if (checked.client.first_party) return issueCode(c, checked, user, session, status)
     // RFC 9700 §4.13: consent once per (user, app, scope); asked again only for a scope not yet allowed.
     const scopes = userScopes(checked.request.scope, checked.client, user.role)
@@ -187,6 +200,7 @@ export function authorizeRoutes({
         200: html('The sign-in or consent page (HTML)'),
         302: { description: 'Back to the client with code, state and iss, or with error' },
         400: html('An error page (HTML)'),
+        403: html('The app is restricted to a pharmacy or fleet the signed-in person does not belong to (HTML)'),
       },
     }),
     async (c) => {
@@ -217,6 +231,7 @@ export function authorizeRoutes({
         200: html('The next page (HTML)'),
         303: { description: 'Back to the client with code, state and iss, or with error' },
         401: html('Sign-in failed (HTML)'),
+        403: html('The app is restricted to a pharmacy or fleet the signed-in person does not belong to (HTML)'),
         429: html('Too many failed sign-ins (HTML, Retry-After)'),
       },
     }),
@@ -268,6 +283,7 @@ export function authorizeRoutes({
           await people.consents.forget(user.id, checked.client.client_id)
           return redirectBack(c, checked, { error: 'access_denied', error_description: 'The user did not allow access.' }, 303)
         }
+        if (!clientServes(checked.client, user)) return wrongTenant(c, checked.client)
         await people.consents.remember(user.id, checked.client.client_id, userScopes(checked.request.scope, checked.client, user.role))
         return issueCode(c, checked, user, session, 303)
       }

@@ -1,5 +1,6 @@
 import { OAuthError } from '../oauth-error.js'
 import { parseScope } from '../scopes.js'
+import { clientServes } from '../tenancy.js'
 import type { Grant } from './types.js'
 import { issueForUser, userScopes } from './user-token.js'
 
@@ -20,6 +21,11 @@ export const refreshToken: Grant = {
     if (!user || user.disabled) {
       await people.refreshTokens.revokeFamily(grant.familyId)
       throw new OAuthError('invalid_grant', 'The user can no longer sign in.')
+    }
+    // A family this client should never have had (another tenant's person): ended, not refused once.
+    if (!clientServes(client, user)) {
+      await people.refreshTokens.revokeFamily(grant.familyId)
+      throw new OAuthError('invalid_grant', 'This client is restricted to another pharmacy or fleet than the user’s.')
     }
     // RFC 6749 §6: a refresh may narrow the scope, never widen it; the role and client may have narrowed it since.
     const original = parseScope(grant.scope)

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import type { ClientRecord } from '../clients.js'
 import type { RefreshGrant } from '../refresh-tokens.js'
+import { OAuthError } from '../oauth-error.js'
 import { roleScopes } from '../roles.js'
 import { parseScope } from '../scopes.js'
+import { clientServes } from '../tenancy.js'
 import type { User } from '../users.js'
 import type { GrantContext, TokenAnswer } from './types.js'
 
@@ -32,6 +34,9 @@ export async function issueForUser(
   jti: string = randomUUID(),
   store?: StoreRefresh,
 ): Promise<TokenAnswer | null> {
+  // The one place a user token is minted: a restricted client never gets one for another tenant's person.
+  if (!clientServes(ctx.client, user))
+    throw new OAuthError('invalid_grant', 'This client is restricted to another pharmacy or fleet than the user’s.')
   const access = await ctx.tokens.issue({
     clientId: ctx.client.client_id,
     sub: user.id,
