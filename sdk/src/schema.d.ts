@@ -616,7 +616,7 @@ export interface paths {
         };
         /**
          * The hash-chained record of every authenticated request
-         * @description A token restricted to a pharmacy or fleet sees only the records of its own client, without `pos` and `prev_hash` (which count other tenants' requests).
+         * @description A token restricted to a pharmacy or fleet (a client's or a person's) sees only the records of requests made with that tenant's tokens, whoever made them and through whichever app, without `pos` and `prev_hash` (which count other tenants' requests). Records written before tenants were recorded are shown to unrestricted tokens only.
          */
         get: operations["listAuditEvents"];
         put?: never;
@@ -1997,16 +1997,20 @@ export interface components {
             path: string;
             status: number;
             request_id: string;
+            /** @description The tenant of the token that made the request; absent when it had none */
+            pharmacy_id?: string;
+            /** @description The tenant of the token that made the request; absent when it had none */
+            fleet_id?: string;
             /** @description Only for unrestricted tokens */
             prev_hash?: string;
             hash: string;
         };
         AuditVerdict: {
             /**
-             * @description `deployment`: the whole chain (unrestricted tokens). `client`: the caller's own records
+             * @description `deployment`: the whole chain (unrestricted tokens). `tenant`: the records of the caller's pharmacy or fleet
              * @enum {string}
              */
-            scope: "deployment" | "client";
+            scope: "deployment" | "tenant";
             valid: boolean;
             /** @description Records found good in this page */
             checked: number;

@@ -1,11 +1,11 @@
-import { sql } from 'kysely'
+import { sql, type SelectQueryBuilder } from 'kysely'
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { jcsHash } from '../hashing.js'
 import type { Dialect } from '../store/database.js'
 import { insertRows } from '../store/precompiled.js'
-import type { Db } from '../store/schema.js'
+import type { Database, Db } from '../store/schema.js'
 
 export type AuditEntry = {
   at: string
@@ -16,7 +16,13 @@ export type AuditEntry = {
   path: string
   status: number
   request_id: string
+  /** The tenant of the token that made the request, by which restricted tokens read the log; null when unrestricted. */
+  pharmacy_id: string | null
+  fleet_id: string | null
 }
+
+/** Whose records a restricted reader sees: its token's tenant. */
+export type AuditTenant = { pharmacyId: string | null; fleetId: string | null }
 
 const GENESIS_HASH = `sha256:${'0'.repeat(64)}`
 const FLUSH_EVERY_MS = 20
@@ -27,11 +33,11 @@ const VERIFY_CHUNK = 500
 
 /**
  * One page of verification. `deployment`: the whole chain, every link to the record before
- * included. `client`: one client's own records, each recomputed from its fields and prev_hash
- * (the records it links to are other clients' and are not shown to it).
+ * included. `tenant`: one pharmacy's or fleet's records, each recomputed from its fields and
+ * prev_hash (the records it links to are other tenants' and are not shown to it).
  */
 export type AuditVerdict = {
-  scope: 'deployment' | 'client'
+  scope: 'deployment' | 'tenant'
   valid: boolean
   /** Records found good in this page. */
   checked: number
@@ -42,8 +48,16 @@ export type AuditVerdict = {
   next_pos: number | null
 }
 
+/**
+ * A record as it is shown and hashed: the tenant fields only when set, so records written before
+ * they existed (and unrestricted tokens' records) hash exactly as they always did.
+ */
+export function shownEntry<T extends AuditEntry>({ pharmacy_id, fleet_id, ...rest }: T) {
+  return { ...rest, ...(pharmacy_id === null ? {} : { pharmacy_id }), ...(fleet_id === null ? {} : { fleet_id }) }
+}
+
 /** The chain's link: each record's hash covers its fields and the previous record's hash. */
-const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...entry, prev_hash: prevHash })
+const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...shownEntry(entry), prev_hash: prevHash })
 
 /**
  * The append-only, hash-chained audit log (docs/api.md, Audit log). Entries are gathered for a few milliseconds and
@@ -61,8 +75,12 @@ export class AuditLog {
     private readonly clock: Clock,
   ) {}
 
-  record(entry: Omit<AuditEntry, 'at'>): void {
-    this.pending.push({ at: iso(this.clock.now()), ...entry })
+  record({
+    pharmacy_id = null,
+    fleet_id = null,
+    ...entry
+  }: Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id'> & Partial<Pick<AuditEntry, 'pharmacy_id' | 'fleet_id'>>): void {
+    this.pending.push({ at: iso(this.clock.now()), ...entry, pharmacy_id, fleet_id })
     if (this.pending.length >= FLUSH_AT) void this.flush()
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_EVERY_MS)
   }
@@ -100,34 +118,33 @@ export class AuditLog {
   /**
    * Verifies up to `limit` records after position `afterPos` (0: from the start), in chunks
    * with the event loop yielded between them, so a long chain never freezes the service.
-   * Without `clientId` it is the deployment's chain, links included: the first record of the
+   * Without `tenant` it is the deployment's chain, links included: the first record of the
    * page must link to the stored hash of the record before it, which the previous page checked.
    */
   async verify({
-    clientId,
+    tenant,
     afterPos = 0,
     limit,
   }: {
-    clientId?: string | undefined
+    tenant?: AuditTenant | undefined
     afterPos?: number
     limit: number
   }): Promise<AuditVerdict> {
     await this.flush()
-    const scope = clientId === undefined ? 'deployment' : 'client'
+    const scope = tenant === undefined ? 'deployment' : 'tenant'
     let head = scope === 'deployment' ? await this.hashAt(afterPos) : null
     let after = afterPos
     let checked = 0
     const page = (from: number, size: number) => {
-      let query = this.db.selectFrom('audit_events').selectAll().where('pos', '>', from)
-      if (clientId !== undefined) query = query.where('client_id', '=', clientId)
-      return query.orderBy('pos').limit(size).execute()
+      const query = this.db.selectFrom('audit_events').selectAll().where('pos', '>', from)
+      return (tenant ? ofTenant(query, tenant) : query).orderBy('pos').limit(size).execute()
     }
     while (checked < limit) {
       if (checked > 0) await yieldToEventLoop()
       const size = Math.min(VERIFY_CHUNK, limit - checked)
       const rows = await page(after, size)
       for (const { pos, prev_hash, hash, ...entry } of rows) {
-        const linked = scope === 'client' || prev_hash === head
+        const linked = scope === 'tenant' || prev_hash === head
         if (!linked || auditHash(entry, prev_hash) !== hash)
           return { scope, valid: false, checked, head, first_bad_pos: pos, next_pos: null }
         head = hash
@@ -152,4 +169,11 @@ export class AuditLog {
       .executeTakeFirst()
     return row?.hash ?? GENESIS_HASH
   }
+}
+
+/** A restricted reader's records: those its tenant's tokens made. */
+export function ofTenant<Q extends SelectQueryBuilder<Database, 'audit_events', object>>(query: Q, tenant: AuditTenant): Q {
+  if (tenant.pharmacyId) return query.where('pharmacy_id', '=', tenant.pharmacyId) as Q
+  if (tenant.fleetId) return query.where('fleet_id', '=', tenant.fleetId) as Q
+  return query.where(sql<boolean>`false`) as Q // no tenant named: nothing, never everything
 }

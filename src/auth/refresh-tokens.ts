@@ -75,6 +75,8 @@ export class RefreshTokens {
         jti: null,
         client_id: clientId,
         sub: row.user_id,
+        pharmacy_id: row.u_pharmacy_id, // the person's tenant reads it, as it reads their requests
+        fleet_id: row.u_fleet_id,
         method: 'POST',
         path: `/oauth/token refresh_token reused: family ${row.family_id} revoked`,
         status: 400,

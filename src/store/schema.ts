@@ -121,6 +121,9 @@ export interface Database {
     path: string
     status: number
     request_id: string
+    /** The tenant of the token that made the request; null for unrestricted tokens and records written before 0015. */
+    pharmacy_id: string | null
+    fleet_id: string | null
     prev_hash: string
     hash: string
   }

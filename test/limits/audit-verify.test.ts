@@ -47,7 +47,7 @@ describe('audit chain verification is paged, per tenant, and never holds the eve
 
     const verdict = await api.get('/v1/audit-events/verify', tenant.token)
     expect(verdict.status).toBe(200)
-    expect(verdict.body).toMatchObject({ scope: 'client', valid: true, checked: own.length, next_cursor: null })
+    expect(verdict.body).toMatchObject({ scope: 'tenant', valid: true, checked: own.length, next_cursor: null })
     expect(verdict.body.length).toBeUndefined()
 
     const deployment = await api.get('/v1/audit-events/verify', admin)

@@ -20,6 +20,8 @@ export function auditTrail({ audit }: { audit: AuditLog }): MiddlewareHandler<Ap
         jti: principal.jti,
         client_id: principal.clientId,
         sub: principal.sub,
+        pharmacy_id: principal.pharmacyId,
+        fleet_id: principal.fleetId,
         method: c.req.method,
         path: c.req.path,
         status,

@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { AuditLog } from '../../auth/audit-log.js'
+import { ofTenant, shownEntry, type AuditLog, type AuditTenant } from '../../auth/audit-log.js'
+import type { Principal } from '../../auth/scopes.js'
 import { validationFailed } from '../../errors.js'
 import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
@@ -17,6 +18,8 @@ const AuditEvent = z
     path: z.string(),
     status: z.number().int(),
     request_id: z.string(),
+    pharmacy_id: z.string().optional().describe('The tenant of the token that made the request; absent when it had none'),
+    fleet_id: z.string().optional().describe('The tenant of the token that made the request; absent when it had none'),
     prev_hash: z.string().optional().describe('Only for unrestricted tokens'),
     hash: z.string(),
   })
@@ -30,8 +33,8 @@ const DEFAULT_VERIFY_PAGE = 1_000
 const Verdict = z
   .object({
     scope: z
-      .enum(['deployment', 'client'])
-      .describe("`deployment`: the whole chain (unrestricted tokens). `client`: the caller's own records"),
+      .enum(['deployment', 'tenant'])
+      .describe("`deployment`: the whole chain (unrestricted tokens). `tenant`: the records of the caller's pharmacy or fleet"),
     valid: z.boolean(),
     checked: z.number().int().describe('Records found good in this page'),
     head: z.string().nullable().describe('Hash of the last good record of the page'),
@@ -50,7 +53,7 @@ export function auditRoutes(db: Db, audit: AuditLog) {
       tags: ['Audit'],
       summary: 'The hash-chained record of every authenticated request',
       description:
-        "A token restricted to a pharmacy or fleet sees only the records of its own client, without `pos` and `prev_hash` (which count other tenants' requests).",
+        "A token restricted to a pharmacy or fleet (a client's or a person's) sees only the records of requests made with that tenant's tokens, whoever made them and through whichever app, without `pos` and `prev_hash` (which count other tenants' requests). Records written before tenants were recorded are shown to unrestricted tokens only.",
       request: { query: pageQuery.extend({ client_id: z.string().optional() }) },
       responses: { 200: json(pageOf(AuditEvent), 'A page of audit records, oldest first') },
     }),
@@ -58,16 +61,16 @@ export function auditRoutes(db: Db, audit: AuditLog) {
       await audit.flush()
       const principal = c.get('principal')
       const q = c.req.valid('query')
-      const tenant = principal.pharmacyId || principal.fleetId ? principal.clientId : null
+      const tenant = tenantOf(principal)
       let query = db.selectFrom('audit_events').selectAll()
-      if (tenant) query = query.where('client_id', '=', tenant)
+      if (tenant) query = ofTenant(query, tenant)
       if (q.client_id) query = query.where('client_id', '=', q.client_id)
       if (q.cursor) query = query.where('pos', '>', await cursorPosition(db, tenant, q.cursor))
       const rows = await query
         .orderBy('pos')
         .limit(q.limit + 1)
         .execute()
-      const data = rows.slice(0, q.limit)
+      const data = rows.slice(0, q.limit).map(shownEntry)
       const last = data.at(-1)
       if (!tenant) return c.json({ data, next_cursor: rows.length > q.limit ? encodeCursor(last!.pos) : null }, 200)
       // The chain's positions and links count every tenant's requests: a restricted token sees its
@@ -109,29 +112,30 @@ export function auditRoutes(db: Db, audit: AuditLog) {
     async (c) => {
       const principal = c.get('principal')
       const q = c.req.valid('query')
-      const restricted = Boolean(principal.pharmacyId || principal.fleetId)
+      const tenant = tenantOf(principal)
       const verdict = await audit.verify({
-        clientId: restricted ? principal.clientId : undefined,
-        afterPos: q.cursor ? Number(decodeCursor(q.cursor)) : 0,
+        tenant: tenant ?? undefined,
+        afterPos: q.cursor ? await cursorPosition(db, tenant, q.cursor) : 0,
         limit: q.limit,
       })
       const { next_pos, ...rest } = verdict
-      return c.json({ ...rest, next_cursor: next_pos === null ? null : encodeCursor(next_pos) }, 200)
+      // A tenant's cursor is its last record's hash, as in the list: a position would count other tenants' requests.
+      const next = next_pos === null ? null : encodeCursor(tenant ? verdict.head! : next_pos)
+      return c.json({ ...rest, next_cursor: next }, 200)
     },
   )
   return app
 }
 
-/** Where a page starts: after a position (unrestricted), or after one of the caller's own records named by its hash. */
-async function cursorPosition(db: Db, clientId: string | null, cursor: string): Promise<number> {
+/** A restricted token reads its tenant's records (docs/api.md, Audit log); null: unrestricted, the whole log. */
+const tenantOf = (principal: Principal): AuditTenant | null =>
+  principal.pharmacyId || principal.fleetId ? { pharmacyId: principal.pharmacyId, fleetId: principal.fleetId } : null
+
+/** Where a page starts: after a position (unrestricted), or after one of the tenant's own records named by its hash. */
+async function cursorPosition(db: Db, tenant: AuditTenant | null, cursor: string): Promise<number> {
   const key = decodeCursor(cursor)
-  if (!clientId) return Number(key)
-  const anchor = await db
-    .selectFrom('audit_events')
-    .select('pos')
-    .where('client_id', '=', clientId)
-    .where('hash', '=', key)
-    .executeTakeFirst()
+  if (!tenant) return Number(key)
+  const anchor = await ofTenant(db.selectFrom('audit_events').select('pos'), tenant).where('hash', '=', key).executeTakeFirst()
   if (!anchor) throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
   return anchor.pos
 }

@@ -13,6 +13,7 @@ import { up as sharedReadings } from './0009_shared_readings.js'
 import { up as userConsents } from './0010_user_consents.js'
 import { up as attentionQueue } from './0012_attention_queue.js'
 import { up as brokerAccounts } from './0014_broker_accounts.js'
+import { up as auditTenant } from './0015_audit_tenant.js'
 import { up as driverDeliveries } from './0017_driver_deliveries.js'
 import { up as sharedLimits } from './0018_shared_limits.js'
 import { up as ingestSessions } from './0020_ingest_sessions.js'
@@ -31,6 +32,7 @@ const steps: Record<string, MigrationStep> = {
   '0010_user_consents': userConsents,
   '0012_attention_queue': attentionQueue,
   '0014_broker_accounts': brokerAccounts,
+  '0015_audit_tenant': auditTenant,
   '0017_driver_deliveries': driverDeliveries,
   '0018_shared_limits': sharedLimits,
   '0020_ingest_sessions': ingestSessions,
