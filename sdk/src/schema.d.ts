@@ -2195,7 +2195,7 @@ export interface components {
             fleet_id?: string;
             /** @description Required for role driver: the dr_… driver whose deliveries this user sees */
             driver_id?: string;
-            /** @description At least 12 characters. Leave it out to get a single-use setup_url (72 h) for the user instead */
+            /** @description At least 12 characters; not a common or breached password, nor one containing the service’s name or the email’s name. Leave it out to get a single-use setup_url (72 h) for the user instead */
             password?: string;
         };
         UserPatch: {

@@ -4,6 +4,7 @@ import { paginate } from '../store/pagination.js'
 import { canSee } from './tenancy.js'
 import type { Db } from '../store/schema.js'
 import type { ConsentStore } from './consents.js'
+import { passwordProblem } from './password-policy.js'
 import type { RefreshTokens } from './refresh-tokens.js'
 import { roles, type Role } from './roles.js'
 import type { Principal } from './scopes.js'
@@ -30,6 +31,8 @@ export class UserAdmin {
 
   async create(manager: Manager, input: NewUser): Promise<User & { setup_url?: string }> {
     await this.checkPlacement(manager, input.role, input, '')
+    const problem = input.password === undefined ? null : await passwordProblem(input.password, input)
+    if (problem) throw validationFailed([{ pointer: '/password', message: problem }])
     if (await this.users.emailTaken(input.email)) {
       throw new AppError('conflict', 'A user with this email exists.', { errors: [{ pointer: '/email', message: 'is taken' }] })
     }

@@ -130,10 +130,10 @@ describe('users', () => {
         name: 'Dana',
         role: 'pharmacist',
         pharmacy_id: world.pharmacy.id,
-        password: 'dana has a long password',
+        password: 'her own long pass phrase',
       })
     ).body
-    const tokens = await userTokens(api, world.client.client_id, 'dana@example.com', 'dana has a long password')
+    const tokens = await userTokens(api, world.client.client_id, 'dana@example.com', 'her own long pass phrase')
     expect((await api.get('/v1/deliveries', tokens.access_token)).status).toBe(200)
     const disabled = await api.request('PATCH', `/v1/users/${created.id}`, { token: world.admin, body: { disabled: true } })
     expect(disabled).toMatchObject({ status: 200, body: { disabled: true } })
@@ -150,7 +150,7 @@ describe('users', () => {
       browser(api.service, '198.51.100.77'),
       { client_id: world.client.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge },
       'dana@example.com',
-      'dana has a long password',
+      'her own long pass phrase',
     )
     expect(again.status).toBe(401)
   })

@@ -243,6 +243,26 @@ describe('operator CLI (npm run cli)', () => {
     }
   })
 
+  it('refuses a common password read from stdin, with one line saying why, and takes an unusual one', { timeout: 120_000 }, async () => {
+    const args = ['users', 'create', '--email', 'cli.person@example.com', '--name', 'Cli Person', '--role', 'pharmacist']
+    const [refused, named] = await Promise.all([
+      cliWithInput('passwordpassword\n', ...args, '--pharmacy', pharmacyId, '--password-stdin'),
+      cliWithInput('cli.person rules the world\n', ...args, '--pharmacy', pharmacyId, '--password-stdin'),
+    ])
+    expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 2, stderr: [expect.stringMatching(/^rxtrace: .*too common/)] })
+    expect({ code: named.code, stderr: named.stderr }).toEqual({ code: 2, stderr: [expect.stringMatching(/^rxtrace: .*email/)] })
+    const created = await cliWithInput(
+      dataDir,
+      'violet kettle under seven bridges\n',
+      ...args,
+      '--pharmacy',
+      pharmacyId,
+      '--password-stdin',
+    )
+    expect(created.code).toBe(0)
+    expect(created.json).toMatchObject({ email: 'cli.person@example.com', role: 'pharmacist' })
+  })
+
   it('lists clients without secrets, and a revoked client gets no token', { timeout: 120_000 }, async () => {
     const { json: client } = await cli('clients', 'create', '--name', 'to be revoked', '--auth-method', 'client_secret_post')
     expect((await token(api, client.client_id, client.client_secret)).status).toBe(200)

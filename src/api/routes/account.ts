@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../../auth/passwords.js'
 import { escapeHtml, hiddenFields, page } from '../../auth/pages/layout.js'
 import { messagePage } from '../../auth/pages/message.js'
+import { passwordProblem } from '../../auth/password-policy.js'
 import type { People } from '../../auth/people.js'
 import type { AppEnv } from '../env.js'
 import { bodySizeLimit } from '../middleware/body-guard.js'
@@ -19,7 +20,7 @@ export function accountRoutes({ people }: { people: People }) {
       c,
       'Choose a password',
       `<h1>Choose a password</h1>
-<p>Welcome, ${escapeHtml(name)}. Choose a password of at least ${MIN_PASSWORD_LENGTH} characters.</p>
+<p>Welcome, ${escapeHtml(name)}. Choose a password of at least ${MIN_PASSWORD_LENGTH} characters: a few unrelated words work well. Common passwords, and ones containing your email’s name or the service’s name, are refused.</p>
 ${error ? `<p class="error" role="alert">${escapeHtml(error)}</p>` : ''}
 <form method="post" action="/account/setup">
 ${hiddenFields({ token })}
@@ -52,8 +53,8 @@ ${hiddenFields({ token })}
     const password = typeof body.password === 'string' ? body.password : ''
     const user = await people.users.setupTokenUser(token)
     if (!user) return expired(c)
-    if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH)
-      return form(c, token, user.name, `The password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`)
+    const problem = await passwordProblem(password, user)
+    if (problem) return form(c, token, user.name, `The password ${problem}. Choose another.`)
     if (password !== body.confirm) return form(c, token, user.name, 'The two passwords differ.')
     if (!(await people.users.setPasswordWithToken(token, password))) return expired(c)
     return messagePage(c, 'Password set', 'Your password is set. Go back to the app and sign in.', 200)

@@ -20,7 +20,9 @@ const NewUser = z
     driver_id: z.string().optional().describe('Required for role driver: the dr_… driver whose deliveries this user sees'),
     password: password
       .optional()
-      .describe('At least 12 characters. Leave it out to get a single-use setup_url (72 h) for the user instead'),
+      .describe(
+        'At least 12 characters; not a common or breached password, nor one containing the service’s name or the email’s name. Leave it out to get a single-use setup_url (72 h) for the user instead',
+      ),
   })
   .openapi('NewUser')
 
