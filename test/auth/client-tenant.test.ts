@@ -63,6 +63,28 @@ describe('a client restricted to a pharmacy', () => {
     expect(decodeJwt(tokens.body.access_token).pharmacy_id).toBe(world.pharmacy.id)
   })
 
+  it('its consent page names the pharmacy it is restricted to; an unrestricted app’s says so', async () => {
+    const consent = await signIn(browser(api.service), {
+      client_id: thirdPartyA.client_id,
+      redirect_uri: REDIRECT,
+      code_challenge: pkce().challenge,
+    })
+    expect(consent.status).toBe(200)
+    expect(consent.text).toContain('Allow Main Street reminders?')
+    expect(consent.text).toMatch(/registered for Main Street Pharmacy only \(a pharmacy\)/)
+    const open = (
+      await api.post('/v1/oauth/clients', world.admin, {
+        client_name: 'Anywhere reminders',
+        grant_types: ['authorization_code'],
+        redirect_uris: [REDIRECT],
+        scope: 'deliveries:read',
+      })
+    ).body
+    const page = await signIn(browser(api.service), { client_id: open.client_id, redirect_uri: REDIRECT, code_challenge: pkce().challenge })
+    expect(page.text).toContain('Allow Anywhere reminders?')
+    expect(page.text).toMatch(/not restricted to one pharmacy or fleet/)
+  })
+
   it('refuses a person of another pharmacy, or an administrator, on a page that says why, and redirects no code', async () => {
     for (const client of [appA, thirdPartyA]) {
       for (const email of ['bo@example.com', 'ada@example.com']) {

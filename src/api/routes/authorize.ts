@@ -169,6 +169,7 @@ export function authorizeRoutes({
     if (await people.consents.covers(user.id, checked.client.client_id, scopes)) return issueCode(c, checked, user, session, status)
     return consentPage(c, {
       appName: checked.client.client_name,
+      tenant: await clients.tenantOf(checked.client),
       userName: user.name,
       scopes,
       params: checked.request,
