@@ -251,14 +251,7 @@ describe('operator CLI (npm run cli)', () => {
     ])
     expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 2, stderr: [expect.stringMatching(/^rxtrace: .*too common/)] })
     expect({ code: named.code, stderr: named.stderr }).toEqual({ code: 2, stderr: [expect.stringMatching(/^rxtrace: .*email/)] })
-    const created = await cliWithInput(
-      dataDir,
-      'violet kettle under seven bridges\n',
-      ...args,
-      '--pharmacy',
-      pharmacyId,
-      '--password-stdin',
-    )
+    const created = await cliWithInput('violet kettle under seven bridges\n', ...args, '--pharmacy', pharmacyId, '--password-stdin')
     expect(created.code).toBe(0)
     expect(created.json).toMatchObject({ email: 'cli.person@example.com', role: 'pharmacist' })
   })
