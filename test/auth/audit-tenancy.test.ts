@@ -67,6 +67,23 @@ describe('audit records by tenant', () => {
     return records
   }
 
+  it("an Idempotency-Key is the person's, not the app's: another pharmacy's pharmacist using the same key gets their own prescription", async () => {
+    // The same body from both: neither names a pharmacy, so each defaults to the person's own.
+    const body = { patient_id: 'pt_same_ref', cold_chain: false }
+    const headers = { 'idempotency-key': 'order-1001' }
+    const first = await api.request('POST', '/v1/prescriptions', { token: pat, body, headers })
+    expect(first.status, first.text).toBe(201)
+    const other = await api.request('POST', '/v1/prescriptions', { token: bo.token, body, headers })
+    expect(other.status, other.text).toBe(201)
+    expect(other.headers.get('idempotent-replayed')).toBeNull()
+    expect(other.body.pharmacy_id).toBe(pharmacyB.id)
+    expect(other.body.rx_id).not.toBe(first.body.rx_id)
+    // Each person's retry still replays their own answer.
+    const retry = await api.request('POST', '/v1/prescriptions', { token: bo.token, body, headers })
+    expect(retry.headers.get('idempotent-replayed')).toBe('true')
+    expect(retry.body.rx_id).toBe(other.body.rx_id)
+  })
+
   it("a pharmacist never reads another pharmacy's records made through the same app", async () => {
     for (let i = 0; i < 3; i++) expect((await api.get(`/v1/pharmacies/${pharmacyB.id}`, bo.token)).status).toBe(200)
     expect((await api.get('/v1/deliveries', pat)).status).toBe(200)

@@ -1,3 +1,4 @@
+import type { Principal } from '../../auth/scopes.js'
 import type { Context, MiddlewareHandler } from 'hono'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import type { Clock } from '../../clock.js'
@@ -31,7 +32,7 @@ type Stored = {
 /**
  * IETF Idempotency-Key semantics as Stripe implements them: the first request with a key runs,
  * a retry with the same body gets the stored response byte for byte, a different body is 422,
- * a retry while the first still runs is 409. Keys are scoped to the client. Only answers that
+ * a retry while the first still runs is 409. Keys are scoped to the client (and to the person, for a person's token: see keyOwner). Only answers that
  * took effect (2xx) are stored: an error answer changed nothing, so the caller may retry, or
  * correct the body and send it again under the same key (Stripe does not save validation
  * failures either).
@@ -69,7 +70,7 @@ export function idempotency({
         errors: [{ pointer: '/headers/idempotency-key', message: 'must be 1–255 printable ASCII characters' }],
       })
     }
-    const clientId = c.get('principal').clientId
+    const clientId = keyOwner(c.get('principal'))
     const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${await c.req.text()}`)
     const now = clock.now()
     const slot = `${clientId}\n${key}`
@@ -150,6 +151,16 @@ function storedForm(value: unknown, secrets: readonly string[]): { body: string;
     body: JSON.stringify(copy),
     headers: JSON.stringify({ 'content-type': 'application/json', [REDACTED_HEADER]: secrets.join(', ') }),
   }
+}
+
+/**
+ * Whose keys these are: the client's, and for a person signed in through an app, that person's
+ * within it. Pharmacists of two pharmacies share a first-party app; scoped by the app alone, one
+ * would be replayed the other's stored answer (another pharmacy's prescription) for the same key.
+ * Stored in the `client_id` column; a client's own tokens (`sub` is the client) keep the plain id.
+ */
+function keyOwner(principal: Principal): string {
+  return principal.sub === principal.clientId ? principal.clientId : `${principal.clientId} ${principal.sub}`
 }
 
 /** A stored key may be taken over once it expired, or when its request died in flight. */
