@@ -35,3 +35,25 @@ export type {
   SensorOfflineEvent,
   SensorOfflineEventData,
 } from './events.js'
+export {
+  MAX_BUDGET_BANDS,
+  type AddBack,
+  type BudgetBand,
+  type ItemStability,
+  type ProductStability,
+  type TemperatureRange,
+} from './stability.js'
+export {
+  chargeReadings,
+  exhaustedReasons,
+  nextLeg,
+  openLedger,
+  replayLedger,
+  type BudgetLowEvent,
+  type ExhaustedReason,
+  type ItemExhaustedEvent,
+  type ItemLedger,
+  type StabilityEvent,
+  type StabilityLedger,
+} from './stability-ledger.js'
+export { stabilitySummarySchema, summarizeStability, type StabilitySummary } from './stability-summary.js'
