@@ -57,3 +57,4 @@ export {
   type StabilityLedger,
 } from './stability-ledger.js'
 export { stabilitySummarySchema, summarizeStability, type StabilitySummary } from './stability-summary.js'
+export { productStabilitySchema } from './stability-schema.js'

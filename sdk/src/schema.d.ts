@@ -926,6 +926,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/products": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Products the token can see, by NDC
+         * @description A pharmacy sees its own products and every pharmacy's; `ndc` in any accepted shape.
+         */
+        get: operations["listProducts"];
+        put?: never;
+        /**
+         * Register a product and its stability data (version 1)
+         * @description A pharmacy token registers its own products; an unrestricted client names the pharmacy or null for every pharmacy. Another pharmacy's id answers 404; one product per NDC and owner (409).
+         */
+        post: operations["createProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/products/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A product with the stability version in force now */
+        get: operations["getProduct"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/products/{id}/stability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Add a stability version
+         * @description Adds the next version; none is ever edited. A prescription item is judged by the version in force when the prescription was created.
+         */
+        put: operations["putProductStability"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/products/{id}/stability/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every version of the product's stability data, oldest first */
+        get: operations["listProductStabilityVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/fleets/{id}/reconciliation": {
         parameters: {
             query?: never;
@@ -2293,6 +2371,296 @@ export interface components {
          */
         RateCardPage: {
             data: components["schemas"]["RateCard"][];
+            next_cursor: string | null;
+        };
+        /**
+         * @example {
+         *       "id": "pr_01jd0000000000000000000000",
+         *       "ndc": "00002-8215-01",
+         *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
+         *       "pharmacy_id": "ph_01jd0000000000000000000000",
+         *       "stability": {
+         *         "storage": {
+         *           "min_c": 2,
+         *           "max_c": 8
+         *         },
+         *         "budgets": [
+         *           {
+         *             "min_c": 8,
+         *             "max_c": 25,
+         *             "allowed_s": 1209600
+         *           },
+         *           {
+         *             "min_c": 25,
+         *             "max_c": 30,
+         *             "allowed_s": 86400
+         *           },
+         *           {
+         *             "min_c": 0,
+         *             "max_c": 2,
+         *             "allowed_s": 3600
+         *           }
+         *         ],
+         *         "freeze_thaw_max": 0,
+         *         "hard_min_c": -0.5,
+         *         "hard_max_c": 30,
+         *         "source": "Prescribing information, section 16.2 (storage and handling)"
+         *       },
+         *       "version": 1,
+         *       "effective_from": "2026-11-23T18:00:00.000Z",
+         *       "created_at": "2026-11-23T18:00:00.000Z"
+         *     }
+         */
+        Product: {
+            id: string;
+            /** @description 11 digits, 5-4-2, with dashes */
+            ndc: string;
+            name: string;
+            /** @description Null: every pharmacy */
+            pharmacy_id: string | null;
+            stability: components["schemas"]["ProductStability"];
+            /** @description The stability version in force now */
+            version: number;
+            effective_from: string;
+            created_at: string;
+        };
+        ProductStability: {
+            /** @description The labelled storage range; time in it costs nothing */
+            storage: {
+                min_c: number;
+                max_c: number;
+            };
+            /** @description 1–6 bands outside storage; they may touch storage and each other at an endpoint but not overlap */
+            budgets: {
+                min_c: number;
+                max_c: number;
+                /** @description Total time allowed in this band over the whole journey, seconds */
+                allowed_s: number;
+            }[];
+            /** @description Freeze-thaw cycles tolerated; null: not counted */
+            freeze_thaw_max: number | null;
+            /** @description A reading below it exhausts the item at once */
+            hard_min_c?: number | null;
+            /** @description A reading above it exhausts the item at once */
+            hard_max_c?: number | null;
+            /** @description The stability data this comes from (label section, study, manufacturer letter) */
+            source: string;
+        };
+        /**
+         * @example {
+         *       "ndc": "0002-8215-01",
+         *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
+         *       "stability": {
+         *         "storage": {
+         *           "min_c": 2,
+         *           "max_c": 8
+         *         },
+         *         "budgets": [
+         *           {
+         *             "min_c": 8,
+         *             "max_c": 25,
+         *             "allowed_s": 1209600
+         *           },
+         *           {
+         *             "min_c": 25,
+         *             "max_c": 30,
+         *             "allowed_s": 86400
+         *           },
+         *           {
+         *             "min_c": 0,
+         *             "max_c": 2,
+         *             "allowed_s": 3600
+         *           }
+         *         ],
+         *         "freeze_thaw_max": 0,
+         *         "hard_min_c": -0.5,
+         *         "hard_max_c": 30,
+         *         "source": "Prescribing information, section 16.2 (storage and handling)"
+         *       }
+         *     }
+         */
+        NewProduct: {
+            /** @description 10 digits as 4-4-2, 5-3-2 or 5-4-1 with dashes, or 11 digits (dashes optional); stored as 5-4-2 */
+            ndc: string;
+            name: string;
+            /** @description Defaults to the token's pharmacy; null (every pharmacy) by an unrestricted client only */
+            pharmacy_id?: string | null;
+            stability: components["schemas"]["ProductStability"];
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "id": "pr_01jd0000000000000000000000",
+         *           "ndc": "00002-8215-01",
+         *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
+         *           "pharmacy_id": "ph_01jd0000000000000000000000",
+         *           "stability": {
+         *             "storage": {
+         *               "min_c": 2,
+         *               "max_c": 8
+         *             },
+         *             "budgets": [
+         *               {
+         *                 "min_c": 8,
+         *                 "max_c": 25,
+         *                 "allowed_s": 1209600
+         *               },
+         *               {
+         *                 "min_c": 25,
+         *                 "max_c": 30,
+         *                 "allowed_s": 86400
+         *               },
+         *               {
+         *                 "min_c": 0,
+         *                 "max_c": 2,
+         *                 "allowed_s": 3600
+         *               }
+         *             ],
+         *             "freeze_thaw_max": 0,
+         *             "hard_min_c": -0.5,
+         *             "hard_max_c": 30,
+         *             "source": "Prescribing information, section 16.2 (storage and handling)"
+         *           },
+         *           "version": 1,
+         *           "effective_from": "2026-11-23T18:00:00.000Z",
+         *           "created_at": "2026-11-23T18:00:00.000Z"
+         *         }
+         *       ],
+         *       "next_cursor": null
+         *     }
+         */
+        ProductPage: {
+            data: components["schemas"]["Product"][];
+            next_cursor: string | null;
+        };
+        /**
+         * @example {
+         *       "product_id": "pr_01jd0000000000000000000000",
+         *       "version": 2,
+         *       "stability": {
+         *         "storage": {
+         *           "min_c": 2,
+         *           "max_c": 8
+         *         },
+         *         "budgets": [
+         *           {
+         *             "min_c": 8,
+         *             "max_c": 25,
+         *             "allowed_s": 1209600
+         *           },
+         *           {
+         *             "min_c": 25,
+         *             "max_c": 30,
+         *             "allowed_s": 86400
+         *           },
+         *           {
+         *             "min_c": 0,
+         *             "max_c": 2,
+         *             "allowed_s": 3600
+         *           }
+         *         ],
+         *         "freeze_thaw_max": 0,
+         *         "hard_min_c": -0.5,
+         *         "hard_max_c": 30,
+         *         "source": "Prescribing information, section 16.2 (storage and handling)"
+         *       },
+         *       "effective_from": "2026-12-01T00:00:00.000Z",
+         *       "created_at": "2026-11-24T09:00:00.000Z"
+         *     }
+         */
+        StabilityVersion: {
+            product_id: string;
+            /** @description 1, 2, …: each PUT adds one; versions are never edited */
+            version: number;
+            stability: components["schemas"]["ProductStability"];
+            effective_from: string;
+            created_at: string;
+        };
+        /**
+         * @example {
+         *       "stability": {
+         *         "storage": {
+         *           "min_c": 2,
+         *           "max_c": 8
+         *         },
+         *         "budgets": [
+         *           {
+         *             "min_c": 8,
+         *             "max_c": 25,
+         *             "allowed_s": 1209600
+         *           },
+         *           {
+         *             "min_c": 25,
+         *             "max_c": 30,
+         *             "allowed_s": 86400
+         *           },
+         *           {
+         *             "min_c": 0,
+         *             "max_c": 2,
+         *             "allowed_s": 3600
+         *           }
+         *         ],
+         *         "freeze_thaw_max": 0,
+         *         "hard_min_c": -0.5,
+         *         "hard_max_c": 30,
+         *         "source": "Prescribing information, section 16.2 (storage and handling)"
+         *       },
+         *       "version": 1
+         *     }
+         */
+        NewStabilityVersion: {
+            stability: components["schemas"]["ProductStability"];
+            /**
+             * Format: date-time
+             * @description When the version comes into force (RFC 3339, now or later); defaults to now
+             */
+            effective_from?: string;
+            /** @description The version this one follows; if given it must be the latest (versions are never edited) */
+            version?: number;
+        };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "product_id": "pr_01jd0000000000000000000000",
+         *           "version": 2,
+         *           "stability": {
+         *             "storage": {
+         *               "min_c": 2,
+         *               "max_c": 8
+         *             },
+         *             "budgets": [
+         *               {
+         *                 "min_c": 8,
+         *                 "max_c": 25,
+         *                 "allowed_s": 1209600
+         *               },
+         *               {
+         *                 "min_c": 25,
+         *                 "max_c": 30,
+         *                 "allowed_s": 86400
+         *               },
+         *               {
+         *                 "min_c": 0,
+         *                 "max_c": 2,
+         *                 "allowed_s": 3600
+         *               }
+         *             ],
+         *             "freeze_thaw_max": 0,
+         *             "hard_min_c": -0.5,
+         *             "hard_max_c": 30,
+         *             "source": "Prescribing information, section 16.2 (storage and handling)"
+         *           },
+         *           "effective_from": "2026-12-01T00:00:00.000Z",
+         *           "created_at": "2026-11-24T09:00:00.000Z"
+         *         }
+         *       ],
+         *       "next_cursor": null
+         *     }
+         */
+        StabilityVersionPage: {
+            data: components["schemas"]["StabilityVersion"][];
             next_cursor: string | null;
         };
         /**
@@ -12405,6 +12773,730 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
                     "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listProducts: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+                /** @description 10 digits as 4-4-2, 5-3-2 or 5-4-1 with dashes, or 11 digits (dashes optional); stored as 5-4-2 */
+                ndc?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of products */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "ndc": "00002-8215-01",
+                     *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
+                     *           "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *           "stability": {
+                     *             "storage": {
+                     *               "min_c": 2,
+                     *               "max_c": 8
+                     *             },
+                     *             "budgets": [
+                     *               {
+                     *                 "min_c": 8,
+                     *                 "max_c": 25,
+                     *                 "allowed_s": 172800
+                     *               }
+                     *             ],
+                     *             "freeze_thaw_max": 0,
+                     *             "hard_min_c": -0.5,
+                     *             "source": "Prescribing information, section 16.2"
+                     *           },
+                     *           "version": 2,
+                     *           "effective_from": "2026-11-27T05:43:45.342Z",
+                     *           "created_at": "2026-11-27T05:43:44.972Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductPage"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ndc": "0002-8215-01",
+                 *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
+                 *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                 *       "stability": {
+                 *         "storage": {
+                 *           "min_c": 2,
+                 *           "max_c": 8
+                 *         },
+                 *         "budgets": [
+                 *           {
+                 *             "min_c": 8,
+                 *             "max_c": 25,
+                 *             "allowed_s": 86400
+                 *           },
+                 *           {
+                 *             "min_c": 0,
+                 *             "max_c": 2,
+                 *             "allowed_s": 3600
+                 *           }
+                 *         ],
+                 *         "freeze_thaw_max": 0,
+                 *         "hard_min_c": -0.5,
+                 *         "source": "Prescribing information, section 16.2"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewProduct"];
+            };
+        };
+        responses: {
+            /** @description The product */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "ndc": "00002-8215-01",
+                     *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
+                     *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *       "stability": {
+                     *         "storage": {
+                     *           "min_c": 2,
+                     *           "max_c": 8
+                     *         },
+                     *         "budgets": [
+                     *           {
+                     *             "min_c": 8,
+                     *             "max_c": 25,
+                     *             "allowed_s": 86400
+                     *           },
+                     *           {
+                     *             "min_c": 0,
+                     *             "max_c": 2,
+                     *             "allowed_s": 3600
+                     *           }
+                     *         ],
+                     *         "freeze_thaw_max": 0,
+                     *         "hard_min_c": -0.5,
+                     *         "source": "Prescribing information, section 16.2"
+                     *       },
+                     *       "version": 1,
+                     *       "effective_from": "2026-11-27T05:43:44.972Z",
+                     *       "created_at": "2026-11-27T05:43:44.972Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Product"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "ndc": "00002-8215-01",
+                     *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
+                     *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *       "stability": {
+                     *         "storage": {
+                     *           "min_c": 2,
+                     *           "max_c": 8
+                     *         },
+                     *         "budgets": [
+                     *           {
+                     *             "min_c": 8,
+                     *             "max_c": 25,
+                     *             "allowed_s": 172800
+                     *           }
+                     *         ],
+                     *         "freeze_thaw_max": 0,
+                     *         "hard_min_c": -0.5,
+                     *         "source": "Prescribing information, section 16.2"
+                     *       },
+                     *       "version": 2,
+                     *       "effective_from": "2026-11-27T05:43:45.342Z",
+                     *       "created_at": "2026-11-27T05:43:44.972Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Product"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putProductStability: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "stability": {
+                 *         "storage": {
+                 *           "min_c": 2,
+                 *           "max_c": 8
+                 *         },
+                 *         "budgets": [
+                 *           {
+                 *             "min_c": 8,
+                 *             "max_c": 25,
+                 *             "allowed_s": 172800
+                 *           }
+                 *         ],
+                 *         "freeze_thaw_max": 0,
+                 *         "hard_min_c": -0.5,
+                 *         "source": "Prescribing information, section 16.2"
+                 *       },
+                 *       "version": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewStabilityVersion"];
+            };
+        };
+        responses: {
+            /** @description The new version */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "version": 2,
+                     *       "stability": {
+                     *         "storage": {
+                     *           "min_c": 2,
+                     *           "max_c": 8
+                     *         },
+                     *         "budgets": [
+                     *           {
+                     *             "min_c": 8,
+                     *             "max_c": 25,
+                     *             "allowed_s": 172800
+                     *           }
+                     *         ],
+                     *         "freeze_thaw_max": 0,
+                     *         "hard_min_c": -0.5,
+                     *         "source": "Prescribing information, section 16.2"
+                     *       },
+                     *       "effective_from": "2026-11-27T05:43:45.342Z",
+                     *       "created_at": "2026-11-27T05:43:45.342Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StabilityVersion"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listProductStabilityVersions: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of versions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "version": 1,
+                     *           "stability": {
+                     *             "storage": {
+                     *               "min_c": 2,
+                     *               "max_c": 8
+                     *             },
+                     *             "budgets": [
+                     *               {
+                     *                 "min_c": 8,
+                     *                 "max_c": 25,
+                     *                 "allowed_s": 86400
+                     *               },
+                     *               {
+                     *                 "min_c": 0,
+                     *                 "max_c": 2,
+                     *                 "allowed_s": 3600
+                     *               }
+                     *             ],
+                     *             "freeze_thaw_max": 0,
+                     *             "hard_min_c": -0.5,
+                     *             "source": "Prescribing information, section 16.2"
+                     *           },
+                     *           "effective_from": "2026-11-27T05:43:44.972Z",
+                     *           "created_at": "2026-11-27T05:43:44.972Z"
+                     *         },
+                     *         {
+                     *           "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "version": 2,
+                     *           "stability": {
+                     *             "storage": {
+                     *               "min_c": 2,
+                     *               "max_c": 8
+                     *             },
+                     *             "budgets": [
+                     *               {
+                     *                 "min_c": 8,
+                     *                 "max_c": 25,
+                     *                 "allowed_s": 172800
+                     *               }
+                     *             ],
+                     *             "freeze_thaw_max": 0,
+                     *             "hard_min_c": -0.5,
+                     *             "source": "Prescribing information, section 16.2"
+                     *           },
+                     *           "effective_from": "2026-11-27T05:43:45.342Z",
+                     *           "created_at": "2026-11-27T05:43:45.342Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StabilityVersionPage"];
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

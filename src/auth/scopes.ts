@@ -4,6 +4,7 @@ export const allScopes = [
   'pharmacies:write',
   'prescriptions:read',
   'prescriptions:write',
+  'products:write',
   'deliveries:read',
   'deliveries:write',
   'custody:write',

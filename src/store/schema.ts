@@ -1,11 +1,12 @@
 import type { Generated, Kysely, Transaction } from 'kysely'
+import type { StabilityTables } from './stability-tables.js'
 
 /**
  * The entity store's tables. Times are RFC 3339 UTC strings (they sort as text and come back
  * exactly as the API shows them, which the custody hashes depend on); JSON is stored as text;
  * booleans as 0/1, so SQLite and PostgreSQL share every query.
  */
-export interface Database {
+export interface Database extends StabilityTables {
   signing_keys: {
     kid: string
     private_jwk: string

@@ -12,6 +12,7 @@ import { fleetRoutes } from '../api/routes/fleets.js'
 import { pharmacyRoutes } from '../api/routes/pharmacies.js'
 import { prescriptionRoutes } from '../api/routes/prescriptions.js'
 import { rateCardRoutes } from '../api/routes/rate-cards.js'
+import { productRoutes } from '../api/routes/products.js'
 import { reconciliationRoutes } from '../api/routes/reconciliation.js'
 import { temperatureRoutes } from '../api/routes/temperature.js'
 import { toteRoutes } from '../api/routes/totes.js'
@@ -80,6 +81,7 @@ function v1Routes({
     temperatureRoutes(services.deliveries, sink, clock),
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),
+    productRoutes(services.products),
     reconciliationRoutes(services.reconciliation),
     fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
     // Not under /v1: the embedded page and its data, authorised by the embed token alone.

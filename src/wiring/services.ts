@@ -9,6 +9,7 @@ import { FleetDashboardService } from '../services/fleet-dashboard.js'
 import { FleetService } from '../services/fleets.js'
 import { PharmacyService } from '../services/pharmacies.js'
 import { PrescriptionService } from '../services/prescriptions.js'
+import { ProductService } from '../services/products.js'
 import { RateCardService } from '../services/rate-cards.js'
 import { ReconciliationService } from '../services/reconciliation.js'
 import { ToteService } from '../services/totes.js'
@@ -33,6 +34,7 @@ export function createServices({ deps, config, streams, tokens, accounts, toteBi
     deliveries: new DeliveryService(deps, toteBindingChanged),
     fleets: new FleetService(deps),
     rateCards: new RateCardService(deps),
+    products: new ProductService(deps),
     reconciliation: new ReconciliationService(deps),
     dashboards: new FleetDashboardService(deps),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),

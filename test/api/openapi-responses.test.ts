@@ -517,6 +517,32 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('DELETE', `/v1/webhooks/${world.webhook}`, 204, { token: admin })
   })
 
+  it('products: registration, the versions of their stability data, lookup by NDC', async () => {
+    const stability = {
+      storage: { min_c: 2, max_c: 8 },
+      budgets: [
+        { min_c: 8, max_c: 25, allowed_s: 86_400 },
+        { min_c: 0, max_c: 2, allowed_s: 3600 },
+      ],
+      freeze_thaw_max: 0,
+      hard_min_c: -0.5,
+      source: 'Prescribing information, section 16.2',
+    }
+    const created = await call('POST', '/v1/products', 201, {
+      token: admin,
+      json: { ndc: '0002-8215-01', name: 'Insulin lispro 100 units/mL, 10 mL vial', pharmacy_id: world.pharmacy, stability },
+    })
+    await call('POST', '/v1/products', 422, { token: admin, json: { ndc: '0002821501', name: 'x', stability } })
+    const id = created.body.id as string
+    await call('PUT', `/v1/products/${id}/stability`, 201, {
+      token: admin,
+      json: { stability: { ...stability, budgets: [{ min_c: 8, max_c: 25, allowed_s: 172_800 }] }, version: 1 },
+    })
+    await call('GET', `/v1/products/${id}`, 200, { token: admin })
+    await call('GET', '/v1/products?ndc=00002821501', 200, { token: admin })
+    await call('GET', `/v1/products/${id}/stability/versions?limit=10`, 200, { token: admin })
+  })
+
   it('every /v1 operation answers 401, 403, 404 and 422 as documented', async () => {
     const readOnly = (
       await call('POST', '/oauth/token', 200, {

@@ -17,6 +17,7 @@ import { up as auditTenant } from './0015_audit_tenant.js'
 import { up as driverDeliveries } from './0017_driver_deliveries.js'
 import { up as sharedLimits } from './0018_shared_limits.js'
 import { up as ingestSessions } from './0020_ingest_sessions.js'
+import { up as products } from './0030_products.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -36,6 +37,7 @@ const steps: Record<string, MigrationStep> = {
   '0017_driver_deliveries': driverDeliveries,
   '0018_shared_limits': sharedLimits,
   '0020_ingest_sessions': ingestSessions,
+  '0030_products': products,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */

@@ -1,0 +1,28 @@
+/**
+ * The tables of products and their stability versions (migration 0030), kept beside the main
+ * schema: products are registered per pharmacy (or for every pharmacy), and each stability version
+ * is a new row, never updated.
+ */
+export interface StabilityTables {
+  products: {
+    id: string
+    /** 11-digit 5-4-2 form with dashes (src/domain/ndc.ts). */
+    ndc: string
+    name: string
+    /** Null: every pharmacy's product (registered by an unrestricted client). */
+    pharmacy_id: string | null
+    /** pharmacy_id, or '*' for every pharmacy: one product per NDC and owner (a unique index; NULLs never collide in SQL). */
+    owner_key: string
+    created_at: string
+    created_by: string
+  }
+  product_stability_versions: {
+    product_id: string
+    version: number
+    /** ProductStability as JSON (rules/stability.ts). */
+    stability: string
+    effective_from: string
+    created_at: string
+    created_by: string
+  }
+}
