@@ -7,6 +7,7 @@ import {
   type BreakReason,
   type BreakThreshold,
   type ColdChainBreakData,
+  type ExhaustedItem,
   type RuleEvent,
 } from './events.js'
 import { mktOf, type MktSums } from './mkt.js'
@@ -58,6 +59,8 @@ export type BreakContext = {
   intervalStart: number | null
   /** MKT sums as of the break (evaluated readings, or a projection of them). */
   mkt: MktSums
+  /** `stability_exhausted`: the item whose budget ran out. */
+  item?: ExhaustedItem
 }
 
 /** Marks the delivery broken and emits cold-chain.break; callers check state.broken first. */
@@ -75,7 +78,8 @@ export function breakColdChain(
   const data: ColdChainBreakData = {
     reason,
     threshold,
-    limit: profile[threshold]!,
+    // A stability break's limit is the exhausted band's allowance (0 for the other reasons: data.item says which).
+    limit: threshold === 'stability' ? (ctx.item?.band?.allowed_s ?? 0) : profile[threshold]!,
     broken_at: rfc3339(at),
     temp_c: ctx.temp_c,
     excursion_started_at: ctx.intervalStart === null ? null : rfc3339(ctx.intervalStart),
@@ -84,6 +88,7 @@ export function breakColdChain(
     unknown_s: ctx.unknownMs / 1000,
     mkt_c: mkt === null ? null : roundCelsius(mkt),
     profile: profile.name,
+    ...(ctx.item ? { item: ctx.item } : {}),
   }
   events.push({ type: 'cold-chain.break', key: eventKey.break, at, data })
 }

@@ -11,6 +11,7 @@ import { breakColdChain, breakCrossing, mktExceeded } from './breaks.js'
 import { eventKey, rfc3339, type BreakReason, type BreakThreshold, type RuleEvent } from './events.js'
 import { addToMkt } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
+import { chargeReading, type StabilityEvent, type StabilityLedger } from './stability-ledger.js'
 import { initialColdChain, type ColdChainState, type OpenInterval } from './state.js'
 
 export type Reading = { ts: number; temp_c: number }
@@ -40,8 +41,42 @@ export function evaluate(
     if (state.lastTs !== null && ts <= state.lastTs) continue
     advanceTo(state, profile, ts, events)
     takeReading(state, profile, ts, temp, events)
+    if (state.stability !== undefined) chargeStability(state, state.stability, profile, ts, temp, events)
   }
   return { state, events }
+}
+
+/** Reused for every reading: the ledger's events are turned into rule events at once. */
+const stabilityScratch: StabilityEvent[] = []
+
+/**
+ * The same reading charged to the items' stability ledger, in the same fold: budget-low goes out as it
+ * is; an exhausted item is the delivery's break (reason stability_exhausted) unless it already broke.
+ */
+function chargeStability(
+  state: ColdChainState,
+  ledger: StabilityLedger,
+  profile: TemperatureProfile,
+  ts: number,
+  temp: number,
+  events: RuleEvent[],
+): void {
+  const scratch = stabilityScratch
+  chargeReading(ledger, ts, temp, scratch)
+  for (let i = 0; i < scratch.length; i++) {
+    const event = scratch[i]!
+    if (event.type === 'stability.budget-low') events.push(event)
+    else if (state.broken === null)
+      breakColdChain(state, profile, events, 'stability_exhausted', 'stability', event.at, {
+        temp_c: event.data.temp_c,
+        outMs: state.outMs,
+        unknownMs: state.unknownMs,
+        intervalStart: state.open?.start ?? null,
+        mkt: state.mkt,
+        item: event.data,
+      })
+  }
+  scratch.length = 0
 }
 
 /** Rebuilds the state from every reading of a delivery (sorted by ts; duplicates are skipped). */

@@ -5,11 +5,52 @@
 export const excursionKinds = ['high', 'low', 'unknown'] as const
 export type ExcursionKind = (typeof excursionKinds)[number]
 
-export const breakReasons = ['hard_limit', 'excursion_too_long', 'cumulative_budget', 'mkt_exceeded', 'sensor_gap'] as const
+export const breakReasons = [
+  'hard_limit',
+  'excursion_too_long',
+  'cumulative_budget',
+  'mkt_exceeded',
+  'sensor_gap',
+  'stability_exhausted',
+] as const
 export type BreakReason = (typeof breakReasons)[number]
 
-/** The profile member whose limit was crossed. For `sensor_gap` it is max_excursion_s or max_cumulative_s. */
-export type BreakThreshold = 'hard_min_c' | 'hard_max_c' | 'max_excursion_s' | 'max_cumulative_s' | 'mkt_max_c'
+/**
+ * The profile member whose limit was crossed. For `sensor_gap` it is max_excursion_s or max_cumulative_s;
+ * for `stability_exhausted`, `stability` (the item's product stability data: `data.item` says what ran out).
+ */
+export type BreakThreshold = 'hard_min_c' | 'hard_max_c' | 'max_excursion_s' | 'max_cumulative_s' | 'mkt_max_c' | 'stability'
+
+/** Why an item's stability budget is exhausted (rules/README.md, Stability budgets). */
+export const exhaustedReasons = ['band_budget', 'outside_bands', 'freeze_thaw', 'hard_limit'] as const
+export type ExhaustedReason = (typeof exhaustedReasons)[number]
+
+export type StabilityBand = { min_c: number; max_c: number; allowed_s: number }
+
+/** The item of a delivery whose budget ran out, in a `stability_exhausted` break. */
+export type ExhaustedItem = {
+  /** Position among the prescription's items that name a product. */
+  item: number
+  ndc: string
+  product_id: string
+  version: number
+  reason: ExhaustedReason
+  /** The band whose budget ran out (band_budget); null for the other reasons. */
+  band: StabilityBand | null
+  exhausted_at: string
+  /** The temperature it was charged at or read; null when it ran out in unknown (sensor-gap) time. */
+  temp_c: number | null
+}
+
+export type BudgetLowEventData = {
+  item: number
+  ndc: string
+  product_id: string
+  version: number
+  band: StabilityBand
+  /** What was left at that instant: a fifth of the band's budget. */
+  remaining_s: number
+}
 
 export type ExcursionEventData = {
   excursion_started_at: string
@@ -62,6 +103,8 @@ export type ColdChainBreakData = {
   /** MKT of the readings evaluated so far, rounded to 0.01 °C. */
   mkt_c: number | null
   profile: string
+  /** `stability_exhausted` only: the item that ran out. */
+  item?: ExhaustedItem
 }
 
 type Event<T extends string, D> = { type: T; key: string; at: number; data: D }
@@ -71,7 +114,9 @@ export type RecoveredEvent = Event<'temperature.recovered', RecoveredEventData>
 export type ColdChainBreakEvent = Event<'cold-chain.break', ColdChainBreakData>
 export type SensorOfflineEvent = Event<'sensor.offline', SensorOfflineEventData>
 
-export type RuleEvent = ExcursionEvent | RecoveredEvent | ColdChainBreakEvent | SensorOfflineEvent
+export type BudgetLowEvent = Event<'stability.budget-low', BudgetLowEventData>
+
+export type RuleEvent = ExcursionEvent | RecoveredEvent | ColdChainBreakEvent | SensorOfflineEvent | BudgetLowEvent
 
 export const eventKey = {
   excursion: (startMs: number) => `excursion:${startMs}`,

@@ -20,10 +20,14 @@ export { checkSilence } from './silence.js'
 export { reconcile, recompute } from './late.js'
 export { coldChainSummarySchema, excursionSummarySchema, summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'
 export { ReorderBuffer, type PushResult } from './reorder.js'
-export { breakReasons, excursionKinds } from './events.js'
+export { breakReasons, excursionKinds, exhaustedReasons } from './events.js'
 export type {
   BreakReason,
   BreakThreshold,
+  BudgetLowEvent,
+  BudgetLowEventData,
+  ExhaustedItem,
+  ExhaustedReason,
   ColdChainBreakData,
   ColdChainBreakEvent,
   ExcursionEvent,
@@ -45,16 +49,15 @@ export {
 } from './stability.js'
 export {
   chargeReadings,
-  exhaustedReasons,
   nextLeg,
   openLedger,
   replayLedger,
-  type BudgetLowEvent,
-  type ExhaustedReason,
+  startLedger,
   type ItemExhaustedEvent,
   type ItemLedger,
   type StabilityEvent,
   type StabilityLedger,
+  type StabilityPlan,
 } from './stability-ledger.js'
 export { stabilitySummarySchema, summarizeStability, type StabilitySummary } from './stability-summary.js'
 export { productStabilitySchema } from './stability-schema.js'

@@ -8,11 +8,8 @@
 // outside storage exhausts the item at once. Budget-low fires once per item and band when remaining
 // falls below 20 %; a band is exhausted when its consumed time exceeds its allowance. Only whole
 // milliseconds are added, so the sums are exact.
-import { rfc3339 } from './events.js'
+import { rfc3339, type BudgetLowEvent, type ExhaustedItem, type ExhaustedReason } from './events.js'
 import { bandsNearestFirst, distanceFromStorage, IN_NO_BAND, IN_STORAGE, type AddBack, type ItemStability } from './stability.js'
-
-export const exhaustedReasons = ['band_budget', 'outside_bands', 'freeze_thaw', 'hard_limit'] as const
-export type ExhaustedReason = (typeof exhaustedReasons)[number]
 
 export type BandLedger = {
   min_c: number
@@ -55,40 +52,24 @@ export type StabilityLedger = {
   observed_ms: number
   freeze_thaw: { count: number; below_zero: boolean }
   items: ItemLedger[]
+  /** Delivery ids of every leg so far, first leg first (set by the service's plan; absent in bare ledgers). */
+  legs?: string[]
 }
 
-export type BudgetLowEvent = {
-  type: 'stability.budget-low'
-  key: string
-  at: number
-  data: {
-    item: number
-    ndc: string
-    product_id: string
-    version: number
-    band: { min_c: number; max_c: number; allowed_s: number }
-    remaining_s: number
-    at: string
-  }
+/**
+ * What a delivery is judged by besides its profile: its items' stability versions (recorded when the
+ * prescription was created), for a redelivery the ledger the earlier legs left, and every leg's delivery id.
+ */
+export type StabilityPlan = { items: ItemStability[]; carried: StabilityLedger | null; legs: string[] }
+
+/** The ledger a delivery starts from: the earlier legs' for a redelivery, else an empty one. */
+export function startLedger(plan: StabilityPlan, maxGapS: number | null): StabilityLedger {
+  const ledger = plan.carried === null ? openLedger(plan.items, maxGapS) : nextLeg(plan.carried)
+  ledger.legs = [...plan.legs]
+  return ledger
 }
 
-export type ItemExhaustedEvent = {
-  type: 'stability.exhausted'
-  key: string
-  at: number
-  data: {
-    item: number
-    ndc: string
-    product_id: string
-    version: number
-    reason: ExhaustedReason
-    /** The band whose budget ran out (band_budget); null for the other reasons. */
-    band: { min_c: number; max_c: number; allowed_s: number } | null
-    exhausted_at: string
-    /** The temperature it was charged at or read; null when it ran out in unknown (sensor-gap) time. */
-    temp_c: number | null
-  }
-}
+export type ItemExhaustedEvent = { type: 'stability.exhausted'; key: string; at: number; data: ExhaustedItem }
 
 export type StabilityEvent = BudgetLowEvent | ItemExhaustedEvent
 
@@ -158,16 +139,21 @@ export function chargeReadings(
   events: StabilityEvent[] = [],
 ): { ledger: StabilityLedger; events: StabilityEvent[] } {
   for (let r = 0; r < readings.length; r++) {
-    const { ts, temp_c: temp } = readings[r]!
-    if (!Number.isFinite(ts) || !Number.isFinite(temp)) continue
-    const last = ledger.last_ts
-    if (last !== null && ts <= last) continue
-    if (last !== null) chargeInterval(ledger, last, ledger.last_temp!, ts, temp, events)
-    takeReading(ledger, ts, temp, events)
-    ledger.last_ts = ts
-    ledger.last_temp = temp
+    const reading = readings[r]!
+    chargeReading(ledger, reading.ts, reading.temp_c, events)
   }
   return { ledger, events }
+}
+
+/** One reading (the rule engine charges the ledger reading by reading, in its own fold). MUTATES `ledger`. */
+export function chargeReading(ledger: StabilityLedger, ts: number, temp: number, events: StabilityEvent[]): void {
+  if (!Number.isFinite(ts) || !Number.isFinite(temp)) return
+  const last = ledger.last_ts
+  if (last !== null && ts <= last) return
+  if (last !== null) chargeInterval(ledger, last, ledger.last_temp!, ts, temp, events)
+  takeReading(ledger, ts, temp, events)
+  ledger.last_ts = ts
+  ledger.last_temp = temp
 }
 
 function chargeInterval(
@@ -244,7 +230,6 @@ function charge(
         version: item.version,
         band: bandOf(band),
         remaining_s: (budget - lowAfter) / 1000,
-        at: rfc3339(at),
       },
     })
   }

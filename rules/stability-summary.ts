@@ -1,8 +1,8 @@
 // The delivery's `stability` block as the ledger sums it up: one zod schema, from which the API's
 // response and its OpenAPI come.
 import { z } from 'zod'
-import { rfc3339 } from './events.js'
-import { exhaustedReasons, type BandLedger, type StabilityLedger } from './stability-ledger.js'
+import { exhaustedReasons, rfc3339 } from './events.js'
+import type { BandLedger, StabilityLedger } from './stability-ledger.js'
 
 const bandSummarySchema = z.object({
   min_c: z.number(),
@@ -43,7 +43,7 @@ function remainingShare(band: BandLedger): number {
   return budget === 0 ? (band.consumed_ms === 0 ? 1 : 0) : remainingMs(band) / budget
 }
 
-export function summarizeStability(ledger: StabilityLedger, legs: readonly string[]): StabilitySummary {
+export function summarizeStability(ledger: StabilityLedger, legs: readonly string[] = ledger.legs ?? []): StabilitySummary {
   let fraction = 1
   const items = ledger.items.map((item) => {
     for (const band of item.bands) fraction = Math.min(fraction, remainingShare(band))

@@ -3,6 +3,7 @@
 import type { BreakReason, ExcursionKind } from './events.js'
 import { emptyMktSums, type MktSums } from './mkt.js'
 import type { TemperatureProfile } from './profile.js'
+import { startLedger, type StabilityLedger } from './stability-ledger.js'
 
 /** A maximal run of time out of [min_c, max_c] (sensor-gap time included), still going on. */
 export type OpenInterval = {
@@ -48,10 +49,12 @@ export type ColdChainState = {
   broken: { reason: BreakReason; at: number } | null
   /** `offline_since` of the last sensor.offline emitted, so it is emitted once per gap. */
   offlineAnnouncedSince: number | null
+  /** The items' stability budget ledger, charged reading by reading with the rules (only when the profile has a plan). */
+  stability?: StabilityLedger
 }
 
 export function initialColdChain(profile: TemperatureProfile, boundAtMs: number): ColdChainState {
-  return {
+  const state: ColdChainState = {
     version: 1,
     profile: profile.name,
     boundAt: boundAtMs,
@@ -68,4 +71,6 @@ export function initialColdChain(profile: TemperatureProfile, boundAtMs: number)
     broken: null,
     offlineAnnouncedSince: null,
   }
+  if (profile.stability) state.stability = startLedger(profile.stability, profile.max_gap_s)
+  return state
 }

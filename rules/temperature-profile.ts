@@ -1,6 +1,7 @@
 // A resolved temperature profile (SPEC §5): what the rule engine judges against and what a
 // delivery shows. One zod schema; the TypeScript type derives from it.
 import { z } from 'zod'
+import type { StabilityPlan } from './stability-ledger.js'
 
 export const temperatureProfileSchema = z.object({
   name: z.string(),
@@ -14,4 +15,9 @@ export const temperatureProfileSchema = z.object({
   mkt_max_c: z.number().nullable().describe('Mean kinetic temperature limit (USP <1079.2>); null = MKT not judged'),
   max_gap_s: z.number().nullable().describe('Sensor silence longer than this is a gap; null = readings hold until the next one'),
 })
-export type TemperatureProfile = z.infer<typeof temperatureProfileSchema>
+/**
+ * `stability`: the delivery's items judged by their products' stability data (rules/README.md,
+ * Stability budgets). Attached in memory by the service to the profile it evaluates with; never part
+ * of the profile a delivery shows.
+ */
+export type TemperatureProfile = z.infer<typeof temperatureProfileSchema> & { stability?: StabilityPlan | undefined }

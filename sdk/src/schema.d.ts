@@ -1348,6 +1348,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "stability.budget-low": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `stability.budget-low` event, POSTed to every endpoint subscribed to it */
+        post: operations["onStabilityBudgetLow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "writeback.completed": {
         parameters: {
             query?: never;
@@ -1892,6 +1909,7 @@ export interface components {
             driver_id: string | null;
             tote_id: string | null;
             cold_chain: components["schemas"]["ColdChain"];
+            stability?: components["schemas"]["StabilityLedger"];
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
             updated_at: string;
@@ -1947,7 +1965,7 @@ export interface components {
              * @description Why the cold chain broke; null while it holds
              * @enum {string|null}
              */
-            break_reason: "hard_limit" | "excursion_too_long" | "cumulative_budget" | "mkt_exceeded" | "sensor_gap" | null;
+            break_reason: "hard_limit" | "excursion_too_long" | "cumulative_budget" | "mkt_exceeded" | "sensor_gap" | "stability_exhausted" | null;
             /** @description When it broke (RFC 3339 UTC); null while it holds */
             broken_at: string | null;
             /** @description The pharmacist's decision on a broken cold chain */
@@ -1961,6 +1979,40 @@ export interface components {
                 };
                 decided_at: string;
             } | null;
+        };
+        /** @description Each item's stability budget over every leg; present when the delivery's items name products (docs/stability.md) */
+        StabilityLedger: {
+            /** @description Items whose NDC names a product, in the prescription’s order */
+            items: {
+                ndc: string;
+                product_id: string;
+                version: number;
+                bands: {
+                    min_c: number;
+                    max_c: number;
+                    /** @description From the product stability version */
+                    allowed_s: number;
+                    /** @description Given back by excursion assessments in force */
+                    add_back_s: number;
+                    /** @description Over every leg so far, sensor-gap time charged conservatively */
+                    consumed_s: number;
+                    /** @description allowed_s + add_back_s − consumed_s, never below 0 */
+                    remaining_s: number;
+                }[];
+                freeze_thaw: {
+                    count: number;
+                    max: number | null;
+                };
+                /** @enum {string} */
+                verdict: "within" | "exhausted";
+                exhausted_at: string | null;
+                /** @enum {string|null} */
+                exhausted_reason: "band_budget" | "outside_bands" | "freeze_thaw" | "hard_limit" | null;
+            }[];
+            /** @description The smallest remaining / (allowed + added back) over every band of every item, 4 decimals; 0 once an item is exhausted */
+            remaining_fraction: number;
+            /** @description Delivery ids of every leg of the prescription, first leg first */
+            legs: string[];
         };
         CustodyEvent: {
             seq: number;
@@ -2150,7 +2202,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -2160,7 +2212,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
             enabled?: boolean;
             description?: string;
         };
@@ -15148,6 +15200,38 @@ export interface operations {
                     /** @enum {string} */
                     type?: "sensor.offline";
                     data?: components["schemas"]["SensorOfflineData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onStabilityBudgetLow: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "stability.budget-low";
                 };
             };
         };

@@ -3,6 +3,8 @@ import {
   breakReasons,
   coldChainSummarySchema,
   summarize,
+  summarizeStability,
+  type StabilitySummary,
   temperatureProfileSchema,
   type ColdChainState as EngineState,
 } from '../../rules/index.js'
@@ -57,10 +59,15 @@ export function initialColdChain(required: boolean): ColdChainFigures {
   }
 }
 
+/** What the delivery's `cold_chain` column holds: the figures, and the stability ledger's summary beside them when its items have products. */
+export type StoredColdChain = ColdChainFigures & { stability?: StabilitySummary }
+
 /** The figures the monitor stores, from the rule engine's state. */
-export function coldChainFigures(state: EngineState): ColdChainFigures {
+export function coldChainFigures(state: EngineState): StoredColdChain {
   const { break: broken, ...summary } = summarize(state)
-  return { ...summary, break_reason: broken?.reason ?? null, broken_at: broken?.at ?? null }
+  const figures: StoredColdChain = { ...summary, break_reason: broken?.reason ?? null, broken_at: broken?.at ?? null }
+  if (state.stability) figures.stability = summarizeStability(state.stability)
+  return figures
 }
 
 /**

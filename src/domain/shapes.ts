@@ -3,6 +3,7 @@
  * (console/src/api.ts). Types only: nothing here, nor in what it imports with `import type`,
  * reaches a bundle, and nothing names Node, so the browser build type-checks it too.
  */
+import type { StabilitySummary } from '../../rules/stability-summary.js'
 import type { ColdChain } from './cold-chain.js'
 import type { CustodyEvent } from './custody-event.js'
 import type { DeliveryStatus } from './delivery-machine.js'
@@ -21,6 +22,8 @@ export type Delivery = {
   driver_id: string | null
   tote_id: string | null
   cold_chain: ColdChain
+  /** Only when items name products (docs/stability.md). */
+  stability?: StabilitySummary
   custody: CustodyEvent[]
   created_at: string
   updated_at: string

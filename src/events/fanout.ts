@@ -18,6 +18,7 @@ export const eventTypes = [
   'cold-chain.break',
   'cold-chain.disposition',
   'sensor.offline',
+  'stability.budget-low',
   'writeback.completed',
   'writeback.failed',
   'handoff.refused',

@@ -1,4 +1,4 @@
-import { storedFigures, type ColdChainFigures } from '../domain/cold-chain.js'
+import { storedFigures, type StoredColdChain } from '../domain/cold-chain.js'
 import type { CustodyEvent } from '../domain/custody.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
@@ -19,7 +19,9 @@ export type ActionInput =
 
 export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
   const required = row.cold_chain_required === 1
-  const figures = storedFigures(required, fromJson<Partial<ColdChainFigures>>(row.cold_chain))
+  // The stability ledger's summary is stored with the figures and shown beside them.
+  const { stability, ...stored } = fromJson<Partial<StoredColdChain> | null>(row.cold_chain) ?? {}
+  const figures = storedFigures(required, stored)
   return {
     id: row.id,
     rx_id: row.rx_id,
@@ -30,6 +32,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     driver_id: row.driver_id,
     tote_id: row.tote_id,
     cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
+    ...(stability ? { stability } : {}),
     custody,
     created_at: row.created_at,
     updated_at: row.updated_at,

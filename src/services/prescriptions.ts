@@ -1,4 +1,6 @@
 import { resolveProfile, ProfileError, type CustomProfileInput, type TemperatureProfile } from '../../rules/profile.js'
+import { startLedger, summarizeStability } from '../../rules/index.js'
+import { stabilityPlanFor } from './products.js'
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { auditHashOf, chainEvent } from '../domain/custody.js'
@@ -120,6 +122,8 @@ export class PrescriptionService {
     }
     const messages = await this.deps.db.transaction().execute(async (trx) => {
       await this.requireExisting(trx, pharmacyId)
+      // Items naming a product are judged by the stability version in force now, recorded with the delivery.
+      const plan = input.cold_chain ? await stabilityPlanFor(trx, pharmacyId, input.items ?? [], createdAt, deliveryId) : null
       await insertRow(trx, 'prescriptions', row)
       await insertRow(trx, 'deliveries', {
         id: deliveryId,
@@ -132,7 +136,9 @@ export class PrescriptionService {
         tote_id: null,
         cold_chain_required: input.cold_chain ? 1 : 0,
         profile: profile ? toJson(profile) : null,
-        cold_chain: toJson(initialColdChain(input.cold_chain)),
+        cold_chain: toJson(
+          plan ? { ...initialColdChain(true), stability: summarizeStability(startLedger(plan, null)) } : initialColdChain(input.cold_chain),
+        ),
         disposition: null,
         bound_from: null,
         bound_to: null,
@@ -142,6 +148,11 @@ export class PrescriptionService {
         created_at: createdAt,
         updated_at: createdAt,
       })
+      if (plan)
+        await trx
+          .insertInto('delivery_stability')
+          .values({ delivery_id: deliveryId, plan: toJson(plan) })
+          .execute()
       await insertRow(trx, 'custody_events', custodyRow(deliveryId, firstCustodyEvent))
       const appended = await this.deps.outbox.append(trx, [
         {

@@ -4,7 +4,7 @@ import { iso } from '../clock.js'
 import { NDC_SHAPES_HELP, normalizeNdc } from '../domain/ndc.js'
 import { AppError, notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
-import type { ProductStability } from '../../rules/index.js'
+import type { ItemStability, ProductStability, StabilityPlan } from '../../rules/index.js'
 import { isUniqueViolation } from '../store/errors.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import type { RecordAnswer } from '../store/record-answer.js'
@@ -224,4 +224,34 @@ function toVersion(row: VersionRow): StabilityVersion {
     effective_from: row.effective_from,
     created_at: row.created_at,
   }
+}
+
+/**
+ * The stability plan of a new cold-chain delivery: each item whose NDC names a product (the pharmacy's
+ * own first, else every pharmacy's) with the version in force at `createdAt`. Null when none does.
+ */
+export async function stabilityPlanFor(
+  db: Executor,
+  pharmacyId: string,
+  items: readonly { ndc?: string | undefined }[],
+  createdAt: string,
+  deliveryId: string,
+): Promise<StabilityPlan | null> {
+  const judged: ItemStability[] = []
+  for (const item of items) {
+    const ndc = item.ndc === undefined ? null : normalizeNdc(item.ndc)
+    if (ndc === null) continue
+    const products = await db
+      .selectFrom('products')
+      .select(['id', 'owner_key'])
+      .where('ndc', '=', ndc)
+      .where('owner_key', 'in', [pharmacyId, EVERY_PHARMACY])
+      .execute()
+    const product = products.find((p) => p.owner_key === pharmacyId) ?? products[0]
+    if (!product) continue
+    const version = await stabilityInForce(db, product.id, createdAt)
+    if (!version) continue
+    judged.push({ ndc, product_id: product.id, version: version.version, stability: JSON.parse(version.stability) as ProductStability })
+  }
+  return judged.length === 0 ? null : { items: judged, carried: null, legs: [deliveryId] }
 }

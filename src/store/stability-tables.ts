@@ -25,4 +25,10 @@ export interface StabilityTables {
     created_at: string
     created_by: string
   }
+  /** A cold-chain delivery's items judged by their products (migration 0031); absent for deliveries without any. */
+  delivery_stability: {
+    delivery_id: string
+    /** StabilityPlan as JSON (rules/stability-ledger.ts): the versions recorded at creation, earlier legs' ledger, the legs. */
+    plan: string
+  }
 }

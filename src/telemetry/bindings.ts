@@ -1,6 +1,7 @@
 import type { TemperatureProfile } from '../../rules/profile.js'
 import type { Clock } from '../clock.js'
 import type { Db } from '../store/schema.js'
+import { judgedProfile } from './judged-profile.js'
 
 /** A tote's trip with one delivery: from the dispatch's occurred_at to the end's (docs/api.md, `occurred_at`). */
 export type Binding = {
@@ -103,7 +104,19 @@ export class ToteBindings {
       for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
         const rows = await this.db
           .selectFrom('deliveries')
-          .select(['id', 'tote_id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'bound_from', 'bound_to'])
+          .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
+          .select([
+            'id',
+            'tote_id',
+            'rx_id',
+            'pharmacy_id',
+            'fleet_id',
+            'profile',
+            'cold_chain_required',
+            'bound_from',
+            'bound_to',
+            'delivery_stability.plan',
+          ])
           .where('tote_id', 'in', ids.slice(i, i + TOTES_PER_QUERY))
           .where('bound_from', 'is not', null)
           .orderBy('bound_from')
@@ -114,7 +127,7 @@ export class ToteBindings {
             rxId: row.rx_id,
             pharmacyId: row.pharmacy_id,
             fleetId: row.fleet_id,
-            profile: row.cold_chain_required ? (JSON.parse(row.profile!) as TemperatureProfile) : null,
+            profile: row.cold_chain_required ? judgedProfile(row.profile!, row.plan) : null,
             fromMs: Date.parse(row.bound_from!),
             toMs: row.bound_to ? Date.parse(row.bound_to) : null,
           })

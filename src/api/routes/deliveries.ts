@@ -3,6 +3,7 @@ import type { Context } from 'hono'
 import type { DeliveryService } from '../../services/deliveries.js'
 import type { ActionInput } from '../../services/delivery-shapes.js'
 import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
+import { stabilitySummarySchema } from '../../../rules/stability-summary.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -47,6 +48,9 @@ const Delivery = z
     driver_id: z.string().nullable(),
     tote_id: z.string().nullable(),
     cold_chain: component(coldChainSchema, 'ColdChain'),
+    stability: component(stabilitySummarySchema, 'StabilityLedger')
+      .optional()
+      .describe("Each item's stability budget over every leg; present when the delivery's items name products (docs/stability.md)"),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),

@@ -18,6 +18,7 @@ import { up as driverDeliveries } from './0017_driver_deliveries.js'
 import { up as sharedLimits } from './0018_shared_limits.js'
 import { up as ingestSessions } from './0020_ingest_sessions.js'
 import { up as products } from './0030_products.js'
+import { up as deliveryStability } from './0031_delivery_stability.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -38,6 +39,7 @@ const steps: Record<string, MigrationStep> = {
   '0018_shared_limits': sharedLimits,
   '0020_ingest_sessions': ingestSessions,
   '0030_products': products,
+  '0031_delivery_stability': deliveryStability,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
