@@ -35,6 +35,7 @@ export function breakCrossing(
   from: number,
   to: number,
 ): { at: number; threshold: 'max_excursion_s' | 'max_cumulative_s' } | null {
+  if (profile.stability?.auto === true) return null // released by budget: the ledger judges time out of range (and gaps)
   const tooLongAt = intervalStart + profile.max_excursion_s * 1000
   const budgetMs = profile.max_cumulative_s * 1000
   const budgetAt = from + (budgetMs - outMsAtFrom)
@@ -47,6 +48,7 @@ export function breakCrossing(
 
 /** MKT is over the profile's limit. Judged on the value rounded as it is shown (0.01 °C). */
 export function mktExceeded(profile: TemperatureProfile, sums: MktSums): boolean {
+  if (profile.stability?.auto === true) return false // released by budget: the products' own data replace MKT
   if (profile.mkt_max_c === null || sums.weight_s < MKT_MIN_COVERAGE_S) return false
   return roundCelsius(mktOf(sums)!) > profile.mkt_max_c
 }

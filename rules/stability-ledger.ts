@@ -60,7 +60,16 @@ export type StabilityLedger = {
  * What a delivery is judged by besides its profile: its items' stability versions (recorded when the
  * prescription was created), for a redelivery the ledger the earlier legs left, and every leg's delivery id.
  */
-export type StabilityPlan = { items: ItemStability[]; carried: StabilityLedger | null; legs: string[] }
+export type StabilityPlan = {
+  items: ItemStability[]
+  carried: StabilityLedger | null
+  legs: string[]
+  /**
+   * The pharmacy releases by budget (`auto_within_budget`) and every item of the prescription has a
+   * product: the profile's time and MKT rules give way to the ledger; hard limits still break.
+   */
+  auto?: boolean
+}
 
 /** The ledger a delivery starts from: the earlier legs' for a redelivery, else an empty one. */
 export function startLedger(plan: StabilityPlan, maxGapS: number | null): StabilityLedger {

@@ -24,6 +24,14 @@ export type Delivery = {
   cold_chain: ColdChain
   /** Only when items name products (docs/stability.md). */
   stability?: StabilitySummary
+  /** Delivered within every item's stability budget under auto_within_budget: released by the system. */
+  release?: {
+    by: 'system'
+    rule: 'stability_budget'
+    versions: { ndc: string; product_id: string; version: number }[]
+    remaining_fraction: number
+    at: string
+  }
   custody: CustodyEvent[]
   created_at: string
   updated_at: string

@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import type { ColdChainFigures, Disposition } from '../domain/cold-chain.js'
+import type { Disposition, StoredColdChain } from '../domain/cold-chain.js'
 import { chainEvent, verifyChain, type ChainVerdict } from '../domain/custody.js'
 import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError } from '../errors.js'
@@ -17,6 +17,7 @@ import { visibleDelivery } from './delivery-visibility.js'
 import { isRefusedHandoff, recordRefusal, type HandoffInput } from './handoff-refusals.js'
 import { isFirstPricedEnd, pricingAtEnd } from './pricing-at-end.js'
 import { rateCardInForce } from './rate-cards.js'
+import { automaticRelease } from './stability-release.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
@@ -121,7 +122,7 @@ export class DeliveryService {
     const row = await db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst()
     const delivery = visibleDelivery(principal, row)
     const chain = await readCustody(db, id)
-    const summary = fromJson<ColdChainFigures>(delivery.cold_chain)
+    const summary = fromJson<StoredColdChain>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
     const move = planMove(
       {
@@ -173,6 +174,11 @@ export class DeliveryService {
     return db.transaction().execute(async (trx) => {
       // docs/fleet.md, Pricing: the version in force at the dispatch, read and recorded by the dispatch's own commit.
       if (input.action === 'dispatch') changes.rate_card_version = (await rateCardInForce(trx, input.fleet_id, occurredAt))?.version ?? null
+      // docs/stability.md, Release: delivered within every item's stability budget, under auto_within_budget.
+      if (move.status === 'DELIVERED') {
+        const release = await automaticRelease(trx, id, summary, occurredAt)
+        if (release) changes.release = JSON.stringify(release)
+      }
       const updated = await trx
         .updateTable('deliveries')
         .set(changes)

@@ -1,4 +1,5 @@
 import { storedFigures, type StoredColdChain } from '../domain/cold-chain.js'
+import type { AutomaticRelease } from './stability-release.js'
 import type { CustodyEvent } from '../domain/custody.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
@@ -33,6 +34,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     tote_id: row.tote_id,
     cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
     ...(stability ? { stability } : {}),
+    ...(row.release ? { release: fromJson<AutomaticRelease>(row.release) } : {}),
     custody,
     created_at: row.created_at,
     updated_at: row.updated_at,

@@ -23,8 +23,13 @@ export type NewPharmacy = {
   timezone: string
   location?: { lat: number; lng: number } | undefined
   writeback?: { url: string } | undefined
+  release_policy?: ReleasePolicy | undefined
 }
-export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback'> & {
+/** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
+export const releasePolicies = ['manual', 'auto_within_budget'] as const
+export type ReleasePolicy = (typeof releasePolicies)[number]
+export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy'> & {
+  release_policy: ReleasePolicy
   id: string
   created_at: string
   ncpdp_id: string | null
@@ -57,6 +62,8 @@ export class PharmacyService {
       location: input.location ? toJson(input.location) : null,
       writeback: input.writeback ? toJson(input.writeback) : null,
       created_at: iso(this.deps.clock.now()),
+      // New pharmacies release by budget unless they ask otherwise; those from before keep manual (migration 0032).
+      release_policy: input.release_policy ?? 'auto_within_budget',
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -111,7 +118,7 @@ export class PharmacyService {
   }
 }
 
-function toPharmacy(row: Database['pharmacies']): Pharmacy {
+function toPharmacy(row: Omit<Database['pharmacies'], 'release_policy'> & { release_policy: string }): Pharmacy {
   return {
     id: row.id,
     name: row.name,
@@ -122,5 +129,6 @@ function toPharmacy(row: Database['pharmacies']): Pharmacy {
     location: fromJson(row.location),
     writeback: fromJson(row.writeback),
     created_at: row.created_at,
+    release_policy: row.release_policy as ReleasePolicy,
   }
 }

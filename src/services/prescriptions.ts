@@ -142,6 +142,7 @@ export class PrescriptionService {
         disposition: null,
         bound_from: null,
         bound_to: null,
+        release: null,
         // `delivery.created` below is the delivery's event 1.
         version: 1,
         event_seq: 1,

@@ -253,5 +253,9 @@ export async function stabilityPlanFor(
     if (!version) continue
     judged.push({ ndc, product_id: product.id, version: version.version, stability: JSON.parse(version.stability) as ProductStability })
   }
-  return judged.length === 0 ? null : { items: judged, carried: null, legs: [deliveryId] }
+  if (judged.length === 0) return null
+  const pharmacy = await db.selectFrom('pharmacies').select('release_policy').where('id', '=', pharmacyId).executeTakeFirst()
+  // Released by budget only when every item has a product: anything else goes to a person as today.
+  const auto = pharmacy?.release_policy === 'auto_within_budget' && judged.length === items.length
+  return { items: judged, carried: null, legs: [deliveryId], auto }
 }

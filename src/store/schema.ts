@@ -41,6 +41,8 @@ export interface Database extends StabilityTables {
     location: string | null
     writeback: string | null
     created_at: string
+    /** `manual` | `auto_within_budget` (migration 0032; rows from before it are manual). */
+    release_policy: Generated<string>
   }
   prescriptions: {
     id: string
@@ -84,6 +86,8 @@ export interface Database extends StabilityTables {
     distance_m: number | null
     after_hours: number | null
     on_time: number | null
+    /** An automatic release by stability budget, as JSON (migration 0032); null otherwise. */
+    release: string | null
   }
   custody_events: {
     delivery_id: string

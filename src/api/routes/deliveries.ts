@@ -51,6 +51,16 @@ const Delivery = z
     stability: component(stabilitySummarySchema, 'StabilityLedger')
       .optional()
       .describe("Each item's stability budget over every leg; present when the delivery's items name products (docs/stability.md)"),
+    release: z
+      .object({
+        by: z.literal('system'),
+        rule: z.literal('stability_budget'),
+        versions: z.array(z.object({ ndc: z.string(), product_id: z.string(), version: z.number().int() })),
+        remaining_fraction: z.number(),
+        at: z.string().describe('When it was delivered'),
+      })
+      .optional()
+      .describe("Present when delivered within every item's stability budget under the pharmacy's auto_within_budget policy"),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),

@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { npiCheckDigitHolds } from '../../domain/npi.js'
-import type { PharmacyService } from '../../services/pharmacies.js'
+import { releasePolicies, type PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -44,6 +44,12 @@ const NewPharmacy = z
     timezone: z.string().refine(isTimeZone, 'must be an IANA time zone such as America/New_York'),
     location: Location.optional(),
     writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
+    release_policy: z
+      .enum(releasePolicies)
+      .optional()
+      .describe(
+        'manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)',
+      ),
   })
   .openapi('NewPharmacy')
 
@@ -68,6 +74,7 @@ const Pharmacy = z
       })
       .nullable(),
     created_at: z.string(),
+    release_policy: z.enum(releasePolicies),
   })
   .openapi('Pharmacy')
 
