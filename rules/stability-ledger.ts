@@ -82,7 +82,7 @@ export type ItemExhaustedEvent = { type: 'stability.exhausted'; key: string; at:
 
 export type StabilityEvent = BudgetLowEvent | ItemExhaustedEvent
 
-export const stabilityEventKey = {
+const stabilityEventKey = {
   budgetLow: (item: number, band: number) => `budget-low:${item}:${band}`,
   exhausted: (item: number) => `exhausted:${item}`,
 } as const

@@ -191,7 +191,7 @@ function ndcOr422(text: string, pointer: string): string {
 }
 
 /** The version in force at `at`: the latest `effective_from` not after it (the higher version on a tie). */
-export function stabilityInForce(db: Executor, productId: string, at: string): Promise<VersionRow | undefined> {
+function stabilityInForce(db: Executor, productId: string, at: string): Promise<VersionRow | undefined> {
   return db
     .selectFrom('product_stability_versions')
     .selectAll()
