@@ -79,6 +79,24 @@ describe('release by stability budget', () => {
     expect((await api.pharmacy(admin, { release_policy: 'manual' })) as unknown).toMatchObject({ release_policy: 'manual' })
   })
 
+  it('keeps pharmacies registered before the policy existed on manual (the column’s default)', async () => {
+    await api.service.db
+      .insertInto('pharmacies')
+      .values({
+        id: 'ph_01before0000000000000000000',
+        name: 'Old Town Pharmacy',
+        ncpdp_id: null,
+        npi: null,
+        address: JSON.stringify({ line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }),
+        timezone: 'America/Chicago',
+        location: null,
+        writeback: null,
+        created_at: new Date(START).toISOString(),
+      })
+      .execute()
+    expect((await api.get('/v1/pharmacies/ph_01before0000000000000000000', admin)).body.release_policy).toBe('manual')
+  })
+
   it('does not break an excursion every item survives, and records the system’s release when delivered', async () => {
     const d = await warmDelivery({}, [{ description: 'Insulin', ndc: NDC, quantity: 1 }])
     const before = await d.delivery()
