@@ -1662,13 +1662,13 @@ export interface components {
         };
         ColdChainBreakData: {
             /** @enum {string} */
-            reason: "hard_limit" | "excursion_too_long" | "cumulative_budget" | "mkt_exceeded" | "sensor_gap";
+            reason: "hard_limit" | "excursion_too_long" | "cumulative_budget" | "mkt_exceeded" | "sensor_gap" | "stability_exhausted";
             /**
-             * @description The profile member crossed
+             * @description The profile member crossed; `stability` for stability_exhausted (see `item`)
              * @enum {string}
              */
-            threshold: "hard_min_c" | "hard_max_c" | "max_excursion_s" | "max_cumulative_s" | "mkt_max_c";
-            /** @description The profile's value for `threshold` */
+            threshold: "hard_min_c" | "hard_max_c" | "max_excursion_s" | "max_cumulative_s" | "mkt_max_c" | "stability";
+            /** @description The profile's value for `threshold`; for `stability` the exhausted band's allowed_s, else 0 */
             limit: number;
             /** @description RFC 3339 UTC */
             broken_at: string;
@@ -1682,6 +1682,27 @@ export interface components {
             /** @description Mean kinetic temperature of the readings so far, 0.01 °C */
             mkt_c: number | null;
             profile: string;
+            /** @description stability_exhausted only: the item that ran out */
+            item?: {
+                /** @description Position among the items that name a product */
+                item: number;
+                ndc: string;
+                product_id: string;
+                /** @description The stability version it was judged by */
+                version: number;
+                /** @enum {string} */
+                reason: "band_budget" | "outside_bands" | "freeze_thaw" | "hard_limit";
+                /** @description The band whose budget ran out (band_budget); null for the other reasons */
+                band: {
+                    min_c: number;
+                    max_c: number;
+                    allowed_s: number;
+                } | null;
+                /** @description RFC 3339 UTC */
+                exhausted_at: string;
+                /** @description The temperature charged or read; null in sensor-gap time */
+                temp_c: number | null;
+            };
             tote_id: string;
             /** @description The event time: the reading (or the silence) that raised it */
             at: string;
@@ -1717,6 +1738,22 @@ export interface components {
             /** @description The reading that ended the gap; null when raised by the silence itself */
             back_online_at: string | null;
             max_gap_s: number;
+            tote_id: string;
+            /** @description The event time: the reading (or the silence) that raised it */
+            at: string;
+        };
+        StabilityBudgetLowData: {
+            item: number;
+            ndc: string;
+            product_id: string;
+            version: number;
+            band: {
+                min_c: number;
+                max_c: number;
+                allowed_s: number;
+            };
+            /** @description What was left at that instant: a fifth of the band’s budget */
+            remaining_s: number;
             tote_id: string;
             /** @description The event time: the reading (or the silence) that raised it */
             at: string;
@@ -1794,6 +1831,8 @@ export interface components {
                 /** @description whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted */
                 secret?: string | null;
             } | null;
+            /** @enum {string} */
+            release_policy: "manual" | "auto_within_budget";
             id: string;
             created_at: string;
         };
@@ -1825,6 +1864,11 @@ export interface components {
                  */
                 url: string;
             };
+            /**
+             * @description manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)
+             * @enum {string}
+             */
+            release_policy?: "manual" | "auto_within_budget";
         };
         Prescription: {
             rx_id: string;
@@ -1910,6 +1954,21 @@ export interface components {
             tote_id: string | null;
             cold_chain: components["schemas"]["ColdChain"];
             stability?: components["schemas"]["StabilityLedger"];
+            /** @description Present when delivered within every item's stability budget under the pharmacy's auto_within_budget policy */
+            release?: {
+                /** @enum {string} */
+                by: "system";
+                /** @enum {string} */
+                rule: "stability_budget";
+                versions: {
+                    ndc: string;
+                    product_id: string;
+                    version: number;
+                }[];
+                remaining_fraction: number;
+                /** @description When it was delivered */
+                at: string;
+            };
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
             updated_at: string;
@@ -3941,7 +4000,8 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-27T05:51:36.635Z"
+                     *           "created_at": "2026-11-27T05:51:36.635Z",
+                     *           "release_policy": "auto_within_budget"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -4091,7 +4151,8 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-27T05:51:36.635Z"
+                     *       "created_at": "2026-11-27T05:51:36.635Z",
+                     *       "release_policy": "auto_within_budget"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -4251,7 +4312,8 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-27T05:51:36.635Z"
+                     *       "created_at": "2026-11-27T05:51:36.635Z",
+                     *       "release_policy": "auto_within_budget"
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -12890,25 +12952,18 @@ export interface operations {
                     "application/json": components["schemas"]["ProductPage"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12917,7 +12972,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12926,25 +12981,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12953,9 +13001,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13046,7 +13116,7 @@ export interface operations {
                     "application/json": components["schemas"]["Product"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13055,16 +13125,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13073,7 +13145,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13082,7 +13154,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13091,7 +13174,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -13100,7 +13183,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -13109,7 +13192,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13118,9 +13201,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13176,25 +13281,18 @@ export interface operations {
                     "application/json": components["schemas"]["Product"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13203,7 +13301,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13212,25 +13310,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13239,9 +13330,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13319,7 +13432,7 @@ export interface operations {
                     "application/json": components["schemas"]["StabilityVersion"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13328,16 +13441,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13346,7 +13461,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13355,7 +13470,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running */
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13364,7 +13490,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -13373,7 +13499,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -13382,7 +13508,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13391,9 +13517,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13483,25 +13631,18 @@ export interface operations {
                     "application/json": components["schemas"]["StabilityVersionPage"];
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13510,7 +13651,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13519,25 +13660,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13546,9 +13680,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15232,6 +15388,7 @@ export interface operations {
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "stability.budget-low";
+                    data?: components["schemas"]["StabilityBudgetLowData"];
                 };
             };
         };

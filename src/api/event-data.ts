@@ -1,5 +1,11 @@
-import type { ColdChainBreakData, ExcursionEventData, RecoveredEventData, SensorOfflineEventData } from '../../rules/index.js'
-import { breakReasons, excursionKinds } from '../../rules/index.js'
+import type {
+  BudgetLowEventData,
+  ColdChainBreakData,
+  ExcursionEventData,
+  RecoveredEventData,
+  SensorOfflineEventData,
+} from '../../rules/index.js'
+import { breakReasons, excursionKinds, exhaustedReasons } from '../../rules/index.js'
 import { deliveryActions, deliveryStatuses } from '../domain/delivery-machine.js'
 import type { EventType } from '../events/fanout.js'
 import { z } from './openapi.js'
@@ -52,12 +58,26 @@ const Recovered = z.object({
   ...fromTote,
 }) satisfies z.ZodType<RecoveredEventData>
 
+const Band = z.object({ min_c: z.number(), max_c: z.number(), allowed_s: z.number() })
+
+/** docs/stability.md: the item whose product stability budget ran out. */
+const ExhaustedItem = z.object({
+  item: z.number().int().describe('Position among the items that name a product'),
+  ndc: z.string(),
+  product_id: z.string(),
+  version: z.number().int().describe('The stability version it was judged by'),
+  reason: z.enum(exhaustedReasons),
+  band: Band.nullable().describe('The band whose budget ran out (band_budget); null for the other reasons'),
+  exhausted_at: time,
+  temp_c: z.number().nullable().describe('The temperature charged or read; null in sensor-gap time'),
+})
+
 const Break = z.object({
   reason: z.enum(breakReasons),
   threshold: z
-    .enum(['hard_min_c', 'hard_max_c', 'max_excursion_s', 'max_cumulative_s', 'mkt_max_c'])
-    .describe('The profile member crossed'),
-  limit: z.number().describe("The profile's value for `threshold`"),
+    .enum(['hard_min_c', 'hard_max_c', 'max_excursion_s', 'max_cumulative_s', 'mkt_max_c', 'stability'])
+    .describe('The profile member crossed; `stability` for stability_exhausted (see `item`)'),
+  limit: z.number().describe("The profile's value for `threshold`; for `stability` the exhausted band's allowed_s, else 0"),
   broken_at: time,
   temp_c: z.number().nullable(),
   excursion_started_at: time.nullable(),
@@ -66,8 +86,19 @@ const Break = z.object({
   unknown_s: z.number(),
   mkt_c: z.number().nullable().describe('Mean kinetic temperature of the readings so far, 0.01 °C'),
   profile: z.string(),
+  item: ExhaustedItem.optional().describe('stability_exhausted only: the item that ran out'),
   ...fromTote,
 }) satisfies z.ZodType<ColdChainBreakData>
+
+const BudgetLow = z.object({
+  item: z.number().int(),
+  ndc: z.string(),
+  product_id: z.string(),
+  version: z.number().int(),
+  band: Band,
+  remaining_s: z.number().describe('What was left at that instant: a fifth of the band’s budget'),
+  ...fromTote,
+}) satisfies z.ZodType<BudgetLowEventData>
 
 const Offline = z.object({
   last_reading_at: time.nullable().describe('Null when the tote sent nothing since it was bound'),
@@ -107,6 +138,7 @@ export const eventData = {
   'cold-chain.break': Break,
   'cold-chain.disposition': Move.extend({ decision: z.enum(['release', 'return']) }),
   'sensor.offline': Offline,
+  'stability.budget-low': BudgetLow,
   'writeback.completed': Writeback,
   'writeback.failed': Writeback,
   'handoff.refused': z.object({
