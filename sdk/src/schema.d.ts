@@ -15385,6 +15385,33 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8dxjc4hnc48hgtg18fddj3v",
+                 *       "type": "stability.budget-low",
+                 *       "created_at": "2026-11-27T07:12:28.305Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8dxj9k0z3pwwy694nt8mcgf",
+                 *       "fleet_id": "fl_01m8dxj9vp3n321d402w3twhdm",
+                 *       "delivery_id": "dl_01m8dxjc3wwhbsrs9cv97b9tfd",
+                 *       "rx_id": "rx_01m8dxjc3wwhbsrs9cv97b9tfc",
+                 *       "seq": 3,
+                 *       "data": {
+                 *         "item": 0,
+                 *         "ndc": "00002-8215-01",
+                 *         "product_id": "pr_01m8dxjc0q4hr7ppaz37rexb1y",
+                 *         "version": 3,
+                 *         "band": {
+                 *           "min_c": 8,
+                 *           "max_c": 25,
+                 *           "allowed_s": 60
+                 *         },
+                 *         "remaining_s": 12,
+                 *         "tote_id": "tt_01m8dxjc43gqq0jjdyggjtv7z3",
+                 *         "at": "2026-11-27T07:13:17.298Z"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Event"] & {
                     /** @enum {string} */
                     type?: "stability.budget-low";

@@ -541,6 +541,34 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('GET', `/v1/products/${id}`, 200, { token: admin })
     await call('GET', '/v1/products?ndc=00002821501', 200, { token: admin })
     await call('GET', `/v1/products/${id}/stability/versions?limit=10`, 200, { token: admin })
+    // A cold-chain item of this product, 55 s at 12 °C against a minute allowed: stability.budget-low.
+    await call('PUT', `/v1/products/${id}/stability`, 201, {
+      token: admin,
+      json: { stability: { ...stability, budgets: [{ min_c: 8, max_c: 25, allowed_s: 60 }] } },
+    })
+    const rx = await call('POST', '/v1/prescriptions', 201, {
+      token: admin,
+      json: {
+        patient_id: 'pt_777',
+        cold_chain: true,
+        pharmacy_id: world.pharmacy,
+        items: [{ description: 'Insulin', ndc: '00002-8215-01', quantity: 1 }],
+      },
+      headers: { 'idempotency-key': 'rx-stability' },
+    })
+    const tote = await api.tote(admin, { pharmacy_id: world.pharmacy! })
+    await call('POST', `/v1/deliveries/${rx.body.delivery_id}/dispatch`, 200, {
+      token: admin,
+      json: { fleet_id: world.fleet, driver_id: world.driver, tote_id: tote.id },
+    })
+    const at = Date.now() + 1_000
+    await feed(api, tote.id, [
+      { ts: at, temp_c: 12 },
+      { ts: at + 55_000, temp_c: 12 },
+    ])
+    const low = await call('GET', `/v1/events?type=stability.budget-low&delivery_id=${rx.body.delivery_id}`, 200, { token: admin })
+    expect(low.body.data).toHaveLength(1)
+    recorded.webhooks['stability.budget-low'] ??= low.body.data[0]
   })
 
   it('every /v1 operation answers 401, 403, 404 and 422 as documented', async () => {
