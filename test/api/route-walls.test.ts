@@ -11,6 +11,13 @@ import { startTestService, type TestApi } from '../helpers/service.js'
 
 type Wall = 'tenant' | 'fleet' | 'none'
 /** Each operation of the OpenAPI document: whose resource its `{id}` names (probed below), or 'none'. */
+const STABILITY = {
+  storage: { min_c: 2, max_c: 8 },
+  budgets: [{ min_c: 8, max_c: 25, allowed_s: 3600 }],
+  freeze_thaw_max: null,
+  source: 'label',
+}
+
 const walls: Record<string, Wall> = {
   'GET /v1/audit-events': 'none',
   'GET /v1/audit-events/verify': 'none',
@@ -57,6 +64,11 @@ const walls: Record<string, Wall> = {
   'POST /v1/prescriptions': 'none',
   'GET /v1/prescriptions/{id}': 'tenant',
   'GET /v1/prescriptions': 'none',
+  'POST /v1/products': 'none',
+  'GET /v1/products': 'none',
+  'GET /v1/products/{id}': 'tenant',
+  'PUT /v1/products/{id}/stability': 'tenant',
+  'GET /v1/products/{id}/stability/versions': 'tenant',
   'POST /v1/totes': 'none',
   'GET /v1/totes/{id}': 'tenant',
   'GET /v1/totes': 'none',
@@ -88,6 +100,7 @@ const bodies: Record<string, unknown> = {
   'PATCH /v1/fleets/{id}': { name: 'Renamed' },
   'POST /v1/fleets/{id}/drivers': { name: 'Intruder' },
   'POST /v1/fleets/{id}/embed-sessions': { ttl_s: 60 },
+  'PUT /v1/products/{id}/stability': { stability: STABILITY },
   'PUT /v1/fleets/{id}/rate-card': {
     currency: 'USD',
     base_fee_cents: 650,
@@ -100,7 +113,7 @@ const bodies: Record<string, unknown> = {
 }
 
 const ALL_PHARMACY =
-  'pharmacies:read prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read clients:write audit:read'
+  'pharmacies:read prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read clients:write audit:read'
 const ALL_FLEET = 'fleet:read fleet:write deliveries:read deliveries:write custody:write telemetry:read webhooks:read webhooks:write'
 
 describe('the walls of every /v1 route', () => {
@@ -170,7 +183,15 @@ describe('the walls of every /v1 route', () => {
       pharmacy_id: pharmacyA,
     })
     expect(user.status, user.text).toBe(201)
+    const product = await api.post('/v1/products', admin, {
+      ndc: '00002-8215-01',
+      name: 'Insulin',
+      pharmacy_id: pharmacyA,
+      stability: STABILITY,
+    })
+    expect(product.status, product.text).toBe(201)
     Object.assign(ids, {
+      products: product.body.id,
       pharmacies: pharmacyA,
       prescriptions: rx.rx_id,
       deliveries: rx.delivery_id,
