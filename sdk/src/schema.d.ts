@@ -12992,7 +12992,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13021,7 +13021,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13192,7 +13192,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13221,7 +13221,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13321,7 +13321,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13350,7 +13350,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13508,7 +13508,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13537,7 +13537,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
@@ -13671,7 +13671,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13700,7 +13700,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_ready`: the database is unavailable or its disk is full; nothing was changed */
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
