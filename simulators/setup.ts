@@ -16,7 +16,7 @@ export type Trip = {
   startMs: number
 }
 
-export type Setup = { pharmacyId: string; fleetId: string; driverIds: [string, string]; trips: Trip[] }
+export type Setup = { pharmacyId: string; pharmacyName: string; fleetId: string; driverIds: [string, string]; trips: Trip[] }
 
 /** The refrigerated profile's durations (rules/profiles/refrigerated.json), in seconds. */
 const REFRIGERATED = { grace_s: 300, max_excursion_s: 1_800, max_cumulative_s: 3_600, max_gap_s: 900 }
@@ -32,13 +32,19 @@ export function profileFor(speed: number): 'refrigerated' | Record<string, unkno
   return { name: `refrigerated-x${speed}`, min_c: 2, max_c: 8, hard_min_c: 0, hard_max_c: null, mkt_max_c: 8, ...scaled }
 }
 
-export async function registerTrips(api: ApiClient, opts: { totes: number; speed: number; label?: string }): Promise<Setup> {
+/** `pharmacyId`: the deliveries go to this pharmacy (the one its pharmacist watches) instead of a new one. */
+export async function registerTrips(
+  api: ApiClient,
+  opts: { totes: number; speed: number; label?: string; pharmacyId?: string | null },
+): Promise<Setup> {
   const label = opts.label ?? `sim-${Date.now().toString(36)}`
-  const pharmacy = await api.post<{ id: string }>('/v1/pharmacies', {
-    name: `Simulated Pharmacy ${label}`,
-    timezone: 'America/Chicago',
-    address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
-  })
+  const pharmacy = opts.pharmacyId
+    ? await api.get<{ id: string; name: string }>(`/v1/pharmacies/${opts.pharmacyId}`)
+    : await api.post<{ id: string; name: string }>('/v1/pharmacies', {
+        name: `Simulated Pharmacy ${label}`,
+        timezone: 'America/Chicago',
+        address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      })
   const fleet = await api.post<{ id: string }>('/v1/fleets', { name: `Simulated Couriers ${label}` })
   const first = await api.post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name: 'Dana Driver' })
   const second = await api.post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name: 'Sam Second' })
@@ -73,5 +79,5 @@ export async function registerTrips(api: ApiClient, opts: { totes: number; speed
       startMs: Date.parse(bound.occurred_at),
     })
   }
-  return { pharmacyId: pharmacy.id, fleetId: fleet.id, driverIds: [first.id, second.id], trips }
+  return { pharmacyId: pharmacy.id, pharmacyName: pharmacy.name, fleetId: fleet.id, driverIds: [first.id, second.id], trips }
 }

@@ -6,7 +6,10 @@ export type SimulateOptions = {
   totes: number
   scenario: ScenarioName
   url: string
-  mqtt: string
+  /** The broker named by --mqtt; null: the one the service names in GET /.well-known/rxtrace.json. */
+  mqtt: string | null
+  /** Register the deliveries at this pharmacy (the pharmacist's); null: a new simulated one. */
+  pharmacy: string | null
   clientId: string
   clientSecret: string
   /** Wall-clock time between two readings of a tote. */
@@ -32,11 +35,13 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
       strict: true,
       allowPositionals: false,
       options: {
-        // The defaults follow the service's own PORT and MQTT_PORT, so one environment serves both.
+        // The service's HTTP address follows its PORT; the broker's is asked of the service itself
+        // (a shell's MQTT_PORT may name another broker, and one on 1883 would accept everything).
         totes: { type: 'string' },
         scenario: { type: 'string' },
         url: { type: 'string', default: `http://localhost:${env.PORT || 8080}` },
-        mqtt: { type: 'string', default: `mqtt://localhost:${env.MQTT_PORT || 1883}` },
+        mqtt: { type: 'string' },
+        pharmacy: { type: 'string' },
         'client-id': { type: 'string' },
         'client-secret': { type: 'string' },
         rate: { type: 'string', default: '1s' },
@@ -55,7 +60,10 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
   if (values.scenario === undefined) return { error: `--scenario is required (${SCENARIOS.join(', ')})` }
   if (!isScenario(values.scenario)) return { error: `--scenario must be one of ${SCENARIOS.join(', ')}, got ${values.scenario}` }
   if (!/^https?:\/\/[^/]+/.test(values.url!)) return { error: `--url must be an http(s) URL, got ${values.url}` }
-  if (!/^(mqtts?|wss?):\/\/[^/]+/.test(values.mqtt!)) return { error: `--mqtt must be an mqtt:// or ws:// URL, got ${values.mqtt}` }
+  if (values.mqtt !== undefined && !/^(mqtts?|wss?):\/\/[^/]+/.test(values.mqtt))
+    return { error: `--mqtt must be an mqtt:// or ws:// URL, got ${values.mqtt}` }
+  if (values.pharmacy !== undefined && !/^ph_\w+$/.test(values.pharmacy))
+    return { error: `--pharmacy must be a pharmacy id (ph_…), got ${values.pharmacy}` }
   const rateMs = duration(values.rate!)
   if (rateMs === null || rateMs < 100) return { error: `--rate must be a duration of at least 100ms such as 1s, got ${values.rate}` }
   const speed = Number(values.speed)
@@ -72,7 +80,19 @@ export function parseSimulateArgs(argv: string[], env: NodeJS.ProcessEnv = proce
     return {
       error: 'no credentials: pass --client-id and --client-secret (printed by npm start), or set ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET',
     }
-  return { totes, scenario: values.scenario, url: values.url!, mqtt: values.mqtt!, clientId, clientSecret, rateMs, speed, seed, forMs }
+  return {
+    totes,
+    scenario: values.scenario,
+    url: values.url!,
+    mqtt: values.mqtt ?? null,
+    pharmacy: values.pharmacy ?? null,
+    clientId,
+    clientSecret,
+    rateMs,
+    speed,
+    seed,
+    forMs,
+  }
 }
 
 function duration(text: string): number | null {

@@ -1,5 +1,6 @@
 import { ApiClient } from './api-client.js'
 import { EventWatcher, progressLine, StatusLine } from './progress.js'
+import { findBroker, refusesStrangers } from './find-broker.js'
 import { registerTrips } from './setup.js'
 import { parseSimulateArgs, type SimulateOptions } from './simulate-args.js'
 import { SimulatedTote } from './tote.js'
@@ -29,16 +30,25 @@ async function simulate(opts: SimulateOptions): Promise<void> {
     throw new Error(unreachable('the service', opts.url, error, 'is it running (npm start)? --url names its HTTP address (PORT)'))
   })
 
+  const mqtt = await findBroker(opts.url, opts.mqtt)
+
   status.update(`registering ${opts.totes} tote${opts.totes === 1 ? '' : 's'} and deliveries on ${opts.url} …`)
-  const { trips } = await registerTrips(api, { totes: opts.totes, speed: opts.speed })
+  const { trips, pharmacyId, pharmacyName } = await registerTrips(api, { totes: opts.totes, speed: opts.speed, pharmacyId: opts.pharmacy })
   for (const trip of trips) deliveryIds.add(trip.deliveryId)
-  status.update(`connecting ${trips.length} totes to ${opts.mqtt} …`)
+  status.update(`checking the broker at ${mqtt} …`)
+  if (!(await refusesStrangers(mqtt, trips[0]!.toteId)))
+    throw new Error(
+      `the broker at ${mqtt} accepted a wrong password for tote ${trips[0]!.toteId}: it is not the service's broker; drop --mqtt`,
+    )
+  status.log(`deliveries at pharmacy ${pharmacyId} (${pharmacyName}); totes publish to ${mqtt}`)
+  for (const trip of trips) status.log(`  ${trip.deliveryId}  ${consoleLink(opts.url, trip.deliveryId)}`)
+  status.update(`connecting ${trips.length} totes to ${mqtt} …`)
   const onRejected = (r: { error: string; reason: string }, toteId: string) =>
     status.log(`✗ ${toteId} payload refused: ${r.error}: ${r.reason}`)
   const totes = await Promise.all(
-    trips.map((t) => SimulatedTote.connect(opts.mqtt, { toteId: t.toteId, password: t.password }, onRejected)),
+    trips.map((t) => SimulatedTote.connect(mqtt, { toteId: t.toteId, password: t.password }, onRejected)),
   ).catch((error: Error) => {
-    throw new Error(unreachable("the service's MQTT broker", opts.mqtt, error, '--mqtt names its MQTT address (MQTT_PORT)'))
+    throw new Error(unreachable("the service's MQTT broker", mqtt, error, 'GET /.well-known/rxtrace.json on the service names it'))
   })
 
   const stop = new AbortController()
@@ -92,9 +102,12 @@ async function simulate(opts: SimulateOptions): Promise<void> {
   redraw()
   status.end()
   await Promise.all(totes.map((t) => t.close()))
-  for (const trip of trips)
-    console.error(`  ${trip.deliveryId}  trace: ${new URL(`/v1/deliveries/${trip.deliveryId}/temperature.svg`, opts.url)}`)
+  // The console, not /temperature.svg: a link pasted in a browser carries no token.
+  for (const trip of trips) console.error(`  ${trip.deliveryId}  ${consoleLink(opts.url, trip.deliveryId)}`)
 }
+
+/** The delivery in the pharmacist console (docs/console.md): its chart, custody and decisions, after sign-in. */
+const consoleLink = (serviceUrl: string, deliveryId: string) => `${new URL('/console/', serviceUrl)}#/deliveries/${deliveryId}`
 
 /** One line that names what could not be reached, where, why, and what to check. */
 function unreachable(what: string, url: string, error: Error, check: string): string {

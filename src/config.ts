@@ -80,6 +80,11 @@ export const configSchema = z
      * `off` leaves them to the operator (e.g. EMQX's HTTP authentication, docs/deployment.md).
      */
     MQTT_PROVISIONING: z.enum(['dynsec', 'off']).default('dynsec'),
+    /** With `MQTT_URL`: the external broker as totes reach it (`mqtts://broker.example.com:8883`), told by GET /.well-known/rxtrace.json. */
+    MQTT_PUBLIC_URL: z
+      .string()
+      .regex(/^(mqtts?|wss?):\/\/[^/@]+(\/.*)?$/, 'must look like mqtts://broker.example.com:8883, without credentials')
+      .optional(),
     /** Where the embedded SQLite stores live. */
     DATA_DIR: z.string().default('./data'),
     /** postgres://… switches the entity store from SQLite to PostgreSQL. */
@@ -273,7 +278,13 @@ const EMBEDDED_BROKER_ONLY = [
   'MQTT_MAX_QUEUED_PER_SESSION',
 ] as const
 /** Settings of an ingest worker, which only runs with `MQTT_URL`. */
-const EXTERNAL_BROKER_ONLY = ['MQTT_CLIENT_ID', 'MQTT_INGEST_CONNECTIONS', 'MQTT_SESSION_EXPIRY_S', 'MQTT_PROVISIONING'] as const
+const EXTERNAL_BROKER_ONLY = [
+  'MQTT_CLIENT_ID',
+  'MQTT_INGEST_CONNECTIONS',
+  'MQTT_SESSION_EXPIRY_S',
+  'MQTT_PROVISIONING',
+  'MQTT_PUBLIC_URL',
+] as const
 
 /** A combination of variables no mode uses: one of them would be silently ignored. */
 function unusedVariable(present: Record<string, unknown>): string | null {

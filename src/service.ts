@@ -37,6 +37,7 @@ import { createDispatcher } from './webhooks/dispatcher.js'
 import { parseRetrySchedule } from './webhooks/retry-policy.js'
 import { SqlDeliveryQueue } from './webhooks/sql-queue.js'
 import { createHttpApp } from './wiring/http-app.js'
+import type { MqttEndpoints } from './api/routes/discovery.js'
 import { startIngestBroker, type IngestBroker } from './wiring/ingest-broker.js'
 import { openEntityStoreOf, openReadingSinkOf, sharedPostgresOf } from './wiring/stores.js'
 import { createServices } from './wiring/services.js'
@@ -160,7 +161,11 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       void follower.follow(toteId, deliveryId)
     },
   })
-  const app = createHttpApp({ config, store, db, dialect, sink, clock, logger, metrics, keys, tokens, clients, audit, people, services })
+  let mqttEndpoints: MqttEndpoints | null = null
+  const app = createHttpApp({
+    ...{ config, store, db, dialect, sink, clock, logger, metrics, keys, tokens, clients, audit, people, services },
+    mqttEndpoints: () => mqttEndpoints,
+  })
 
   const dispatcher = createDispatcher({
     queue: new SqlDeliveryQueue(db, outbox, secrets, (endpointId, err) =>
@@ -244,6 +249,9 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         metrics,
       })
       const mqttPorts = { mqttPort: ingest.mqttPort, mqttWsPort: ingest.mqttWsPort }
+      mqttEndpoints = ingest.embedded
+        ? { tcpPort: ingest.mqttPort, wsPort: ingest.mqttWsPort, publicUrl: null }
+        : { tcpPort: null, wsPort: null, publicUrl: config.MQTT_PUBLIC_URL ?? null }
       const server = createAdaptorServer({ fetch: app.fetch }) as HttpServer
       http = drainOnClose(server)
       const httpPort = await listen(server, config.PORT, config.HOST, 'PORT').catch(async (error) => {

@@ -36,6 +36,7 @@ import { authorizeRoutes } from './routes/authorize.js'
 import { accountRoutes } from './routes/account.js'
 import { statementBody } from './routes/reconciliation.js'
 import { consoleRoutes } from './routes/console.js'
+import { discoveryRoutes, type MqttEndpoints } from './routes/discovery.js'
 
 export type AppDeps = {
   config: Config
@@ -51,6 +52,8 @@ export type AppDeps = {
   readiness: Record<string, () => Promise<void>>
   /** Where the rate limits and the OAuth throttle count: memory, or with PostgreSQL the store every copy shares. */
   buckets: BucketStore
+  /** Where totes connect; null until the listeners are bound. */
+  mqttEndpoints: () => MqttEndpoints | null
   /** Route groups under /v1, each built over its service. */
   v1: OpenAPIHono<AppEnv>[]
 }
@@ -125,6 +128,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   )
   app.route('/', accountRoutes({ people: deps.people }))
   app.route('/', consoleRoutes() as unknown as Hono<AppEnv>)
+  app.route('/', discoveryRoutes({ issuer: deps.tokens.issuer, mqtt: deps.mqttEndpoints }))
   for (const group of deps.v1) app.route('/', group)
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
