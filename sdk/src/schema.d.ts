@@ -138,6 +138,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/rxtrace.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The service's addresses: API, console, and where totes connect over MQTT */
+        get: operations["getServiceDiscovery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/pharmacies": {
         parameters: {
             query?: never;
@@ -505,6 +522,26 @@ export interface paths {
         };
         /** Read a tote */
         get: operations["getTote"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/totes/{id}/readings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A tote's recent readings, newest first, each with the delivery it went to
+         * @description Where a reading went: each carries the delivery the tote was dispatched with at its ts, or null. A driver reads temperatures through their delivery instead (404 here).
+         */
+        get: operations["listToteReadings"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1819,6 +1856,22 @@ export interface components {
             error: string;
             error_description: string;
         };
+        ServiceDiscovery: {
+            issuer: string;
+            api: string;
+            openapi: string;
+            console: string;
+            mqtt: {
+                /** @enum {string} */
+                mode: "embedded" | "external" | "starting";
+                /** @description Where totes connect over TCP; with MQTT_URL, MQTT_PUBLIC_URL or null */
+                tcp: string | null;
+                /** @description The embedded broker over WebSocket; null when off or with MQTT_URL */
+                websocket: string | null;
+                readings_topic: string;
+                errors_topic: string;
+            };
+        };
         Pharmacy: {
             name: string;
             ncpdp_id: string | null;
@@ -2174,6 +2227,20 @@ export interface components {
             serial: string;
             pharmacy_id?: string;
             fleet_id?: string;
+        };
+        ToteReading: {
+            /** @description Event time (the sensor clock) */
+            ts: string;
+            temp_c: number;
+            battery: number | null;
+            humidity: number | null;
+            seq: number | null;
+            received_at: string;
+            /** @description Arrived after the rule engine had evaluated past its ts */
+            late: boolean;
+            /** @description The delivery the tote was dispatched with at ts; null when it was on none */
+            delivery_id: string | null;
+            rx_id: string | null;
         };
         AuditEvent: {
             /** @description Position in the deployment-wide chain; only for unrestricted tokens */
@@ -3955,6 +4022,41 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getServiceDiscovery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The addresses */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "issuer": "http://rxtrace.test",
+                     *       "api": "http://rxtrace.test/v1",
+                     *       "openapi": "http://rxtrace.test/v1/openapi.json",
+                     *       "console": "http://rxtrace.test/console/",
+                     *       "mqtt": {
+                     *         "mode": "embedded",
+                     *         "tcp": "mqtt://rxtrace.test:1883",
+                     *         "websocket": "ws://rxtrace.test:8083/mqtt",
+                     *         "readings_topic": "rxtrace/v1/totes/{tote_id}/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/{tote_id}/errors"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ServiceDiscovery"];
                 };
             };
         };
@@ -8879,6 +8981,137 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
                     "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listToteReadings: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of readings, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "ts": "2026-11-23T20:15:00.000Z",
+                     *           "temp_c": 4.6,
+                     *           "battery": 0.92,
+                     *           "humidity": null,
+                     *           "seq": 42,
+                     *           "received_at": "2026-11-23T20:15:00.130Z",
+                     *           "late": false,
+                     *           "delivery_id": "dl_01m850pjr4f3wd0sv9k8xq2m1c",
+                     *           "rx_id": "rx_01m850pjr4f3wd0sv9k8xq2m1b"
+                     *         },
+                     *         {
+                     *           "ts": "2026-11-23T20:14:00.000Z",
+                     *           "temp_c": 4.4,
+                     *           "battery": 0.92,
+                     *           "humidity": null,
+                     *           "seq": 41,
+                     *           "received_at": "2026-11-23T20:14:00.118Z",
+                     *           "late": false,
+                     *           "delivery_id": null,
+                     *           "rx_id": null
+                     *         }
+                     *       ],
+                     *       "next_cursor": "MTc2Mzk0ODg0MDAwMA"
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["ToteReading"][];
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description Malformed JSON or a missing Idempotency-Key */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid access token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the required scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Validation failed; `errors` lists JSON pointers */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -72,7 +72,7 @@ function v1Routes({
     prescriptionRoutes(services.prescriptions),
     deliveryRoutes(services.deliveries),
     fleetRoutes(services.fleets),
-    toteRoutes(services.totes),
+    toteRoutes(services.totes, sink, clock),
     eventRoutes(services.events),
     fleetExceptionRoutes(services.events),
     auditRoutes(db, audit),

@@ -119,6 +119,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
   it('OAuth: discovery, keys, tokens, revocation and introspection', async () => {
     await call('GET', '/.well-known/oauth-authorization-server', 200)
     await call('GET', '/.well-known/jwks.json', 200)
+    await call('GET', '/.well-known/rxtrace.json', 200)
     const token = await call('POST', '/oauth/token', 200, { form: { grant_type: 'client_credentials' }, basic: [ADMIN.id, ADMIN.secret] })
     admin = token.body.access_token
     await call('POST', '/oauth/token', 401, { form: { grant_type: 'client_credentials' }, basic: [ADMIN.id, 'wrong-secret'] })
@@ -170,6 +171,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     ).body.id
     await call('GET', `/v1/totes/${world.tote}`, 200, { token: admin })
     await call('GET', '/v1/totes', 200, { token: admin })
+    await call('GET', `/v1/totes/${world.tote}/readings`, 200, { token: admin })
 
     world.user = (
       await call('POST', '/v1/users', 201, {

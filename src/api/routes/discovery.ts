@@ -1,5 +1,6 @@
-import { Hono } from 'hono'
+import { OpenAPIHono } from '@hono/zod-openapi'
 import type { AppEnv } from '../env.js'
+import { json, publicRoute, z } from '../openapi.js'
 
 /** Where totes connect, known once the listeners are bound (MQTT_PORT=0 picks a free port). */
 export type MqttEndpoints = {
@@ -10,6 +11,22 @@ export type MqttEndpoints = {
   publicUrl: string | null
 }
 
+const Discovery = z
+  .object({
+    issuer: z.string(),
+    api: z.string(),
+    openapi: z.string(),
+    console: z.string(),
+    mqtt: z.object({
+      mode: z.enum(['embedded', 'external', 'starting']),
+      tcp: z.string().nullable().describe('Where totes connect over TCP; with MQTT_URL, MQTT_PUBLIC_URL or null'),
+      websocket: z.string().nullable().describe('The embedded broker over WebSocket; null when off or with MQTT_URL'),
+      readings_topic: z.string(),
+      errors_topic: z.string(),
+    }),
+  })
+  .openapi('ServiceDiscovery')
+
 /**
  * `GET /.well-known/rxtrace.json`, no token: the service's own addresses, so a tool (the
  * simulators, a tote's setup script) asks the service where its MQTT broker is instead of
@@ -18,27 +35,38 @@ export type MqttEndpoints = {
  * interfaces as the HTTP API.
  */
 export function discoveryRoutes({ issuer, mqtt }: { issuer: string; mqtt: () => MqttEndpoints | null }) {
-  const app = new Hono<AppEnv>()
-  app.get('/.well-known/rxtrace.json', (c) => {
-    const endpoints = mqtt()
-    const host = bracketed(new URL(c.req.url).hostname)
-    const embedded = endpoints?.tcpPort != null
-    return c.json({
-      issuer,
-      api: `${issuer}/v1`,
-      openapi: `${issuer}/v1/openapi.json`,
-      console: `${issuer}/console/`,
-      mqtt: {
-        mode: endpoints === null ? 'starting' : embedded ? 'embedded' : 'external',
-        tcp: embedded ? `mqtt://${host}:${endpoints.tcpPort}` : (endpoints?.publicUrl ?? null),
-        websocket: embedded && endpoints.wsPort !== null ? `ws://${host}:${endpoints.wsPort}/mqtt` : null,
-        readings_topic: 'rxtrace/v1/totes/{tote_id}/readings',
-        errors_topic: 'rxtrace/v1/totes/{tote_id}/errors',
-      },
-    })
-  })
+  const app = new OpenAPIHono<AppEnv>()
+  app.openapi(
+    publicRoute({
+      method: 'get',
+      path: '/.well-known/rxtrace.json',
+      operationId: 'getServiceDiscovery',
+      tags: ['Operations'],
+      summary: "The service's addresses: API, console, and where totes connect over MQTT",
+      responses: { 200: json(Discovery, 'The addresses') },
+    }),
+    (c) => {
+      const endpoints = mqtt()
+      const host = new URL(c.req.url).host.replace(/:\d+$/, '') // keeps an IPv6 literal's brackets (RFC 3986 §3.2.2)
+      const tcpPort = endpoints?.tcpPort ?? null
+      const wsPort = endpoints?.wsPort ?? null
+      return c.json(
+        {
+          issuer,
+          api: `${issuer}/v1`,
+          openapi: `${issuer}/v1/openapi.json`,
+          console: `${issuer}/console/`,
+          mqtt: {
+            mode: endpoints === null ? ('starting' as const) : tcpPort !== null ? ('embedded' as const) : ('external' as const),
+            tcp: tcpPort !== null ? `mqtt://${host}:${tcpPort}` : (endpoints?.publicUrl ?? null),
+            websocket: tcpPort !== null && wsPort !== null ? `ws://${host}:${wsPort}/mqtt` : null,
+            readings_topic: 'rxtrace/v1/totes/{tote_id}/readings',
+            errors_topic: 'rxtrace/v1/totes/{tote_id}/errors',
+          },
+        },
+        200,
+      )
+    },
+  )
   return app
 }
-
-// RFC 3986 §3.2.2: an IPv6 literal goes in brackets (URL.hostname already has them; a bare one from elsewhere would not).
-const bracketed = (host: string) => (host.includes(':') && !host.startsWith('[') ? `[${host}]` : host)

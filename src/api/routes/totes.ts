@@ -1,5 +1,9 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
+import type { Clock } from '../../clock.js'
+import { notFound } from '../../errors.js'
 import type { ToteService } from '../../services/totes.js'
+import type { ReadingSink } from '../../timeseries/sink.js'
+import { recentReadings } from '../../timeseries/tote-readings.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -37,7 +41,21 @@ const ToteWithCredentials = Tote.extend({
   }),
 }).openapi('ToteWithCredentials')
 
-export function toteRoutes(totes: ToteService) {
+const ToteReading = z
+  .object({
+    ts: z.string().describe('Event time (the sensor clock)'),
+    temp_c: z.number(),
+    battery: z.number().nullable(),
+    humidity: z.number().nullable(),
+    seq: z.number().nullable(),
+    received_at: z.string(),
+    late: z.boolean().describe('Arrived after the rule engine had evaluated past its ts'),
+    delivery_id: z.string().nullable().describe('The delivery the tote was dispatched with at ts; null when it was on none'),
+    rx_id: z.string().nullable(),
+  })
+  .openapi('ToteReading')
+
+export function toteRoutes(totes: ToteService, sink: ReadingSink, clock: Clock) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(
     v1Route('totes:write', {
@@ -77,6 +95,28 @@ export function toteRoutes(totes: ToteService) {
       responses: { 200: json(pageOf(Tote), 'A page of totes') },
     }),
     async (c) => c.json(await totes.list(c.get('principal'), c.req.valid('query')), 200),
+  )
+
+  app.openapi(
+    v1Route('telemetry:read', {
+      method: 'get',
+      path: '/v1/totes/{id}/readings',
+      operationId: 'listToteReadings',
+      tags: ['Totes'],
+      summary: "A tote's recent readings, newest first, each with the delivery it went to",
+      description:
+        'Where a reading went: each carries the delivery the tote was dispatched with at its ts, or null. A driver reads temperatures through their delivery instead (404 here).',
+      request: { params: idParam('tt'), query: pageQuery },
+      responses: { 200: json(pageOf(ToteReading), 'A page of readings, newest first') },
+    }),
+    async (c) => {
+      const principal = c.get('principal')
+      const { id } = c.req.valid('param')
+      await totes.get(principal, id) // the tenant walls of GET /v1/totes/{id}
+      // A driver's readings are their deliveries' traces; a tote's other trips are not theirs to see.
+      if (principal.driverId) throw notFound('tote')
+      return c.json(await recentReadings(sink, id, c.req.valid('query'), clock.now()), 200)
+    },
   )
   return app
 }
