@@ -10,7 +10,7 @@ import { Webhook } from 'standardwebhooks'
  * package and prints every verified event on one line. Unverifiable requests get 401 and a
  * line saying so. Run alone:
  *
- *   npx tsx simulators/webhook-receiver.ts --secret whsec_… [--port 9000]   (or WEBHOOK_SECRET=…)
+ *   npx tsx simulators/webhook-receiver.ts --secret whsec_… [--port 9090]   (or WEBHOOK_SECRET=…)
  */
 
 export type WebhookEvent = {
@@ -100,7 +100,7 @@ async function main(): Promise<void> {
   let values: { secret?: string; port?: string; host?: string }
   try {
     ;({ values } = parseArgs({
-      options: { secret: { type: 'string' }, port: { type: 'string', default: '9000' }, host: { type: 'string', default: '127.0.0.1' } },
+      options: { secret: { type: 'string' }, port: { type: 'string', default: '9090' }, host: { type: 'string', default: '127.0.0.1' } },
     }))
   } catch (error) {
     return usage((error as Error).message)
