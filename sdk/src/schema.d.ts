@@ -4059,6 +4059,37 @@ export interface operations {
                     "application/json": components["schemas"]["ServiceDiscovery"];
                 };
             };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listPharmacies: {
@@ -9046,25 +9077,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description Malformed JSON or a missing Idempotency-Key */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing or invalid access token */
+            /** @description `unauthorized`: missing or invalid access token */
             401: {
                 headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token lacks the required scope */
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9073,7 +9097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not found, or not visible to this token */
+            /** @description `not_found`: not found, or not visible to this token */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9082,25 +9106,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body larger than 256 KiB */
-            413: {
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
                 headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Body is not application/json */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Validation failed; `errors` lists JSON pointers */
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9109,9 +9126,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
