@@ -71,6 +71,7 @@ const walls: Record<string, Wall> = {
   'GET /v1/products/{id}/stability/versions': 'tenant',
   'POST /v1/totes': 'none',
   'GET /v1/totes/{id}': 'tenant',
+  'GET /v1/totes/{id}/readings': 'tenant',
   'GET /v1/totes': 'none',
   'POST /v1/users': 'none',
   'GET /v1/users': 'none',

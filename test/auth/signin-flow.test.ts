@@ -69,6 +69,7 @@ describe('a pharmacist signs in to a first-party public app', () => {
       'pharmacies:read',
       'prescriptions:read',
       'prescriptions:write',
+      'products:write',
       'telemetry:read',
       'webhooks:read',
     ])
