@@ -7,12 +7,11 @@ const config: KnipConfig = {
     '.': {
       entry: [
         'src/main.ts',
-        'bench/*.ts',
-        // Forked by the benchmarks as child processes (bench/ingest.ts, bench/fleet.ts).
-        'bench/lib/ingest-ceiling-broker.ts',
-        'bench/lib/ingest-publisher.ts',
-        'bench/lib/questdb-standin.ts',
-        'scripts/*.ts',
+        'test/bench/*.ts',
+        // Forked by the benchmarks as child processes (test/bench/ingest.ts, bench/fleet.ts).
+        'test/bench/lib/ingest-ceiling-broker.ts',
+        'test/bench/lib/ingest-publisher.ts',
+        'test/bench/lib/questdb-standin.ts',
         'simulators/*.ts',
         'test/**/*.test.ts',
         'test/**/*.bench.ts', // vitest bench
@@ -25,8 +24,7 @@ const config: KnipConfig = {
         'broker/**/*.ts',
         'rules/**/*.ts',
         'simulators/**/*.ts',
-        'bench/**/*.ts',
-        'scripts/**/*.ts',
+        'test/bench/**/*.ts',
         'test/**/*.ts',
         'console/src/**/*.ts',
       ],
@@ -35,8 +33,8 @@ const config: KnipConfig = {
       ignoreDependencies: ['swagger-ui-dist', 'axe-core'],
     },
     sdk: {
-      entry: ['test/**/*.test.ts'],
-      project: ['src/**/*.ts', 'test/**/*.ts'],
+      entry: ['test/**/*.test.ts', 'scripts/*.ts'],
+      project: ['src/**/*.ts', 'test/**/*.ts', 'scripts/**/*.ts'],
     },
     'sdk/react-native': {
       entry: ['test/**/*.test.{ts,tsx}'],

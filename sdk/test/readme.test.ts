@@ -55,7 +55,7 @@ describe('the README example', () => {
     const repo = fileURLToPath(new URL('../..', import.meta.url))
     const scratch = await mkdtemp(join(tmpdir(), 'rxtrace-sdk-user-')) // outside the repository: no workspace to fall back on
     try {
-      const { stdout: packed } = await run(process.execPath, ['--import', 'tsx', 'scripts/sdk-pack.ts', '--out', scratch], { cwd: repo })
+      const { stdout: packed } = await run(process.execPath, ['--import', 'tsx', 'sdk/scripts/pack.ts', '--out', scratch], { cwd: repo })
       const tarball = packed.trim().split('\n').at(-1)!
       expect(tarball).toMatch(/rxtrace-sdk-[\d.]+\.tgz$/)
       const app = join(scratch, 'my-app')

@@ -1,6 +1,6 @@
 import { fc, test } from '@fast-check/vitest'
 import { afterAll, beforeAll, describe, expect } from 'vitest'
-import { seedEndedDeliveries } from '../../bench/lib/fleet-seed.js'
+import { seedEndedDeliveries } from '../bench/lib/fleet-seed.js'
 import { divideHalfEven, priceLine } from '../../src/domain/pricing.js'
 import { PeriodReader, type ReconciliationLine, type Totals } from '../../src/services/reconciliation.js'
 import { startTestService, type TestApi } from '../helpers/service.js'

@@ -17,8 +17,8 @@ import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { gzipSync } from 'node:zlib'
-import { CONSOLE_DIST } from '../src/api/routes/console.js'
-import { launchChromium, signInToConsole, startConsoleWorld } from '../test/console/console-world.js'
+import { CONSOLE_DIST } from '../../src/api/routes/console.js'
+import { launchChromium, signInToConsole, startConsoleWorld } from '../../test/console/console-world.js'
 import { parseBenchArgs } from './lib/args.js'
 
 const raw = parseBenchArgs(

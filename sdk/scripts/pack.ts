@@ -11,12 +11,12 @@ import { fileURLToPath } from 'node:url'
  * any project, JavaScript or TypeScript, bundler or not. Prints the tarball's path.
  */
 
-const sdk = fileURLToPath(new URL('../sdk/', import.meta.url))
+const sdk = fileURLToPath(new URL('../', import.meta.url))
 const outIndex = process.argv.indexOf('--out')
 const out = resolve(outIndex > 0 ? process.argv[outIndex + 1]! : '.')
 const staging = mkdtempSync(join(tmpdir(), 'rxtrace-sdk-pack-'))
 try {
-  const tsc = fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url))
+  const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url))
   execFileSync(
     process.execPath,
     [tsc, '-p', sdk, '--noEmit', 'false', '--declaration', '--rootDir', join(sdk, 'src'), '--outDir', join(staging, 'dist')],

@@ -5,9 +5,9 @@
  */
 import { mkdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { launchChromium, seedQueue, signInToConsole, startConsoleWorld } from '../test/console/console-world.js'
+import { launchChromium, seedQueue, signInToConsole, startConsoleWorld } from '../../test/console/console-world.js'
 
-const OUT = fileURLToPath(new URL('../docs/console/', import.meta.url))
+const OUT = fileURLToPath(new URL('../../docs/console/', import.meta.url))
 mkdirSync(OUT, { recursive: true })
 
 const world = await startConsoleWorld()

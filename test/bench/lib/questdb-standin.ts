@@ -3,7 +3,7 @@
  * ILP `POST /write` answered 204 after `delayMs` (QuestDB's WAL commit as seen by a client), /exec
  * answering DDL, `wal_tables()` (always applied) and `SELECT count()`, /settings. It keeps the
  * table as DEDUP UPSERT KEYS(ts, tote_id) would: one row per (tote_id, ts). Run as its own
- * process (`node --import tsx bench/lib/questdb-standin.ts <delayMs>`): it prints its port on
+ * process (`node --import tsx test/bench/lib/questdb-standin.ts <delayMs>`): it prints its port on
  * stdout, and its CPU is not the service's.
  *
  * It must not be what limits the bench: it shares the machine's cores with the service, so a

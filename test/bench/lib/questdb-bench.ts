@@ -21,7 +21,7 @@ export type StandIn = {
 
 /** Starts the stand-in answering writes 204 after `delayMs`. */
 export async function startQuestdbStandin(delayMs: number): Promise<StandIn> {
-  const child = fork(join(repoRoot, 'bench/lib/questdb-standin.ts'), [String(delayMs)], {
+  const child = fork(join(repoRoot, 'test/bench/lib/questdb-standin.ts'), [String(delayMs)], {
     cwd: repoRoot,
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
@@ -45,7 +45,7 @@ export async function startQuestdbStandin(delayMs: number): Promise<StandIn> {
   }
 }
 
-/** What bench/ingest.ts measured of a phase, as far as the QuestDB verdicts need it. */
+/** What test/bench/ingest.ts measured of a phase, as far as the QuestDB verdicts need it. */
 export type PhaseFigures = {
   readingsPerS: number
   p50Ms: number

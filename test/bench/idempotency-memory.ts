@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { parseBenchArgs } from './lib/args.js'
-import { startTestService } from '../test/helpers/service.js'
+import { startTestService } from '../../test/helpers/service.js'
 
 const opts = parseBenchArgs(
   'bench:idempotency',

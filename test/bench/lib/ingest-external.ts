@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { startMosquitto, type Mosquitto } from '../../test/helpers/mosquitto.js'
+import { startMosquitto, type Mosquitto } from '../../../test/helpers/mosquitto.js'
 import type { Phase, PhaseResult } from './ingest-protocol.js'
 import { formatSummary, summarize } from './cpuprofile.js'
 import { connectProfiler, inspectorUrlFrom } from './ingest-profiler.js'
@@ -42,7 +42,7 @@ export type ExternalOptions = {
   modes?: ReadonlySet<string>
   /** Mode names (embedded, external-1-worker, external-2-workers) whose main phase is CPU-profiled, one profile per copy, in this directory. */
   profile?: { modes: ReadonlySet<string>; dir: string }
-  /** The publisher of bench/ingest.ts (a child process). */
+  /** The publisher of test/bench/ingest.ts (a child process). */
   publisher: {
     child: { pid?: number }
     connect(url: string, totes: { id: string; username: string; password: string }[], subscribeErrors: boolean): Promise<void>

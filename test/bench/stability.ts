@@ -6,7 +6,7 @@
  */
 import { cpus, loadavg } from 'node:os'
 import { performance } from 'node:perf_hooks'
-import { openLedger, replayLedger, type ItemStability } from '../rules/index.js'
+import { openLedger, replayLedger, type ItemStability } from '../../rules/index.js'
 import { parseBenchArgs } from './lib/args.js'
 import { percentile, round } from './lib/ingest-stats.js'
 

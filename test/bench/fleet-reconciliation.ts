@@ -3,7 +3,7 @@
  *
  * The whole service runs in this process on a SQLite file in a fresh temporary DATA_DIR (or on
  * PostgreSQL with --database-url, in its own schema, dropped afterwards); the deliveries are
- * written straight into the store (bench/lib/fleet-seed.ts), then
+ * written straight into the store (test/bench/lib/fleet-seed.ts), then
  * `GET /v1/fleets/{id}/reconciliation` is read in full through the app, JSON and CSV, for
  * periods holding 10 %, 50 % and 100 % of them. For each run: wall time, CPU time (this process:
  * service and reader together) per line, and memory: the heap and RSS peaks over the run,
@@ -29,7 +29,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks'
 import pg from 'pg'
 import { parseBenchArgs } from './lib/args.js'
 import { seedEndedDeliveries } from './lib/fleet-seed.js'
-import { startTestService } from '../test/helpers/service.js'
+import { startTestService } from '../../test/helpers/service.js'
 
 const opts = parseBenchArgs(
   'bench:fleet:reconciliation',

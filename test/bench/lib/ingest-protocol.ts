@@ -1,4 +1,4 @@
-/** Messages between bench/ingest.ts and its publisher child (bench/lib/ingest-publisher.ts), over Node IPC. */
+/** Messages between test/bench/ingest.ts and its publisher child (test/bench/lib/ingest-publisher.ts), over Node IPC. */
 
 export type ToteCredentials = { id: string; username: string; password: string }
 

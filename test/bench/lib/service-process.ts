@@ -4,7 +4,7 @@ import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+export const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
 
 // Start-up runs migrations and creates a signing key; on a busy 2-core machine that takes seconds.
 const READY_TIMEOUT_MS = 60_000

@@ -8,7 +8,7 @@
  * 1. The service runs as a child process exactly as `npm start` would (SQLite, fresh DATA_DIR,
  *    REORDER_WINDOW_S=0), with room for the subscribers in EVENT_STREAM_MAX_PER_TENANT.
  * 2. A fleet gets `--totes` totes; the first `--bound` are dispatched on cold-chain deliveries.
- * 3. Baseline: the publisher child (bench/lib/ingest-publisher.ts: MQTT 3.1.1, QoS 1) sends
+ * 3. Baseline: the publisher child (test/bench/lib/ingest-publisher.ts: MQTT 3.1.1, QoS 1) sends
  *    `--rate` single readings/s for `--baseline-s` with no stream open: PUBACK p99 alone.
  * 4. `--subscribers` SSE readers (node:http, in this process) open
  *    GET /v1/fleets/{id}/exceptions/stream with the fleet's own token.
@@ -361,12 +361,12 @@ async function exceptionsSection() {
 }
 
 /**
- * Section `reconciliation` — bench/fleet-reconciliation.ts in its own node process (with
+ * Section `reconciliation` — test/bench/fleet-reconciliation.ts in its own node process (with
  * --expose-gc, so its memory peaks are measured from a collected heap): 100,000 ended
  * deliveries (`--deliveries`) read as JSON and CSV for periods of 10 %, 50 % and 100 % of them.
  */
 async function reconciliationSection(): Promise<unknown> {
-  const child = fork(join(repoRoot, 'bench/fleet-reconciliation.ts'), ['--deliveries', opt.deliveries, '--repeat', opt.repeat], {
+  const child = fork(join(repoRoot, 'test/bench/fleet-reconciliation.ts'), ['--deliveries', opt.deliveries, '--repeat', opt.repeat], {
     execArgv: ['--expose-gc', '--import', 'tsx'],
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   })
@@ -375,7 +375,7 @@ async function reconciliationSection(): Promise<unknown> {
     out += chunk.toString()
   })
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
-  if (code !== 0) throw new Error(`bench/fleet-reconciliation.ts exited with ${code}`)
+  if (code !== 0) throw new Error(`test/bench/fleet-reconciliation.ts exited with ${code}`)
   return JSON.parse(out)
 }
 

@@ -1,5 +1,5 @@
-import type { Db } from '../../src/store/schema.js'
-import { mulberry32 } from '../../test/helpers/prng.js'
+import type { Db } from '../../../src/store/schema.js'
+import { mulberry32 } from '../../../test/helpers/prng.js'
 
 const STATUSES = ['DELIVERED', 'DELIVERED', 'DELIVERED', 'FAILED', 'RETURNED'] as const
 

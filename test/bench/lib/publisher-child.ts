@@ -4,11 +4,11 @@ import type { FromPublisher, ToPublisher } from './ingest-protocol.js'
 import { repoRoot } from './ingest-service.js'
 
 /**
- * Forks bench:ingest's publisher (bench/lib/ingest-publisher.ts) and returns it with `ask`: send a
+ * Forks bench:ingest's publisher (test/bench/lib/ingest-publisher.ts) and returns it with `ask`: send a
  * message, wait for the answer of the given type (an `error` reply or the child's exit rejects).
  */
 export function forkPublisher(execArgv: string[] = []) {
-  const child = fork(join(repoRoot, 'bench/lib/ingest-publisher.ts'), [], {
+  const child = fork(join(repoRoot, 'test/bench/lib/ingest-publisher.ts'), [], {
     cwd: repoRoot,
     execArgv: [...execArgv, '--import', 'tsx'],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],

@@ -5,12 +5,12 @@
  * 1. The service runs as a child process (`node <npm start's node flags> --import tsx src/main.ts`) on SQLite in a fresh
  *    DATA_DIR with REORDER_WINDOW_S=0; totes, cold-chain prescriptions and dispatches are created
  *    over HTTP, so readings are bound and judged by the rule engine.
- * 2. A second child (bench/lib/ingest-publisher.ts) connects the totes with their own credentials
+ * 2. A second child (test/bench/lib/ingest-publisher.ts) connects the totes with their own credentials
  *    (mqtt.js, MQTT 3.1.1, QoS 1, clean session) and runs the phases; it measures publish → PUBACK.
  * 3. Some bound totes publish −2 °C (below the refrigerated profile's hard_min_c 0 °C): an
  *    immediate `cold-chain.break`. Reading → event latency is the event's `created_at` in the
  *    outbox minus the publish time (same machine, same clock).
- * 4. A bare Aedes broker (bench/lib/ingest-ceiling-broker.ts) with the same publisher gives the ceiling.
+ * 4. A bare Aedes broker (test/bench/lib/ingest-ceiling-broker.ts) with the same publisher gives the ceiling.
  * 5. RSS from /proc/<pid>/status; 5,000 connected totes in a phase of its own (first, on a fresh process).
  * 6. After a graceful stop, every PUBACKed reading must be in readings.db.
  *
@@ -71,7 +71,7 @@ const opt = parseBenchArgs(
     /** Measure the bare-Aedes ceiling only (quick reference runs). */
     'only-ceiling': { type: 'boolean', default: false },
     'keep-data': { type: 'boolean', default: false },
-    /** `embedded` (the phases above) or `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker (bench/lib/ingest-external.ts). */
+    /** `embedded` (the phases above) or `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker (test/bench/lib/ingest-external.ts). */
     mode: { type: 'string', default: 'embedded' },
     /** External mode: which of embedded, external-1-worker, external-2-workers to run (comma-separated; default all). */
     'external-modes': { type: 'string', default: '' },
@@ -82,7 +82,7 @@ const opt = parseBenchArgs(
     /**
      * Where readings go: `sqlite` (the embedded default), `postgres` (DATABASE_URL without
      * QUESTDB_CONFIG: entities and readings in a fresh schema of --database-url), or
-     * `questdb-standin` (QUESTDB_CONFIG pointing at bench/lib/questdb-standin.ts, which answers
+     * `questdb-standin` (QUESTDB_CONFIG pointing at test/bench/lib/questdb-standin.ts, which answers
      * each write after --questdb-delay-ms; the report's `questdb` holds both QuestDB targets).
      */
     sink: { type: 'string', default: 'sqlite' },
@@ -352,7 +352,7 @@ const metRate = (m: Measured, targetPerS: number) =>
  * per message at the same offered load.
  */
 async function ceilingRun(pacedRate?: number): Promise<{ measured: Measured; paced: Measured | null; rssMb: number | null }> {
-  const child: ChildProcess = fork(join(repoRoot, 'bench/lib/ingest-ceiling-broker.ts'), [], {
+  const child: ChildProcess = fork(join(repoRoot, 'test/bench/lib/ingest-ceiling-broker.ts'), [], {
     cwd: repoRoot,
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],

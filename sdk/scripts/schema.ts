@@ -6,11 +6,11 @@
  */
 import { readFile, writeFile } from 'node:fs/promises'
 import openapiTS, { astToString } from 'openapi-typescript'
-import { loadConfig } from '../src/config.js'
-import { buildService } from '../src/service.js'
-import { createSqliteSink } from '../src/timeseries/sqlite-sink.js'
+import { loadConfig } from '../../src/config.js'
+import { buildService } from '../../src/service.js'
+import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 
-const target = new URL('../sdk/src/schema.d.ts', import.meta.url)
+const target = new URL('../src/schema.d.ts', import.meta.url)
 const write = process.argv.includes('--write')
 
 async function currentDocument(): Promise<Record<string, unknown>> {
