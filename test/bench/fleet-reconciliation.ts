@@ -21,15 +21,11 @@
  *
  * Options: --deliveries N (default 100000)  --repeat N (3: best wall time of N)  --database-url URL
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { cpus, tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
+import { cpus } from 'node:os'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import pg from 'pg'
 import { parseBenchArgs } from './lib/args.js'
 import { seedEndedDeliveries } from './lib/fleet-seed.js'
-import { startTestService } from '../../test/helpers/service.js'
+import { startInProcessBenchService } from './lib/in-process-service.js'
 
 const opts = parseBenchArgs(
   'bench:fleet:reconciliation',
@@ -47,15 +43,9 @@ const TO = Date.parse('2026-12-01T00:00:00.000Z')
 const gc = (globalThis as { gc?: () => void }).gc
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
-const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-fleet-'))
-const schema = `rx_bench_${randomBytes(4).toString('hex')}`
 const databaseUrl = opts['database-url']
-const api = await startTestService(
-  { DATA_DIR: dataDir, TOKEN_TTL_S: '86400' },
-  {
-    store: databaseUrl ? { kind: 'postgres', url: databaseUrl, schema } : { kind: 'sqlite', file: join(dataDir, 'rxtrace.db') },
-  },
-)
+const bench = await startInProcessBenchService('fleet', { TOKEN_TTL_S: '86400' }, databaseUrl)
+const api = bench.api
 try {
   const admin = await api.adminToken()
   const fleetId = (await api.post('/v1/fleets', admin, { name: 'Bench Couriers' })).body.id as string
@@ -186,7 +176,7 @@ try {
     `${JSON.stringify(
       {
         bench: 'fleet:reconciliation',
-        store: databaseUrl ? 'postgres' : 'sqlite',
+        store: bench.store,
         deliveries: COUNT,
         repeat: REPEAT,
         gc: Boolean(gc),
@@ -201,12 +191,5 @@ try {
     )}\n`,
   )
 } finally {
-  await api.stop()
-  if (databaseUrl) {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    await client.query(`drop schema if exists "${schema}" cascade`)
-    await client.end()
-  }
-  rmSync(dataDir, { recursive: true, force: true })
+  await bench.stop()
 }

@@ -12,14 +12,10 @@
  *
  * Options: --creates N (300)  --body-kib N (200)  --sqlite-cache-mib N (64)  --database-url URL
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
+import { cpus, loadavg } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import pg from 'pg'
 import { parseBenchArgs } from './lib/args.js'
-import { startTestService } from '../../test/helpers/service.js'
+import { startInProcessBenchService } from './lib/in-process-service.js'
 
 const opts = parseBenchArgs(
   'bench:idempotency',
@@ -37,15 +33,9 @@ const gc = (globalThis as { gc?: () => void }).gc
 const log = (line: string) => process.stderr.write(`${line}\n`)
 const mib = (bytes: number) => Number((bytes / 2 ** 20).toFixed(1))
 
-const dataDir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-idem-'))
-const schema = `rx_bench_${randomBytes(4).toString('hex')}`
 const databaseUrl = opts['database-url']
-const api = await startTestService(
-  { DATA_DIR: dataDir, SQLITE_CACHE_MIB: opts['sqlite-cache-mib'] },
-  {
-    store: databaseUrl ? { kind: 'postgres', url: databaseUrl, schema } : { kind: 'sqlite', file: join(dataDir, 'rxtrace.db') },
-  },
-)
+const bench = await startInProcessBenchService('idem', { SQLITE_CACHE_MIB: opts['sqlite-cache-mib'] }, databaseUrl)
+const api = bench.api
 try {
   const admin = await api.adminToken()
   const pharmacyId = (await api.pharmacy(admin)).id
@@ -87,7 +77,7 @@ try {
     `${JSON.stringify(
       {
         bench: 'idempotency',
-        store: databaseUrl ? 'postgres' : 'sqlite',
+        store: bench.store,
         sqlite_cache_mib: databaseUrl ? null : Number(opts['sqlite-cache-mib']),
         body_kib: BODY_BYTES / 1024,
         gc: Boolean(gc),
@@ -104,12 +94,5 @@ try {
     )}\n`,
   )
 } finally {
-  await api.stop()
-  if (databaseUrl) {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    await client.query(`drop schema if exists "${schema}" cascade`)
-    await client.end()
-  }
-  rmSync(dataDir, { recursive: true, force: true })
+  await bench.stop()
 }
