@@ -28,7 +28,10 @@ describe('operator CLI (npm run cli)', () => {
   let admin: string
   let pharmacyId: string
 
-  /** `npx tsx src/cli.ts …` against the test's DATA_DIR, as an operator would run it. */
+  /**
+   * `src/cli.ts …` against the test's DATA_DIR, as an operator would run it (`npm run cli`), through
+   * tsx's loader in one node process: `npx tsx` would add npm's and tsx's own processes to every run.
+   */
   function cli(...args: string[]): Promise<Run> {
     return cliIn(dataDir, ...args)
   }
@@ -45,17 +48,22 @@ describe('operator CLI (npm run cli)', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dir, NODE_OPTIONS: '' }
     delete env.DATABASE_URL
     return new Promise((resolve) => {
-      const child = execFile('npx', ['tsx', 'src/cli.ts', ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
-        let json: unknown = null
-        try {
-          json = JSON.parse(stdout)
-        } catch {
-          /* help text, or nothing */
-        }
-        // npm may warn about its own configuration on stderr; that is not the CLI speaking.
-        const lines = stderr.split('\n').filter((l) => l && !l.startsWith('npm warn'))
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr: lines, json })
-      })
+      const child = execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli.ts', ...args],
+        { env, timeout: 60_000 },
+        (error, stdout, stderr) => {
+          let json: unknown = null
+          try {
+            json = JSON.parse(stdout)
+          } catch {
+            /* help text, or nothing */
+          }
+          // npm may warn about its own configuration on stderr; that is not the CLI speaking.
+          const lines = stderr.split('\n').filter((l) => l && !l.startsWith('npm warn'))
+          resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr: lines, json })
+        },
+      )
       child.stdin?.end(input ?? '')
     })
   }

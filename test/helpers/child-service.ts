@@ -101,7 +101,7 @@ function spawnService(env: Record<string, string>, nodeArgs: readonly string[] =
 }
 
 /** Runs the service with `env` until it exits by itself (start-up failures); kills it after `timeoutMs`. */
-export async function runUntilExit(env: Record<string, string>, timeoutMs = 40_000): Promise<Exit & { stdout: string; stderr: string }> {
+export async function runUntilExit(env: Record<string, string>, timeoutMs = 90_000): Promise<Exit & { stdout: string; stderr: string }> {
   const proc = spawnService(env)
   const timer = setTimeout(() => proc.child.kill('SIGKILL'), timeoutMs)
   const exit = await proc.exited

@@ -164,7 +164,7 @@ describe('start-up errors name their cause', () => {
     } finally {
       await first.dispose()
     }
-  }, 90_000)
+  }, 180_000)
 
   it('two listeners given one port names both variables', async ({ annotate }) => {
     const port = await freePort()
