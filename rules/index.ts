@@ -17,6 +17,7 @@ export { initialColdChain, type ClosedExcursion, type ColdChainState, type OpenI
 export { evaluate, replay, type Reading } from './engine.js'
 export { MKT_MIN_COVERAGE_S } from './breaks.js'
 export { checkSilence } from './silence.js'
+export { beyondHardLimit, breakOnArrival } from './hard-limit.js'
 export { reconcile, recompute } from './late.js'
 export { coldChainSummarySchema, excursionSummarySchema, summarize, type ColdChainSummary, type ExcursionSummary } from './summary.js'
 export { ReorderBuffer, type PushResult } from './reorder.js'

@@ -56,6 +56,11 @@ export class ReorderBuffer<R extends { ts: number }> {
     return this.pending.length === 0 ? null : this.lastArrivalMs + this.windowMs
   }
 
+  /** The readings still held, ascending ts (a view: read it before the next push or release). */
+  held(): readonly R[] {
+    return this.pending
+  }
+
   get size(): number {
     return this.pending.length
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { evaluate, type ColdChainState, type RuleEvent } from '../../rules/index.js'
+import { beyondHardLimit, breakOnArrival, evaluate, type ColdChainState, type RuleEvent } from '../../rules/index.js'
 import type { Clock } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
@@ -144,11 +144,27 @@ export class ColdChainMonitor {
       const pushed = this.buffers.push(row, now)
       if (pushed.late) addLate(late, track, row)
       this.evaluateReleased(pushed.released)
+      if (!pushed.late && !pushed.duplicate && track.state.broken === null && beyondHardLimit(track.binding.profile, row.temp_c))
+        this.judgeOnArrival(track, row)
     }
     for (const [track, readings] of late) this.judgeLate(track, readings)
     late.clear()
     this.deps.metrics.ruleEvaluation.observe((performance.now() - started) / 1_000)
     this.schedulePersist()
+  }
+
+  /**
+   * A reading past a hard limit breaks the delivery now, not after the reorder window
+   * (rules/hard-limit.ts): judged on the delivery's readings the window holds up to it.
+   */
+  private judgeOnArrival(track: Track, row: ReadingRow): void {
+    const events = this.scratchEvents
+    const held = this.buffers.held(row.tote_id)
+    const mine = held.every((r) => r.delivery_id === row.delivery_id) ? held : held.filter((r) => r.delivery_id === row.delivery_id)
+    if (!breakOnArrival(track.state, track.binding.profile, row, mine, events)) return
+    track.dirty = true
+    this.pending.add(track, events)
+    events.length = 0
   }
 
   /**

@@ -14,6 +14,9 @@
  * 5. RSS from /proc/<pid>/status; 5,000 connected totes in a phase of its own (first, on a fresh process).
  * 6. After a graceful stop, every PUBACKed reading must be in readings.db.
  *
+ * 8. `--mode hard-limit` (test/bench/lib/ingest-hard-limit.ts): reading → `cold-chain.break` for a reading past a
+ *    hard limit with the shipped reorder window (REORDER_WINDOW_S=30): judged on arrival, target p99 < 1 s.
+ *
  * 7. The main runs are paced at the issue's target rates (20,000 single readings/s for 30 s; 1,000
  *    batches of 100/s for 20 s); rate ladders before them find the highest paced rate that still
  *    keeps PUBACK p99 under 50 ms (headroom). `targets` in the output gives each target's verdict.
@@ -37,6 +40,7 @@ import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-sta
 import { parseBenchArgs } from './lib/args.js'
 import { forkPublisher } from './lib/publisher-child.js'
 import { runExternalComparison } from './lib/ingest-external.js'
+import { hardLimitLatency } from './lib/ingest-hard-limit.js'
 import { QUESTDB_TARGET, questdbReport, startQuestdbStandin, type PhaseFigures } from './lib/questdb-bench.js'
 
 const opt = parseBenchArgs(
@@ -71,7 +75,10 @@ const opt = parseBenchArgs(
     /** Measure the bare-Aedes ceiling only (quick reference runs). */
     'only-ceiling': { type: 'boolean', default: false },
     'keep-data': { type: 'boolean', default: false },
-    /** `embedded` (the phases above) or `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker (test/bench/lib/ingest-external.ts). */
+    /**
+     * `embedded` (the phases above), `external`: Mosquitto with 1 and 2 ingest workers next to the embedded broker
+     * (test/bench/lib/ingest-external.ts), or `hard-limit`: reading → break of a hard-limit reading with the 30 s reorder window.
+     */
     mode: { type: 'string', default: 'embedded' },
     /** External mode: which of embedded, external-1-worker, external-2-workers to run (comma-separated; default all). */
     'external-modes': { type: 'string', default: '' },
@@ -87,6 +94,9 @@ const opt = parseBenchArgs(
      */
     sink: { type: 'string', default: 'sqlite' },
     'questdb-delay-ms': { type: 'string', default: '20' },
+    /** Hard-limit mode: seconds over which the totes' freeze readings are spread, and the reorder window. */
+    'hard-limit-s': { type: 'string', default: '30' },
+    'hard-limit-window-s': { type: 'string', default: '30' },
   },
 )
 const SINK = opt.sink
@@ -419,7 +429,24 @@ async function main() {
     }
     return
   }
-  if (opt.mode !== 'embedded') throw new Error(`--mode must be embedded or external, not ${opt.mode}`)
+  if (opt.mode === 'hard-limit') {
+    const report = await hardLimitLatency({
+      // --totes defaults to 1,000 for the throughput phases; 200 totes reporting every second is a busy pharmacy's fleet.
+      totes: process.argv.includes('--totes') ? TOTES : 200,
+      seconds: Number(opt['hard-limit-s']),
+      windowS: Number(opt['hard-limit-window-s']),
+      log,
+    })
+    process.stdout.write(
+      JSON.stringify({
+        mode: 'hard-limit',
+        ...report,
+        machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
+      }) + '\n',
+    )
+    return
+  }
+  if (opt.mode !== 'embedded') throw new Error(`--mode must be embedded, external or hard-limit, not ${opt.mode}`)
   if (opt['only-ceiling']) {
     const { measured, paced, rssMb } = await ceilingRun(opt.rate ? Number(opt.rate) : undefined)
     process.stdout.write(

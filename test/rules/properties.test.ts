@@ -1,9 +1,12 @@
 // Determinism of the cold-chain rules (SPEC §5), checked with fast-check over random deliveries:
 // arrival order within the reorder window, duplicates, batching, restarts and wall-clock silence
-// checks never change what the readings say.
+// checks never change what the readings say. The one exception is the break a hard-limit reading
+// raises on arrival (rules/hard-limit.ts): it is judged on what had arrived, and stands.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
+  beyondHardLimit,
+  breakOnArrival,
   builtInProfiles,
   checkSilence,
   evaluate,
@@ -73,7 +76,11 @@ function toDelivery({ profile, firstAfterMs, steps }: { profile: TemperatureProf
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T
 const byKey = (events: RuleEvent[]) => [...events].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
 
-/** Live operation: readings arrive at `ts + delay` (any order that implies), go through the reorder buffer and evaluate. */
+/**
+ * Live operation as the service runs it: readings arrive at `ts + delay` (any order that implies), go
+ * through the reorder buffer and evaluate; a hard-limit reading is judged on arrival (breakOnArrival).
+ * `arrivedAtBreak`: the readings that had arrived when the break went out.
+ */
 function live(d: Delivery, windowMs: number) {
   const arrivals = d.readings
     .map((reading, i) => ({ reading, arrival: reading.ts + Math.floor((d.steps[i]!.delay / 1000) * windowMs), tie: d.steps[i]!.tie }))
@@ -82,27 +89,63 @@ function live(d: Delivery, windowMs: number) {
   const state = initialColdChain(d.profile, BOUND_AT)
   const events: RuleEvent[] = []
   const flags: { late: boolean; duplicate: boolean }[] = []
+  let arrivedAtBreak: Reading[] | null = null
+  const arrived: Reading[] = []
   for (const { reading, arrival } of arrivals) {
+    const unbroken = state.broken === null
     evaluate(state, d.profile, buffer.flushSilent(arrival), events) // the wall-clock timer
     const pushed = buffer.push(reading, arrival)
+    arrived.push(reading)
     flags.push({ late: pushed.late, duplicate: pushed.duplicate })
     evaluate(state, d.profile, pushed.released, events)
+    breakOnArrival(state, d.profile, reading, buffer.held(), events)
+    if (beyondHardLimit(d.profile, reading.temp_c)) expect(state.broken, 'a hard-limit reading breaks on arrival').not.toBeNull()
+    if (unbroken && state.broken !== null) arrivedAtBreak = [...arrived]
   }
   evaluate(state, d.profile, buffer.flushAll(), events)
-  return { state, events, flags, buffer }
+  return { state, events, flags, buffer, arrivedAtBreak }
 }
 
 const RUNS = { numRuns: 300 }
 
 describe('determinism (fast-check)', () => {
-  it('any arrival order within the reorder window yields exactly the events of in-order arrival', () => {
+  it('any arrival order within the reorder window yields exactly the events of in-order arrival, but for a break raised on arrival', () => {
     fc.assert(
       fc.property(deliveryArb.map(toDelivery), fc.constantFrom(0, 1_000, 30_000, 120_000), (d, windowMs) => {
         const inOrder = replay(d.profile, BOUND_AT, d.readings)
         const shuffled = live(d, windowMs)
         expect(shuffled.flags.every((f) => !f.late && !f.duplicate)).toBe(true)
-        expect(shuffled.events).toEqual(inOrder.events)
-        expect(shuffled.state).toEqual(inOrder.state)
+        // Every other rule (excursions, recoveries, sensor gaps, stability warnings) and every figure: as in order.
+        const notBreak = (es: RuleEvent[]) => es.filter((e) => e.type !== 'cold-chain.break')
+        expect(notBreak(shuffled.events)).toEqual(notBreak(inOrder.events))
+        expect({ ...shuffled.state, broken: null }).toEqual({ ...inOrder.state, broken: null })
+        // One break in both or in neither, never raised twice.
+        const liveBreaks = shuffled.events.filter((e) => e.type === 'cold-chain.break')
+        const orderBreak = inOrder.events.find((e) => e.type === 'cold-chain.break')
+        expect(liveBreaks.length).toBe(orderBreak ? 1 : 0)
+        if (!orderBreak) return
+        const liveBreak = liveBreaks[0]!
+        // The break is the in-order judgement of the readings that had arrived when it went out …
+        const arrived = [...shuffled.arrivedAtBreak!].sort((a, b) => a.ts - b.ts)
+        expect(liveBreak).toEqual(replay(d.profile, BOUND_AT, arrived).events.find((e) => e.type === 'cold-chain.break'))
+        expect(shuffled.state.broken).toEqual({ reason: liveBreak.data.reason, at: liveBreak.at })
+        // … so it is never earlier than in order, and it is the in-order break unless a reading at or
+        // before it arrived after it (one the window would have waited for).
+        expect(liveBreak.at).toBeGreaterThanOrEqual(orderBreak.at)
+        const missed = d.readings.some((r) => r.ts <= liveBreak.at && !arrived.includes(r))
+        if (!missed) expect(liveBreak).toEqual(orderBreak)
+      }),
+      RUNS,
+    )
+  })
+
+  it('readings that arrive in event-time order give exactly the events of in-order arrival, a hard-limit break only sooner', () => {
+    fc.assert(
+      fc.property(deliveryArb.map(toDelivery), fc.constantFrom(0, 30_000, 600_000), (d, windowMs) => {
+        const inOrderArrival = live({ ...d, steps: d.steps.map((s) => ({ ...s, delay: 0 })) }, windowMs)
+        const inOrder = replay(d.profile, BOUND_AT, d.readings)
+        expect(byKey(inOrderArrival.events)).toEqual(byKey(inOrder.events))
+        expect(inOrderArrival.state).toEqual(inOrder.state)
       }),
       RUNS,
     )

@@ -16,6 +16,11 @@ export class ToteReorderBuffers {
     return this.buffers.get(toteId)?.size ?? 0
   }
 
+  /** The readings the tote's window holds, ascending ts (a view, valid until its next push or release). */
+  held(toteId: string): readonly ReadingRow[] {
+    return this.buffers.get(toteId)?.held() ?? []
+  }
+
   /** What the totes that went quiet for a window release, one array per tote. */
   releaseSilent(now: number): (readonly ReadingRow[])[] {
     return [...this.buffers.values()].map((buffer) => buffer.flushSilent(now))
