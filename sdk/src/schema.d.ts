@@ -468,7 +468,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a fleet's name, branding or embed origins
+         * Change a fleet's name, branding, embed origins or time zone
          * @description Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.
          */
         patch: operations["updateFleet"];
@@ -2162,6 +2162,8 @@ export interface components {
             name: string;
             branding: components["schemas"]["Branding"];
             embed_origins: string[];
+            /** @description IANA time zone of the embedded dashboard’s local times */
+            timezone: string;
             created_at: string;
         };
         Branding: {
@@ -2175,6 +2177,8 @@ export interface components {
             branding?: components["schemas"]["Branding"];
             /** @description The https origins allowed to frame the fleet's embedded dashboard (CSP frame-ancestors) */
             embed_origins?: string[];
+            /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
+            timezone?: string;
         };
         /**
          * @example {
@@ -2185,7 +2189,8 @@ export interface components {
          *       },
          *       "embed_origins": [
          *         "https://dispatch.speedy.example.com"
-         *       ]
+         *       ],
+         *       "timezone": "America/Chicago"
          *     }
          */
         FleetChanges: {
@@ -2193,6 +2198,8 @@ export interface components {
             branding?: components["schemas"]["Branding"];
             /** @description The https origins allowed to frame the fleet's embedded dashboard (CSP frame-ancestors) */
             embed_origins?: string[];
+            /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
+            timezone?: string;
         };
         Driver: {
             id: string;
@@ -2995,6 +3002,7 @@ export interface components {
         /**
          * @example {
          *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "timezone": "America/Chicago",
          *       "generated_at": "2026-11-23T18:00:00.000Z",
          *       "counts": {
          *         "QUEUED": 0,
@@ -3012,7 +3020,9 @@ export interface components {
          *             "delivery_id": "dl_01jd0000000000000000000000",
          *             "kind": "cold_chain_excursion",
          *             "since": "2026-11-23T17:52:10.000Z",
-         *             "status": "PICKED_UP"
+         *             "status": "PICKED_UP",
+         *             "driver_name": "Dana Driver",
+         *             "pharmacy_name": "Main Street Pharmacy"
          *           }
          *         ]
          *       },
@@ -3023,6 +3033,8 @@ export interface components {
          *             "delivery_id": "dl_01jd0000000000000000000000",
          *             "status": "PICKED_UP",
          *             "driver_id": "dr_01jd0000000000000000000000",
+         *             "driver_name": "Dana Driver",
+         *             "pharmacy_name": "Main Street Pharmacy",
          *             "tote_id": "tt_01jd0000000000000000000000",
          *             "eta": "2026-11-23T19:00:00.000Z",
          *             "cold_chain": {
@@ -3075,6 +3087,7 @@ export interface components {
         /**
          * @example {
          *       "fleet_id": "fl_01jd0000000000000000000000",
+         *       "timezone": "America/Chicago",
          *       "generated_at": "2026-11-23T18:00:00.000Z",
          *       "counts": {
          *         "QUEUED": 0,
@@ -3092,7 +3105,9 @@ export interface components {
          *             "delivery_id": "dl_01jd0000000000000000000000",
          *             "kind": "cold_chain_excursion",
          *             "since": "2026-11-23T17:52:10.000Z",
-         *             "status": "PICKED_UP"
+         *             "status": "PICKED_UP",
+         *             "driver_name": "Dana Driver",
+         *             "pharmacy_name": "Main Street Pharmacy"
          *           }
          *         ]
          *       },
@@ -3103,6 +3118,8 @@ export interface components {
          *             "delivery_id": "dl_01jd0000000000000000000000",
          *             "status": "PICKED_UP",
          *             "driver_id": "dr_01jd0000000000000000000000",
+         *             "driver_name": "Dana Driver",
+         *             "pharmacy_name": "Main Street Pharmacy",
          *             "tote_id": "tt_01jd0000000000000000000000",
          *             "eta": "2026-11-23T19:00:00.000Z",
          *             "cold_chain": {
@@ -3119,6 +3136,8 @@ export interface components {
          */
         FleetLiveView: {
             fleet_id: string;
+            /** @description The fleet's IANA time zone: the embedded page shows local times in it */
+            timezone: string;
             generated_at: string;
             /** @description The fleet's deliveries by status */
             counts: {
@@ -3142,6 +3161,8 @@ export interface components {
                     since: string;
                     /** @enum {string} */
                     status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+                    driver_name: string | null;
+                    pharmacy_name: string;
                 }[];
             };
             /** @description DISPATCHED and PICKED_UP deliveries */
@@ -3153,6 +3174,8 @@ export interface components {
                     /** @enum {string} */
                     status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
                     driver_id: string | null;
+                    driver_name: string | null;
+                    pharmacy_name: string;
                     tote_id: string | null;
                     eta: string;
                     cold_chain: {

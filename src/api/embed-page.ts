@@ -50,32 +50,73 @@ body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
 header{display:flex;align-items:center;gap:12px;padding:12px 16px;background:${color};color:#fff}
 header h1{font-size:18px;margin:0}.logo{height:32px}
 main{padding:12px 16px}section{margin-bottom:16px}h2{font-size:15px;margin:8px 0}
-table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:4px 8px;border-bottom:1px solid #ddd}
-.counts span{display:inline-block;margin-right:12px}.bad{color:#b42318;font-weight:600}#stale{color:#b42318}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:4px 8px;border-bottom:1px solid #ddd;vertical-align:top}
+.counts span{display:inline-block;margin-right:12px}#stale{color:#b42318}
+.muted{color:#4b5563;font-size:12px;display:block}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;white-space:nowrap;border:1px solid}
+.st-broken,.st-failed{background:#fee4e2;color:#912018;border-color:#912018}
+.st-excursion{background:#fef0c7;color:#7a2e0e;border-color:#7a2e0e}
+.st-ok{background:#d1fadf;color:#05603a;border-color:#05603a}
+.st-none{background:#f2f4f7;color:#344054;border-color:#667085}
+tr.row-broken td:first-child,tr.row-failed td:first-child{box-shadow:inset 4px 0 #912018}
+tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
 </style></head>
 <body>
 <header>${logo}<h1>${escapeHtml(title)}</h1></header>
 <main>
 <p id="stale" hidden></p>
 <section><h2>Deliveries</h2><div class="counts" id="counts"></div></section>
-<section><h2>Open exceptions (<span id="exceptions-count"></span>)</h2><table><thead><tr><th>Delivery</th><th>Exception</th><th>Since</th></tr></thead><tbody id="exceptions"></tbody></table></section>
-<section><h2>In progress (<span id="progress-count"></span>)</h2><table><thead><tr><th>Delivery</th><th>Status</th><th>Driver</th><th>ETA</th><th>Cold chain</th></tr></thead><tbody id="progress"></tbody></table></section>
-<p><small>Updated <span id="generated"></span></small></p>
+<section><h2>Open exceptions (<span id="exceptions-count"></span>)</h2><table><thead><tr><th>Exception</th><th>Since</th><th>Pharmacy</th><th>Driver</th><th>Delivery</th></tr></thead><tbody id="exceptions"></tbody></table></section>
+<section><h2>In progress (<span id="progress-count"></span>)</h2><table><thead><tr><th>Cold chain</th><th>Pharmacy</th><th>Driver</th><th>Status</th><th>ETA</th><th>Delivery</th></tr></thead><tbody id="progress"></tbody></table></section>
+<p><small>Updated <span id="generated"></span> · times in <span id="zone"></span></small></p>
 </main>
 <script type="application/json" id="initial" nonce="${nonce}">${scriptJson(input.view)}</script>
 <script nonce="${nonce}">
 (() => {
   const token = ${scriptJson(input.token)};
   const $ = (id) => document.getElementById(id);
-  const row = (cells, bad) => { const tr = document.createElement('tr'); for (const c of cells) { const td = document.createElement('td'); td.textContent = c ?? '—'; tr.append(td) } if (bad) tr.className = 'bad'; return tr };
-  const labels = { cold_chain_excursion: 'Temperature excursion', cold_chain_break: 'Cold chain broken', failed: 'Delivery failed' };
+  // A cell: text, or [text, muted second line]; a badge: state text with a symbol, so colour is never the only cue.
+  const cell = (content) => {
+    const td = document.createElement('td');
+    if (content instanceof Node) td.append(content);
+    else if (Array.isArray(content)) { td.append(content[0] ?? '—'); const m = document.createElement('span'); m.className = 'muted'; m.textContent = content[1]; td.append(m) }
+    else td.textContent = content ?? '—';
+    return td;
+  };
+  const row = (cells, state) => { const tr = document.createElement('tr'); tr.append(...cells.map(cell)); if (state) tr.className = 'row-' + state; return tr };
+  const badge = (state, text) => { const b = document.createElement('span'); b.className = 'badge st-' + state; b.textContent = text; return b };
+  const exceptionBadge = { cold_chain_break: ['broken', '✕ Cold chain broken'], cold_chain_excursion: ['excursion', '⚠ Temperature excursion'], failed: ['failed', '✕ Delivery failed'] };
+  const began = { cold_chain_break: 'broken', cold_chain_excursion: 'excursion began', failed: 'failed' };
+  const coldChainBadge = { BROKEN: ['broken', '✕ Broken'], EXCURSION: ['excursion', '⚠ Excursion'], OK: ['ok', '✓ OK'], UNMONITORED: ['none', 'Not monitored'] };
+  const statusText = { DISPATCHED: 'Dispatched', PICKED_UP: 'Picked up', FAILED: 'Failed' };
+  // "12 min ago", against the data's own time (generated_at), so the page and the data agree.
+  const span = (ms) => {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return s + ' s';
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + ' min';
+    const h = Math.floor(m / 60);
+    return h < 48 ? h + ' h ' + (m % 60) + ' min' : Math.floor(h / 24) + ' days';
+  };
+  const age = (iso, now) => span(now - Date.parse(iso));
+  const ahead = (iso, now) => { const d = Date.parse(iso) - now; return d >= 0 ? 'in ' + span(d) : span(-d) + ' late' };
   function draw(view) {
+    const now = Date.parse(view.generated_at);
+    const local = new Intl.DateTimeFormat(undefined, { timeZone: view.timezone, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
+    const at = (iso) => local.format(new Date(iso));
     $('counts').replaceChildren(...Object.entries(view.counts).map(([status, n]) => { const s = document.createElement('span'); s.textContent = status + ': ' + n; return s }));
     $('exceptions-count').textContent = view.open_exceptions.count;
-    $('exceptions').replaceChildren(...view.open_exceptions.items.map((e) => row([e.delivery_id, labels[e.kind] ?? e.kind, e.since], true)));
+    $('exceptions').replaceChildren(...view.open_exceptions.items.map((e) => {
+      const [state, text] = exceptionBadge[e.kind] ?? ['none', e.kind];
+      return row([badge(state, text), [began[e.kind] + ' ' + age(e.since, now) + ' ago', at(e.since)], e.pharmacy_name, e.driver_name, e.delivery_id], state);
+    }));
     $('progress-count').textContent = view.in_progress.count;
-    $('progress').replaceChildren(...view.in_progress.items.map((d) => row([d.delivery_id, d.status, d.driver_id, d.eta, d.cold_chain.required ? d.cold_chain.state : '—'], d.cold_chain.state === 'EXCURSION' || d.cold_chain.state === 'BROKEN')));
-    $('generated').textContent = view.generated_at;
+    $('progress').replaceChildren(...view.in_progress.items.map((d) => {
+      const [state, text] = d.cold_chain.required ? coldChainBadge[d.cold_chain.state] ?? ['none', d.cold_chain.state] : ['none', 'Not required'];
+      return row([badge(state, text), d.pharmacy_name, d.driver_name, statusText[d.status] ?? d.status, [at(d.eta), ahead(d.eta, now)], d.delivery_id], state === 'ok' || state === 'none' ? null : state);
+    }));
+    $('generated').textContent = at(view.generated_at);
+    $('zone').textContent = view.timezone;
   }
   draw(JSON.parse($('initial').textContent));
   const timer = setInterval(async () => {

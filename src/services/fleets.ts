@@ -8,8 +8,13 @@ import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
-export type Fleet = { id: string; name: string; branding: Branding; embed_origins: string[]; created_at: string }
-export type FleetChanges = { name?: string | undefined; branding?: Branding | undefined; embed_origins?: string[] | undefined }
+export type Fleet = { id: string; name: string; branding: Branding; embed_origins: string[]; timezone: string; created_at: string }
+export type FleetChanges = {
+  name?: string | undefined
+  branding?: Branding | undefined
+  embed_origins?: string[] | undefined
+  timezone?: string | undefined
+}
 export type Driver = { id: string; fleet_id: string; name: string; phone?: string | null; created_at: string }
 
 /** Fleets and their drivers: who a delivery can be dispatched to. */
@@ -18,7 +23,7 @@ export class FleetService {
 
   async create(
     principal: Principal,
-    input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined },
+    input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined; timezone?: string | undefined },
     record?: RecordAnswer<Fleet>,
   ): Promise<Fleet> {
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
@@ -28,9 +33,17 @@ export class FleetService {
       name: input.name,
       branding: toJson(input.branding ?? {}),
       embed_origins: toJson(origins),
+      timezone: input.timezone ?? 'UTC',
       created_at: iso(this.deps.clock.now()),
     }
-    const fleet: Fleet = { id: row.id, name: row.name, branding: input.branding ?? {}, embed_origins: origins, created_at: row.created_at }
+    const fleet: Fleet = {
+      id: row.id,
+      name: row.name,
+      branding: input.branding ?? {},
+      embed_origins: origins,
+      timezone: row.timezone,
+      created_at: row.created_at,
+    }
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('fleets').values(row).execute()
       await record?.(trx, fleet)
@@ -44,7 +57,7 @@ export class FleetService {
     return toFleet(row)
   }
 
-  /** Changes the name, branding (replaced as a whole) or embed origins: the fleet itself or an unrestricted client. */
+  /** Changes the name, branding (replaced as a whole), embed origins or time zone: the fleet itself or an unrestricted client. */
   async update(principal: Principal, id: string, changes: FleetChanges): Promise<Fleet> {
     const fleet = await this.changeable(principal, id)
     const next: Fleet = {
@@ -52,10 +65,11 @@ export class FleetService {
       ...(changes.name === undefined ? {} : { name: changes.name }),
       ...(changes.branding === undefined ? {} : { branding: changes.branding }),
       ...(changes.embed_origins === undefined ? {} : { embed_origins: changes.embed_origins }),
+      ...(changes.timezone === undefined ? {} : { timezone: changes.timezone }),
     }
     await this.deps.db
       .updateTable('fleets')
-      .set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins) })
+      .set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins), timezone: next.timezone })
       .where('id', '=', id)
       .execute()
     return next
@@ -107,11 +121,19 @@ export class FleetService {
   }
 }
 
-const toFleet = (row: { id: string; name: string; branding: string; embed_origins: string; created_at: string }): Fleet => ({
+const toFleet = (row: {
+  id: string
+  name: string
+  branding: string
+  embed_origins: string
+  timezone: string
+  created_at: string
+}): Fleet => ({
   id: row.id,
   name: row.name,
   branding: fromJson(row.branding),
   embed_origins: fromJson(row.embed_origins),
+  timezone: row.timezone,
   created_at: row.created_at,
 })
 

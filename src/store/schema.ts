@@ -143,7 +143,7 @@ export interface Database extends StabilityTables {
     created_at: string
     expires_at: string
   }
-  fleets: { id: string; name: string; branding: string; created_at: string; embed_origins: Generated<string> }
+  fleets: { id: string; name: string; branding: string; created_at: string; embed_origins: Generated<string>; timezone: Generated<string> }
   rate_cards: {
     fleet_id: string
     version: number

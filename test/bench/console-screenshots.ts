@@ -1,7 +1,8 @@
 /**
  * `npm run screenshots:console` — the PNGs of docs/console.md, taken in headless Chromium
  * (1280×800) from a service seeded with the usual scene: a broken, an excursion, a fine and an
- * unmonitored delivery. Writes docs/console/*.png.
+ * unmonitored delivery. Writes docs/console/*.png, and the fleet's embedded dashboard (docs/fleet.md)
+ * as docs/console/embed.png.
  */
 import { mkdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -14,6 +15,14 @@ const world = await startConsoleWorld()
 const browser = await launchChromium()
 try {
   const scene = await seedQueue(world)
+  // The fleet's embedded dashboard, in its own zone, before any decision is taken.
+  await world.api.request('PATCH', `/v1/fleets/${world.fleet.fleetId}`, { token: world.admin, body: { timezone: 'America/Chicago' } })
+  const embed = await world.api.post(`/v1/fleets/${world.fleet.fleetId}/embed-sessions`, world.admin, { ttl_s: 600 })
+  const embedPage = await (await browser.newContext({ viewport: { width: 1100, height: 700 }, locale: 'en-US' })).newPage()
+  await embedPage.goto(embed.body.url)
+  await embedPage.locator('#exceptions tr').first().waitFor()
+  await embedPage.screenshot({ path: `${OUT}embed.png`, fullPage: true })
+  await embedPage.context().close()
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
   const page = await context.newPage()
   await page.goto(`${world.base}/console/`)

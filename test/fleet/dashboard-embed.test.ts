@@ -178,6 +178,34 @@ function describeDashboard(store: StoreUnderTest) {
       expect((await api.get(`/v1/fleets/${fleetId}/dashboard`, embedToken)).status).toBe(401)
     })
 
+    it("keeps the fleet's time zone (UTC until set, an IANA name when set) and names driver and pharmacy in the live view", async () => {
+      expect((await api.get(`/v1/fleets/${fleetId}`, fleetToken)).body.timezone).toBe('UTC')
+      const bad = await api.request('PATCH', `/v1/fleets/${fleetId}`, { token: admin, body: { timezone: 'Mars/Olympus_Mons' } })
+      expect(bad.status).toBe(422)
+      expect(bad.body.errors[0].pointer).toBe('/timezone')
+      expect((await api.get(`/v1/fleets/${fleetId}`, fleetToken)).body.timezone).toBe('UTC') // nothing stored
+      const set = await api.request('PATCH', `/v1/fleets/${fleetId}`, { token: admin, body: { timezone: 'America/Chicago' } })
+      expect(set.status, set.text).toBe(200)
+      expect(set.body.timezone).toBe('America/Chicago')
+      const created = await api.post('/v1/fleets', admin, { name: 'Night Owls', timezone: 'Europe/Berlin' })
+      expect(created.status, created.text).toBe(201)
+      expect((await api.get(`/v1/fleets/${created.body.id}`, admin)).body.timezone).toBe('Europe/Berlin')
+      expect((await api.post('/v1/fleets', admin, { name: 'Nowhere', timezone: 'CET+99' })).status).toBe(422)
+
+      const view = (await api.get(`/v1/fleets/${fleetId}/dashboard`, fleetToken)).body
+      expect(view.timezone).toBe('America/Chicago')
+      expect(view.in_progress.items[0]).toMatchObject({
+        delivery_id: inProgress,
+        driver_name: 'Dana',
+        pharmacy_name: 'Main Street Pharmacy',
+      })
+      expect(view.open_exceptions.items[0]).toMatchObject({
+        delivery_id: failed,
+        driver_name: 'Dana',
+        pharmacy_name: 'Main Street Pharmacy',
+      })
+    })
+
     it('refuses a session longer than 10 minutes', async () => {
       const res = await api.post(`/v1/fleets/${fleetId}/embed-sessions`, fleetToken, { ttl_s: 601 })
       expect(res.status).toBe(422)

@@ -14,11 +14,21 @@ const DL = 'dl_01jd0000000000000000000000'
 
 const liveExample = {
   fleet_id: FL,
+  timezone: 'America/Chicago',
   generated_at: '2026-11-23T18:00:00.000Z',
   counts: { QUEUED: 0, DISPATCHED: 3, PICKED_UP: 5, DELIVERED: 410, FAILED: 1, RETURNED: 2, CANCELLED: 4 },
   open_exceptions: {
     count: 1,
-    items: [{ delivery_id: DL, kind: 'cold_chain_excursion', since: '2026-11-23T17:52:10.000Z', status: 'PICKED_UP' }],
+    items: [
+      {
+        delivery_id: DL,
+        kind: 'cold_chain_excursion',
+        since: '2026-11-23T17:52:10.000Z',
+        status: 'PICKED_UP',
+        driver_name: 'Dana Driver',
+        pharmacy_name: 'Main Street Pharmacy',
+      },
+    ],
   },
   in_progress: {
     count: 8,
@@ -27,6 +37,8 @@ const liveExample = {
         delivery_id: DL,
         status: 'PICKED_UP',
         driver_id: 'dr_01jd0000000000000000000000',
+        driver_name: 'Dana Driver',
+        pharmacy_name: 'Main Street Pharmacy',
         tote_id: 'tt_01jd0000000000000000000000',
         eta: '2026-11-23T19:00:00.000Z',
         cold_chain: { required: true, state: 'EXCURSION', min_c: 3.1, max_c: 9.2 },
@@ -39,6 +51,7 @@ const liveExample = {
 export const LiveView = z
   .object({
     fleet_id: z.string(),
+    timezone: z.string().describe("The fleet's IANA time zone: the embedded page shows local times in it"),
     generated_at: z.string(),
     counts: z
       .object(Object.fromEntries(statuses.map((s) => [s, z.number().int()])) as Record<(typeof statuses)[number], z.ZodNumber>)
@@ -55,6 +68,8 @@ export const LiveView = z
                 .string()
                 .describe('When the exception began (RFC 3339 UTC): the break, the start of the open excursion, or the failed attempt'),
               status: z.enum(statuses),
+              driver_name: z.string().nullable(),
+              pharmacy_name: z.string(),
             }),
           )
           .describe('The newest 100'),
@@ -69,6 +84,8 @@ export const LiveView = z
               delivery_id: z.string(),
               status: z.enum(statuses),
               driver_id: z.string().nullable(),
+              driver_name: z.string().nullable(),
+              pharmacy_name: z.string(),
               tote_id: z.string().nullable(),
               eta: z.string(),
               cold_chain: z.object({

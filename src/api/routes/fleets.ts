@@ -3,6 +3,7 @@ import type { FleetService } from '../../services/fleets.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { timeZoneSchema } from '../time-zone.js'
 
 const Branding = z
   .strictObject({
@@ -26,19 +27,40 @@ const EmbedOrigins = z
   )
   .max(10)
   .describe("The https origins allowed to frame the fleet's embedded dashboard (CSP frame-ancestors)")
+const FleetTimeZone = timeZoneSchema.describe(
+  "IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC)",
+)
 const NewFleet = z
-  .strictObject({ name: z.string().min(1).max(200), branding: Branding.optional(), embed_origins: EmbedOrigins.optional() })
+  .strictObject({
+    name: z.string().min(1).max(200),
+    branding: Branding.optional(),
+    embed_origins: EmbedOrigins.optional(),
+    timezone: FleetTimeZone.optional(),
+  })
   .openapi('NewFleet')
 const FleetChanges = z
-  .strictObject({ name: z.string().min(1).max(200).optional(), branding: Branding.optional(), embed_origins: EmbedOrigins.optional() })
+  .strictObject({
+    name: z.string().min(1).max(200).optional(),
+    branding: Branding.optional(),
+    embed_origins: EmbedOrigins.optional(),
+    timezone: FleetTimeZone.optional(),
+  })
   .openapi('FleetChanges', {
     example: {
       branding: { display_name: 'Speedy', logo_url: 'https://speedy.example.com/logo.png', primary_color: '#0a7d5a' },
       embed_origins: ['https://dispatch.speedy.example.com'],
+      timezone: 'America/Chicago',
     },
   })
 const Fleet = z
-  .object({ id: z.string(), name: z.string(), branding: Branding, embed_origins: z.array(z.string()), created_at: z.string() })
+  .object({
+    id: z.string(),
+    name: z.string(),
+    branding: Branding,
+    embed_origins: z.array(z.string()),
+    timezone: z.string().describe('IANA time zone of the embedded dashboard’s local times'),
+    created_at: z.string(),
+  })
   .openapi('Fleet')
 const NewDriver = z
   .strictObject({
@@ -109,7 +131,7 @@ export function fleetRoutes(fleets: FleetService) {
       method: 'patch',
       path: '/v1/fleets/{id}',
       tags: ['Fleets'],
-      summary: "Change a fleet's name, branding or embed origins",
+      summary: "Change a fleet's name, branding, embed origins or time zone",
       operationId: 'updateFleet',
       description:
         'Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.',

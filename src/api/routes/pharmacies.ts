@@ -4,6 +4,7 @@ import { releasePolicies, type PharmacyService } from '../../services/pharmacies
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { timeZoneSchema } from '../time-zone.js'
 
 const Address = z
   .strictObject({
@@ -17,15 +18,6 @@ const Address = z
   .openapi('Address')
 
 const Location = z.strictObject({ lat: z.number().min(-90).max(90), lng: z.number().min(-180).max(180) }).openapi('Location')
-
-const isTimeZone = (tz: string) => {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz })
-    return true
-  } catch {
-    return false
-  }
-}
 
 const NewPharmacy = z
   .strictObject({
@@ -41,7 +33,7 @@ const NewPharmacy = z
       .describe('National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine)')
       .optional(),
     address: Address,
-    timezone: z.string().refine(isTimeZone, 'must be an IANA time zone such as America/New_York'),
+    timezone: timeZoneSchema,
     location: Location.optional(),
     writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
     release_policy: z
