@@ -45,6 +45,8 @@ export type ChartInput = {
   breakReason: string | null
   width: number
   height?: number
+  /** Follow the width of the page (the delivery view); the printed report keeps its fixed width. */
+  fill?: boolean
 }
 
 function renderChart(target: HTMLElement, input: ChartInput): { plot: uPlot; spans: Span[] } {
@@ -187,6 +189,13 @@ function renderChart(target: HTMLElement, input: ChartInput): { plot: uPlot; spa
 export function chartPanel(input: ChartInput): HTMLElement {
   const canvasBox = h('div', { class: 'chart-canvas', role: 'img', 'aria-label': 'Temperature chart' })
   const { plot, spans } = renderChart(canvasBox, input)
+  if (input.fill) {
+    // The page's width, also after the window is resized or rotated (a tablet).
+    new ResizeObserver(() => {
+      const width = canvasBox.clientWidth // 0 while detached: left alone
+      if (width > 0 && Math.abs(width - plot.width) >= 1) plot.setSize({ width, height: plot.height })
+    }).observe(canvasBox)
+  }
   const x0 = Date.parse(input.trace.from) / 1000
   const x1 = Date.parse(input.trace.summary.as_of ?? input.trace.to) / 1000
   const zoom = (factor: number) => {

@@ -13,12 +13,14 @@ export function deliveryPage(main: HTMLElement, id: string, announce: (text: str
     try {
       const b = await loadBundle(id)
       if (stopped) return
-      const width = Math.min(Math.max(main.clientWidth - 32, 320), 1100)
+      // The chart takes the page's width (main is full width here, less its padding), and follows it (chart.ts).
+      main.classList.add('wide')
+      const width = Math.max(main.clientWidth - 32, 320)
       main.replaceChildren(
         h('p', { class: 'crumbs' }, h('a', { href: '#/' }, '← Attention queue')),
         h('h1', {}, `Prescription ${b.rx.rx_id}`, h('span', { class: 'muted small' }, ` delivery ${b.delivery.id}`)),
         h('p', {}, h('a', { href: `#/print/${b.delivery.id}` }, 'Printable excursion report')),
-        ...reportSections(b, width, () => {
+        ...reportSections(b, { width, fill: true }, () => {
           announce('Decision recorded')
           void load()
         }),
@@ -52,12 +54,14 @@ export function deliveryPage(main: HTMLElement, id: string, announce: (text: str
     stopped = true
     off()
     if (timer) clearTimeout(timer)
+    main.classList.remove('wide')
   }
 }
 
 /** One page per delivery, for the browser's print-to-PDF (the quality record). */
 export function printPage(main: HTMLElement, ids: string[]): () => void {
   let stopped = false
+  main.classList.remove('wide')
   void (async () => {
     const bundles = await Promise.all(ids.map(loadBundle))
     if (stopped) return
@@ -75,7 +79,7 @@ export function printPage(main: HTMLElement, ids: string[]): () => void {
             { class: 'small' },
             `Delivery ${b.delivery.id} · ${b.pharmacy.name} · printed ${dateTime(new Date().toISOString(), b.pharmacy.timezone)}`,
           ),
-          ...reportSections(b, 680, () => {}).filter((s) => !s.querySelector('form')),
+          ...reportSections(b, { width: 680 }, () => {}).filter((s) => !s.querySelector('form')),
         ),
       ),
     )

@@ -59,7 +59,7 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
       { id: 'disp-help', class: 'small muted' },
       'Say why: stability data, product, who you consulted. The note is kept with the decision.',
     ),
-    h('button', { type: 'submit' }, 'Record decision'),
+    h('button', { type: 'submit', class: 'primary' }, 'Record decision'),
     error,
   )
   form.addEventListener('submit', (ev) => {

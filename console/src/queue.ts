@@ -1,10 +1,13 @@
 import { api, type Delivery, type Page } from './api'
-import { dateTime, h } from './format'
+import { BREAK_REASONS, dateTime, duration, h } from './format'
 import { onEvent } from './live'
 
 // The attention queue: BROKEN without a decision first, then EXCURSION, then the rest (the API's
 // `order=attention`, an indexed keyset over the pharmacy's deliveries), filtered by status,
-// cold-chain state and creation date; it reloads itself when an event arrives.
+// cold-chain state and creation date; it reloads itself when an event arrives. Each row leads with
+// what a pharmacist knows a shipment by: its items and patient, when and why it broke, the driver,
+// the ETA while it is on its way, and the cold-chain figures against their limits. The page's
+// prescriptions and drivers come with the page (`expand=prescription,driver`), not a request per row.
 
 type Filters = { status: string; cold_chain_state: string; created_from: string; created_to: string }
 const STATUSES = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED']
@@ -18,6 +21,75 @@ function attentionOf(d: Delivery): { rank: number; label: string } {
   return { rank: 2, label: d.cold_chain.state === 'UNMONITORED' ? 'No cold chain' : 'OK' }
 }
 
+const OPEN = new Set(['QUEUED', 'DISPATCHED', 'PICKED_UP'])
+
+/** "broke 2 h 05 min ago: crossed a hard limit" (or when the open excursion began). */
+function whenAndWhy(d: Delivery, now: number): HTMLElement | null {
+  const cc = d.cold_chain
+  if (cc.state === 'BROKEN' && cc.broken_at) {
+    const reason = cc.break_reason ? (BREAK_REASONS[cc.break_reason] ?? cc.break_reason) : null
+    return h('span', { class: 'when' }, `broke ${ago(cc.broken_at, now)}${reason ? `: ${reason}` : ''}`)
+  }
+  const open = cc.state === 'EXCURSION' ? cc.excursions.find((e) => e.ended_at === null) : undefined
+  return open ? h('span', { class: 'when' }, `out of range since ${ago(open.started_at, now)}`) : null
+}
+
+const ago = (iso: string, now: number) => `${duration(Math.max(0, (now - Date.parse(iso)) / 1000))} ago`
+
+/** The items (drug name and strength, as the prescription describes them) and the patient reference. */
+function shipment(d: Delivery): HTMLElement {
+  const rx = d.prescription
+  const items = rx?.items ?? []
+  return h(
+    'td',
+    { class: 'shipment' },
+    h(
+      'a',
+      { href: `#/delivery/${d.id}` },
+      items.length ? items.map((i) => `${i.description}${i.quantity > 1 ? ` ×${i.quantity}` : ''}`).join('; ') : `Prescription ${d.rx_id}`,
+    ),
+    rx ? h('span', { class: 'muted small block' }, `Patient ${rx.patient_id}`) : null,
+  )
+}
+
+/**
+ * MKT and time out of range against the profile's limits: "MKT 9.12 °C — over its 8 °C limit",
+ * "Out of range 42 min of 1 h 00 min allowed"; flagged in words (and colour) once over, or near (80 %).
+ */
+function coldChainFlags(d: Delivery): (HTMLElement | string)[] {
+  const cc = d.cold_chain
+  const p = cc.profile
+  if (!cc.required || !p) return [h('span', { class: 'muted' }, 'No cold chain')]
+  const flag = (value: number, limit: number | null, text: string, over: string) => {
+    const level = limit === null ? 'none' : value > limit ? 'over' : value >= 0.8 * limit ? 'near' : 'within'
+    return h(
+      'span',
+      { class: `flag flag-${level}`, 'data-level': level },
+      text,
+      level === 'over' ? h('strong', {}, ` — ${over}`) : level === 'near' ? h('strong', {}, ' — near its limit') : null,
+    )
+  }
+  const out: HTMLElement[] = []
+  if (cc.mkt_c !== null)
+    out.push(
+      flag(
+        cc.mkt_c,
+        p.mkt_max_c,
+        p.mkt_max_c === null ? `MKT ${cc.mkt_c.toFixed(2)} °C` : `MKT ${cc.mkt_c.toFixed(2)} °C, limit ${p.mkt_max_c} °C`,
+        'over its limit',
+      ),
+    )
+  out.push(
+    flag(
+      cc.time_out_of_range_s,
+      p.max_cumulative_s,
+      `Out of range ${duration(cc.time_out_of_range_s)} of ${duration(p.max_cumulative_s)} allowed`,
+      'over the allowance',
+    ),
+  )
+  return out
+}
+
 /** Local midnight after `day` (YYYY-MM-DD): a calendar day is 23 or 25 hours when the clocks change, never "+ 24 h". */
 function dayAfter(day: string): Date {
   const midnight = new Date(`${day}T00:00:00`)
@@ -26,7 +98,7 @@ function dayAfter(day: string): Date {
 }
 
 function queryOf(f: Filters, cursor: string | null): string {
-  const q = new URLSearchParams({ order: 'attention', limit: String(PAGE) })
+  const q = new URLSearchParams({ order: 'attention', limit: String(PAGE), expand: 'prescription,driver' })
   if (f.status) q.set('status', f.status)
   if (f.cold_chain_state) q.set('cold_chain_state', f.cold_chain_state)
   // Dates are the pharmacy's calendar days in the browser's zone; the API compares UTC instants.
@@ -74,7 +146,11 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
     h(
       'thead',
       {},
-      h('tr', {}, ...['Attention', 'Delivery', 'Status', 'Cold chain', 'Created', 'ETA'].map((c) => h('th', { scope: 'col' }, c))),
+      h(
+        'tr',
+        {},
+        ...['Attention', 'Items and patient', 'Cold chain', 'Driver', 'ETA', 'Status', 'Created'].map((c) => h('th', { scope: 'col' }, c)),
+      ),
     ),
     tbody,
   )
@@ -129,6 +205,7 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
     }
   }
   function render() {
+    const now = Date.now()
     tbody.replaceChildren(
       ...rows.map((d) => {
         const a = attentionOf(d)
@@ -137,14 +214,20 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
           { class: `rank-${a.rank}`, 'data-delivery': d.id },
           h(
             'td',
-            {},
+            { class: 'attention' },
             h('span', { class: `badge badge-${d.cold_chain.state.toLowerCase()}${a.rank === 0 ? ' badge-urgent' : ''}` }, a.label),
+            whenAndWhy(d, now),
+            // Slot for the alarm's acknowledgement ("Acknowledged by … 3 min ago" / "Not acknowledged"):
+            // alarms are being built on branch `alarms` and fill this element once they land.
+            h('span', { class: 'ack-slot', 'data-slot': 'alarm-acknowledgement', hidden: true }),
           ),
-          h('td', {}, h('a', { href: `#/delivery/${d.id}` }, d.rx_id), h('span', { class: 'muted small' }, ` ${d.id}`)),
-          h('td', {}, d.status),
-          h('td', {}, d.cold_chain.state),
-          h('td', {}, dateTime(d.created_at, timeZone)),
-          h('td', {}, dateTime(d.eta, timeZone)),
+          shipment(d),
+          h('td', { class: 'figures' }, ...coldChainFlags(d)),
+          h('td', {}, d.driver?.name ?? (d.driver_id ? d.driver_id : h('span', { class: 'muted' }, 'Not assigned'))),
+          // An ETA only while the delivery is on its way: once it ended, there is nothing to expect.
+          h('td', {}, OPEN.has(d.status) ? dateTime(d.eta, timeZone) : ''),
+          h('td', { class: 'status' }, d.status),
+          h('td', { class: 'created' }, dateTime(d.created_at, timeZone)),
         )
       }),
     )

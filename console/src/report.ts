@@ -117,7 +117,7 @@ function custody(b: Bundle): HTMLElement {
 }
 
 /** The report sections (also the print page's). */
-export function reportSections(b: Bundle, width: number, onDisposition: () => void): HTMLElement[] {
+export function reportSections(b: Bundle, size: { width: number; fill?: boolean }, onDisposition: () => void): HTMLElement[] {
   return [
     facts(b),
     coldChainHeader(b),
@@ -130,7 +130,7 @@ export function reportSections(b: Bundle, width: number, onDisposition: () => vo
         timeZone: b.pharmacy.timezone,
         brokenAt: b.delivery.cold_chain.broken_at,
         breakReason: b.delivery.cold_chain.break_reason,
-        width,
+        ...size,
       }),
     ),
     summary(b),

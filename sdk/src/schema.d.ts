@@ -2025,6 +2025,22 @@ export interface components {
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
             updated_at: string;
+            /** @description Lists with `expand=prescription` only: the prescription's patient reference, items and deliver_by */
+            prescription?: {
+                patient_id: string;
+                items: {
+                    description: string;
+                    ndc?: string;
+                    quantity: number;
+                }[];
+                deliver_by: string | null;
+                external_ref: string | null;
+            };
+            /** @description Lists with `expand=driver` only: the assigned driver by name; null while none is */
+            driver?: {
+                id: string;
+                name: string | null;
+            } | null;
         };
         ColdChain: {
             required: boolean;
@@ -5291,6 +5307,8 @@ export interface operations {
                 created_to?: string;
                 /** @description `id` (oldest first) or `attention` (the pharmacist queue) */
                 order?: "id" | "attention";
+                /** @description Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name. One query per expansion for the page. */
+                expand?: string;
             };
             header?: never;
             path?: never;

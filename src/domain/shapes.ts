@@ -35,4 +35,13 @@ export type Delivery = {
   custody: CustodyEvent[]
   created_at: string
   updated_at: string
+  /** List with `expand=prescription`: what the pharmacist knows the shipment by. */
+  prescription?: {
+    patient_id: string
+    items: { description: string; ndc?: string; quantity: number }[]
+    deliver_by: string | null
+    external_ref: string | null
+  }
+  /** List with `expand=driver`: null while none is assigned. */
+  driver?: { id: string; name: string | null } | null
 }

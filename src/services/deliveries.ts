@@ -11,7 +11,7 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import { fromJson, type Database } from '../store/schema.js'
 import { actionParties, checkOccurredAt } from './action-parties.js'
 import type { ServiceDeps } from './context.js'
-import { listDeliveries, type DeliveryFilter } from './delivery-list.js'
+import { listDeliveries, type DeliveryExpansion, type DeliveryFilter } from './delivery-list.js'
 import { readCustody, toDelivery, type ActionInput, type Delivery } from './delivery-shapes.js'
 import { visibleDelivery } from './delivery-visibility.js'
 import { isRefusedHandoff, recordRefusal, type HandoffInput } from './handoff-refusals.js'
@@ -35,8 +35,13 @@ export class DeliveryService {
     return toDelivery(visibleDelivery(principal, row), await readCustody(this.deps.db, id))
   }
 
-  list(principal: Principal, filter: DeliveryFilter, page: PageRequest): Promise<Page<Delivery>> {
-    return listDeliveries(this.deps, principal, filter, page)
+  list(
+    principal: Principal,
+    filter: DeliveryFilter,
+    page: PageRequest,
+    expand: readonly DeliveryExpansion[] = [],
+  ): Promise<Page<Delivery>> {
+    return listDeliveries(this.deps, principal, filter, page, expand)
   }
 
   /**

@@ -1,10 +1,10 @@
 import { sql, type SelectQueryBuilder } from 'kysely'
 import type { Principal } from '../auth/scopes.js'
 import type { CustodyEvent } from '../domain/custody.js'
-import { validationFailed } from '../errors.js'
+import { AppError, validationFailed } from '../errors.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import { decodeCursor, encodeCursor, paginate, type Page, type PageRequest } from '../store/pagination.js'
-import type { Database } from '../store/schema.js'
+import { fromJson, type Database } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
 import { toDelivery, type Delivery } from './delivery-shapes.js'
 
@@ -20,13 +20,24 @@ export type DeliveryFilter = {
   order?: 'id' | 'attention' | undefined
 }
 
+/**
+ * What a list item may carry besides the delivery, so a queue shows what a pharmacist knows a
+ * shipment by without a request per row: `prescription` (patient reference, items, deliver_by;
+ * needs `prescriptions:read`, as reading the prescription itself does) and `driver` (id and name).
+ */
+export const deliveryExpansions = ['prescription', 'driver'] as const
+export type DeliveryExpansion = (typeof deliveryExpansions)[number]
+
 /** A page of the deliveries the caller may see, each with its custody chain. */
 export async function listDeliveries(
   { db, dialect }: Pick<ServiceDeps, 'db' | 'dialect'>,
   principal: Principal,
   filter: DeliveryFilter,
   page: PageRequest,
+  expand: readonly DeliveryExpansion[] = [],
 ): Promise<Page<Delivery>> {
+  if (expand.includes('prescription') && !principal.scopes.has('prescriptions:read'))
+    throw new AppError('insufficient_scope', 'expand=prescription needs the prescriptions:read scope.')
   let query = db.selectFrom('deliveries').selectAll()
   if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
   if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
@@ -46,7 +57,41 @@ export async function listDeliveries(
     : []
   const byDelivery = new Map<string, CustodyEvent[]>()
   for (const row of custody) byDelivery.set(row.delivery_id, [...(byDelivery.get(row.delivery_id) ?? []), toCustodyEvent(row)])
-  return { data: result.data.map((r) => toDelivery(r, byDelivery.get(r.id) ?? [])), next_cursor: result.next_cursor }
+  const data = result.data.map((r) => toDelivery(r, byDelivery.get(r.id) ?? []))
+  if (ids.length && expand.length) await expandPage(db, data, expand)
+  return { data, next_cursor: result.next_cursor }
+}
+
+/** One query per expansion for the whole page (never one per row). */
+async function expandPage(db: ServiceDeps['db'], data: Delivery[], expand: readonly DeliveryExpansion[]): Promise<void> {
+  if (expand.includes('prescription')) {
+    const rows = await db
+      .selectFrom('prescriptions')
+      .select(['delivery_id', 'patient_id', 'items', 'deliver_by', 'external_ref'])
+      .where(
+        'delivery_id',
+        'in',
+        data.map((d) => d.id),
+      )
+      .execute()
+    const byDelivery = new Map(rows.map((r) => [r.delivery_id, r]))
+    for (const d of data) {
+      const rx = byDelivery.get(d.id)
+      if (rx)
+        d.prescription = {
+          patient_id: rx.patient_id,
+          items: fromJson<NonNullable<Delivery['prescription']>['items']>(rx.items),
+          deliver_by: rx.deliver_by,
+          external_ref: rx.external_ref,
+        }
+    }
+  }
+  if (expand.includes('driver')) {
+    const driverIds = [...new Set(data.flatMap((d) => (d.driver_id ? [d.driver_id] : [])))]
+    const names = driverIds.length ? await db.selectFrom('drivers').select(['id', 'name']).where('id', 'in', driverIds).execute() : []
+    const byId = new Map(names.map((n) => [n.id, n.name]))
+    for (const d of data) d.driver = d.driver_id ? { id: d.driver_id, name: byId.get(d.driver_id) ?? null } : null
+  }
 }
 
 /**

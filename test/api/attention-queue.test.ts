@@ -92,6 +92,42 @@ for (const store of stores)
       expect(forged.status).toBe(422)
     })
 
+    it('expands a page with its prescriptions and drivers in one request, for a token that may read prescriptions', async () => {
+      const { fleetId, driverId } = await api.fleetWithDriver(admin)
+      // Another pharmacy's, so this pharmacy's queue stays as the other tests expect it.
+      const elsewhere = await api.pharmacy(admin, { name: 'Across Town' })
+      const rx = await api.prescription(admin, {
+        pharmacy_id: elsewhere.id,
+        patient_id: 'pt_4711',
+        items: [{ description: 'Insulin glargine 100 U/mL pen', ndc: '00088-2220-33', quantity: 5 }],
+      })
+      expect((await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId })).status).toBe(
+        200,
+      )
+      const res = await api.get('/v1/deliveries?order=attention&expand=prescription,driver', admin)
+      expect(res.status, res.text).toBe(200)
+      const mine = res.body.data.find((d: { id: string }) => d.id === rx.delivery_id)
+      expect(mine.prescription).toEqual({
+        patient_id: 'pt_4711',
+        items: [{ description: 'Insulin glargine 100 U/mL pen', ndc: '00088-2220-33', quantity: 5 }],
+        deliver_by: null,
+        external_ref: null,
+      })
+      expect(mine.driver).toEqual({ id: driverId, name: 'Dana Driver' })
+      const undispatched = res.body.data.find((d: { id: string }) => d.id === ids.okOld)
+      expect(undispatched.driver).toBeNull()
+      expect(undispatched.prescription.patient_id).toBe('pt_123')
+      // Without expand, the list is as it was.
+      expect((await api.get('/v1/deliveries?order=attention', admin)).body.data[0]).not.toHaveProperty('prescription')
+      // Patient data needs the scope that reads prescriptions; a name outside the list is a 422 at its pointer.
+      const refused = await api.get('/v1/deliveries?expand=prescription', pharmacist)
+      expect(refused.status).toBe(403)
+      expect((await api.get('/v1/deliveries?expand=driver', pharmacist)).status).toBe(200)
+      const bad = await api.get('/v1/deliveries?expand=patient', admin)
+      expect(bad.status).toBe(422)
+      expect(bad.body.errors[0].pointer).toBe('/query/expand')
+    })
+
     it('filters by cold-chain state and creation date', async () => {
       const broken = await api.get('/v1/deliveries?order=attention&cold_chain_state=BROKEN', pharmacist)
       expect(broken.body.data.map((d: { id: string }) => d.id)).toEqual([ids.brokenNew, ids.brokenOld, ids.decided])

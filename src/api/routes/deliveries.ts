@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import type { DeliveryService } from '../../services/deliveries.js'
 import type { ActionInput } from '../../services/delivery-shapes.js'
+import { deliveryExpansions, type DeliveryExpansion } from '../../services/delivery-list.js'
 import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { stabilitySummarySchema } from '../../../rules/stability-summary.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
@@ -64,6 +65,20 @@ const Delivery = z
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),
+    prescription: z
+      .object({
+        patient_id: z.string(),
+        items: z.array(z.object({ description: z.string(), ndc: z.string().optional(), quantity: z.number().int() })),
+        deliver_by: z.string().nullable(),
+        external_ref: z.string().nullable(),
+      })
+      .optional()
+      .describe("Lists with `expand=prescription` only: the prescription's patient reference, items and deliver_by"),
+    driver: z
+      .object({ id: z.string(), name: z.string().nullable() })
+      .nullable()
+      .optional()
+      .describe('Lists with `expand=driver` only: the assigned driver by name; null while none is'),
   })
   .openapi('Delivery')
 
@@ -184,13 +199,24 @@ export function deliveryRoutes(deliveries: DeliveryService) {
           created_from: z.iso.datetime({ offset: false }).optional().describe('Created at or after (RFC 3339 UTC)'),
           created_to: z.iso.datetime({ offset: false }).optional().describe('Created before (RFC 3339 UTC)'),
           order: z.enum(['id', 'attention']).default('id').describe('`id` (oldest first) or `attention` (the pharmacist queue)'),
+          expand: z
+            .string()
+            .regex(
+              new RegExp(`^(${deliveryExpansions.join('|')})(,(${deliveryExpansions.join('|')}))*$`),
+              `must be a comma-separated list of ${deliveryExpansions.join(', ')}`,
+            )
+            .optional()
+            .describe(
+              "Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name. One query per expansion for the page.",
+            ),
         }),
       },
       responses: { 200: json(pageOf(Delivery), 'A page of deliveries') },
     }),
     async (c) => {
-      const { limit, cursor, ...filter } = c.req.valid('query')
-      return c.json(await deliveries.list(c.get('principal'), filter, { limit, cursor }), 200)
+      const { limit, cursor, expand, ...filter } = c.req.valid('query')
+      const expansions = expand ? ([...new Set(expand.split(','))] as DeliveryExpansion[]) : []
+      return c.json(await deliveries.list(c.get('principal'), filter, { limit, cursor }, expansions), 200)
     },
   )
 
