@@ -7835,6 +7835,7 @@ export interface operations {
                      *             "primary_color": "#0a7d5a"
                      *           },
                      *           "embed_origins": [],
+                     *           "timezone": "UTC",
                      *           "created_at": "2026-11-27T05:51:37.152Z"
                      *         }
                      *       ],
@@ -7968,6 +7969,7 @@ export interface operations {
                      *         "primary_color": "#0a7d5a"
                      *       },
                      *       "embed_origins": [],
+                     *       "timezone": "UTC",
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -8119,6 +8121,7 @@ export interface operations {
                      *         "primary_color": "#0a7d5a"
                      *       },
                      *       "embed_origins": [],
+                     *       "timezone": "UTC",
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -8247,6 +8250,7 @@ export interface operations {
                      *       "embed_origins": [
                      *         "https://dispatch.speedy.example"
                      *       ],
+                     *       "timezone": "UTC",
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -14413,8 +14417,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "generated_at": "2026-11-27T05:51:44.192Z",
+                     *       "fleet_id": "fl_01m8j4hswaghr0fkaknxexh35x",
+                     *       "timezone": "UTC",
+                     *       "generated_at": "2026-11-28T22:31:31.907Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -14428,10 +14433,12 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-27T05:51:43.195Z",
-                     *             "status": "DISPATCHED"
+                     *             "since": "2026-11-28T22:31:31.175Z",
+                     *             "status": "DISPATCHED",
+                     *             "driver_name": "Dana Driver",
+                     *             "pharmacy_name": "Main Street Pharmacy"
                      *           }
                      *         ]
                      *       },
@@ -14439,18 +14446,20 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *             "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
-                     *             "eta": "2026-11-27T09:51:42.975Z",
+                     *             "driver_id": "dr_01m8j4ht2wpvfxfvg41bsx1bye",
+                     *             "driver_name": "Dana Driver",
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "tote_id": "tt_01m8j4ht7xeqtmfn7s2yh32ewg",
+                     *             "eta": "2026-11-29T02:31:31.101Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-27T05:51:43.195Z"
+                     *             "updated_at": "2026-11-28T22:31:31.285Z"
                      *           }
                      *         ]
                      *       },
@@ -14466,8 +14475,8 @@ export interface operations {
                      *       "payout": {
                      *         "currency": "USD",
                      *         "lines": 3,
-                     *         "gross_cents": 1579,
-                     *         "payout_cents": 1390
+                     *         "gross_cents": 1053,
+                     *         "payout_cents": 927
                      *       }
                      *     }
                      */
@@ -14801,8 +14810,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "generated_at": "2026-11-27T05:51:44.772Z",
+                     *       "fleet_id": "fl_01m8j4hswaghr0fkaknxexh35x",
+                     *       "timezone": "UTC",
+                     *       "generated_at": "2026-11-28T22:31:32.173Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -14816,10 +14826,12 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-27T05:51:43.195Z",
-                     *             "status": "DISPATCHED"
+                     *             "since": "2026-11-28T22:31:31.175Z",
+                     *             "status": "DISPATCHED",
+                     *             "driver_name": "Dana Driver",
+                     *             "pharmacy_name": "Main Street Pharmacy"
                      *           }
                      *         ]
                      *       },
@@ -14827,18 +14839,20 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
+                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *             "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
-                     *             "eta": "2026-11-27T09:51:42.975Z",
+                     *             "driver_id": "dr_01m8j4ht2wpvfxfvg41bsx1bye",
+                     *             "driver_name": "Dana Driver",
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "tote_id": "tt_01m8j4ht7xeqtmfn7s2yh32ewg",
+                     *             "eta": "2026-11-29T02:31:31.101Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-27T05:51:43.195Z"
+                     *             "updated_at": "2026-11-28T22:31:31.285Z"
                      *           }
                      *         ]
                      *       }
