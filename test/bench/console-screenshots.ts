@@ -32,6 +32,8 @@ try {
   await page.locator('table.queue tbody tr').nth(3).waitFor()
   await page.screenshot({ path: `${OUT}queue.png`, fullPage: true })
   const open = async (hash: string) => {
+    // The previous page's "ready" must not pass for this one's.
+    await page.evaluate(() => document.querySelector('main')?.removeAttribute('data-ready'))
     await page.goto(`${world.base}/console/${hash}`)
     await page.locator('main[data-ready="true"]').waitFor()
   }
