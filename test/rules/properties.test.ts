@@ -102,7 +102,9 @@ function live(d: Delivery, windowMs: number) {
     if (beyondHardLimit(d.profile, reading.temp_c)) expect(state.broken, 'a hard-limit reading breaks on arrival').not.toBeNull()
     if (unbroken && state.broken !== null) arrivedAtBreak = [...arrived]
   }
+  const unbroken = state.broken === null
   evaluate(state, d.profile, buffer.flushAll(), events)
+  if (unbroken && state.broken !== null) arrivedAtBreak = [...arrived]
   return { state, events, flags, buffer, arrivedAtBreak }
 }
 
