@@ -89,7 +89,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       trustProxy: config.TRUST_PROXY,
     }),
     // docs/api.md, Audit log: every authenticated request is audited, the throttled ones included.
-    auditTrail({ audit: deps.audit }),
+    auditTrail({ audit: deps.audit, actionOf: (method, route) => actionsOf(app).get(`${method} ${route}`) ?? null }),
     rateLimit({
       rps: config.RATE_LIMIT_RPS,
       burst: config.RATE_LIMIT_BURST,
@@ -141,4 +141,24 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   let document: ReturnType<typeof buildDocument> | undefined
   app.get('/v1/openapi.json', (c) => c.json((document ??= buildDocument(app, deps.tokens.issuer))))
   return app
+}
+
+const actionMaps = new WeakMap<OpenAPIHono<AppEnv>, Map<string, string>>()
+
+/**
+ * `METHOD /hono/:path` → operationId of every declared route: the `action` of an audit record.
+ * Built on first use, once every route is registered.
+ */
+function actionsOf(app: OpenAPIHono<AppEnv>): Map<string, string> {
+  let actions = actionMaps.get(app)
+  if (!actions) {
+    actions = new Map()
+    for (const definition of app.openAPIRegistry.definitions) {
+      if (definition.type !== 'route' || !definition.route.operationId) continue
+      const { method, path, operationId } = definition.route
+      actions.set(`${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`, operationId)
+    }
+    actionMaps.set(app, actions)
+  }
+  return actions
 }

@@ -12,6 +12,8 @@ export type AppEnv = {
     principal: Principal
     /** Set by `idempotency` on a POST that sent an Idempotency-Key. */
     idempotency?: IdempotentRequest
+    /** Set by `auditTrail` on a state-changing request: writes its audit record in the transaction of its change. */
+    auditInTransaction?: (trx: Executor, status: number, answer: unknown) => Promise<void>
   }
 }
 

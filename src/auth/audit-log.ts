@@ -4,8 +4,8 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { jcsHash } from '../hashing.js'
 import type { Dialect } from '../store/database.js'
-import { insertRows } from '../store/precompiled.js'
-import type { Database, Db } from '../store/schema.js'
+import { insertRow, insertRows, precompiled } from '../store/precompiled.js'
+import type { Database, Db, Executor } from '../store/schema.js'
 
 export type AuditEntry = {
   at: string
@@ -19,7 +19,15 @@ export type AuditEntry = {
   /** The tenant of the token that made the request, by which restricted tokens read the log; null when unrestricted. */
   pharmacy_id: string | null
   fleet_id: string | null
+  /** The operationId the request ran; null when no route matched. */
+  action: string | null
+  /** The delivery the request concerned (its path's, or the one its answer names). */
+  delivery_id: string | null
 }
+
+/** What a caller hands over; the time is the log's, the optional fields default to null. */
+export type NewAuditEntry = Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id'> &
+  Partial<Pick<AuditEntry, 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id'>>
 
 /** Whose records a restricted reader sees: its token's tenant. */
 export type AuditTenant = { pharmacyId: string | null; fleetId: string | null }
@@ -49,20 +57,31 @@ export type AuditVerdict = {
 }
 
 /**
- * A record as it is shown and hashed: the tenant fields only when set, so records written before
- * they existed (and unrestricted tokens' records) hash exactly as they always did.
+ * A record as it is shown and hashed: the tenant, action and delivery fields only when set, so
+ * records written before they existed (and unrestricted tokens' records) hash exactly as they always did.
  */
-export function shownEntry<T extends AuditEntry>({ pharmacy_id, fleet_id, ...rest }: T) {
-  return { ...rest, ...(pharmacy_id === null ? {} : { pharmacy_id }), ...(fleet_id === null ? {} : { fleet_id }) }
+export function shownEntry<T extends AuditEntry>({ pharmacy_id, fleet_id, action, delivery_id, ...rest }: T) {
+  return {
+    ...rest,
+    ...(pharmacy_id === null ? {} : { pharmacy_id }),
+    ...(fleet_id === null ? {} : { fleet_id }),
+    ...(action === null || action === undefined ? {} : { action }),
+    ...(delivery_id === null || delivery_id === undefined ? {} : { delivery_id }),
+  }
 }
 
 /** The chain's link: each record's hash covers its fields and the previous record's hash. */
 const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...shownEntry(entry), prev_hash: prevHash })
 
 /**
- * The append-only, hash-chained audit log (docs/api.md, Audit log). Entries are gathered for a few milliseconds and
- * chained in one transaction, so auditing costs the request path no database round trip;
- * shutdown flushes what is pending.
+ * The append-only, hash-chained audit log (docs/api.md, Audit log).
+ *
+ * A state-changing request is in the log before its answer is sent: `append` writes its record
+ * inside the transaction of the change (so both commit or neither does), and `commit` writes one
+ * in a transaction of its own and resolves once it is committed. Reads go through `record`: they
+ * change nothing a crash could lose, so their records are gathered for a few milliseconds and
+ * chained in one transaction, costing the request path no database round trip; shutdown flushes
+ * what is pending.
  */
 export class AuditLog {
   private pending: AuditEntry[] = []
@@ -75,14 +94,26 @@ export class AuditLog {
     private readonly clock: Clock,
   ) {}
 
-  record({
-    pharmacy_id = null,
-    fleet_id = null,
-    ...entry
-  }: Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id'> & Partial<Pick<AuditEntry, 'pharmacy_id' | 'fleet_id'>>): void {
-    this.pending.push({ at: iso(this.clock.now()), ...entry, pharmacy_id, fleet_id })
+  /** Batched: for requests that change nothing (reads). */
+  record(entry: NewAuditEntry): void {
+    this.pending.push(this.stamped(entry))
     if (this.pending.length >= FLUSH_AT) void this.flush()
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_EVERY_MS)
+  }
+
+  /**
+   * Chains one record inside `trx`, the transaction of the change it records. On PostgreSQL the
+   * chain's lock is then held to that transaction's commit, so callers append last, after their
+   * own writes (a lock taken after it could deadlock with a writer waiting for the chain).
+   */
+  async append(trx: Executor, entry: NewAuditEntry): Promise<void> {
+    await this.chain(trx, [this.stamped(entry)])
+  }
+
+  /** Writes one record in its own transaction; resolves once it is committed. */
+  async commit(entry: NewAuditEntry): Promise<void> {
+    const stamped = this.stamped(entry)
+    await this.db.transaction().execute((trx) => this.chain(trx, [stamped]))
   }
 
   /** Writes everything recorded so far; resolves when it is committed. */
@@ -92,27 +123,31 @@ export class AuditLog {
     const batch = this.pending
     this.pending = []
     this.flushing = this.flushing
-      .then(() => (batch.length ? this.write(batch) : undefined))
+      .then(() => (batch.length ? this.db.transaction().execute((trx) => this.chain(trx, batch)) : undefined))
       .catch(() => {
         this.pending.unshift(...batch) // keep them for the next flush rather than lose them
       })
     return this.flushing
   }
 
-  private async write(batch: AuditEntry[]): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      // Instances sharing PostgreSQL take turns extending the one chain.
-      if (this.dialect === 'postgres') await sql`select pg_advisory_xact_lock(7270001)`.execute(trx)
-      const last = await trx.selectFrom('audit_events').select('hash').orderBy('pos', 'desc').limit(1).executeTakeFirst()
-      let head = last?.hash ?? GENESIS_HASH
-      const rows = batch.map((entry) => {
-        const hash = auditHash(entry, head)
-        const row = { ...entry, prev_hash: head, hash }
-        head = hash
-        return row
-      })
-      await insertRows(trx, 'audit_events', rows)
+  private stamped({ pharmacy_id = null, fleet_id = null, action = null, delivery_id = null, ...entry }: NewAuditEntry): AuditEntry {
+    return { at: iso(this.clock.now()), ...entry, pharmacy_id, fleet_id, action, delivery_id }
+  }
+
+  /** Links `entries` after the chain's head, in the transaction `trx`. */
+  private async chain(trx: Executor, entries: AuditEntry[]): Promise<void> {
+    // Instances sharing PostgreSQL take turns extending the one chain; SQLite runs one transaction at a time.
+    if (this.dialect === 'postgres') await sql`select pg_advisory_xact_lock(7270001)`.execute(trx)
+    const [last] = await chainHead(trx)
+    let head = last?.hash ?? GENESIS_HASH
+    const rows = entries.map((entry) => {
+      const hash = auditHash(entry, head)
+      const row = { ...entry, prev_hash: head, hash }
+      head = hash
+      return row
     })
+    if (rows.length === 1) await insertRow(trx, 'audit_events', rows[0]!)
+    else await insertRows(trx, 'audit_events', rows)
   }
 
   /**
@@ -170,6 +205,8 @@ export class AuditLog {
     return row?.hash ?? GENESIS_HASH
   }
 }
+
+const chainHead = precompiled((db) => db.selectFrom('audit_events').select('hash').orderBy('pos', 'desc').limit(1))
 
 /** A restricted reader's records: those its tenant's tokens made. */
 export function ofTenant<Q extends SelectQueryBuilder<Database, 'audit_events', object>>(query: Q, tenant: AuditTenant): Q {

@@ -129,6 +129,10 @@ export interface Database extends StabilityTables {
     /** The tenant of the token that made the request; null for unrestricted tokens and records written before 0015. */
     pharmacy_id: string | null
     fleet_id: string | null
+    /** The operationId the request ran; null for unmatched paths and records written before 0039. */
+    action: string | null
+    /** The delivery the request concerned, when it concerned one. */
+    delivery_id: string | null
     prev_hash: string
     hash: string
   }

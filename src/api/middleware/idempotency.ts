@@ -123,10 +123,20 @@ export function idempotency({
   }
 }
 
-/** What a route hands its service so that the answer `c.json(answer, status)` commits with the change; undefined without a key. */
+/**
+ * What a route hands its service so that what `c.json(answer, status)` leaves behind commits with
+ * the change: the answer kept for the request's Idempotency-Key (if it sent one) and the
+ * request's audit record. Undefined only when neither applies.
+ */
 export function answerInTransaction<T>(c: Context<AppEnv>, status: number, secrets: readonly string[] = []): RecordAnswer<T> | undefined {
   const request = c.get('idempotency')
-  return request && ((trx, answer) => request.complete(trx, status, answer, secrets))
+  const audit = c.get('auditInTransaction')
+  if (!request && !audit) return undefined
+  return async (trx, answer) => {
+    if (request) await request.complete(trx, status, answer, secrets)
+    // Last: on PostgreSQL it takes the audit chain's lock, held to the commit.
+    if (audit) await audit(trx, status, answer)
+  }
 }
 
 // What `c.json()` answers with; a replay sends the same.
