@@ -5,7 +5,7 @@
 // sessionStorage holds only the one-time PKCE verifier and state across that redirect.
 
 const CLIENT_ID = 'cl_console'
-const SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition'
+const SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition audit:read'
 const PENDING = 'rxtrace.console.pending'
 
 export type Session = { accessToken: string; scopes: Set<string>; sub: string; pharmacyId: string | null; expiresAt: number }

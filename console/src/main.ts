@@ -1,11 +1,12 @@
 import './style.css'
 import { api, type Pharmacy } from './api'
-import { current, ensureSignedIn } from './auth'
+import { auditPage } from './audit'
+import { can, current, ensureSignedIn } from './auth'
 import { deliveryPage, printPage } from './delivery'
 import { h } from './format'
 import { queuePage } from './queue'
 
-// Routes live in the hash (#/, #/delivery/dl_…, #/print/dl_…[,dl_…]) so the sign-in redirect
+// Routes live in the hash (#/, #/delivery/dl_…, #/print/dl_…[,dl_…], #/audit) so the sign-in redirect
 // URI is the one fixed /console/ the console's client registers.
 
 const main = document.getElementById('main')!
@@ -21,6 +22,7 @@ function route(): void {
   const [, page, arg] = location.hash.split('/')
   if (page === 'delivery' && arg) stop = deliveryPage(main, decodeURIComponent(arg), announce)
   else if (page === 'print' && arg) stop = printPage(main, decodeURIComponent(arg).split(','))
+  else if (page === 'audit') stop = auditPage(main, timeZone)
   else stop = queuePage(main, timeZone, announce)
   // Keyboard and screen-reader users land on the new content, as on a page load.
   main.focus({ preventScroll: true })
@@ -35,6 +37,7 @@ async function start(): Promise<void> {
     document.getElementById('who')!.textContent = pharmacy ? `${pharmacy.name}` : ''
   }
   document.getElementById('signout')!.hidden = false
+  document.getElementById('nav-audit')!.hidden = !can('audit:read')
   if (location.hash !== back) history.replaceState(null, '', `/console/${back}`)
   window.addEventListener('hashchange', route)
   route()

@@ -221,7 +221,7 @@ export class ClientRegistry {
 /** The pharmacist console's client (docs/console.md): first-party, public, the same id everywhere. */
 export const CONSOLE_CLIENT_ID = 'cl_console'
 /** What the console reads and decides; a person's token is further capped by their role. */
-export const CONSOLE_SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition'
+export const CONSOLE_SCOPE = 'pharmacies:read prescriptions:read deliveries:read telemetry:read cold-chain:disposition audit:read'
 
 /**
  * Creates the console's client on first start, or brings an existing one in line with this
