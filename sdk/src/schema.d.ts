@@ -653,7 +653,7 @@ export interface paths {
         };
         /**
          * The hash-chained record of every authenticated request
-         * @description A token restricted to a pharmacy or fleet (a client's or a person's) sees only the records of requests made with that tenant's tokens, whoever made them and through whichever app, without `pos` and `prev_hash` (which count other tenants' requests). Records written before tenants were recorded are shown to unrestricted tokens only.
+         * @description A token restricted to a pharmacy or fleet (a client's or a person's) sees only the records of requests made with that tenant's tokens, whoever made them and through whichever app, without `pos` and `prev_hash` (which count other tenants' requests). Records written before tenants were recorded are shown to unrestricted tokens only. Filters combine (AND). JSON pages by default; `Accept: text/csv` or `format=csv` streams every matching record after `cursor` as RFC 4180 CSV (`limit` does not apply), cells that a spreadsheet would read as a formula prefixed with `'`.
          */
         get: operations["listAuditEvents"];
         put?: never;
@@ -2276,6 +2276,10 @@ export interface components {
             path: string;
             status: number;
             request_id: string;
+            /** @description The operation the request ran (its operationId); absent when no route matched */
+            action?: string;
+            /** @description The delivery the request concerned; absent when none */
+            delivery_id?: string;
             /** @description The tenant of the token that made the request; absent when it had none */
             pharmacy_id?: string;
             /** @description The tenant of the token that made the request; absent when it had none */
@@ -9940,7 +9944,20 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page */
                 cursor?: string;
+                /** @description Only requests made with this client */
                 client_id?: string;
+                /** @description Only requests made by this person or client (`sub`) */
+                user?: string;
+                /** @description Only requests about this delivery */
+                delivery_id?: string;
+                /** @description Only this operation (an operationId, e.g. `createPrescription`) */
+                action?: string;
+                /** @description At or after this time (RFC 3339) */
+                from?: string;
+                /** @description Before this time (RFC 3339) */
+                to?: string;
+                /** @description `csv`: the same as `Accept: text/csv` */
+                format?: "json" | "csv";
             };
             header?: never;
             path?: never;
@@ -9948,7 +9965,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of audit records, oldest first */
+            /** @description A page of audit records, oldest first; or all of them as CSV */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -10030,6 +10047,8 @@ export interface operations {
                         data: components["schemas"]["AuditEvent"][];
                         next_cursor: string | null;
                     };
+                    /** @example at,sub,client_id,action,method,path,status,delivery_id,pharmacy_id,fleet_id,request_id,jti,hash */
+                    "text/csv": string;
                 };
             };
             /** @description `unauthorized`: missing or invalid access token */
