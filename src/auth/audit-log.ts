@@ -1,4 +1,4 @@
-import { sql, type SelectQueryBuilder } from 'kysely'
+import { CompiledQuery, sql, type SelectQueryBuilder } from 'kysely'
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
@@ -85,6 +85,8 @@ const auditHash = (entry: AuditEntry, prevHash: string) => jcsHash({ ...shownEnt
  */
 export class AuditLog {
   private pending: AuditEntry[] = []
+  /** The hash this process last linked a record to the chain with (SQLite); null: read it from the table. */
+  private knownHead: string | null = null
   private timer: NodeJS.Timeout | null = null
   private flushing: Promise<void> = Promise.resolve()
 
@@ -136,6 +138,7 @@ export class AuditLog {
 
   /** Links `entries` after the chain's head, in the transaction `trx`. */
   private async chain(trx: Executor, entries: AuditEntry[]): Promise<void> {
+    if (this.dialect === 'sqlite' && entries.length === 1 && (await this.appendAfterKnownHead(trx, entries[0]!))) return
     // Instances sharing PostgreSQL take turns extending the one chain; SQLite runs one transaction at a time.
     if (this.dialect === 'postgres') await sql`select pg_advisory_xact_lock(7270001)`.execute(trx)
     const [last] = await chainHead(trx)
@@ -148,6 +151,25 @@ export class AuditLog {
     })
     if (rows.length === 1) await insertRow(trx, 'audit_events', rows[0]!)
     else await insertRows(trx, 'audit_events', rows)
+    this.knownHead = head
+  }
+
+  /**
+   * SQLite: every write request appends one record, and reading the head first costs as much as
+   * the insert. The head this process last wrote is usually still the head, so the record is
+   * linked to it and inserted only if the stored head is that hash, checked by the same statement.
+   * When it is not (that transaction rolled back, another process such as the CLI appended
+   * since), nothing is inserted and `chain` reads the head as usual.
+   */
+  private async appendAfterKnownHead(trx: Executor, entry: AuditEntry): Promise<boolean> {
+    const prev = this.knownHead
+    if (prev === null) return false
+    const hash = auditHash(entry, prev)
+    const values = APPEND_COLUMNS.map((column) => ({ ...entry, prev_hash: prev, hash })[column])
+    const { numAffectedRows } = await trx.executeQuery(CompiledQuery.raw(APPEND_IF_HEAD, [...values, prev]))
+    if (numAffectedRows !== 1n) return false
+    this.knownHead = hash
+    return true
   }
 
   /**
@@ -205,6 +227,28 @@ export class AuditLog {
     return row?.hash ?? GENESIS_HASH
   }
 }
+
+const APPEND_COLUMNS = [
+  'at',
+  'jti',
+  'client_id',
+  'sub',
+  'method',
+  'path',
+  'status',
+  'request_id',
+  'pharmacy_id',
+  'fleet_id',
+  'action',
+  'delivery_id',
+  'prev_hash',
+  'hash',
+] as const satisfies readonly (keyof Database['audit_events'])[]
+/** SQLite: inserts the record only if the chain's stored head is its `prev_hash` (the last parameter). */
+const APPEND_IF_HEAD =
+  `insert into "audit_events" (${APPEND_COLUMNS.map((c) => `"${c}"`).join(', ')}) ` +
+  `select ${APPEND_COLUMNS.map(() => '?').join(', ')} ` +
+  `where (select "hash" from "audit_events" order by "pos" desc limit 1) = ?`
 
 const chainHead = precompiled((db) => db.selectFrom('audit_events').select('hash').orderBy('pos', 'desc').limit(1))
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import axe from './axe.js'
 import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
 
 // The audit review page in Debian's Chromium: a pharmacist sees their own pharmacy's trail, filters
@@ -94,5 +95,16 @@ describe('the audit review page', () => {
     expect(lines.every((line) => line.includes('createPrescription'))).toBe(true)
     expect(ours.every((id) => text.includes(id))).toBe(true)
     expect(text).not.toContain(theirs)
+  })
+
+  it('has no serious or critical accessibility violations (axe-core), and a technician has no audit page', async () => {
+    const violations = await axe(page)
+    expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')).toEqual([])
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const tech = await context.newPage()
+    await signInToConsole(tech, world.base, 'tess@example.com')
+    await tech.getByRole('heading', { name: 'Attention queue' }).waitFor()
+    expect(await tech.getByRole('link', { name: 'Audit trail' }).count()).toBe(0)
+    await context.close()
   })
 })
