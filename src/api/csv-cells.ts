@@ -3,7 +3,7 @@
  * `@`, a tab or a carriage return would be read as a formula (OWASP, CSV injection), so it gets
  * a leading `'`; a cell holding a comma, a quote or a line break is quoted, quotes doubled.
  */
-export function csvCell(value: string | number | null | undefined): string {
+function csvCell(value: string | number | null | undefined): string {
   if (value === null || value === undefined) return ''
   let text = String(value)
   if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`

@@ -165,7 +165,8 @@ export class AuditLog {
     const prev = this.knownHead
     if (prev === null) return false
     const hash = auditHash(entry, prev)
-    const values = APPEND_COLUMNS.map((column) => ({ ...entry, prev_hash: prev, hash })[column])
+    const row = { ...entry, prev_hash: prev, hash }
+    const values = APPEND_COLUMNS.map((column) => row[column])
     const { numAffectedRows } = await trx.executeQuery(CompiledQuery.raw(APPEND_IF_HEAD, [...values, prev]))
     if (numAffectedRows !== 1n) return false
     this.knownHead = hash

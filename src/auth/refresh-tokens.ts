@@ -71,7 +71,8 @@ export class RefreshTokens {
       // Two parties hold the family: revoke it, and ask the person again before this app gets more.
       await this.revokeFamily(row.family_id)
       await this.consents.forget(row.user_id, row.client_id)
-      this.audit.record({
+      // A change (the family revoked): its record is committed before the answer, as every write's.
+      await this.audit.commit({
         jti: null,
         client_id: clientId,
         sub: row.user_id,
