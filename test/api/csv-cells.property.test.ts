@@ -10,11 +10,11 @@ function cellsOf(line: string): string[] {
   for (let i = 0; i < line.length; i++) {
     const ch = line[i]!
     if (quoted) {
-      if (ch === '"' && line[i + 1] === '"') (cell += '"'), i++
+      if (ch === '"' && line[i + 1] === '"') ((cell += '"'), i++)
       else if (ch === '"') quoted = false
       else cell += ch
     } else if (ch === '"') quoted = true
-    else if (ch === ',') cells.push(cell), (cell = '')
+    else if (ch === ',') (cells.push(cell), (cell = ''))
     else cell += ch
   }
   cells.push(cell)
