@@ -69,11 +69,14 @@ export type StabilityPlan = {
    * product: the profile's time and MKT rules give way to the ledger; hard limits still break.
    */
   auto?: boolean
+  /** Budget given back to this leg by excursion assessments in force (earlier legs' are in `carried`). */
+  add_backs?: AddBack[]
 }
 
 /** The ledger a delivery starts from: the earlier legs' for a redelivery, else an empty one. */
 export function startLedger(plan: StabilityPlan, maxGapS: number | null): StabilityLedger {
-  const ledger = plan.carried === null ? openLedger(plan.items, maxGapS) : nextLeg(plan.carried)
+  const addBacks = plan.add_backs ?? []
+  const ledger = plan.carried === null ? openLedger(plan.items, maxGapS, addBacks) : giveBack(nextLeg(plan.carried), addBacks)
   ledger.legs = [...plan.legs]
   return ledger
 }
@@ -135,6 +138,15 @@ export function nextLeg(ledger: StabilityLedger): StabilityLedger {
   next.last_ts = null
   next.last_temp = null
   return next
+}
+
+/** Adds assessments' budget to a ledger's bands (those naming no item or band of it are ignored). MUTATES `ledger`. */
+function giveBack(ledger: StabilityLedger, addBacks: readonly AddBack[]): StabilityLedger {
+  for (const a of addBacks) {
+    const band = ledger.items.find((item) => item.ndc === a.ndc)?.bands[a.band]
+    if (band) band.add_back_ms += a.add_back_s * 1000
+  }
+  return ledger
 }
 
 /**

@@ -143,6 +143,7 @@ export class PrescriptionService {
         bound_from: null,
         bound_to: null,
         release: null,
+        leg: 1,
         // `delivery.created` below is the delivery's event 1.
         version: 1,
         event_seq: 1,

@@ -88,6 +88,8 @@ export interface Database extends StabilityTables {
     on_time: number | null
     /** An automatic release by stability budget, as JSON (migration 0032); null otherwise. */
     release: string | null
+    /** 1, or n + 1 for the n-th redelivery of the same prescription (migration 0033). */
+    leg: number
   }
   custody_events: {
     delivery_id: string

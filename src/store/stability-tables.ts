@@ -31,4 +31,20 @@ export interface StabilityTables {
     /** StabilityPlan as JSON (rules/stability-ledger.ts): the versions recorded at creation, earlier legs' ledger, the legs. */
     plan: string
   }
+  /** Excursion assessments (migration 0034): budget given back to one band of one item; never deleted, withdrawn instead. */
+  stability_assessments: {
+    id: string
+    delivery_id: string
+    /** The item's NDC as the ledger shows it (5-4-2). */
+    ndc: string
+    /** Index of the band in the item's product stability version. */
+    band: number
+    add_back_s: number
+    justification: string
+    /** {client_id, sub} of the pharmacist, as JSON. */
+    assessed_by: string
+    created_at: string
+    withdrawn_by: string | null
+    withdrawn_at: string | null
+  }
 }

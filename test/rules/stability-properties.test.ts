@@ -8,6 +8,7 @@ import {
   initialColdChain,
   nextLeg,
   openLedger,
+  startLedger,
   ReorderBuffer,
   replay,
   resolveProfile,
@@ -224,6 +225,35 @@ describe('the stability ledger (fast-check)', () => {
         ledger.items.forEach((item, i) =>
           item.bands.forEach((b, j) => expect(b.consumed_ms).toBeGreaterThanOrEqual(alone.items[i]!.bands[j]!.consumed_ms)),
         )
+      }),
+      RUNS,
+    )
+  })
+  it('assessments give budget back without touching consumption, and only ever move an item towards within', () => {
+    const addBackArb = fc.array(
+      fc.record({ item: fc.nat({ max: items.length - 1 }), band: fc.nat({ max: 5 }), add_back_s: fc.integer({ min: 0, max: 7200 }) }),
+      { maxLength: 4 },
+    )
+    fc.assert(
+      fc.property(deliveryArb, deliveryArb, addBackArb, ({ maxGapS, steps }, { steps: steps2 }, picks) => {
+        const addBacks = picks.map((p) => ({ ndc: items[p.item]!.ndc, band: p.band, add_back_s: p.add_back_s }))
+        const leg1 = toReadings(steps)
+        const leg2 = toReadings(steps2, leg1[leg1.length - 1]!.ts + 86_400_000)
+        const carried = fold(maxGapS, leg1)
+        const plain = chargeReadings(startLedger({ items, carried, legs: ['dl_1', 'dl_2'] }, maxGapS), leg2).ledger
+        const assessed = chargeReadings(startLedger({ items, carried, legs: ['dl_1', 'dl_2'], add_backs: addBacks }, maxGapS), leg2).ledger
+        assessed.items.forEach((item, i) => {
+          const before = plain.items[i]!
+          expect(item.bands.map((b) => b.consumed_ms)).toEqual(before.bands.map((b) => b.consumed_ms))
+          // An item within budget without assessments stays within with them.
+          if (before.exhausted === null) expect(item.exhausted).toBeNull()
+          // Remaining is never negative, and never less than without assessments.
+          const summary = summarizeStability(assessed).items[i]!
+          summary.bands.forEach((b, j) => {
+            expect(b.remaining_s).toBeGreaterThanOrEqual(0)
+            expect(b.remaining_s).toBeGreaterThanOrEqual(summarizeStability(plain).items[i]!.bands[j]!.remaining_s)
+          })
+        })
       }),
       RUNS,
     )

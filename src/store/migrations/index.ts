@@ -20,6 +20,8 @@ import { up as ingestSessions } from './0020_ingest_sessions.js'
 import { up as products } from './0030_products.js'
 import { up as deliveryStability } from './0031_delivery_stability.js'
 import { up as releasePolicy } from './0032_release_policy.js'
+import { up as deliveryLegs } from './0033_delivery_legs.js'
+import { up as stabilityAssessments } from './0034_stability_assessments.js'
 import { up as auditFilters } from './0039_audit_filters.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
 
@@ -44,6 +46,8 @@ const steps: Record<string, MigrationStep> = {
   '0030_products': products,
   '0031_delivery_stability': deliveryStability,
   '0032_release_policy': releasePolicy,
+  '0033_delivery_legs': deliveryLegs,
+  '0034_stability_assessments': stabilityAssessments,
   '0039_audit_filters': auditFilters,
   '0049_fleet_timezone': fleetTimezone,
 }

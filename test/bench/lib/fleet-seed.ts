@@ -66,6 +66,7 @@ export async function seedEndedDeliveries(
         distance_m: random() < 0.1 ? null : Math.floor(random() * 25_000),
         after_hours: random() < 0.2 ? 1 : 0,
         on_time: status === 'DELIVERED' ? (random() < 0.9 ? 1 : 0) : null,
+        leg: 1,
       })
     }
     await db.insertInto('deliveries').values(rows).execute()
