@@ -11,6 +11,9 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'invalid_transition'
   | 'cold_chain_hold'
+  | 'not_released'
+  | 'stability_exhausted'
+  | 'signature_required_person'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -31,6 +34,9 @@ const statusOf: Record<ErrorCode, number> = {
   method_not_allowed: 405,
   invalid_transition: 409,
   cold_chain_hold: 409,
+  not_released: 409,
+  stability_exhausted: 409,
+  signature_required_person: 403,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

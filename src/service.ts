@@ -155,6 +155,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     streams,
     tokens,
     accounts,
+    sink,
     toteBindingChanged: (toteId, deliveryId) => {
       bindings.invalidate(toteId)
       shared?.announceBinding(toteId, deliveryId)

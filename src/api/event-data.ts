@@ -124,6 +124,12 @@ export const eventData = {
     profile: z.string().nullable().describe('The temperature profile, null without a cold chain'),
     eta: time.describe('The promised delivery time'),
     audit_hash: hash.describe('The prescription as received (RFC 8785 canonical JSON)'),
+    leg: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('1, or n + 1 for the n-th redelivery of the prescription (absent before legs existed)'),
   }),
   'delivery.dispatched': Move.extend({ fleet_id: z.string(), driver_id: z.string().nullable(), tote_id: z.string().nullable() }),
   'delivery.picked-up': Move,

@@ -21,7 +21,7 @@ const moves: Record<DeliveryAction, Move> = {
   return: { from: ['PICKED_UP', 'FAILED'], to: 'RETURNED', custody: 'returned', events: ['custody.handoff-signed', 'delivery.returned'] },
   cancel: { from: ['QUEUED', 'DISPATCHED'], to: 'CANCELLED', custody: 'cancelled', events: ['delivery.cancelled'] },
   disposition: {
-    from: ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'FAILED'],
+    from: ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'FAILED', 'RETURNED'],
     to: 'unchanged',
     custody: 'disposition',
     events: ['cold-chain.disposition'],
@@ -42,7 +42,9 @@ export type DeliveryFacts = {
 function allowedActions(delivery: DeliveryFacts): DeliveryAction[] {
   return deliveryActions.filter((action) => {
     if (!moves[action].from.includes(delivery.status)) return false
-    return action !== 'disposition' || (delivery.coldChainState === 'BROKEN' && !delivery.decided)
+    // Returned goods get a person's decision whatever their cold chain: released, they may go out
+    // again as the prescription's next leg (docs/stability.md, Redelivery).
+    return action !== 'disposition' || ((delivery.coldChainState === 'BROKEN' || delivery.status === 'RETURNED') && !delivery.decided)
   })
 }
 
@@ -60,7 +62,7 @@ export function planMove(delivery: DeliveryFacts, action: DeliveryAction): Plann
       action === 'disposition' && moves.disposition.from.includes(delivery.status)
         ? delivery.decided
           ? 'A disposition was already recorded for this delivery; a second decision is refused.'
-          : 'A disposition is only recorded for a delivery whose cold chain is BROKEN.'
+          : 'A disposition is only recorded for a delivery whose cold chain is BROKEN, or one that was returned.'
         : `Cannot ${action} a delivery that is ${delivery.status}.`
     throw new AppError('invalid_transition', detail, { status_now: delivery.status, allowed_actions: allowed })
   }

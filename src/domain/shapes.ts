@@ -15,6 +15,8 @@ export type { CustodyEvent, TemperatureTrace, TraceExcursion }
 export type Delivery = {
   id: string
   rx_id: string
+  /** 1, or n + 1 for the n-th redelivery of the prescription (docs/stability.md, Redelivery). */
+  leg: number
   pharmacy_id: string
   status: DeliveryStatus
   eta: string

@@ -26,6 +26,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
   return {
     id: row.id,
     rx_id: row.rx_id,
+    leg: row.leg,
     pharmacy_id: row.pharmacy_id,
     status: row.status as DeliveryStatus,
     eta: row.eta,

@@ -163,7 +163,7 @@ export class PrescriptionService {
           delivery_id: deliveryId,
           rx_id: rxId,
           seq: 1,
-          data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash },
+          data: { status: 'QUEUED', cold_chain: input.cold_chain, profile: profile?.name ?? null, eta, audit_hash: auditHash, leg: 1 },
         },
       ])
       await record?.(trx, prescription)

@@ -69,7 +69,7 @@ function v1Routes({
   const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
   return [
     pharmacyRoutes(services.pharmacies),
-    prescriptionRoutes(services.prescriptions),
+    prescriptionRoutes(services.prescriptions, services.redeliveries),
     deliveryRoutes(services.deliveries),
     fleetRoutes(services.fleets),
     toteRoutes(services.totes, sink, clock),

@@ -3,12 +3,14 @@ import type { Config } from '../config.js'
 import type { EventStreams } from '../events/event-stream.js'
 import type { BrokerAccounts } from '../mqtt/broker-accounts.js'
 import type { ServiceDeps } from '../services/context.js'
+import type { ReadingSink } from '../timeseries/sink.js'
 import { DeliveryService } from '../services/deliveries.js'
 import { EventService } from '../services/events.js'
 import { FleetDashboardService } from '../services/fleet-dashboard.js'
 import { FleetService } from '../services/fleets.js'
 import { PharmacyService } from '../services/pharmacies.js'
 import { PrescriptionService } from '../services/prescriptions.js'
+import { RedeliveryService } from '../services/redeliveries.js'
 import { ProductService } from '../services/products.js'
 import { RateCardService } from '../services/rate-cards.js'
 import { ReconciliationService } from '../services/reconciliation.js'
@@ -24,13 +26,16 @@ export type ServicesWiring = {
   accounts: BrokerAccounts | null
   /** Told after a dispatch binds a tote or an ending releases it. */
   toteBindingChanged: (toteId: string, deliveryId: string) => void
+  /** Where readings are stored: a redelivery and an assessment replay a leg's ledger from them. */
+  sink: ReadingSink
 }
 
 /** The application services, one per resource group, over the same dependencies. */
-export function createServices({ deps, config, streams, tokens, accounts, toteBindingChanged }: ServicesWiring) {
+export function createServices({ deps, config, streams, tokens, accounts, toteBindingChanged, sink }: ServicesWiring) {
   return {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
+    redeliveries: new RedeliveryService(deps, sink),
     deliveries: new DeliveryService(deps, toteBindingChanged),
     fleets: new FleetService(deps),
     rateCards: new RateCardService(deps),

@@ -38,10 +38,11 @@ const CustodyEvent = z
   })
   .openapi('CustodyEvent')
 
-const Delivery = z
+export const Delivery = z
   .object({
     id: z.string(),
     rx_id: z.string(),
+    leg: z.number().int().min(1).describe('1, or n + 1 for the n-th redelivery of the same prescription'),
     pharmacy_id: z.string(),
     status: z.enum(deliveryStatuses),
     eta: z.string(),

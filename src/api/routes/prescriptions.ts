@@ -1,6 +1,8 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { customProfileSchema } from '../../../rules/profile-schema.js'
 import type { PrescriptionService } from '../../services/prescriptions.js'
+import type { RedeliveryService } from '../../services/redeliveries.js'
+import { Delivery } from './deliveries.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -59,7 +61,7 @@ const Prescription = z
   })
   .openapi('Prescription')
 
-export function prescriptionRoutes(prescriptions: PrescriptionService) {
+export function prescriptionRoutes(prescriptions: PrescriptionService, redeliveries: RedeliveryService) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(
     v1Route('prescriptions:write', {
@@ -105,6 +107,29 @@ export function prescriptionRoutes(prescriptions: PrescriptionService) {
       responses: { 200: json(pageOf(Prescription), 'A page of prescriptions') },
     }),
     async (c) => c.json(await prescriptions.list(c.get('principal'), c.req.valid('query')), 200),
+  )
+
+  app.openapi(
+    v1Route('prescriptions:write', {
+      method: 'post',
+      path: '/v1/prescriptions/{id}/redeliver',
+      operationId: 'redeliverPrescription',
+      tags: ['Prescriptions'],
+      summary: 'Send a returned, released prescription out again (its next leg)',
+      description:
+        'Creates leg n + 1 of the prescription: a new QUEUED delivery, dispatched like any other, whose stability ledger starts from what the earlier legs consumed. Only when the latest leg is `RETURNED` with a `release` disposition by a person, and no item is exhausted. Requires `Idempotency-Key` (docs/stability.md, Redelivery).',
+      request: { params: idParam('rx'), headers: z.object({ 'idempotency-key': z.string().min(1).max(255) }) },
+      responses: {
+        201: json(Delivery, 'The new leg'),
+        409: problem(
+          '`not_released` (the latest leg is not returned and released by a person), `stability_exhausted` (with `items`), `conflict` (another redelivery made the leg meanwhile) or `idempotency_in_progress`',
+        ),
+      },
+    }),
+    async (c) => {
+      const created = await redeliveries.redeliver(c.get('principal'), c.req.valid('param').id, answerInTransaction(c, 201))
+      return c.json(created, 201)
+    },
   )
   return app
 }

@@ -1,0 +1,210 @@
+import mqtt, { type MqttClient } from 'mqtt'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MINUTE, testClock } from '../helpers/clock.js'
+import type { TestApi } from '../helpers/service.js'
+import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'
+import { signedInToken } from '../helpers/users.js'
+
+/**
+ * Legs (docs/stability.md, Redelivery): a returned delivery that a person released goes out again as
+ * leg n + 1 of the same prescription, and its stability ledger starts from what the earlier legs
+ * consumed, so the same warm spell exhausts it sooner. Requests over real HTTP; readings published by
+ * a real MQTT client to the embedded broker; on SQLite and PostgreSQL (the legs are rows of both).
+ */
+
+// One hour allowed between 8 and 25 °C.
+const STABILITY = {
+  storage: { min_c: 2, max_c: 8 },
+  budgets: [{ min_c: 8, max_c: 25, allowed_s: 3600 }],
+  freeze_thaw_max: 0,
+  source: 'test data',
+}
+const NDC = '00002-8215-01'
+const START = Date.parse('2026-11-20T15:00:00.000Z')
+const SIGNATURE = 'data:image/png;base64,AAAA'
+
+const { url } = await reachablePostgres()
+const stores = [sqliteStore, ...(url ? [postgresStore(url)] : [])]
+afterAll(async () => {
+  for (const store of stores) await store.cleanup()
+})
+
+for (const store of stores)
+  describe(`legs of a prescription on ${store.name}`, () => {
+    let api: TestApi
+    let base: string
+    let admin: string
+    let mqttPort: number
+    let carrier: { fleetId: string; driverId: string }
+    let pharmacyId: string
+    let pharmacist: string
+    const clock = testClock(START)
+    const clients: MqttClient[] = []
+    let key = 0
+
+    async function http(method: string, path: string, token: string, body?: unknown) {
+      const res = await fetch(base + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(method === 'POST' ? { 'idempotency-key': `k-${store.name}-${++key}` } : {}),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+      const text = await res.text()
+      return { status: res.status, body: text ? JSON.parse(text) : null, text }
+    }
+
+    beforeAll(async () => {
+      api = await store.start({ TOKEN_TTL_S: '86400', PASSWORD_SCRYPT_LOG2_N: '10' }, { clock })
+      const ports = await api.service.start()
+      base = `http://127.0.0.1:${ports.httpPort}`
+      mqttPort = ports.mqttPort
+      admin = await api.adminToken()
+      carrier = await api.fleetWithDriver(admin)
+      pharmacyId = (await api.pharmacy(admin)).id
+      pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: pharmacyId })
+      const product = await http('POST', '/v1/products', admin, {
+        ndc: NDC,
+        name: 'Insulin',
+        pharmacy_id: pharmacyId,
+        stability: STABILITY,
+      })
+      expect(product.status, product.text).toBe(201)
+    })
+    afterAll(async () => {
+      for (const c of clients) await c.endAsync().catch(() => undefined)
+      await api.stop()
+    })
+
+    /** Dispatches and picks up `deliveryId` with a new tote, and publishes one reading a minute at `temps`. */
+    async function ride(deliveryId: string, temps: number[]): Promise<{ firstTs: number }> {
+      const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
+      const dispatchedAt = clock.now()
+      const dispatched = await http('POST', `/v1/deliveries/${deliveryId}/dispatch`, admin, {
+        fleet_id: carrier.fleetId,
+        driver_id: carrier.driverId,
+        tote_id: tote.id,
+      })
+      expect(dispatched.status, dispatched.text).toBe(200)
+      const picked = await http('POST', `/v1/deliveries/${deliveryId}/pickup`, admin, {
+        from: pharmacyId,
+        to: carrier.driverId,
+        signature: SIGNATURE,
+      })
+      expect(picked.status, picked.text).toBe(200)
+      const firstTs = dispatchedAt + 1_000
+      const readings = temps.map((temp_c, i) => ({ ts: firstTs + i * MINUTE, temp_c }))
+      clock.advance(temps.length * MINUTE + MINUTE)
+      const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+        username: tote.mqtt.username,
+        password: tote.mqtt.password,
+        clientId: tote.id,
+        reconnectPeriod: 0,
+      })
+      clients.push(client)
+      await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(readings), { qos: 1 })
+      await api.service.monitor.flush()
+      return { firstTs }
+    }
+
+    const returnIt = (deliveryId: string) =>
+      http('POST', `/v1/deliveries/${deliveryId}/return`, admin, { from: carrier.driverId, to: pharmacyId, signature: SIGNATURE })
+    const redeliver = (rxId: string, token = admin) => http('POST', `/v1/prescriptions/${rxId}/redeliver`, token)
+    const get = async (deliveryId: string) => (await http('GET', `/v1/deliveries/${deliveryId}`, admin)).body
+
+    it('starts leg 2 from what leg 1 consumed, so the same warm spell exhausts it sooner', async () => {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: true,
+        items: [{ description: 'Insulin', ndc: NDC, quantity: 1 }],
+      })
+      const leg1 = rx.delivery_id
+      // 41 minutes at 12 °C: within the hour (and, under auto_within_budget, not a break).
+      await ride(leg1, [5, ...Array.from({ length: 41 }, () => 12), 5])
+      const afterLeg1 = await get(leg1)
+      expect(afterLeg1.cold_chain.state).not.toBe('BROKEN')
+      expect(afterLeg1.stability.items[0].bands[0].consumed_s).toBe(41 * 60)
+      expect((await returnIt(leg1)).status).toBe(200)
+
+      const released = await http('POST', `/v1/deliveries/${leg1}/disposition`, pharmacist, {
+        decision: 'release',
+        note: 'tote intact, stability OK',
+      })
+      expect(released.status, released.text).toBe(200)
+      const leg2 = await redeliver(rx.rx_id)
+      expect(leg2.status, leg2.text).toBe(201)
+      expect(leg2.body).toMatchObject({ rx_id: rx.rx_id, leg: 2, status: 'QUEUED', tote_id: null })
+      expect(leg2.body.id).not.toBe(leg1)
+      expect(leg2.body.stability.legs).toEqual([leg1, leg2.body.id])
+      expect(leg2.body.stability.items[0].bands[0]).toMatchObject({ consumed_s: 41 * 60, remaining_s: 3600 - 41 * 60 })
+      expect((await http('GET', `/v1/prescriptions/${rx.rx_id}`, admin)).body).toMatchObject({
+        delivery_id: leg2.body.id,
+        status: 'QUEUED',
+      })
+
+      // 30 minutes at 12 °C: alone well within the hour; after leg 1's 41 minutes, exhausted 19 minutes in.
+      const { firstTs } = await ride(leg2.body.id, [5, ...Array.from({ length: 30 }, () => 12), 5])
+      const after = await get(leg2.body.id)
+      expect(after.leg).toBe(2)
+      expect(after.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'stability_exhausted' })
+      expect(after.stability.items[0]).toMatchObject({
+        verdict: 'exhausted',
+        exhausted_reason: 'band_budget',
+        exhausted_at: new Date(firstTs + MINUTE + 19 * MINUTE).toISOString(),
+      })
+      expect(after.stability.items[0].bands[0]).toMatchObject({ consumed_s: 71 * 60, remaining_s: 0 })
+      expect(after.stability.legs).toEqual([leg1, leg2.body.id])
+
+      // Exhausted: returned and even released by a person, it may not go out a third time.
+      expect((await returnIt(leg2.body.id)).status).toBe(200)
+      const decided = await http('POST', `/v1/deliveries/${leg2.body.id}/disposition`, pharmacist, { decision: 'release', note: 'checked' })
+      expect(decided.status, decided.text).toBe(200)
+      const third = await redeliver(rx.rx_id)
+      expect(third.status, third.text).toBe(409)
+      expect(third.body).toMatchObject({ code: 'stability_exhausted', items: [{ ndc: NDC, reason: 'band_budget' }] })
+    })
+
+    it('refuses a leg that is not returned, not released, or released by a machine client', async () => {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: true,
+        items: [{ description: 'Insulin', ndc: NDC, quantity: 1 }],
+      })
+      const queued = await redeliver(rx.rx_id)
+      expect(queued.status).toBe(409)
+      expect(queued.body).toMatchObject({ code: 'not_released', status_now: 'QUEUED', leg: 1 })
+      await ride(rx.delivery_id, [5, 5])
+      expect((await returnIt(rx.delivery_id)).status).toBe(200)
+      const unreleased = await redeliver(rx.rx_id)
+      expect(unreleased.body).toMatchObject({ code: 'not_released', status_now: 'RETURNED' })
+      // A release by a machine client (not a person) does not let it go out again.
+      expect(
+        (await http('POST', `/v1/deliveries/${rx.delivery_id}/disposition`, admin, { decision: 'release', note: 'batch job' })).status,
+      ).toBe(200)
+      const byMachine = await redeliver(rx.rx_id)
+      expect(byMachine.status).toBe(409)
+      expect(byMachine.body.code).toBe('not_released')
+      // Nothing was created: the prescription still names its only leg.
+      expect((await http('GET', `/v1/prescriptions/${rx.rx_id}`, admin)).body.delivery_id).toBe(rx.delivery_id)
+    })
+
+    it('does not let a person’s "return" decision go out again, nor another pharmacy redeliver', async () => {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: true,
+        items: [{ description: 'Insulin', ndc: NDC, quantity: 1 }],
+      })
+      await ride(rx.delivery_id, [5, 5])
+      expect((await returnIt(rx.delivery_id)).status).toBe(200)
+      expect(
+        (await http('POST', `/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'return', note: 'seal broken' }))
+          .status,
+      ).toBe(200)
+      expect((await redeliver(rx.rx_id)).body.code).toBe('not_released')
+      const other = await api.pharmacy(admin)
+      const otherPharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: other.id })
+      expect((await redeliver(rx.rx_id, otherPharmacist)).status).toBe(404)
+    })
+  })
