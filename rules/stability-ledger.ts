@@ -17,6 +17,8 @@ export type BandLedger = {
   allowed_ms: number
   /** Given back by excursion assessments. */
   add_back_ms: number
+  /** The assessments in force on this band, over every leg (present once one is). */
+  assessments?: { id: string; add_back_s: number; justification: string }[]
   consumed_ms: number
   /** stability.budget-low was emitted for this band. */
   low: boolean
@@ -96,7 +98,7 @@ const LOW_SHARE_DEN = 5
 
 /** A ledger with nothing charged, for the items (in the delivery's order) and the delivery profile's max_gap_s. */
 export function openLedger(items: readonly ItemStability[], maxGapS: number | null, addBacks: readonly AddBack[] = []): StabilityLedger {
-  return {
+  const ledger: StabilityLedger = {
     version: 1,
     max_gap_ms: maxGapS === null ? null : maxGapS * 1000,
     leg: 1,
@@ -112,11 +114,11 @@ export function openLedger(items: readonly ItemStability[], maxGapS: number | nu
       hard_min_c: s.hard_min_c ?? null,
       hard_max_c: s.hard_max_c ?? null,
       freeze_thaw_max: s.freeze_thaw_max,
-      bands: s.budgets.map((b, i) => ({
+      bands: s.budgets.map((b) => ({
         min_c: b.min_c,
         max_c: b.max_c,
         allowed_ms: b.allowed_s * 1000,
-        add_back_ms: addBacks.reduce((sum, a) => (a.ndc === ndc && a.band === i ? sum + a.add_back_s * 1000 : sum), 0),
+        add_back_ms: 0,
         consumed_ms: 0,
         low: false,
       })),
@@ -126,6 +128,7 @@ export function openLedger(items: readonly ItemStability[], maxGapS: number | nu
       exhausted: null,
     })),
   }
+  return giveBack(ledger, addBacks)
 }
 
 /**
@@ -144,7 +147,9 @@ export function nextLeg(ledger: StabilityLedger): StabilityLedger {
 function giveBack(ledger: StabilityLedger, addBacks: readonly AddBack[]): StabilityLedger {
   for (const a of addBacks) {
     const band = ledger.items.find((item) => item.ndc === a.ndc)?.bands[a.band]
-    if (band) band.add_back_ms += a.add_back_s * 1000
+    if (!band) continue
+    band.add_back_ms += a.add_back_s * 1000
+    if (a.id !== undefined) (band.assessments ??= []).push({ id: a.id, add_back_s: a.add_back_s, justification: a.justification ?? '' })
   }
   return ledger
 }

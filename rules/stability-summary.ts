@@ -11,6 +11,9 @@ const bandSummarySchema = z.object({
   add_back_s: z.number().describe('Given back by excursion assessments in force'),
   consumed_s: z.number().describe('Over every leg so far, sensor-gap time charged conservatively'),
   remaining_s: z.number().describe('allowed_s + add_back_s − consumed_s, never below 0'),
+  assessments: z
+    .array(z.object({ id: z.string(), add_back_s: z.number(), justification: z.string() }))
+    .describe('Excursion assessments in force on this band, over every leg (their add_back_s sum to add_back_s)'),
 })
 
 const itemSummarySchema = z.object({
@@ -59,6 +62,7 @@ export function summarizeStability(ledger: StabilityLedger, legs: readonly strin
         add_back_s: band.add_back_ms / 1000,
         consumed_s: band.consumed_ms / 1000,
         remaining_s: remainingMs(band) / 1000,
+        assessments: band.assessments ?? [],
       })),
       freeze_thaw: { count: ledger.freeze_thaw.count, max: item.freeze_thaw_max },
       verdict: item.exhausted === null ? ('within' as const) : ('exhausted' as const),

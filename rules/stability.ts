@@ -22,8 +22,11 @@ export type ProductStability = {
 /** An item of a delivery and the product stability version it is judged by (the one in force at creation). */
 export type ItemStability = { ndc: string; product_id: string; version: number; stability: ProductStability }
 
-/** Budget a pharmacist gave back to one band of one item (an excursion assessment). */
-export type AddBack = { ndc: string; band: number; add_back_s: number }
+/**
+ * Budget a pharmacist gave back to one band of one item (an excursion assessment). `id` and
+ * `justification` are shown with the band; bare ledgers (tests, benchmarks) may leave them out.
+ */
+export type AddBack = { ndc: string; band: number; add_back_s: number; id?: string; justification?: string }
 
 /** Most bands a product may have: six cover a freezer-to-hot-car spread in useful steps. */
 export const MAX_BUDGET_BANDS = 6

@@ -156,6 +156,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     tokens,
     accounts,
     sink,
+    stabilityPlanChanged: (delivery, plan) => {
+      if (delivery.tote_id) bindings.invalidate(delivery.tote_id)
+      void monitor.planChanged(delivery.id, plan)
+    },
     toteBindingChanged: (toteId, deliveryId) => {
       bindings.invalidate(toteId)
       shared?.announceBinding(toteId, deliveryId)

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { beyondHardLimit, breakOnArrival, evaluate, type ColdChainState, type RuleEvent } from '../../rules/index.js'
+import { beyondHardLimit, breakOnArrival, evaluate, type ColdChainState, type RuleEvent, type StabilityPlan } from '../../rules/index.js'
 import type { Clock } from '../clock.js'
 import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
@@ -229,6 +229,20 @@ export class ColdChainMonitor {
     await this.states.loadingOf(deliveryId)?.catch(() => undefined) // it may have read the store before the attribution
     if (!this.states.get(deliveryId)) return
     this.recomputes.later(deliveryId, true)
+    await this.recomputes.runSoon()
+  }
+
+  /**
+   * An excursion assessment changed the delivery's stability plan (docs/stability.md): its state is
+   * recomputed from the store with the new plan, up to what was judged, and its next readings are
+   * judged with it. A break already announced stands. Not loaded here: a later load reads the new plan.
+   */
+  async planChanged(deliveryId: string, plan: StabilityPlan): Promise<void> {
+    await this.states.loadingOf(deliveryId)?.catch(() => undefined)
+    const track = this.states.get(deliveryId)
+    if (!track) return
+    track.binding = { ...track.binding, profile: { ...track.binding.profile, stability: plan } }
+    this.recomputes.later(deliveryId)
     await this.recomputes.runSoon()
   }
 

@@ -11,6 +11,7 @@ import { fleetExceptionRoutes } from '../api/routes/fleet-exceptions.js'
 import { fleetRoutes } from '../api/routes/fleets.js'
 import { pharmacyRoutes } from '../api/routes/pharmacies.js'
 import { prescriptionRoutes } from '../api/routes/prescriptions.js'
+import { assessmentRoutes } from '../api/routes/assessments.js'
 import { rateCardRoutes } from '../api/routes/rate-cards.js'
 import { productRoutes } from '../api/routes/products.js'
 import { reconciliationRoutes } from '../api/routes/reconciliation.js'
@@ -82,6 +83,7 @@ function v1Routes({
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),
     productRoutes(services.products),
+    assessmentRoutes(services.assessments),
     reconciliationRoutes(services.reconciliation),
     fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
     // Not under /v1: the embedded page and its data, authorised by the embed token alone.

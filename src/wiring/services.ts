@@ -11,6 +11,7 @@ import { FleetService } from '../services/fleets.js'
 import { PharmacyService } from '../services/pharmacies.js'
 import { PrescriptionService } from '../services/prescriptions.js'
 import { RedeliveryService } from '../services/redeliveries.js'
+import { AssessmentService, type PlanChanged } from '../services/assessments.js'
 import { ProductService } from '../services/products.js'
 import { RateCardService } from '../services/rate-cards.js'
 import { ReconciliationService } from '../services/reconciliation.js'
@@ -28,14 +29,26 @@ export type ServicesWiring = {
   toteBindingChanged: (toteId: string, deliveryId: string) => void
   /** Where readings are stored: a redelivery and an assessment replay a leg's ledger from them. */
   sink: ReadingSink
+  /** Told after an excursion assessment changed a delivery's stability plan. */
+  stabilityPlanChanged: PlanChanged
 }
 
 /** The application services, one per resource group, over the same dependencies. */
-export function createServices({ deps, config, streams, tokens, accounts, toteBindingChanged, sink }: ServicesWiring) {
+export function createServices({
+  deps,
+  config,
+  streams,
+  tokens,
+  accounts,
+  toteBindingChanged,
+  sink,
+  stabilityPlanChanged,
+}: ServicesWiring) {
   return {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
     redeliveries: new RedeliveryService(deps, sink),
+    assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
     deliveries: new DeliveryService(deps, toteBindingChanged),
     fleets: new FleetService(deps),
     rateCards: new RateCardService(deps),

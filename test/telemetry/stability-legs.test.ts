@@ -79,7 +79,7 @@ for (const store of stores)
     })
 
     /** Dispatches and picks up `deliveryId` with a new tote, and publishes one reading a minute at `temps`. */
-    async function ride(deliveryId: string, temps: number[]): Promise<{ firstTs: number }> {
+    async function ride(deliveryId: string, temps: number[]) {
       const tote = await api.tote(admin, { pharmacy_id: pharmacyId })
       const dispatchedAt = clock.now()
       const dispatched = await http('POST', `/v1/deliveries/${deliveryId}/dispatch`, admin, {
@@ -104,13 +104,30 @@ for (const store of stores)
         reconnectPeriod: 0,
       })
       clients.push(client)
-      await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(readings), { qos: 1 })
-      await api.service.monitor.flush()
-      return { firstTs }
+      const publish = async (list: { ts: number; temp_c: number }[]) => {
+        await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(list), { qos: 1 })
+        await api.service.monitor.flush()
+      }
+      await publish(readings)
+      /** More readings a minute apart, after the last. */
+      const more = async (next: number[]) => {
+        const from = readings.at(-1)!.ts + MINUTE
+        const list = next.map((temp_c, i) => ({ ts: from + i * MINUTE, temp_c }))
+        readings.push(...list)
+        clock.advance(next.length * MINUTE + MINUTE)
+        await publish(list)
+      }
+      return { firstTs, more }
     }
 
     const returnIt = (deliveryId: string) =>
       http('POST', `/v1/deliveries/${deliveryId}/return`, admin, { from: carrier.driverId, to: pharmacyId, signature: SIGNATURE })
+    const assess = (deliveryId: string, token: string, body: Record<string, unknown>, key?: string) =>
+      fetch(`${base}/v1/deliveries/${deliveryId}/assessments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': key ?? `as-${Math.random()}` },
+        body: JSON.stringify(body),
+      }).then(async (res) => ({ status: res.status, headers: res.headers, body: await res.json() }))
     const redeliver = (rxId: string, token = admin) => http('POST', `/v1/prescriptions/${rxId}/redeliver`, token)
     const get = async (deliveryId: string) => (await http('GET', `/v1/deliveries/${deliveryId}`, admin)).body
 
@@ -206,5 +223,78 @@ for (const store of stores)
       const other = await api.pharmacy(admin)
       const otherPharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: other.id })
       expect((await redeliver(rx.rx_id, otherPharmacist)).status).toBe(404)
+    })
+
+    it('gives budget back by a pharmacist’s assessment, judged live, withdrawable, and never un-breaks', async () => {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: true,
+        items: [{ description: 'Insulin', ndc: NDC, quantity: 1 }],
+      })
+      const id = rx.delivery_id
+      // 50 minutes at 12 °C: 10 minutes of the hour left.
+      const { more } = await ride(id, [5, ...Array.from({ length: 51 }, () => 12)])
+      expect((await get(id)).stability.items[0].bands[0]).toMatchObject({ consumed_s: 3000, remaining_s: 600 })
+
+      const body = { ndc: '0002-8215-01', band: 0, add_back_s: 1800, justification: 'Manufacturer letter: 30 min more at ≤ 25 °C' }
+      // A machine client cannot assess; bad input names its field; nothing is stored.
+      expect((await assess(id, admin, body)).body.code).toBe('signature_required_person')
+      const bad = [
+        [{ ...body, band: 3 }, '/band'],
+        [{ ...body, ndc: '00003-0001-11' }, '/ndc'],
+        [{ ...body, add_back_s: -5 }, '/add_back_s'],
+        [{ ...body, justification: '  ' }, '/justification'],
+      ] as const
+      for (const [input, pointer] of bad) {
+        const refused = await assess(id, pharmacist, input)
+        expect(refused.status, pointer).toBe(422)
+        expect(refused.body.errors.map((e: { pointer: string }) => e.pointer)).toContain(pointer)
+      }
+      expect((await get(id)).stability.items[0].bands[0].add_back_s).toBe(0)
+
+      const made = await assess(id, pharmacist, body, `assess-${store.name}`)
+      expect(made.status).toBe(201)
+      expect(made.body).toMatchObject({ delivery_id: id, ndc: NDC, band: 0, add_back_s: 1800, withdrawn_at: null, signature: null })
+      expect(made.body.assessed_by.sub).toMatch(/^us_/)
+      const replay = await assess(id, pharmacist, body, `assess-${store.name}`)
+      expect(replay.body.id).toBe(made.body.id)
+      expect(replay.headers.get('idempotent-replayed')).toBe('true')
+      expect((await get(id)).stability.items[0].bands[0]).toMatchObject({
+        add_back_s: 1800,
+        consumed_s: 3000,
+        remaining_s: 2400,
+        assessments: [{ id: made.body.id, add_back_s: 1800, justification: body.justification }],
+      })
+
+      // Live: 30 more minutes at 12 °C (80 in all) would have exhausted the hour; within the hour and a half, no break.
+      await more(Array.from({ length: 30 }, () => 12))
+      const within = await get(id)
+      expect(within.cold_chain.state).not.toBe('BROKEN')
+      expect(within.stability.items[0]).toMatchObject({ verdict: 'within' })
+      expect(within.stability.items[0].bands[0]).toMatchObject({ consumed_s: 4800, remaining_s: 600 })
+
+      // Withdrawn: the budget is taken back, the ledger is exhausted and the delivery breaks.
+      const withdrawn = await http('DELETE', `/v1/deliveries/${id}/assessments/${made.body.id}`, pharmacist)
+      expect(withdrawn.status, withdrawn.text).toBe(200)
+      expect(withdrawn.body.withdrawn_at).not.toBeNull()
+      expect((await http('DELETE', `/v1/deliveries/${id}/assessments/${made.body.id}`, pharmacist)).body.withdrawn_at).toBe(
+        withdrawn.body.withdrawn_at,
+      )
+      await api.service.monitor.flush()
+      const broken = await get(id)
+      expect(broken.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'stability_exhausted' })
+      expect(broken.stability.items[0]).toMatchObject({ verdict: 'exhausted', exhausted_reason: 'band_budget' })
+      expect(broken.stability.items[0].bands[0]).toMatchObject({ add_back_s: 0, remaining_s: 0, assessments: [] })
+
+      // Assessed again: the ledger shows the item within budget, but the break stands for a person to dispose.
+      expect((await assess(id, pharmacist, { ...body, add_back_s: 3600 })).status).toBe(201)
+      await api.service.monitor.flush()
+      const reassessed = await get(id)
+      expect(reassessed.stability.items[0]).toMatchObject({ verdict: 'within' })
+      expect(reassessed.stability.items[0].bands[0]).toMatchObject({ remaining_s: 2400 })
+      expect(reassessed.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'stability_exhausted' })
+      expect(
+        (await http('POST', `/v1/deliveries/${id}/deliver`, admin, { verification: { method: 'otp', evidence: '1' } })).body.code,
+      ).toBe('cold_chain_hold')
     })
   })
