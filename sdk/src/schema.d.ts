@@ -228,6 +228,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/prescriptions/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a returned, released prescription out again (its next leg)
+         * @description Creates leg n + 1 of the prescription: a new QUEUED delivery, dispatched like any other, whose stability ledger starts from what the earlier legs consumed. Only when the latest leg is `RETURNED` with a `release` disposition by a person, and no item is exhausted. Requires `Idempotency-Key` (docs/stability.md, Redelivery).
+         */
+        post: operations["redeliverPrescription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/deliveries/{id}": {
         parameters: {
             query?: never;
@@ -1041,6 +1061,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/deliveries/{id}/assessments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give stability budget back to one band of an item (a pharmacist's excursion assessment)
+         * @description A person's token only (403 `signature_required_person` for a machine client). The ledger is recomputed with it at once; a break already announced stands. Only the prescription's latest leg (409 `conflict` otherwise). Accepts `Idempotency-Key`.
+         */
+        post: operations["assessExcursion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/assessments/{assessment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Withdraw an excursion assessment: its budget is taken back
+         * @description A person’s token only. The assessment is kept, stamped `withdrawn_at`; withdrawing it again answers the same. Only on the latest leg.
+         */
+        delete: operations["withdrawAssessment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/fleets/{id}/reconciliation": {
         parameters: {
             query?: never;
@@ -1466,6 +1526,8 @@ export interface components {
             eta: string;
             /** @description The prescription as received (RFC 8785 canonical JSON) */
             audit_hash: string;
+            /** @description 1, or n + 1 for the n-th redelivery of the prescription (absent before legs existed) */
+            leg?: number;
         };
         Event: {
             id: string;
@@ -1998,6 +2060,8 @@ export interface components {
         Delivery: {
             id: string;
             rx_id: string;
+            /** @description 1, or n + 1 for the n-th redelivery of the same prescription */
+            leg: number;
             pharmacy_id: string;
             /** @enum {string} */
             status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
@@ -2126,6 +2190,12 @@ export interface components {
                     consumed_s: number;
                     /** @description allowed_s + add_back_s − consumed_s, never below 0 */
                     remaining_s: number;
+                    /** @description Excursion assessments in force on this band, over every leg (their add_back_s sum to add_back_s) */
+                    assessments: {
+                        id: string;
+                        add_back_s: number;
+                        justification: string;
+                    }[];
                 }[];
                 freeze_thaw: {
                     count: number;
@@ -2867,6 +2937,44 @@ export interface components {
         StabilityVersionPage: {
             data: components["schemas"]["StabilityVersion"][];
             next_cursor: string | null;
+        };
+        Assessment: {
+            id: string;
+            delivery_id: string;
+            ndc: string;
+            band: number;
+            add_back_s: number;
+            justification: string;
+            assessed_by: {
+                client_id: string;
+                sub: string;
+            };
+            created_at: string;
+            withdrawn_by: {
+                client_id: string;
+                sub: string;
+            } | null;
+            withdrawn_at: string | null;
+            /** @description The e-signature; null until e-signatures are enabled */
+            signature: null;
+        };
+        /**
+         * @example {
+         *       "ndc": "00002-8215-01",
+         *       "band": 0,
+         *       "add_back_s": 1800,
+         *       "justification": "Manufacturer letter 2026-11-02: 30 min more at ≤ 25 °C"
+         *     }
+         */
+        NewAssessment: {
+            /** @description The item's NDC (any accepted shape; matched in its 5-4-2 form) */
+            ndc: string;
+            /** @description Index of the band in the item's product stability version, from 0 */
+            band: number;
+            /** @description Seconds of budget given back to that band */
+            add_back_s: number;
+            /** @description The evidence: stability study, manufacturer statement, QA reasoning */
+            justification: string;
         };
         /**
          * @example {
@@ -5068,6 +5176,236 @@ export interface operations {
             };
         };
     };
+    redeliverPrescription: {
+        parameters: {
+            query?: never;
+            header: {
+                "idempotency-key": string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new leg */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "dl_01m8j43tk0byn3xqngrzysg9p0",
+                     *       "rx_id": "rx_01m8j43t9nqskpjdfx6h5vpdnf",
+                     *       "leg": 2,
+                     *       "pharmacy_id": "ph_01m8j43mvm03hka6dn6kth898k",
+                     *       "status": "QUEUED",
+                     *       "eta": "2026-11-29T02:23:49.344Z",
+                     *       "fleet_id": null,
+                     *       "driver_id": null,
+                     *       "tote_id": null,
+                     *       "cold_chain": {
+                     *         "required": true,
+                     *         "profile": {
+                     *           "name": "refrigerated",
+                     *           "min_c": 2,
+                     *           "max_c": 8,
+                     *           "grace_s": 300,
+                     *           "max_excursion_s": 1800,
+                     *           "max_cumulative_s": 3600,
+                     *           "hard_min_c": 0,
+                     *           "hard_max_c": null,
+                     *           "mkt_max_c": 8,
+                     *           "max_gap_s": 900
+                     *         },
+                     *         "state": "OK",
+                     *         "min_c": null,
+                     *         "max_c": null,
+                     *         "mkt_c": null,
+                     *         "time_out_of_range_s": 0,
+                     *         "unknown_s": 0,
+                     *         "excursions": [],
+                     *         "break_reason": null,
+                     *         "broken_at": null,
+                     *         "disposition": null
+                     *       },
+                     *       "stability": {
+                     *         "items": [
+                     *           {
+                     *             "ndc": "00002-8215-01",
+                     *             "product_id": "pr_01m8j43t36qdez0kvnj7rwa5mj",
+                     *             "version": 3,
+                     *             "bands": [
+                     *               {
+                     *                 "min_c": 8,
+                     *                 "max_c": 25,
+                     *                 "allowed_s": 60,
+                     *                 "add_back_s": 0,
+                     *                 "consumed_s": 0,
+                     *                 "remaining_s": 60,
+                     *                 "assessments": []
+                     *               }
+                     *             ],
+                     *             "freeze_thaw": {
+                     *               "count": 0,
+                     *               "max": 0
+                     *             },
+                     *             "verdict": "within",
+                     *             "exhausted_at": null,
+                     *             "exhausted_reason": null
+                     *           }
+                     *         ],
+                     *         "remaining_fraction": 1,
+                     *         "legs": [
+                     *           "dl_01m8j43t9nqskpjdfx6h5vpdng",
+                     *           "dl_01m8j43tk0byn3xqngrzysg9p0"
+                     *         ]
+                     *       },
+                     *       "custody": [
+                     *         {
+                     *           "seq": 1,
+                     *           "type": "created",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": null,
+                     *           "to": "ph_01m8j43mvm03hka6dn6kth898k",
+                     *           "location": null,
+                     *           "evidence_hash": null,
+                     *           "occurred_at": "2026-11-28T22:23:49.344Z",
+                     *           "recorded_at": "2026-11-28T22:23:49.344Z",
+                     *           "prev_hash": "sha256:e2e7ab12531fe247930a8d039dfedc143b72512c802fdb70b3dc2024c72035e4",
+                     *           "hash": "sha256:c5f599fa6cfc524e393c145bbda58292aa7fbfb2ae19b4dff4565aefafe2d98b"
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-28T22:23:49.344Z",
+                     *       "updated_at": "2026-11-28T22:23:49.344Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_released` (the latest leg is not returned and released by a person), `stability_exhausted` (with `items`), `conflict` (another redelivery made the leg meanwhile) or `idempotency_in_progress` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getDelivery: {
         parameters: {
             query?: never;
@@ -5089,6 +5427,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
@@ -5332,6 +5671,7 @@ export interface operations {
                      *         {
                      *           "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *           "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *           "leg": 1,
                      *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
@@ -5818,6 +6158,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
@@ -6051,6 +6392,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
@@ -6304,6 +6646,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
@@ -6572,6 +6915,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
                      *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "RETURNED",
                      *       "eta": "2026-11-27T09:51:42.018Z",
@@ -6844,6 +7188,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
                      *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
@@ -7123,6 +7468,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
                      *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "FAILED",
                      *       "eta": "2026-11-27T09:51:42.018Z",
@@ -7372,6 +7718,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8dryg4szz432q4cynwc912n",
                      *       "rx_id": "rx_01m8dryg4szz432q4cynwc912m",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "CANCELLED",
                      *       "eta": "2026-11-27T09:51:42.745Z",
@@ -7593,6 +7940,7 @@ export interface operations {
                      * @example {
                      *       "id": "dl_01m8drygbzde7r2pdf4r59yj73",
                      *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *       "leg": 1,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "status": "DISPATCHED",
                      *       "eta": "2026-11-27T09:51:42.975Z",
@@ -14001,6 +14349,325 @@ export interface operations {
                 headers: {
                     /** @description The methods this path accepts */
                     Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    assessExcursion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ndc": "00002-8215-01",
+                 *       "band": 0,
+                 *       "add_back_s": 600,
+                 *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewAssessment"];
+            };
+        };
+        responses: {
+            /** @description Given back; the delivery’s ledger shows it */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "as_01m8j43tf5yv30jhhpppvs5gfn",
+                     *       "delivery_id": "dl_01m8j43t9nqskpjdfx6h5vpdng",
+                     *       "ndc": "00002-8215-01",
+                     *       "band": 0,
+                     *       "add_back_s": 600,
+                     *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
+                     *       "assessed_by": {
+                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
+                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *       },
+                     *       "created_at": "2026-11-28T22:23:49.221Z",
+                     *       "withdrawn_by": null,
+                     *       "withdrawn_at": null,
+                     *       "signature": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Assessment"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`: the delivery was redelivered (assess the latest leg), or `idempotency_in_progress` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    withdrawAssessment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                assessment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Withdrawn */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "as_01m8j43tf5yv30jhhpppvs5gfn",
+                     *       "delivery_id": "dl_01m8j43t9nqskpjdfx6h5vpdng",
+                     *       "ndc": "00002-8215-01",
+                     *       "band": 0,
+                     *       "add_back_s": 600,
+                     *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
+                     *       "assessed_by": {
+                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
+                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *       },
+                     *       "created_at": "2026-11-28T22:23:49.221Z",
+                     *       "withdrawn_by": {
+                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
+                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *       },
+                     *       "withdrawn_at": "2026-11-28T22:23:49.255Z",
+                     *       "signature": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Assessment"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`: the delivery was redelivered */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

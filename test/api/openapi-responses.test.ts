@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventTypes } from '../../src/events/fanout.js'
 import { responseValidator, type OpenApiDocument } from '../helpers/openapi-responses.js'
 import { ADMIN, startTestService, type TestApi } from '../helpers/service.js'
+import { signedInToken } from '../helpers/users.js'
 import { feed } from '../trace/cold-chain-delivery.js'
 
 /**
@@ -571,6 +572,29 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const low = await call('GET', `/v1/events?type=stability.budget-low&delivery_id=${rx.body.delivery_id}`, 200, { token: admin })
     expect(low.body.data).toHaveLength(1)
     recorded.webhooks['stability.budget-low'] ??= low.body.data[0]
+
+    // A pharmacist's excursion assessment, withdrawn; then the delivery returned, released and sent out again.
+    const pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: world.pharmacy! })
+    const deliveryId = rx.body.delivery_id as string
+    const assessed = await call('POST', `/v1/deliveries/${deliveryId}/assessments`, 201, {
+      token: pharmacist,
+      json: { ndc: '00002-8215-01', band: 0, add_back_s: 600, justification: 'Manufacturer letter: 10 min more at ≤ 25 °C' },
+    })
+    await call('DELETE', `/v1/deliveries/${deliveryId}/assessments/${assessed.body.id}`, 200, { token: pharmacist })
+    const signature = 'data:image/png;base64,AAAA'
+    await call('POST', `/v1/deliveries/${deliveryId}/pickup`, 200, {
+      token: admin,
+      json: { from: world.pharmacy, to: world.driver, signature },
+    })
+    await call('POST', `/v1/deliveries/${deliveryId}/return`, 200, {
+      token: admin,
+      json: { from: world.driver, to: world.pharmacy, signature },
+    })
+    await call('POST', `/v1/deliveries/${deliveryId}/disposition`, 200, {
+      token: pharmacist,
+      json: { decision: 'release', note: 'reviewed' },
+    })
+    await call('POST', `/v1/prescriptions/${rx.body.rx_id}/redeliver`, 201, { token: admin, headers: { 'idempotency-key': 'redeliver-1' } })
   })
 
   it('every /v1 operation answers 401, 403, 404 and 422 as documented', async () => {
