@@ -28,6 +28,7 @@ export const BREAK_REASONS: Record<string, string> = {
   cumulative_budget: 'too much time out of range in total',
   mkt_exceeded: 'mean kinetic temperature over its limit',
   sensor_gap: 'the sensor was silent too long',
+  stability_exhausted: 'an item exhausted its stability budget',
 }
 
 /** A tiny element builder: h('p', { class: 'x' }, 'text', child). Text is always set as text, never HTML. */
