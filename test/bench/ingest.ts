@@ -66,6 +66,8 @@ const opt = parseBenchArgs(
     /** PUBACK p99 a sustainable rate must keep, ms. */
     'p99-ms': { type: 'string', default: '50' },
     breaks: { type: 'string', default: '250' },
+    /** Every cold-chain delivery carries 3 items judged by products of 6 bands each; the break readings (30 °C, above every band) exhaust them: reason stability_exhausted. */
+    products: { type: 'boolean', default: false },
     /** Comma-separated phase names (e.g. single-probe,single,batch100; with --mode external: embedded, external-1-worker, external-2-workers): CPU-profile the service during them, hotspots on stderr. */
     'cpu-prof': { type: 'string', default: '' },
     /** Comma-separated phase names: sampling heap profile of the service during them (bytes allocated per reading, by function), on stderr. */
@@ -114,7 +116,9 @@ const WINDOW = Number(opt.window)
 const P99_MS = Number(opt['p99-ms'])
 const BREAKS = Math.min(Number(opt.breaks), TOTES)
 // The refrigerated profile's hard_min_c is 0 °C (rules/profiles/refrigerated.json): −2 °C breaks at once.
-const BREAK_TEMP_C = -2
+// With --products, 30 °C lies above every band of the products (and the profile has no hard_max_c):
+// the items are exhausted at once, a break with reason stability_exhausted.
+const BREAK_TEMP_C = opt.products ? 30 : -2
 // Capacity probes and ladder steps: long enough for a stable rate, short enough to try several.
 const PROBE_MS = 5_000
 // Paced seconds before a measured phase (settle()).
@@ -291,13 +295,18 @@ async function runService(dataDir: string, readings: ReadingsStore) {
 async function breakLatencies(dataDir: string, breaks: PhaseResult['breaks'], readings: ReadingsStore) {
   const rows = await readings.events(dataDir)
   const createdByTote = new Map<string, number>()
-  for (const row of rows) createdByTote.set((JSON.parse(row.data) as { tote_id: string }).tote_id, Date.parse(row.created_at))
+  const reasons: Record<string, number> = {}
+  for (const row of rows) {
+    const data = JSON.parse(row.data) as { tote_id: string; reason?: string }
+    createdByTote.set(data.tote_id, Date.parse(row.created_at))
+    reasons[data.reason ?? 'unknown'] = (reasons[data.reason ?? 'unknown'] ?? 0) + 1
+  }
   const latencies: number[] = []
   for (const b of breaks) {
     const created = createdByTote.get(b.toteId)
     if (created !== undefined) latencies.push(created - b.publishedAtMs)
   }
-  return { latencies, events: rows.length }
+  return { latencies, events: rows.length, reasons }
 }
 
 function countStored(dataDir: string): number {
@@ -481,6 +490,7 @@ async function main() {
       totes: opt['skip-many'] ? TOTES : MANY_TOTES,
       bound: TOTES,
       onProgress: log,
+      products: opt.products,
     })
     log(
       `fixture: ${fixture.totes.length} totes, ${fixture.deliveries.size} dispatched cold-chain deliveries in ${round((Date.now() - setupStarted) / 1_000)} s`,
@@ -651,6 +661,8 @@ async function main() {
             : null,
         sustained_vs_ceiling: ceilingRate ? round(perSecond(single) / ceilingRate, 3) : null,
         break_events_in_outbox: events.events,
+        break_reasons: events.reasons,
+        products_per_delivery: opt.products ? 3 : 0,
         breaks_published: single.result.breaks.length,
         service_exit_code: code,
       },

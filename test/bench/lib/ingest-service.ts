@@ -71,6 +71,22 @@ export type Fixture = {
 }
 
 /** A pharmacy, a fleet with a driver, `totes` totes, and a dispatched cold-chain delivery for each of the first `bound`. */
+/** bench:ingest --products: three products, each 2–8 °C storage and six bands from 0 to 18 °C (nothing above 18 °C). */
+export const BENCH_PRODUCT_NDCS = ['00002-8215-01', '00003-0001-11', '00004-0002-22']
+const BENCH_STABILITY = {
+  storage: { min_c: 2, max_c: 8 },
+  budgets: [
+    { min_c: 8, max_c: 10, allowed_s: 36_000 },
+    { min_c: 10, max_c: 14, allowed_s: 14_400 },
+    { min_c: 14, max_c: 18, allowed_s: 3600 },
+    { min_c: 1, max_c: 2, allowed_s: 7200 },
+    { min_c: 0.5, max_c: 1, allowed_s: 1800 },
+    { min_c: 0, max_c: 0.5, allowed_s: 600 },
+  ],
+  freeze_thaw_max: 3,
+  source: 'bench',
+}
+
 export async function createFixture(
   baseUrl: string,
   admin: { id: string; secret: string },
@@ -79,11 +95,14 @@ export async function createFixture(
     bound,
     parallel = 16,
     onProgress = (_: string) => {},
+    products = false,
   }: {
     totes: number
     bound: number
     parallel?: number
     onProgress?: (line: string) => void
+    /** Every cold-chain delivery carries three items, each judged by a product with six bands (bench:ingest --products). */
+    products?: boolean
   },
 ): Promise<Fixture> {
   const api = apiClient(baseUrl)
@@ -110,6 +129,11 @@ export async function createFixture(
     },
   )
 
+  if (products)
+    for (const ndc of BENCH_PRODUCT_NDCS)
+      await api.post('/v1/products', { ndc, name: `Bench product ${ndc}`, pharmacy_id: pharmacy.id, stability: BENCH_STABILITY })
+  const items = products ? BENCH_PRODUCT_NDCS.map((ndc) => ({ description: `Bench product ${ndc}`, ndc, quantity: 1 })) : undefined
+
   const deliveries = new Map<string, string>()
   await inParallel(creds.slice(0, bound), parallel, async (tote, i) => {
     const rx = await api.post<{ delivery_id: string }>(
@@ -119,6 +143,7 @@ export async function createFixture(
         pharmacy_id: pharmacy.id,
         cold_chain: true,
         temperature_profile: 'refrigerated',
+        ...(items ? { items } : {}),
       },
       { 'idempotency-key': `bench-rx-${i}` },
     )
