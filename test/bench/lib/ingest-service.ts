@@ -72,7 +72,7 @@ export type Fixture = {
 
 /** A pharmacy, a fleet with a driver, `totes` totes, and a dispatched cold-chain delivery for each of the first `bound`. */
 /** bench:ingest --products: three products, each 2–8 °C storage and six bands from 0 to 18 °C (nothing above 18 °C). */
-export const BENCH_PRODUCT_NDCS = ['00002-8215-01', '00003-0001-11', '00004-0002-22']
+const BENCH_PRODUCT_NDCS = ['00002-8215-01', '00003-0001-11', '00004-0002-22']
 const BENCH_STABILITY = {
   storage: { min_c: 2, max_c: 8 },
   budgets: [
