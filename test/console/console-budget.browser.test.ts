@@ -53,6 +53,8 @@ beforeAll(async () => {
   context.setDefaultTimeout(15_000)
   page = await context.newPage()
   await signInToConsole(page, world.base)
+  // Signed in, the console lands on the queue: navigate only once it has, or the landing wins.
+  await page.locator('table.queue').waitFor(LONG)
 }, 120_000)
 
 afterAll(async () => {
