@@ -63,6 +63,29 @@ try {
   await page.screenshot({ path: `${OUT}print-report.png`, fullPage: true })
   await page.pdf({ path: `${OUT}excursion-report.pdf`, format: 'A4', printBackground: true })
   await page.emulateMedia({ media: 'screen' })
+  // The stability budget beside the chart: a delivery whose item names a product (registered
+  // before the prescription, so its version is the one in force), half its warm budget used.
+  world.clock.shift(-3 * 3_600_000)
+  await world.api.post('/v1/products', world.admin, {
+    ndc: '00088-2220-33',
+    name: 'Insulin glargine 100 U/mL pen',
+    pharmacy_id: world.pharmacy.id,
+    stability: {
+      storage: { min_c: 2, max_c: 8 },
+      budgets: [
+        { min_c: 8, max_c: 25, allowed_s: 3600 },
+        { min_c: 0, max_c: 2, allowed_s: 1800 },
+      ],
+      freeze_thaw_max: 0,
+      source: 'Prescribing information 16.2',
+    },
+  })
+  world.clock.shift(0)
+  const budgeted = await world.coldDelivery(60 * 60_000, (t, start) =>
+    (t - start) / 60_000 >= 10 && (t - start) / 60_000 < 40 ? 9.5 : 4.5,
+  )
+  await open(`#/delivery/${budgeted.deliveryId}`)
+  await page.locator('.trace-row').screenshot({ path: `${OUT}stability-budget.png` })
   await context.close()
   // A tablet, portrait.
   const tablet = await (await browser.newContext({ viewport: { width: 820, height: 1180 } })).newPage()

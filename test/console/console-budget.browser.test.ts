@@ -75,6 +75,12 @@ describe('the stability budget on the delivery page', () => {
     expect(await bars.count()).toBe(2)
     const used = Math.round((warm.consumed_s / (3600 + 1800)) * 100)
     expect(await bars.first().getAttribute('aria-valuenow')).toBe(String(used))
+    // The bar is drawn at that share of its width (and the empty cold band shows empty).
+    const drawn = await bars.evaluateAll((els) =>
+      els.map((el) => el.querySelector('.bar-fill')!.getBoundingClientRect().width / el.getBoundingClientRect().width),
+    )
+    expect(drawn[0]).toBeCloseTo(used / 100, 1)
+    expect(drawn[1]).toBe(0)
     expect(await bars.first().getAttribute('aria-valuetext')).toMatch(/used of 1 h 30 min \(30 min given back\), .* left/)
     expect(await budget.textContent()).toContain('Within budget')
     expect(await budget.textContent()).toContain('Freeze-thaw cycles: 0 of 0 allowed')
