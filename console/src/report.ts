@@ -1,4 +1,5 @@
 import { nameOf, type Bundle } from './delivery-bundle'
+import { budgetSection } from './budget'
 import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
 import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
@@ -121,17 +122,24 @@ export function reportSections(b: Bundle, size: { width: number; fill?: boolean 
   return [
     facts(b),
     coldChainHeader(b),
+    // The budget bars sit beside the chart when the page is wide enough (style.css, .trace-row).
     h(
-      'section',
-      { class: 'trace', 'aria-labelledby': 'trace-h' },
-      h('h2', { id: 'trace-h' }, 'Temperature'),
-      chartPanel({
-        trace: b.trace,
-        timeZone: b.pharmacy.timezone,
-        brokenAt: b.delivery.cold_chain.broken_at,
-        breakReason: b.delivery.cold_chain.break_reason,
-        ...size,
-      }),
+      'div',
+      { class: 'trace-row' },
+      h(
+        'section',
+        { class: 'trace', 'aria-labelledby': 'trace-h' },
+        h('h2', { id: 'trace-h' }, 'Temperature'),
+        chartPanel({
+          trace: b.trace,
+          timeZone: b.pharmacy.timezone,
+          brokenAt: b.delivery.cold_chain.broken_at,
+          breakReason: b.delivery.cold_chain.break_reason,
+          ...size,
+          ...(b.delivery.stability ? { width: Math.max(320, Math.round(size.width * 0.62)) } : {}),
+        }),
+      ),
+      budgetSection(b),
     ),
     summary(b),
     ...[dispositionSection(b, onDisposition)].filter((s): s is HTMLElement => s !== null),
