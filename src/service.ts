@@ -36,6 +36,8 @@ import { PasswordSeal } from './mqtt/seal.js'
 import { createDispatcher } from './webhooks/dispatcher.js'
 import { parseRetrySchedule } from './webhooks/retry-policy.js'
 import { SqlDeliveryQueue } from './webhooks/sql-queue.js'
+import { WebhookKeyRing } from './webhooks/signing-keys.js'
+import { fhirWriteback } from './services/fhir-writeback.js'
 import { createHttpApp } from './wiring/http-app.js'
 import type { MqttEndpoints } from './api/routes/discovery.js'
 import { startIngestBroker, type IngestBroker } from './wiring/ingest-broker.js'
@@ -92,6 +94,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
 
   const keys = new KeyRing(db, secrets, clock, config.TOKEN_TTL_S)
   await keys.load()
+  const webhookKeys = new WebhookKeyRing(db, secrets, clock)
+  await webhookKeys.load()
   const tokens = new TokenService(db, keys, clock, issuerOf(config), config.TOKEN_TTL_S)
   await tokens.refreshRevocations()
   const clients = new ClientRegistry(db, clock)
@@ -168,14 +172,19 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   })
   let mqttEndpoints: MqttEndpoints | null = null
   const app = createHttpApp({
-    ...{ config, store, db, dialect, sink, clock, logger, metrics, keys, tokens, clients, audit, people, services },
+    ...{ config, store, db, dialect, sink, clock, logger, metrics, keys, tokens, clients, audit, people, services, webhookKeys },
     mqttEndpoints: () => mqttEndpoints,
   })
 
   const dispatcher = createDispatcher({
-    queue: new SqlDeliveryQueue(db, outbox, secrets, (endpointId, err) =>
-      logger.error({ err, endpoint_id: endpointId }, 'cannot open a webhook secret: this copy lacks the key it was sealed with'),
+    queue: new SqlDeliveryQueue(
+      db,
+      outbox,
+      secrets,
+      (endpointId, err) => logger.error({ err, endpoint_id: endpointId }, 'cannot open a webhook secret or render its body; left to its lease'),
+      fhirWriteback(db, tokens.issuer),
     ),
+    webhookKeys,
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
     ...(config.WEBHOOK_RETRY_SCHEDULE ? { retrySchedule: parseRetrySchedule(config.WEBHOOK_RETRY_SCHEDULE) } : {}),
     clock: () => clock.now(),
@@ -201,6 +210,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     /** Seals and opens the store's secrets under the key-encryption key (SECRETS_KEY). */
     secrets,
     keys,
+    /** The Ed25519 keys that sign `v1a` webhooks (GET /.well-known/webhook-keys.json). */
+    webhookKeys,
     tokens,
     clients,
     audit,

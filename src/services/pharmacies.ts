@@ -22,9 +22,12 @@ export type NewPharmacy = {
   address: Address
   timezone: string
   location?: { lat: number; lng: number } | undefined
-  writeback?: { url: string } | undefined
+  writeback?: { url: string; format?: WritebackFormat | undefined } | undefined
   release_policy?: ReleasePolicy | undefined
 }
+/** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
+export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
+export type WritebackFormat = (typeof writebackFormats)[number]
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
@@ -35,7 +38,7 @@ export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writ
   ncpdp_id: string | null
   npi: string | null
   location: { lat: number; lng: number } | null
-  writeback: { url: string; secret?: string } | null
+  writeback: { url: string; format: WritebackFormat; secret?: string } | null
 }
 
 export class PharmacyService {
@@ -60,7 +63,7 @@ export class PharmacyService {
       address: toJson(input.address),
       timezone: input.timezone,
       location: input.location ? toJson(input.location) : null,
-      writeback: input.writeback ? toJson(input.writeback) : null,
+      writeback: input.writeback ? toJson({ url: input.writeback.url, format: input.writeback.format ?? 'rxtrace' }) : null,
       created_at: iso(this.deps.clock.now()),
       // New pharmacies release by budget unless they ask otherwise; those from before keep manual (migration 0032).
       release_policy: input.release_policy ?? 'auto_within_budget',
@@ -75,7 +78,8 @@ export class PharmacyService {
     }
     // Writeback (README, Webhooks): outcomes are signed like webhooks, with a secret of the pharmacy's own.
     const secret = newWebhookSecret()
-    const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, secret } }
+    const format = input.writeback.format ?? 'rxtrace'
+    const pharmacy = { ...toPharmacy(row), writeback: { url: input.writeback.url, format, secret } }
     const endpointId = newId('wh')
     await this.deps.db.transaction().execute(async (trx) => {
       await trx.insertInto('pharmacies').values(row).execute()
@@ -97,6 +101,8 @@ export class PharmacyService {
           failing_since: null,
           created_at: row.created_at,
           updated_at: row.created_at,
+          signature_scheme: 'v1',
+          body_format: format,
         })
         .execute()
       await record?.(trx, pharmacy)
@@ -127,8 +133,14 @@ function toPharmacy(row: Omit<Database['pharmacies'], 'release_policy'> & { rele
     address: fromJson(row.address),
     timezone: row.timezone,
     location: fromJson(row.location),
-    writeback: fromJson(row.writeback),
+    writeback: writebackOf(row.writeback),
     created_at: row.created_at,
     release_policy: row.release_policy as ReleasePolicy,
   }
+}
+
+/** Writebacks registered before formats existed are `rxtrace`. */
+function writebackOf(stored: string | null): Pharmacy['writeback'] {
+  const writeback = fromJson<{ url: string; format?: WritebackFormat } | null>(stored)
+  return writeback && { url: writeback.url, format: writeback.format ?? 'rxtrace' }
 }

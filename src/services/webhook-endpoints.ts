@@ -25,9 +25,13 @@ export type Endpoint = {
   disabled_reason: string | null
   pharmacy_id: string | null
   fleet_id: string | null
+  /** `v1` (HMAC with the endpoint's secret, default) or `v1a` (the service's Ed25519 keys). */
+  signature_scheme: SignatureScheme
   created_at: string
   updated_at: string
 }
+export const signatureSchemes = ['v1', 'v1a'] as const
+export type SignatureScheme = (typeof signatureSchemes)[number]
 export type Attempt = {
   id: string
   event_id: string
@@ -57,6 +61,7 @@ export class WebhookService {
       description?: string | undefined
       pharmacy_id?: string | undefined
       fleet_id?: string | undefined
+      signature_scheme?: SignatureScheme | undefined
     },
     record?: RecordAnswer<Endpoint & { secret: string }>,
   ): Promise<Endpoint & { secret: string }> {
@@ -80,6 +85,8 @@ export class WebhookService {
       failing_since: null,
       created_at: now,
       updated_at: now,
+      signature_scheme: input.signature_scheme ?? 'v1',
+      body_format: 'rxtrace',
     }
     const created = { ...toEndpoint(row), secret }
     await createWithinLimit(
@@ -110,7 +117,13 @@ export class WebhookService {
   async update(
     principal: Principal,
     id: string,
-    patch: { url?: string | undefined; events?: string[] | undefined; enabled?: boolean | undefined; description?: string | undefined },
+    patch: {
+      url?: string | undefined
+      events?: string[] | undefined
+      enabled?: boolean | undefined
+      description?: string | undefined
+      signature_scheme?: SignatureScheme | undefined
+    },
   ): Promise<Endpoint> {
     const endpoint = await this.find(principal, id)
     if (patch.url) await this.checkUrl(patch.url)
@@ -119,6 +132,7 @@ export class WebhookService {
     if (patch.url !== undefined) changes.url = patch.url
     if (patch.events !== undefined) changes.events = JSON.stringify(patch.events)
     if (patch.description !== undefined) changes.description = patch.description
+    if (patch.signature_scheme !== undefined) changes.signature_scheme = patch.signature_scheme
     // Re-enabling clears the failure history: the operator says the receiver is fixed.
     if (patch.enabled !== undefined)
       Object.assign(changes, {
@@ -222,6 +236,7 @@ function toEndpoint(row: Database['webhook_endpoints']): Endpoint {
     disabled_reason: row.disabled_reason,
     pharmacy_id: row.pharmacy_id,
     fleet_id: row.fleet_id,
+    signature_scheme: row.signature_scheme,
     created_at: row.created_at,
     updated_at: row.updated_at,
   }

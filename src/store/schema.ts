@@ -15,6 +15,15 @@ export interface Database extends StabilityTables {
     activates_at: string
     retires_at: string | null
   }
+  /** The service's Ed25519 webhook keys (`v1a` signatures, migration 0047); `private_jwk` sealed. */
+  webhook_signing_keys: {
+    kid: string
+    private_jwk: string
+    public_jwk: string
+    created_at: string
+    activates_at: string
+    retires_at: string | null
+  }
   oauth_clients: {
     client_id: string
     client_name: string
@@ -181,6 +190,10 @@ export interface Database extends StabilityTables {
     failing_since: number | null
     created_at: string
     updated_at: string
+    /** `v1` (HMAC, default) | `v1a` (Ed25519), migration 0047. */
+    signature_scheme: 'v1' | 'v1a'
+    /** `rxtrace` (the event envelope, default) | `fhir-r4` (a writeback as a FHIR Bundle), migration 0047. */
+    body_format: 'rxtrace' | 'fhir-r4'
   }
   webhook_messages: {
     id: string

@@ -9,6 +9,7 @@ import { sealedKeyId, type SecretBox } from './secret-box.js'
  */
 const SEALED_COLUMNS = [
   { table: 'signing_keys', id: 'kid', column: 'private_jwk' },
+  { table: 'webhook_signing_keys', id: 'kid', column: 'private_jwk' },
   { table: 'webhook_endpoints', id: 'id', column: 'secret' },
   { table: 'webhook_endpoints', id: 'id', column: 'previous_secret' },
 ] as const

@@ -2,6 +2,7 @@ import type { AttemptRecord, DeliveryQueue, PendingDelivery } from './delivery-q
 import { sendWebhook, type AgentPool, type SendResult } from './http-sender.js'
 import { nextAttemptAt, shouldDisable } from './retry-policy.js'
 import { signatureHeaders } from './signing.js'
+import type { WebhookKeyRing } from './signing-keys.js'
 
 export interface DispatcherLogger {
   warn(details: object, message: string): void
@@ -20,6 +21,8 @@ export type AttemptDeps = {
   clock: () => number
   random: () => number
   logger: DispatcherLogger
+  /** The service's Ed25519 keys, for endpoints whose scheme is `v1a`. */
+  webhookKeys?: Pick<WebhookKeyRing, 'signatures'> | undefined
 }
 
 /** Storage hiccups: retry recording a little, then leave the row to its lease (re-sent later). */
@@ -41,13 +44,17 @@ export async function attemptDelivery(row: PendingDelivery, deps: AttemptDeps): 
 async function send(
   row: PendingDelivery,
   attemptedAtMs: number,
-  { allowPrivate, timeoutMs, agentFor, signal, logger }: AttemptDeps,
+  { allowPrivate, timeoutMs, agentFor, signal, logger, webhookKeys }: AttemptDeps,
 ): Promise<SendResult> {
   let headers: Record<string, string>
   try {
     // Fresh timestamp per attempt: receivers reject signatures older than 5 minutes.
-    headers = {
-      ...signatureHeaders({ id: row.eventId, timestampSec: Math.floor(attemptedAtMs / 1000), body: row.body, secrets: row.secrets }),
+    const timestampSec = Math.floor(attemptedAtMs / 1000)
+    headers = { ...signatureHeaders({ id: row.eventId, timestampSec, body: row.body, secrets: row.secrets }) }
+    if (row.signatureScheme === 'v1a') {
+      if (!webhookKeys) throw new Error('no webhook signing keys for a v1a endpoint')
+      // Standard Webhooks, asymmetric: the same signed content, `v1a,` signatures only (no shared secret).
+      headers['webhook-signature'] = (await webhookKeys.signatures(`${row.eventId}.${timestampSec}.${row.body}`)).join(' ')
     }
   } catch (err) {
     logger.error({ err, deliveryId: row.id, endpointId: row.endpointId }, 'webhook dispatcher: cannot sign delivery')
@@ -57,6 +64,7 @@ async function send(
     url: row.url,
     headers,
     body: row.body,
+    ...(row.contentType ? { contentType: row.contentType } : {}),
     timeoutMs,
     allowPrivate,
     agentFactory: agentFor,

@@ -41,6 +41,10 @@ export interface PendingDelivery {
   eventId: string
   /** The serialised envelope, signed and sent byte for byte. */
   body: string
+  /** `v1a`: signed with the service's Ed25519 keys instead of the secrets (absent: `v1`). */
+  signatureScheme?: 'v1' | 'v1a'
+  /** The body's media type when not `application/json` (a FHIR writeback: `application/fhir+json`). */
+  contentType?: string
   /** 1-based number of the attempt about to be made. */
   attempt: number
   /** Earliest failed attempt to this endpoint since its last success (any event), or null. */

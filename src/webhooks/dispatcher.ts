@@ -29,6 +29,8 @@ export interface DispatcherOptions {
   /** Called after each recorded attempt, e.g. for the `webhook attempts by outcome` metric. */
   onAttempt?: (record: AttemptRecord) => void
   logger?: DispatcherLogger
+  /** The service's Ed25519 keys, which sign for `v1a` endpoints. */
+  webhookKeys?: AttemptDeps['webhookKeys']
 }
 
 /** Single use: once stopped, build a new one. */
@@ -74,6 +76,7 @@ export function createDispatcher({
   random = Math.random,
   onAttempt,
   logger = silentLogger,
+  webhookKeys,
 }: DispatcherOptions): WebhookDispatcher {
   const pool = agents ?? createAgentPool()
   const lanes = new Map<string, EndpointLane>()
@@ -106,6 +109,7 @@ export function createDispatcher({
     clock,
     random,
     logger,
+    webhookKeys,
   }
 
   /** Something may have come due (a commit, the poll, a retry): claim, paced by WAKE_CLAIM_DUTY. */

@@ -21,6 +21,8 @@ export interface SendWebhookOptions {
   /** Signature headers and anything else; `content-type`, `user-agent`, `content-length` are ours. */
   headers: Record<string, string>
   body: string
+  /** `application/json` unless told (a FHIR writeback is `application/fhir+json`). */
+  contentType?: string
   timeoutMs?: number
   /** `WEBHOOK_ALLOW_PRIVATE`: skip the connect-time SSRF guard and allow plain http. */
   allowPrivate: boolean
@@ -113,7 +115,7 @@ function postOnce(target: URL, payload: Buffer, options: SendWebhookOptions, tim
       agent: agentFactory?.(target),
       headers: {
         ...options.headers,
-        'content-type': 'application/json',
+        'content-type': options.contentType ?? 'application/json',
         'user-agent': USER_AGENT,
         'content-length': String(payload.length),
       },

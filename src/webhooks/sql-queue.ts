@@ -17,6 +17,14 @@ const MAX_RECORD_BATCH = 200
  */
 const CLAIM_WINDOW_FACTOR = 4
 
+/** The media type of a FHIR R4 JSON resource (FHIR R4 http.html#mime-type). */
+const FHIR_JSON = 'application/fhir+json'
+
+/** What of an outcome event a writeback in another format is rendered from. */
+export type OutcomeEvent = { id: string; created_at: string; delivery_id: string | null; rx_id: string | null }
+/** Renders a `fhir-r4` writeback (src/services/fhir-writeback.ts): the delivery as it stands, as a FHIR Bundle. */
+export type RenderFhirWriteback = (event: OutcomeEvent) => Promise<string>
+
 type PendingRecord = { record: AttemptRecord; resolve: () => void; reject: (err: unknown) => void }
 
 /**
@@ -37,6 +45,8 @@ export class SqlDeliveryQueue implements DeliveryQueue {
     private readonly secrets: SecretBox,
     /** A message whose endpoint secret this process cannot open (a key it was not given); it is left to its lease. */
     private readonly onUnopenedSecret: (endpointId: string, error: Error) => void = () => {},
+    /** Bodies of `fhir-r4` writebacks; without it such messages are left to their lease. */
+    private readonly renderFhir?: RenderFhirWriteback,
   ) {}
 
   async claimDue({ nowMs, limit, perEndpointLimit, excludeEndpointIds, leaseUntilMs }: ClaimRequest): Promise<PendingDelivery[]> {
@@ -77,6 +87,8 @@ export class SqlDeliveryQueue implements DeliveryQueue {
         'e.previous_secret',
         'e.previous_secret_expires_at',
         'e.failing_since',
+        'e.signature_scheme',
+        'e.body_format',
       ])
       .select(['ev.id', 'ev.type', 'ev.created_at', 'ev.pharmacy_id', 'ev.fleet_id', 'ev.delivery_id', 'ev.rx_id', 'ev.seq', 'ev.data'])
       .where(
@@ -99,18 +111,33 @@ export class SqlDeliveryQueue implements DeliveryQueue {
         this.onUnopenedSecret(row.endpoint_id, error as Error)
         continue
       }
+      let body: string
+      try {
+        body = row.body_format === 'fhir-r4' ? await this.renderBundle(row) : JSON.stringify(envelopeFromRow(row))
+      } catch (error) {
+        // Left leased, like an unopened secret: it comes due again when the lease ends.
+        this.onUnopenedSecret(row.endpoint_id, error as Error)
+        continue
+      }
       due.push({
         id: row.message_id,
         endpointId: row.endpoint_id,
         url: row.url,
         secrets,
+        ...(row.signature_scheme === 'v1a' ? { signatureScheme: 'v1a' as const } : {}),
+        ...(row.body_format === 'fhir-r4' ? { contentType: FHIR_JSON } : {}),
         eventId: row.id,
-        body: JSON.stringify(envelopeFromRow(row)),
+        body,
         attempt: row.attempts + 1,
         endpointFailingSinceMs: row.failing_since,
       })
     }
     return due
+  }
+
+  private renderBundle(event: OutcomeEvent): Promise<string> {
+    if (!this.renderFhir) throw new Error('this queue renders no fhir-r4 writebacks')
+    return this.renderFhir(event)
   }
 
   /** Resolves once the attempt is committed, together with the others that finished meanwhile. */

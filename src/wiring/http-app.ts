@@ -19,6 +19,8 @@ import { temperatureRoutes } from '../api/routes/temperature.js'
 import { toteRoutes } from '../api/routes/totes.js'
 import { userRoutes } from '../api/routes/users.js'
 import { webhookRoutes } from '../api/routes/webhooks.js'
+import { webhookKeyRoutes } from '../api/routes/webhook-keys.js'
+import type { WebhookKeyRing } from '../webhooks/signing-keys.js'
 import { EmbedTokens } from '../auth/embed-tokens.js'
 import { MemoryBuckets } from '../api/middleware/bucket-store.js'
 import { SharedBuckets } from '../api/middleware/shared-buckets.js'
@@ -33,11 +35,13 @@ export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1' | 'buckets'> & {
   dialect: Dialect
   sink: ReadingSink
   services: Services
+  /** The Ed25519 keys that sign `v1a` webhooks. */
+  webhookKeys: WebhookKeyRing
 }
 
 /** The HTTP app with its readiness checks and every route group over its service. */
 export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
-  const { store, dialect, sink, services, ...deps } = wiring
+  const { store, dialect, sink, services, webhookKeys: _webhookKeys, ...deps } = wiring
   const { config } = deps
   return createApp({
     ...deps,
@@ -66,6 +70,7 @@ function v1Routes({
   people,
   sink,
   services,
+  webhookKeys,
 }: HttpAppWiring): OpenAPIHono<AppEnv>[] {
   const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
   return [
@@ -79,6 +84,7 @@ function v1Routes({
     auditRoutes(db, audit),
     clientRoutes({ db, dialect, clients, keys, maxPerTenant: config.TENANT_MAX_CLIENTS }),
     webhookRoutes(services.webhooks),
+    webhookKeyRoutes(webhookKeys),
     temperatureRoutes(services.deliveries, sink, clock),
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),

@@ -63,9 +63,9 @@ describe('writeback of delivery outcomes to the pharmacy (SPEC §7)', () => {
   it('shows the writeback secret once, in the creation response only', async () => {
     const { id, secret, created } = await pharmacyWithWriteback('http://127.0.0.1:9/writeback')
     expect(secret).toMatch(/^whsec_/)
-    expect(created.body.writeback).toEqual({ url: 'http://127.0.0.1:9/writeback', secret })
+    expect(created.body.writeback).toEqual({ url: 'http://127.0.0.1:9/writeback', format: 'rxtrace', secret })
     const read = await api.get(`/v1/pharmacies/${id}`, admin)
-    expect(read.body.writeback).toEqual({ url: 'http://127.0.0.1:9/writeback' })
+    expect(read.body.writeback).toEqual({ url: 'http://127.0.0.1:9/writeback', format: 'rxtrace' })
     const listed = await api.get('/v1/pharmacies?limit=100', admin)
     const webhooks = await api.get('/v1/webhooks?limit=100', admin)
     for (const res of [read, listed, webhooks]) expect(res.text).not.toContain(secret)

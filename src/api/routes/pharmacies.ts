@@ -1,6 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { npiCheckDigitHolds } from '../../domain/npi.js'
-import { releasePolicies, type PharmacyService } from '../../services/pharmacies.js'
+import { releasePolicies, writebackFormats, type PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -19,6 +19,12 @@ const Address = z
 
 const Location = z.strictObject({ lat: z.number().min(-90).max(90), lng: z.number().min(-180).max(180) }).openapi('Location')
 
+const WritebackFormat = z
+  .enum(writebackFormats)
+  .describe(
+    'rxtrace (the default): the outcome event as webhooks carry it; fhir-r4: an HL7 FHIR R4 transaction Bundle (MedicationDispense, Provenance, Observation) as application/fhir+json (docs/interop.md)',
+  )
+
 const NewPharmacy = z
   .strictObject({
     name: z.string().min(1).max(200),
@@ -35,7 +41,12 @@ const NewPharmacy = z
     address: Address,
     timezone: timeZoneSchema,
     location: Location.optional(),
-    writeback: z.strictObject({ url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)') }).optional(),
+    writeback: z
+      .strictObject({
+        url: z.url().describe('Where delivery outcomes are POSTed (signed like webhooks)'),
+        format: WritebackFormat.optional(),
+      })
+      .optional(),
     release_policy: z
       .enum(releasePolicies)
       .optional()
@@ -56,6 +67,7 @@ const Pharmacy = z
     writeback: z
       .object({
         url: z.string(),
+        format: WritebackFormat,
         secret: z
           .string()
           .nullable()

@@ -1,11 +1,16 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { eventTypes } from '../../events/fanout.js'
-import type { WebhookService } from '../../services/webhook-endpoints.js'
+import { signatureSchemes, type WebhookService } from '../../services/webhook-endpoints.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 
 const EventName = z.enum([...eventTypes, '*'])
+const SignatureScheme = z
+  .enum(signatureSchemes)
+  .describe(
+    'v1 (the default): HMAC-SHA256 with the endpoint secret; v1a: Ed25519 with the service keys published at /.well-known/webhook-keys.json, so no shared secret is needed (docs/interop.md)',
+  )
 const NewEndpoint = z
   .strictObject({
     url: z.url().max(2_048).describe('https only (http and private targets only with WEBHOOK_ALLOW_PRIVATE=true)'),
@@ -13,6 +18,7 @@ const NewEndpoint = z
     description: z.string().max(500).optional(),
     pharmacy_id: z.string().optional().describe('Admin tokens only: listen to one pharmacy'),
     fleet_id: z.string().optional().describe('Admin tokens only: listen to one fleet'),
+    signature_scheme: SignatureScheme.optional(),
   })
   .openapi('NewWebhookEndpoint')
 const Endpoint = z
@@ -25,6 +31,7 @@ const Endpoint = z
     disabled_reason: z.string().nullable(),
     pharmacy_id: z.string().nullable(),
     fleet_id: z.string().nullable(),
+    signature_scheme: SignatureScheme,
     created_at: z.string(),
     updated_at: z.string(),
   })
@@ -35,6 +42,7 @@ const Patch = z
     events: z.array(EventName).min(1).optional(),
     enabled: z.boolean().optional(),
     description: z.string().max(500).optional(),
+    signature_scheme: SignatureScheme.optional(),
   })
   .openapi('WebhookEndpointPatch')
 const Attempt = z
