@@ -26,4 +26,10 @@ export {
 } from './pkce.js'
 export type { components, operations, paths, webhooks } from './schema.js'
 export { ClientCredentials, staticToken, TokenRequestError, type ClientCredentialsOptions, type TokenSource } from './tokens.js'
-export { verifyWebhook, WebhookVerificationError, type VerifyWebhookOptions } from './webhooks.js'
+export {
+  verifyWebhook,
+  WebhookVerificationError,
+  type VerifyWebhookOptions,
+  type WebhookKeySet,
+  type WebhookPublicKey,
+} from './webhooks.js'

@@ -336,7 +336,7 @@ describe('rotating the key-encryption key (keys rewrap)', () => {
       // Rewrapped while that copy runs.
       const rewrap = await cli(dir, { SECRETS_KEY: newKey_, SECRETS_KEY_PREVIOUS: oldKey }, 'keys', 'rewrap')
       expect(rewrap, rewrap.stderr).toMatchObject({ code: 0, json: { key_id: both.api.service.secrets.currentKeyId, remaining: 0 } })
-      expect(rewrap.json.rewrapped).toBe(5) // two signing keys, a webhook's secret and previous secret, the writeback secret
+      expect(rewrap.json.rewrapped).toBe(6) // two signing keys, the v1a webhook key, a webhook's secret and previous secret, the writeback secret
       expect(rewrap.json.already_current).toBe(1) // the webhook made under the new key
       expect((await both.api.get('/v1/pharmacies', token)).status).toBe(200)
       await deliveredAndVerified(both.api, receiver, pharmacyId, secrets.webhookSecrets[1]!)
