@@ -863,6 +863,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/webhook-keys.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Public keys that sign v1a webhooks (Ed25519, JWKS-like)
+         * @description Every key that signs now or will soon, and during a rotation the previous one until its overlap ends. A `v1a` request verifies when any of its `v1a,` signatures verifies under any key here.
+         */
+        get: operations["getWebhookKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the Ed25519 key that signs v1a webhooks
+         * @description The new key is published at once and signs after `publish_ahead_s`; the previous key keeps signing beside it for `overlap_s` (default 24 h), then leaves the key set.
+         */
+        post: operations["rotateWebhookSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/deliveries/{id}/temperature": {
         parameters: {
             query?: never;
@@ -1943,6 +1983,11 @@ export interface components {
             location: components["schemas"]["Location"];
             writeback: {
                 url: string;
+                /**
+                 * @description rxtrace (the default): the outcome event as webhooks carry it; fhir-r4: an HL7 FHIR R4 transaction Bundle (MedicationDispense, Provenance, Observation) as application/fhir+json (docs/interop.md)
+                 * @enum {string}
+                 */
+                format: "rxtrace" | "fhir-r4";
                 /** @description whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted */
                 secret?: string | null;
             } | null;
@@ -1978,6 +2023,11 @@ export interface components {
                  * @description Where delivery outcomes are POSTed (signed like webhooks)
                  */
                 url: string;
+                /**
+                 * @description rxtrace (the default): the outcome event as webhooks carry it; fhir-r4: an HL7 FHIR R4 transaction Bundle (MedicationDispense, Provenance, Observation) as application/fhir+json (docs/interop.md)
+                 * @enum {string}
+                 */
+                format?: "rxtrace" | "fhir-r4";
             };
             /**
              * @description manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)
@@ -2415,6 +2465,11 @@ export interface components {
             disabled_reason: string | null;
             pharmacy_id: string | null;
             fleet_id: string | null;
+            /**
+             * @description v1 (the default): HMAC-SHA256 with the endpoint secret; v1a: Ed25519 with the service keys published at /.well-known/webhook-keys.json, so no shared secret is needed (docs/interop.md)
+             * @enum {string}
+             */
+            signature_scheme: "v1" | "v1a";
             created_at: string;
             updated_at: string;
         };
@@ -2431,6 +2486,11 @@ export interface components {
             pharmacy_id?: string;
             /** @description Admin tokens only: listen to one fleet */
             fleet_id?: string;
+            /**
+             * @description v1 (the default): HMAC-SHA256 with the endpoint secret; v1a: Ed25519 with the service keys published at /.well-known/webhook-keys.json, so no shared secret is needed (docs/interop.md)
+             * @enum {string}
+             */
+            signature_scheme?: "v1" | "v1a";
         };
         WebhookEndpointPatch: {
             /** Format: uri */
@@ -2438,6 +2498,11 @@ export interface components {
             events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
             enabled?: boolean;
             description?: string;
+            /**
+             * @description v1 (the default): HMAC-SHA256 with the endpoint secret; v1a: Ed25519 with the service keys published at /.well-known/webhook-keys.json, so no shared secret is needed (docs/interop.md)
+             * @enum {string}
+             */
+            signature_scheme?: "v1" | "v1a";
         };
         WebhookAttempt: {
             id: string;
@@ -2448,6 +2513,19 @@ export interface components {
             error: string | null;
             duration_ms: number;
             success: boolean;
+        };
+        WebhookPublicKey: {
+            /** @enum {string} */
+            kty: "OKP";
+            /** @enum {string} */
+            crv: "Ed25519";
+            /** @description The public key, base64url (RFC 8037 §2) */
+            x: string;
+            kid: string;
+            /** @enum {string} */
+            alg: "EdDSA";
+            /** @enum {string} */
+            use: "sig";
         };
         TemperatureTrace: {
             delivery_id: string;
@@ -11238,6 +11316,7 @@ export interface operations {
                      *           "disabled_reason": null,
                      *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *           "fleet_id": null,
+                     *           "signature_scheme": "v1",
                      *           "created_at": "2026-11-27T05:51:47.153Z",
                      *           "updated_at": "2026-11-27T05:51:47.153Z"
                      *         }
@@ -11374,6 +11453,7 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
+                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
                      *       "updated_at": "2026-11-27T05:51:47.153Z",
                      *       "secret": "whsec_owd6zJFBO0o5g9oilFgTtoF54xX9lgTA"
@@ -11532,6 +11612,7 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
+                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
                      *       "updated_at": "2026-11-27T05:51:47.153Z"
                      *     }
@@ -11791,6 +11872,7 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
+                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
                      *       "updated_at": "2026-11-27T05:51:47.441Z"
                      *     }
@@ -12219,6 +12301,235 @@ export interface operations {
                     "application/json": {
                         event_id: string;
                         endpoint_ids: string[];
+                    };
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getWebhookKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key set */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kty": "OKP",
+                     *           "crv": "Ed25519",
+                     *           "x": "xIc3oTvycZf_yvJ8B7grDq5WW_G3rHAn6CM7uKmYCdA",
+                     *           "kid": "whk_01m8j3wr450wcv5bvf0se8qr9j",
+                     *           "alg": "EdDSA",
+                     *           "use": "sig"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        keys: components["schemas"]["WebhookPublicKey"][];
+                    };
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotateWebhookSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "publish_ahead_s": 0,
+                 *       "overlap_s": 3600
+                 *     }
+                 */
+                "application/json": {
+                    /** @default 0 */
+                    publish_ahead_s?: number;
+                    /** @default 86400 */
+                    overlap_s?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The new key id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kid": "whk_01m8j3wz99fss8d1qjr0xps4tc",
+                     *       "activates_at": "2026-11-28T22:20:04.777Z",
+                     *       "previous_retires_at": "2026-11-28T23:20:04.777Z"
+                     *     }
+                     */
+                    "application/json": {
+                        kid: string;
+                        activates_at: string;
+                        previous_retires_at: string;
                     };
                 };
             };
@@ -15597,7 +15908,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15650,7 +15961,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15709,7 +16020,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15765,7 +16076,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15822,7 +16133,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15879,7 +16190,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15935,7 +16246,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -15992,7 +16303,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16048,7 +16359,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16105,7 +16416,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16161,7 +16472,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16218,7 +16529,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16279,7 +16590,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16336,7 +16647,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16390,7 +16701,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16450,7 +16761,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16503,7 +16814,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;
@@ -16556,7 +16867,7 @@ export interface operations {
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed */
                 "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation */
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
                 "webhook-signature": string;
             };
             path?: never;

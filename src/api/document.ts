@@ -31,7 +31,11 @@ const pascal = (type: string) =>
 const signatureHeaders = z.object({
   'webhook-id': z.string().describe('The event id (`evt_…`); the same on every retry: deduplicate by it'),
   'webhook-timestamp': z.string().describe('Unix seconds when this attempt was signed'),
-  'webhook-signature': z.string().describe('`v1,<base64 HMAC-SHA256>`, space-separated when two secrets sign during a rotation'),
+  'webhook-signature': z
+    .string()
+    .describe(
+      '`v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation',
+    ),
 })
 
 /** Each event type is a webhook of the document: its body the envelope with that `type` and that type's `data`. */

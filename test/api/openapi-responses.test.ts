@@ -513,6 +513,9 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       json: { events: ['cold-chain.break', 'delivery.failed'], enabled: true },
     })
     await call('POST', `/v1/webhooks/${world.webhook}/rotate-secret`, 200, { token: admin })
+    await call('PATCH', `/v1/webhooks/${world.webhook}`, 200, { token: admin, json: { signature_scheme: 'v1a' } })
+    await call('GET', '/.well-known/webhook-keys.json', 200)
+    await call('POST', '/v1/webhook-signing-keys/rotate', 200, { token: admin, json: { publish_ahead_s: 0, overlap_s: 3600 } })
     await call('GET', `/v1/webhooks/${world.webhook}/attempts`, 200, { token: admin })
     await call('POST', `/v1/events/${world.event}/redeliver`, 202, { token: admin, json: { endpoint_id: world.webhook } })
     await call('GET', '/v1/audit-events?limit=5', 200, { token: admin })

@@ -25,6 +25,7 @@ const walls: Record<string, Wall> = {
   'GET /v1/oauth/clients/{id}': 'tenant',
   'POST /v1/oauth/clients/{id}/rotate-secret': 'tenant',
   'POST /v1/oauth/signing-keys/rotate': 'none',
+  'POST /v1/webhook-signing-keys/rotate': 'none',
   'GET /v1/deliveries/{id}': 'tenant',
   'GET /v1/deliveries': 'none',
   'GET /v1/deliveries/{id}/custody/verify': 'tenant',
