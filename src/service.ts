@@ -181,7 +181,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       db,
       outbox,
       secrets,
-      (endpointId, err) => logger.error({ err, endpoint_id: endpointId }, 'cannot open a webhook secret or render its body; left to its lease'),
+      (endpointId, err) =>
+        logger.error({ err, endpoint_id: endpointId }, 'cannot open a webhook secret or render its body; left to its lease'),
       fhirWriteback(db, tokens.issuer),
     ),
     webhookKeys,

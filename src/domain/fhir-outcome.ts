@@ -70,7 +70,9 @@ export function outcomeBundle(facts: OutcomeFacts): Resource {
       },
       subject: patient,
       ...(facts.driver
-        ? { performer: [{ actor: { identifier: { system: `${baseUrl}/v1/drivers`, value: facts.driver.id }, display: facts.driver.name } }] }
+        ? {
+            performer: [{ actor: { identifier: { system: `${baseUrl}/v1/drivers`, value: facts.driver.id }, display: facts.driver.name } }],
+          }
         : {}),
       authorizingPrescription: [{ identifier: { system: `${baseUrl}/v1/prescriptions`, value: delivery.rx_id } }],
       quantity: { value: item.quantity },
@@ -168,7 +170,11 @@ function temperatureObservation(facts: OutcomeFacts, targets: Reference[]): Reso
       {
         // HL7 v3 ObservationInterpretation: N normal, A abnormal.
         coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: excursion ? 'A' : 'N' }],
-        text: broken ? `Cold chain broken (${coldChain.break_reason ?? 'unknown reason'})` : excursion ? 'Out of range for a time' : 'Within range',
+        text: broken
+          ? `Cold chain broken (${coldChain.break_reason ?? 'unknown reason'})`
+          : excursion
+            ? 'Out of range for a time'
+            : 'Within range',
       },
     ],
     component: [

@@ -86,7 +86,12 @@ export class WebhookKeyRing {
     const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
     await this.db.transaction().execute(async (trx) => {
       // A key still waiting to sign has signed nothing: the new one replaces it at once.
-      await trx.updateTable('webhook_signing_keys').set({ retires_at: now }).where('kid', '!=', kid).where('activates_at', '>', now).execute()
+      await trx
+        .updateTable('webhook_signing_keys')
+        .set({ retires_at: now })
+        .where('kid', '!=', kid)
+        .where('activates_at', '>', now)
+        .execute()
       await trx
         .updateTable('webhook_signing_keys')
         .set({ retires_at: retiresAt })

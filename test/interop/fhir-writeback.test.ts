@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ValidateFunction } from 'ajv'
@@ -102,13 +103,15 @@ for (const store of stores)
 
     it('DELIVERED → MedicationDispense completed, handed over to the patient, performed by the driver; a Provenance per signed handoff', async () => {
       const { receiver, pharmacy, deliveryId, rxId, driverId } = await pickedUp({ patient_id: 'patient-4711' })
-      const delivered = await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, { verification: { method: 'otp', evidence: '482913' } })
+      const delivered = await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, {
+        verification: { method: 'otp', evidence: '482913' },
+      })
       expect(delivered.status, delivered.text).toBe(200)
       const { bundle } = await receivedBundle(receiver, pharmacy.secret)
 
       const [dispense, ...more] = ofType(bundle, 'MedicationDispense')
       expect(more).toHaveLength(0)
-      const custody = (delivered.body.custody as { type: string; occurred_at: string; hash: string; evidence_hash: string | null }[])
+      const custody = delivered.body.custody as { type: string; occurred_at: string; hash: string; evidence_hash: string | null }[]
       expect(dispense!.resource).toMatchObject({
         status: 'completed',
         whenHandedOver: custody.find((e) => e.type === 'delivered')!.occurred_at,
@@ -133,11 +136,18 @@ for (const store of stores)
 
     it('RETURNED → MedicationDispense stopped, not handed over', async () => {
       const { receiver, pharmacy, deliveryId, driverId } = await pickedUp()
-      const returned = await api.post(`/v1/deliveries/${deliveryId}/return`, admin, { from: driverId, to: pharmacy.id, signature: 'nobody home' })
+      const returned = await api.post(`/v1/deliveries/${deliveryId}/return`, admin, {
+        from: driverId,
+        to: pharmacy.id,
+        signature: 'nobody home',
+      })
       expect(returned.status, returned.text).toBe(200)
       const { bundle } = await receivedBundle(receiver, pharmacy.secret)
       const [dispense] = ofType(bundle, 'MedicationDispense')
-      expect(dispense!.resource).toMatchObject({ status: 'stopped', statusReasonCodeableConcept: { text: expect.stringMatching(/undelivered/) } })
+      expect(dispense!.resource).toMatchObject({
+        status: 'stopped',
+        statusReasonCodeableConcept: { text: expect.stringMatching(/undelivered/) },
+      })
       expect(dispense!.resource).not.toHaveProperty('whenHandedOver')
       expect(dispense!.resource).not.toHaveProperty('receiver')
       expect(dispense!.resource.subject.identifier).toEqual({ system: expect.stringContaining(pharmacy.id), value: 'pt_123' })
@@ -222,8 +232,21 @@ for (const store of stores)
   })
 
 describe('the FHIR R4 schema used as proof', () => {
+  it('the example Bundle pasted in docs/interop.md validates', () => {
+    const doc = readFileSync(new URL('../../docs/interop.md', import.meta.url), 'utf8')
+    const block = /```json\n(\{\n {2}"resourceType": "Bundle"[\s\S]*?)\n```/.exec(doc)
+    expect(block, 'a pasted Bundle in docs/interop.md').not.toBeNull()
+    const bundle = JSON.parse(block![1]!) as Bundle
+    expect(validate(bundle), firstErrors(validate)).toBe(true)
+    expect(bundle.entry.map((e) => e.resource.resourceType)).toEqual(['MedicationDispense', 'Provenance', 'Provenance', 'Observation'])
+  })
+
   it('refuses a Bundle with a member FHIR does not define, so a valid result means something', () => {
-    const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'MedicationDispense', status: 'completed', whenDelivered: 'x' } }] }
+    const bundle = {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [{ resource: { resourceType: 'MedicationDispense', status: 'completed', whenDelivered: 'x' } }],
+    }
     expect(validate(bundle)).toBe(false)
     expect(validate({ resourceType: 'Bundle', type: 'not-a-bundle-type' })).toBe(false)
   })

@@ -66,7 +66,12 @@ for (const store of stores)
       const res = await fetch(`${baseUrl}/v1/webhooks`, {
         method: 'POST',
         headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ url: receiver.url, events: ['delivery.created'], pharmacy_id: pharmacyId, ...(scheme ? { signature_scheme: scheme } : {}) }),
+        body: JSON.stringify({
+          url: receiver.url,
+          events: ['delivery.created'],
+          pharmacy_id: pharmacyId,
+          ...(scheme ? { signature_scheme: scheme } : {}),
+        }),
       })
       const endpoint = (await res.json()) as { id: string; secret: string; signature_scheme: string }
       expect(res.status, JSON.stringify(endpoint)).toBe(201)
@@ -78,7 +83,14 @@ for (const store of stores)
     it('publishes its Ed25519 public keys, never a private member', async () => {
       const { keys } = await keySet()
       expect(keys).toHaveLength(1)
-      expect(keys[0]).toEqual({ kty: 'OKP', crv: 'Ed25519', x: expect.stringMatching(/^[\w-]{43}$/), kid: expect.stringMatching(/^whk_/), alg: 'EdDSA', use: 'sig' })
+      expect(keys[0]).toEqual({
+        kty: 'OKP',
+        crv: 'Ed25519',
+        x: expect.stringMatching(/^[\w-]{43}$/),
+        kid: expect.stringMatching(/^whk_/),
+        alg: 'EdDSA',
+        use: 'sig',
+      })
     })
 
     it('signs a v1a endpoint with v1a only; WebCrypto verifies it under the published key and refuses a changed byte', async () => {
@@ -120,7 +132,9 @@ for (const store of stores)
       const { endpoint, request } = await endpointReceiving()
       expect(endpoint.signature_scheme).toBe('v1')
       expect(String(request.headers['webhook-signature'])).toMatch(/^v1,/)
-      expect(new Webhook(endpoint.secret).verify(request.body, request.headers as Record<string, string>)).toMatchObject({ type: 'delivery.created' })
+      expect(new Webhook(endpoint.secret).verify(request.body, request.headers as Record<string, string>)).toMatchObject({
+        type: 'delivery.created',
+      })
     })
 
     it('rotates with an overlap: the new key is published and both sign until the old one retires', async () => {
@@ -172,7 +186,9 @@ for (const store of stores)
       const token = await api.tokenFor(client.client_id, client.client_secret)
       const res = await api.post('/v1/webhook-signing-keys/rotate', token, {})
       expect(res.status).toBe(403)
-      expect((await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/x', events: ['*'], signature_scheme: 'v2' })).body).toMatchObject({
+      expect(
+        (await api.post('/v1/webhooks', admin, { url: 'http://127.0.0.1:9/x', events: ['*'], signature_scheme: 'v2' })).body,
+      ).toMatchObject({
         errors: [{ pointer: '/signature_scheme' }],
       })
     })
