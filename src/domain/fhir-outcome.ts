@@ -27,7 +27,7 @@ type Reference = { reference?: string; identifier?: { system?: string; value: st
 export type DispenseStatus = 'completed' | 'stopped' | 'declined'
 
 /** Where rxtrace's own extensions are defined (docs/interop.md). */
-export const EXTENSION_BASE = 'https://rxtrace.dev/fhir/StructureDefinition'
+const EXTENSION_BASE = 'https://rxtrace.dev/fhir/StructureDefinition'
 /** rxtrace's codes for the temperature summary and its components. */
 const COLD_CHAIN_CODES = 'https://rxtrace.dev/fhir/CodeSystem/cold-chain'
 const UCUM = 'http://unitsofmeasure.org'
@@ -40,7 +40,7 @@ const EVENT_WITNESS_SIGNATURE = { system: SIGNATURE_TYPES, code: '1.2.840.10065.
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/
 
 /** DELIVERED → completed; RETURNED → stopped, or declined when the cold chain broke. */
-export function dispenseStatus(delivery: Pick<Delivery, 'status' | 'cold_chain'>): DispenseStatus {
+function dispenseStatus(delivery: Pick<Delivery, 'status' | 'cold_chain'>): DispenseStatus {
   if (delivery.status === 'DELIVERED') return 'completed'
   return delivery.cold_chain.state === 'BROKEN' ? 'declined' : 'stopped'
 }

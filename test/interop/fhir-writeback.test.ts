@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ValidateFunction } from 'ajv'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'
+import { testClock } from '../helpers/clock.js'
 import { waitFor } from '../helpers/wait.js'
 import { startReceiver, statuses, type Receiver, type ReceivedRequest } from '../webhooks/receiver.js'
 import { fhirR4Validator, firstErrors } from './fhir-schema.js'
@@ -59,25 +60,14 @@ for (const store of stores)
         items: [{ description: 'Insulin glargine 100 units/mL pen', ndc: '0088-2220-33', quantity: 5 }],
         ...rx,
       })
-      const tote = rx.cold_chain ? { tote_id: (await api.tote(admin, { pharmacy_id: pharmacy.id })).id } : {}
       for (const [action, body] of [
-        ['dispatch', { fleet_id: fleetId, driver_id: driverId, ...tote }],
+        ['dispatch', { fleet_id: fleetId, driver_id: driverId }],
         ['pickup', { from: pharmacy.id, to: driverId, signature: 'signed at the counter' }],
       ] as const) {
         const step = await api.post(`/v1/deliveries/${created.delivery_id}/${action}`, admin, body)
         expect(step.status, `${action}: ${step.text}`).toBe(200)
       }
       return { receiver, pharmacy, deliveryId: created.delivery_id, rxId: created.rx_id, driverId }
-    }
-
-    /** What the rule engine stores as it judges the trace (the figures the Observation summarises). */
-    async function judged(deliveryId: string, figures: Record<string, unknown>) {
-      const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', deliveryId).executeTakeFirstOrThrow()
-      await api.service.db
-        .updateTable('deliveries')
-        .set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain ?? '{}'), ...figures }) })
-        .where('id', '=', deliveryId)
-        .execute()
     }
 
     /** The one writeback received: signed with the pharmacy's secret, FHIR JSON, schema-valid. */
@@ -154,46 +144,6 @@ for (const store of stores)
       expect(ofType(bundle, 'Provenance')).toHaveLength(2) // pickup and return
     })
 
-    it('a cold-chain delivery carries an Observation of its trace: min, max, MKT and time out of range', async () => {
-      const { receiver, pharmacy, deliveryId } = await pickedUp({ cold_chain: true })
-      await judged(deliveryId, { state: 'OK', min_c: 3.1, max_c: 9.4, mkt_c: 5.27, time_out_of_range_s: 720 })
-      await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, { verification: { method: 'signature', evidence: 'scrawl' } })
-      const { bundle } = await receivedBundle(receiver, pharmacy.secret)
-      expect(ofType(bundle, 'MedicationDispense')[0]!.resource.status).toBe('completed')
-      const [observation] = ofType(bundle, 'Observation')
-      const value = (code: string) => observation!.resource.component.find((c: any) => c.code.coding[0].code === code).valueQuantity
-      expect(observation!.resource).toMatchObject({
-        status: 'final',
-        focus: [{ reference: ofType(bundle, 'MedicationDispense')[0]!.fullUrl }],
-        device: { identifier: { value: expect.stringMatching(/^tt_/) } },
-      })
-      expect(value('min')).toEqual({ value: 3.1, unit: '°C', system: 'http://unitsofmeasure.org', code: 'Cel' })
-      expect(value('max')).toMatchObject({ value: 9.4, code: 'Cel' })
-      expect(value('mkt')).toMatchObject({ value: 5.27, code: 'Cel' })
-      expect(value('time-out-of-range')).toEqual({ value: 720, unit: 's', system: 'http://unitsofmeasure.org', code: 's' })
-      expect(observation!.resource.interpretation[0].coding[0].code).toBe('A') // 12 minutes out of range
-    })
-
-    it('RETURNED after a broken cold chain → declined, and the Observation says why', async () => {
-      const { receiver, pharmacy, deliveryId, driverId } = await pickedUp({ cold_chain: true })
-      await judged(deliveryId, {
-        state: 'BROKEN',
-        break_reason: 'hard_limit',
-        broken_at: new Date().toISOString(),
-        min_c: 4,
-        max_c: 31.5,
-        mkt_c: 12.8,
-        time_out_of_range_s: 5400,
-      })
-      await api.post(`/v1/deliveries/${deliveryId}/return`, admin, { from: driverId, to: pharmacy.id, signature: 'took it back' })
-      const { bundle } = await receivedBundle(receiver, pharmacy.secret)
-      expect(ofType(bundle, 'MedicationDispense')[0]!.resource).toMatchObject({
-        status: 'declined',
-        statusReasonCodeableConcept: { text: expect.stringMatching(/broken cold chain \(hard_limit\)/) },
-      })
-      expect(ofType(bundle, 'Observation')[0]!.resource.interpretation[0]).toMatchObject({ text: 'Cold chain broken (hard_limit)' })
-    })
-
     it('is retried like any writeback: the same signed Bundle until the pharmacy accepts it, then writeback.completed', async () => {
       const { receiver, pharmacy, deliveryId } = await pickedUp({}, statuses(503, 200))
       await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, { verification: { method: 'otp', evidence: '1234' } })
@@ -228,6 +178,126 @@ for (const store of stores)
       })
       expect(bad.status).toBe(422)
       expect(bad.body.errors[0].pointer).toBe('/writeback/format')
+    })
+  })
+
+for (const store of stores)
+  describe(`FHIR R4 writeback of a cold-chain delivery judged from real readings, on ${store.name}`, () => {
+    const MINUTE = 60_000
+    const clock = testClock()
+    let api: TestApi
+    let admin: string
+    const receivers: Receiver[] = []
+    beforeAll(async () => {
+      api = await store.start({}, { clock })
+      await api.service.start()
+    })
+    afterAll(async () => {
+      await Promise.all(receivers.map((r) => r.close()))
+      await api?.stop()
+    })
+
+    /**
+     * A refrigerated delivery (2–8 °C) picked up an hour ago whose tote reported `temps` once a
+     * minute since, through the ingest pipeline and the rule engine; the clock is then now.
+     */
+    async function carried(temps: number[]) {
+      const now = Date.now()
+      clock.set(now - 62 * MINUTE)
+      admin = await api.adminToken()
+      const receiver = await startReceiver()
+      receivers.push(receiver)
+      const res = await api.post('/v1/pharmacies', admin, {
+        name: 'Cold Chain Pharmacy',
+        address: { line1: '2 Elm St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+        timezone: 'America/Chicago',
+        writeback: { url: `${receiver.url}/fhir`, format: 'fhir-r4' },
+      })
+      const pharmacy = { id: res.body.id as string, secret: res.body.writeback.secret as string }
+      const { fleetId, driverId } = await api.fleetWithDriver(admin)
+      const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' })
+      clock.set(now - 61 * MINUTE)
+      expect(
+        (await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id }))
+          .status,
+      ).toBe(200)
+      expect(
+        (await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: pharmacy.id, to: driverId, signature: 'ok' })).status,
+      ).toBe(200)
+      const start = now - 60 * MINUTE
+      const readings = temps.map((temp_c, i) => ({ ts: start + i * MINUTE, temp_c }))
+      clock.set(now)
+      admin = await api.adminToken()
+      await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(readings)))
+      await api.service.monitor.flush()
+      return { receiver, pharmacy, deliveryId: rx.delivery_id, driverId }
+    }
+
+    async function bundleOf(receiver: Receiver, secret: string): Promise<Bundle> {
+      await waitFor(() => receiver.requests.length >= 1, 5_000, 'the writeback')
+      const request = receiver.requests[0]!
+      expect(request.headers['content-type']).toBe('application/fhir+json')
+      const bundle = new Webhook(secret).verify(request.body, request.headers as Record<string, string>) as Bundle
+      expect(validate(bundle), firstErrors(validate)).toBe(true)
+      return bundle
+    }
+    const resource = (bundle: Bundle, type: string) => bundle.entry.find((e) => e.resource.resourceType === type)!.resource
+    const component = (observation: Record<string, any>, code: string) =>
+      observation.component.find((c: any) => c.code.coding[0].code === code).valueQuantity
+
+    it("delivered → completed, with an Observation of the trace: the delivery's own min, max, MKT and time out of range", async () => {
+      // 5 °C, then 9 °C (above 8) for 12 minutes, then 5 °C again: an excursion, no break.
+      const { receiver, pharmacy, deliveryId } = await carried([...Array(20).fill(5), ...Array(12).fill(9), ...Array(28).fill(5)])
+      const delivered = await api.post(`/v1/deliveries/${deliveryId}/deliver`, admin, { verification: { method: 'otp', evidence: '1234' } })
+      expect(delivered.status, delivered.text).toBe(200)
+      const { cold_chain: figures } = delivered.body as {
+        cold_chain: { min_c: number; max_c: number; mkt_c: number; time_out_of_range_s: number }
+      }
+      expect(figures).toMatchObject({ min_c: 5, max_c: 9 })
+      expect(figures.time_out_of_range_s).toBeGreaterThan(0)
+
+      const bundle = await bundleOf(receiver, pharmacy.secret)
+      expect(resource(bundle, 'MedicationDispense').status).toBe('completed')
+      const observation = resource(bundle, 'Observation')
+      expect(observation).toMatchObject({ status: 'final', device: { identifier: { value: expect.stringMatching(/^tt_/) } } })
+      expect(component(observation, 'min')).toEqual({ value: 5, unit: '°C', system: 'http://unitsofmeasure.org', code: 'Cel' })
+      expect(component(observation, 'max')).toMatchObject({ value: 9, code: 'Cel' })
+      expect(component(observation, 'mkt')).toMatchObject({ value: figures.mkt_c, code: 'Cel' })
+      expect(component(observation, 'time-out-of-range')).toEqual({
+        value: figures.time_out_of_range_s,
+        unit: 's',
+        system: 'http://unitsofmeasure.org',
+        code: 's',
+      })
+      expect(observation.interpretation[0].coding[0].code).toBe('A')
+    })
+
+    it('returned after a broken cold chain → declined, and the Observation says why', async () => {
+      // 40 minutes at 12 °C: longer than the refrigerated profile allows above 8 °C, so the chain breaks.
+      const { receiver, pharmacy, deliveryId, driverId } = await carried([
+        ...Array(10).fill(5),
+        ...Array(40).fill(12),
+        ...Array(10).fill(5),
+      ])
+      const before = (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body
+      expect(before.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'excursion_too_long' })
+      const returned = await api.post(`/v1/deliveries/${deliveryId}/return`, admin, {
+        from: driverId,
+        to: pharmacy.id,
+        signature: 'took it back',
+      })
+      expect(returned.status, returned.text).toBe(200)
+      const bundle = await bundleOf(receiver, pharmacy.secret)
+      expect(resource(bundle, 'MedicationDispense')).toMatchObject({
+        status: 'declined',
+        statusReasonCodeableConcept: { text: 'Returned to the pharmacy after a broken cold chain (excursion_too_long)' },
+      })
+      expect(resource(bundle, 'Observation').interpretation[0]).toMatchObject({
+        coding: [{ code: 'A' }],
+        text: 'Cold chain broken (excursion_too_long)',
+      })
+      expect(component(resource(bundle, 'Observation'), 'max')).toMatchObject({ value: 12 })
     })
   })
 

@@ -1,6 +1,5 @@
 import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { verifyWebhook, WebhookVerificationError } from '@rxtrace/sdk'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'
 import { waitFor } from '../helpers/wait.js'
@@ -8,7 +7,8 @@ import { startReceiver, type Receiver, type ReceivedRequest } from '../webhooks/
 
 // Standard Webhooks v1a: an endpoint may be signed with the service's Ed25519 keys, published at
 // /.well-known/webhook-keys.json, and a subscriber verifies with no shared secret. The proof is
-// WebCrypto's Ed25519 (not the node:crypto sign the service uses), over real HTTP.
+// WebCrypto's Ed25519 (not the node:crypto sign the service uses), over real HTTP. The SDK's
+// verifyWebhook with a key set: sdk/test/webhooks-v1a.test.ts.
 
 type Jwk = { kty: string; crv: string; x: string; kid: string; alg: string; use: string; d?: string }
 
@@ -118,16 +118,6 @@ for (const store of stores)
       expect(() => new Webhook(endpoint.secret).verify(request.body, request.headers as Record<string, string>)).toThrow()
     })
 
-    it("the SDK's verifyWebhook verifies v1a given the key set, and refuses a changed body", async () => {
-      const { request } = await endpointReceiving('v1a')
-      const keys = await keySet()
-      const event = await verifyWebhook<{ type: string }>(request.body, request.headers as Record<string, string>, keys)
-      expect(event.type).toBe('delivery.created')
-      const changed = request.body.replace('delivery.created', 'delivery.cre4ted')
-      await expect(verifyWebhook(changed, request.headers as Record<string, string>, keys)).rejects.toBeInstanceOf(WebhookVerificationError)
-      await expect(verifyWebhook(request.body, request.headers as Record<string, string>, { keys: [] })).rejects.toThrow(/no v1a signature/)
-    })
-
     it('v1 (HMAC) stays the default', async () => {
       const { endpoint, request } = await endpointReceiving()
       expect(endpoint.signature_scheme).toBe('v1')
@@ -160,7 +150,6 @@ for (const store of stores)
         const verdicts = await Promise.all(signatures.map((s) => webCryptoVerifies(key, s, id, timestamp, request.body)))
         expect(verdicts.filter(Boolean)).toHaveLength(1)
       }
-      await verifyWebhook(request.body, request.headers as Record<string, string>, { keys: [old!] })
 
       // With no overlap the key before retires at once: it leaves the key set and signs nothing more.
       const again = await fetch(`${baseUrl}/v1/webhook-signing-keys/rotate`, {
