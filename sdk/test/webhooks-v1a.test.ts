@@ -15,7 +15,11 @@ describe('verifyWebhook on v1a (Ed25519) requests the service really sent', () =
     receiver = await startReceiver()
     admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
-    const hook = await api.post('/v1/webhooks', admin, { url: `${receiver.url}/hooks`, events: ['delivery.created'], signature_scheme: 'v1a' })
+    const hook = await api.post('/v1/webhooks', admin, {
+      url: `${receiver.url}/hooks`,
+      events: ['delivery.created'],
+      signature_scheme: 'v1a',
+    })
     expect(hook.status, hook.text).toBe(201)
     await api.prescription(admin, { pharmacy_id: pharmacy.id })
     await waitFor(() => receiver.requests.length >= 1)
