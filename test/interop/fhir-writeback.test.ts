@@ -72,7 +72,7 @@ for (const store of stores)
 
     /** The one writeback received: signed with the pharmacy's secret, FHIR JSON, schema-valid. */
     async function receivedBundle(receiver: Receiver, secret: string): Promise<{ bundle: Bundle; request: ReceivedRequest }> {
-      await waitFor(() => receiver.requests.length >= 1, 5_000, 'the writeback')
+      await waitFor(() => receiver.requests.length >= 1, 15_000, 'the writeback')
       const request = receiver.requests.at(-1)!
       expect(request.headers['content-type']).toBe('application/fhir+json')
       const bundle = new Webhook(secret).verify(request.body, {
@@ -235,7 +235,7 @@ for (const store of stores)
     }
 
     async function bundleOf(receiver: Receiver, secret: string): Promise<Bundle> {
-      await waitFor(() => receiver.requests.length >= 1, 5_000, 'the writeback')
+      await waitFor(() => receiver.requests.length >= 1, 15_000, 'the writeback')
       const request = receiver.requests[0]!
       expect(request.headers['content-type']).toBe('application/fhir+json')
       const bundle = new Webhook(secret).verify(request.body, request.headers as Record<string, string>) as Bundle
