@@ -2,7 +2,8 @@ import { randomFillSync } from 'node:crypto'
 import { monotonicFactory } from 'ulid'
 
 /** Opaque, prefixed ids (docs/api.md, IDs). A ULID body makes them sortable by creation time, so lists page by id. */
-export type IdPrefix = 'ph' | 'rx' | 'dl' | 'tt' | 'fl' | 'dr' | 'wh' | 'evt' | 'cl' | 'us' | 'req' | 'msg' | 'att' | 'key' | 'whk' | 'pr' | 'as'
+export type IdPrefix =
+  'ph' | 'rx' | 'dl' | 'tt' | 'fl' | 'dr' | 'wh' | 'evt' | 'cl' | 'us' | 'req' | 'msg' | 'att' | 'key' | 'whk' | 'pr' | 'as'
 
 // ulid's default PRNG calls randomBytes(1) per character; drawing from a refilled buffer of
 // the same CSPRNG costs a fraction of that on the request path.

@@ -11453,10 +11453,10 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
                      *       "updated_at": "2026-11-27T05:51:47.153Z",
-                     *       "secret": "whsec_owd6zJFBO0o5g9oilFgTtoF54xX9lgTA"
+                     *       "secret": "whsec_owd6zJFBO0o5g9oilFgTtoF54xX9lgTA",
+                     *       "signature_scheme": "v1"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -11612,9 +11612,9 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
-                     *       "updated_at": "2026-11-27T05:51:47.153Z"
+                     *       "updated_at": "2026-11-27T05:51:47.153Z",
+                     *       "signature_scheme": "v1"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -11872,9 +11872,9 @@ export interface operations {
                      *       "disabled_reason": null,
                      *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
                      *       "fleet_id": null,
-                     *       "signature_scheme": "v1",
                      *       "created_at": "2026-11-27T05:51:47.153Z",
-                     *       "updated_at": "2026-11-27T05:51:47.441Z"
+                     *       "updated_at": "2026-11-27T05:51:47.441Z",
+                     *       "signature_scheme": "v1"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
