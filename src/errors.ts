@@ -6,7 +6,10 @@ export type ErrorCode =
   | 'idempotency_key_reused'
   | 'idempotency_in_progress'
   | 'unauthorized'
+  | 'signature_failed'
+  | 'insufficient_user_authentication'
   | 'insufficient_scope'
+  | 'signature_required_person'
   | 'not_found'
   | 'method_not_allowed'
   | 'invalid_transition'
@@ -29,7 +32,10 @@ const statusOf: Record<ErrorCode, number> = {
   idempotency_key_reused: 422,
   idempotency_in_progress: 409,
   unauthorized: 401,
+  signature_failed: 401,
+  insufficient_user_authentication: 401,
   insufficient_scope: 403,
+  signature_required_person: 403,
   not_found: 404,
   method_not_allowed: 405,
   invalid_transition: 409,

@@ -124,7 +124,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', oauthRoutes({ clients: deps.clients, tokens: deps.tokens, keys: deps.keys, people: deps.people, clock: deps.clock }))
   app.route(
     '/',
-    authorizeRoutes({ clients: deps.clients, people: deps.people, issuer: deps.tokens.issuer, trustProxy: config.TRUST_PROXY }),
+    authorizeRoutes({
+      clients: deps.clients,
+      people: deps.people,
+      issuer: deps.tokens.issuer,
+      trustProxy: config.TRUST_PROXY,
+      clock: deps.clock,
+    }),
   )
   app.route('/', accountRoutes({ people: deps.people }))
   app.route('/', consoleRoutes() as unknown as Hono<AppEnv>)

@@ -7,6 +7,7 @@ import type {
 } from '../../rules/index.js'
 import { breakReasons, excursionKinds, exhaustedReasons } from '../../rules/index.js'
 import { deliveryActions, deliveryStatuses } from '../domain/delivery-machine.js'
+import { storedSignatureSchema } from '../domain/e-signature.js'
 import type { EventType } from '../events/fanout.js'
 import { z } from './openapi.js'
 
@@ -142,7 +143,10 @@ export const eventData = {
   'temperature.excursion': Excursion,
   'temperature.recovered': Recovered,
   'cold-chain.break': Break,
-  'cold-chain.disposition': Move.extend({ decision: z.enum(['release', 'return']) }),
+  'cold-chain.disposition': Move.extend({
+    decision: z.enum(['release', 'return']),
+    signature: storedSignatureSchema.optional().describe("The pharmacist's e-signature of the decision (docs/part11.md)"),
+  }),
   'sensor.offline': Offline,
   'stability.budget-low': BudgetLow,
   'writeback.completed': Writeback,

@@ -3,6 +3,7 @@ import type { Db } from '../store/schema.js'
 import type { AuditLog } from './audit-log.js'
 import { AuthorizationCodes } from './codes.js'
 import { ConsentStore } from './consents.js'
+import { SignatureAuthority } from './e-signatures.js'
 import { PasswordHasher, type ScryptParams } from './passwords.js'
 import { RefreshTokens } from './refresh-tokens.js'
 import { SessionStore } from './sessions.js'
@@ -35,6 +36,7 @@ export function createPeople({
   const sessions = new SessionStore(db, clock)
   const consents = new ConsentStore(db, clock)
   const refreshTokens = new RefreshTokens(db, clock, tokens, audit, consents)
+  const throttle = dialect === 'postgres' ? new SharedSignInThrottle(db, clock) : new MemorySignInThrottle(clock)
   return {
     passwords,
     users,
@@ -42,7 +44,9 @@ export function createPeople({
     refreshTokens,
     consents,
     codes: new AuthorizationCodes(db, clock),
-    throttle: dialect === 'postgres' ? new SharedSignInThrottle(db, clock) : new MemorySignInThrottle(clock),
+    throttle,
+    // E-signatures count wrong passwords with sign-in's throttle: one account's guesses add up through either door.
+    signatures: new SignatureAuthority(db, clock, passwords, throttle),
     admin: new UserAdmin(db, users, sessions, refreshTokens, consents, tokens.issuer),
   }
 }

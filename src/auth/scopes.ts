@@ -36,6 +36,8 @@ export type Principal = {
   fleetId: string | null
   jti: string
   exp: number
+  /** A person's token: when the person last entered a password (epoch seconds); what an e-signature without one relies on. */
+  authTime?: number
   /** A driver user (role driver) sees only the deliveries assigned to this driver. */
   driverId?: string | null
 }

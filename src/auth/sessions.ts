@@ -9,7 +9,8 @@ const SESSION_IDLE_MS = 8 * 3_600_000
 // last_seen_at is written at most this often, so a busy session does not write on every page.
 const TOUCH_EVERY_MS = 60_000
 
-export type Session = { idHash: string; userId: string }
+/** `authTime`: when its person entered a password, epoch seconds. */
+export type Session = { idHash: string; userId: string; authTime: number }
 
 /**
  * Sign-in sessions of the authorization server's pages. The browser holds a random 256-bit id
@@ -30,7 +31,7 @@ export class SessionStore {
       .insertInto('user_sessions')
       .values({ id_hash: idHash, user_id: userId, created_at: now, last_seen_at: now, ended_at: null })
       .execute()
-    return { cookieValue, session: { idHash, userId } }
+    return { cookieValue, session: { idHash, userId, authTime: Math.floor(Date.parse(now) / 1_000) } }
   }
 
   /** The live session behind a cookie value: not ended, used within the idle limit, its user active. */
@@ -40,7 +41,7 @@ export class SessionStore {
     const row = await this.db
       .selectFrom('user_sessions')
       .innerJoin('users', 'users.id', 'user_sessions.user_id')
-      .select(['user_sessions.user_id', 'user_sessions.last_seen_at', 'user_sessions.ended_at', 'users.disabled'])
+      .select(['user_sessions.user_id', 'user_sessions.created_at', 'user_sessions.last_seen_at', 'user_sessions.ended_at', 'users.disabled'])
       .where('user_sessions.id_hash', '=', idHash)
       .executeTakeFirst()
     const now = this.clock.now()
@@ -52,7 +53,17 @@ export class SessionStore {
         .where('id_hash', '=', idHash)
         .execute()
     }
-    return { idHash, userId: row.user_id }
+    return { idHash, userId: row.user_id, authTime: Math.floor(Date.parse(row.created_at) / 1_000) }
+  }
+
+  /**
+   * When the session's person entered a password (epoch seconds): every sign-in starts a new
+   * session, so its creation is the `auth_time` of every token issued under it, refreshes
+   * included; a refresh never makes a sign-in more recent (RFC 9470 step-up needs a new one).
+   */
+  async authTimeOf(idHash: string): Promise<number | undefined> {
+    const row = await this.db.selectFrom('user_sessions').select('created_at').where('id_hash', '=', idHash).executeTakeFirst()
+    return row ? Math.floor(Date.parse(row.created_at) / 1_000) : undefined
   }
 
   /** Whether the session was ended (signed out, or its user disabled or given a new role): its codes are spoiled. */

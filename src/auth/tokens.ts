@@ -16,6 +16,8 @@ export type TokenSubject = {
   fleetId: string | null
   /** Chosen by the caller when it must remember the token to revoke it later (refresh families). */
   jti?: string
+  /** A person's token: when the person last entered a password (epoch seconds, OIDC Core §2 `auth_time`, RFC 9470 §3). */
+  authTime?: number
 }
 
 export type AccessTokenResponse = { access_token: string; token_type: 'Bearer'; expires_in: number; scope: string }
@@ -49,6 +51,7 @@ export class TokenService {
     const claims: Record<string, unknown> = { client_id: subject.clientId, scope }
     if (subject.pharmacyId) claims.pharmacy_id = subject.pharmacyId
     if (subject.fleetId) claims.fleet_id = subject.fleetId
+    if (subject.authTime !== undefined) claims.auth_time = subject.authTime
     const payload = {
       ...claims,
       iss: this.issuer,
@@ -155,6 +158,7 @@ export class TokenService {
         fleetId,
         jti: String(payload.jti),
         exp: Number(payload.exp),
+        ...(typeof payload.auth_time === 'number' ? { authTime: payload.auth_time } : {}),
       }
     } catch (error) {
       if (error instanceof joseErrors.JWTExpired) throw invalidToken('The access token has expired.')

@@ -8,6 +8,7 @@ import {
   temperatureProfileSchema,
   type ColdChainState as EngineState,
 } from '../../rules/index.js'
+import { storedSignatureSchema } from './e-signature.js'
 
 /**
  * The delivery's `cold_chain` block: the one definition of its shape. The TypeScript types, the
@@ -33,6 +34,9 @@ const dispositionSchema = z.object({
   note: z.string().nullable(),
   decided_by: z.object({ client_id: z.string(), sub: z.string() }),
   decided_at: z.string(),
+  signature: storedSignatureSchema
+    .optional()
+    .describe('The deciding pharmacist’s e-signature (docs/part11.md); absent on decisions recorded before dispositions were signed'),
 })
 export type Disposition = z.infer<typeof dispositionSchema>
 

@@ -1,7 +1,26 @@
 // Types only, no imports: the service (custody.ts) and the console (shapes.ts) share this definition.
 
 export type CustodyType =
-  'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition'
+  'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition' | 'signed'
+
+/** Why a person signed (21 CFR 11.50(a)(3)): the meaning a signature carries. */
+export type SignatureMeaning = 'released' | 'returned' | 'assessed' | 'approved' | 'handed_over'
+
+/**
+ * An e-signature as stored and shown (docs/part11.md): `record_hash` is sha256 over the JCS of
+ * the record it signs, so the signature cannot be moved to another record (21 CFR 11.70).
+ */
+export type StoredSignature = {
+  id: string
+  signer: string
+  name: string
+  email: string
+  meaning: SignatureMeaning
+  signed_at: string
+  record_hash: string
+  /** `password`: re-entered at the moment of signing; `recent_sign_in`: the token's auth_time was at most 300 s old. */
+  method: 'password' | 'recent_sign_in'
+}
 
 /** A custody event exactly as the API returns it; `hash` covers every other member. */
 export type CustodyEvent = {
@@ -16,4 +35,6 @@ export type CustodyEvent = {
   recorded_at: string
   prev_hash: string
   hash: string
+  /** On a `signed` event only: the signature of the event just before it. */
+  signature?: StoredSignature
 }

@@ -1,7 +1,8 @@
 import { jcsHash } from '../hashing.js'
 import type { CustodyEvent } from './custody-event.js'
+import { signatureFault } from './e-signature.js'
 
-export type { CustodyEvent, CustodyType } from './custody-event.js'
+export type { CustodyEvent, CustodyType, StoredSignature } from './custody-event.js'
 
 export type PrescriptionFacts = {
   rx_id: string
@@ -30,8 +31,9 @@ export type ChainVerdict =
 /**
  * Recomputes every link from the audit hash; the first event that does not add up is reported by
  * the seq it should carry (its position), so an edited or missing seq is reported where it breaks.
+ * With the delivery's id, each e-signature must also bind to the event it signs (e-signature.ts).
  */
-export function verifyChain(auditHash: string, events: CustodyEvent[]): ChainVerdict {
+export function verifyChain(auditHash: string, events: CustodyEvent[], deliveryId?: string): ChainVerdict {
   let head = auditHash
   for (const [index, event] of events.entries()) {
     const expectedSeq = index + 1
@@ -40,6 +42,8 @@ export function verifyChain(auditHash: string, events: CustodyEvent[]): ChainVer
     if (event.seq !== expectedSeq) return fail(`expected seq ${expectedSeq}`)
     if (event.prev_hash !== head) return fail('prev_hash does not match the previous event')
     if (jcsHash(unsigned) !== hash) return fail('hash does not match the event')
+    const signature = signatureFault(deliveryId, events, index)
+    if (signature) return fail(signature)
     head = hash
   }
   return { valid: true, length: events.length, head }

@@ -8,7 +8,7 @@ import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { isUniqueViolation } from '../store/errors.js'
 import type { Page, PageRequest } from '../store/pagination.js'
 import type { RecordAnswer } from '../store/record-answer.js'
-import { fromJson, type Database } from '../store/schema.js'
+import { fromJson, toJson, type Database } from '../store/schema.js'
 import { actionParties, checkOccurredAt } from './action-parties.js'
 import type { ServiceDeps } from './context.js'
 import { listDeliveries, type DeliveryExpansion, type DeliveryFilter } from './delivery-list.js'
@@ -17,6 +17,7 @@ import { visibleDelivery } from './delivery-visibility.js'
 import { isRefusedHandoff, recordRefusal, type HandoffInput } from './handoff-refusals.js'
 import { isFirstPricedEnd, pricingAtEnd } from './pricing-at-end.js'
 import { rateCardInForce } from './rate-cards.js'
+import { signedCustodyEvent } from './custody-signatures.js'
 import { automaticRelease } from './stability-release.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
@@ -84,7 +85,7 @@ export class DeliveryService {
       .where('deliveries.id', '=', id)
       .executeTakeFirst()
     const visible = visibleDelivery(principal, row)
-    return verifyChain(visible.audit_hash, await readCustody(this.deps.db, id))
+    return verifyChain(visible.audit_hash, await readCustody(this.deps.db, id), id)
   }
 
   /**
@@ -159,6 +160,10 @@ export class DeliveryService {
       occurred_at: occurredAt,
       recorded_at: iso(now),
     })
+    // docs/part11.md: a disposition is signed, and its signature follows it in the chain.
+    const signed = input.action === 'disposition' ? signedCustodyEvent(id, custodyEvent, input.signer, principal, iso(now)) : null
+    if (signed) changes.disposition = toJson({ ...fromJson<Disposition>(changes.disposition!), signature: signed.signature })
+    const appended = signed ? [custodyEvent, signed.event] : [custodyEvent]
     const eventData = {
       status: move.status,
       previous_status: delivery.status,
@@ -170,6 +175,7 @@ export class DeliveryService {
       custody_hash: custodyEvent.hash,
       ...('reason' in input ? { reason: input.reason } : {}),
       ...(input.action === 'disposition' ? { decision: input.decision } : {}),
+      ...(signed ? { signature: signed.signature } : {}),
       ...(input.action === 'deliver' ? { verification_method: input.verification.method } : {}),
       ...(input.action === 'dispatch'
         ? { fleet_id: changes.fleet_id, driver_id: changes.driver_id ?? null, tote_id: changes.tote_id ?? null }
@@ -191,7 +197,10 @@ export class DeliveryService {
         .where('version', '=', delivery.version)
         .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
-      await trx.insertInto('custody_events').values(custodyRow(id, custodyEvent)).execute()
+      await trx
+        .insertInto('custody_events')
+        .values(appended.map((e) => custodyRow(id, e)))
+        .execute()
       const { messages } = await this.deps.outbox.append(
         trx,
         move.events.map((type) => ({
@@ -205,7 +214,7 @@ export class DeliveryService {
       )
       const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
       // The version check above makes this the row and chain as this commit leaves them.
-      const answer = toDelivery({ ...delivery, ...changes }, [...chain, toCustodyEvent(custodyRow(id, custodyEvent))])
+      const answer = toDelivery({ ...delivery, ...changes }, [...chain, ...appended.map((e) => toCustodyEvent(custodyRow(id, e)))])
       await record?.(trx, answer)
       return { messages, boundTote, delivery: answer }
     })

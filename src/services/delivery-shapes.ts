@@ -1,3 +1,4 @@
+import type { Signer } from '../auth/e-signatures.js'
 import { storedFigures, type StoredColdChain } from '../domain/cold-chain.js'
 import type { AutomaticRelease } from './stability-release.js'
 import type { CustodyEvent } from '../domain/custody.js'
@@ -16,7 +17,8 @@ export type ActionInput =
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
   | ({ action: 'fail' | 'cancel'; reason: string } & Common)
-  | ({ action: 'disposition'; decision: 'release' | 'return'; note: string } & Common)
+  /** `signer`: the person the route authenticated for the e-signature (their password is not carried this far). */
+  | ({ action: 'disposition'; decision: 'release' | 'return'; note: string; signer: Signer } & Common)
 
 export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[]): Delivery {
   const required = row.cold_chain_required === 1

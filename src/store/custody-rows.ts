@@ -16,6 +16,7 @@ export function custodyRow(deliveryId: string, e: CustodyEvent): Database['custo
     recorded_at: e.recorded_at,
     prev_hash: e.prev_hash,
     hash: e.hash,
+    signature: e.signature ? toJson(e.signature) : null,
   }
 }
 
@@ -32,5 +33,7 @@ export function toCustodyEvent(row: Database['custody_events']): CustodyEvent {
     recorded_at: row.recorded_at,
     prev_hash: row.prev_hash,
     hash: row.hash,
+    // Absent, not null, on unsigned events: their hashes were computed without the member.
+    ...(row.signature ? { signature: fromJson<NonNullable<CustodyEvent['signature']>>(row.signature) } : {}),
   }
 }

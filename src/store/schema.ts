@@ -113,6 +113,8 @@ export interface Database extends StabilityTables {
     recorded_at: string
     prev_hash: string
     hash: string
+    /** JSON of the e-signature a `signed` event carries (migration 0036); null on every other event. */
+    signature: string | null
   }
   events: {
     pos: Generated<number>

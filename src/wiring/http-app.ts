@@ -76,7 +76,7 @@ function v1Routes({
   return [
     pharmacyRoutes(services.pharmacies),
     prescriptionRoutes(services.prescriptions, services.redeliveries),
-    deliveryRoutes(services.deliveries),
+    deliveryRoutes(services.deliveries, people.signatures),
     fleetRoutes(services.fleets),
     toteRoutes(services.totes, sink, clock),
     eventRoutes(services.events),

@@ -14,6 +14,15 @@ export async function signedInToken(
   admin: string,
   user: { role: string; pharmacy_id?: string; fleet_id?: string; driver_id?: string },
 ): Promise<string> {
+  return (await signedInPerson(api, admin, user)).token
+}
+
+/** As signedInToken, with what a test of e-signatures needs besides: who, the password, the refresh token and the app. */
+export async function signedInPerson(
+  api: TestApi,
+  admin: string,
+  user: { role: string; pharmacy_id?: string; fleet_id?: string; driver_id?: string; name?: string },
+) {
   const email = `${user.role}-${Math.random().toString(36).slice(2)}@example.com`
   const password = 'a long enough test password'
   const created = await api.post('/v1/users', admin, { email, name: `A ${user.role}`, password, ...user })
@@ -43,7 +52,15 @@ export async function signedInToken(
       client_id: app.body.client_id,
     }).toString(),
   })
-  const body = (await res.json()) as { access_token?: string }
+  const body = (await res.json()) as { access_token?: string; refresh_token?: string }
   if (!body.access_token) throw new Error(`token: ${res.status} ${JSON.stringify(body)}`)
-  return body.access_token
+  return {
+    token: body.access_token,
+    refreshToken: body.refresh_token ?? null,
+    clientId: app.body.client_id as string,
+    user: created.body as { id: string; email: string; name: string },
+    email,
+    password,
+    browser: b,
+  }
 }

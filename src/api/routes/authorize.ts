@@ -2,6 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie'
+import type { Clock } from '../../clock.js'
 import type { ClientRecord, ClientRegistry } from '../../auth/clients.js'
 import { S256_CHALLENGE } from '../../auth/codes.js'
 import { userScopes } from '../../auth/grants/user-token.js'
@@ -18,7 +19,16 @@ import { callerAddress } from '../middleware/caller-address.js'
 import { publicRoute, z } from '../openapi.js'
 
 /** The authorization request's parameters (RFC 6749 §4.1.1, RFC 7636 §4.3), carried from page to page. */
-const requestParams = ['client_id', 'redirect_uri', 'response_type', 'scope', 'state', 'code_challenge', 'code_challenge_method'] as const
+const requestParams = [
+  'client_id',
+  'redirect_uri',
+  'response_type',
+  'scope',
+  'state',
+  'code_challenge',
+  'code_challenge_method',
+  'max_age',
+] as const
 type AuthorizationRequest = Partial<Record<(typeof requestParams)[number], string>>
 type Checked = { client: ClientRecord; redirectUri: string; request: AuthorizationRequest }
 
@@ -54,10 +64,12 @@ export function authorizeRoutes({
   people,
   issuer,
   trustProxy,
+  clock,
 }: {
   clients: ClientRegistry
   people: People
   issuer: string
+  clock: Clock
   /** Whose address a failed sign-in counts against behind the operator's proxy (docs/security.md, Resource limits). */
   trustProxy: boolean
 }) {
@@ -111,6 +123,8 @@ export function authorizeRoutes({
       return { error: 'invalid_request', error_description: 'code_challenge_method must be S256.' }
     if (!S256_CHALLENGE.test(request.code_challenge))
       return { error: 'invalid_request', error_description: 'code_challenge is not an S256 challenge (43 base64url characters).' }
+    if (request.max_age !== undefined && !/^\d{1,9}$/.test(request.max_age))
+      return { error: 'invalid_request', error_description: 'max_age is a number of seconds.' }
     const unknown = parseScope(request.scope).filter((s) => !isScope(s))
     if (unknown.length) return { error: 'invalid_scope', error_description: `Unknown scope: ${unknown.join(' ')}.` }
     return null
@@ -212,7 +226,7 @@ export function authorizeRoutes({
       if (error) return redirectBack(c, checked, error, 302)
       const session = await people.sessions.resume(getCookie(c, SESSION))
       const user = session && (await people.users.find(session.userId))
-      if (!session || !user) return showSignIn(c, checked)
+      if (!session || !user || signedInTooLongAgo(session, checked.request, clock.now())) return showSignIn(c, checked)
       return afterSignIn(c, checked, user, session, 302)
     },
   )
@@ -315,6 +329,15 @@ export function authorizeRoutes({
     },
   )
   return app
+}
+
+/**
+ * OIDC Core §3.1.2.1 `max_age`, as RFC 9470 §4 asks a client to send after a step-up challenge:
+ * a session whose password was entered longer ago than that asks for the password again.
+ */
+function signedInTooLongAgo(session: Session, request: AuthorizationRequest, nowMs: number): boolean {
+  if (request.max_age === undefined) return false
+  return nowMs / 1_000 - session.authTime > Number(request.max_age)
 }
 
 function pick(source: Record<string, string | undefined>): AuthorizationRequest {

@@ -1,5 +1,8 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context } from 'hono'
+import type { SignatureAuthority } from '../../auth/e-signatures.js'
+import { MAX_PASSWORD_LENGTH } from '../../auth/passwords.js'
+import { dispositionMeaning, signatureMeanings, storedSignatureSchema } from '../../domain/e-signature.js'
 import type { DeliveryService } from '../../services/deliveries.js'
 import type { ActionInput } from '../../services/delivery-shapes.js'
 import { deliveryExpansions, type DeliveryExpansion } from '../../services/delivery-list.js'
@@ -22,6 +25,19 @@ const signature = z
   .max(200_000)
   .describe('Signature image as a data URL, or a signed statement; its sha256 becomes evidence_hash')
 
+/** A person's e-signature (docs/part11.md): the password is checked at this moment and kept nowhere. */
+export const SignatureInput = z
+  .strictObject({
+    meaning: z.enum(signatureMeanings).describe('What the signature means; a disposition is `released` or `returned`, as its decision'),
+    password: z
+      .string()
+      .min(1)
+      .max(MAX_PASSWORD_LENGTH)
+      .optional()
+      .describe('The signer’s password, entered again to sign; may be left out within 300 s of signing in (RFC 9470 `max_age`)'),
+  })
+  .openapi('SignatureInput')
+
 const CustodyEvent = z
   .object({
     seq: z.number().int(),
@@ -35,6 +51,9 @@ const CustodyEvent = z
     recorded_at: z.string(),
     prev_hash: z.string(),
     hash: z.string(),
+    signature: component(storedSignatureSchema, 'Signature')
+      .optional()
+      .describe('On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash`'),
   })
   .openapi('CustodyEvent')
 
@@ -102,6 +121,7 @@ const bodies = {
   disposition: z.strictObject({
     decision: z.enum(['release', 'return']),
     note: z.string().trim().min(1, 'a decision needs a note saying why').max(2_000).describe('Why: required, and kept with the decision'),
+    signature: SignatureInput.describe('Required: a disposition is signed by the deciding pharmacist (docs/part11.md)'),
     ...when,
   }),
 } as const
@@ -165,10 +185,18 @@ const actionRoute = <S extends z.ZodType>(action: keyof typeof bodies, body: S) 
     responses: {
       200: json(Delivery, 'The updated delivery'),
       409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`'),
+      ...(action === 'disposition'
+        ? {
+            401: problem(
+              '`signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (no password and a sign-in older than 300 s: `WWW-Authenticate: Bearer error="insufficient_user_authentication", max_age=300`, RFC 9470), or `unauthorized`',
+            ),
+            403: problem('`signature_required_person` (a machine client cannot sign) or `insufficient_scope`'),
+          }
+        : {}),
     },
   })
 
-export function deliveryRoutes(deliveries: DeliveryService) {
+export function deliveryRoutes(deliveries: DeliveryService, signatures: SignatureAuthority) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(
     v1Route('deliveries:read', {
@@ -258,8 +286,11 @@ export function deliveryRoutes(deliveries: DeliveryService) {
   app.openapi(actionRoute('deliver', bodies.deliver), async (c) => c.json(await act(c, { action: 'deliver', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('fail', bodies.fail), async (c) => c.json(await act(c, { action: 'fail', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('cancel', bodies.cancel), async (c) => c.json(await act(c, { action: 'cancel', ...c.req.valid('json') }), 200))
-  app.openapi(actionRoute('disposition', bodies.disposition), async (c) =>
-    c.json(await act(c, { action: 'disposition', ...c.req.valid('json') }), 200),
-  )
+  // Signed: the person is checked (and the password dropped) before the decision is applied.
+  app.openapi(actionRoute('disposition', bodies.disposition), async (c) => {
+    const { signature, ...body } = c.req.valid('json')
+    const signer = await signatures.authenticate(c.get('principal'), signature, dispositionMeaning[body.decision])
+    return c.json(await act(c, { action: 'disposition', ...body, signer }), 200)
+  })
   return app
 }

@@ -44,6 +44,7 @@ export async function issueForUser(
     pharmacyId: user.pharmacy_id,
     fleetId: user.fleet_id,
     jti,
+    authTime: await ctx.people.sessions.authTimeOf(grant.sessionHash),
   })
   // The family row exists even for a client that may not refresh: it is how this access token is found to revoke.
   const next = { ...grant, scope: scopes.join(' ') }
