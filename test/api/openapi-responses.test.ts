@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventTypes } from '../../src/events/fanout.js'
 import { responseValidator, type OpenApiDocument } from '../helpers/openapi-responses.js'
 import { ADMIN, startTestService, type TestApi } from '../helpers/service.js'
-import { signedInToken } from '../helpers/users.js'
+import { signedInPerson, signedInToken } from '../helpers/users.js'
 import { feed } from '../trace/cold-chain-delivery.js'
 
 /**
@@ -334,9 +334,20 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     expect(broken.body.cold_chain.state).toBe('BROKEN')
     await call('POST', `/v1/deliveries/${fourth}/deliver`, 409, { token: admin, json: { verification: { method: 'otp', evidence: '1' } } })
     await call('GET', '/v1/deliveries?order=attention&cold_chain_state=BROKEN', 200, { token: admin })
-    await call('POST', `/v1/deliveries/${fourth}/disposition`, 200, {
+    // A disposition is signed by a person (docs/part11.md): a pharmacist of the pharmacy, with the password.
+    const pharmacist = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: world.pharmacy! })
+    const decision = { decision: 'return', note: 'Froze in transit; destroy and re-dispense' }
+    await call('POST', `/v1/deliveries/${fourth}/disposition`, 403, {
       token: admin,
-      json: { decision: 'return', note: 'Froze in transit; destroy and re-dispense' },
+      json: { ...decision, signature: { meaning: 'returned', password: 'a machine has none' } },
+    })
+    await call('POST', `/v1/deliveries/${fourth}/disposition`, 401, {
+      token: pharmacist.token,
+      json: { ...decision, signature: { meaning: 'returned', password: 'not the password' } },
+    })
+    await call('POST', `/v1/deliveries/${fourth}/disposition`, 200, {
+      token: pharmacist.token,
+      json: { ...decision, signature: { meaning: 'returned', password: pharmacist.password } },
     })
     world.broken = fourth
   })

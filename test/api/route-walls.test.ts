@@ -99,7 +99,7 @@ const bodies: Record<string, unknown> = {
   deliver: { verification: { method: 'otp', evidence: '1' } },
   fail: { reason: 'r' },
   cancel: { reason: 'r' },
-  disposition: { decision: 'release', note: 'n' },
+  disposition: { decision: 'release', note: 'n', signature: { meaning: 'released', password: 'not checked behind a wall' } },
   'PATCH /v1/webhooks/{id}': { enabled: false },
   'PATCH /v1/users/{id}': { name: 'Renamed' },
   'PATCH /v1/fleets/{id}': { name: 'Renamed' },

@@ -286,9 +286,11 @@ export function deliveryRoutes(deliveries: DeliveryService, signatures: Signatur
   app.openapi(actionRoute('deliver', bodies.deliver), async (c) => c.json(await act(c, { action: 'deliver', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('fail', bodies.fail), async (c) => c.json(await act(c, { action: 'fail', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('cancel', bodies.cancel), async (c) => c.json(await act(c, { action: 'cancel', ...c.req.valid('json') }), 200))
-  // Signed: the person is checked (and the password dropped) before the decision is applied.
+  // Signed: the person is checked (and the password dropped) before the decision is applied; a
+  // delivery the caller may not see is 404 first, so no password is tried (or throttled) for it.
   app.openapi(actionRoute('disposition', bodies.disposition), async (c) => {
     const { signature, ...body } = c.req.valid('json')
+    await deliveries.get(c.get('principal'), c.req.param('id'))
     const signer = await signatures.authenticate(c.get('principal'), signature, dispositionMeaning[body.decision])
     return c.json(await act(c, { action: 'disposition', ...body, signer }), 200)
   })

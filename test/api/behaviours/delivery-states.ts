@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HOUR, MINUTE, testClock } from '../../helpers/clock.js'
 import type { TestApi } from '../../helpers/service.js'
 import type { StoreUnderTest } from '../../helpers/stores.js'
+import { signedInPerson } from '../../helpers/users.js'
 
 type CustodyEvent = {
   seq: number
@@ -23,7 +24,7 @@ export function describeDeliveryStates(store: StoreUnderTest) {
     let fleet: Awaited<ReturnType<TestApi['fleetWithDriver']>>
 
     beforeAll(async () => {
-      api = await store.start({}, { clock })
+      api = await store.start({ PASSWORD_SCRYPT_LOG2_N: '10' }, { clock })
     })
     afterAll(() => api.stop())
     // Tokens live 15 min and these tests move the clock by hours.
@@ -39,6 +40,14 @@ export function describeDeliveryStates(store: StoreUnderTest) {
     const verify = async (id: string) => (await api.get(`/v1/deliveries/${id}/custody/verify`, await token())).body
     const eventTypes = async (id: string) =>
       (await api.get(`/v1/events?delivery_id=${id}`, await token())).body.data.map((e: { type: string }) => e.type)
+    /** A pharmacist of the pharmacy signed in now (tokens live 15 min and these tests move the clock by hours). */
+    const pharmacistNow = async () => signedInPerson(api, await token(), { role: 'pharmacist', pharmacy_id: pharmacyId })
+    /** A disposition signed by a pharmacist with their password (docs/part11.md). */
+    const signed = async (id: string, body: { decision: 'release' | 'return'; note?: string; occurred_at?: string }) => {
+      const person = await pharmacistNow()
+      const meaning = body.decision === 'release' ? 'released' : 'returned'
+      return api.post(`/v1/deliveries/${id}/disposition`, person.token, { ...body, signature: { meaning, password: person.password } })
+    }
     const queue = async (extra: Record<string, unknown> = {}) => api.prescription(await token(), { pharmacy_id: pharmacyId, ...extra })
 
     beforeAll(async () => {
@@ -189,7 +198,7 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const tote = await api.tote(await token(), { pharmacy_id: pharmacyId })
       const rx = await queue({ cold_chain: true })
       await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })
-      const notBroken = await act(rx.delivery_id, 'disposition', { decision: 'release', note: 'looks fine' })
+      const notBroken = await signed(rx.delivery_id, { decision: 'release', note: 'looks fine' })
       expect(notBroken.body.code).toBe('invalid_transition')
 
       // What the rule engine writes when it declares a break.
@@ -214,13 +223,12 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       const withoutScope = await api.post(
         `/v1/deliveries/${rx.delivery_id}/disposition`,
         await api.adminToken('deliveries:write custody:write'),
-        { decision: 'release', note: 'n' },
+        { decision: 'release', note: 'n', signature: { meaning: 'released', password: 'p' } },
       )
       expect(withoutScope.status).toBe(403)
-      const pharmacist = await api.adminToken('cold-chain:disposition deliveries:read')
       const decidedAt = at(clock.now())
       clock.advance(10 * MINUTE) // recorded after the call with the driver
-      const released = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, {
+      const released = await signed(rx.delivery_id, {
         decision: 'release',
         note: 'excursion reviewed; stability data OK',
         occurred_at: decidedAt,
@@ -231,20 +239,25 @@ export function describeDeliveryStates(store: StoreUnderTest) {
         state: 'BROKEN',
         disposition: { decision: 'release', note: 'excursion reviewed; stability data OK', decided_at: decidedAt },
       })
-      expect(released.body.custody.at(-1)).toMatchObject({ type: 'disposition', occurred_at: decidedAt, recorded_at: at(clock.now()) })
+      expect(released.body.custody.at(-2)).toMatchObject({ type: 'disposition', occurred_at: decidedAt, recorded_at: at(clock.now()) })
+      expect(released.body.custody.at(-1)).toMatchObject({ type: 'signed', signature: { meaning: 'released' } })
       // One decision per delivery: a second one, either way, is refused and the first stands.
-      const second = await api.post(`/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, {
-        decision: 'return',
-        note: 'changed my mind',
-      })
+      const second = await signed(rx.delivery_id, { decision: 'return', note: 'changed my mind' })
       expect(second.status).toBe(409)
       expect(second.body).toMatchObject({ code: 'invalid_transition', detail: expect.stringContaining('already recorded') })
-      expect((await api.get(`/v1/deliveries/${rx.delivery_id}`, pharmacist)).body.cold_chain.disposition.decision).toBe('release')
+      expect((await api.get(`/v1/deliveries/${rx.delivery_id}`, await token())).body.cold_chain.disposition.decision).toBe('release')
 
       const delivered = await ok(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
       expect(delivered.status).toBe('DELIVERED')
-      expect((await custody(rx.delivery_id)).map((e) => e.type)).toEqual(['created', 'dispatched', 'picked_up', 'disposition', 'delivered'])
-      expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 5 })
+      expect((await custody(rx.delivery_id)).map((e) => e.type)).toEqual([
+        'created',
+        'dispatched',
+        'picked_up',
+        'disposition',
+        'signed',
+        'delivered',
+      ])
+      expect(await verify(rx.delivery_id)).toMatchObject({ valid: true, length: 6 })
     })
 
     it('keeps holding after a "return" disposition: the goods go back', async () => {
@@ -262,10 +275,10 @@ export function describeDeliveryStates(store: StoreUnderTest) {
         .set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN' }) })
         .where('id', '=', rx.delivery_id)
         .execute()
-      const noNote = await act(rx.delivery_id, 'disposition', { decision: 'return' })
+      const noNote = await signed(rx.delivery_id, { decision: 'return' })
       expect(noNote.status).toBe(422)
       expect(noNote.body.errors).toEqual([expect.objectContaining({ pointer: '/note' })])
-      await ok(rx.delivery_id, 'disposition', { decision: 'return', note: 'excursion too long for insulin' })
+      expect((await signed(rx.delivery_id, { decision: 'return', note: 'excursion too long for insulin' })).status).toBe(200)
       expect((await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })).body.code).toBe('cold_chain_hold')
       expect((await ok(rx.delivery_id, 'return', { from: fleet.driverId, to: pharmacyId, signature: 's' })).status).toBe('RETURNED')
     })
