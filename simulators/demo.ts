@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { ApiClient } from './api-client.js'
 import { DEMO_ADMIN, startDemoService, type DemoService } from './demo-service.js'
 import { CourierApp, refusal, type DeliveryView } from './driver.js'
+import { Pharmacist } from './pharmacist.js'
 import type { ScenarioName } from './scenarios.js'
 import { registerTrips, type Trip } from './setup.js'
 import { SimulatedTote } from './tote.js'
@@ -105,8 +106,13 @@ async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) =
     say('driver', `${apps[2]!.deliveryId} was delivered (the cold chain held)`)
   } catch (error) {
     say('driver', `${apps[2]!.deliveryId} deliver refused: ${refusal(error)} — the service holds a broken cold chain`)
-    await apps[2]!.disposition('return', 'Held above 8 °C for over 30 minutes; quarantine and replace.')
-    say('pharmacy', 'the pharmacist reviewed the trace and decided: return')
+    const pharmacist = await Pharmacist.register(api, setup.pharmacyId)
+    const decided = await pharmacist.disposition(apps[2]!.deliveryId, 'return', 'Held above 8 °C for over 30 minutes; quarantine and replace.')
+    const signed = decided.custody.at(-1) as { signature?: { name: string; meaning: string; signed_at: string } }
+    say(
+      'pharmacy',
+      `${pharmacist.name} reviewed the trace, decided: return, and signed it with their password (${signed.signature?.meaning} by ${signed.signature?.name} at ${signed.signature?.signed_at})`,
+    )
     await apps[2]!.returnToPharmacy(sam)
     say('driver', `Sam brought ${apps[2]!.deliveryId} back to the pharmacy`)
   }

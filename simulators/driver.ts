@@ -45,11 +45,6 @@ export class CourierApp {
     return this.act('deliver', { verification: { method: 'otp', evidence: otp } })
   }
 
-  /** The pharmacist's decision on a broken cold chain (scope cold-chain:disposition). */
-  disposition(decision: 'release' | 'return', note: string): Promise<DeliveryView> {
-    return this.act('disposition', { decision, note })
-  }
-
   returnToPharmacy(driverId: string): Promise<DeliveryView> {
     return this.act('return', {
       from: driverId,

@@ -290,7 +290,7 @@ export function deliveryRoutes(deliveries: DeliveryService, signatures: Signatur
   // delivery the caller may not see is 404 first, so no password is tried (or throttled) for it.
   app.openapi(actionRoute('disposition', bodies.disposition), async (c) => {
     const { signature, ...body } = c.req.valid('json')
-    await deliveries.get(c.get('principal'), c.req.param('id'))
+    await deliveries.get(c.get('principal'), c.req.valid('param').id)
     const signer = await signatures.authenticate(c.get('principal'), signature, dispositionMeaning[body.decision])
     return c.json(await act(c, { action: 'disposition', ...body, signer }), 200)
   })
