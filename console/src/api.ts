@@ -26,8 +26,9 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     body: init.body === undefined ? null : JSON.stringify(init.body),
     signal: init.signal ?? null,
   })
-  if (res.status === 401) return signIn()
   const body = (await res.json().catch(() => null)) as Record<string, unknown> | null
+  // A token the service no longer accepts signs in again; a refused signature (wrong password, step-up) is the form's to show.
+  if (res.status === 401 && (body?.code ?? 'unauthorized') === 'unauthorized') return signIn()
   if (!res.ok) throw new ApiError(res.status, String(body?.code ?? 'error'), String(body?.detail ?? body?.title ?? res.statusText))
   return body as T
 }

@@ -14,7 +14,7 @@ async function jcsHash(value: unknown): Promise<string> {
 
 export type Verdict = { valid: true; length: number; head: string } | { valid: false; length: number; firstBadSeq: number; reason: string }
 
-export async function verifyInBrowser(rx: Prescription, events: readonly CustodyEvent[]): Promise<Verdict> {
+export async function verifyInBrowser(rx: Prescription, deliveryId: string, events: readonly CustodyEvent[]): Promise<Verdict> {
   const { rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at } = rx
   const audit = await jcsHash({ rx_id, pharmacy_id, patient_id, cold_chain, temperature_profile, created_at })
   if (audit !== rx.audit_hash)
@@ -27,6 +27,12 @@ export async function verifyInBrowser(rx: Prescription, events: readonly Custody
     if (event.seq !== expected) return fail(`expected seq ${expected}`)
     if (event.prev_hash !== head) return fail('prev_hash does not match the previous event')
     if ((await jcsHash(unsigned)) !== hash) return fail('hash does not match the event')
+    // An e-signature binds to the event before it (src/domain/e-signature.ts): copied elsewhere it does not add up.
+    if (event.type === 'signed') {
+      const signed = events[index - 1]
+      const bound = signed && event.signature && (await jcsHash({ delivery_id: deliveryId, event: signed })) === event.signature.record_hash
+      if (!bound) return fail('the signature does not bind to the record it follows')
+    }
     head = hash
   }
   return { valid: true, length: events.length, head }

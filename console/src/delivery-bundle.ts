@@ -27,7 +27,7 @@ export async function loadBundle(id: string): Promise<Bundle> {
     api<{ data: Party[] }>(`/v1/deliveries/${delivery.id}/parties`),
     api<Trace>(`/v1/deliveries/${delivery.id}/temperature?step=${step}s`),
   ])
-  const verdict = await verifyInBrowser(rx, delivery.custody)
+  const verdict = await verifyInBrowser(rx, delivery.id, delivery.custody)
   return { delivery, rx, pharmacy, parties: new Map(parties.data.map((p) => [p.id, p])), trace, verdict }
 }
 

@@ -2,6 +2,10 @@ import { api, ApiError } from './api'
 import { can } from './auth'
 import { nameOf, type Bundle } from './delivery-bundle'
 import { dateTime, h } from './format'
+import { signatureLine } from './signature'
+
+// A decision's signature must say what the decision is: release is signed "released", return "returned".
+const MEANING_OF = { release: 'released', return: 'returned' } as const
 
 /**
  * The pharmacist's decision on a broken cold chain: the decision once recorded, or the form to
@@ -21,6 +25,7 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
         ` by ${nameOf(b, d.decided_by.sub)} at ${dateTime(d.decided_at, b.pharmacy.timezone)}.`,
       ),
       h('blockquote', {}, d.note ?? ''),
+      d.signature ? signatureLine(d.signature, b.pharmacy.timezone) : h('p', { class: 'small muted' }, 'Recorded before decisions were signed.'),
     )
     return section
   }
@@ -35,6 +40,22 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
     rows: '3',
     maxlength: '2000',
     'aria-describedby': 'disp-help',
+  })
+  const meaning = h(
+    'select',
+    { id: 'disp-meaning', name: 'meaning', required: true },
+    h('option', { value: '' }, 'Choose…'),
+    h('option', { value: 'released' }, 'Released: I release these goods for delivery'),
+    h('option', { value: 'returned' }, 'Returned: the goods come back to the pharmacy'),
+  )
+  // Asked again at this moment (21 CFR 11.200(a)); sent once in the request body, never stored by the page.
+  const password = h('input', {
+    id: 'disp-password',
+    name: 'password',
+    type: 'password',
+    required: true,
+    autocomplete: 'current-password',
+    'aria-describedby': 'disp-sign-help',
   })
   const error = h('p', { class: 'error', role: 'alert' })
   const form = h(
@@ -59,7 +80,21 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
       { id: 'disp-help', class: 'small muted' },
       'Say why: stability data, product, who you consulted. The note is kept with the decision.',
     ),
-    h('button', { type: 'submit', class: 'primary' }, 'Record decision'),
+    h(
+      'fieldset',
+      { class: 'sign' },
+      h('legend', {}, 'Sign the decision'),
+      h('label', { for: 'disp-meaning' }, 'Meaning of your signature'),
+      meaning,
+      h('label', { for: 'disp-password' }, 'Your password (to sign)'),
+      password,
+      h(
+        'p',
+        { id: 'disp-sign-help', class: 'small muted' },
+        'Your signature is recorded with your name, the time and its meaning, and is bound to this decision.',
+      ),
+    ),
+    h('button', { type: 'submit', class: 'primary' }, 'Sign and record decision'),
     error,
   )
   form.addEventListener('submit', (ev) => {
@@ -74,10 +109,25 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
       note.focus()
       return
     }
-    void api(`/v1/deliveries/${b.delivery.id}/disposition`, { method: 'POST', body: { decision, note: note.value.trim() } }).then(
+    if (meaning.value !== MEANING_OF[decision as keyof typeof MEANING_OF]) {
+      error.textContent = `The meaning of your signature must match the decision (${MEANING_OF[decision as keyof typeof MEANING_OF]}).`
+      meaning.focus()
+      return
+    }
+    if (!password.value) {
+      error.textContent = 'Enter your password to sign.'
+      password.focus()
+      return
+    }
+    const signature = { meaning: meaning.value, password: password.value }
+    password.value = ''
+    void api(`/v1/deliveries/${b.delivery.id}/disposition`, { method: 'POST', body: { decision, note: note.value.trim(), signature } }).then(
       onDone,
       (err: unknown) => {
-        error.textContent = err instanceof ApiError ? `Refused: ${err.message}` : String(err)
+        if (err instanceof ApiError && err.code === 'signature_failed') {
+          error.textContent = 'Wrong password: nothing was signed or recorded. Enter your password again.'
+          password.focus()
+        } else error.textContent = err instanceof ApiError ? `Refused: ${err.message}` : String(err)
       },
     )
   })

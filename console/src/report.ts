@@ -2,6 +2,7 @@ import { nameOf, type Bundle } from './delivery-bundle'
 import { budgetSection } from './budget'
 import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
+import { signatureLine } from './signature'
 import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
 
 // The sections of a delivery's report, on its page and on the printable report (#/print/…):
@@ -109,6 +110,7 @@ function custody(b: Bundle): HTMLElement {
           h('div', { class: 'what' }, h('strong', {}, `${e.seq}. ${e.type.replace('_', ' ')}`), ' ', dateTime(e.occurred_at, tz)),
           e.from || e.to ? h('div', {}, `${nameOf(b, e.from)} → ${nameOf(b, e.to)}`) : null,
           h('div', { class: 'small' }, `Recorded by ${nameOf(b, e.actor.sub)}`),
+          e.signature ? signatureLine(e.signature, tz) : null,
           e.evidence_hash ? h('div', { class: 'small mono' }, 'Evidence ', h('code', {}, e.evidence_hash)) : null,
           h('div', { class: 'small mono muted' }, 'Hash ', h('code', {}, e.hash)),
         ),

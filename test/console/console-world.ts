@@ -138,6 +138,8 @@ export async function startConsoleWorld(env: Record<string, string> = {}) {
     admin,
     pharmacy,
     user,
+    /** Pat's (and Tess's) password: what signing asks for again. */
+    password: PASSWORD,
     tech,
     fleet,
     clock,

@@ -100,32 +100,83 @@ describe('pharmacist console', () => {
     expect(await page.locator('#custody-3').getAttribute('class')).toBe('bad')
   })
 
-  it('records one disposition with its note and who decided; a second one is refused', async () => {
+  it('records one disposition signed with the password again: a wrong one changes nothing; name, time and meaning are shown; a second one is refused', async () => {
     // A second tab opened before the decision still shows the form: it is the one refused.
     const stale = await context.newPage()
     await stale.goto(`${world.base}/console/#/delivery/${scene.broken.deliveryId}`)
     await stale.locator('main[data-ready="true"]').waitFor(LONG)
     await stale.getByLabel('Release: the goods may be delivered').check()
     await stale.getByLabel('Note (required)').fill('Looks fine to me.')
+    await stale.getByLabel('Meaning of your signature').selectOption('released')
+    await stale.getByLabel('Your password (to sign)').fill(world.password)
     await page.goto(`${world.base}/console/#/delivery/${scene.broken.deliveryId}`)
     await page.locator('main[data-ready="true"]').waitFor(LONG)
-    await page.getByRole('button', { name: 'Record decision' }).click()
+    const record = page.getByRole('button', { name: 'Sign and record decision' })
+    await record.click()
     expect(await page.locator('.disp-form .error').textContent()).toContain('Choose release or return')
     await page.getByLabel('Return: the goods come back').check()
     await page.getByLabel('Note (required)').fill('Frozen insulin: destroy and re-dispense.')
-    await page.getByRole('button', { name: 'Record decision' }).click()
+    await page.getByLabel('Meaning of your signature').selectOption('returned')
+    await page.getByLabel('Your password (to sign)').fill('not my password at all')
+    await record.click()
+    await expect.poll(() => page.locator('.disp-form .error').textContent(), LONG).toContain('Wrong password: nothing was signed')
+    expect(page.url()).toContain(`#/delivery/${scene.broken.deliveryId}`) // still on the page, not sent to sign in
+    expect((await world.api.get(`/v1/deliveries/${scene.broken.deliveryId}`, world.admin)).body.cold_chain.disposition).toBeNull()
+    await page.getByLabel('Your password (to sign)').fill(world.password)
+    await record.click()
     await page.locator('.decided').waitFor()
     expect(await page.locator('.decided').textContent()).toContain('Pat Pharmacist')
     expect(await page.locator('.disposition blockquote').textContent()).toBe('Frozen insulin: destroy and re-dispense.')
-    expect(await page.getByRole('button', { name: 'Record decision' }).count()).toBe(0)
+    const shown = await page.locator('.disposition .signature').textContent()
+    expect(shown).toMatch(/Signed by Pat Pharmacist \(pat@example\.com\) on .+ C[SD]T — meaning: Returned/)
+    expect(await page.getByRole('button', { name: 'Sign and record decision' }).count()).toBe(0)
+    // The signature is its own event of the chain, shown in the timeline, and the chain still verifies in the browser.
+    expect(await page.locator('.timeline .signature').textContent()).toContain('meaning: Returned')
+    expect(await page.locator('.verify').textContent()).toContain('Chain verified in this browser')
 
     // The live update does not wipe the note being written; it says the delivery changed.
     await stale.locator('.changed').waitFor(LONG)
-    await stale.getByRole('button', { name: 'Record decision' }).click()
+    await stale.getByRole('button', { name: 'Sign and record decision' }).click()
     await expect.poll(() => stale.locator('.disp-form .error').textContent(), LONG).toContain('already recorded')
     await stale.close()
     const stored = await world.api.get(`/v1/deliveries/${scene.broken.deliveryId}`, world.admin)
-    expect(stored.body.cold_chain.disposition).toMatchObject({ decision: 'return', decided_by: { sub: world.user.id } })
+    expect(stored.body.cold_chain.disposition).toMatchObject({
+      decision: 'return',
+      decided_by: { sub: world.user.id },
+      signature: { signer: world.user.id, name: 'Pat Pharmacist', meaning: 'returned', method: 'password' },
+    })
+  })
+
+  it('cannot be made to sign from another site: the API takes a bearer token, which a cross-origin page cannot attach', async () => {
+    // The console's own origin holds the sign-in session cookie; a page elsewhere posts with it (if the browser sends it at all).
+    const evil = await context.newPage()
+    await evil.goto('about:blank')
+    const answer = await evil.evaluate(async (url) => {
+      try {
+        const res = await fetch(url, {
+          method: 'POST',
+          credentials: 'include',
+          mode: 'no-cors',
+          headers: { 'content-type': 'text/plain' },
+          body: JSON.stringify({ decision: 'release', note: 'forged', signature: { meaning: 'released' } }),
+        })
+        return res.type
+      } catch {
+        return 'blocked'
+      }
+    }, `${world.base}/v1/deliveries/${scene.excursion.deliveryId}/disposition`)
+    expect(['opaque', 'blocked']).toContain(answer) // the attacker cannot even read an answer
+    await evil.close()
+    // The same request with the console's cookies, as the browser would send it: refused without a bearer token.
+    const cookies = (await context.cookies(world.base)).map((c) => `${c.name}=${c.value}`).join('; ')
+    expect(cookies).toContain('rxtrace_session')
+    const res = await fetch(`${world.base}/v1/deliveries/${scene.excursion.deliveryId}/disposition`, {
+      method: 'POST',
+      headers: { cookie: cookies, origin: 'https://evil.example', 'content-type': 'application/json' },
+      body: JSON.stringify({ decision: 'release', note: 'forged', signature: { meaning: 'released' } }),
+    })
+    expect(res.status).toBe(401)
+    expect((await world.api.get(`/v1/deliveries/${scene.excursion.deliveryId}`, world.admin)).body.cold_chain.disposition).toBeNull()
   })
 
   it('can be used with the keyboard alone', async () => {
