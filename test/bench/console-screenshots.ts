@@ -46,8 +46,10 @@ try {
   await open(`#/delivery/${scene.broken.deliveryId}`)
   await page.getByLabel('Return: the goods come back').check()
   await page.getByLabel('Note (required)').fill('Frozen insulin: destroy and re-dispense.')
+  await page.getByLabel('Meaning of your signature').selectOption('returned')
+  await page.getByLabel('Your password (to sign)').fill(world.password)
   await page.locator('section.disposition').screenshot({ path: `${OUT}disposition-form.png` })
-  await page.getByRole('button', { name: 'Record decision' }).click()
+  await page.getByRole('button', { name: 'Sign and record decision' }).click()
   await page.locator('.decided').waitFor()
   await page.locator('section.disposition').screenshot({ path: `${OUT}disposition-decided.png` })
   await world.service.db
