@@ -1868,6 +1868,30 @@ export interface components {
             custody_hash: string;
             /** @enum {string} */
             decision: "release" | "return";
+            /** @description The pharmacist's e-signature of the decision (docs/part11.md) */
+            signature?: {
+                /** @description sg_… */
+                id: string;
+                /** @description The person who signed (us_…) */
+                signer: string;
+                /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                name: string;
+                email: string;
+                /**
+                 * @description What the signature means (21 CFR 11.50(a)(3))
+                 * @enum {string}
+                 */
+                meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                signed_at: string;
+                /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                record_hash: string;
+                /**
+                 * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                 * @enum {string}
+                 */
+                method: "password" | "recent_sign_in";
+            };
         };
         SensorOfflineData: {
             /** @description Null when the tote sent nothing since it was bound */
@@ -2220,6 +2244,30 @@ export interface components {
                     sub: string;
                 };
                 decided_at: string;
+                /** @description The deciding pharmacist’s e-signature (docs/part11.md); absent on decisions recorded before dispositions were signed */
+                signature?: {
+                    /** @description sg_… */
+                    id: string;
+                    /** @description The person who signed (us_…) */
+                    signer: string;
+                    /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                    name: string;
+                    email: string;
+                    /**
+                     * @description What the signature means (21 CFR 11.50(a)(3))
+                     * @enum {string}
+                     */
+                    meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                    /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                    signed_at: string;
+                    /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                    record_hash: string;
+                    /**
+                     * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                     * @enum {string}
+                     */
+                    method: "password" | "recent_sign_in";
+                };
             } | null;
         };
         /** @description Each item's stability budget over every leg; present when the delivery's items name products (docs/stability.md) */
@@ -2277,6 +2325,31 @@ export interface components {
             recorded_at: string;
             prev_hash: string;
             hash: string;
+            signature?: components["schemas"]["Signature"];
+        };
+        /** @description On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash` */
+        Signature: {
+            /** @description sg_… */
+            id: string;
+            /** @description The person who signed (us_…) */
+            signer: string;
+            /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+            name: string;
+            email: string;
+            /**
+             * @description What the signature means (21 CFR 11.50(a)(3))
+             * @enum {string}
+             */
+            meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+            /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+            signed_at: string;
+            /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+            record_hash: string;
+            /**
+             * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+             * @enum {string}
+             */
+            method: "password" | "recent_sign_in";
         };
         CustodyVerdict: {
             valid: boolean;
@@ -2292,6 +2365,16 @@ export interface components {
                 kind: "user" | "driver" | "pharmacy";
                 name: string;
             }[];
+        };
+        /** @description Required: a disposition is signed by the deciding pharmacist (docs/part11.md) */
+        SignatureInput: {
+            /**
+             * @description What the signature means; a disposition is `released` or `returned`, as its decision
+             * @enum {string}
+             */
+            meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+            /** @description The signer’s password, entered again to sign; may be left out within 300 s of signing in (RFC 9470 `max_age`) */
+            password?: string;
         };
         Fleet: {
             id: string;
@@ -3957,6 +4040,7 @@ export interface operations {
                 state?: string;
                 code_challenge?: string;
                 code_challenge_method?: string;
+                max_age?: string;
             };
             header?: never;
             path?: never;
@@ -4079,6 +4163,7 @@ export interface operations {
                     state?: string;
                     code_challenge?: string;
                     code_challenge_method?: string;
+                    max_age?: string;
                     csrf_token?: string;
                     /** @enum {string} */
                     step?: "sign_in" | "consent";
@@ -7998,6 +8083,7 @@ export interface operations {
                     decision: "release" | "return";
                     /** @description Why: required, and kept with the decision */
                     note: string;
+                    signature: components["schemas"]["SignatureInput"];
                     /**
                      * Format: date-time
                      * @description When it physically happened (RFC 3339 UTC); defaults to now
@@ -8124,7 +8210,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unauthorized`: missing or invalid access token */
+            /** @description `signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (no password and a sign-in older than 300 s: `WWW-Authenticate: Bearer error="insufficient_user_authentication", max_age=300`, RFC 9470), or `unauthorized` */
             401: {
                 headers: {
                     /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
@@ -8135,7 +8221,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            /** @description `signature_required_person` (a machine client cannot sign) or `insufficient_scope` */
             403: {
                 headers: {
                     [name: string]: unknown;
