@@ -57,7 +57,8 @@ export class SignatureAuthority {
         {},
         { 'Retry-After': String(Math.ceil(waitMs / 1_000)) },
       )
-    if (!(await this.passwords.verify(request.password, user.password_hash))) {
+    // Ahead of queued sign-ins on the hashing thread: the person is waiting at the signing dialog.
+    if (!(await this.passwords.verify(request.password, user.password_hash, 'signature'))) {
       await this.throttle.fail(keys)
       throw signatureFailed('The password is not correct; nothing was signed or changed.')
     }

@@ -24,6 +24,13 @@ const HASHING_NICE = 10
 export type ScryptJob = { password: string; salt: Buffer; keyBytes: number; N: number; r: number; p: number; maxmem: number }
 
 type Pending = { resolve: (key: Buffer) => void; reject: (error: Error) => void }
+type Queued = Pending & { id: number; job: ScryptJob }
+
+/**
+ * `signature`: a person waiting at a signing dialog, ahead of every queued sign-in (a burst of
+ * 20 sign-ins queues ~3 s of hashes; a signature must not wait behind them, docs/performance.md).
+ */
+export type HashPriority = 'sign-in' | 'signature'
 type Answer = { id: number; key?: Uint8Array; error?: string }
 
 // Plain JavaScript evaluated in the thread: it runs the same whether the service runs from
@@ -46,18 +53,29 @@ parentPort.on('message', ({ id, password, salt, keyBytes, N, r, p, maxmem }) => 
 export class HashingThread {
   private worker: Worker | null = null
   private readonly pending = new Map<number, Pending>()
+  // Jobs wait here, not in the thread's message queue, so a signature can go ahead of queued sign-ins.
+  private readonly queues: Record<HashPriority, Queued[]> = { signature: [], 'sign-in': [] }
   private nextId = 0
 
   /** scrypt (RFC 7914) on the hashing thread; rejects with scrypt's error (bad parameters) or if the thread died. */
-  scrypt(job: ScryptJob): Promise<Buffer> {
+  scrypt(job: ScryptJob, priority: HashPriority = 'sign-in'): Promise<Buffer> {
     const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.queues[priority].push({ id, job, resolve, reject })
+      this.next()
+    })
+  }
+
+  /** Hands the thread the next job when it has none: signatures first, then sign-ins, each in arrival order. */
+  private next(): void {
+    if (this.pending.size > 0) return
+    const queued = this.queues.signature.shift() ?? this.queues['sign-in'].shift()
+    if (!queued) return
     const worker = this.thread()
     // While a hash is pending the thread keeps the process alive (a CLI command waits for it).
-    if (this.pending.size === 0) worker.ref()
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject })
-      worker.postMessage({ id, ...job })
-    })
+    worker.ref()
+    this.pending.set(queued.id, queued)
+    worker.postMessage({ id: queued.id, ...queued.job })
   }
 
   private thread(): Worker {
@@ -67,9 +85,11 @@ export class HashingThread {
       const waiter = this.pending.get(id)
       this.pending.delete(id)
       if (this.pending.size === 0) worker.unref()
-      if (!waiter) return
-      if (key) waiter.resolve(Buffer.from(key.buffer, key.byteOffset, key.byteLength))
-      else waiter.reject(new Error(error ?? 'scrypt failed'))
+      if (waiter) {
+        if (key) waiter.resolve(Buffer.from(key.buffer, key.byteOffset, key.byteLength))
+        else waiter.reject(new Error(error ?? 'scrypt failed'))
+      }
+      this.next()
     })
     // A thread that died (out of memory) fails what it held; the next hash starts a new one.
     const lost = (error: Error) => {
@@ -77,6 +97,7 @@ export class HashingThread {
       this.worker = null
       for (const waiter of this.pending.values()) waiter.reject(error)
       this.pending.clear()
+      this.next() // what is still queued goes to a new thread
     }
     worker.on('error', lost)
     worker.on('exit', (code) => lost(new Error(`the password hashing thread exited (code ${code})`)))

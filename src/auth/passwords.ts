@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { HashingThread } from './hashing-thread.js'
+import { HashingThread, type HashPriority } from './hashing-thread.js'
 
 /**
  * Password hashing with scrypt (RFC 7914) from node:crypto: memory-hard, no native dependency,
@@ -30,10 +30,10 @@ export const MAX_PASSWORD_LENGTH = 256
  */
 const hashing = new HashingThread()
 
-function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams): Promise<Buffer> {
+function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams, priority?: HashPriority): Promise<Buffer> {
   const N = 2 ** log2N
   // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
-  return hashing.scrypt({ password: password.normalize('NFKC'), salt, keyBytes: KEY_BYTES, N, r, p, maxmem: 128 * N * r * 2 })
+  return hashing.scrypt({ password: password.normalize('NFKC'), salt, keyBytes: KEY_BYTES, N, r, p, maxmem: 128 * N * r * 2 }, priority)
 }
 
 export class PasswordHasher {
@@ -61,25 +61,30 @@ export class PasswordHasher {
    * has not set a password yet) it still runs scrypt, with this hasher's parameters, against a
    * dummy hash, so the answer takes as long either way and timing does not tell which accounts exist.
    */
-  async verify(password: string, stored: string | null | undefined): Promise<boolean> {
+  async verify(password: string, stored: string | null | undefined, priority?: HashPriority): Promise<boolean> {
     if (!stored) {
-      await this.check(password, this.dummy)
+      await this.check(password, this.dummy, priority)
       return false
     }
-    return this.check(password, stored)
+    return this.check(password, stored, priority)
   }
 
-  private async check(password: string, stored: string): Promise<boolean> {
+  private async check(password: string, stored: string, priority?: HashPriority): Promise<boolean> {
     const parts = stored.split('$')
     if (parts.length !== 6 || parts[0] !== 'scrypt') return false
     const [, log2N, r, p, salt, key] = parts as [string, string, string, string, string, string]
     const expected = Buffer.from(key, 'base64url')
     this.derivations++
-    const actual = await derive(password.slice(0, MAX_PASSWORD_LENGTH), Buffer.from(salt, 'base64url'), {
-      log2N: Number(log2N),
-      r: Number(r),
-      p: Number(p),
-    })
+    const actual = await derive(
+      password.slice(0, MAX_PASSWORD_LENGTH),
+      Buffer.from(salt, 'base64url'),
+      {
+        log2N: Number(log2N),
+        r: Number(r),
+        p: Number(p),
+      },
+      priority,
+    )
     return actual.length === expected.length && timingSafeEqual(actual, expected)
   }
 }
