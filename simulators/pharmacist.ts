@@ -9,7 +9,7 @@ import type { DeliveryView } from './driver.js'
  * cannot sign, so the decision is a person's.
  */
 
-const REDIRECT = 'https://pharmacist.example/callback'
+export const REDIRECT = 'https://pharmacist.example/callback'
 
 export class Pharmacist {
   private constructor(
@@ -49,7 +49,7 @@ export class Pharmacist {
 }
 
 /** The sign-in page's form posted as a browser would; answers the person's access token. */
-async function signIn(baseUrl: string, clientId: string, email: string, password: string): Promise<string> {
+export async function signIn(baseUrl: string, clientId: string, email: string, password: string): Promise<string> {
   const jar = new Map<string, string>()
   const keep = (res: Response) => {
     for (const c of res.headers.getSetCookie()) {
@@ -73,7 +73,12 @@ async function signIn(baseUrl: string, clientId: string, email: string, password
   const html = await page.text()
   const form: Record<string, string> = {}
   for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g))
-    form[m[1]!] = m[2]!.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+    form[m[1]!] = m[2]!
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&')
   const signedIn = await fetch(`${baseUrl}/oauth/authorize`, {
     method: 'POST',
     redirect: 'manual',
@@ -86,7 +91,13 @@ async function signIn(baseUrl: string, clientId: string, email: string, password
   const token = await fetch(`${baseUrl}/oauth/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: clientId }),
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT,
+      code_verifier: verifier,
+      client_id: clientId,
+    }),
   })
   const body = (await token.json()) as { access_token?: string }
   if (!body.access_token) throw new Error(`pharmacist token: ${token.status}`)

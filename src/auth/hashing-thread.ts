@@ -57,6 +57,9 @@ export class HashingThread {
   private readonly queues: Record<HashPriority, Queued[]> = { signature: [], 'sign-in': [] }
   private nextId = 0
 
+  /** `nice`: the thread's CPU priority (passwords.ts: sign-ins at 10, signatures on a thread of their own at 0). */
+  constructor(private readonly nice: number = HASHING_NICE) {}
+
   /** scrypt (RFC 7914) on the hashing thread; rejects with scrypt's error (bad parameters) or if the thread died. */
   scrypt(job: ScryptJob, priority: HashPriority = 'sign-in'): Promise<Buffer> {
     const id = this.nextId++
@@ -80,7 +83,7 @@ export class HashingThread {
 
   private thread(): Worker {
     if (this.worker) return this.worker
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { nice: HASHING_NICE } })
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { nice: this.nice } })
     worker.on('message', ({ id, key, error }: Answer) => {
       const waiter = this.pending.get(id)
       this.pending.delete(id)

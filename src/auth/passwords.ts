@@ -29,11 +29,22 @@ export const MAX_PASSWORD_LENGTH = 256
  * Sign-ins queue instead (the per-account and per-address throttles bound how long the queue can get).
  */
 const hashing = new HashingThread()
+/**
+ * A signature's hash runs on a thread of its own, at normal priority: a pharmacist is waiting at
+ * the signing dialog, and neither a burst of sign-ins queued on the thread above nor its low
+ * priority may make them wait (docs/performance.md, Signed dispositions). Signatures are rare
+ * (a person's decision, throttled per account), so this thread seldom takes a core.
+ */
+const SIGNING_NICE = 0
+const signing = new HashingThread(SIGNING_NICE)
 
 function derive(password: string, salt: Buffer, { log2N, r, p }: ScryptParams, priority?: HashPriority): Promise<Buffer> {
   const N = 2 ** log2N
   // node refuses to allocate more than maxmem; 128·N·r is what scrypt needs, plus headroom.
-  return hashing.scrypt({ password: password.normalize('NFKC'), salt, keyBytes: KEY_BYTES, N, r, p, maxmem: 128 * N * r * 2 }, priority)
+  return (priority === 'signature' ? signing : hashing).scrypt(
+    { password: password.normalize('NFKC'), salt, keyBytes: KEY_BYTES, N, r, p, maxmem: 128 * N * r * 2 },
+    priority,
+  )
 }
 
 export class PasswordHasher {
