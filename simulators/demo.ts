@@ -107,7 +107,11 @@ async function demo(stop: AbortSignal, cleanup: (step: () => Promise<unknown>) =
   } catch (error) {
     say('driver', `${apps[2]!.deliveryId} deliver refused: ${refusal(error)} — the service holds a broken cold chain`)
     const pharmacist = await Pharmacist.register(api, setup.pharmacyId)
-    const decided = await pharmacist.disposition(apps[2]!.deliveryId, 'return', 'Held above 8 °C for over 30 minutes; quarantine and replace.')
+    const decided = await pharmacist.disposition(
+      apps[2]!.deliveryId,
+      'return',
+      'Held above 8 °C for over 30 minutes; quarantine and replace.',
+    )
     const signed = decided.custody.at(-1) as { signature?: { name: string; meaning: string; signed_at: string } }
     say(
       'pharmacy',

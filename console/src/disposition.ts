@@ -25,7 +25,9 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
         ` by ${nameOf(b, d.decided_by.sub)} at ${dateTime(d.decided_at, b.pharmacy.timezone)}.`,
       ),
       h('blockquote', {}, d.note ?? ''),
-      d.signature ? signatureLine(d.signature, b.pharmacy.timezone) : h('p', { class: 'small muted' }, 'Recorded before decisions were signed.'),
+      d.signature
+        ? signatureLine(d.signature, b.pharmacy.timezone)
+        : h('p', { class: 'small muted' }, 'Recorded before decisions were signed.'),
     )
     return section
   }
@@ -121,15 +123,15 @@ export function dispositionSection(b: Bundle, onDone: () => void): HTMLElement |
     }
     const signature = { meaning: meaning.value, password: password.value }
     password.value = ''
-    void api(`/v1/deliveries/${b.delivery.id}/disposition`, { method: 'POST', body: { decision, note: note.value.trim(), signature } }).then(
-      onDone,
-      (err: unknown) => {
-        if (err instanceof ApiError && err.code === 'signature_failed') {
-          error.textContent = 'Wrong password: nothing was signed or recorded. Enter your password again.'
-          password.focus()
-        } else error.textContent = err instanceof ApiError ? `Refused: ${err.message}` : String(err)
-      },
-    )
+    void api(`/v1/deliveries/${b.delivery.id}/disposition`, {
+      method: 'POST',
+      body: { decision, note: note.value.trim(), signature },
+    }).then(onDone, (err: unknown) => {
+      if (err instanceof ApiError && err.code === 'signature_failed') {
+        error.textContent = 'Wrong password: nothing was signed or recorded. Enter your password again.'
+        password.focus()
+      } else error.textContent = err instanceof ApiError ? `Refused: ${err.message}` : String(err)
+    })
   })
   section.append(form)
   return section

@@ -12,7 +12,7 @@ const MEANINGS: Record<StoredSignature['meaning'], string> = {
   handed_over: 'Handed over',
 }
 
-export const meaningLabel = (meaning: StoredSignature['meaning']) => MEANINGS[meaning]
+const meaningLabel = (meaning: StoredSignature['meaning']) => MEANINGS[meaning]
 
 /** "Signed by Pat Pharmacist (pat@…) on Mar 04, 2031, 03:10:00 AM CST — meaning: Returned". */
 export function signatureLine(s: StoredSignature, timeZone: string): HTMLElement {

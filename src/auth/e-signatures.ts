@@ -7,7 +7,7 @@ import type { Principal } from './scopes.js'
 import type { SignInThrottle } from './sign-in-throttle.js'
 
 /** RFC 9470 §3 / OIDC `max_age`: a signature without a password needs a sign-in at most this recent. */
-export const SIGNATURE_MAX_AGE_S = 300
+const SIGNATURE_MAX_AGE_S = 300
 
 /** What a request asks to sign with; the password is dropped as soon as it is checked. */
 export type SignatureRequest = { meaning: SignatureMeaning; password?: string | undefined }
@@ -34,7 +34,10 @@ export class SignatureAuthority {
   async authenticate(principal: Principal, request: SignatureRequest, expected: SignatureMeaning): Promise<Signer> {
     // A client acting for itself has no person behind it to sign (21 CFR 11.100(a): unique to one individual).
     if (!principal.sub.startsWith('us_'))
-      throw new AppError('signature_required_person', 'Only a person signed in with their own account can sign; this token is a machine client’s.')
+      throw new AppError(
+        'signature_required_person',
+        'Only a person signed in with their own account can sign; this token is a machine client’s.',
+      )
     if (request.meaning !== expected)
       throw new AppError('validation_failed', `This record is signed with the meaning "${expected}".`, {
         errors: [{ pointer: '/signature/meaning', message: `must be "${expected}" for this record` }],

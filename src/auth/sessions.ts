@@ -41,7 +41,13 @@ export class SessionStore {
     const row = await this.db
       .selectFrom('user_sessions')
       .innerJoin('users', 'users.id', 'user_sessions.user_id')
-      .select(['user_sessions.user_id', 'user_sessions.created_at', 'user_sessions.last_seen_at', 'user_sessions.ended_at', 'users.disabled'])
+      .select([
+        'user_sessions.user_id',
+        'user_sessions.created_at',
+        'user_sessions.last_seen_at',
+        'user_sessions.ended_at',
+        'users.disabled',
+      ])
       .where('user_sessions.id_hash', '=', idHash)
       .executeTakeFirst()
     const now = this.clock.now()

@@ -9,7 +9,13 @@ export type { SignatureMeaning, StoredSignature } from './custody-event.js'
  * how that binding is checked; who may sign is decided in src/auth/e-signatures.ts.
  */
 
-export const signatureMeanings = ['released', 'returned', 'assessed', 'approved', 'handed_over'] as const satisfies readonly SignatureMeaning[]
+export const signatureMeanings = [
+  'released',
+  'returned',
+  'assessed',
+  'approved',
+  'handed_over',
+] as const satisfies readonly SignatureMeaning[]
 
 export const storedSignatureSchema = z.object({
   id: z.string().describe('sg_…'),

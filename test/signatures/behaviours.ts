@@ -11,11 +11,15 @@ import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
 import { signedInPerson } from '../helpers/users.js'
 
 /** Everything a test may look in for a password that must not be there: every row of every table. */
-export async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
+async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
   const db = api.service.db
   const tables =
     store === 'postgres'
-      ? (await sql<{ name: string }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)).rows
+      ? (
+          await sql<{
+            name: string
+          }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)
+        ).rows
       : (await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)).rows
   const dumps: string[] = []
   for (const { name } of tables) dumps.push(JSON.stringify((await sql`select * from ${sql.table(name)}`.execute(db)).rows))
@@ -55,7 +59,11 @@ export function describeSignedDispositions(store: StoreUnderTest) {
         ['pickup', { from: pharmacyId, to: fleet.driverId, signature: 's' }],
       ] as const)
         expect((await api.post(`/v1/deliveries/${rx.delivery_id}/${action}`, admin, body)).status).toBe(200)
-      const row = await api.service.db.selectFrom('deliveries').select('cold_chain').where('id', '=', rx.delivery_id).executeTakeFirstOrThrow()
+      const row = await api.service.db
+        .selectFrom('deliveries')
+        .select('cold_chain')
+        .where('id', '=', rx.delivery_id)
+        .executeTakeFirstOrThrow()
       await api.service.db
         .updateTable('deliveries')
         .set({ cold_chain: JSON.stringify({ ...JSON.parse(row.cold_chain!), state: 'BROKEN', break_reason: 'hard_limit' }) })
@@ -103,7 +111,11 @@ export function describeSignedDispositions(store: StoreUnderTest) {
       expect(again.headers.get('idempotent-replayed')).toBe('true')
       expect((await delivery(id)).custody).toHaveLength(5)
       // The key's record keeps no hash of the body as sent: that would let a reader of the table test password guesses offline.
-      const sent = JSON.stringify({ decision: 'return', note: 'Frozen insulin', signature: { meaning: 'returned', password: pharmacist.password } })
+      const sent = JSON.stringify({
+        decision: 'return',
+        note: 'Frozen insulin',
+        signature: { meaning: 'returned', password: pharmacist.password },
+      })
       const bodyHash = createHash('sha256').update(`POST /v1/deliveries/${id}/disposition\n${sent}`).digest('hex')
       expect(await everyStoredRow(api, store.name)).not.toContain(bodyHash)
     })
@@ -190,7 +202,11 @@ export function describeSignedDispositions(store: StoreUnderTest) {
       const refreshed = await api.service.app.request('/oauth/token', {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: fresh.refreshToken!, client_id: fresh.clientId }).toString(),
+        body: new URLSearchParams({
+          grant_type: 'refresh_token',
+          refresh_token: fresh.refreshToken!,
+          client_id: fresh.clientId,
+        }).toString(),
       })
       const { access_token } = (await refreshed.json()) as { access_token: string }
       expect(refreshed.status).toBe(200)
@@ -211,7 +227,11 @@ export function describeSignedDispositions(store: StoreUnderTest) {
       const leaving = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: pharmacyId })
       expect((await api.request('PATCH', `/v1/users/${leaving.user.id}`, { token: admin, body: { disabled: true } })).status).toBe(200)
       const id = await brokenDelivery()
-      const res = await decide(id, leaving.token, { decision: 'release', note: 'ok', signature: { meaning: 'released', password: leaving.password } })
+      const res = await decide(id, leaving.token, {
+        decision: 'release',
+        note: 'ok',
+        signature: { meaning: 'released', password: leaving.password },
+      })
       expect(res.status).toBe(401)
       expect((await delivery(id)).cold_chain.disposition).toBeNull()
     })
