@@ -99,8 +99,14 @@ export function describeSignedDispositions(store: StoreUnderTest) {
       expect(res.body.custody.map((e: { type: string }) => e.type)).toEqual(['created', 'dispatched', 'picked_up', 'disposition', 'signed'])
       expect(res.body.custody.at(-1)).toMatchObject({ signature, evidence_hash: signature.record_hash })
       expect((await api.get(`/v1/deliveries/${id}/custody/verify`, pharmacist.token)).body).toMatchObject({ valid: true, length: 5 })
-      const events = (await api.get(`/v1/events?delivery_id=${id}`, await api.adminToken())).body.data
-      expect(events.find((e: { type: string }) => e.type === 'cold-chain.disposition').data.signature).toEqual(signature)
+      // Listed once every transaction that could place an event before it has ended (docs/api.md, Events): polled.
+      const admin = await api.adminToken()
+      await expect
+        .poll(async () => {
+          const events = (await api.get(`/v1/events?delivery_id=${id}`, admin)).body.data
+          return events.find((e: { type: string }) => e.type === 'cold-chain.disposition')?.data.signature
+        })
+        .toEqual(signature)
       // The same request again under its key: the stored answer, nothing signed twice.
       const again = await decide(
         id,
