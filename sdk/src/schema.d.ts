@@ -3002,7 +3002,18 @@ export interface components {
          *         "source": "Prescribing information, section 16.2 (storage and handling)"
          *       },
          *       "effective_from": "2026-12-01T00:00:00.000Z",
-         *       "created_at": "2026-11-24T09:00:00.000Z"
+         *       "created_at": "2026-11-24T09:00:00.000Z",
+         *       "signature": {
+         *         "id": "sg_01jd0000000000000000000000",
+         *         "signer": "us_01jd0000000000000000000000",
+         *         "name": "Pat Pharmacist",
+         *         "email": "pat@example.com",
+         *         "meaning": "approved",
+         *         "signed_at": "2026-11-24T09:00:00.000Z",
+         *         "record_hash": "sha256:3f1c9a2b7e4d5c6b8a9f0e1d2c3b4a5968778695a4b3c2d1e0f9a8b7c6d5e4f3",
+         *         "method": "password"
+         *       },
+         *       "signature_verified": true
          *     }
          */
         StabilityVersion: {
@@ -3012,6 +3023,32 @@ export interface components {
             stability: components["schemas"]["ProductStability"];
             effective_from: string;
             created_at: string;
+            /** @description The approving person’s e-signature; null when a machine client added it */
+            signature: {
+                /** @description sg_… */
+                id: string;
+                /** @description The person who signed (us_…) */
+                signer: string;
+                /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                name: string;
+                email: string;
+                /**
+                 * @description What the signature means (21 CFR 11.50(a)(3))
+                 * @enum {string}
+                 */
+                meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                signed_at: string;
+                /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                record_hash: string;
+                /**
+                 * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                 * @enum {string}
+                 */
+                method: "password" | "recent_sign_in";
+            } | null;
+            /** @description Whether the signature's record_hash is this version's own content (recomputed on every read); null without a signature */
+            signature_verified: boolean | null;
         };
         /**
          * @example {
@@ -3054,6 +3091,7 @@ export interface components {
             effective_from?: string;
             /** @description The version this one follows; if given it must be the latest (versions are never edited) */
             version?: number;
+            signature?: components["schemas"]["SignatureInput"] & unknown;
         };
         /**
          * @example {
@@ -3089,7 +3127,18 @@ export interface components {
          *             "source": "Prescribing information, section 16.2 (storage and handling)"
          *           },
          *           "effective_from": "2026-12-01T00:00:00.000Z",
-         *           "created_at": "2026-11-24T09:00:00.000Z"
+         *           "created_at": "2026-11-24T09:00:00.000Z",
+         *           "signature": {
+         *             "id": "sg_01jd0000000000000000000000",
+         *             "signer": "us_01jd0000000000000000000000",
+         *             "name": "Pat Pharmacist",
+         *             "email": "pat@example.com",
+         *             "meaning": "approved",
+         *             "signed_at": "2026-11-24T09:00:00.000Z",
+         *             "record_hash": "sha256:3f1c9a2b7e4d5c6b8a9f0e1d2c3b4a5968778695a4b3c2d1e0f9a8b7c6d5e4f3",
+         *             "method": "password"
+         *           },
+         *           "signature_verified": true
          *         }
          *       ],
          *       "next_cursor": null
@@ -14507,7 +14556,9 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "effective_from": "2026-11-27T05:43:45.342Z",
-                     *       "created_at": "2026-11-27T05:43:45.342Z"
+                     *       "created_at": "2026-11-27T05:43:45.342Z",
+                     *       "signature": null,
+                     *       "signature_verified": null
                      *     }
                      */
                     "application/json": components["schemas"]["StabilityVersion"];
@@ -14522,7 +14573,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unauthorized`: missing or invalid access token */
+            /** @description `signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (RFC 9470 step-up), or `unauthorized` */
             401: {
                 headers: {
                     /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
@@ -14533,7 +14584,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            /** @description `signature_required_person` (a machine client cannot sign) or `insufficient_scope` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14681,7 +14732,9 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "effective_from": "2026-11-27T05:43:44.972Z",
-                     *           "created_at": "2026-11-27T05:43:44.972Z"
+                     *           "created_at": "2026-11-27T05:43:44.972Z",
+                     *           "signature": null,
+                     *           "signature_verified": null
                      *         },
                      *         {
                      *           "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
@@ -14703,7 +14756,9 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "effective_from": "2026-11-27T05:43:45.342Z",
-                     *           "created_at": "2026-11-27T05:43:45.342Z"
+                     *           "created_at": "2026-11-27T05:43:45.342Z",
+                     *           "signature": null,
+                     *           "signature_verified": null
                      *         }
                      *       ],
                      *       "next_cursor": null

@@ -42,6 +42,13 @@ export function custodyRecordHash(deliveryId: string, signed: CustodyEvent): str
   return jcsHash({ delivery_id: deliveryId, event: signed })
 }
 
+/** The content of a product's stability version that its `approved` signature signs (it is never edited). */
+export type StabilityRecord = { product_id: string; version: number; stability: unknown; effective_from: string }
+
+export function stabilityRecordHash({ product_id, version, stability, effective_from }: StabilityRecord): string {
+  return jcsHash({ product_id, version, stability, effective_from })
+}
+
 /** Why the `signed` event at `index` does not bind to the event before it, or null when it does. */
 export function signatureFault(deliveryId: string | undefined, events: readonly CustodyEvent[], index: number): string | null {
   const event = events[index]!

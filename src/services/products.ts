@@ -1,4 +1,6 @@
+import type { Signer } from '../auth/e-signatures.js'
 import type { Principal } from '../auth/scopes.js'
+import { stabilityRecordHash, type StoredSignature } from '../domain/e-signature.js'
 import { canSee } from '../auth/tenancy.js'
 import { iso } from '../clock.js'
 import { NDC_SHAPES_HELP, normalizeNdc } from '../domain/ndc.js'
@@ -27,6 +29,10 @@ export type StabilityVersion = {
   stability: ProductStability
   effective_from: string
   created_at: string
+  /** The approving person's e-signature; null for a version a machine client added. */
+  signature: StoredSignature | null
+  /** Whether the signature's record_hash is this version's content: false for a signature moved from another record. */
+  signature_verified: boolean | null
 }
 
 export type NewProduct = { ndc: string; name: string; pharmacy_id?: string | null | undefined; stability: ProductStability }
@@ -66,6 +72,7 @@ export class ProductService {
       effective_from: now,
       created_at: now,
       created_by: principal.clientId,
+      signature: null,
     }
     try {
       return await this.deps.db.transaction().execute(async (trx) => {
@@ -115,6 +122,7 @@ export class ProductService {
     id: string,
     input: NewStabilityVersion,
     record?: RecordAnswer<StabilityVersion>,
+    signer?: Signer,
   ): Promise<StabilityVersion> {
     const product = await this.visible(principal, id)
     if (product.pharmacy_id === null && (principal.pharmacyId || principal.fleetId))
@@ -142,13 +150,27 @@ export class ProductService {
                 message: `version ${input.version} is not the latest (${last.version}); versions are never edited, a PUT adds the next one`,
               },
             ])
+          const version = last.version + 1
+          const signature: StoredSignature | null = signer
+            ? {
+                id: newId('sg'),
+                signer: signer.id,
+                name: signer.name,
+                email: signer.email,
+                meaning: signer.meaning,
+                signed_at: iso(now),
+                record_hash: stabilityRecordHash({ product_id: id, version, stability: input.stability, effective_from: effectiveFrom }),
+                method: signer.method,
+              }
+            : null
           const row: VersionRow = {
             product_id: id,
-            version: last.version + 1,
+            version,
             stability: JSON.stringify(input.stability),
             effective_from: effectiveFrom,
             created_at: iso(now),
             created_by: principal.clientId,
+            signature: signature && JSON.stringify(signature),
           }
           await trx.insertInto('product_stability_versions').values(row).execute()
           const answer = toVersion(row)
@@ -217,12 +239,20 @@ function toProduct(product: ProductRow, version: VersionRow): Product {
 }
 
 function toVersion(row: VersionRow): StabilityVersion {
+  const stability = JSON.parse(row.stability) as ProductStability
+  const signature = row.signature ? (JSON.parse(row.signature) as StoredSignature) : null
   return {
     product_id: row.product_id,
     version: row.version,
-    stability: JSON.parse(row.stability) as ProductStability,
+    stability,
     effective_from: row.effective_from,
     created_at: row.created_at,
+    signature,
+    // Recomputed on every read (21 CFR 11.70): the signature must hash to this version's own content.
+    signature_verified: signature
+      ? signature.record_hash ===
+        stabilityRecordHash({ product_id: row.product_id, version: row.version, stability, effective_from: row.effective_from })
+      : null,
   }
 }
 

@@ -24,6 +24,8 @@ export interface StabilityTables {
     effective_from: string
     created_at: string
     created_by: string
+    /** JSON of the e-signature of a person who added it (migration 0037); null when a machine client did. */
+    signature: string | null
   }
   /** A cold-chain delivery's items judged by their products (migration 0031); absent for deliveries without any. */
   delivery_stability: {

@@ -88,7 +88,7 @@ function v1Routes({
     temperatureRoutes(services.deliveries, sink, clock),
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),
-    productRoutes(services.products),
+    productRoutes(services.products, people.signatures),
     assessmentRoutes(services.assessments),
     reconciliationRoutes(services.reconciliation),
     fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),

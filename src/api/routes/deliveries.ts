@@ -26,7 +26,7 @@ const signature = z
   .describe('Signature image as a data URL, or a signed statement; its sha256 becomes evidence_hash')
 
 /** A person's e-signature (docs/part11.md): the password is checked at this moment and kept nowhere. */
-const SignatureInput = z
+export const SignatureInput = z
   .strictObject({
     meaning: z.enum(signatureMeanings).describe('What the signature means; a disposition is `released` or `returned`, as its decision'),
     password: z

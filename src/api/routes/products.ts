@@ -1,8 +1,12 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { productStabilitySchema } from '../../../rules/index.js'
+import type { SignatureAuthority } from '../../auth/e-signatures.js'
+import { storedSignatureSchema } from '../../domain/e-signature.js'
+import { validationFailed } from '../../errors.js'
 import type { ProductService } from '../../services/products.js'
+import { SignatureInput } from './deliveries.js'
 import type { AppEnv } from '../env.js'
-import { component, idParam, pageOf, pageQuery, v1Route, z } from '../openapi.js'
+import { component, idParam, pageOf, pageQuery, problem, v1Route, z } from '../openapi.js'
 
 const stabilityExample = {
   storage: { min_c: 2, max_c: 8 },
@@ -32,6 +36,17 @@ const versionExample = {
   stability: stabilityExample,
   effective_from: '2026-12-01T00:00:00.000Z',
   created_at: '2026-11-24T09:00:00.000Z',
+  signature: {
+    id: 'sg_01jd0000000000000000000000',
+    signer: 'us_01jd0000000000000000000000',
+    name: 'Pat Pharmacist',
+    email: 'pat@example.com',
+    meaning: 'approved',
+    signed_at: '2026-11-24T09:00:00.000Z',
+    record_hash: 'sha256:3f1c9a2b7e4d5c6b8a9f0e1d2c3b4a5968778695a4b3c2d1e0f9a8b7c6d5e4f3',
+    method: 'password',
+  },
+  signature_verified: true,
 }
 
 const ProductStability = component(productStabilitySchema, 'ProductStability')
@@ -79,6 +94,9 @@ const NewStabilityVersion = z
       .min(1)
       .optional()
       .describe('The version this one follows; if given it must be the latest (versions are never edited)'),
+    signature: SignatureInput.optional().describe(
+      'Required when a person adds the version: their e-signature, meaning `approved` (docs/part11.md); a machine client cannot sign and adds unsigned versions',
+    ),
   })
   .openapi('NewStabilityVersion', { example: { stability: stabilityExample, version: 1 } })
 
@@ -89,6 +107,11 @@ const StabilityVersion = z
     stability: ProductStability,
     effective_from: z.string(),
     created_at: z.string(),
+    signature: storedSignatureSchema.nullable().describe('The approving person’s e-signature; null when a machine client added it'),
+    signature_verified: z
+      .boolean()
+      .nullable()
+      .describe("Whether the signature's record_hash is this version's own content (recomputed on every read); null without a signature"),
   })
   .openapi('StabilityVersion', { example: versionExample })
 
@@ -98,7 +121,7 @@ const StabilityVersionPage = pageOf(StabilityVersion).openapi('StabilityVersionP
 })
 
 /** `/v1/products`: products by NDC with versioned stability data (docs/stability.md). */
-export function productRoutes(products: ProductService) {
+export function productRoutes(products: ProductService, signatures: SignatureAuthority) {
   const app = new OpenAPIHono<AppEnv>()
   app.openapi(
     v1Route('products:write', {
@@ -163,9 +186,22 @@ export function productRoutes(products: ProductService) {
       request: { params: idParam('pr'), body: { content: { 'application/json': { schema: NewStabilityVersion } }, required: true } },
       responses: {
         201: { description: 'The new version', content: { 'application/json': { schema: StabilityVersion, example: versionExample } } },
+        401: problem(
+          '`signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (RFC 9470 step-up), or `unauthorized`',
+        ),
+        403: problem('`signature_required_person` (a machine client cannot sign) or `insufficient_scope`'),
       },
     }),
-    async (c) => c.json(await products.putStability(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 201),
+    async (c) => {
+      const principal = c.get('principal')
+      const { id } = c.req.valid('param')
+      const { signature, ...body } = c.req.valid('json')
+      await products.get(principal, id) // 404 before any password is tried
+      if (signature === undefined && principal.sub.startsWith('us_'))
+        throw validationFailed([{ pointer: '/signature', message: 'a person signs the stability versions they add (meaning "approved")' }])
+      const signer = signature && (await signatures.authenticate(principal, signature, 'approved'))
+      return c.json(await products.putStability(principal, id, body, undefined, signer || undefined), 201)
+    },
   )
 
   app.openapi(

@@ -23,6 +23,7 @@ import { up as releasePolicy } from './0032_release_policy.js'
 import { up as deliveryLegs } from './0033_delivery_legs.js'
 import { up as stabilityAssessments } from './0034_stability_assessments.js'
 import { up as eSignatures } from './0036_e_signatures.js'
+import { up as signedStabilityVersions } from './0037_signed_stability_versions.js'
 import { up as auditFilters } from './0039_audit_filters.js'
 import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
@@ -51,6 +52,7 @@ const steps: Record<string, MigrationStep> = {
   '0033_delivery_legs': deliveryLegs,
   '0034_stability_assessments': stabilityAssessments,
   '0036_e_signatures': eSignatures,
+  '0037_signed_stability_versions': signedStabilityVersions,
   '0039_audit_filters': auditFilters,
   '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
