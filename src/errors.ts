@@ -16,7 +16,6 @@ export type ErrorCode =
   | 'cold_chain_hold'
   | 'not_released'
   | 'stability_exhausted'
-  | 'signature_required_person'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -42,7 +41,6 @@ const statusOf: Record<ErrorCode, number> = {
   cold_chain_hold: 409,
   not_released: 409,
   stability_exhausted: 409,
-  signature_required_person: 403,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
