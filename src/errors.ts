@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'cold_chain_hold'
   | 'not_released'
   | 'stability_exhausted'
+  | 'sensor_calibration_due'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -41,6 +42,7 @@ const statusOf: Record<ErrorCode, number> = {
   cold_chain_hold: 409,
   not_released: 409,
   stability_exhausted: 409,
+  sensor_calibration_due: 409,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

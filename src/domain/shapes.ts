@@ -7,6 +7,7 @@ import type { StabilitySummary } from '../../rules/stability-summary.js'
 import type { ColdChain } from './cold-chain.js'
 import type { CustodyEvent } from './custody-event.js'
 import type { DeliveryStatus } from './delivery-machine.js'
+import type { SensorWarning } from './sensor-calibration.js'
 import type { TemperatureTrace, TraceExcursion } from './temperature-trace.js'
 
 export type { CustodyEvent, TemperatureTrace, TraceExcursion }
@@ -34,6 +35,8 @@ export type Delivery = {
     remaining_fraction: number
     at: string
   }
+  /** What its dispatch warned of: a tote past its calibration under the pharmacy's `warn`, or one with no sensor record. */
+  warnings?: SensorWarning[]
   custody: CustodyEvent[]
   created_at: string
   updated_at: string

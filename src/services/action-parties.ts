@@ -9,6 +9,7 @@ import { toJson, type Database, type Executor } from '../store/schema.js'
 import type { ActionInput } from './delivery-shapes.js'
 import { checkDispatch, checkDriver } from './dispatch-checks.js'
 import { checkUserParties } from './user-parties.js'
+import type { SensorWarning } from '../domain/sensor-calibration.js'
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000
@@ -36,8 +37,10 @@ export async function actionParties(
   if ('from' in input) await checkUserParties(db, delivery, input)
   switch (input.action) {
     case 'dispatch': {
-      await checkDispatch(db, principal, delivery, input, occurredAt)
+      const warnings: SensorWarning[] = []
+      await checkDispatch(db, principal, delivery, input, occurredAt, warnings)
       Object.assign(changes, {
+        warnings: warnings.length ? toJson(warnings) : null,
         fleet_id: input.fleet_id,
         driver_id: input.driver_id ?? null,
         tote_id: input.tote_id ?? null,

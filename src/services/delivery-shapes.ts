@@ -1,6 +1,7 @@
 import type { Signer } from '../auth/e-signatures.js'
 import { storedFigures, type StoredColdChain } from '../domain/cold-chain.js'
 import type { AutomaticRelease } from './stability-release.js'
+import type { SensorWarning } from '../domain/sensor-calibration.js'
 import type { CustodyEvent } from '../domain/custody.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
@@ -38,6 +39,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     cold_chain: { required, profile: fromJson(row.profile), ...figures, disposition: fromJson(row.disposition) },
     ...(stability ? { stability } : {}),
     ...(row.release ? { release: fromJson<AutomaticRelease>(row.release) } : {}),
+    ...(row.warnings ? { warnings: fromJson<SensorWarning[]>(row.warnings) } : {}),
     custody,
     created_at: row.created_at,
     updated_at: row.updated_at,

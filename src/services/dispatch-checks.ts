@@ -1,7 +1,8 @@
 import type { Principal } from '../auth/scopes.js'
 import { canSee } from '../auth/tenancy.js'
 import { AppError, validationFailed } from '../errors.js'
-import type { Database, Executor } from '../store/schema.js'
+import { fromJson, type Database, type Executor } from '../store/schema.js'
+import { calibrationVerdict, type CalibrationPolicy, type SensorRecord, type SensorWarning } from '../domain/sensor-calibration.js'
 import type { ActionInput } from './delivery-shapes.js'
 
 /**
@@ -15,6 +16,8 @@ export async function checkDispatch(
   delivery: Database['deliveries'],
   input: Extract<ActionInput, { action: 'dispatch' }>,
   occurredAt: string,
+  /** Filled with what the dispatch warns of (a tote past calibration under the pharmacy's `warn`). */
+  warnings: SensorWarning[] = [],
 ): Promise<void> {
   const fleet = await db.selectFrom('fleets').select('id').where('id', '=', input.fleet_id).executeTakeFirst()
   if (!fleet || (principal.fleetId && principal.fleetId !== fleet.id))
@@ -23,10 +26,15 @@ export async function checkDispatch(
   if (delivery.cold_chain_required && !input.tote_id)
     throw validationFailed([{ pointer: '/tote_id', message: 'is required for a cold-chain delivery' }])
   if (!input.tote_id) return
-  const tote = await db.selectFrom('totes').select(['id', 'pharmacy_id', 'fleet_id']).where('id', '=', input.tote_id).executeTakeFirst()
+  const tote = await db
+    .selectFrom('totes')
+    .select(['id', 'pharmacy_id', 'fleet_id', 'sensor'])
+    .where('id', '=', input.tote_id)
+    .executeTakeFirst()
   if (!tote || !(tote.pharmacy_id === delivery.pharmacy_id || tote.fleet_id === input.fleet_id)) {
     throw validationFailed([{ pointer: '/tote_id', message: `no tote ${input.tote_id} of this pharmacy or fleet` }])
   }
+  if (delivery.cold_chain_required) warnings.push(...(await checkCalibration(db, delivery, tote, occurredAt)))
   const open = await db
     .selectFrom('deliveries')
     .select(['id', 'pharmacy_id', 'fleet_id'])
@@ -50,6 +58,28 @@ export async function checkDispatch(
   if (last?.bound_to && last.bound_to > occurredAt) {
     throw validationFailed([{ pointer: '/occurred_at', message: `tote ${tote.id} was still on another delivery until ${last.bound_to}` }])
   }
+}
+
+/**
+ * docs/api.md, Totes: sensor and calibration. A cold-chain delivery is judged by its tote's sensor:
+ * one due for calibration is refused (409) or, under the pharmacy's `warn`, warned of.
+ */
+async function checkCalibration(
+  db: Executor,
+  delivery: Database['deliveries'],
+  tote: Pick<Database['totes'], 'id' | 'sensor'>,
+  occurredAt: string,
+): Promise<SensorWarning[]> {
+  const pharmacy = await db.selectFrom('pharmacies').select('calibration_policy').where('id', '=', delivery.pharmacy_id).executeTakeFirst()
+  const policy = (pharmacy?.calibration_policy ?? 'refuse') as CalibrationPolicy
+  const verdict = calibrationVerdict(tote.id, fromJson<SensorRecord | null>(tote.sensor), policy, occurredAt)
+  if (verdict.refuse)
+    throw new AppError('sensor_calibration_due', verdict.warning.message, {
+      errors: [{ pointer: '/tote_id', message: verdict.warning.message }],
+      tote_id: tote.id,
+      calibration_due: verdict.warning.calibration_due,
+    })
+  return verdict.warning ? [verdict.warning] : []
 }
 
 /** The party named at `pointer` must be a driver of the delivery's fleet. */

@@ -6,7 +6,8 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { visibleOr404 } from '../auth/tenancy.js'
-import { AppError } from '../errors.js'
+import { AppError, notFound } from '../errors.js'
+import type { CalibrationPolicy } from '../domain/sensor-calibration.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 import { sealingContext } from '../store/sealed-secrets.js'
@@ -24,15 +25,27 @@ export type NewPharmacy = {
   location?: { lat: number; lng: number } | undefined
   writeback?: { url: string; format?: WritebackFormat | undefined } | undefined
   release_policy?: ReleasePolicy | undefined
+  calibration_policy?: CalibrationPolicy | undefined
+  escalate_after_s?: number | undefined
 }
 /** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
+/** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
+export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s'>>
+/** Fifteen minutes: how long an alarm may wait for a person before it is escalated, unless the pharmacy says otherwise. */
+export const DEFAULT_ESCALATE_AFTER_S = 900
+
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
-export type Pharmacy = Omit<NewPharmacy, 'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy'> & {
+export type Pharmacy = Omit<
+  NewPharmacy,
+  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s'
+> & {
   release_policy: ReleasePolicy
+  calibration_policy: CalibrationPolicy
+  escalate_after_s: number
   id: string
   created_at: string
   ncpdp_id: string | null
@@ -67,6 +80,8 @@ export class PharmacyService {
       created_at: iso(this.deps.clock.now()),
       // New pharmacies release by budget unless they ask otherwise; those from before keep manual (migration 0032).
       release_policy: input.release_policy ?? 'auto_within_budget',
+      calibration_policy: input.calibration_policy ?? 'refuse',
+      escalate_after_s: input.escalate_after_s ?? DEFAULT_ESCALATE_AFTER_S,
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -115,6 +130,17 @@ export class PharmacyService {
     return toPharmacy(visibleOr404(principal, row && { ...row, pharmacy_id: row.id }, 'pharmacy'))
   }
 
+  /** The pharmacy's policies (docs/api.md, Pharmacies); its own restricted client or an unrestricted one. */
+  async update(principal: Principal, id: string, changes: PharmacyChanges): Promise<Pharmacy> {
+    if (principal.fleetId) throw notFound('pharmacy')
+    await this.get(principal, id)
+    return this.deps.db.transaction().execute(async (trx) => {
+      await trx.updateTable('pharmacies').set(changes).where('id', '=', id).execute()
+      const row = await trx.selectFrom('pharmacies').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+      return toPharmacy(row)
+    })
+  }
+
   async list(principal: Principal, page: PageRequest): Promise<Page<Pharmacy>> {
     let query = this.deps.db.selectFrom('pharmacies').selectAll()
     if (principal.pharmacyId) query = query.where('id', '=', principal.pharmacyId)
@@ -124,7 +150,13 @@ export class PharmacyService {
   }
 }
 
-function toPharmacy(row: Omit<Database['pharmacies'], 'release_policy'> & { release_policy: string }): Pharmacy {
+type PharmacyRow = Omit<Database['pharmacies'], 'release_policy' | 'calibration_policy' | 'escalate_after_s'> & {
+  release_policy: string
+  calibration_policy: string
+  escalate_after_s: number
+}
+
+function toPharmacy(row: PharmacyRow): Pharmacy {
   return {
     id: row.id,
     name: row.name,
@@ -136,6 +168,8 @@ function toPharmacy(row: Omit<Database['pharmacies'], 'release_policy'> & { rele
     writeback: writebackOf(row.writeback),
     created_at: row.created_at,
     release_policy: row.release_policy as ReleasePolicy,
+    calibration_policy: row.calibration_policy as CalibrationPolicy,
+    escalate_after_s: row.escalate_after_s,
   }
 }
 

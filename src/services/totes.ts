@@ -4,14 +4,24 @@ import { AppError, validationFailed } from '../errors.js'
 import { hashSecret, newSecret, secretMatches } from '../hashing.js'
 import { newId } from '../ids.js'
 import type { RecordAnswer } from '../store/record-answer.js'
-import type { Executor } from '../store/schema.js'
+import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
+import type { SensorRecord } from '../domain/sensor-calibration.js'
 import { isUniqueViolation } from '../store/errors.js'
 import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { canSee, visibleOr404 } from '../auth/tenancy.js'
 import { countOwned, createWithinLimit } from './tenant-limits.js'
 
-export type Tote = { id: string; serial: string; pharmacy_id: string | null; fleet_id: string | null; created_at: string }
+export type Tote = {
+  id: string
+  serial: string
+  pharmacy_id: string | null
+  fleet_id: string | null
+  created_at: string
+  sensor: SensorRecord | null
+}
+const toteColumns = ['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at', 'sensor'] as const
+const toTote = (row: Pick<Database['totes'], (typeof toteColumns)[number]>): Tote => ({ ...row, sensor: fromJson(row.sensor) })
 export type ToteWithCredentials = Tote & {
   mqtt: { username: string; password: string; client_id: string; readings_topic: string; errors_topic: string }
 }
@@ -74,6 +84,7 @@ export class ToteService {
       pharmacy_id: pharmacyId ?? null,
       fleet_id: fleetId ?? null,
       created_at: iso(this.deps.clock.now()),
+      sensor: null,
     }
     const registered = {
       ...tote,
@@ -88,7 +99,7 @@ export class ToteService {
         async (trx) => {
           await trx
             .insertInto('totes')
-            .values({ ...tote, mqtt_password_hash: hashSecret(password) })
+            .values({ ...tote, sensor: null, mqtt_password_hash: hashSecret(password) })
             .execute()
           await this.accounts?.enqueue(trx, tote.id, password)
           await record?.(trx, registered)
@@ -103,19 +114,32 @@ export class ToteService {
   }
 
   async get(principal: Principal, id: string): Promise<Tote> {
-    const row = await this.deps.db
-      .selectFrom('totes')
-      .select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at'])
+    const row = await this.deps.db.selectFrom('totes').select(toteColumns).where('id', '=', id).executeTakeFirst()
+    return toTote(visibleOr404(principal, row, 'tote'))
+  }
+
+  /**
+   * Records the tote's sensor and its calibration (docs/api.md, Totes: sensor and calibration),
+   * replacing the previous record; the audit log keeps who changed it and when.
+   */
+  async updateSensor(principal: Principal, id: string, sensor: SensorRecord): Promise<Tote> {
+    await this.get(principal, id)
+    if (Date.parse(sensor.calibration_due) <= Date.parse(sensor.calibrated_at))
+      throw validationFailed([{ pointer: '/sensor/calibration_due', message: 'must be after calibrated_at' }])
+    await this.deps.db
+      .updateTable('totes')
+      .set({ sensor: toJson(sensor) })
       .where('id', '=', id)
-      .executeTakeFirst()
-    return visibleOr404(principal, row, 'tote')
+      .execute()
+    return this.get(principal, id)
   }
 
   async list(principal: Principal, page: PageRequest): Promise<Page<Tote>> {
-    let query = this.deps.db.selectFrom('totes').select(['id', 'serial', 'pharmacy_id', 'fleet_id', 'created_at'])
+    let query = this.deps.db.selectFrom('totes').select(toteColumns)
     if (principal.pharmacyId) query = query.where('pharmacy_id', '=', principal.pharmacyId)
     if (principal.fleetId) query = query.where('fleet_id', '=', principal.fleetId)
-    return paginate(query, 'id', page)
+    const found = await paginate(query, 'id', page)
+    return { data: found.data.map(toTote), next_cursor: found.next_cursor }
   }
 
   /** MQTT CONNECT: the username is the tote id, the password the one shown at registration. */

@@ -1,12 +1,13 @@
 import type { Generated, Kysely, Transaction } from 'kysely'
 import type { StabilityTables } from './stability-tables.js'
+import type { AlarmTables } from './alarm-tables.js'
 
 /**
  * The entity store's tables. Times are RFC 3339 UTC strings (they sort as text and come back
  * exactly as the API shows them, which the custody hashes depend on); JSON is stored as text;
  * booleans as 0/1, so SQLite and PostgreSQL share every query.
  */
-export interface Database extends StabilityTables {
+export interface Database extends StabilityTables, AlarmTables {
   signing_keys: {
     kid: string
     private_jwk: string
@@ -52,6 +53,10 @@ export interface Database extends StabilityTables {
     created_at: string
     /** `manual` | `auto_within_budget` (migration 0032; rows from before it are manual). */
     release_policy: Generated<string>
+    /** `refuse` | `warn` | `strict` (migration 0041): a dispatch with a tote past its calibration. */
+    calibration_policy: Generated<string>
+    /** Seconds an alarm may stay unacknowledged before `alarm.escalated` (migration 0041). */
+    escalate_after_s: Generated<number>
   }
   prescriptions: {
     id: string
@@ -99,6 +104,8 @@ export interface Database extends StabilityTables {
     release: string | null
     /** 1, or n + 1 for the n-th redelivery of the same prescription (migration 0033). */
     leg: number
+    /** What the dispatch warned of, as a JSON array (migration 0041: a tote past calibration under `warn`); null if nothing. */
+    warnings: string | null
   }
   custody_events: {
     delivery_id: string
@@ -271,6 +278,8 @@ export interface Database extends StabilityTables {
     fleet_id: string | null
     mqtt_password_hash: string
     created_at: string
+    /** The tote's sensor and its calibration, as JSON (migration 0041); null until recorded. */
+    sensor: string | null
   }
   /** Tote accounts an external MQTT broker has yet to get (src/mqtt/broker-accounts.ts). */
   broker_accounts: {

@@ -82,6 +82,20 @@ export const Delivery = z
       })
       .optional()
       .describe("Present when delivered within every item's stability budget under the pharmacy's auto_within_budget policy"),
+    warnings: z
+      .array(
+        z.object({
+          code: z.enum(['sensor_calibration_due', 'sensor_unrecorded']),
+          message: z.string(),
+          tote_id: z.string(),
+          sensor_serial: z.string().nullable(),
+          calibration_due: z.string().nullable(),
+        }),
+      )
+      .optional()
+      .describe(
+        "What the dispatch warned of: the tote's sensor past its calibration due date (the pharmacy's calibration_policy warn), or no sensor record",
+      ),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),
@@ -184,7 +198,9 @@ const actionRoute = <S extends z.ZodType>(action: keyof typeof bodies, body: S) 
     request: { params: idParam('dl'), ...jsonBody(body) },
     responses: {
       200: json(Delivery, 'The updated delivery'),
-      409: problem('`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress`'),
+      409: problem(
+        '`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress`',
+      ),
       ...(action === 'disposition'
         ? {
             401: problem(

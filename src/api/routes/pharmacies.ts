@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { npiCheckDigitHolds } from '../../domain/npi.js'
-import { releasePolicies, writebackFormats, type PharmacyService } from '../../services/pharmacies.js'
+import { calibrationPolicies } from '../../domain/sensor-calibration.js'
+import { DEFAULT_ESCALATE_AFTER_S, releasePolicies, writebackFormats, type PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -25,6 +26,25 @@ const WritebackFormat = z
     'rxtrace (the default): the outcome event as webhooks carry it; fhir-r4: an HL7 FHIR R4 transaction Bundle (MedicationDispense, Provenance, Observation) as application/fhir+json (docs/interop.md)',
   )
 
+const policies = {
+  release_policy: z
+    .enum(releasePolicies)
+    .describe(
+      'manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)',
+    ),
+  calibration_policy: z
+    .enum(calibrationPolicies)
+    .describe(
+      'A cold-chain dispatch whose tote’s sensor is past its calibration due date: refuse (the default, 409 sensor_calibration_due), warn (dispatched, the delivery and its report carry the warning), strict (also refuses a tote with no sensor record)',
+    ),
+  escalate_after_s: z
+    .number()
+    .int()
+    .min(60)
+    .max(7 * 86_400)
+    .describe(`Seconds an alarm may stay unacknowledged before alarm.escalated; default ${DEFAULT_ESCALATE_AFTER_S}`),
+}
+
 const NewPharmacy = z
   .strictObject({
     name: z.string().min(1).max(200),
@@ -47,12 +67,9 @@ const NewPharmacy = z
         format: WritebackFormat.optional(),
       })
       .optional(),
-    release_policy: z
-      .enum(releasePolicies)
-      .optional()
-      .describe(
-        'manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)',
-      ),
+    release_policy: policies.release_policy.optional(),
+    calibration_policy: policies.calibration_policy.optional(),
+    escalate_after_s: policies.escalate_after_s.optional(),
   })
   .openapi('NewPharmacy')
 
@@ -78,9 +95,18 @@ const Pharmacy = z
       })
       .nullable(),
     created_at: z.string(),
-    release_policy: z.enum(releasePolicies),
+    ...policies,
   })
   .openapi('Pharmacy')
+
+const PharmacyChanges = z
+  .strictObject({
+    release_policy: policies.release_policy.optional(),
+    calibration_policy: policies.calibration_policy.optional(),
+    escalate_after_s: policies.escalate_after_s.optional(),
+  })
+  .refine((changes) => Object.keys(changes).length > 0, 'name at least one member to change')
+  .openapi('PharmacyChanges')
 
 export function pharmacyRoutes(pharmacies: PharmacyService) {
   const app = new OpenAPIHono<AppEnv>()
@@ -109,6 +135,20 @@ export function pharmacyRoutes(pharmacies: PharmacyService) {
       responses: { 200: json(Pharmacy, 'The pharmacy') },
     }),
     async (c) => c.json(await pharmacies.get(c.get('principal'), c.req.valid('param').id), 200),
+  )
+
+  app.openapi(
+    v1Route('pharmacies:write', {
+      method: 'patch',
+      path: '/v1/pharmacies/{id}',
+      operationId: 'updatePharmacy',
+      tags: ['Pharmacies'],
+      summary: "Change a pharmacy's policies",
+      description: 'Members left out keep their value. Alarms already raised keep the escalation time they were raised with.',
+      request: { params: idParam('ph'), ...jsonBody(PharmacyChanges) },
+      responses: { 200: json(Pharmacy, 'The pharmacy as changed') },
+    }),
+    async (c) => c.json(await pharmacies.update(c.get('principal'), c.req.valid('param').id, c.req.valid('json')), 200),
   )
 
   app.openapi(

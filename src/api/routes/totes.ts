@@ -19,6 +19,19 @@ const NewTote = z
     fleet_id: z.string().optional(),
   })
   .openapi('NewTote')
+const instant = z.iso.datetime({ offset: true }).describe('RFC 3339')
+const Sensor = z
+  .strictObject({
+    serial: z.string().min(1).max(100).describe("The sensor's own serial number"),
+    model: z.string().min(1).max(100),
+    accuracy_c: z.number().positive().max(10).describe('± °C, from the calibration certificate'),
+    calibrated_at: instant,
+    calibration_due: instant.describe(
+      'From this instant a cold-chain dispatch with the tote is refused or warned of (the pharmacy’s calibration_policy)',
+    ),
+    certificate_ref: z.string().min(1).max(200).describe('The ISO/IEC 17025 calibration certificate’s reference'),
+  })
+  .openapi('ToteSensor')
 const Tote = z
   .object({
     id: z.string(),
@@ -26,8 +39,10 @@ const Tote = z
     pharmacy_id: z.string().nullable(),
     fleet_id: z.string().nullable(),
     created_at: z.string(),
+    sensor: Sensor.nullable().describe('The temperature sensor and its calibration; null until recorded'),
   })
   .openapi('Tote')
+const ToteChanges = z.strictObject({ sensor: Sensor }).openapi('ToteChanges')
 const ToteWithCredentials = Tote.extend({
   mqtt: z.object({
     username: z.string(),
@@ -82,6 +97,20 @@ export function toteRoutes(totes: ToteService, sink: ReadingSink, clock: Clock) 
       responses: { 200: json(Tote, 'The tote') },
     }),
     async (c) => c.json(await totes.get(c.get('principal'), c.req.valid('param').id), 200),
+  )
+
+  app.openapi(
+    v1Route('totes:write', {
+      method: 'patch',
+      path: '/v1/totes/{id}',
+      operationId: 'updateTote',
+      tags: ['Totes'],
+      summary: "Record a tote's sensor and its calibration",
+      description: 'Replaces the sensor record as a whole; the audit log keeps who changed it and when.',
+      request: { params: idParam('tt'), ...jsonBody(ToteChanges) },
+      responses: { 200: json(Tote, 'The tote as changed') },
+    }),
+    async (c) => c.json(await totes.updateSensor(c.get('principal'), c.req.valid('param').id, c.req.valid('json').sensor), 200),
   )
 
   app.openapi(
