@@ -62,3 +62,15 @@ export {
 } from './stability-ledger.js'
 export { stabilitySummarySchema, summarizeStability, type StabilitySummary } from './stability-summary.js'
 export { productStabilitySchema } from './stability-schema.js'
+export {
+  alarmKinds,
+  alarmStates,
+  applyAlarmEvent,
+  escalationDue,
+  isAcknowledged,
+  raisedAlarm,
+  type AlarmEvent,
+  type AlarmKind,
+  type AlarmLifecycle,
+  type AlarmState,
+} from './alarm-lifecycle.js'

@@ -44,6 +44,7 @@ import { startIngestBroker, type IngestBroker } from './wiring/ingest-broker.js'
 import { openEntityStoreOf, openReadingSinkOf, sharedPostgresOf } from './wiring/stores.js'
 import { createServices } from './wiring/services.js'
 import { atMost, Periodic } from './wiring/timers.js'
+import { escalateDueAlarms } from './alarms/escalation.js'
 
 export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions; sink?: ReadingSink }
 
@@ -51,6 +52,8 @@ export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityS
 const REVOCATION_REFRESH_MS = 30_000
 // Wall-clock duties of the rule engine (reorder window by silence, sensor gaps, summaries).
 const MONITOR_TICK_MS = 1_000
+// How often unacknowledged alarms are checked against their escalation time: a second late at most, one indexed query.
+const ALARM_ESCALATION_CHECK_MS = 1_000
 // Expired idempotency keys are deleted this often.
 const IDEMPOTENCY_PURGE_MS = 10 * 60_000
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
@@ -125,7 +128,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const sink = await openReadingSinkOf(config, { override: overrides.sink, postgres, shared, storeOptions })
   const bindings = new ToteBindings(db, clock)
   const monitor: ColdChainMonitor = new ColdChainMonitor({
-    store: createColdChainStore({ db, sink, outbox }),
+    store: createColdChainStore({ db, sink, outbox, clock }),
     clock,
     metrics,
     logger,
@@ -279,6 +282,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       periodic.every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
       periodic.every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
       periodic.every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
+      periodic.every(ALARM_ESCALATION_CHECK_MS, async () => void (await escalateDueAlarms({ db, outbox, clock })), 'alarm escalation')
       periodic.every(OPEN_DELIVERIES_REFRESH_MS, () => follower.watchOpenDeliveries(), 'watching open deliveries')
       await follower.watchOpenDeliveries()
       if (!pinned) newAdmin = await clients.ensureAdmin()

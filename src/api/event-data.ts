@@ -5,7 +5,7 @@ import type {
   RecoveredEventData,
   SensorOfflineEventData,
 } from '../../rules/index.js'
-import { breakReasons, excursionKinds, exhaustedReasons } from '../../rules/index.js'
+import { alarmKinds, alarmStates, breakReasons, excursionKinds, exhaustedReasons } from '../../rules/index.js'
 import { deliveryActions, deliveryStatuses } from '../domain/delivery-machine.js'
 import { storedSignatureSchema } from '../domain/e-signature.js'
 import type { EventType } from '../events/fanout.js'
@@ -118,6 +118,20 @@ const Writeback = z.object({
   error: z.string().nullable(),
 })
 
+/** An alarm as it stood when the event was written (src/alarms/alarm-records.ts). */
+const AlarmData = z.object({
+  alarm_id: z.string(),
+  kind: z.enum(alarmKinds),
+  state: z.enum(alarmStates),
+  raised_at: time,
+  cleared_at: time.nullable(),
+  acknowledged_by: z.string().nullable().describe('The user (`us_…`) or client who acknowledged it'),
+  acknowledged_at: time.nullable(),
+  note: z.string().nullable(),
+  assigned_to: z.string().nullable(),
+  escalate_at: time.describe('When it is (or was) due for escalation: raised + the pharmacy’s escalate_after_s'),
+})
+
 export const eventData = {
   'delivery.created': z.object({
     status: z.literal('QUEUED'),
@@ -162,4 +176,6 @@ export const eventData = {
     occurred_at: time.nullable(),
     refused_at: time,
   }),
+  'alarm.acknowledged': AlarmData.describe('A person acknowledged the alarm, with a note'),
+  'alarm.escalated': AlarmData.describe('Nobody acknowledged the alarm within the pharmacy’s escalate_after_s; emitted once per alarm'),
 } satisfies Record<EventType, z.ZodType>

@@ -22,6 +22,8 @@ export const eventTypes = [
   'writeback.completed',
   'writeback.failed',
   'handoff.refused',
+  'alarm.acknowledged',
+  'alarm.escalated',
 ] as const
 
 export type EventType = (typeof eventTypes)[number]

@@ -19,6 +19,7 @@ import { isFirstPricedEnd, pricingAtEnd } from './pricing-at-end.js'
 import { rateCardInForce } from './rate-cards.js'
 import { signedCustodyEvent } from './custody-signatures.js'
 import { automaticRelease } from './stability-release.js'
+import { clearAlarmsOfDelivery } from '../alarms/alarm-records.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
@@ -201,6 +202,8 @@ export class DeliveryService {
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))
         .execute()
+      // docs/api.md, Alarms: a disposition decides the delivery, which clears its alarms still active.
+      if (input.action === 'disposition') await clearAlarmsOfDelivery(trx, id, occurredAt)
       const { messages } = await this.deps.outbox.append(
         trx,
         move.events.map((type) => ({

@@ -1,6 +1,7 @@
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import { createApp, type AppDeps } from '../api/app.js'
 import type { AppEnv } from '../api/env.js'
+import { alarmRoutes } from '../api/routes/alarms.js'
 import { auditRoutes } from '../api/routes/audit.js'
 import { clientRoutes } from '../api/routes/clients.js'
 import { deliveryRoutes } from '../api/routes/deliveries.js'
@@ -77,6 +78,7 @@ function v1Routes({
     pharmacyRoutes(services.pharmacies),
     prescriptionRoutes(services.prescriptions, services.redeliveries),
     deliveryRoutes(services.deliveries, people.signatures),
+    alarmRoutes(services.alarms),
     fleetRoutes(services.fleets),
     toteRoutes(services.totes, sink, clock),
     eventRoutes(services.events),

@@ -4,6 +4,7 @@ import type { EventStreams } from '../events/event-stream.js'
 import type { BrokerAccounts } from '../mqtt/broker-accounts.js'
 import type { ServiceDeps } from '../services/context.js'
 import type { ReadingSink } from '../timeseries/sink.js'
+import { AlarmService } from '../services/alarms.js'
 import { DeliveryService } from '../services/deliveries.js'
 import { EventService } from '../services/events.js'
 import { FleetDashboardService } from '../services/fleet-dashboard.js'
@@ -50,6 +51,7 @@ export function createServices({
     redeliveries: new RedeliveryService(deps, sink),
     assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
     deliveries: new DeliveryService(deps, toteBindingChanged),
+    alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
     rateCards: new RateCardService(deps),
     products: new ProductService(deps),

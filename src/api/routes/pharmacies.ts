@@ -40,8 +40,8 @@ const policies = {
   escalate_after_s: z
     .number()
     .int()
-    .min(60)
-    .max(7 * 86_400)
+    .min(1)
+    .max(7 * 86_400) // a week: an alarm left longer is not being watched at all
     .describe(`Seconds an alarm may stay unacknowledged before alarm.escalated; default ${DEFAULT_ESCALATE_AFTER_S}`),
 }
 

@@ -2,6 +2,8 @@ import { sql } from 'kysely'
 import type { ColdChainState } from '../../../rules/index.js'
 import { coldChainFigures, type ColdChainFigures } from '../../domain/cold-chain.js'
 import type { Outbox } from '../../events/outbox.js'
+import { recordRuleAlarms } from '../../alarms/alarm-records.js'
+import { iso, systemClock, type Clock } from '../../clock.js'
 import type { Db, Executor } from '../../store/schema.js'
 import type { ReadingSink } from '../../timeseries/sink.js'
 import type { ColdChainStore } from './port.js'
@@ -23,13 +25,25 @@ const IDS_PER_QUERY = 500
 const CONCURRENT_READS = 1
 
 /** The monitor's store (port.ts) on the entity store, the time-series sink and the outbox. */
-export function createColdChainStore({ db, sink, outbox }: { db: Db; sink: ReadingSink; outbox: Outbox }): ColdChainStore {
+export function createColdChainStore({
+  db,
+  sink,
+  outbox,
+  clock = systemClock,
+}: {
+  db: Db
+  sink: ReadingSink
+  outbox: Outbox
+  clock?: Clock
+}): ColdChainStore {
   return {
     readings: limited(CONCURRENT_READS, (deliveryId: string) => sink.readingsForDelivery(deliveryId, 0, ALL_TIME)),
     announcedBreak: gathered((ids) => announcedBreaks(db, ids)),
     async save(summaries, events) {
       const messages = await db.transaction().execute(async (trx) => {
         await writeSummaries(trx, summaries)
+        // docs/api.md, Alarms: raised and cleared with the events that cause them, or not at all.
+        if (events.length) await recordRuleAlarms(trx, events, iso(clock.now()))
         return (await outbox.append(trx, [...events])).messages
       })
       outbox.committed(messages)
