@@ -147,6 +147,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       })
     ).body.id
     await call('GET', `/v1/pharmacies/${world.pharmacy}`, 200, { token: admin })
+    // An alarm nobody acknowledges within a second is escalated (the excursion below raises one).
+    await call('PATCH', `/v1/pharmacies/${world.pharmacy}`, 200, { token: admin, json: { escalate_after_s: 1 } })
     await call('GET', '/v1/pharmacies?limit=10', 200, { token: admin })
     world.fleet = (
       await call('POST', '/v1/fleets', 201, {
@@ -170,6 +172,19 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     world.tote2 = (
       await call('POST', '/v1/totes', 201, { token: admin, json: { serial: 'TOTE-0002', pharmacy_id: world.pharmacy } })
     ).body.id
+    await call('PATCH', `/v1/totes/${world.tote}`, 200, {
+      token: admin,
+      json: {
+        sensor: {
+          serial: 'TS-4471',
+          model: 'ColdProbe 3',
+          accuracy_c: 0.3,
+          calibrated_at: '2026-01-15T09:00:00Z',
+          calibration_due: '2099-01-15T09:00:00Z',
+          certificate_ref: 'DAkkS D-K-15070-01-00/2026-118',
+        },
+      },
+    })
     await call('GET', `/v1/totes/${world.tote}`, 200, { token: admin })
     await call('GET', '/v1/totes', 200, { token: admin })
     await call('GET', `/v1/totes/${world.tote}/readings`, 200, { token: admin })
@@ -458,6 +473,17 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       { ts: dispatchedAt + 480 * s, temp_c: 5 }, // back in range: temperature.recovered
       { ts: dispatchedAt + 1_500 * s, temp_c: 5 }, // after a 17-minute silence: sensor.offline
     ])
+    // The excursion's alarm, cleared unseen, is escalated after the pharmacy's second; then assigned and acknowledged.
+    const alarms = `/v1/alarms?delivery_id=${rx.body.delivery_id}`
+    await expect
+      .poll(async () => (await call('GET', `${alarms}&state=CLEARED_UNACK`, 200, { token: admin })).body.data[0]?.escalated_at ?? null, {
+        timeout: 20_000,
+      })
+      .not.toBeNull()
+    const alarm = (await call('GET', alarms, 200, { token: admin })).body.data[0].id
+    await call('POST', `/v1/alarms/${alarm}/assign`, 200, { token: admin, json: { user: world.user } })
+    await call('POST', `/v1/alarms/${alarm}/acknowledge`, 200, { token: admin, json: { note: 'Reviewed the trace: 8 minutes at 9.5 °C' } })
+    await call('POST', `/v1/alarms/${alarm}/acknowledge`, 409, { token: admin, json: { note: 'Again' } })
 
     // Two pharmacies that want outcomes written back: one answers, the other cannot be reached.
     const desk = `http://127.0.0.1:${(pharmacyDesk.address() as AddressInfo).port}/writeback`

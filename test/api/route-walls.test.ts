@@ -62,7 +62,11 @@ const walls: Record<string, Wall> = {
   'GET /v1/fleets/{id}/reconciliation': 'fleet',
   'POST /v1/fleets/{id}/reconciliation': 'fleet',
   'POST /v1/pharmacies': 'none',
+  'GET /v1/alarms': 'none',
+  'POST /v1/alarms/{id}/acknowledge': 'tenant',
+  'POST /v1/alarms/{id}/assign': 'tenant',
   'GET /v1/pharmacies/{id}': 'tenant',
+  'PATCH /v1/pharmacies/{id}': 'tenant',
   'GET /v1/pharmacies': 'none',
   'POST /v1/prescriptions': 'none',
   'GET /v1/prescriptions/{id}': 'tenant',
@@ -75,6 +79,7 @@ const walls: Record<string, Wall> = {
   'GET /v1/products/{id}/stability/versions': 'tenant',
   'POST /v1/totes': 'none',
   'GET /v1/totes/{id}': 'tenant',
+  'PATCH /v1/totes/{id}': 'tenant',
   'GET /v1/totes/{id}/readings': 'tenant',
   'GET /v1/totes': 'none',
   'POST /v1/users': 'none',
@@ -103,6 +108,19 @@ const bodies: Record<string, unknown> = {
   'PATCH /v1/webhooks/{id}': { enabled: false },
   'PATCH /v1/users/{id}': { name: 'Renamed' },
   'PATCH /v1/fleets/{id}': { name: 'Renamed' },
+  'PATCH /v1/pharmacies/{id}': { calibration_policy: 'warn' },
+  'PATCH /v1/totes/{id}': {
+    sensor: {
+      serial: 'S1',
+      model: 'M1',
+      accuracy_c: 0.5,
+      calibrated_at: '2026-01-01T00:00:00Z',
+      calibration_due: '2027-01-01T00:00:00Z',
+      certificate_ref: 'CERT-1',
+    },
+  },
+  acknowledge: { note: 'seen' },
+  assign: { user: 'us_01jd0000000000000000000000' },
   'POST /v1/fleets/{id}/drivers': { name: 'Intruder' },
   'POST /v1/fleets/{id}/embed-sessions': { ttl_s: 60 },
   'PUT /v1/products/{id}/stability': { stability: STABILITY },
@@ -119,7 +137,7 @@ const bodies: Record<string, unknown> = {
 }
 
 const ALL_PHARMACY =
-  'pharmacies:read prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read clients:write audit:read'
+  'pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read clients:write audit:read'
 const ALL_FLEET = 'fleet:read fleet:write deliveries:read deliveries:write custody:write telemetry:read webhooks:read webhooks:write'
 
 describe('the walls of every /v1 route', () => {
@@ -207,9 +225,39 @@ describe('the walls of every /v1 route', () => {
       users: user.body.id,
       clients: a.client_id,
       fleets: fleetF.fleetId,
+      alarms: await anAlarmOf(rx.delivery_id, pharmacyA, fleetF.fleetId),
     })
   })
   afterAll(() => api.stop())
+
+  /** An alarm of the delivery, as the rule engine's excursion event would raise it (test/alarms/ raises them from readings). */
+  async function anAlarmOf(deliveryId: string, pharmacyId: string, fleetId: string): Promise<string> {
+    const at = new Date().toISOString()
+    const id = 'al_01jd0000000000000000000001'
+    await api.service.db
+      .insertInto('alarms')
+      .values({
+        id,
+        delivery_id: deliveryId,
+        pharmacy_id: pharmacyId,
+        fleet_id: fleetId,
+        rx_id: null,
+        kind: 'excursion',
+        source_key: 'excursion:0',
+        state: 'ACTIVE_UNACK',
+        raised_at: at,
+        cleared_at: null,
+        acknowledged_by: null,
+        acknowledged_at: null,
+        note: null,
+        assigned_to: null,
+        escalate_at: '2099-01-01T00:00:00.000Z',
+        escalated_at: null,
+        version: 1,
+      })
+      .execute()
+    return id
+  }
 
   it('knows every operation of the OpenAPI document, and each /v1 one names its scope', () => {
     const documented = operations.filter((o) => o.path.startsWith('/v1/')).map((o) => `${o.method} ${o.path}`)
