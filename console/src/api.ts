@@ -49,5 +49,27 @@ export type Prescription = {
   delivery_id: string
 }
 export type Pharmacy = { id: string; name: string; timezone: string }
+export type ToteSensor = {
+  serial: string
+  model: string
+  accuracy_c: number
+  calibrated_at: string
+  calibration_due: string
+  certificate_ref: string
+}
+export type Tote = { id: string; serial: string; sensor: ToteSensor | null }
+export type Alarm = {
+  id: string
+  delivery_id: string
+  kind: string
+  state: string
+  raised_at: string
+  cleared_at: string | null
+  acknowledged_by: string | null
+  acknowledged_at: string | null
+  note: string | null
+  assigned_to: string | null
+  escalated_at: string | null
+}
 export type Party = { id: string; kind: 'user' | 'driver' | 'pharmacy'; name: string }
 export type EventEnvelope = { id: string; type: string; created_at: string; delivery_id?: string | null; data: Record<string, unknown> }

@@ -1,4 +1,4 @@
-import { api, type Delivery, type Party, type Pharmacy, type Prescription, type Trace } from './api'
+import { api, type Alarm, type Delivery, type Page, type Party, type Pharmacy, type Prescription, type Tote, type Trace } from './api'
 import { verifyInBrowser, type Verdict } from './chain'
 
 /** Everything a delivery's page shows, fetched at once; the custody chain verified here, in the browser. */
@@ -9,6 +9,9 @@ export type Bundle = {
   parties: Map<string, Party>
   trace: Trace
   verdict: Verdict
+  /** The tote and its sensor's calibration; null without a tote, or one the account may not read. */
+  tote: Tote | null
+  alarms: Alarm[]
 }
 
 const ENDING = new Set(['delivered', 'returned', 'cancelled'])
@@ -21,14 +24,16 @@ export async function loadBundle(id: string): Promise<Bundle> {
   const ended = [...delivery.custody].reverse().find((e) => ENDING.has(e.type))
   const end = ended ? Date.parse(ended.occurred_at) : Date.now()
   const step = Math.max(1, Math.ceil((end - start) / 1000 / TARGET_POINTS))
-  const [rx, pharmacy, parties, trace] = await Promise.all([
+  const [rx, pharmacy, parties, trace, tote, alarms] = await Promise.all([
     api<Prescription>(`/v1/prescriptions/${delivery.rx_id}`),
     api<Pharmacy>(`/v1/pharmacies/${delivery.pharmacy_id}`),
     api<{ data: Party[] }>(`/v1/deliveries/${delivery.id}/parties`),
     api<Trace>(`/v1/deliveries/${delivery.id}/temperature?step=${step}s`),
+    delivery.tote_id ? api<Tote>(`/v1/totes/${delivery.tote_id}`).catch(() => null) : null,
+    api<Page<Alarm>>(`/v1/alarms?delivery_id=${delivery.id}&limit=100`),
   ])
   const verdict = await verifyInBrowser(rx, delivery.id, delivery.custody)
-  return { delivery, rx, pharmacy, parties: new Map(parties.data.map((p) => [p.id, p])), trace, verdict }
+  return { delivery, rx, pharmacy, parties: new Map(parties.data.map((p) => [p.id, p])), trace, verdict, tote, alarms: alarms.data }
 }
 
 /** A party's name and id as the custody chain names it. */

@@ -1,5 +1,6 @@
 import { api, type Delivery, type Page } from './api'
 import { BREAK_REASONS, dateTime, duration, h } from './format'
+import { alarmStateWords, openAlarmStates } from './alarms'
 import { onEvent } from './live'
 
 // The attention queue: BROKEN without a decision first, then EXCURSION, then the rest (the API's
@@ -174,6 +175,7 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
   })
 
   let generation = 0
+  let alarmStates = new Map<string, string>()
   async function load(append = false): Promise<void> {
     const mine = ++generation
     const started = performance.now()
@@ -197,6 +199,9 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
         rows = all
         next = cursor
       }
+      // Each delivery's most urgent alarm not yet closed; the queue still shows without them.
+      alarmStates = await openAlarmStates().catch(() => new Map<string, string>())
+      if (mine !== generation) return
       render()
       main.dataset.loadedMs = String(Math.round(performance.now() - started))
       status.textContent = `${rows.length} deliver${rows.length === 1 ? 'y' : 'ies'} shown${next ? ', more below' : ''}.`
@@ -217,9 +222,12 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
             { class: 'attention' },
             h('span', { class: `badge badge-${d.cold_chain.state.toLowerCase()}${a.rank === 0 ? ' badge-urgent' : ''}` }, a.label),
             whenAndWhy(d, now),
-            // Slot for the alarm's acknowledgement ("Acknowledged by … 3 min ago" / "Not acknowledged"):
-            // alarms are being built on branch `alarms` and fill this element once they land.
-            h('span', { class: 'ack-slot', 'data-slot': 'alarm-acknowledgement', hidden: true }),
+            // The delivery's most urgent alarm not yet closed (docs/console.md, The attention queue).
+            h(
+              'span',
+              { class: 'ack-slot', 'data-slot': 'alarm-acknowledgement', hidden: !alarmStates.has(d.id) },
+              alarmStates.has(d.id) ? `Alarm: ${alarmStateWords(alarmStates.get(d.id)!)}` : '',
+            ),
           ),
           shipment(d),
           h('td', { class: 'figures' }, ...coldChainFlags(d)),

@@ -3,6 +3,7 @@ import { budgetSection } from './budget'
 import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
 import { signatureLine } from './signature'
+import { alarmsSection } from './alarms'
 import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
 
 // The sections of a delivery's report, on its page and on the printable report (#/print/…):
@@ -42,9 +43,25 @@ function facts(b: Bundle): HTMLElement {
       ...row('Created', dateTime(d.created_at, tz)),
       ...row('ETA', dateTime(d.eta, tz)),
       ...(rx.deliver_by ? row('Deliver by', dateTime(rx.deliver_by, tz)) : []),
-      ...row('Tote', d.tote_id ?? '—'),
+      ...row('Tote', b.tote ? `${b.tote.serial} (${b.tote.id})` : (d.tote_id ?? '—')),
+      ...sensorRows(b, row),
     ),
   )
+}
+
+/** The sensor that judged the cold chain and its calibration (ISO/IEC 17025 certificate); the dispatch's warnings. */
+function sensorRows(b: Bundle, row: (k: string, v: Node | string) => HTMLElement[]): HTMLElement[] {
+  const warnings = (b.delivery.warnings ?? []).flatMap((w) => row('Warning', h('strong', { class: 'warning' }, w.message)))
+  const sensor = b.tote?.sensor
+  if (!sensor) return [...(b.delivery.tote_id ? row('Sensor', 'no sensor record: calibration unknown') : []), ...warnings]
+  const tz = b.pharmacy.timezone
+  return [
+    ...row('Sensor', `${sensor.serial}, ${sensor.model}, ±${sensor.accuracy_c} °C`),
+    ...row('Calibration certificate', sensor.certificate_ref),
+    ...row('Calibrated', dateTime(sensor.calibrated_at, tz)),
+    ...row('Calibration due', dateTime(sensor.calibration_due, tz)),
+    ...warnings,
+  ]
 }
 
 function coldChainHeader(b: Bundle): HTMLElement {
@@ -144,7 +161,7 @@ export function reportSections(b: Bundle, size: { width: number; fill?: boolean 
       budgetSection(b),
     ),
     summary(b),
-    ...[dispositionSection(b, onDisposition)].filter((s): s is HTMLElement => s !== null),
+    ...[alarmsSection(b, onDisposition), dispositionSection(b, onDisposition)].filter((s): s is HTMLElement => s !== null),
     custody(b),
   ]
 }

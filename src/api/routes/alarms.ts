@@ -61,7 +61,7 @@ export function alarmRoutes(alarms: AlarmService) {
   )
 
   app.openapi(
-    v1Route('deliveries:write', {
+    v1Route('cold-chain:disposition', {
       method: 'post',
       path: '/v1/alarms/{id}/acknowledge',
       operationId: 'acknowledgeAlarm',
@@ -78,7 +78,7 @@ export function alarmRoutes(alarms: AlarmService) {
   )
 
   app.openapi(
-    v1Route('deliveries:write', {
+    v1Route('cold-chain:disposition', {
       method: 'post',
       path: '/v1/alarms/{id}/assign',
       operationId: 'assignAlarm',
