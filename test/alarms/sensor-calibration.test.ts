@@ -1,7 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
 import type { TestApi } from '../helpers/service.js'
-import { httpClient, type Http } from './http.js'
+import { httpClient } from './http.js'
 
 /**
  * Calibrated sensors (docs/api.md, Totes: sensor and calibration) over real HTTP on SQLite and
