@@ -33,7 +33,7 @@ export function raisedAlarm(): AlarmLifecycle {
 }
 
 export const isAcknowledged = (state: AlarmState) => state === 'ACTIVE_ACK' || state === 'CLEARED_ACK'
-export const isActive = (state: AlarmState) => state === 'ACTIVE_UNACK' || state === 'ACTIVE_ACK'
+const isActive = (state: AlarmState) => state === 'ACTIVE_UNACK' || state === 'ACTIVE_ACK'
 
 /**
  * The alarm after `event`, or why it cannot happen. CLEARED_ACK is final: nothing moves it and

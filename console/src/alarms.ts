@@ -69,7 +69,8 @@ export function alarmsSection(b: Bundle, onDone: () => void): HTMLElement | null
 }
 
 function acknowledgeForm(a: Alarm, onDone: () => void): HTMLElement | null {
-  if (!can('cold-chain:disposition')) return h('div', { class: 'small muted' }, 'Not acknowledged yet. Your account may not acknowledge alarms.')
+  if (!can('cold-chain:disposition'))
+    return h('div', { class: 'small muted' }, 'Not acknowledged yet. Your account may not acknowledge alarms.')
   const id = `ack-${a.id}`
   const note = h('textarea', { id, name: 'note', required: true, rows: '2', maxlength: '2000' })
   const error = h('p', { class: 'error', role: 'alert' })
