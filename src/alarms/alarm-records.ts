@@ -1,11 +1,13 @@
 import { applyAlarmEvent, raisedAlarm, type AlarmEvent, type AlarmKind, type AlarmLifecycle, type AlarmState } from '../../rules/index.js'
 import type { NewEvent } from '../events/outbox.js'
 import { newId } from '../ids.js'
-import { DEFAULT_ESCALATE_AFTER_S } from '../services/pharmacies.js'
 import type { AlarmTables } from '../store/alarm-tables.js'
 import type { Executor } from '../store/schema.js'
 
 export type AlarmRow = AlarmTables['alarms']
+
+/** Fifteen minutes: how long an alarm may wait for a person before it is escalated, unless the pharmacy says otherwise. */
+export const DEFAULT_ESCALATE_AFTER_S = 900
 
 /** An alarm as the API shows it (docs/api.md, Alarms). */
 export type Alarm = AlarmLifecycle & {

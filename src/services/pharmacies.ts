@@ -8,6 +8,7 @@ import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { visibleOr404 } from '../auth/tenancy.js'
 import { AppError, notFound } from '../errors.js'
 import type { CalibrationPolicy } from '../domain/sensor-calibration.js'
+import { DEFAULT_ESCALATE_AFTER_S } from '../alarms/alarm-records.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 import { sealingContext } from '../store/sealed-secrets.js'
@@ -33,9 +34,6 @@ export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
 /** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
 export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s'>>
-/** Fifteen minutes: how long an alarm may wait for a person before it is escalated, unless the pharmacy says otherwise. */
-export const DEFAULT_ESCALATE_AFTER_S = 900
-
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
