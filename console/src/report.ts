@@ -43,25 +43,23 @@ function facts(b: Bundle): HTMLElement {
       ...row('Created', dateTime(d.created_at, tz)),
       ...row('ETA', dateTime(d.eta, tz)),
       ...(rx.deliver_by ? row('Deliver by', dateTime(rx.deliver_by, tz)) : []),
-      ...row('Tote', b.tote ? `${b.tote.serial} (${b.tote.id})` : (d.tote_id ?? '—')),
-      ...sensorRows(b, row),
+      ...row('Tote', toteAndSensor(b)),
+      ...(b.delivery.warnings ?? [])
+        .filter((w) => w.code !== 'sensor_unrecorded') // said beside the tote already
+        .flatMap((w) => row('Warning', h('strong', { class: 'warning' }, w.message))),
     ),
   )
 }
 
-/** The sensor that judged the cold chain and its calibration (ISO/IEC 17025 certificate); the dispatch's warnings. */
-function sensorRows(b: Bundle, row: (k: string, v: Node | string) => HTMLElement[]): HTMLElement[] {
-  const warnings = (b.delivery.warnings ?? []).flatMap((w) => row('Warning', h('strong', { class: 'warning' }, w.message)))
+/** The tote, its sensor and the sensor's calibration (ISO/IEC 17025 certificate), on one line: the report names what judged the cold chain. */
+function toteAndSensor(b: Bundle): string {
+  const d = b.delivery
+  if (!d.tote_id) return '—'
+  const tote = b.tote ? `${b.tote.serial} (${b.tote.id})` : d.tote_id
   const sensor = b.tote?.sensor
-  if (!sensor) return [...(b.delivery.tote_id ? row('Sensor', 'no sensor record: calibration unknown') : []), ...warnings]
+  if (!sensor) return `${tote}; no sensor record: calibration unknown`
   const tz = b.pharmacy.timezone
-  return [
-    ...row('Sensor', `${sensor.serial}, ${sensor.model}, ±${sensor.accuracy_c} °C`),
-    ...row('Calibration certificate', sensor.certificate_ref),
-    ...row('Calibrated', dateTime(sensor.calibrated_at, tz)),
-    ...row('Calibration due', dateTime(sensor.calibration_due, tz)),
-    ...warnings,
-  ]
+  return `${tote}; sensor ${sensor.serial}, ${sensor.model}, ±${sensor.accuracy_c} °C; certificate ${sensor.certificate_ref}; calibrated ${dateTime(sensor.calibrated_at, tz)}, calibration due ${dateTime(sensor.calibration_due, tz)}`
 }
 
 function coldChainHeader(b: Bundle): HTMLElement {

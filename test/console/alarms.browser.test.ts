@@ -72,10 +72,10 @@ describe('alarms in the console', () => {
   it('the excursion report names the sensor, its calibration certificate and its due date', async () => {
     await page.goto(`${world.base}/console/#/print/${warm.deliveryId}`)
     const facts = page.locator('section.facts').first()
-    await expect.poll(() => facts.textContent(), LONG).toContain('TS-4471, ColdProbe 3, ±0.3 °C')
+    await expect.poll(() => facts.textContent(), LONG).toContain('sensor TS-4471, ColdProbe 3, ±0.3 °C')
     const text = (await facts.textContent())!
     expect(text).toContain('DAkkS D-K-15070-01-00/2026-118')
     // 15:00 UTC on 15 January 2027 is 09:00 in Chicago.
-    expect(text).toMatch(/Calibration due.*Jan(uary)? 15, 2027.*9:00/)
+    expect(text).toMatch(/calibration due .*Jan(uary)? 15, 2027.*9:00/)
   })
 })
