@@ -25,9 +25,9 @@ import { up as stabilityAssessments } from './0034_stability_assessments.js'
 import { up as eSignatures } from './0036_e_signatures.js'
 import { up as signedStabilityVersions } from './0037_signed_stability_versions.js'
 import { up as auditFilters } from './0039_audit_filters.js'
-import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as sensors } from './0041_sensors.js'
 import { up as alarms } from './0042_alarms.js'
+import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
@@ -56,9 +56,9 @@ const steps: Record<string, MigrationStep> = {
   '0036_e_signatures': eSignatures,
   '0037_signed_stability_versions': signedStabilityVersions,
   '0039_audit_filters': auditFilters,
-  '0047_interop_webhooks': interopWebhooks,
   '0041_sensors': sensors,
   '0042_alarms': alarms,
+  '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
 }
 
