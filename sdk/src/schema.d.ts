@@ -187,7 +187,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a pharmacy's policies
+         * @description Members left out keep their value. Alarms already raised keep the escalation time they were raised with.
+         */
+        patch: operations["updatePharmacy"];
         trace?: never;
     };
     "/v1/prescriptions": {
@@ -455,6 +459,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/alarms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List alarms, oldest first
+         * @description The alarms of the deliveries the caller may see (a driver: the deliveries assigned to them).
+         */
+        get: operations["listAlarms"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alarms/{id}/acknowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acknowledge an alarm with a note
+         * @description Once per alarm: the person, the time and the note are kept and never change. Emits alarm.acknowledged.
+         */
+        post: operations["acknowledgeAlarm"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alarms/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Name who looks after an alarm */
+        post: operations["assignAlarm"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/fleets": {
         parameters: {
             query?: never;
@@ -547,7 +608,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Record a tote's sensor and its calibration
+         * @description Replaces the sensor record as a whole; the audit log keeps who changed it and when.
+         */
+        patch: operations["updateTote"];
         trace?: never;
     };
     "/v1/totes/{id}/readings": {
@@ -1553,6 +1618,40 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "alarm.acknowledged": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `alarm.acknowledged` event, POSTed to every endpoint subscribed to it */
+        post: operations["onAlarmAcknowledged"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "alarm.escalated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `alarm.escalated` event, POSTed to every endpoint subscribed to it */
+        post: operations["onAlarmEscalated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1960,6 +2059,46 @@ export interface components {
             /** @description RFC 3339 UTC */
             refused_at: string;
         };
+        /** @description A person acknowledged the alarm, with a note */
+        AlarmAcknowledgedData: {
+            alarm_id: string;
+            /** @enum {string} */
+            kind: "excursion" | "break" | "sensor_gap" | "stability";
+            /** @enum {string} */
+            state: "ACTIVE_UNACK" | "ACTIVE_ACK" | "CLEARED_UNACK" | "CLEARED_ACK";
+            /** @description RFC 3339 UTC */
+            raised_at: string;
+            /** @description RFC 3339 UTC */
+            cleared_at: string | null;
+            /** @description The user (`us_…`) or client who acknowledged it */
+            acknowledged_by: string | null;
+            /** @description RFC 3339 UTC */
+            acknowledged_at: string | null;
+            note: string | null;
+            assigned_to: string | null;
+            /** @description When it is (or was) due for escalation: raised + the pharmacy’s escalate_after_s */
+            escalate_at: string;
+        };
+        /** @description Nobody acknowledged the alarm within the pharmacy’s escalate_after_s; emitted once per alarm */
+        AlarmEscalatedData: {
+            alarm_id: string;
+            /** @enum {string} */
+            kind: "excursion" | "break" | "sensor_gap" | "stability";
+            /** @enum {string} */
+            state: "ACTIVE_UNACK" | "ACTIVE_ACK" | "CLEARED_UNACK" | "CLEARED_ACK";
+            /** @description RFC 3339 UTC */
+            raised_at: string;
+            /** @description RFC 3339 UTC */
+            cleared_at: string | null;
+            /** @description The user (`us_…`) or client who acknowledged it */
+            acknowledged_by: string | null;
+            /** @description RFC 3339 UTC */
+            acknowledged_at: string | null;
+            note: string | null;
+            assigned_to: string | null;
+            /** @description When it is (or was) due for escalation: raised + the pharmacy’s escalate_after_s */
+            escalate_at: string;
+        };
         Problem: {
             type: string;
             title: string;
@@ -2015,8 +2154,18 @@ export interface components {
                 /** @description whsec_… signing secret, in the creation response only; null in an Idempotency-Key replay, which names it in Idempotent-Replay-Redacted */
                 secret?: string | null;
             } | null;
-            /** @enum {string} */
+            /**
+             * @description manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)
+             * @enum {string}
+             */
             release_policy: "manual" | "auto_within_budget";
+            /**
+             * @description A cold-chain dispatch whose tote’s sensor is past its calibration due date: refuse (the default, 409 sensor_calibration_due), warn (dispatched, the delivery and its report carry the warning), strict (also refuses a tote with no sensor record)
+             * @enum {string}
+             */
+            calibration_policy: "refuse" | "warn" | "strict";
+            /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
+            escalate_after_s: number;
             id: string;
             created_at: string;
         };
@@ -2058,6 +2207,27 @@ export interface components {
              * @enum {string}
              */
             release_policy?: "manual" | "auto_within_budget";
+            /**
+             * @description A cold-chain dispatch whose tote’s sensor is past its calibration due date: refuse (the default, 409 sensor_calibration_due), warn (dispatched, the delivery and its report carry the warning), strict (also refuses a tote with no sensor record)
+             * @enum {string}
+             */
+            calibration_policy?: "refuse" | "warn" | "strict";
+            /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
+            escalate_after_s?: number;
+        };
+        PharmacyChanges: {
+            /**
+             * @description manual: every cold-chain break waits for a person; auto_within_budget (the default): an excursion every item’s product stability budget survives is not a break (docs/stability.md)
+             * @enum {string}
+             */
+            release_policy?: "manual" | "auto_within_budget";
+            /**
+             * @description A cold-chain dispatch whose tote’s sensor is past its calibration due date: refuse (the default, 409 sensor_calibration_due), warn (dispatched, the delivery and its report carry the warning), strict (also refuses a tote with no sensor record)
+             * @enum {string}
+             */
+            calibration_policy?: "refuse" | "warn" | "strict";
+            /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
+            escalate_after_s?: number;
         };
         Prescription: {
             rx_id: string;
@@ -2160,6 +2330,15 @@ export interface components {
                 /** @description When it was delivered */
                 at: string;
             };
+            /** @description What the dispatch warned of: the tote's sensor past its calibration due date (the pharmacy's calibration_policy warn), or no sensor record */
+            warnings?: {
+                /** @enum {string} */
+                code: "sensor_calibration_due" | "sensor_unrecorded";
+                message: string;
+                tote_id: string;
+                sensor_serial: string | null;
+                calibration_due: string | null;
+            }[];
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
             updated_at: string;
@@ -2376,6 +2555,48 @@ export interface components {
             /** @description The signer’s password, entered again to sign; may be left out within 300 s of signing in (RFC 9470 `max_age`) */
             password?: string;
         };
+        Alarm: {
+            /** @description `al_…` */
+            id: string;
+            delivery_id: string;
+            pharmacy_id: string;
+            /** @description The fleet the delivery was dispatched to when it was raised */
+            fleet_id: string | null;
+            /**
+             * @description excursion: out of range past the grace time; break, sensor_gap, stability: a cold-chain break of that cause
+             * @enum {string}
+             */
+            kind: "excursion" | "break" | "sensor_gap" | "stability";
+            /**
+             * @description ACTIVE_UNACK → (acknowledge) ACTIVE_ACK → (cleared) CLEARED_ACK; CLEARED_UNACK when it cleared unseen (acknowledge → CLEARED_ACK)
+             * @enum {string}
+             */
+            state: "ACTIVE_UNACK" | "ACTIVE_ACK" | "CLEARED_UNACK" | "CLEARED_ACK";
+            /** @description RFC 3339 UTC */
+            raised_at: string;
+            /** @description When the rules saw it end (an excursion recovered) or a disposition decided the delivery */
+            cleared_at: string | null;
+            /** @description The user (`us_…`) or client who acknowledged it */
+            acknowledged_by: string | null;
+            /** @description RFC 3339 UTC */
+            acknowledged_at: string | null;
+            /** @description What the person who acknowledged it wrote */
+            note: string | null;
+            /** @description The user (`us_…`) looking after it */
+            assigned_to: string | null;
+            /** @description raised + the pharmacy’s escalate_after_s: unacknowledged by then, it is escalated */
+            escalate_at: string;
+            /** @description When alarm.escalated was emitted; null if it was not */
+            escalated_at: string | null;
+        };
+        AlarmAcknowledgement: {
+            /** @description What was seen and done */
+            note: string;
+        };
+        AlarmAssignment: {
+            /** @description A user (`us_…`) of the pharmacy or of the fleet */
+            user: string;
+        };
         Fleet: {
             id: string;
             name: string;
@@ -2442,17 +2663,41 @@ export interface components {
                 errors_topic: string;
             };
         };
+        /** @description The temperature sensor and its calibration; null until recorded */
+        ToteSensor: {
+            /** @description The sensor's own serial number */
+            serial: string;
+            model: string;
+            /** @description ± °C, from the calibration certificate */
+            accuracy_c: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339
+             */
+            calibrated_at: string;
+            /**
+             * Format: date-time
+             * @description From this instant a cold-chain dispatch with the tote is refused or warned of (the pharmacy’s calibration_policy)
+             */
+            calibration_due: string;
+            /** @description The ISO/IEC 17025 calibration certificate’s reference */
+            certificate_ref: string;
+        } | null;
         Tote: {
             id: string;
             serial: string;
             pharmacy_id: string | null;
             fleet_id: string | null;
             created_at: string;
+            sensor: components["schemas"]["ToteSensor"];
         };
         NewTote: {
             serial: string;
             pharmacy_id?: string;
             fleet_id?: string;
+        };
+        ToteChanges: {
+            sensor: components["schemas"]["ToteSensor"];
         };
         ToteReading: {
             /** @description Event time (the sensor clock) */
@@ -2563,7 +2808,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -2578,7 +2823,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             enabled?: boolean;
             description?: string;
             /**
@@ -4479,7 +4724,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -4496,8 +4741,10 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-27T05:51:36.635Z",
-                     *           "release_policy": "auto_within_budget"
+                     *           "created_at": "2026-11-28T23:14:16.715Z",
+                     *           "release_policy": "auto_within_budget",
+                     *           "calibration_policy": "refuse",
+                     *           "escalate_after_s": 1
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -4630,7 +4877,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -4647,8 +4894,10 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-27T05:51:36.635Z",
-                     *       "release_policy": "auto_within_budget"
+                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "release_policy": "auto_within_budget",
+                     *       "calibration_policy": "refuse",
+                     *       "escalate_after_s": 900
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -4791,7 +5040,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -4808,8 +5057,10 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-27T05:51:36.635Z",
-                     *       "release_policy": "auto_within_budget"
+                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "release_policy": "auto_within_budget",
+                     *       "calibration_policy": "refuse",
+                     *       "escalate_after_s": 900
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -4849,6 +5100,178 @@ export interface operations {
                 headers: {
                     /** @description The methods this path accepts */
                     Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updatePharmacy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "escalate_after_s": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["PharmacyChanges"];
+            };
+        };
+        responses: {
+            /** @description The pharmacy as changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "name": "Main Street Pharmacy",
+                     *       "ncpdp_id": "1234567",
+                     *       "npi": null,
+                     *       "address": {
+                     *         "line1": "1 Main St",
+                     *         "city": "Springfield",
+                     *         "region": "IL",
+                     *         "postal_code": "62701",
+                     *         "country": "US"
+                     *       },
+                     *       "timezone": "America/Chicago",
+                     *       "location": {
+                     *         "lat": 39.7817,
+                     *         "lng": -89.6501
+                     *       },
+                     *       "writeback": null,
+                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "release_policy": "auto_within_budget",
+                     *       "calibration_policy": "refuse",
+                     *       "escalate_after_s": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Pharmacy"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -6492,7 +6915,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6742,7 +7165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7015,7 +7438,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7286,7 +7709,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7573,7 +7996,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7823,7 +8246,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8041,7 +8464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8299,7 +8722,470 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listAlarms: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description `next_cursor` of the previous page */
+                cursor?: string;
+                state?: "ACTIVE_UNACK" | "ACTIVE_ACK" | "CLEARED_UNACK" | "CLEARED_ACK";
+                delivery_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of alarms */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "al_01m8j707z1agvvd5xdn2fa2kae",
+                     *           "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
+                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *           "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *           "kind": "excursion",
+                     *           "state": "CLEARED_UNACK",
+                     *           "raised_at": "2026-11-28T22:30:17.686Z",
+                     *           "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *           "acknowledged_by": null,
+                     *           "acknowledged_at": null,
+                     *           "note": null,
+                     *           "assigned_to": null,
+                     *           "escalate_at": "2026-11-28T23:14:18.697Z",
+                     *           "escalated_at": null
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Alarm"][];
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    acknowledgeAlarm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "note": "Reviewed the trace: 8 minutes at 9.5 °C"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AlarmAcknowledgement"];
+            };
+        };
+        responses: {
+            /** @description The alarm, acknowledged */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "al_01m8j707z1agvvd5xdn2fa2kae",
+                     *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
+                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *       "kind": "excursion",
+                     *       "state": "CLEARED_ACK",
+                     *       "raised_at": "2026-11-28T22:30:17.686Z",
+                     *       "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *       "acknowledged_by": "cl_admin",
+                     *       "acknowledged_at": "2026-11-28T23:14:19.364Z",
+                     *       "note": "Reviewed the trace: 8 minutes at 9.5 °C",
+                     *       "assigned_to": "us_01m8j70776zdep9p22b35d092q",
+                     *       "escalate_at": "2026-11-28T23:14:18.697Z",
+                     *       "escalated_at": "2026-11-28T23:14:19.301Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Alarm"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_transition`: already acknowledged (`reason`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    assignAlarm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "user": "us_01m8j70776zdep9p22b35d092q"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AlarmAssignment"];
+            };
+        };
+        responses: {
+            /** @description The alarm, assigned */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "al_01m8j707z1agvvd5xdn2fa2kae",
+                     *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
+                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *       "kind": "excursion",
+                     *       "state": "CLEARED_UNACK",
+                     *       "raised_at": "2026-11-28T22:30:17.686Z",
+                     *       "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *       "acknowledged_by": null,
+                     *       "acknowledged_at": null,
+                     *       "note": null,
+                     *       "assigned_to": "us_01m8j70776zdep9p22b35d092q",
+                     *       "escalate_at": "2026-11-28T23:14:18.697Z",
+                     *       "escalated_at": "2026-11-28T23:14:19.301Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Alarm"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_transition`: the alarm is closed (CLEARED_ACK) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9252,18 +10138,27 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *           "id": "tt_01m8j70749fmpchd60h81synjg",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-27T05:51:37.627Z"
+                     *           "created_at": "2026-11-28T23:14:16.841Z",
+                     *           "sensor": {
+                     *             "serial": "TS-4471",
+                     *             "model": "ColdProbe 3",
+                     *             "accuracy_c": 0.3,
+                     *             "calibrated_at": "2026-01-15T09:00:00Z",
+                     *             "calibration_due": "2099-01-15T09:00:00Z",
+                     *             "certificate_ref": "DAkkS D-K-15070-01-00/2026-118"
+                     *           }
                      *         },
                      *         {
-                     *           "id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                     *           "id": "tt_01m8j70751nhmy4j56y5sg6hk6",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-27T05:51:37.731Z"
+                     *           "created_at": "2026-11-28T23:14:16.865Z",
+                     *           "sensor": null
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -9369,7 +10264,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
+                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -9384,17 +10279,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-27T05:51:37.627Z",
+                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "sensor": null,
                      *       "mqtt": {
-                     *         "username": "tt_01m8dryb4v6j9vnz24efc4c71t",
-                     *         "password": "tp_wcVRRHsjXxlwMFHaXuN9XBmZJpe61NhqdBuD4Sz5nY4",
-                     *         "client_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8dryb4v6j9vnz24efc4c71t/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8dryb4v6j9vnz24efc4c71t/errors"
+                     *         "username": "tt_01m8j70749fmpchd60h81synjg",
+                     *         "password": "tp_2nHsoS5xU9l_ngW68rbBkDMewcZsREP3cmKnornxws4",
+                     *         "client_id": "tt_01m8j70749fmpchd60h81synjg",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8j70749fmpchd60h81synjg/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8j70749fmpchd60h81synjg/errors"
                      *       }
                      *     }
                      */
@@ -9538,11 +10434,19 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-27T05:51:37.627Z"
+                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "sensor": {
+                     *         "serial": "TS-4471",
+                     *         "model": "ColdProbe 3",
+                     *         "accuracy_c": 0.3,
+                     *         "calibrated_at": "2026-01-15T09:00:00Z",
+                     *         "calibration_due": "2099-01-15T09:00:00Z",
+                     *         "certificate_ref": "DAkkS D-K-15070-01-00/2026-118"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["Tote"];
@@ -9582,6 +10486,177 @@ export interface operations {
                 headers: {
                     /** @description The methods this path accepts */
                     Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updateTote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "sensor": {
+                 *         "serial": "TS-4471",
+                 *         "model": "ColdProbe 3",
+                 *         "accuracy_c": 0.3,
+                 *         "calibrated_at": "2026-01-15T09:00:00Z",
+                 *         "calibration_due": "2099-01-15T09:00:00Z",
+                 *         "certificate_ref": "DAkkS D-K-15070-01-00/2026-118"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ToteChanges"];
+            };
+        };
+        responses: {
+            /** @description The tote as changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
+                     *       "serial": "TOTE-0001",
+                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "fleet_id": null,
+                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "sensor": {
+                     *         "serial": "TS-4471",
+                     *         "model": "ColdProbe 3",
+                     *         "accuracy_c": 0.3,
+                     *         "calibrated_at": "2026-01-15T09:00:00Z",
+                     *         "calibration_due": "2099-01-15T09:00:00Z",
+                     *         "certificate_ref": "DAkkS D-K-15070-01-00/2026-118"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Tote"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -17044,6 +18119,122 @@ export interface operations {
                     /** @enum {string} */
                     type?: "handoff.refused";
                     data?: components["schemas"]["HandoffRefusedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onAlarmAcknowledged: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8j709k4jbnc1xqqx6k7a3ae",
+                 *       "type": "alarm.acknowledged",
+                 *       "created_at": "2026-11-28T23:14:19.364Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                 *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                 *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
+                 *       "rx_id": "rx_01m8j707ymrvw30vthjqtmmtky",
+                 *       "seq": 8,
+                 *       "data": {
+                 *         "alarm_id": "al_01m8j707z1agvvd5xdn2fa2kae",
+                 *         "kind": "excursion",
+                 *         "state": "CLEARED_ACK",
+                 *         "raised_at": "2026-11-28T22:30:17.686Z",
+                 *         "cleared_at": "2026-11-28T22:32:17.686Z",
+                 *         "acknowledged_by": "cl_admin",
+                 *         "acknowledged_at": "2026-11-28T23:14:19.364Z",
+                 *         "note": "Reviewed the trace: 8 minutes at 9.5 °C",
+                 *         "assigned_to": "us_01m8j70776zdep9p22b35d092q",
+                 *         "escalate_at": "2026-11-28T23:14:18.697Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "alarm.acknowledged";
+                    data?: components["schemas"]["AlarmAcknowledgedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onAlarmEscalated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8j709h6kbqbnj0y4pd8a17s",
+                 *       "type": "alarm.escalated",
+                 *       "created_at": "2026-11-28T23:14:19.302Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                 *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                 *       "delivery_id": "dl_01m8j707r5cfp5md90676zwy2g",
+                 *       "rx_id": "rx_01m8j707r5cfp5md90676zwy2f",
+                 *       "seq": 6,
+                 *       "data": {
+                 *         "alarm_id": "al_01m8j707rhqngjsmmxrm1xgmk4",
+                 *         "kind": "break",
+                 *         "state": "CLEARED_UNACK",
+                 *         "raised_at": "2026-11-28T23:14:17.485Z",
+                 *         "cleared_at": "2026-11-28T23:14:17.498Z",
+                 *         "acknowledged_by": null,
+                 *         "acknowledged_at": null,
+                 *         "note": null,
+                 *         "assigned_to": null,
+                 *         "escalate_at": "2026-11-28T23:14:18.489Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "alarm.escalated";
+                    data?: components["schemas"]["AlarmEscalatedData"];
                 };
             };
         };
