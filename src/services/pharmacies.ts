@@ -28,6 +28,8 @@ export type NewPharmacy = {
   release_policy?: ReleasePolicy | undefined
   calibration_policy?: CalibrationPolicy | undefined
   escalate_after_s?: number | undefined
+  /** GS1 Global Location Number: names the pharmacy in its EPCIS events (docs/interop.md). */
+  gln?: string | undefined
 }
 /** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
@@ -39,8 +41,9 @@ export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
 export type Pharmacy = Omit<
   NewPharmacy,
-  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s'
+  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln'
 > & {
+  gln: string | null
   release_policy: ReleasePolicy
   calibration_policy: CalibrationPolicy
   escalate_after_s: number
@@ -80,6 +83,7 @@ export class PharmacyService {
       release_policy: input.release_policy ?? 'auto_within_budget',
       calibration_policy: input.calibration_policy ?? 'refuse',
       escalate_after_s: input.escalate_after_s ?? DEFAULT_ESCALATE_AFTER_S,
+      gln: input.gln ?? null,
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -168,6 +172,7 @@ function toPharmacy(row: PharmacyRow): Pharmacy {
     release_policy: row.release_policy as ReleasePolicy,
     calibration_policy: row.calibration_policy as CalibrationPolicy,
     escalate_after_s: row.escalate_after_s,
+    gln: row.gln ?? null,
   }
 }
 

@@ -18,6 +18,15 @@ import { visibleOr404 } from '../auth/tenancy.js'
 // Without deliver_by, the ETA promises same-day delivery within this many hours of queueing.
 const DEFAULT_ETA_HOURS = 4
 
+/** An item of a prescription; `gtin` and `serials` name it in EPCIS events (docs/interop.md). */
+export type PrescriptionItem = {
+  description: string
+  ndc?: string | undefined
+  quantity: number
+  gtin?: string | undefined
+  serials?: string[] | undefined
+}
+
 export type NewPrescription = {
   patient_id: string
   cold_chain: boolean
@@ -25,7 +34,7 @@ export type NewPrescription = {
   temperature_profile?: string | CustomProfileInput | undefined
   deliver_by?: string | undefined
   delivery_address?: Record<string, unknown> | undefined
-  items?: { description: string; ndc?: string | undefined; quantity: number }[] | undefined
+  items?: PrescriptionItem[] | undefined
   external_ref?: string | undefined
   metadata?: Record<string, string> | undefined
 }

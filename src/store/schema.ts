@@ -57,6 +57,8 @@ export interface Database extends StabilityTables, AlarmTables {
     calibration_policy: Generated<string>
     /** Seconds an alarm may stay unacknowledged before `alarm.escalated` (migration 0041). */
     escalate_after_s: Generated<number>
+    /** GS1 GLN, 13 digits (migration 0045); null when the pharmacy has none. */
+    gln: string | null
   }
   prescriptions: {
     id: string

@@ -6,6 +6,7 @@ import { auditRoutes } from '../api/routes/audit.js'
 import { clientRoutes } from '../api/routes/clients.js'
 import { deliveryRoutes } from '../api/routes/deliveries.js'
 import { embedRoutes } from '../api/routes/embed.js'
+import { epcisRoutes } from '../api/routes/epcis.js'
 import { eventRoutes } from '../api/routes/events.js'
 import { fleetDashboardRoutes } from '../api/routes/fleet-dashboard.js'
 import { fleetExceptionRoutes } from '../api/routes/fleet-exceptions.js'
@@ -30,6 +31,8 @@ import { diskSpaceCheck } from '../store/disk-space.js'
 import type { Dialect } from '../store/dialect.js'
 import type { ReadingSink } from '../timeseries/index.js'
 import type { Services } from './services.js'
+import { issuerOf } from '../config.js'
+import { EpcisService } from '../services/epcis.js'
 
 export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1' | 'buckets'> & {
   store: EntityStore
@@ -88,6 +91,7 @@ function v1Routes({
     webhookRoutes(services.webhooks),
     webhookKeyRoutes(webhookKeys),
     temperatureRoutes(services.deliveries, sink, clock),
+    epcisRoutes(new EpcisService({ db, sink, clock, deliveries: services.deliveries, baseUrl: issuerOf(config) })),
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),
     productRoutes(services.products, people.signatures),

@@ -1,7 +1,11 @@
 import { fc, test } from '@fast-check/vitest'
-import epcTds from 'epc-tds'
+import epcTdsModule from 'epc-tds'
 import { describe, expect, it } from 'vitest'
 import { gs1CheckDigit, gs1CheckDigitHolds, gtinFromNdc, gtinOf, isGln, ndc10, sglnOf, sgtin, sgtinClass } from '../../src/domain/gs1.js'
+
+// A CommonJS module whose types declare a default export: Node hands its exports over as the default.
+const epcTds = ((epcTdsModule as unknown as { default?: typeof epcTdsModule.default }).default ??
+  epcTdsModule) as typeof epcTdsModule.default
 
 /** GS1 keys whose check digits are published: Wikipedia's EAN-13 and UPC-A examples, GS1's example GTIN. */
 const PUBLISHED = ['4006381333931', '036000291452', '09521234543213', '73513537']
@@ -59,7 +63,12 @@ describe('NDCs as GTINs (GS1 US: 0 + 03 + the ten NDC digits + check digit)', ()
       reference.setGtin(gtin.gtin)
       reference.setSerial(serial)
       expect(sgtin(gtin, String(serial))).toBe(reference.toIdURI())
-      expect(sgtinClass(gtin)).toBe(reference.toIdURI().replace('urn:epc:id:', 'urn:epc:idpat:').replace(/\.\d+$/, '.*'))
+      expect(sgtinClass(gtin)).toBe(
+        reference
+          .toIdURI()
+          .replace('urn:epc:id:', 'urn:epc:idpat:')
+          .replace(/\.\d+$/, '.*'),
+      )
       const gln = body.slice(1) + gs1CheckDigit(body.slice(1))
       const place = new epcTds.Sgln96()
       place.setPartition(12 - prefixLength)

@@ -1,4 +1,5 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
+import { GLN_HELP, isGln } from '../../domain/gs1.js'
 import { npiCheckDigitHolds } from '../../domain/npi.js'
 import { calibrationPolicies } from '../../domain/sensor-calibration.js'
 import { DEFAULT_ESCALATE_AFTER_S } from '../../alarms/alarm-records.js'
@@ -59,6 +60,12 @@ const NewPharmacy = z
       .refine((npi) => !/^\d{10}$/.test(npi) || npiCheckDigitHolds(npi), 'the check digit does not match: a digit is mistyped')
       .describe('National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine)')
       .optional(),
+    gln: z
+      .string()
+      .regex(/^\d{13}$/, 'must be 13 digits')
+      .refine((gln) => !/^\d{13}$/.test(gln) || isGln(gln), `the check digit does not match: ${GLN_HELP}`)
+      .describe('GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN')
+      .optional(),
     address: Address,
     timezone: timeZoneSchema,
     location: Location.optional(),
@@ -81,6 +88,7 @@ const Pharmacy = z
     id: z.string(),
     ncpdp_id: z.string().nullable(),
     npi: z.string().nullable(),
+    gln: z.string().nullable(),
     location: Location.nullable(),
     writeback: z
       .object({

@@ -1,5 +1,6 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { customProfileSchema } from '../../../rules/profile-schema.js'
+import { GTIN_HELP, gtin14, SERIAL_PATTERN } from '../../domain/gs1.js'
 import type { PrescriptionService } from '../../services/prescriptions.js'
 import type { RedeliveryService } from '../../services/redeliveries.js'
 import { Delivery } from './deliveries.js'
@@ -22,14 +23,34 @@ const NewPrescription = z
     delivery_address: z.record(z.string(), z.unknown()).optional(),
     items: z
       .array(
-        z.strictObject({
-          description: z.string().min(1).max(500),
-          ndc: z
-            .string()
-            .regex(/^\d{4,5}-?\d{3,4}-?\d{1,2}$/, 'must be an NDC such as 0002-8215-01')
-            .optional(),
-          quantity: z.number().int().positive(),
-        }),
+        z
+          .strictObject({
+            description: z.string().min(1).max(500),
+            ndc: z
+              .string()
+              .regex(/^\d{4,5}-?\d{3,4}-?\d{1,2}$/, 'must be an NDC such as 0002-8215-01')
+              .optional(),
+            quantity: z.number().int().positive(),
+            gtin: z
+              .string()
+              .refine((gtin) => gtin14(gtin) !== null, GTIN_HELP)
+              .optional()
+              .describe('GS1 GTIN of the item; without one, EPCIS names the item by its NDC as a GTIN-14 (docs/interop.md)'),
+            serials: z
+              .array(z.string().regex(SERIAL_PATTERN, 'must be a GS1 serial: 1–20 characters of GS1 AI set 82'))
+              .min(1)
+              .max(100)
+              .optional()
+              .describe('Serial numbers of the units (GS1 AI 21), one per unit: EPCIS lists them as SGTINs'),
+          })
+          .refine((item) => !item.serials || item.serials.length === item.quantity, {
+            path: ['serials'],
+            message: 'needs one serial per unit: as many as quantity',
+          })
+          .refine((item) => !item.serials || item.gtin !== undefined || item.ndc !== undefined, {
+            path: ['serials'],
+            message: 'serialised units need the item’s gtin or ndc',
+          }),
       )
       .max(100)
       .optional(),
