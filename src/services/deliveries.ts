@@ -2,6 +2,7 @@ import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import type { Disposition, StoredColdChain } from '../domain/cold-chain.js'
 import { chainEvent, verifyChain, type ChainVerdict } from '../domain/custody.js'
+import { EPCIS_CUSTODY_TYPES } from '../domain/epcis.js'
 import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError } from '../errors.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
@@ -202,6 +203,21 @@ export class DeliveryService {
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))
         .execute()
+      const epcisEvents = appended.filter((e) => EPCIS_CUSTODY_TYPES.includes(e.type))
+      if (epcisEvents.length) {
+        await trx
+          .insertInto('epcis_events')
+          .values(
+            epcisEvents.map((e) => ({
+              delivery_id: id,
+              seq: e.seq,
+              pharmacy_id: delivery.pharmacy_id,
+              fleet_id: changes.fleet_id ?? delivery.fleet_id,
+              recorded_at: e.recorded_at,
+            })),
+          )
+          .execute()
+      }
       // docs/api.md, Alarms: a disposition decides the delivery, which clears its alarms still active.
       if (input.action === 'disposition') await clearAlarmsOfDelivery(trx, id, occurredAt)
       const { messages } = await this.deps.outbox.append(

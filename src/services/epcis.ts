@@ -16,6 +16,7 @@ import {
 } from '../domain/epcis.js'
 import { validationFailed } from '../errors.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
+import { decodeCursor, encodeCursor } from '../store/pagination.js'
 import { fromJson, type Db } from '../store/schema.js'
 import type { ReadingSink } from '../timeseries/sink.js'
 import type { DeliveryService } from './deliveries.js'
@@ -31,7 +32,7 @@ export type EventPage = { nextCursor: string | null; chunks: AsyncIterable<strin
 /** Custody rows are read this many at a time while a page streams: one query per batch for the deliveries behind them. */
 const BATCH = 500
 
-type EventKey = { recorded_at: string; delivery_id: string; seq: number }
+type EventKey = { delivery_id: string; seq: number }
 
 /** The delivery's custody chain with its temperature evidence as GS1 EPCIS 2.0 (docs/interop.md, EPCIS). */
 export class EpcisService {
@@ -46,19 +47,19 @@ export class EpcisService {
   }
 
   /**
-   * A page of every EPCIS event of the caller's tenant, recorded in [from, to), in record-time
-   * order (EPCIS recordTime: a late-synced handoff is not missed by a partner pulling by time).
-   * The page's end is found first, so the next cursor heads the document; the events follow,
-   * read in batches as the response is consumed.
+   * A page of every EPCIS event of the caller's tenant, recorded in [from, to), in the order
+   * recorded (EPCIS recordTime: a partner pulling by position misses no late-synced handoff). The
+   * page's end is found first, so the next cursor heads the document; the events follow, read in
+   * batches as the response is consumed.
    */
   async page(principal: Principal, query: EventQuery): Promise<EventPage> {
-    const after = query.cursor ? decodeEventCursor(query.cursor) : null
-    const boundary = await this.keys(principal, query, after)
+    const after = query.cursor ? decodePosition(query.cursor) : 0
+    const boundary = await this.positions(principal, query, after, null)
       .offset(query.limit - 1)
       .limit(2)
       .execute()
-    const last = boundary[0] ?? null
-    const nextCursor = boundary.length === 2 && last ? encodeEventCursor(last) : null
+    const last = boundary[0]?.pos ?? null
+    const nextCursor = boundary.length === 2 && last !== null ? encodeCursor(Number(last)) : null
     const head = {
       '@context': epcisContext,
       type: 'EPCISQueryDocument',
@@ -66,45 +67,39 @@ export class EpcisService {
       creationDate: iso(this.deps.clock.now()),
       'rxtrace:nextCursor': nextCursor,
     }
+    const until = nextCursor ? Number(last) : null
     const self = this
     async function* chunks(): AsyncGenerator<string> {
       yield `${JSON.stringify(head).slice(0, -1)},"epcisBody":{"queryResults":{"queryName":"SimpleEventQuery","resultsBody":{"eventList":[`
       let cursor = after
-      let first = true
+      let separator = ''
       for (let left = query.limit; left > 0;) {
-        const keys = await self
-          .keys(principal, query, cursor, nextCursor ? last : null)
-          .limit(Math.min(BATCH, left))
-          .execute()
+        const keys = await self.positions(principal, query, cursor, until).limit(Math.min(BATCH, left)).execute()
         if (!keys.length) break
         left -= keys.length
-        cursor = keys.at(-1)!
-        const events = await self.eventsAt(keys)
-        const text = events.map((e) => JSON.stringify(e)).join(',')
-        if (text) yield (first ? '' : ',') + text
-        first &&= !text
+        cursor = Number(keys.at(-1)!.pos)
+        for (const event of await self.eventsAt(keys)) {
+          yield separator + JSON.stringify(event)
+          separator = ','
+        }
       }
       yield ']}}}}'
     }
     return { nextCursor, chunks: chunks() }
   }
 
-  /** The keys of the tenant's EPCIS custody events after `after` (up to `until`), in record-time order. */
-  private keys(principal: Principal, query: EventQuery, after: EventKey | null, until: EventKey | null = null) {
-    let q = this.deps.db
-      .selectFrom('custody_events as c')
-      .innerJoin('deliveries as d', 'd.id', 'c.delivery_id')
-      .select(['c.recorded_at', 'c.delivery_id', 'c.seq'])
-      .where('c.type', 'in', EPCIS_CUSTODY_TYPES)
-    if (principal.pharmacyId) q = q.where('d.pharmacy_id', '=', principal.pharmacyId)
-    if (principal.fleetId) q = q.where('d.fleet_id', '=', principal.fleetId)
-    if (principal.driverId) q = q.where('d.driver_id', '=', principal.driverId)
-    if (query.from) q = q.where('c.recorded_at', '>=', query.from)
-    if (query.to) q = q.where('c.recorded_at', '<', query.to)
-    const tuple = (k: EventKey) => [k.recorded_at, k.delivery_id, k.seq] as const
-    if (after) q = q.where((eb) => eb(eb.refTuple('c.recorded_at', 'c.delivery_id', 'c.seq'), '>', eb.tuple(...tuple(after))))
-    if (until) q = q.where((eb) => eb(eb.refTuple('c.recorded_at', 'c.delivery_id', 'c.seq'), '<=', eb.tuple(...tuple(until))))
-    return q.orderBy('c.recorded_at').orderBy('c.delivery_id').orderBy('c.seq')
+  /** The tenant's EPCIS events after position `after` (up to `until`), in the order recorded, through the tenant's index. */
+  private positions(principal: Principal, query: EventQuery, after: number, until: number | null) {
+    let q = this.deps.db.selectFrom('epcis_events as e').select(['e.pos', 'e.delivery_id', 'e.seq']).where('e.pos', '>', after)
+    if (until !== null) q = q.where('e.pos', '<=', until)
+    if (principal.pharmacyId) q = q.where('e.pharmacy_id', '=', principal.pharmacyId)
+    if (principal.fleetId) q = q.where('e.fleet_id', '=', principal.fleetId)
+    // A driver user: the deliveries assigned to them now, as every other read of theirs.
+    if (principal.driverId)
+      q = q.where('e.delivery_id', 'in', (eb) => eb.selectFrom('deliveries').select('id').where('driver_id', '=', principal.driverId!))
+    if (query.from) q = q.where('e.recorded_at', '>=', query.from)
+    if (query.to) q = q.where('e.recorded_at', '<', query.to)
+    return q.orderBy('e.pos')
   }
 
   /** The events of these custody keys, in the keys' order, reading each delivery once. */
@@ -203,19 +198,10 @@ export class EpcisService {
   }
 }
 
-/** Cursors name the last event of a page by its key: base64url of `[recorded_at, delivery_id, seq]`. */
-function encodeEventCursor(key: EventKey): string {
-  return Buffer.from(JSON.stringify([key.recorded_at, key.delivery_id, key.seq])).toString('base64url')
-}
-
-function decodeEventCursor(cursor: string): EventKey {
-  try {
-    const [recorded_at, delivery_id, seq] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as unknown[]
-    if (typeof recorded_at === 'string' && typeof delivery_id === 'string' && Number.isSafeInteger(seq)) {
-      return { recorded_at, delivery_id, seq: seq as number }
-    }
-  } catch {
-    /* below */
-  }
-  throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
+/** Cursors are the position of a page's last event (the pagination module's opaque form). */
+function decodePosition(cursor: string): number {
+  const pos = Number(decodeCursor(cursor))
+  if (!Number.isSafeInteger(pos) || pos < 0)
+    throw validationFailed([{ pointer: '/query/cursor', message: 'is not a cursor this API returned' }])
+  return pos
 }

@@ -125,6 +125,15 @@ export interface Database extends StabilityTables, AlarmTables {
     /** JSON of the e-signature a `signed` event carries (migration 0036); null on every other event. */
     signature: string | null
   }
+  /** The custody events that are EPCIS events, in the order recorded, with their tenant (migration 0046). */
+  epcis_events: {
+    pos: Generated<number>
+    delivery_id: string
+    seq: number
+    pharmacy_id: string
+    fleet_id: string | null
+    recorded_at: string
+  }
   events: {
     pos: Generated<number>
     id: string

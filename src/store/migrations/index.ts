@@ -28,7 +28,7 @@ import { up as auditFilters } from './0039_audit_filters.js'
 import { up as sensors } from './0041_sensors.js'
 import { up as alarms } from './0042_alarms.js'
 import { up as pharmacyGln } from './0045_pharmacy_gln.js'
-import { up as custodyRecordTime } from './0046_custody_record_time.js'
+import { up as epcisEvents } from './0046_epcis_events.js'
 import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
 
@@ -61,7 +61,7 @@ const steps: Record<string, MigrationStep> = {
   '0041_sensors': sensors,
   '0042_alarms': alarms,
   '0045_pharmacy_gln': pharmacyGln,
-  '0046_custody_record_time': custodyRecordTime,
+  '0046_epcis_events': epcisEvents,
   '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
 }
