@@ -1008,6 +1008,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/deliveries/{id}/epcis": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The delivery’s custody chain and temperature evidence as a GS1 EPCIS 2.0 document
+         * @description One ObjectEvent per custody handoff (pickup, handoff, deliver, return) with its CBV business step and disposition, the items as GTIN classes or SGTINs, and for a cold chain a sensor element per interval between handoffs. JSON-LD.
+         */
+        get: operations["getDeliveryEpcis"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/epcis/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every EPCIS event of your deliveries, as EPCISQueryDocument pages
+         * @description In record-time order, paged by cursor: the next page’s cursor is `rxtrace:nextCursor` and the `Link` header (`rel="next"`). The page is streamed.
+         */
+        get: operations["listEpcisEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -2141,6 +2181,7 @@ export interface components {
             name: string;
             ncpdp_id: string | null;
             npi: string | null;
+            gln: string | null;
             address: components["schemas"]["Address"];
             timezone: string;
             location: components["schemas"]["Location"];
@@ -2187,6 +2228,8 @@ export interface components {
             ncpdp_id?: string;
             /** @description National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine) */
             npi?: string;
+            /** @description GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN */
+            gln?: string;
             address: components["schemas"]["Address"];
             timezone: string;
             location?: components["schemas"]["Location"];
@@ -2295,6 +2338,10 @@ export interface components {
                 description: string;
                 ndc?: string;
                 quantity: number;
+                /** @description GS1 GTIN of the item; without one, EPCIS names the item by its NDC as a GTIN-14 (docs/interop.md) */
+                gtin?: string;
+                /** @description Serial numbers of the units (GS1 AI 21), one per unit: EPCIS lists them as SGTINs */
+                serials?: string[];
             }[];
             external_ref?: string;
             metadata?: {
@@ -2929,6 +2976,72 @@ export interface components {
             peak_c: number | null;
             /** @enum {string} */
             kind: "high" | "low" | "unknown";
+        };
+        EpcisDocument: {
+            "@context": (string | {
+                [key: string]: string;
+            })[];
+            /** @enum {string} */
+            type: "EPCISDocument";
+            /** @enum {string} */
+            schemaVersion: "2.0";
+            creationDate: string;
+            epcisBody: {
+                eventList: components["schemas"]["EpcisObjectEvent"][];
+            };
+        };
+        EpcisObjectEvent: {
+            /** @enum {string} */
+            type: "ObjectEvent";
+            eventID: string;
+            eventTime: string;
+            recordTime: string;
+            eventTimeZoneOffset: string;
+            /** @enum {string} */
+            action: "OBSERVE";
+            /** @enum {string} */
+            bizStep: "shipping" | "transporting" | "dispensing" | "receiving";
+            /** @enum {string} */
+            disposition: "in_transit" | "dispensed" | "returned" | "damaged";
+            readPoint: {
+                id: string;
+            };
+            bizLocation?: {
+                id: string;
+            };
+            epcList?: string[];
+            quantityList?: {
+                epcClass: string;
+                quantity: number;
+            }[];
+            sensorElementList?: {
+                [key: string]: unknown;
+            }[];
+            "rxtrace:deliveryId": string;
+            "rxtrace:custodySeq": number;
+            /** @description The custody event’s hash (docs/api.md, Chain of custody) */
+            "rxtrace:custodyHash": string;
+        };
+        EpcisQueryDocument: {
+            "@context": (string | {
+                [key: string]: string;
+            })[];
+            /** @enum {string} */
+            type: "EPCISQueryDocument";
+            /** @enum {string} */
+            schemaVersion: "2.0";
+            creationDate: string;
+            /** @description Pass as `cursor` for the next page; null on the last */
+            "rxtrace:nextCursor": string | null;
+            epcisBody: {
+                queryResults: {
+                    /** @enum {string} */
+                    queryName: "SimpleEventQuery";
+                    resultsBody: {
+                        eventList: components["schemas"]["EpcisObjectEvent"][];
+                    };
+                };
+            };
         };
         User: {
             id: string;
@@ -4728,6 +4841,7 @@ export interface operations {
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
+                     *           "gln": null,
                      *           "address": {
                      *             "line1": "1 Main St",
                      *             "city": "Springfield",
@@ -4881,6 +4995,7 @@ export interface operations {
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
+                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
@@ -5044,6 +5159,7 @@ export interface operations {
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
+                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
@@ -14038,6 +14154,387 @@ export interface operations {
                 content: {
                     /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8dryd38j009m35c2xjh0ky8 (delivery dl_01m8dryd38j009m35c2xjh0ky9) as of 2026-11-27T05:51:41.976Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getDeliveryEpcis: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The EPCISDocument */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "@context": [
+                     *         "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld",
+                     *         {
+                     *           "rxtrace": "https://rxtrace.dev/ns/epcis#"
+                     *         }
+                     *       ],
+                     *       "type": "EPCISDocument",
+                     *       "schemaVersion": "2.0",
+                     *       "creationDate": "2026-11-28T22:20:26.439Z",
+                     *       "epcisBody": {
+                     *         "eventList": [
+                     *           {
+                     *             "type": "ObjectEvent",
+                     *             "eventID": "urn:uuid:5ff9f7c1-7580-8814-aee6-d29cf4d9d553",
+                     *             "eventTime": "2026-11-28T22:20:25.277Z",
+                     *             "recordTime": "2026-11-28T22:20:25.277Z",
+                     *             "eventTimeZoneOffset": "-06:00",
+                     *             "quantityList": [
+                     *               {
+                     *                 "epcClass": "urn:epc:idpat:sgtin:030088.0222033.*",
+                     *                 "quantity": 5
+                     *               }
+                     *             ],
+                     *             "action": "OBSERVE",
+                     *             "bizStep": "shipping",
+                     *             "disposition": "in_transit",
+                     *             "readPoint": {
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *             },
+                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:custodySeq": 3,
+                     *             "rxtrace:custodyHash": "sha256:5ff9f7c1758098142ee6d29cf4d9d5538028738a4862902b849ec030ceb1665d"
+                     *           },
+                     *           {
+                     *             "type": "ObjectEvent",
+                     *             "eventID": "urn:uuid:21da97f4-4cbd-83f7-afad-3bd5e3a5febd",
+                     *             "eventTime": "2026-11-28T22:20:25.426Z",
+                     *             "recordTime": "2026-11-28T22:20:25.426Z",
+                     *             "eventTimeZoneOffset": "-06:00",
+                     *             "quantityList": [
+                     *               {
+                     *                 "epcClass": "urn:epc:idpat:sgtin:030088.0222033.*",
+                     *                 "quantity": 5
+                     *               }
+                     *             ],
+                     *             "action": "OBSERVE",
+                     *             "bizStep": "transporting",
+                     *             "disposition": "in_transit",
+                     *             "readPoint": {
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *             },
+                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:custodySeq": 4,
+                     *             "rxtrace:custodyHash": "sha256:21da97f44cbd63f76fad3bd5e3a5febdc98a46508f8a59abd3ea0fc9de2f4fb3"
+                     *           },
+                     *           {
+                     *             "type": "ObjectEvent",
+                     *             "eventID": "urn:uuid:282b13a6-2912-8662-95fd-3d589624b0a0",
+                     *             "eventTime": "2026-11-28T22:20:25.929Z",
+                     *             "recordTime": "2026-11-28T22:20:25.929Z",
+                     *             "eventTimeZoneOffset": "-06:00",
+                     *             "quantityList": [
+                     *               {
+                     *                 "epcClass": "urn:epc:idpat:sgtin:030088.0222033.*",
+                     *                 "quantity": 5
+                     *               }
+                     *             ],
+                     *             "action": "OBSERVE",
+                     *             "bizStep": "dispensing",
+                     *             "disposition": "dispensed",
+                     *             "readPoint": {
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *             },
+                     *             "sensorElementList": [
+                     *               {
+                     *                 "sensorMetadata": {
+                     *                   "startTime": "2026-11-28T22:20:25.426Z",
+                     *                   "endTime": "2026-11-28T22:20:25.929Z",
+                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8j3xhaes5n8ez3anzctnswv",
+                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8j3xjr0kjdz4ct8wsqh933q/temperature?from=2026-11-28T22:20:25.426Z&to=2026-11-28T22:20:25.929Z"
+                     *                 },
+                     *                 "sensorReport": [
+                     *                   {
+                     *                     "type": "gs1:Temperature",
+                     *                     "uom": "CEL",
+                     *                     "minValue": 5,
+                     *                     "maxValue": 5,
+                     *                     "meanValue": 5,
+                     *                     "rxtrace:readings": 1
+                     *                   }
+                     *                 ]
+                     *               }
+                     *             ],
+                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:custodySeq": 5,
+                     *             "rxtrace:custodyHash": "sha256:282b13a62912d66295fd3d589624b0a019c287a4b51ebd1a7e861693768d22ec"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/ld+json": components["schemas"]["EpcisDocument"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listEpcisEvents: {
+        parameters: {
+            query?: {
+                /** @description Events recorded at or after this instant (RFC 3339; EPCIS recordTime) */
+                from?: string;
+                /** @description Events recorded before this instant (RFC 3339) */
+                to?: string;
+                /** @description Events per page, 1–10,000: a repository pulls large pages, which are streamed */
+                limit?: number;
+                /** @description `rxtrace:nextCursor` of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "@context": [
+                     *         "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld",
+                     *         {
+                     *           "rxtrace": "https://rxtrace.dev/ns/epcis#"
+                     *         }
+                     *       ],
+                     *       "type": "EPCISQueryDocument",
+                     *       "schemaVersion": "2.0",
+                     *       "creationDate": "2026-11-28T22:20:26.481Z",
+                     *       "rxtrace:nextCursor": "Mg",
+                     *       "epcisBody": {
+                     *         "queryResults": {
+                     *           "queryName": "SimpleEventQuery",
+                     *           "resultsBody": {
+                     *             "eventList": [
+                     *               {
+                     *                 "type": "ObjectEvent",
+                     *                 "eventID": "urn:uuid:5ff9f7c1-7580-8814-aee6-d29cf4d9d553",
+                     *                 "eventTime": "2026-11-28T22:20:25.277Z",
+                     *                 "recordTime": "2026-11-28T22:20:25.277Z",
+                     *                 "eventTimeZoneOffset": "-06:00",
+                     *                 "quantityList": [
+                     *                   {
+                     *                     "epcClass": "urn:epc:idpat:sgtin:030088.0222033.*",
+                     *                     "quantity": 5
+                     *                   }
+                     *                 ],
+                     *                 "action": "OBSERVE",
+                     *                 "bizStep": "shipping",
+                     *                 "disposition": "in_transit",
+                     *                 "readPoint": {
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *                 },
+                     *                 "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *                 "rxtrace:custodySeq": 3,
+                     *                 "rxtrace:custodyHash": "sha256:5ff9f7c1758098142ee6d29cf4d9d5538028738a4862902b849ec030ceb1665d"
+                     *               },
+                     *               {
+                     *                 "type": "ObjectEvent",
+                     *                 "eventID": "urn:uuid:21da97f4-4cbd-83f7-afad-3bd5e3a5febd",
+                     *                 "eventTime": "2026-11-28T22:20:25.426Z",
+                     *                 "recordTime": "2026-11-28T22:20:25.426Z",
+                     *                 "eventTimeZoneOffset": "-06:00",
+                     *                 "quantityList": [
+                     *                   {
+                     *                     "epcClass": "urn:epc:idpat:sgtin:030088.0222033.*",
+                     *                     "quantity": 5
+                     *                   }
+                     *                 ],
+                     *                 "action": "OBSERVE",
+                     *                 "bizStep": "transporting",
+                     *                 "disposition": "in_transit",
+                     *                 "readPoint": {
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *                 },
+                     *                 "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *                 "rxtrace:custodySeq": 4,
+                     *                 "rxtrace:custodyHash": "sha256:21da97f44cbd63f76fad3bd5e3a5febdc98a46508f8a59abd3ea0fc9de2f4fb3"
+                     *               }
+                     *             ]
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/ld+json": components["schemas"]["EpcisQueryDocument"];
                 };
             };
             /** @description `unauthorized`: missing or invalid access token */

@@ -319,6 +319,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     await call('GET', `/v1/deliveries?status=DELIVERED&pharmacy_id=${world.pharmacy}`, 200, { token: admin })
     await call('GET', `/v1/deliveries/${dl}/custody/verify`, 200, { token: admin })
     await call('GET', `/v1/deliveries/${dl}/parties`, 200, { token: admin })
+    await call('GET', `/v1/deliveries/${dl}/epcis`, 200, { token: admin })
+    await call('GET', '/v1/epcis/events?limit=2', 200, { token: admin })
 
     const second = (await rx({ patient_id: 'pt_456', cold_chain: false, pharmacy_id: world.pharmacy }, 'rx-2')).body.delivery_id
     await call('POST', `/v1/deliveries/${second}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver } })

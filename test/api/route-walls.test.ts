@@ -42,6 +42,8 @@ const walls: Record<string, Wall> = {
   'DELETE /v1/deliveries/{id}/assessments/{assessment_id}': 'tenant',
   'GET /v1/deliveries/{id}/temperature': 'tenant',
   'GET /v1/deliveries/{id}/temperature.svg': 'tenant',
+  'GET /v1/deliveries/{id}/epcis': 'tenant',
+  'GET /v1/epcis/events': 'none',
   'GET /v1/events': 'none',
   'GET /v1/events/stream': 'none',
   'GET /v1/events/{id}': 'tenant',
