@@ -9,8 +9,8 @@ import { gtinFromNdc, gtinOf, sglnOf, sgtin, sgtinClass, type Gtin } from './gs1
  */
 
 /** GS1's published JSON-LD context of EPCIS 2.0, and ours for the extension members. */
-export const EPCIS_CONTEXT = 'https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld'
-export const RXTRACE_NAMESPACE = 'https://rxtrace.dev/ns/epcis#'
+const EPCIS_CONTEXT = 'https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld'
+const RXTRACE_NAMESPACE = 'https://rxtrace.dev/ns/epcis#'
 export const epcisContext = [EPCIS_CONTEXT, { rxtrace: RXTRACE_NAMESPACE }]
 
 /**
@@ -171,7 +171,7 @@ function sensorElement({ delivery, baseUrl, readings }: EpcisInput, interval: Se
  * A stable event ID from the custody hash: its first 128 bits as an RFC 9562 version 8 UUID
  * (custom, here "derived from the custody hash"), so the same event always has the same ID.
  */
-export function eventIdOf(hash: string): string {
+function eventIdOf(hash: string): string {
   const hex = hash
     .replace(/^sha256:/, '')
     .slice(0, 32)
@@ -183,7 +183,7 @@ export function eventIdOf(hash: string): string {
 }
 
 /** EPCIS 2.0 §7.4.1 eventTimeZoneOffset: the pharmacy's offset from UTC at that instant (`-05:00`). */
-export function timeZoneOffset(timeZone: string, atMs: number): string {
+function timeZoneOffset(timeZone: string, atMs: number): string {
   const name = offsetFormat(timeZone)
     .formatToParts(atMs)
     .find((p) => p.type === 'timeZoneName')?.value

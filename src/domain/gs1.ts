@@ -70,7 +70,7 @@ export function gtinFromNdc(ndc: string): Gtin | null {
  * GTIN's is known (`03` + labeler); for any other key we split at 7 digits, the commonest length.
  * Any split names the same key: converted back (TDS §7), the digits are identical.
  */
-export const DEFAULT_COMPANY_PREFIX_LENGTH = 7
+const DEFAULT_COMPANY_PREFIX_LENGTH = 7
 
 export function gtinOf(text: string): Gtin | null {
   const gtin = gtin14(text)
