@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { fc, test } from '@fast-check/vitest'
 import { describe, expect } from 'vitest'
 import type { CustodyEvent, CustodyType } from '../../src/domain/custody.js'
@@ -27,7 +28,7 @@ const chains = fc
       occurred_at: new Date(at).toISOString(),
       recorded_at: new Date(at).toISOString(),
       prev_hash: 'sha256:' + '0'.repeat(64),
-      hash: 'sha256:' + seq.toString(16).padStart(64, 'a'),
+      hash: `sha256:${createHash('sha256').update(String(seq)).digest('hex')}`,
     })
     const custody = [event(1, 'created'), event(2, 'dispatched')]
     steps.forEach((s, i) => {
