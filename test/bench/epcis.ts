@@ -182,6 +182,7 @@ async function eventPages() {
           after_hours: null,
           on_time: null,
           release: null,
+          leg: 1,
         })),
       )
       .execute()

@@ -2,6 +2,7 @@ import mqtt from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, testClock } from '../helpers/clock.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
+import { signedInToken } from '../helpers/users.js'
 import { waitFor } from '../helpers/wait.js'
 import { expectValidEpcis } from './epcis-schema.js'
 
@@ -34,7 +35,7 @@ describe('a delivery as an EPCIS 2.0 document', () => {
   const clock = testClock()
 
   beforeAll(async () => {
-    api = await startTestService({}, { clock })
+    api = await startTestService({ PASSWORD_SCRYPT_LOG2_N: '10' }, { clock })
     const ports = await api.service.start()
     base = `http://127.0.0.1:${ports.httpPort}`
     mqttPort = ports.mqttPort
@@ -265,6 +266,41 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     ])
     expect(last.sensorReport[0]).toMatchObject({ minValue: 5, maxValue: 15 })
   }, 30_000)
+
+  it('gives a redelivered leg its own document, and leaves the returned leg’s as it was', async () => {
+    clock.set(Date.now())
+    const admin = await api.adminToken()
+    const pharmacy = await api.pharmacy(admin)
+    const pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: pharmacy.id })
+    const { fleetId, driverId } = await api.fleetWithDriver(admin)
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, items: [{ description: 'x', ndc: '0002-8215-01', quantity: 1 }] })
+    const first = rx.delivery_id
+    await act(admin, first, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
+    await act(admin, first, 'pickup', { from: pharmacy.id, to: driverId, signature })
+    await act(admin, first, 'fail', { reason: 'not home' })
+    await act(admin, first, 'return', { from: driverId, to: pharmacy.id, signature })
+    const before = await epcisOf(admin, first)
+    await act(pharmacist, first, 'disposition', { decision: 'release', note: 'sealed, never left 2–8 °C' })
+    const redelivered = await fetch(`${base}/v1/prescriptions/${rx.rx_id}/redeliver`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}`, 'idempotency-key': `leg-${Math.random()}` },
+    })
+    expect(redelivered.status).toBe(201)
+    const second = ((await redelivered.json()) as { id: string; leg: number }).id
+    await act(admin, second, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
+    await act(admin, second, 'pickup', { from: pharmacy.id, to: driverId, signature })
+    await act(admin, second, 'deliver', { verification: { method: 'otp', evidence: '1' } })
+
+    const leg2 = (await epcisOf(admin, second)).epcisBody.eventList
+    expect(leg2.map((e) => [e.bizStep, e.disposition])).toEqual([
+      ['shipping', 'in_transit'],
+      ['dispensing', 'dispensed'],
+    ])
+    expect(leg2.every((e) => e['rxtrace:deliveryId'] === second)).toBe(true)
+    const leg1 = (await epcisOf(admin, first)).epcisBody.eventList
+    expect(leg1).toEqual(before.epcisBody.eventList)
+    expect(leg1.map((e) => e.disposition)).toEqual(['in_transit', 'returned'])
+  })
 
   it('answers 404 for a delivery of another tenant, and 403 without deliveries:read', async () => {
     clock.set(Date.now())
