@@ -2,7 +2,7 @@ import mqtt from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, testClock } from '../helpers/clock.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
-import { signedInToken } from '../helpers/users.js'
+import { signedInPerson } from '../helpers/users.js'
 import { waitFor } from '../helpers/wait.js'
 import { expectValidEpcis } from './epcis-schema.js'
 
@@ -251,8 +251,14 @@ describe('a delivery as an EPCIS 2.0 document', () => {
       'the break',
     )
     await act(admin, deliveryId, 'pickup', { from: pharmacy.id, to: driverId, signature, occurred_at: at(5) })
-    await act(admin, deliveryId, 'disposition', { decision: 'return', note: 'two minutes at 15 °C', occurred_at: at(11) })
-    await act(admin, deliveryId, 'return', { from: driverId, to: pharmacy.id, signature, occurred_at: at(12) })
+    const pharmacist = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: pharmacy.id })
+    await act(pharmacist.token, deliveryId, 'disposition', {
+      decision: 'return',
+      note: 'two minutes at 15 °C',
+      signature: { meaning: 'returned', password: pharmacist.password },
+    })
+    // The signed decision is recorded now, so the return follows it now.
+    await act(admin, deliveryId, 'return', { from: driverId, to: pharmacy.id, signature })
 
     const events = (await epcisOf(admin, deliveryId)).epcisBody.eventList
     expect(events.map((e) => [e.bizStep, e.disposition])).toEqual([
@@ -260,7 +266,7 @@ describe('a delivery as an EPCIS 2.0 document', () => {
       ['receiving', 'damaged'],
     ])
     const last = events[1]!.sensorElementList[0]
-    expect(last.sensorMetadata).toMatchObject({ startTime: at(5), endTime: at(12) })
+    expect(last.sensorMetadata).toMatchObject({ startTime: at(5), endTime: events[1]!.eventTime })
     expect(last.sensorReport.filter((r: Event) => r.exception === 'ALARM_CONDITION')).toEqual([
       expect.objectContaining({ value: 15, time: at(6), 'rxtrace:excursionKind': expect.any(String) }),
     ])
@@ -271,7 +277,7 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     clock.set(Date.now())
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
-    const pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: pharmacy.id })
+    const pharmacist = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: pharmacy.id })
     const { fleetId, driverId } = await api.fleetWithDriver(admin)
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, items: [{ description: 'x', ndc: '0002-8215-01', quantity: 1 }] })
     const first = rx.delivery_id
@@ -280,7 +286,11 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     await act(admin, first, 'fail', { reason: 'not home' })
     await act(admin, first, 'return', { from: driverId, to: pharmacy.id, signature })
     const before = await epcisOf(admin, first)
-    await act(pharmacist, first, 'disposition', { decision: 'release', note: 'sealed, never left 2–8 °C' })
+    await act(pharmacist.token, first, 'disposition', {
+      decision: 'release',
+      note: 'sealed, never left 2–8 °C',
+      signature: { meaning: 'released', password: pharmacist.password },
+    })
     const redelivered = await fetch(`${base}/v1/prescriptions/${rx.rx_id}/redeliver`, {
       method: 'POST',
       headers: { authorization: `Bearer ${admin}`, 'idempotency-key': `leg-${Math.random()}` },
