@@ -5296,6 +5296,7 @@ export interface operations {
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
+                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
