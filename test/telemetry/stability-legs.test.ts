@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, testClock } from '../helpers/clock.js'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'
-import { signedInToken } from '../helpers/users.js'
+import { signedInPerson, signedInToken } from '../helpers/users.js'
 
 /**
  * Legs (docs/stability.md, Redelivery): a returned delivery that a person released goes out again as
@@ -38,6 +38,7 @@ for (const store of stores)
     let carrier: { fleetId: string; driverId: string }
     let pharmacyId: string
     let pharmacist: string
+    let pharmacistPassword: string
     const clock = testClock(START)
     const clients: MqttClient[] = []
     let key = 0
@@ -64,7 +65,9 @@ for (const store of stores)
       admin = await api.adminToken()
       carrier = await api.fleetWithDriver(admin)
       pharmacyId = (await api.pharmacy(admin)).id
-      pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: pharmacyId })
+      const person = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: pharmacyId })
+      pharmacist = person.token
+      pharmacistPassword = person.password
       const product = await http('POST', '/v1/products', admin, {
         ndc: NDC,
         name: 'Insulin',
@@ -129,6 +132,13 @@ for (const store of stores)
         body: JSON.stringify(body),
       }).then(async (res) => ({ status: res.status, headers: res.headers, body: await res.json() }))
     const redeliver = (rxId: string, token = admin) => http('POST', `/v1/prescriptions/${rxId}/redeliver`, token)
+    /** A disposition as a pharmacist records it: signed with the password (docs/part11.md). */
+    const dispose = (deliveryId: string, decision: 'release' | 'return', note: string, token = pharmacist) =>
+      http('POST', `/v1/deliveries/${deliveryId}/disposition`, token, {
+        decision,
+        note,
+        signature: { meaning: decision === 'release' ? 'released' : 'returned', password: pharmacistPassword },
+      })
     const get = async (deliveryId: string) => (await http('GET', `/v1/deliveries/${deliveryId}`, admin)).body
 
     it('starts leg 2 from what leg 1 consumed, so the same warm spell exhausts it sooner', async () => {
@@ -145,10 +155,7 @@ for (const store of stores)
       expect(afterLeg1.stability.items[0].bands[0].consumed_s).toBe(41 * 60)
       expect((await returnIt(leg1)).status).toBe(200)
 
-      const released = await http('POST', `/v1/deliveries/${leg1}/disposition`, pharmacist, {
-        decision: 'release',
-        note: 'tote intact, stability OK',
-      })
+      const released = await dispose(leg1, 'release', 'tote intact, stability OK')
       expect(released.status, released.text).toBe(200)
       const leg2 = await redeliver(rx.rx_id)
       expect(leg2.status, leg2.text).toBe(201)
@@ -176,14 +183,14 @@ for (const store of stores)
 
       // Exhausted: returned and even released by a person, it may not go out a third time.
       expect((await returnIt(leg2.body.id)).status).toBe(200)
-      const decided = await http('POST', `/v1/deliveries/${leg2.body.id}/disposition`, pharmacist, { decision: 'release', note: 'checked' })
+      const decided = await dispose(leg2.body.id, 'release', 'checked')
       expect(decided.status, decided.text).toBe(200)
       const third = await redeliver(rx.rx_id)
       expect(third.status, third.text).toBe(409)
       expect(third.body).toMatchObject({ code: 'stability_exhausted', items: [{ ndc: NDC, reason: 'band_budget' }] })
     })
 
-    it('refuses a leg that is not returned, not released, or released by a machine client', async () => {
+    it('refuses a leg that is not returned or not released; a machine client cannot release it', async () => {
       const rx = await api.prescription(admin, {
         pharmacy_id: pharmacyId,
         cold_chain: true,
@@ -196,10 +203,14 @@ for (const store of stores)
       expect((await returnIt(rx.delivery_id)).status).toBe(200)
       const unreleased = await redeliver(rx.rx_id)
       expect(unreleased.body).toMatchObject({ code: 'not_released', status_now: 'RETURNED' })
-      // A release by a machine client (not a person) does not let it go out again.
-      expect(
-        (await http('POST', `/v1/deliveries/${rx.delivery_id}/disposition`, admin, { decision: 'release', note: 'batch job' })).status,
-      ).toBe(200)
+      // A machine client (no person behind it) cannot record a disposition at all, so it cannot release one.
+      const refused = await http('POST', `/v1/deliveries/${rx.delivery_id}/disposition`, admin, {
+        decision: 'release',
+        note: 'batch job',
+        signature: { meaning: 'released' },
+      })
+      expect(refused.status, refused.text).toBe(403)
+      expect(refused.body.code).toBe('signature_required_person')
       const byMachine = await redeliver(rx.rx_id)
       expect(byMachine.status).toBe(409)
       expect(byMachine.body.code).toBe('not_released')
@@ -215,10 +226,7 @@ for (const store of stores)
       })
       await ride(rx.delivery_id, [5, 5])
       expect((await returnIt(rx.delivery_id)).status).toBe(200)
-      expect(
-        (await http('POST', `/v1/deliveries/${rx.delivery_id}/disposition`, pharmacist, { decision: 'return', note: 'seal broken' }))
-          .status,
-      ).toBe(200)
+      expect((await dispose(rx.delivery_id, 'return', 'seal broken')).status).toBe(200)
       expect((await redeliver(rx.rx_id)).body.code).toBe('not_released')
       const other = await api.pharmacy(admin)
       const otherPharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: other.id })
