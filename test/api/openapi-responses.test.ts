@@ -616,7 +616,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     recorded.webhooks['stability.budget-low'] ??= low.body.data[0]
 
     // A pharmacist's excursion assessment, withdrawn; then the delivery returned, released and sent out again.
-    const pharmacist = await signedInToken(api, admin, { role: 'pharmacist', pharmacy_id: world.pharmacy! })
+    const person = await signedInPerson(api, admin, { role: 'pharmacist', pharmacy_id: world.pharmacy! })
+    const pharmacist = person.token
     const deliveryId = rx.body.delivery_id as string
     const assessed = await call('POST', `/v1/deliveries/${deliveryId}/assessments`, 201, {
       token: pharmacist,
@@ -634,7 +635,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     })
     await call('POST', `/v1/deliveries/${deliveryId}/disposition`, 200, {
       token: pharmacist,
-      json: { decision: 'release', note: 'reviewed' },
+      json: { decision: 'release', note: 'reviewed', signature: { meaning: 'released', password: person.password } },
     })
     await call('POST', `/v1/prescriptions/${rx.body.rx_id}/redeliver`, 201, { token: admin, headers: { 'idempotency-key': 'redeliver-1' } })
   })
