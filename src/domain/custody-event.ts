@@ -1,7 +1,18 @@
 // Types only, no imports: the service (custody.ts) and the console (shapes.ts) share this definition.
 
 export type CustodyType =
-  'created' | 'dispatched' | 'picked_up' | 'handoff' | 'delivered' | 'failed' | 'returned' | 'cancelled' | 'disposition' | 'signed'
+  | 'created'
+  | 'dispatched'
+  | 'picked_up'
+  | 'handoff'
+  | 'delivered'
+  | 'failed'
+  | 'returned'
+  | 'cancelled'
+  | 'disposition'
+  | 'assessed'
+  | 'assessment_withdrawn'
+  | 'signed'
 
 /** Why a person signed (21 CFR 11.50(a)(3)): the meaning a signature carries. */
 export type SignatureMeaning = 'released' | 'returned' | 'assessed' | 'approved' | 'handed_over'

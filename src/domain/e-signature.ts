@@ -49,6 +49,25 @@ export function stabilityRecordHash({ product_id, version, stability, effective_
   return jcsHash({ product_id, version, stability, effective_from })
 }
 
+/** The content of an excursion assessment (or its withdrawal) that its `assessed` signature signs, through its custody event. */
+export type AssessmentRecord = {
+  action: 'assess' | 'withdraw'
+  id: string
+  delivery_id: string
+  ndc: string
+  band: number
+  add_back_s: number
+  justification: string
+  created_at: string
+  withdrawn_at: string | null
+}
+
+/** The evidence_hash of an assessment's custody event: sha256 over the JCS of what was assessed (or withdrawn). */
+export function assessmentRecordHash(r: AssessmentRecord): string {
+  const { action, id, delivery_id, ndc, band, add_back_s, justification, created_at, withdrawn_at } = r
+  return jcsHash({ action, id, delivery_id, ndc, band, add_back_s, justification, created_at, withdrawn_at })
+}
+
 /** Why the `signed` event at `index` does not bind to the event before it, or null when it does. */
 export function signatureFault(deliveryId: string | undefined, events: readonly CustodyEvent[], index: number): string | null {
   const event = events[index]!

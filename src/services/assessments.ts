@@ -1,17 +1,22 @@
 import { startLedger, summarizeStability, type AddBack, type StabilityPlan } from '../../rules/index.js'
+import type { Signer } from '../auth/e-signatures.js'
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import type { StoredColdChain } from '../domain/cold-chain.js'
 import { normalizeNdc } from '../domain/ndc.js'
+import type { CustodyEvent, StoredSignature } from '../domain/custody.js'
+import type { AssessmentRecord } from '../domain/e-signature.js'
 import { AppError, notFound, validationFailed } from '../errors.js'
 import { newId } from '../ids.js'
+import { isUniqueViolation } from '../store/errors.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import type { ReadingSink } from '../timeseries/sink.js'
 import type { ServiceDeps } from './context.js'
 import { visibleDelivery } from './delivery-visibility.js'
 import { legLedger } from './leg-ledger.js'
-import { signAssessment } from './sign-assessment.js'
+import { readCustody } from './delivery-shapes.js'
+import { appendSignedAssessment, assessmentSignatureVerified } from './sign-assessment.js'
 
 export type NewAssessment = { ndc: string; band: number; add_back_s: number; justification: string }
 
@@ -22,9 +27,16 @@ export type Assessment = NewAssessment & {
   created_at: string
   withdrawn_by: { client_id: string; sub: string } | null
   withdrawn_at: string | null
-  /** The e-signature, once signing is wired in (sign-assessment.ts); null until then. */
-  signature: null
+  /** The pharmacist's e-signature (meaning `assessed`); null only on assessments made before signing. */
+  signature: StoredSignature | null
+  /** The e-signature of the withdrawal (meaning `assessed`), once withdrawn. */
+  withdrawal_signature: StoredSignature | null
+  /** The signature is the one the custody chain holds for exactly this content (recomputed on every read). */
+  signature_verified: boolean
 }
+
+/** A chain append raced another on the same delivery: the (delivery_id, seq) key refuses the loser, which tries again. */
+const MAX_ATTEMPTS = 5
 
 /** Told when a delivery's plan changed, so the rule engine judges its next readings with the new budget. */
 export type PlanChanged = (delivery: { id: string; tote_id: string | null }, plan: StabilityPlan) => void
@@ -42,11 +54,17 @@ export class AssessmentService {
     private readonly planChanged: PlanChanged,
   ) {}
 
-  async create(principal: Principal, deliveryId: string, input: NewAssessment, record?: RecordAnswer<Assessment>): Promise<Assessment> {
+  /** `signer` was authenticated by the route (src/auth/e-signatures.ts) with the meaning `assessed`. */
+  async create(
+    principal: Principal,
+    deliveryId: string,
+    input: NewAssessment,
+    signer: Signer,
+    record?: RecordAnswer<Assessment>,
+  ): Promise<Assessment> {
     const { db, clock } = this.deps
     const delivery = await this.latestLeg(principal, deliveryId)
     const id = newId('as')
-    await signAssessment(principal, { action: 'assess', deliveryId, assessmentId: id, record: { ...input } })
     const plan = await planOf(db, deliveryId)
     const ndc = normalizeNdc(input.ndc)
     const item = plan?.items.find((i) => i.ndc === ndc)
@@ -55,7 +73,7 @@ export class AssessmentService {
       throw validationFailed([
         { pointer: '/band', message: `the item's product has ${item.stability.budgets.length} band(s), numbered from 0` },
       ])
-    const assessment: Assessment = {
+    const unsigned = {
       id,
       delivery_id: deliveryId,
       ndc: item.ndc,
@@ -66,33 +84,39 @@ export class AssessmentService {
       created_at: iso(clock.now()),
       withdrawn_by: null,
       withdrawn_at: null,
-      signature: null,
     }
-    const next = await db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('stability_assessments')
-        .values({
-          id,
-          delivery_id: deliveryId,
-          ndc: assessment.ndc,
-          band: assessment.band,
-          add_back_s: assessment.add_back_s,
-          justification: assessment.justification,
-          assessed_by: toJson(assessment.assessed_by),
-          created_at: assessment.created_at,
-          withdrawn_by: null,
-          withdrawn_at: null,
-        })
-        .execute()
-      const updated = await rewritePlan(trx, deliveryId)
-      await record?.(trx, assessment)
-      return updated
-    })
+    const { assessment, next } = await retryOnChainRace(() =>
+      db.transaction().execute(async (trx) => {
+        const signature = await appendSignedAssessment(trx, recordOf(unsigned, 'assess'), signer, principal, unsigned.created_at)
+        const assessment: Assessment = { ...unsigned, signature, withdrawal_signature: null, signature_verified: true }
+        await trx
+          .insertInto('stability_assessments')
+          .values({
+            id,
+            delivery_id: deliveryId,
+            ndc: assessment.ndc,
+            band: assessment.band,
+            add_back_s: assessment.add_back_s,
+            justification: assessment.justification,
+            assessed_by: toJson(assessment.assessed_by),
+            created_at: assessment.created_at,
+            withdrawn_by: null,
+            withdrawn_at: null,
+            signature: toJson(signature),
+            withdrawal_signature: null,
+          })
+          .execute()
+        const next = await rewritePlan(trx, deliveryId)
+        await record?.(trx, assessment)
+        return { assessment, next }
+      }),
+    )
     await this.rejudge(delivery, next)
     return assessment
   }
 
-  async withdraw(principal: Principal, deliveryId: string, assessmentId: string): Promise<Assessment> {
+  /** `signer` was authenticated by the route with the meaning `assessed`: a withdrawal is signed too. */
+  async withdraw(principal: Principal, deliveryId: string, assessmentId: string, signer: Signer): Promise<Assessment> {
     const { db, clock } = this.deps
     const delivery = await this.latestLeg(principal, deliveryId)
     const row = await db
@@ -102,21 +126,38 @@ export class AssessmentService {
       .where('delivery_id', '=', deliveryId)
       .executeTakeFirst()
     if (!row) throw notFound('assessment')
-    await signAssessment(principal, { action: 'withdraw', deliveryId, assessmentId, record: shown(row) })
     // Withdrawing twice answers the first withdrawal: DELETE is idempotent.
-    if (row.withdrawn_at !== null) return shown(row)
-    const withdrawn = { withdrawn_by: toJson({ client_id: principal.clientId, sub: principal.sub }), withdrawn_at: iso(clock.now()) }
-    const next = await db.transaction().execute(async (trx) => {
-      await trx
-        .updateTable('stability_assessments')
-        .set(withdrawn)
-        .where('id', '=', assessmentId)
-        .where('withdrawn_at', 'is', null)
-        .execute()
-      return rewritePlan(trx, deliveryId)
-    })
+    if (row.withdrawn_at !== null) return shown(row, await readCustody(db, deliveryId))
+    const withdrawnAt = iso(clock.now())
+    const { updated, next } = await retryOnChainRace(() =>
+      db.transaction().execute(async (trx) => {
+        const withdrawal = { withdrawn_by: toJson({ client_id: principal.clientId, sub: principal.sub }), withdrawn_at: withdrawnAt }
+        const signature = await appendSignedAssessment(
+          trx,
+          recordOf(shown(row, []), 'withdraw', withdrawnAt),
+          signer,
+          principal,
+          withdrawnAt,
+        )
+        const changes = { ...withdrawal, withdrawal_signature: toJson(signature) }
+        const done = await trx
+          .updateTable('stability_assessments')
+          .set(changes)
+          .where('id', '=', assessmentId)
+          .where('withdrawn_at', 'is', null)
+          .executeTakeFirst()
+        // Withdrawn meanwhile by another request: its withdrawal stands, and this one adds nothing to the chain.
+        if (Number(done.numUpdatedRows) === 0) throw new AppError('conflict', 'This assessment was withdrawn meanwhile; read it again.')
+        return { updated: { ...row, ...changes }, next: await rewritePlan(trx, deliveryId) }
+      }),
+    )
     await this.rejudge(delivery, next)
-    return shown({ ...row, ...withdrawn })
+    return shown(updated, await readCustody(db, deliveryId))
+  }
+
+  /** 404 for a delivery the caller may not see, 409 for an earlier leg: checked before any password is tried. */
+  async check(principal: Principal, deliveryId: string): Promise<void> {
+    await this.latestLeg(principal, deliveryId)
   }
 
   /** Assessments change the budget still to spend: only the prescription's latest leg takes them. */
@@ -188,8 +229,31 @@ async function rewritePlan(trx: Executor, deliveryId: string): Promise<Stability
   return next
 }
 
-function shown(row: Database['stability_assessments']): Assessment {
-  return {
+/** Tries `attempt` again when another append to the same custody chain took the seq it meant to use. */
+async function retryOnChainRace<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt()
+    } catch (error) {
+      if (!isUniqueViolation(error) || n >= MAX_ATTEMPTS) throw error
+    }
+  }
+}
+
+/** What an assessment's signature (or its withdrawal's) signs. */
+function recordOf(
+  a: Omit<Assessment, 'signature' | 'withdrawal_signature' | 'signature_verified'>,
+  action: 'assess' | 'withdraw',
+  withdrawnAt: string | null = null,
+): AssessmentRecord {
+  const { id, delivery_id, ndc, band, add_back_s, justification, created_at } = a
+  return { action, id, delivery_id, ndc, band, add_back_s, justification, created_at, withdrawn_at: withdrawnAt }
+}
+
+/** The row as the API answers it; the signatures are checked against the delivery's custody chain. */
+function shown(row: Database['stability_assessments'], chain: readonly CustodyEvent[]): Assessment {
+  const signature = row.signature === null ? null : (JSON.parse(row.signature) as StoredSignature)
+  const base = {
     id: row.id,
     delivery_id: row.delivery_id,
     ndc: row.ndc,
@@ -200,6 +264,11 @@ function shown(row: Database['stability_assessments']): Assessment {
     created_at: row.created_at,
     withdrawn_by: row.withdrawn_by === null ? null : (JSON.parse(row.withdrawn_by) as Assessment['assessed_by']),
     withdrawn_at: row.withdrawn_at,
-    signature: null,
+  }
+  return {
+    ...base,
+    signature,
+    withdrawal_signature: row.withdrawal_signature === null ? null : (JSON.parse(row.withdrawal_signature) as StoredSignature),
+    signature_verified: assessmentSignatureVerified(chain, recordOf(base, 'assess'), signature),
   }
 }

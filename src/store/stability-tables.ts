@@ -48,5 +48,9 @@ export interface StabilityTables {
     created_at: string
     withdrawn_by: string | null
     withdrawn_at: string | null
+    /** JSON of the pharmacist's e-signature, meaning `assessed` (migration 0038); null on older rows. */
+    signature: string | null
+    /** JSON of the e-signature of the withdrawal, meaning `assessed` (migration 0038). */
+    withdrawal_signature: string | null
   }
 }

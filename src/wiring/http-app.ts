@@ -95,7 +95,7 @@ function v1Routes({
     userRoutes(people.admin),
     rateCardRoutes(services.rateCards),
     productRoutes(services.products, people.signatures),
-    assessmentRoutes(services.assessments),
+    assessmentRoutes(services.assessments, people.signatures),
     reconciliationRoutes(services.reconciliation),
     fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
     // Not under /v1: the embedded page and its data, authorised by the embed token alone.

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventTypes } from '../../src/events/fanout.js'
 import { responseValidator, type OpenApiDocument } from '../helpers/openapi-responses.js'
 import { ADMIN, startTestService, type TestApi } from '../helpers/service.js'
-import { signedInPerson, signedInToken } from '../helpers/users.js'
+import { signedInPerson } from '../helpers/users.js'
 import { feed } from '../trace/cold-chain-delivery.js'
 
 /**
@@ -621,9 +621,18 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const deliveryId = rx.body.delivery_id as string
     const assessed = await call('POST', `/v1/deliveries/${deliveryId}/assessments`, 201, {
       token: pharmacist,
-      json: { ndc: '00002-8215-01', band: 0, add_back_s: 600, justification: 'Manufacturer letter: 10 min more at ≤ 25 °C' },
+      json: {
+        ndc: '00002-8215-01',
+        band: 0,
+        add_back_s: 600,
+        justification: 'Manufacturer letter: 10 min more at ≤ 25 °C',
+        signature: { meaning: 'assessed', password: person.password },
+      },
     })
-    await call('DELETE', `/v1/deliveries/${deliveryId}/assessments/${assessed.body.id}`, 200, { token: pharmacist })
+    await call('DELETE', `/v1/deliveries/${deliveryId}/assessments/${assessed.body.id}`, 200, {
+      token: pharmacist,
+      json: { signature: { meaning: 'assessed', password: person.password } },
+    })
     const signature = 'data:image/png;base64,AAAA'
     await call('POST', `/v1/deliveries/${deliveryId}/pickup`, 200, {
       token: admin,

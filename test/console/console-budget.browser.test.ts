@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { signedInToken } from '../helpers/users.js'
+import { signedInPerson } from '../helpers/users.js'
 import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
 
 // The stability budget a pharmacist reads beside the chart, and on the printable excursion report:
@@ -39,11 +39,17 @@ beforeAll(async () => {
   // 30 minutes at 9.5 °C in an hour of readings: half the hour above 8 °C used.
   const d = await world.coldDelivery(60 * MINUTE, (t, start) => ((t - start) / MINUTE >= 10 && (t - start) / MINUTE < 40 ? 9.5 : 4.5))
   deliveryId = d.deliveryId
-  const pharmacist = await signedInToken(world.api, world.admin, { role: 'pharmacist', pharmacy_id: world.pharmacy.id })
+  const pharmacist = await signedInPerson(world.api, world.admin, { role: 'pharmacist', pharmacy_id: world.pharmacy.id })
   const assessed = await world.api.post(
     `/v1/deliveries/${deliveryId}/assessments`,
-    pharmacist,
-    { ndc: NDC, band: 0, add_back_s: 1800, justification: 'Manufacturer letter: 30 min more' },
+    pharmacist.token,
+    {
+      ndc: NDC,
+      band: 0,
+      add_back_s: 1800,
+      justification: 'Manufacturer letter: 30 min more',
+      signature: { meaning: 'assessed', password: pharmacist.password },
+    },
     { 'idempotency-key': 'budget-console' },
   )
   expect(assessed.status, assessed.text).toBe(201)

@@ -244,7 +244,14 @@ for (const store of stores)
       const { more } = await ride(id, [5, ...Array.from({ length: 51 }, () => 12)])
       expect((await get(id)).stability.items[0].bands[0]).toMatchObject({ consumed_s: 3000, remaining_s: 600 })
 
-      const body = { ndc: '0002-8215-01', band: 0, add_back_s: 1800, justification: 'Manufacturer letter: 30 min more at ≤ 25 °C' }
+      const signature = { meaning: 'assessed', password: pharmacistPassword }
+      const body = {
+        ndc: '0002-8215-01',
+        band: 0,
+        add_back_s: 1800,
+        justification: 'Manufacturer letter: 30 min more at ≤ 25 °C',
+        signature,
+      }
       // A machine client cannot assess; bad input names its field; nothing is stored.
       expect((await assess(id, admin, body)).body.code).toBe('signature_required_person')
       const bad = [
@@ -262,7 +269,15 @@ for (const store of stores)
 
       const made = await assess(id, pharmacist, body, `assess-${store.name}`)
       expect(made.status).toBe(201)
-      expect(made.body).toMatchObject({ delivery_id: id, ndc: NDC, band: 0, add_back_s: 1800, withdrawn_at: null, signature: null })
+      expect(made.body).toMatchObject({
+        delivery_id: id,
+        ndc: NDC,
+        band: 0,
+        add_back_s: 1800,
+        withdrawn_at: null,
+        signature: { meaning: 'assessed', name: 'A pharmacist', method: 'password' },
+        signature_verified: true,
+      })
       expect(made.body.assessed_by.sub).toMatch(/^us_/)
       const replay = await assess(id, pharmacist, body, `assess-${store.name}`)
       expect(replay.body.id).toBe(made.body.id)
@@ -282,12 +297,12 @@ for (const store of stores)
       expect(within.stability.items[0].bands[0]).toMatchObject({ consumed_s: 4800, remaining_s: 600 })
 
       // Withdrawn: the budget is taken back, the ledger is exhausted and the delivery breaks.
-      const withdrawn = await http('DELETE', `/v1/deliveries/${id}/assessments/${made.body.id}`, pharmacist)
+      const withdraw = () => http('DELETE', `/v1/deliveries/${id}/assessments/${made.body.id}`, pharmacist, { signature })
+      const withdrawn = await withdraw()
       expect(withdrawn.status, withdrawn.text).toBe(200)
       expect(withdrawn.body.withdrawn_at).not.toBeNull()
-      expect((await http('DELETE', `/v1/deliveries/${id}/assessments/${made.body.id}`, pharmacist)).body.withdrawn_at).toBe(
-        withdrawn.body.withdrawn_at,
-      )
+      expect(withdrawn.body.withdrawal_signature).toMatchObject({ meaning: 'assessed', name: 'A pharmacist' })
+      expect((await withdraw()).body.withdrawn_at).toBe(withdrawn.body.withdrawn_at)
       await api.service.monitor.flush()
       const broken = await get(id)
       expect(broken.cold_chain).toMatchObject({ state: 'BROKEN', break_reason: 'stability_exhausted' })
@@ -296,6 +311,10 @@ for (const store of stores)
 
       // Assessed again: the ledger shows the item within budget, but the break stands for a person to dispose.
       expect((await assess(id, pharmacist, { ...body, add_back_s: 3600 })).status).toBe(201)
+      // Each assessment and the withdrawal are in the custody chain, each followed by its signature.
+      const types = (await get(id)).custody.map((e: { type: string }) => e.type)
+      expect(types.slice(-6)).toEqual(['assessed', 'signed', 'assessment_withdrawn', 'signed', 'assessed', 'signed'])
+      expect((await http('GET', `/v1/deliveries/${id}/custody/verify`, pharmacist)).body.valid).toBe(true)
       await api.service.monitor.flush()
       const reassessed = await get(id)
       expect(reassessed.stability.items[0]).toMatchObject({ verdict: 'within' })
@@ -304,5 +323,50 @@ for (const store of stores)
       expect(
         (await http('POST', `/v1/deliveries/${id}/deliver`, admin, { verification: { method: 'otp', evidence: '1' } })).body.code,
       ).toBe('cold_chain_hold')
+    })
+
+    it('signs assessments: a wrong password changes nothing, and a signature copied onto another assessment does not verify', async () => {
+      const rx = await api.prescription(admin, {
+        pharmacy_id: pharmacyId,
+        cold_chain: true,
+        items: [{ description: 'Insulin', ndc: NDC, quantity: 1 }],
+      })
+      const id = rx.delivery_id
+      await ride(id, [5, ...Array.from({ length: 20 }, () => 12), 5])
+      const before = await get(id)
+      const body = { ndc: NDC, band: 0, add_back_s: 600, justification: 'Manufacturer letter' }
+
+      const wrong = await assess(id, pharmacist, { ...body, signature: { meaning: 'assessed', password: 'not the password' } })
+      expect(wrong.status).toBe(401)
+      expect(wrong.body.code).toBe('signature_failed')
+      const unchanged = await get(id)
+      expect(unchanged.custody).toHaveLength(before.custody.length)
+      expect(unchanged.stability.items[0].bands[0].add_back_s).toBe(0)
+      // A disposition's meaning does not sign an assessment.
+      const meaning = await assess(id, pharmacist, { ...body, signature: { meaning: 'released', password: pharmacistPassword } })
+      expect(meaning.status).toBe(422)
+      expect(meaning.body.errors[0].pointer).toBe('/signature/meaning')
+
+      const signature = { meaning: 'assessed', password: pharmacistPassword }
+      const first = await assess(id, pharmacist, { ...body, signature })
+      const second = await assess(id, pharmacist, { ...body, add_back_s: 300, justification: 'QA review', signature })
+      expect([first.status, second.status]).toEqual([201, 201])
+      expect(second.body.signature.id).not.toBe(first.body.signature.id)
+      // The first assessment's signature put on the second's row: it no longer reads as verified.
+      await api.service.db
+        .updateTable('stability_assessments')
+        .set({ signature: JSON.stringify(first.body.signature) })
+        .where('id', '=', second.body.id)
+        .execute()
+      const moved = await http('DELETE', `/v1/deliveries/${id}/assessments/${second.body.id}`, pharmacist, { signature })
+      expect(moved.status, moved.text).toBe(200)
+      expect(moved.body).toMatchObject({ signature: { id: first.body.signature.id }, signature_verified: false })
+      const kept = await http('DELETE', `/v1/deliveries/${id}/assessments/${first.body.id}`, pharmacist, { signature })
+      expect(kept.body.signature_verified).toBe(true)
+      // A withdrawal without a signature is refused and withdraws nothing.
+      const third = await assess(id, pharmacist, { ...body, signature })
+      const unsigned = await http('DELETE', `/v1/deliveries/${id}/assessments/${third.body.id}`, pharmacist, {})
+      expect(unsigned.status).toBe(422)
+      expect((await get(id)).stability.items[0].bands[0].add_back_s).toBe(600)
     })
   })

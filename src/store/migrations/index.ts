@@ -24,6 +24,7 @@ import { up as deliveryLegs } from './0033_delivery_legs.js'
 import { up as stabilityAssessments } from './0034_stability_assessments.js'
 import { up as eSignatures } from './0036_e_signatures.js'
 import { up as signedStabilityVersions } from './0037_signed_stability_versions.js'
+import { up as signedAssessments } from './0038_signed_assessments.js'
 import { up as auditFilters } from './0039_audit_filters.js'
 import { up as sensors } from './0041_sensors.js'
 import { up as alarms } from './0042_alarms.js'
@@ -57,6 +58,7 @@ const steps: Record<string, MigrationStep> = {
   '0034_stability_assessments': stabilityAssessments,
   '0036_e_signatures': eSignatures,
   '0037_signed_stability_versions': signedStabilityVersions,
+  '0038_signed_assessments': signedAssessments,
   '0039_audit_filters': auditFilters,
   '0041_sensors': sensors,
   '0042_alarms': alarms,
