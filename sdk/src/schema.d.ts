@@ -1217,7 +1217,7 @@ export interface paths {
         put?: never;
         /**
          * Give stability budget back to one band of an item (a pharmacist's excursion assessment)
-         * @description A person's token only (403 `signature_required_person` for a machine client). The ledger is recomputed with it at once; a break already announced stands. Only the prescription's latest leg (409 `conflict` otherwise). Accepts `Idempotency-Key`.
+         * @description Signed by a pharmacist (`signature: {meaning: "assessed", password}`; a machine client is 403 `signature_required_person`, a wrong password 401 `signature_failed` and nothing changes). The assessment and its signature enter the custody chain as an `assessed` event and a `signed` event. The ledger is recomputed with it at once; a break already announced stands. Only the prescription's latest leg (409 `conflict` otherwise). Accepts `Idempotency-Key`.
          */
         post: operations["assessExcursion"];
         delete?: never;
@@ -1238,7 +1238,7 @@ export interface paths {
         post?: never;
         /**
          * Withdraw an excursion assessment: its budget is taken back
-         * @description A person’s token only. The assessment is kept, stamped `withdrawn_at`; withdrawing it again answers the same. Only on the latest leg.
+         * @description Signed like the assessment: the DELETE carries the JSON body `{signature: {meaning: "assessed", password}}` (the API reads a DELETE body as any other). The assessment is kept, stamped `withdrawn_at` with `withdrawal_signature`, and the withdrawal enters the custody chain as an `assessment_withdrawn` event and its `signed` event; withdrawing it again answers the first withdrawal. Only on the latest leg.
          */
         delete: operations["withdrawAssessment"];
         options?: never;
@@ -3523,15 +3523,67 @@ export interface components {
                 sub: string;
             } | null;
             withdrawn_at: string | null;
-            /** @description The e-signature; null until e-signatures are enabled */
-            signature: null;
+            /** @description The pharmacist's e-signature, meaning `assessed`, bound through its custody event to this content; null only on assessments made before signing */
+            signature: {
+                /** @description sg_… */
+                id: string;
+                /** @description The person who signed (us_…) */
+                signer: string;
+                /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                name: string;
+                email: string;
+                /**
+                 * @description What the signature means (21 CFR 11.50(a)(3))
+                 * @enum {string}
+                 */
+                meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                signed_at: string;
+                /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                record_hash: string;
+                /**
+                 * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                 * @enum {string}
+                 */
+                method: "password" | "recent_sign_in";
+            } | null;
+            /** @description The e-signature of the withdrawal (meaning `assessed`), once withdrawn */
+            withdrawal_signature: {
+                /** @description sg_… */
+                id: string;
+                /** @description The person who signed (us_…) */
+                signer: string;
+                /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                name: string;
+                email: string;
+                /**
+                 * @description What the signature means (21 CFR 11.50(a)(3))
+                 * @enum {string}
+                 */
+                meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                signed_at: string;
+                /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                record_hash: string;
+                /**
+                 * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                 * @enum {string}
+                 */
+                method: "password" | "recent_sign_in";
+            } | null;
+            /** @description The signature is the one the custody chain holds for exactly this content (recomputed on every read) */
+            signature_verified: boolean;
         };
         /**
          * @example {
          *       "ndc": "00002-8215-01",
          *       "band": 0,
          *       "add_back_s": 1800,
-         *       "justification": "Manufacturer letter 2026-11-02: 30 min more at ≤ 25 °C"
+         *       "justification": "Manufacturer letter 2026-11-02: 30 min more at ≤ 25 °C",
+         *       "signature": {
+         *         "meaning": "assessed",
+         *         "password": "the pharmacist’s password"
+         *       }
          *     }
          */
         NewAssessment: {
@@ -3543,6 +3595,18 @@ export interface components {
             add_back_s: number;
             /** @description The evidence: stability study, manufacturer statement, QA reasoning */
             justification: string;
+            signature: components["schemas"]["SignatureInput"] & unknown;
+        };
+        /**
+         * @example {
+         *       "signature": {
+         *         "meaning": "assessed",
+         *         "password": "the pharmacist’s password"
+         *       }
+         *     }
+         */
+        AssessmentWithdrawal: {
+            signature: components["schemas"]["SignatureInput"] & unknown;
         };
         /**
          * @example {
@@ -16438,7 +16502,11 @@ export interface operations {
                  *       "ndc": "00002-8215-01",
                  *       "band": 0,
                  *       "add_back_s": 600,
-                 *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C"
+                 *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
+                 *       "signature": {
+                 *         "meaning": "assessed",
+                 *         "password": "a long enough test password"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["NewAssessment"];
@@ -16453,20 +16521,31 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8j43tf5yv30jhhpppvs5gfn",
-                     *       "delivery_id": "dl_01m8j43t9nqskpjdfx6h5vpdng",
+                     *       "id": "as_01m8j79ere0dqe0qyckqb3g67f",
+                     *       "delivery_id": "dl_01m8j79ejb55m781gxmq0n8wvj",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
-                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
+                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
                      *       },
-                     *       "created_at": "2026-11-28T22:23:49.221Z",
+                     *       "created_at": "2026-11-28T23:19:19.566Z",
                      *       "withdrawn_by": null,
                      *       "withdrawn_at": null,
-                     *       "signature": null
+                     *       "signature": {
+                     *         "id": "sg_01m8j79erfp8jhnvkwgsz7bpjf",
+                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "name": "A pharmacist",
+                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "meaning": "assessed",
+                     *         "signed_at": "2026-11-28T23:19:19.566Z",
+                     *         "record_hash": "sha256:1af770a0d9fc89ed93e787ae2f9392068f364dc1833f5b9f511ed8ec3cd17908",
+                     *         "method": "password"
+                     *       },
+                     *       "withdrawal_signature": null,
+                     *       "signature_verified": true
                      *     }
                      */
                     "application/json": components["schemas"]["Assessment"];
@@ -16481,7 +16560,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unauthorized`: missing or invalid access token */
+            /** @description `signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (no password and a sign-in older than 300 s: `WWW-Authenticate: Bearer error="insufficient_user_authentication", max_age=300`, RFC 9470), or `unauthorized` */
             401: {
                 headers: {
                     /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
@@ -16492,7 +16571,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            /** @description `signature_required_person` (a machine client cannot sign) or `insufficient_scope` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16600,7 +16679,19 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "signature": {
+                 *         "meaning": "assessed",
+                 *         "password": "a long enough test password"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AssessmentWithdrawal"];
+            };
+        };
         responses: {
             /** @description Withdrawn */
             200: {
@@ -16610,23 +16701,43 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8j43tf5yv30jhhpppvs5gfn",
-                     *       "delivery_id": "dl_01m8j43t9nqskpjdfx6h5vpdng",
+                     *       "id": "as_01m8j79ere0dqe0qyckqb3g67f",
+                     *       "delivery_id": "dl_01m8j79ejb55m781gxmq0n8wvj",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
-                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
+                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
                      *       },
-                     *       "created_at": "2026-11-28T22:23:49.221Z",
+                     *       "created_at": "2026-11-28T23:19:19.566Z",
                      *       "withdrawn_by": {
-                     *         "client_id": "cl_01m8j43tbkpycf2w2a9k2fq3gz",
-                     *         "sub": "us_01m8j43tadhn4h6ebkhnf2jhpa"
+                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
+                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
                      *       },
-                     *       "withdrawn_at": "2026-11-28T22:23:49.255Z",
-                     *       "signature": null
+                     *       "withdrawn_at": "2026-11-28T23:19:19.596Z",
+                     *       "signature": {
+                     *         "id": "sg_01m8j79erfp8jhnvkwgsz7bpjf",
+                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "name": "A pharmacist",
+                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "meaning": "assessed",
+                     *         "signed_at": "2026-11-28T23:19:19.566Z",
+                     *         "record_hash": "sha256:1af770a0d9fc89ed93e787ae2f9392068f364dc1833f5b9f511ed8ec3cd17908",
+                     *         "method": "password"
+                     *       },
+                     *       "withdrawal_signature": {
+                     *         "id": "sg_01m8j79esdnb80yjx1p9vm24pp",
+                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "name": "A pharmacist",
+                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "meaning": "assessed",
+                     *         "signed_at": "2026-11-28T23:19:19.596Z",
+                     *         "record_hash": "sha256:dd5418a377f24d01181bd589bef36aa97790ff9da5421f824b2e65b1e565cd7f",
+                     *         "method": "password"
+                     *       },
+                     *       "signature_verified": true
                      *     }
                      */
                     "application/json": components["schemas"]["Assessment"];
@@ -16641,7 +16752,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unauthorized`: missing or invalid access token */
+            /** @description `signature_failed` (wrong password: nothing changed), `insufficient_user_authentication` (no password and a sign-in older than 300 s: `WWW-Authenticate: Bearer error="insufficient_user_authentication", max_age=300`, RFC 9470), or `unauthorized` */
             401: {
                 headers: {
                     /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
@@ -16652,7 +16763,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            /** @description `signature_required_person` (a machine client cannot sign) or `insufficient_scope` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16681,7 +16792,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `conflict`: the delivery was redelivered */
+            /** @description `conflict`: the delivery was redelivered, or withdrawn meanwhile by another request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16692,6 +16803,15 @@ export interface operations {
             };
             /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body (the signature) is JSON */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

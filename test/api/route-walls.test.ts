@@ -126,7 +126,14 @@ const bodies: Record<string, unknown> = {
   'POST /v1/fleets/{id}/drivers': { name: 'Intruder' },
   'POST /v1/fleets/{id}/embed-sessions': { ttl_s: 60 },
   'PUT /v1/products/{id}/stability': { stability: STABILITY },
-  'POST /v1/deliveries/{id}/assessments': { ndc: '00002-8215-01', band: 0, add_back_s: 60, justification: 'walls' },
+  'POST /v1/deliveries/{id}/assessments': {
+    ndc: '00002-8215-01',
+    band: 0,
+    add_back_s: 60,
+    justification: 'walls',
+    signature: { meaning: 'assessed', password: 'not checked behind a wall' },
+  },
+  'DELETE /v1/deliveries/{id}/assessments/{assessment_id}': { signature: { meaning: 'assessed', password: 'not checked behind a wall' } },
   'PUT /v1/fleets/{id}/rate-card': {
     currency: 'USD',
     base_fee_cents: 650,
@@ -170,7 +177,7 @@ describe('the walls of every /v1 route', () => {
         headers: { 'content-type': 'text/csv', 'idempotency-key': `walls-${Math.random()}` },
       })
     const action = path.split('/').at(-1)!
-    const body = method === 'GET' || method === 'DELETE' ? undefined : (bodies[key] ?? bodies[action] ?? {})
+    const body = method === 'GET' || (method === 'DELETE' && !(key in bodies)) ? undefined : (bodies[key] ?? bodies[action] ?? {})
     // Every write accepts an Idempotency-Key, and POST /v1/prescriptions requires one.
     const headers: Record<string, string> = method === 'GET' ? {} : { 'idempotency-key': `walls-${Math.random()}` }
     return api.request(method, path, { ...auth, headers, ...(body === undefined ? {} : { body }) })

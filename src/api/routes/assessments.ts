@@ -4,7 +4,7 @@ import { storedSignatureSchema } from '../../domain/e-signature.js'
 import type { AssessmentService } from '../../services/assessments.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
-import { component, idParam, json, jsonBody, problem, v1Route, z } from '../openapi.js'
+import { idParam, json, jsonBody, problem, v1Route, z } from '../openapi.js'
 import { SignatureInput } from './deliveries.js'
 
 // Ten years in seconds, as a band's allowance: beyond is a typo.
@@ -39,7 +39,7 @@ const Withdrawal = z
   })
   .openapi('AssessmentWithdrawal', { example: { signature: { meaning: 'assessed', password: 'the pharmacist’s password' } } })
 
-const Signature = component(storedSignatureSchema, 'Signature')
+const Signature = storedSignatureSchema
 
 const Party = z.object({ client_id: z.string(), sub: z.string() })
 const Assessment = z
@@ -122,7 +122,8 @@ export function assessmentRoutes(assessments: AssessmentService, signatures: Sig
       request: { params: assessmentParams, ...jsonBody(Withdrawal) },
       responses: {
         200: json(Assessment, 'Withdrawn'),
-        409: problem('`conflict`: the delivery was redelivered'),
+        409: problem('`conflict`: the delivery was redelivered, or withdrawn meanwhile by another request'),
+        415: problem('`unsupported_media_type`: the body (the signature) is JSON'),
         ...signingAnswers,
       },
     }),
