@@ -9,7 +9,15 @@
 // falls below 20 %; a band is exhausted when its consumed time exceeds its allowance. Only whole
 // milliseconds are added, so the sums are exact.
 import { rfc3339, type BudgetLowEvent, type ExhaustedItem, type ExhaustedReason } from './events.js'
-import { bandsNearestFirst, distanceFromStorage, IN_NO_BAND, IN_STORAGE, type AddBack, type ItemStability } from './stability.js'
+import {
+  bandsNearestFirst,
+  distanceFromStorage,
+  IN_NO_BAND,
+  IN_STORAGE,
+  type AddBack,
+  type AssessmentSigner,
+  type ItemStability,
+} from './stability.js'
 
 export type BandLedger = {
   min_c: number
@@ -18,7 +26,7 @@ export type BandLedger = {
   /** Given back by excursion assessments. */
   add_back_ms: number
   /** The assessments in force on this band, over every leg (present once one is). */
-  assessments?: { id: string; add_back_s: number; justification: string }[]
+  assessments?: { id: string; add_back_s: number; justification: string; signed_by?: AssessmentSigner | null }[]
   consumed_ms: number
   /** stability.budget-low was emitted for this band. */
   low: boolean
@@ -149,7 +157,13 @@ function giveBack(ledger: StabilityLedger, addBacks: readonly AddBack[]): Stabil
     const band = ledger.items.find((item) => item.ndc === a.ndc)?.bands[a.band]
     if (!band) continue
     band.add_back_ms += a.add_back_s * 1000
-    if (a.id !== undefined) (band.assessments ??= []).push({ id: a.id, add_back_s: a.add_back_s, justification: a.justification ?? '' })
+    if (a.id !== undefined)
+      (band.assessments ??= []).push({
+        id: a.id,
+        add_back_s: a.add_back_s,
+        justification: a.justification ?? '',
+        signed_by: a.signed_by ?? null,
+      })
   }
   return ledger
 }

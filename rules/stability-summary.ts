@@ -12,7 +12,17 @@ const bandSummarySchema = z.object({
   consumed_s: z.number().describe('Over every leg so far, sensor-gap time charged conservatively'),
   remaining_s: z.number().describe('allowed_s + add_back_s − consumed_s, never below 0'),
   assessments: z
-    .array(z.object({ id: z.string(), add_back_s: z.number(), justification: z.string() }))
+    .array(
+      z.object({
+        id: z.string(),
+        add_back_s: z.number(),
+        justification: z.string(),
+        signed_by: z
+          .object({ name: z.string(), signed_at: z.string(), meaning: z.string() })
+          .nullable()
+          .describe("The pharmacist's e-signature as shown: printed name, time, meaning; null on an assessment made before signing"),
+      }),
+    )
     .describe('Excursion assessments in force on this band, over every leg (their add_back_s sum to add_back_s)'),
 })
 
@@ -62,7 +72,7 @@ export function summarizeStability(ledger: StabilityLedger, legs: readonly strin
         add_back_s: band.add_back_ms / 1000,
         consumed_s: band.consumed_ms / 1000,
         remaining_s: remainingMs(band) / 1000,
-        assessments: band.assessments ?? [],
+        assessments: (band.assessments ?? []).map((a) => ({ ...a, signed_by: a.signed_by ?? null })),
       })),
       freeze_thaw: { count: ledger.freeze_thaw.count, max: item.freeze_thaw_max },
       verdict: item.exhausted === null ? ('within' as const) : ('exhausted' as const),

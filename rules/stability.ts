@@ -22,11 +22,21 @@ export type ProductStability = {
 /** An item of a delivery and the product stability version it is judged by (the one in force at creation). */
 export type ItemStability = { ndc: string; product_id: string; version: number; stability: ProductStability }
 
+/** Who signed an assessment, as every view of it shows (21 CFR 11.50): printed name, time (RFC 3339 UTC), meaning. */
+export type AssessmentSigner = { name: string; signed_at: string; meaning: string }
+
 /**
- * Budget a pharmacist gave back to one band of one item (an excursion assessment). `id` and
- * `justification` are shown with the band; bare ledgers (tests, benchmarks) may leave them out.
+ * Budget a pharmacist gave back to one band of one item (an excursion assessment). `id`,
+ * `justification` and `signed_by` are shown with the band; bare ledgers (tests, benchmarks) may leave them out.
  */
-export type AddBack = { ndc: string; band: number; add_back_s: number; id?: string; justification?: string }
+export type AddBack = {
+  ndc: string
+  band: number
+  add_back_s: number
+  id?: string
+  justification?: string
+  signed_by?: AssessmentSigner | null
+}
 
 /** Most bands a product may have: six cover a freezer-to-hot-car spread in useful steps. */
 export const MAX_BUDGET_BANDS = 6

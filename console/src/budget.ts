@@ -1,5 +1,6 @@
 import type { Bundle } from './delivery-bundle'
 import { dateTime, duration, h } from './format'
+import { signedByLine } from './signature'
 
 // Each item's stability budget beside the chart (docs/stability.md): per band a bar of the time
 // consumed against the time allowed (with assessments given back), the verdict, freeze-thaw and the
@@ -16,7 +17,7 @@ type Ledger = NonNullable<Bundle['delivery']['stability']>
 type Item = Ledger['items'][number]
 type Band = Item['bands'][number]
 
-function bandRow(band: Band): HTMLElement {
+function bandRow(band: Band, tz: string): HTMLElement {
   const budget = band.allowed_s + band.add_back_s
   const used = budget === 0 ? (band.consumed_s > 0 ? 1 : 0) : Math.min(1, band.consumed_s / budget)
   const percent = Math.round(used * 100)
@@ -44,7 +45,12 @@ function bandRow(band: Band): HTMLElement {
     ),
     h('span', { class: 'band-text small' }, text),
     ...band.assessments.map((a) =>
-      h('div', { class: 'assessment small' }, `Assessment ${a.id}: +${duration(a.add_back_s)} — ${a.justification}`),
+      h(
+        'div',
+        { class: 'assessment small', 'data-assessment': a.id },
+        `Assessment ${a.id}: +${duration(a.add_back_s)} — ${a.justification}.`,
+        a.signed_by ? signedByLine(a.signed_by, tz) : ' Not signed.',
+      ),
     ),
   )
 }
@@ -65,7 +71,7 @@ function itemPanel(item: Item, b: Bundle): HTMLElement {
     { class: 'budget-item', 'data-ndc': item.ndc },
     h('h3', {}, name ?? `NDC ${item.ndc}`, h('span', { class: 'muted small' }, ` NDC ${item.ndc} · stability v${item.version}`)),
     verdict,
-    h('ul', { class: 'bands' }, ...item.bands.map((band) => bandRow(band))),
+    h('ul', { class: 'bands' }, ...item.bands.map((band) => bandRow(band, tz))),
     h(
       'p',
       { class: 'small' },

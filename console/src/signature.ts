@@ -28,3 +28,17 @@ export function signatureLine(s: StoredSignature, timeZone: string): HTMLElement
     s.method === 'password' ? ' (password entered to sign)' : ' (signed within 5 minutes of signing in)',
   )
 }
+
+/** The shorter line where only the name, time and meaning are at hand (an assessment on the stability ledger). */
+export function signedByLine(s: { name: string; signed_at: string; meaning: string }, timeZone: string): HTMLElement {
+  return h(
+    'span',
+    { class: 'signature' },
+    ' Signed by ',
+    h('strong', { class: 'signer' }, s.name),
+    ' on ',
+    h('time', { datetime: s.signed_at }, dateTime(s.signed_at, timeZone)),
+    ' — meaning: ',
+    h('strong', { class: 'meaning' }, MEANINGS[s.meaning as StoredSignature['meaning']] ?? s.meaning),
+  )
+}

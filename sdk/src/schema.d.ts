@@ -2519,6 +2519,12 @@ export interface components {
                         id: string;
                         add_back_s: number;
                         justification: string;
+                        /** @description The pharmacist's e-signature as shown: printed name, time, meaning; null on an assessment made before signing */
+                        signed_by: {
+                            name: string;
+                            signed_at: string;
+                            meaning: string;
+                        } | null;
                     }[];
                 }[];
                 freeze_thaw: {

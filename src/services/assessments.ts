@@ -208,7 +208,7 @@ async function rewritePlan(trx: Executor, deliveryId: string): Promise<Stability
   const plan = (await planOf(trx, deliveryId))!
   const rows = await trx
     .selectFrom('stability_assessments')
-    .select(['id', 'ndc', 'band', 'add_back_s', 'justification'])
+    .select(['id', 'ndc', 'band', 'add_back_s', 'justification', 'signature'])
     .where('delivery_id', '=', deliveryId)
     .where('withdrawn_at', 'is', null)
     .orderBy('id')
@@ -219,6 +219,7 @@ async function rewritePlan(trx: Executor, deliveryId: string): Promise<Stability
     band: r.band,
     add_back_s: r.add_back_s,
     justification: r.justification,
+    signed_by: signedBy(r.signature),
   }))
   const next = { ...plan, add_backs: addBacks }
   await trx
@@ -227,6 +228,13 @@ async function rewritePlan(trx: Executor, deliveryId: string): Promise<Stability
     .where('delivery_id', '=', deliveryId)
     .execute()
   return next
+}
+
+/** What the ledger shows of an assessment's signature (name, time, meaning); null on rows made before signing. */
+function signedBy(json: string | null): AddBack['signed_by'] {
+  if (json === null) return null
+  const { name, signed_at, meaning } = JSON.parse(json) as StoredSignature
+  return { name, signed_at, meaning }
 }
 
 /** Tries `attempt` again when another append to the same custody chain took the seq it meant to use. */

@@ -93,6 +93,10 @@ describe('the stability budget on the delivery page', () => {
     expect(await budget.locator('.assessment').textContent()).toContain(
       `Assessment ${assessmentId}: +30 min — Manufacturer letter: 30 min more`,
     )
+    // Signed (21 CFR 11.50): the pharmacist's printed name, the time with its zone, the meaning.
+    expect(await budget.locator('.assessment .signature').textContent()).toMatch(
+      /^ Signed by A pharmacist on \w{3} \d{2}, \d{4}, .+ [A-Z]{3,4} — meaning: Assessed$/,
+    )
     // Beside the chart: the same row, to its right.
     const chart = (await page.locator('section.trace').boundingBox())!
     const box = (await budget.boundingBox())!
@@ -108,6 +112,7 @@ describe('the stability budget on the delivery page', () => {
     expect(await budget.isVisible()).toBe(true)
     expect(await budget.locator('[role="meter"]').count()).toBe(2)
     expect(await budget.textContent()).toMatch(/Within budget.*8 to 25 °C.*used of 1 h 30 min/)
+    expect(await budget.locator('.assessment').textContent()).toMatch(/Signed by A pharmacist on .+ — meaning: Assessed/)
     await page.emulateMedia({ media: 'screen' })
   })
 })

@@ -286,7 +286,14 @@ for (const store of stores)
         add_back_s: 1800,
         consumed_s: 3000,
         remaining_s: 2400,
-        assessments: [{ id: made.body.id, add_back_s: 1800, justification: body.justification }],
+        assessments: [
+          {
+            id: made.body.id,
+            add_back_s: 1800,
+            justification: body.justification,
+            signed_by: { name: 'A pharmacist', meaning: 'assessed' },
+          },
+        ],
       })
 
       // Live: 30 more minutes at 12 °C (80 in all) would have exhausted the hour; within the hour and a half, no break.
