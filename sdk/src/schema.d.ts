@@ -2781,6 +2781,30 @@ export interface components {
             action?: string;
             /** @description The delivery the request concerned; absent when none */
             delivery_id?: string;
+            /** @description On a signature's own record (action `signature.approved`, right after the request that made it): a product stability version's e-signature */
+            signature?: {
+                /** @description sg_… */
+                id: string;
+                /** @description The person who signed (us_…) */
+                signer: string;
+                /** @description The signer's printed name (21 CFR 11.50(a)(1)) */
+                name: string;
+                email: string;
+                /**
+                 * @description What the signature means (21 CFR 11.50(a)(3))
+                 * @enum {string}
+                 */
+                meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
+                /** @description When it was signed (RFC 3339 UTC; 21 CFR 11.50(a)(2)) */
+                signed_at: string;
+                /** @description sha256 over the JCS of the signed record's content: the signature cannot be moved to another record */
+                record_hash: string;
+                /**
+                 * @description `password`: re-entered when signing; `recent_sign_in`: the token says the password was entered at most 300 s before
+                 * @enum {string}
+                 */
+                method: "password" | "recent_sign_in";
+            };
             /** @description The tenant of the token that made the request; absent when it had none */
             pharmacy_id?: string;
             /** @description The tenant of the token that made the request; absent when it had none */

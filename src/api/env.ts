@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { Principal } from '../auth/scopes.js'
+import type { StoredSignature } from '../domain/custody-event.js'
 import type { Executor } from '../store/schema.js'
 
 /** Values every request carries through the middleware chain; typed once. */
@@ -13,7 +14,7 @@ export type AppEnv = {
     /** Set by `idempotency` on a POST that sent an Idempotency-Key. */
     idempotency?: IdempotentRequest
     /** Set by `auditTrail` on a state-changing request: writes its audit record in the transaction of its change. */
-    auditInTransaction?: (trx: Executor, status: number, answer: unknown) => Promise<void>
+    auditInTransaction?: (trx: Executor, status: number, answer: unknown, signature?: StoredSignature | null) => Promise<void>
   }
 }
 

@@ -6,6 +6,7 @@ import { jcsHash } from '../hashing.js'
 import type { Dialect } from '../store/database.js'
 import { insertRow, insertRows, precompiled } from '../store/precompiled.js'
 import type { Database, Db, Executor } from '../store/schema.js'
+import type { StoredSignature } from '../domain/custody-event.js'
 
 export type AuditEntry = {
   at: string
@@ -23,11 +24,13 @@ export type AuditEntry = {
   action: string | null
   /** The delivery the request concerned (its path's, or the one its answer names). */
   delivery_id: string | null
+  /** On a signature's own record (a product stability version's): the stored signature, as JSON. */
+  signature: string | null
 }
 
 /** What a caller hands over; the time is the log's, the optional fields default to null. */
-export type NewAuditEntry = Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id'> &
-  Partial<Pick<AuditEntry, 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id'>>
+export type NewAuditEntry = Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id' | 'signature'> &
+  Partial<Pick<AuditEntry, 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id' | 'signature'>>
 
 /** Whose records a restricted reader sees: its token's tenant. */
 export type AuditTenant = { pharmacyId: string | null; fleetId: string | null }
@@ -60,9 +63,10 @@ export type AuditVerdict = {
  * A record as it is shown and hashed: the tenant, action and delivery fields only when set, so
  * records written before they existed (and unrestricted tokens' records) hash exactly as they always did.
  */
-export function shownEntry<T extends AuditEntry>({ pharmacy_id, fleet_id, action, delivery_id, ...rest }: T) {
+export function shownEntry<T extends AuditEntry>({ pharmacy_id, fleet_id, action, delivery_id, signature, ...rest }: T) {
   return {
     ...rest,
+    ...(signature === null || signature === undefined ? {} : { signature: JSON.parse(signature) as StoredSignature }),
     ...(pharmacy_id === null ? {} : { pharmacy_id }),
     ...(fleet_id === null ? {} : { fleet_id }),
     ...(action === null || action === undefined ? {} : { action }),
@@ -108,8 +112,11 @@ export class AuditLog {
    * chain's lock is then held to that transaction's commit, so callers append last, after their
    * own writes (a lock taken after it could deadlock with a writer waiting for the chain).
    */
-  async append(trx: Executor, entry: NewAuditEntry): Promise<void> {
-    await this.chain(trx, [this.stamped(entry)])
+  async append(trx: Executor, entry: NewAuditEntry, ...more: NewAuditEntry[]): Promise<void> {
+    await this.chain(
+      trx,
+      [entry, ...more].map((e) => this.stamped(e)),
+    )
   }
 
   /** Writes one record in its own transaction; resolves once it is committed. */
@@ -132,8 +139,15 @@ export class AuditLog {
     return this.flushing
   }
 
-  private stamped({ pharmacy_id = null, fleet_id = null, action = null, delivery_id = null, ...entry }: NewAuditEntry): AuditEntry {
-    return { at: iso(this.clock.now()), ...entry, pharmacy_id, fleet_id, action, delivery_id }
+  private stamped({
+    pharmacy_id = null,
+    fleet_id = null,
+    action = null,
+    delivery_id = null,
+    signature = null,
+    ...entry
+  }: NewAuditEntry): AuditEntry {
+    return { at: iso(this.clock.now()), ...entry, pharmacy_id, fleet_id, action, delivery_id, signature }
   }
 
   /** Links `entries` after the chain's head, in the transaction `trx`. */
@@ -242,6 +256,7 @@ const APPEND_COLUMNS = [
   'fleet_id',
   'action',
   'delivery_id',
+  'signature',
   'prev_hash',
   'hash',
 ] as const satisfies readonly (keyof Database['audit_events'])[]

@@ -164,6 +164,8 @@ export interface Database extends StabilityTables, AlarmTables {
     action: string | null
     /** The delivery the request concerned, when it concerned one. */
     delivery_id: string | null
+    /** JSON of the e-signature this record is (a product stability version's, migration 0035); null on request records. */
+    signature: string | null
     prev_hash: string
     hash: string
   }

@@ -49,6 +49,18 @@ describe('signed stability versions', () => {
       signature_verified: true,
     })
     expect(signed.text).not.toContain(pharmacist.password)
+
+    // The signature is its own record in the audit chain, right after the request's, and the chain verifies.
+    const auditor = await api.adminToken('audit:read')
+    type Row = { action?: string; pos: number; signature?: unknown; status: number }
+    const own = (await api.get(`/v1/audit-events?action=signature.approved`, auditor)).body.data as Row[]
+    expect(own).toHaveLength(1)
+    expect(own[0]!.signature).toEqual(signed.body.signature)
+    const trail = (await api.get(`/v1/audit-events?user=${pharmacist.user.id}&limit=100`, auditor)).body.data as Row[]
+    const request = trail.find((r) => r.pos === own[0]!.pos - 1)
+    expect(request).toMatchObject({ method: 'PUT', path: `/v1/products/${productId}/stability`, status: 201 })
+    expect((await api.get('/v1/audit-events/verify', auditor)).body.valid).toBe(true)
+    expect(JSON.stringify(trail)).not.toContain(pharmacist.password)
   })
 
   it('lets a machine client add an unsigned version, never a signed one', async () => {

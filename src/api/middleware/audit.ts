@@ -22,8 +22,13 @@ export function auditTrail({ audit, actionOf }: { audit: AuditLog; actionOf: Act
     const safe = SAFE_METHODS.has(c.req.method)
     let inTransaction = false
     if (!safe)
-      c.set('auditInTransaction', async (trx, status, answer) => {
-        await audit.append(trx, { ...entryOf(c, status, actionOf), delivery_id: deliveryOf(c, answer) })
+      c.set('auditInTransaction', async (trx, status, answer, signature) => {
+        const entry = { ...entryOf(c, status, actionOf), delivery_id: deliveryOf(c, answer) }
+        // A signature whose record is not a delivery's (a product stability version's) is its own
+        // record in the audit chain, right after the request's, committed with the change.
+        if (signature)
+          await audit.append(trx, entry, { ...entry, action: `signature.${signature.meaning}`, signature: JSON.stringify(signature) })
+        else await audit.append(trx, entry)
         inTransaction = true
       })
     let status = 500

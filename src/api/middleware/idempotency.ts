@@ -5,6 +5,7 @@ import type { Clock } from '../../clock.js'
 import { iso } from '../../clock.js'
 import { AppError } from '../../errors.js'
 import { sha256Hex } from '../../hashing.js'
+import type { StoredSignature } from '../../domain/custody-event.js'
 import type { RecordAnswer } from '../../store/record-answer.js'
 import { isUniqueViolation } from '../../store/errors.js'
 import { insertRow, precompiled } from '../../store/precompiled.js'
@@ -146,14 +147,20 @@ function withoutSigningPassword(text: string): string {
  * the change: the answer kept for the request's Idempotency-Key (if it sent one) and the
  * request's audit record. Undefined only when neither applies.
  */
-export function answerInTransaction<T>(c: Context<AppEnv>, status: number, secrets: readonly string[] = []): RecordAnswer<T> | undefined {
+export function answerInTransaction<T>(
+  c: Context<AppEnv>,
+  status: number,
+  secrets: readonly string[] = [],
+  /** The e-signature the answer carries that enters the audit chain as its own record (docs/part11.md). */
+  signatureOf?: (answer: T) => StoredSignature | null,
+): RecordAnswer<T> | undefined {
   const request = c.get('idempotency')
   const audit = c.get('auditInTransaction')
   if (!request && !audit) return undefined
   return async (trx, answer) => {
     if (request) await request.complete(trx, status, answer, secrets)
     // Last: on PostgreSQL it takes the audit chain's lock, held to the commit.
-    if (audit) await audit(trx, status, answer)
+    if (audit) await audit(trx, status, answer, signatureOf?.(answer))
   }
 }
 

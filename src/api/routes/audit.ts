@@ -6,6 +6,7 @@ import type { Db } from '../../store/schema.js'
 import type { AppEnv } from '../env.js'
 import { json, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { decodeCursor, encodeCursor } from '../../store/pagination.js'
+import { storedSignatureSchema } from '../../domain/e-signature.js'
 import { csvLine } from '../csv-cells.js'
 import { prefersCsv } from './temperature.js'
 
@@ -22,6 +23,11 @@ const AuditEvent = z
     request_id: z.string(),
     action: z.string().optional().describe('The operation the request ran (its operationId); absent when no route matched'),
     delivery_id: z.string().optional().describe('The delivery the request concerned; absent when none'),
+    signature: storedSignatureSchema
+      .optional()
+      .describe(
+        "On a signature's own record (action `signature.approved`, right after the request that made it): a product stability version's e-signature",
+      ),
     pharmacy_id: z.string().optional().describe('The tenant of the token that made the request; absent when it had none'),
     fleet_id: z.string().optional().describe('The tenant of the token that made the request; absent when it had none'),
     prev_hash: z.string().optional().describe('Only for unrestricted tokens'),

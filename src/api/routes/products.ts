@@ -3,9 +3,10 @@ import { productStabilitySchema } from '../../../rules/index.js'
 import type { SignatureAuthority } from '../../auth/e-signatures.js'
 import { storedSignatureSchema } from '../../domain/e-signature.js'
 import { validationFailed } from '../../errors.js'
-import type { ProductService } from '../../services/products.js'
+import type { ProductService, StabilityVersion } from '../../services/products.js'
 import { SignatureInput } from './deliveries.js'
 import type { AppEnv } from '../env.js'
+import { answerInTransaction } from '../middleware/idempotency.js'
 import { component, idParam, pageOf, pageQuery, problem, v1Route, z } from '../openapi.js'
 
 const stabilityExample = {
@@ -200,7 +201,9 @@ export function productRoutes(products: ProductService, signatures: SignatureAut
       if (signature === undefined && principal.sub.startsWith('us_'))
         throw validationFailed([{ pointer: '/signature', message: 'a person signs the stability versions they add (meaning "approved")' }])
       const signer = signature && (await signatures.authenticate(principal, signature, 'approved'))
-      return c.json(await products.putStability(principal, id, body, undefined, signer || undefined), 201)
+      // The version's signature is its own audit record, committed with the version (docs/part11.md).
+      const record = answerInTransaction<StabilityVersion>(c, 201, [], (version) => version.signature)
+      return c.json(await products.putStability(principal, id, body, record, signer || undefined), 201)
     },
   )
 

@@ -22,6 +22,7 @@ import { up as deliveryStability } from './0031_delivery_stability.js'
 import { up as releasePolicy } from './0032_release_policy.js'
 import { up as deliveryLegs } from './0033_delivery_legs.js'
 import { up as stabilityAssessments } from './0034_stability_assessments.js'
+import { up as auditSignatures } from './0035_audit_signatures.js'
 import { up as eSignatures } from './0036_e_signatures.js'
 import { up as signedStabilityVersions } from './0037_signed_stability_versions.js'
 import { up as signedAssessments } from './0038_signed_assessments.js'
@@ -56,6 +57,7 @@ const steps: Record<string, MigrationStep> = {
   '0032_release_policy': releasePolicy,
   '0033_delivery_legs': deliveryLegs,
   '0034_stability_assessments': stabilityAssessments,
+  '0035_audit_signatures': auditSignatures,
   '0036_e_signatures': eSignatures,
   '0037_signed_stability_versions': signedStabilityVersions,
   '0038_signed_assessments': signedAssessments,
