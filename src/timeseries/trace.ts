@@ -99,8 +99,11 @@ export function traceWindow(delivery: TracedDelivery, query: TraceQuery, nowMs: 
  */
 export async function readTrace(sink: ReadingSink, delivery: TracedDelivery, window: TraceWindow): Promise<TemperatureTrace> {
   const readToMs = window.openEnded ? Math.max(window.toMs, window.nowMs + FUTURE_TOLERANCE_MS) : window.toMs
-  // The sink's ranges are half-open; the end of the window is included.
-  const buckets = await sink.bucketed(delivery.id, window.fromMs, readToMs + 1, window.stepMs)
+  // The sink's ranges are half-open; the end of the window is included. A window starting before
+  // the binding reads from the binding's start: no reading of the delivery is older (its dispatch
+  // fixes it for good), and on QuestDB the range is what is scanned. Buckets stay epoch-aligned.
+  const readFromMs = Math.max(window.fromMs, deliverySpan(delivery).startMs)
+  const buckets = await sink.bucketed(delivery.id, readFromMs, readToMs + 1, window.stepMs)
   const points = buckets.map((b) => ({ t: iso(b.t), min: b.min, max: b.max, avg: roundCelsius(b.avg), n: b.n }))
   const lastReadingMs = await newestReading(sink, delivery.id, buckets.at(-1)?.t ?? null, window.stepMs, readToMs)
   const asOfMs = window.openEnded ? Math.max(window.toMs, lastReadingMs ?? -Infinity) : window.toMs

@@ -57,10 +57,29 @@ async function toteBeforeDispatch({ api, mqttPort, admin }: Awaited<ReturnType<t
   return { deliveryId: rx.delivery_id, client, publish, dispatch }
 }
 
+/** The SQLite sink, recording the interval of every read of one delivery's readings. */
+function recordingSink() {
+  const sqlite = createSqliteSink({ path: ':memory:' })
+  const reads: { deliveryId: string; fromMs: number; toMs: number }[] = []
+  const sink: ReadingSink = {
+    ...sqlite,
+    readingsForDelivery: (deliveryId, fromMs, toMs) => (
+      reads.push({ deliveryId, fromMs, toMs }),
+      sqlite.readingsForDelivery(deliveryId, fromMs, toMs)
+    ),
+    bucketed: (deliveryId, fromMs, toMs, stepMs) => (
+      reads.push({ deliveryId, fromMs, toMs }),
+      sqlite.bucketed(deliveryId, fromMs, toMs, stepMs)
+    ),
+  }
+  return { sink, reads }
+}
+
 describe('a dispatch recorded after the tote had been reporting', () => {
   let ingest: Awaited<ReturnType<typeof startIngest>>
+  const recording = recordingSink()
   beforeAll(async () => {
-    ingest = await startIngest()
+    ingest = await startIngest({ sink: recording.sink })
   })
   afterAll(() => ingest.api.stop())
 
@@ -111,6 +130,18 @@ describe('a dispatch recorded after the tote had been reporting', () => {
     const events = await api.get<{ data: { type: string }[] }>(`/v1/events?delivery_id=${deliveryId}&limit=100`, admin)
     expect(events.body.data.map((e) => e.type)).not.toContain('cold-chain.break')
     expect(events.body.data.map((e) => e.type)).not.toContain('sensor.offline')
+
+    // Every read of the delivery's readings (the monitor's load and recompute, the trace) starts at
+    // the binding's backdated start, not at the beginning of time: on QuestDB that is what it scans.
+    // A window opening an hour before the dispatch reads from the dispatch too.
+    const before = await api.get(
+      `/v1/deliveries/${deliveryId}/temperature?step=1s&from=${new Date(dispatchedAt - 3_600_000).toISOString()}`,
+      admin,
+    )
+    expect(before.status, before.text).toBe(200)
+    const reads = recording.reads.filter((r) => r.deliveryId === deliveryId)
+    expect(reads.length).toBeGreaterThan(1)
+    expect(Math.min(...reads.map((r) => r.fromMs))).toBe(dispatchedAt)
   }, 30_000)
 })
 

@@ -15,10 +15,37 @@ function counting() {
   return { counter, plugin }
 }
 
+const BOUND_FROM = '2026-03-01T08:00:00.000Z'
+
+/** Deliveries rows bound to a tote from BOUND_FROM (until `boundTo`, or still open). */
+async function boundDeliveries(store: EntityStore, ids: readonly string[], boundTo: string | null = null) {
+  await store.db
+    .insertInto('deliveries')
+    .values(
+      ids.map((id, i) => ({
+        id,
+        rx_id: `rx_${id}`,
+        pharmacy_id: 'ph_1',
+        status: 'in_transit',
+        eta: BOUND_FROM,
+        tote_id: `tt_${id}_${i}`,
+        cold_chain_required: 1,
+        bound_from: BOUND_FROM,
+        bound_to: boundTo,
+        version: 1,
+        event_seq: 1,
+        created_at: BOUND_FROM,
+        updated_at: BOUND_FROM,
+      })),
+    )
+    .execute()
+}
+
 describe('the cold-chain monitor’s SQL store on a cold start', () => {
   let store: EntityStore
   beforeAll(async () => {
     store = await openEntityStore({ kind: 'sqlite', file: ':memory:' })
+    await boundDeliveries(store, [...Array.from({ length: 1_000 }, (_, i) => `dl_${i}`), 'r_1', 'r_2', 'r_3', 'new_delivery'])
   })
   afterAll(async () => {
     await store.close()
@@ -66,5 +93,20 @@ describe('the cold-chain monitor’s SQL store on a cold start', () => {
     const load = coldChain.readings('new_delivery', true)
     await Promise.all([...recomputes, load])
     expect(order).toEqual(['r_1', 'new_delivery', 'r_2', 'r_3']) // r_1 was already being read
+  })
+
+  it('reads a delivery’s readings over its binding interval only, never over all time', async () => {
+    await boundDeliveries(store, ['dl_ended'], '2026-03-01T09:30:00.000Z')
+    const asked: [string, number, number][] = []
+    const sink = {
+      readingsForDelivery: async (id: string, fromMs: number, toMs: number): Promise<ReadingRow[]> => (asked.push([id, fromMs, toMs]), []),
+    } as unknown as ReadingSink
+    const coldChain = createColdChainStore({ db: store.db, sink, outbox: {} as Outbox })
+    await Promise.all([coldChain.readings('dl_1', true), coldChain.readings('dl_ended', false)])
+    expect(await coldChain.readings('dl_never_dispatched', true)).toEqual([])
+    expect(asked).toEqual([
+      ['dl_1', Date.parse(BOUND_FROM), Number.MAX_SAFE_INTEGER], // still open: everything from its dispatch on
+      ['dl_ended', Date.parse(BOUND_FROM), Date.parse('2026-03-01T09:30:00.000Z')],
+    ])
   })
 })

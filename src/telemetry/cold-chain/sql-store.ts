@@ -8,7 +8,8 @@ import type { Db, Executor } from '../../store/schema.js'
 import type { ReadingSink } from '../../timeseries/sink.js'
 import type { ColdChainStore } from './port.js'
 
-const ALL_TIME = Number.MAX_SAFE_INTEGER
+// The end of an open delivery's interval: the sink's ranges are half-open and need a number.
+const OPEN_END = Number.MAX_SAFE_INTEGER
 // Summaries written per UPDATE: one statement instead of one per delivery (a tick under load has
 // every bound tote's delivery to save); 100 rows are 300 bound parameters, far below SQLite's and
 // PostgreSQL's limits.
@@ -37,7 +38,7 @@ export function createColdChainStore({
   clock?: Clock
 }): ColdChainStore {
   return {
-    readings: limited(CONCURRENT_READS, (deliveryId: string) => sink.readingsForDelivery(deliveryId, 0, ALL_TIME)),
+    readings: readingsInBinding(db, sink),
     announcedBreak: gathered((ids) => announcedBreaks(db, ids)),
     async save(summaries, events) {
       const messages = await db.transaction().execute(async (trx) => {
@@ -49,6 +50,47 @@ export function createColdChainStore({
       outbox.committed(messages)
     },
   }
+}
+
+/**
+ * A delivery's readings over its binding interval only, never over all time: on QuestDB a read's
+ * `ts` range is the interval it scans, and a scan from 0 grew with the table.
+ *
+ * The interval is read from the deliveries row at read time, not taken from a caller's cached
+ * Binding. Why this never drops a reading of the delivery: a reading carries the delivery only
+ * when its ts is in [bound_from, bound_to) (ingest's ToteBindings and the sink's attribute() both
+ * take the interval from this row). `bound_from` is written once, by the dispatch, with its own
+ * occurred_at (a backdated dispatch included: attribute() then claims the earlier readings with
+ * that same value), and nothing moves it afterwards; so no reading of the delivery lies before
+ * it. A backdated end only moves `bound_to` earlier, and attribute() takes the readings past it
+ * off the delivery: the read, made after that change, wants none of them either. A delivery
+ * without `bound_from` was never bound: it has no readings.
+ */
+function readingsInBinding(db: Db, sink: ReadingSink): ColdChainStore['readings'] {
+  const intervalOf = gathered((ids) => bindingIntervals(db, ids))
+  const read = limited(CONCURRENT_READS, ({ deliveryId, fromMs, toMs }: { deliveryId: string; fromMs: number; toMs: number }) =>
+    sink.readingsForDelivery(deliveryId, fromMs, toMs),
+  )
+  return async (deliveryId, urgent) => {
+    const interval = await intervalOf(deliveryId)
+    return interval === null ? [] : read({ deliveryId, ...interval }, urgent)
+  }
+}
+
+async function bindingIntervals(db: Db, ids: readonly string[]): Promise<Map<string, { fromMs: number; toMs: number }>> {
+  const found = new Map<string, { fromMs: number; toMs: number }>()
+  for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
+    const rows = await db
+      .selectFrom('deliveries')
+      .select(['id', 'bound_from', 'bound_to'])
+      .where('id', 'in', ids.slice(i, i + IDS_PER_QUERY))
+      .where('bound_from', 'is not', null)
+      .execute()
+    for (const row of rows) {
+      found.set(row.id, { fromMs: Date.parse(row.bound_from!), toMs: row.bound_to === null ? OPEN_END : Date.parse(row.bound_to) })
+    }
+  }
+  return found
 }
 
 /**
