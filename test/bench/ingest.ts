@@ -42,6 +42,8 @@ import { forkPublisher } from './lib/publisher-child.js'
 import { runExternalComparison } from './lib/ingest-external.js'
 import { hardLimitLatency } from './lib/ingest-hard-limit.js'
 import { QUESTDB_TARGET, questdbReport, startQuestdbStandin, type PhaseFigures } from './lib/questdb-bench.js'
+import { listenerPid, localQuestdbPort } from './lib/listener-pid.js'
+import { createQuestdbSink } from '../../src/timeseries/questdb-sink.js'
 
 const opt = parseBenchArgs(
   'bench:ingest',
@@ -92,21 +94,27 @@ const opt = parseBenchArgs(
      * Where readings go: `sqlite` (the embedded default), `postgres` (DATABASE_URL without
      * QUESTDB_CONFIG: entities and readings in a fresh schema of --database-url), or
      * `questdb-standin` (QUESTDB_CONFIG pointing at test/bench/lib/questdb-standin.ts, which answers
-     * each write after --questdb-delay-ms; the report's `questdb` holds both QuestDB targets).
+     * each write after --questdb-delay-ms; the report's `questdb` holds both QuestDB targets), or
+     * `questdb`: the QuestDB that this shell's QUESTDB_CONFIG names (passed through to the service;
+     * entities stay in SQLite), with the same targets.
      */
     sink: { type: 'string', default: 'sqlite' },
     'questdb-delay-ms': { type: 'string', default: '20' },
+    /** --sink questdb: the QuestDB process whose CPU is measured; default: whoever listens on QUESTDB_CONFIG's local HTTP port. */
+    'questdb-pid': { type: 'string', default: '' },
     /** Hard-limit mode: seconds over which the totes' freeze readings are spread, and the reorder window. */
     'hard-limit-s': { type: 'string', default: '30' },
     'hard-limit-window-s': { type: 'string', default: '30' },
   },
 )
 const SINK = opt.sink
-if (!['sqlite', 'postgres', 'questdb-standin'].includes(SINK))
-  throw new Error(`--sink must be sqlite, postgres or questdb-standin, got ${SINK}`)
+if (!['sqlite', 'postgres', 'questdb-standin', 'questdb'].includes(SINK))
+  throw new Error(`--sink must be sqlite, postgres, questdb-standin or questdb, got ${SINK}`)
+if (SINK === 'questdb' && !process.env.QUESTDB_CONFIG)
+  throw new Error('--sink questdb needs QUESTDB_CONFIG (e.g. http::addr=127.0.0.1:9000;)')
 // The issue's targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
-const QUESTDB = SINK === 'questdb-standin'
+const QUESTDB = SINK === 'questdb-standin' || SINK === 'questdb'
 // The QuestDB targets' rates, unless the command line names others.
 if (QUESTDB && !process.argv.includes('--rate')) opt.rate = String(QUESTDB_TARGET.singlePerS)
 if (QUESTDB && !process.argv.includes('--batch-rate')) opt['batch-rate'] = String(QUESTDB_TARGET.batchPerS / 100)
@@ -132,8 +140,8 @@ const HEAP_PROFILED = new Set(opt['heap-prof'].split(',').filter(Boolean))
 const INSPECTED = PROFILED.size + HEAP_PROFILED.size > 0
 const PROFILE_DIR = INSPECTED ? mkdtempSync(join(tmpdir(), 'rxtrace-ingest-prof-')) : null
 type Profiler = Awaited<ReturnType<typeof connectProfiler>>
-/** The QuestDB stand-in's process, when there is one: its CPU is measured beside the service's. */
-let standinPid: number | null = null
+/** The QuestDB process (the stand-in, or a local QuestDB), when there is one: its CPU is measured beside the service's. */
+let questdbPid: number | null = null
 
 const log = (line: string) => process.stderr.write(`[bench:ingest] ${line}\n`)
 
@@ -162,9 +170,9 @@ type Measured = {
   result: PhaseResult
   /**
    * CPU of the broker process (service or ceiling) and the publisher, % of one core; us_per_reading
-   * is broker CPU per stored reading; standin_us_per_reading the QuestDB stand-in's, when there is one.
+   * is broker CPU per stored reading; questdb_us_per_reading the QuestDB process's, when there is one.
    */
-  cpu: { service_pct: number | null; publisher_pct: number | null; us_per_reading: number | null; standin_us_per_reading: number | null }
+  cpu: { service_pct: number | null; publisher_pct: number | null; us_per_reading: number | null; questdb_us_per_reading: number | null }
   rssPeakMb: number
 }
 
@@ -180,7 +188,7 @@ async function measure(
   await profiling?.start()
   await heapProfiling?.startHeap()
   const rss = watchRss(brokerPid)
-  const cpuNow = () => [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!), standinPid === null ? null : cpuSeconds(standinPid)]
+  const cpuNow = () => [cpuSeconds(brokerPid), cpuSeconds(publisher.child.pid!), questdbPid === null ? null : cpuSeconds(questdbPid)]
   const cpu0 = cpuNow()
   const t0 = performance.now()
   const result = await publisher.run(phase)
@@ -205,14 +213,14 @@ async function measure(
     cpu0[i] == null || cpu1[i] == null || result.ackedReadings === 0 ? null : round(((cpu1[i]! - cpu0[i]!) * 1e6) / result.ackedReadings, 2)
   const measured = {
     result,
-    cpu: { service_pct: pct(0), publisher_pct: pct(1), us_per_reading: perReading(0), standin_us_per_reading: perReading(2) },
+    cpu: { service_pct: pct(0), publisher_pct: pct(1), us_per_reading: perReading(0), questdb_us_per_reading: perReading(2) },
     rssPeakMb: rss.stop(),
   }
   const r = result
   log(
     `${r.name}: ${round(r.ackedReadings / (r.elapsedMs / 1_000), 0)} readings/s, puback p50 ${round(r.latency.p50, 2)} ms p99 ${round(r.latency.p99, 2)} ms max ${round(r.latency.max, 1)} ms, ` +
       `errors ${r.errors}, rejected ${r.rejected}, behind ${r.behind}, cpu broker ${measured.cpu.service_pct}% (${measured.cpu.us_per_reading} µs/reading) publisher ${measured.cpu.publisher_pct}%` +
-      `${standinPid === null ? '' : `, stand-in ${pct(2)}% (${measured.cpu.standin_us_per_reading} µs/reading)`}, rss peak ${measured.rssPeakMb} MB`,
+      `${questdbPid === null ? '' : `, QuestDB ${pct(2)}% (${measured.cpu.questdb_us_per_reading} µs/reading)`}, rss peak ${measured.rssPeakMb} MB`,
   )
   return measured
 }
@@ -261,9 +269,10 @@ async function openReadingsStore() {
     db.close()
     return rows
   }
+  if (SINK === 'questdb') return realQuestdb(process.env.QUESTDB_CONFIG!, sqliteEvents)
   if (QUESTDB) {
     const standin = await startQuestdbStandin(Number(opt['questdb-delay-ms']))
-    standinPid = standin.pid
+    questdbPid = standin.pid
     log(`QuestDB stand-in pid ${standin.pid} (${standin.config}), answering writes after ${opt['questdb-delay-ms']} ms`)
     return {
       env: { QUESTDB_CONFIG: standin.config },
@@ -280,6 +289,29 @@ async function openReadingsStore() {
   }
 }
 type ReadingsStore = Awaited<ReturnType<typeof openReadingsStore>>
+
+/**
+ * --sink questdb: the QuestDB QUESTDB_CONFIG names, given to the service as it is (benchServiceEnv
+ * drops the shell's settings; this one is asked for). Its table may hold earlier runs' rows: the
+ * readings stored are the count's growth over the run. Its CPU is measured when it runs here.
+ */
+async function realQuestdb(config: string, sqliteEvents: (dataDir: string) => { created_at: string; data: string }[]) {
+  const counter = await createQuestdbSink({ config })
+  const before = await counter.count()
+  const port = localQuestdbPort(config)
+  questdbPid = opt['questdb-pid'] ? Number(opt['questdb-pid']) : port === null ? null : listenerPid(port)
+  log(
+    questdbPid === null
+      ? `QuestDB at ${config}: not a process of this machine that can be seen (--questdb-pid names one); its CPU is not measured`
+      : `QuestDB pid ${questdbPid} (${config}); its table held ${before} rows`,
+  )
+  return {
+    env: { QUESTDB_CONFIG: config },
+    events: async (dataDir: string) => sqliteEvents(dataDir),
+    stored: async () => (await counter.count()) - before,
+    close: () => counter.close(),
+  }
+}
 
 async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
@@ -572,7 +604,7 @@ async function main() {
     const eventP99 = percentile(events.latencies, 99)
     const pipelineVsCeiling = ceilingRate ? capacity / ceilingRate : null
     const questdb = QUESTDB
-      ? questdbReport(Number(opt['questdb-delay-ms']), phaseFigures(single), phaseFigures(batch), {
+      ? questdbReport(SINK === 'questdb' ? null : Number(opt['questdb-delay-ms']), phaseFigures(single), phaseFigures(batch), {
           single: singleRate,
           batch: batchRate * 100,
         })
@@ -608,7 +640,7 @@ async function main() {
       },
       single: throughput(single),
       batch100: throughput(batch),
-      // Both QuestDB figures (batches; single readings with PUBACK p99), CPU per reading of the service and the stand-in.
+      // Both QuestDB figures (batches; single readings with PUBACK p99), CPU per reading of the service and of QuestDB (or the stand-in).
       ...(questdb ? { questdb } : {}),
       reading_to_event_ms: {
         p50: round(percentile(events.latencies, 50), 1),
@@ -621,7 +653,12 @@ async function main() {
       rss_mb: { service_1000_totes: service1000, service_5000_totes: service5000, ceiling: ceiling?.rssMb ?? null },
       committed_check: { published_acked: totals.ackedReadings, stored },
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
-      sink: SINK === 'questdb-standin' ? `questdb-standin (writes answered after ${opt['questdb-delay-ms']} ms)` : SINK,
+      sink:
+        SINK === 'questdb-standin'
+          ? `questdb-standin (writes answered after ${opt['questdb-delay-ms']} ms)`
+          : SINK === 'questdb'
+            ? `questdb (${process.env.QUESTDB_CONFIG}${questdbPid === null ? ', CPU not measured' : `, pid ${questdbPid}`})`
+            : SINK,
       detail: {
         totes: TOTES,
         closed_loop_window: WINDOW,

@@ -34,6 +34,7 @@ async function boundDeliveries(store: EntityStore, ids: readonly string[], bound
         bound_to: boundTo,
         version: 1,
         event_seq: 1,
+        leg: 1,
         created_at: BOUND_FROM,
         updated_at: BOUND_FROM,
       })),
