@@ -63,9 +63,11 @@ describe('answers that carry a secret are not kept by any cache', () => {
   }
 
   /** Routes that answer with the creation's schema, whose secret member is left out after creation. */
-  const secretOnlyAtCreation: Record<string, () => string> = {
-    'GET /v1/pharmacies': () => '/v1/pharmacies',
-    'GET /v1/pharmacies/{id}': () => `/v1/pharmacies/${pharmacyId}`,
+  const secretOnlyAtCreation: Record<string, () => Promise<Reply>> = {
+    'GET /v1/pharmacies': () => api.get('/v1/pharmacies', admin),
+    'GET /v1/pharmacies/{id}': () => api.get(`/v1/pharmacies/${pharmacyId}`, admin),
+    'PATCH /v1/pharmacies/{id}': () =>
+      api.request('PATCH', `/v1/pharmacies/${pharmacyId}`, { token: admin, body: { escalate_after_s: 600 } }),
   }
 
   beforeAll(async () => {
@@ -90,8 +92,8 @@ describe('answers that carry a secret are not kept by any cache', () => {
 
   it.each(Object.entries(secretOnlyAtCreation))(
     '%s shares its schema with the creation answer but never holds the secret, and is no-store anyway',
-    async (_route, path) => {
-      const res = await api.get(path(), admin)
+    async (_route, call) => {
+      const res = await call()
       expect(res.status, res.text).toBe(200)
       expect(res.text).not.toMatch(/"secret"/)
       expect(res.headers.get('cache-control')).toBe('no-store')
