@@ -2271,6 +2271,8 @@ export interface components {
             calibration_policy?: "refuse" | "warn" | "strict";
             /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
             escalate_after_s?: number;
+            /** @description null removes it: EPCIS events then name the pharmacy by its URL */
+            gln?: string | null;
         };
         Prescription: {
             rx_id: string;

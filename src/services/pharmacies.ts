@@ -35,7 +35,7 @@ export type NewPharmacy = {
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
 /** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
-export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s'>>
+export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln'>>
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]

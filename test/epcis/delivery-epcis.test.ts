@@ -117,6 +117,15 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     })
     expect(badGln.status).toBe(422)
     expect(badGln.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(['/gln'])
+    const pharmacy = await api.pharmacy(admin)
+    const badChange = await call('PATCH', `/v1/pharmacies/${pharmacy.id}`, admin, { gln: '0614141000013' })
+    expect(badChange.status).toBe(422)
+    expect(badChange.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(['/gln'])
+    const changed = await call('PATCH', `/v1/pharmacies/${pharmacy.id}`, admin, { gln: GLN })
+    expect(changed.status, changed.text).toBe(200)
+    expect(changed.body.gln).toBe(GLN)
+    const removed = await call('PATCH', `/v1/pharmacies/${pharmacy.id}`, admin, { gln: null })
+    expect(removed.body.gln).toBeNull()
     const res = await fetch(`${base}/v1/prescriptions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json', 'idempotency-key': `bad-${Math.random()}` },

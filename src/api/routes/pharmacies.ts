@@ -47,6 +47,12 @@ const policies = {
     .describe(`Seconds an alarm may stay unacknowledged before alarm.escalated; default ${DEFAULT_ESCALATE_AFTER_S}`),
 }
 
+const glnSchema = z
+  .string()
+  .regex(/^\d{13}$/, 'must be 13 digits')
+  .refine((gln) => !/^\d{13}$/.test(gln) || isGln(gln), `the check digit does not match: ${GLN_HELP}`)
+  .describe('GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN')
+
 const NewPharmacy = z
   .strictObject({
     name: z.string().min(1).max(200),
@@ -60,12 +66,7 @@ const NewPharmacy = z
       .refine((npi) => !/^\d{10}$/.test(npi) || npiCheckDigitHolds(npi), 'the check digit does not match: a digit is mistyped')
       .describe('National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine)')
       .optional(),
-    gln: z
-      .string()
-      .regex(/^\d{13}$/, 'must be 13 digits')
-      .refine((gln) => !/^\d{13}$/.test(gln) || isGln(gln), `the check digit does not match: ${GLN_HELP}`)
-      .describe('GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN')
-      .optional(),
+    gln: glnSchema.optional(),
     address: Address,
     timezone: timeZoneSchema,
     location: Location.optional(),
@@ -113,6 +114,7 @@ const PharmacyChanges = z
     release_policy: policies.release_policy.optional(),
     calibration_policy: policies.calibration_policy.optional(),
     escalate_after_s: policies.escalate_after_s.optional(),
+    gln: glnSchema.nullable().optional().describe('null removes it: EPCIS events then name the pharmacy by its URL'),
   })
   .refine((changes) => Object.keys(changes).length > 0, 'name at least one member to change')
   .openapi('PharmacyChanges')
