@@ -5,6 +5,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { startTestService, type TestApi } from '../helpers/service.js'
 import { postgresSchemas, reachablePostgres } from '../helpers/stores.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
+import { signedInPerson } from '../helpers/users.js'
 import { httpClient, QUICK_PROFILE, toteClient, type Http, type Tote } from './http.js'
 
 /**
@@ -77,6 +78,36 @@ const alarmsOf = async (http: Http, token: string, deliveryId: string, state?: s
 }
 
 describe.each(stores)('alarms on $name', (store) => {
+  it('a break is an alarm that only the pharmacist’s signed disposition clears', async () => {
+    const open = await store.open()
+    const { api, http, mqttPort } = await open()
+    const token = await api.adminToken()
+    const { pharmacyId, tote, deliveryId } = await dispatchedColdChain(api, http, token)
+    const sensor = await toteClient(mqttPort, tote)
+    closers.push(sensor.end)
+    await sensor.send(5)
+    await sensor.send(31) // past the profile's hard maximum (30 °C): the cold chain breaks
+    await sensor.send(5) // back in range: an excursion clears by itself, a break does not
+    await sensor.end()
+    const breakAlarm = async () => (await alarmsOf(http, token, deliveryId)).find((a) => a.kind === 'break')
+    await vi.waitFor(async () => expect(await breakAlarm()).toMatchObject({ state: 'ACTIVE_UNACK' }), { timeout: 10_000, interval: 50 })
+    const { id } = (await breakAlarm())!
+    const acked = await http<Alarm>('POST', `/v1/alarms/${id}/acknowledge`, token, { note: 'Calling the driver' })
+    expect(acked.body.state, acked.text).toBe('ACTIVE_ACK')
+
+    const pharmacist = await signedInPerson(api, token, { role: 'pharmacist', pharmacy_id: pharmacyId })
+    const decided = await api.post(
+      `/v1/deliveries/${deliveryId}/disposition`,
+      pharmacist.token,
+      { decision: 'return', note: 'Overheated in transit', signature: { meaning: 'returned', password: pharmacist.password } },
+      { 'idempotency-key': `alarm-disposition-${deliveryId}` },
+    )
+    expect(decided.status, decided.text).toBe(200)
+    expect(await breakAlarm()).toMatchObject({ state: 'CLEARED_ACK', cleared_at: expect.any(String) })
+    const active = await alarmsOf(http, token, deliveryId)
+    expect(active.filter((a) => a.state.startsWith('ACTIVE'))).toEqual([])
+  }, 60_000)
+
   it('an excursion is an alarm acknowledged with a note, cleared by the recovery, and still there after a restart', async () => {
     const open = await store.open()
     let { api, http, mqttPort } = await open()
