@@ -1,3 +1,4 @@
+import type { SensorRecord } from '../../src/domain/sensor-calibration'
 import type { CustodyEvent, Delivery, TemperatureTrace, TraceExcursion } from '../../src/domain/shapes'
 import { accessToken, signIn } from './auth'
 
@@ -49,14 +50,7 @@ export type Prescription = {
   delivery_id: string
 }
 export type Pharmacy = { id: string; name: string; timezone: string }
-export type ToteSensor = {
-  serial: string
-  model: string
-  accuracy_c: number
-  calibrated_at: string
-  calibration_due: string
-  certificate_ref: string
-}
+export type ToteSensor = SensorRecord
 export type Tote = { id: string; serial: string; sensor: ToteSensor | null }
 export type Alarm = {
   id: string
