@@ -50,6 +50,34 @@ export class Pharmacist {
 
 /** The sign-in page's form posted as a browser would; answers the person's access token. */
 export async function signIn(baseUrl: string, clientId: string, email: string, password: string): Promise<string> {
+  const { code, verifier } = await authorizationCode(baseUrl, clientId, email, password)
+  const token = await fetch(`${baseUrl}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT,
+      code_verifier: verifier,
+      client_id: clientId,
+    }),
+  })
+  const body = (await token.json()) as { access_token?: string }
+  if (!body.access_token) throw new Error(`pharmacist token: ${token.status}`)
+  return body.access_token
+}
+
+/**
+ * A browser without JavaScript (a cookie jar and the form's hidden fields) signs in on the sign-in
+ * page with PKCE; answers the authorization code and its verifier, for the caller to exchange.
+ */
+export async function authorizationCode(
+  baseUrl: string,
+  clientId: string,
+  email: string,
+  password: string,
+  scope?: string,
+): Promise<{ code: string; verifier: string }> {
   const jar = new Map<string, string>()
   const keep = (res: Response) => {
     for (const c of res.headers.getSetCookie()) {
@@ -67,10 +95,12 @@ export async function signIn(baseUrl: string, clientId: string, email: string, p
     code_challenge: createHash('sha256').update(verifier).digest('base64url'),
     code_challenge_method: 'S256',
     state: randomBytes(8).toString('hex'),
+    ...(scope ? { scope } : {}),
   })
   const page = await fetch(`${baseUrl}/oauth/authorize?${query}`, { redirect: 'manual' })
   keep(page)
   const html = await page.text()
+  if (page.status !== 200) throw new Error(`sign-in page: ${page.status} ${html.slice(0, 200)}`)
   const form: Record<string, string> = {}
   for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g))
     form[m[1]!] = m[2]!
@@ -87,19 +117,6 @@ export async function signIn(baseUrl: string, clientId: string, email: string, p
   })
   await signedIn.text()
   const code = signedIn.headers.get('location') ? new URL(signedIn.headers.get('location')!).searchParams.get('code') : null
-  if (!code) throw new Error(`pharmacist sign-in failed: ${signedIn.status}`)
-  const token = await fetch(`${baseUrl}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({
-      grant_type: 'authorization_code',
-      code,
-      redirect_uri: REDIRECT,
-      code_verifier: verifier,
-      client_id: clientId,
-    }),
-  })
-  const body = (await token.json()) as { access_token?: string }
-  if (!body.access_token) throw new Error(`pharmacist token: ${token.status}`)
-  return body.access_token
+  if (signedIn.status !== 303 || !code) throw new Error(`sign-in failed: ${signedIn.status}`)
+  return { code, verifier }
 }

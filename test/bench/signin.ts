@@ -14,7 +14,6 @@
  * `--profile` runs the service under `node --cpu-prof` and prints its hotspots to stderr (both
  * phases; give `--signin-seconds 1` to see mostly the refresh grants).
  */
-import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -26,9 +25,9 @@ import { logServiceProfile } from './lib/cpuprofile.js'
 import { apiClient } from './lib/ingest-service.js'
 import { LatencySamples, round } from './lib/ingest-stats.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess } from './lib/service-process.js'
+import { authorizationCode, REDIRECT } from '../../simulators/pharmacist.js'
 
 const PASSWORD = 'bench password, long enough to pass'
-const REDIRECT = 'https://console.example/callback'
 const HEALTHZ_EVERY_MS = 20
 const TARGET = { healthzP99Ms: 50, pubackP99Ms: 50, refreshPerS: 1_000, refreshP99Ms: 50 }
 
@@ -65,50 +64,9 @@ function summary(samples: LatencySamples) {
   return { count: samples.count, p50_ms: round(p50!), p99_ms: round(p99!), max_ms: round(max!) }
 }
 
-/** A browser without JavaScript: a cookie jar and the form's hidden fields. */
-async function signIn(baseUrl: string, clientId: string, email: string): Promise<{ code: string; verifier: string }> {
-  const jar = new Map<string, string>()
-  const keep = (res: Response) => {
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';')
-      const eq = pair!.indexOf('=')
-      jar.set(pair!.slice(0, eq), pair!.slice(eq + 1))
-    }
-  }
-  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
-  const verifier = randomBytes(32).toString('base64url')
-  const challenge = createHash('sha256').update(verifier).digest('base64url')
-  const query = new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: REDIRECT,
-    code_challenge: challenge,
-    code_challenge_method: 'S256',
-    state: 'bench',
-    scope: 'deliveries:read',
-  })
-  const page = await fetch(`${baseUrl}/oauth/authorize?${query}`, { redirect: 'manual' })
-  keep(page)
-  const html = await page.text()
-  if (page.status !== 200) throw new Error(`sign-in page: ${page.status} ${html.slice(0, 200)}`)
-  const form: Record<string, string> = {}
-  for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g))
-    form[m[1]!] = m[2]!
-      .replace(/&quot;/g, '"')
-      .replace(/&#39;/g, "'")
-      .replace(/&lt;/g, '<')
-      .replace(/&gt;/g, '>')
-      .replace(/&amp;/g, '&')
-  const res = await fetch(`${baseUrl}/oauth/authorize`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
-    body: new URLSearchParams({ ...form, email, password: PASSWORD }).toString(),
-  })
-  await res.text()
-  const code = res.headers.get('location') ? new URL(res.headers.get('location')!).searchParams.get('code') : null
-  if (res.status !== 303 || !code) throw new Error(`sign-in: ${res.status}`)
-  return { code, verifier }
+/** A person signs in on the sign-in page as a browser would (simulators/pharmacist.ts). */
+function signIn(baseUrl: string, clientId: string, email: string): Promise<{ code: string; verifier: string }> {
+  return authorizationCode(baseUrl, clientId, email, PASSWORD, 'deliveries:read')
 }
 
 // The grants go through node:http on kept-alive sockets, not fetch: undici's fetch costs this
