@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
+import { startConsoleWorld, type ConsoleWorld, pharmacistBrowser } from './console-world.js'
 
 // Alarms and calibrated sensors in the console, in Debian's Chromium: the queue shows each
 // delivery's alarm state, the delivery page acknowledges an alarm with a note, and the excursion
@@ -28,11 +28,7 @@ beforeAll(async () => {
   warm = await world.coldDelivery(90 * MINUTE, (t) => (Date.now() - t < 12 * MINUTE ? 9.5 : 5))
   const patched = await world.api.request('PATCH', `/v1/totes/${warm.tote.id}`, { token: world.admin, body: { sensor: SENSOR } })
   expect(patched.status, patched.text).toBe(200)
-  browser = await launchChromium()
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'America/Chicago' })
-  context.setDefaultTimeout(15_000)
-  page = await context.newPage()
-  await signInToConsole(page, world.base)
+  ;({ browser, page } = await pharmacistBrowser(world.base))
 }, 120_000)
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import axe from './axe.js'
-import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
+import { signInToConsole, startConsoleWorld, type ConsoleWorld, pharmacistBrowser } from './console-world.js'
 
 // The audit review page in Debian's Chromium: a pharmacist sees their own pharmacy's trail, filters
 // it by delivery, action and person, and exports what the filters select as CSV; another
@@ -37,11 +37,7 @@ beforeAll(async () => {
   const elmToken = await world.api.tokenFor(elmApp.body.client_id, elmApp.body.client_secret)
   theirs = (await world.api.prescription(elmToken, { pharmacy_id: elm.id, patient_id: 'pt_elm' })).delivery_id
 
-  browser = await launchChromium()
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'America/Chicago', acceptDownloads: true })
-  context.setDefaultTimeout(15_000)
-  page = await context.newPage()
-  await signInToConsole(page, world.base)
+  ;({ browser, page } = await pharmacistBrowser(world.base, { acceptDownloads: true }))
 }, 120_000)
 
 afterAll(async () => {

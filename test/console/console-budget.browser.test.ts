@@ -1,7 +1,7 @@
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { signedInPerson } from '../helpers/users.js'
-import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
+import { startConsoleWorld, type ConsoleWorld, pharmacistBrowser } from './console-world.js'
 
 // The stability budget a pharmacist reads beside the chart, and on the printable excursion report:
 // a bar per band with its figures, the verdict, freeze-thaw and an assessment in force. Debian's Chromium.
@@ -54,11 +54,7 @@ beforeAll(async () => {
   )
   expect(assessed.status, assessed.text).toBe(201)
   assessmentId = assessed.body.id
-  browser = await launchChromium()
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'America/Chicago' })
-  context.setDefaultTimeout(15_000)
-  page = await context.newPage()
-  await signInToConsole(page, world.base)
+  ;({ browser, page } = await pharmacistBrowser(world.base))
   // Signed in, the console lands on the queue: navigate only once it has, or the landing wins.
   await page.locator('table.queue').waitFor(LONG)
 }, 120_000)

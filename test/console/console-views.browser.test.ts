@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { launchChromium, signInToConsole, startConsoleWorld, type ConsoleWorld } from './console-world.js'
+import { startConsoleWorld, type ConsoleWorld, pharmacistBrowser } from './console-world.js'
 
 // What a pharmacist reads off the console, checked in Debian's Chromium: the queue's date
 // filter; the chart's hover readout, allowed band, a sensor gap shown as unknown (never a line
@@ -37,12 +37,7 @@ beforeAll(async () => {
     if (m >= GAP.from && m < GAP.to) return null
     return m >= WARM.from && m < WARM.to ? 9.5 : 4.5
   })
-  browser = await launchChromium()
-  // The pharmacist's browser is where the pharmacy is: its calendar days are Chicago's.
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'America/Chicago' })
-  context.setDefaultTimeout(15_000)
-  page = await context.newPage()
-  await signInToConsole(page, world.base)
+  ;({ browser, page } = await pharmacistBrowser(world.base))
 }, 120_000)
 
 afterAll(async () => {

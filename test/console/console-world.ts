@@ -170,6 +170,26 @@ export async function launchChromium(): Promise<Browser> {
   })
 }
 
+/**
+ * A pharmacist's browser at the pharmacy (its calendar days are Chicago's), signed in to the
+ * console: Chromium, a 1280-wide page, 15 s for any wait.
+ */
+export async function pharmacistBrowser(
+  base: string,
+  options: { height?: number; acceptDownloads?: boolean } = {},
+): Promise<{ browser: Browser; page: Page }> {
+  const browser = await launchChromium()
+  const context = await browser.newContext({
+    viewport: { width: 1280, height: options.height ?? 800 },
+    timezoneId: 'America/Chicago',
+    acceptDownloads: options.acceptDownloads ?? false,
+  })
+  context.setDefaultTimeout(15_000)
+  const page = await context.newPage()
+  await signInToConsole(page, base)
+  return { browser, page }
+}
+
 /** Opens /console and signs in through the authorization server's form. */
 export async function signInToConsole(page: Page, base: string, email = 'pat@example.com'): Promise<void> {
   await page.goto(`${base}/console/`)
