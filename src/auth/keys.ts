@@ -3,6 +3,7 @@ import { exportJWK, generateKeyPair, importJWK, type JWK, type CryptoKey } from 
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
+import { retireForRotation } from '../store/key-rotation.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 import { sealingContext } from '../store/sealed-secrets.js'
@@ -102,8 +103,7 @@ export class KeyRing {
     const kid = await this.insertKey(activatesAt)
     const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('signing_keys').set({ retires_at: now }).where('kid', '!=', kid).where('activates_at', '>', now).execute()
-      await trx.updateTable('signing_keys').set({ retires_at: retiresAt }).where('kid', '!=', kid).where('retires_at', 'is', null).execute()
+      await retireForRotation(trx, 'signing_keys', kid, now, retiresAt)
       await record?.(trx, rotated)
     })
     await this.load()

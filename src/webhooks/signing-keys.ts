@@ -2,6 +2,7 @@ import { createPrivateKey, generateKeyPairSync, sign, type JsonWebKey, type KeyO
 import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
+import { retireForRotation } from '../store/key-rotation.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
 import { sealingContext } from '../store/sealed-secrets.js'
@@ -85,19 +86,7 @@ export class WebhookKeyRing {
     const kid = await this.insertKey(activatesAt)
     const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
     await this.db.transaction().execute(async (trx) => {
-      // A key still waiting to sign has signed nothing: the new one replaces it at once.
-      await trx
-        .updateTable('webhook_signing_keys')
-        .set({ retires_at: now })
-        .where('kid', '!=', kid)
-        .where('activates_at', '>', now)
-        .execute()
-      await trx
-        .updateTable('webhook_signing_keys')
-        .set({ retires_at: retiresAt })
-        .where('kid', '!=', kid)
-        .where('retires_at', 'is', null)
-        .execute()
+      await retireForRotation(trx, 'webhook_signing_keys', kid, now, retiresAt)
       await record?.(trx, rotated)
     })
     await this.load()
