@@ -23,7 +23,7 @@ export function auditTrail({ audit, actionOf }: { audit: AuditLog; actionOf: Act
     let inTransaction = false
     if (!safe)
       c.set('auditInTransaction', async (trx, status, answer, signature) => {
-        const entry = { ...entryOf(c, status, actionOf), delivery_id: deliveryOf(c, answer) }
+        const entry = withDelivery(entryOf(c, status, actionOf), answer)
         // A signature whose record is not a delivery's (a product stability version's) is its own
         // record in the audit chain, right after the request's, committed with the change.
         if (signature)
@@ -42,8 +42,11 @@ export function auditTrail({ audit, actionOf }: { audit: AuditLog; actionOf: Act
     } finally {
       if (safe) audit.record(entryOf(c, status, actionOf))
       // A failed answer's change rolled back with the record written in its transaction: write it now.
-      else if (!inTransaction || status >= 400)
-        await audit.commit({ ...entryOf(c, status, actionOf), delivery_id: deliveryOf(c, await answerOf(c, status)) })
+      else if (!inTransaction || status >= 400) {
+        const entry = entryOf(c, status, actionOf)
+        // The answer is read only when the path names no delivery: most writes' paths do.
+        await audit.commit(entry.delivery_id ? entry : withDelivery(entry, await answerOf(c, status)))
+      }
     }
   }
 }
@@ -65,12 +68,11 @@ function entryOf(c: Context<AppEnv>, status: number, actionOf: ActionOf): NewAud
   }
 }
 
-/** The delivery a request concerned: the one in its path, else the one its answer names (a prescription's). */
-function deliveryOf(c: Context<AppEnv>, answer: unknown): string | null {
-  const fromPath = DELIVERY_PATH.exec(c.req.path)?.[1]
-  if (fromPath) return fromPath
+/** The delivery a request concerned: the one in its path (entryOf), else the one its answer names (a prescription's). */
+function withDelivery(entry: NewAuditEntry, answer: unknown): NewAuditEntry {
+  if (entry.delivery_id) return entry
   const named = answer && typeof answer === 'object' ? (answer as { delivery_id?: unknown }).delivery_id : undefined
-  return typeof named === 'string' ? named : null
+  return { ...entry, delivery_id: typeof named === 'string' ? named : null }
 }
 
 /** The JSON answer of a write that succeeded outside the in-transaction path; undefined otherwise. */
