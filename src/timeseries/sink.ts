@@ -39,6 +39,23 @@ export type TemperatureBucket = {
   n: number
 }
 
+/**
+ * What one expiry pass may remove (docs/operations.md, Retention). Expiry is decided at the time
+ * of the pass from the binding each stored reading has then.
+ */
+export type ExpiryRequest = {
+  /** Readings bound to no delivery with `ts` before this go (RETENTION_UNBOUND_DAYS). */
+  unboundBeforeMs: number
+  /** Readings bound to a delivery with `ts` before this go (RETENTION_RECORDS_DAYS), unless kept below. */
+  boundBeforeMs: number
+  /** Deliveries whose readings stay whatever their age: still open, or ended inside their retention. */
+  keepDeliveries: ReadonlySet<string>
+  /** At most about this many readings in one pass, so writes never wait long behind it. */
+  limit: number
+}
+
+export type ExpiryResult = { removed: number; more: boolean }
+
 export interface ReadingSink {
   /**
    * Writes the adapter can keep in flight at once (GroupCommitter hides commit latency with them);
@@ -68,6 +85,8 @@ export interface ReadingSink {
   readingsForTote(toteId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
   /** Rows stored. */
   count(): Promise<number>
+  /** Removes one batch of expired readings. An adapter without it keeps every reading. */
+  expire?(request: ExpiryRequest): Promise<ExpiryResult>
   /** Waits for writes in progress, then releases the store. */
   close(): Promise<void>
 }
