@@ -1,12 +1,10 @@
 import { createPrivateKey, type JsonWebKey as NodeJwk, type KeyObject } from 'node:crypto'
 import { exportJWK, generateKeyPair, importJWK, type JWK, type CryptoKey } from 'jose'
 import type { Clock } from '../clock.js'
-import { iso } from '../clock.js'
 import { newId } from '../ids.js'
-import { retireForRotation } from '../store/key-rotation.js'
+import { retiredAt, SealedKeyTable, signsAt, type KeyPair, type KeyTimes, type OpenedKey, type Rotated } from '../store/key-rotation.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
-import { sealingContext } from '../store/sealed-secrets.js'
 import type { SecretBox } from '../store/secret-box.js'
 
 type Imported = {
@@ -16,7 +14,7 @@ type Imported = {
   /** The private key for node:crypto's synchronous sign, which costs a fraction of WebCrypto's per token. */
   signer: KeyObject
 }
-type LoadedKey = Imported & { kid: string; activatesAt: number; retiresAt: number | null }
+type LoadedKey = Imported & KeyTimes
 
 // Instances sharing a store (and the CLI) rotate keys through it. Each instance re-reads the key
 // set once it is this old, so it signs with the current key and publishes the next one…
@@ -38,12 +36,16 @@ export class KeyRing {
   // A key's material never changes (only when it activates and retires): each is imported once.
   private readonly imported = new Map<string, Promise<Imported>>()
 
+  private readonly table: SealedKeyTable
+
   constructor(
-    private readonly db: Db,
-    private readonly box: SecretBox,
+    db: Db,
+    box: SecretBox,
     private readonly clock: Clock,
     private readonly tokenTtlS: number,
-  ) {}
+  ) {
+    this.table = new SealedKeyTable(db, box, clock, 'signing_keys')
+  }
 
   /** Loads the keys, creating the first one on a fresh store. */
   async load(): Promise<void> {
@@ -57,8 +59,7 @@ export class KeyRing {
   async signingKey(): Promise<LoadedKey> {
     await this.current()
     const now = this.clock.now()
-    const active = this.keys.filter((k) => k.activatesAt <= now && (k.retiresAt === null || k.retiresAt > now))
-    const key = active.at(-1)
+    const key = this.keys.filter((k) => signsAt(k, now)).at(-1)
     if (!key) throw new Error('no active signing key')
     return key
   }
@@ -67,7 +68,7 @@ export class KeyRing {
     await this.current()
     const published = () => {
       const now = this.clock.now()
-      return this.keys.find((k) => k.kid === kid && (k.retiresAt === null || k.retiresAt > now))?.publicKey
+      return this.keys.find((k) => k.kid === kid && !retiredAt(k, now))?.publicKey
     }
     const known = published()
     if (known || this.keys.some((k) => k.kid === kid)) return known
@@ -82,9 +83,7 @@ export class KeyRing {
     await this.current()
     const now = this.clock.now()
     return {
-      keys: this.keys
-        .filter((k) => k.retiresAt === null || k.retiresAt > now)
-        .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: 'ES256', use: 'sig' })),
+      keys: this.keys.filter((k) => !retiredAt(k, now)).map((k) => ({ ...k.publicJwk, kid: k.kid, alg: 'ES256', use: 'sig' })),
     }
   }
 
@@ -93,19 +92,8 @@ export class KeyRing {
    * first); the current keys retire once every token they signed has expired. A key still
    * waiting to activate has signed nothing: the new one replaces it at once.
    */
-  async rotate(
-    publishAheadS = 0,
-    record?: RecordAnswer<{ kid: string; activates_at: string; previous_retires_at: string }>,
-  ): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
-    const now = iso(this.clock.now())
-    const activatesAt = this.clock.now() + publishAheadS * 1_000
-    const retiresAt = iso(activatesAt + this.tokenTtlS * 1_000)
-    const kid = await this.insertKey(activatesAt)
-    const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
-    await this.db.transaction().execute(async (trx) => {
-      await retireForRotation(trx, 'signing_keys', kid, now, retiresAt)
-      await record?.(trx, rotated)
-    })
+  async rotate(publishAheadS = 0, record?: RecordAnswer<Rotated>): Promise<Rotated> {
+    const rotated = await this.table.rotate(await newKeyPair(), publishAheadS, this.tokenTtlS, record)
     await this.load()
     return rotated
   }
@@ -117,33 +105,19 @@ export class KeyRing {
   }
 
   private async read(): Promise<LoadedKey[]> {
-    // Ties on activates_at fall back to the kid, a ULID: the later key is the newer one.
-    const select = () => this.db.selectFrom('signing_keys').selectAll().orderBy('activates_at').orderBy('kid').execute()
-    let rows = await select()
-    if (rows.length === 0) {
-      await this.insertKey(0) // the first key has no predecessor to overlap: active from the start
-      rows = await select()
-    }
-    return Promise.all(
-      rows.map(async (row) => ({
-        kid: row.kid,
-        ...(await this.importOnce(row.kid, row.private_jwk, row.public_jwk)),
-        activatesAt: Date.parse(row.activates_at),
-        retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
-      })),
-    )
+    const keys = await this.table.read(newKeyPair, async (times, opened) => ({ ...times, ...(await this.importOnce(times.kid, opened)) }))
+    return Promise.all(keys)
   }
 
-  private importOnce(kid: string, privateText: string, publicText: string): Promise<Imported> {
+  private importOnce(kid: string, opened: () => OpenedKey): Promise<Imported> {
     let imported = this.imported.get(kid)
     if (!imported) {
       imported = (async () => {
-        const privateJwk = JSON.parse(this.box.open(sealingContext('signing_keys', kid), privateText)) as JWK
-        const publicJwk = JSON.parse(publicText) as JWK
+        const { privateJwk, publicJwk } = opened()
         return {
-          privateKey: (await importJWK(privateJwk, 'ES256')) as CryptoKey,
-          publicKey: (await importJWK(publicJwk, 'ES256')) as CryptoKey,
-          publicJwk,
+          privateKey: (await importJWK(privateJwk as JWK, 'ES256')) as CryptoKey,
+          publicKey: (await importJWK(publicJwk as JWK, 'ES256')) as CryptoKey,
+          publicJwk: publicJwk as JWK,
           signer: createPrivateKey({ key: privateJwk as NodeJwk, format: 'jwk' }),
         }
       })()
@@ -152,21 +126,9 @@ export class KeyRing {
     }
     return imported
   }
+}
 
-  private async insertKey(activatesAtMs: number): Promise<string> {
-    const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
-    const kid = newId('key')
-    await this.db
-      .insertInto('signing_keys')
-      .values({
-        kid,
-        private_jwk: this.box.seal(sealingContext('signing_keys', kid), JSON.stringify(await exportJWK(privateKey))),
-        public_jwk: JSON.stringify(await exportJWK(publicKey)),
-        created_at: iso(this.clock.now()),
-        activates_at: iso(activatesAtMs),
-        retires_at: null,
-      })
-      .execute()
-    return kid
-  }
+async function newKeyPair(): Promise<KeyPair> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
+  return { kid: newId('key'), privateJwk: await exportJWK(privateKey), publicJwk: await exportJWK(publicKey) }
 }

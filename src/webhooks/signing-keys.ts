@@ -1,17 +1,15 @@
 import { createPrivateKey, generateKeyPairSync, sign, type JsonWebKey, type KeyObject } from 'node:crypto'
 import type { Clock } from '../clock.js'
-import { iso } from '../clock.js'
 import { newId } from '../ids.js'
-import { retireForRotation } from '../store/key-rotation.js'
+import { retiredAt, SealedKeyTable, signsAt, type KeyPair, type KeyTimes, type Rotated } from '../store/key-rotation.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Db } from '../store/schema.js'
-import { sealingContext } from '../store/sealed-secrets.js'
 import type { SecretBox } from '../store/secret-box.js'
 
 /** One public key of GET /.well-known/webhook-keys.json (RFC 8037 §2: OKP, Ed25519). */
 export type WebhookPublicKey = { kty: 'OKP'; crv: 'Ed25519'; x: string; kid: string; alg: 'EdDSA'; use: 'sig' }
 
-type LoadedKey = { kid: string; publicJwk: WebhookPublicKey; signer: KeyObject; activatesAt: number; retiresAt: number | null }
+type LoadedKey = KeyTimes & { publicJwk: WebhookPublicKey; signer: KeyObject }
 
 /** Copies sharing a store re-read the key set this often, as the token KeyRing does. */
 const RELOAD_AFTER_MS = 30_000
@@ -28,29 +26,25 @@ export class WebhookKeyRing {
   private keys: LoadedKey[] = []
   private checkedAtMs = -Infinity
 
+  private readonly table: SealedKeyTable
+
   constructor(
-    private readonly db: Db,
-    private readonly box: SecretBox,
+    db: Db,
+    box: SecretBox,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.table = new SealedKeyTable(db, box, clock, 'webhook_signing_keys')
+  }
 
   /** Loads the keys, creating the first one on a fresh store. */
   async load(): Promise<void> {
     this.checkedAtMs = this.clock.now()
-    const select = () => this.db.selectFrom('webhook_signing_keys').selectAll().orderBy('activates_at').orderBy('kid').execute()
-    let rows = await select()
-    if (rows.length === 0) {
-      await this.insertKey(0)
-      rows = await select()
-    }
-    this.keys = rows.map((row) => {
-      const privateJwk = JSON.parse(this.box.open(sealingContext('webhook_signing_keys', row.kid), row.private_jwk)) as JsonWebKey
+    this.keys = await this.table.read(newKeyPair, (_times, opened) => {
+      const { privateJwk, publicJwk, ...times } = opened()
       return {
-        kid: row.kid,
-        publicJwk: JSON.parse(row.public_jwk) as WebhookPublicKey,
-        signer: createPrivateKey({ key: privateJwk, format: 'jwk' }),
-        activatesAt: Date.parse(row.activates_at),
-        retiresAt: row.retires_at ? Date.parse(row.retires_at) : null,
+        ...times,
+        publicJwk: publicJwk as WebhookPublicKey,
+        signer: createPrivateKey({ key: privateJwk as JsonWebKey, format: 'jwk' }),
       }
     })
   }
@@ -62,7 +56,7 @@ export class WebhookKeyRing {
   async signatures(signed: string): Promise<string[]> {
     await this.current()
     const now = this.clock.now()
-    const signing = this.keys.filter((k) => k.activatesAt <= now && (k.retiresAt === null || k.retiresAt > now))
+    const signing = this.keys.filter((k) => signsAt(k, now))
     if (signing.length === 0) throw new Error('no active webhook signing key')
     return signing.map((k) => `v1a,${sign(null, Buffer.from(signed), k.signer).toString('base64')}`)
   }
@@ -71,24 +65,12 @@ export class WebhookKeyRing {
   async keySet(): Promise<{ keys: WebhookPublicKey[] }> {
     await this.current()
     const now = this.clock.now()
-    return { keys: this.keys.filter((k) => k.retiresAt === null || k.retiresAt > now).map((k) => k.publicJwk) }
+    return { keys: this.keys.filter((k) => !retiredAt(k, now)).map((k) => k.publicJwk) }
   }
 
   /** A new key, published now and signing after `publishAheadS`; the keys before it retire `overlapS` after that. */
-  async rotate(
-    publishAheadS: number,
-    overlapS: number,
-    record?: RecordAnswer<{ kid: string; activates_at: string; previous_retires_at: string }>,
-  ): Promise<{ kid: string; activates_at: string; previous_retires_at: string }> {
-    const now = iso(this.clock.now())
-    const activatesAt = this.clock.now() + publishAheadS * 1_000
-    const retiresAt = iso(activatesAt + overlapS * 1_000)
-    const kid = await this.insertKey(activatesAt)
-    const rotated = { kid, activates_at: iso(activatesAt), previous_retires_at: retiresAt }
-    await this.db.transaction().execute(async (trx) => {
-      await retireForRotation(trx, 'webhook_signing_keys', kid, now, retiresAt)
-      await record?.(trx, rotated)
-    })
+  async rotate(publishAheadS: number, overlapS: number, record?: RecordAnswer<Rotated>): Promise<Rotated> {
+    const rotated = await this.table.rotate(newKeyPair(), publishAheadS, overlapS, record)
     await this.load()
     return rotated
   }
@@ -98,23 +80,12 @@ export class WebhookKeyRing {
     if (this.clock.now() - this.checkedAtMs < RELOAD_AFTER_MS) return
     await this.load().catch(() => {})
   }
+}
 
-  private async insertKey(activatesAtMs: number): Promise<string> {
-    const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-    const kid = newId('whk')
-    const { x } = publicKey.export({ format: 'jwk' })
-    const publicJwk: WebhookPublicKey = { kty: 'OKP', crv: 'Ed25519', x: x!, kid, alg: 'EdDSA', use: 'sig' }
-    await this.db
-      .insertInto('webhook_signing_keys')
-      .values({
-        kid,
-        private_jwk: this.box.seal(sealingContext('webhook_signing_keys', kid), JSON.stringify(privateKey.export({ format: 'jwk' }))),
-        public_jwk: JSON.stringify(publicJwk),
-        created_at: iso(this.clock.now()),
-        activates_at: iso(activatesAtMs),
-        retires_at: null,
-      })
-      .execute()
-    return kid
-  }
+function newKeyPair(): KeyPair {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const kid = newId('whk')
+  const { x } = publicKey.export({ format: 'jwk' })
+  const publicJwk: WebhookPublicKey = { kty: 'OKP', crv: 'Ed25519', x: x!, kid, alg: 'EdDSA', use: 'sig' }
+  return { kid, privateJwk: privateKey.export({ format: 'jwk' }), publicJwk }
 }
