@@ -37,8 +37,19 @@ export async function attemptDelivery(row: PendingDelivery, deps: AttemptDeps): 
   const result = await send(row, attemptedAtMs, deps)
   if (result.error === 'aborted') return null
   const record = decide(row, attemptedAtMs, result, deps)
+  if (!record.success) logFailure(record, deps.logger)
   await recordWithRetry(record, deps)
   return record
+}
+
+/** An operator sees each failed attempt and what comes next; never the URL, whose query may carry a receiver's token. */
+function logFailure(record: AttemptRecord, logger: DispatcherLogger): void {
+  const { deliveryId, endpointId, eventId, attempt, statusCode, error, nextAttemptAtMs, disable } = record
+  const next = nextAttemptAtMs === null ? null : new Date(nextAttemptAtMs).toISOString()
+  logger.warn(
+    { deliveryId, endpointId, eventId, attempt, status: statusCode, error, nextAttemptAt: next, endpointDisabled: disable !== null },
+    next ? 'webhook dispatcher: attempt failed; retrying later' : 'webhook dispatcher: attempt failed; no more retries',
+  )
 }
 
 async function send(

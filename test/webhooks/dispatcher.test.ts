@@ -206,6 +206,23 @@ describe('webhook dispatcher', () => {
     expect(logged).toHaveLength(2)
   })
 
+  it('logs every failed attempt with what comes next, and never the URL', async () => {
+    const r = await receiver(statuses(503, 503, 503, 503))
+    const queue = new MemoryDeliveryQueue()
+    queue.addEndpoint('wh_1', `${r.url}/hook?token=receiver-secret`, [newWebhookSecret()])
+    const id = queue.enqueue('wh_1', 'evt_1')
+    const logged: { details: object; message: string }[] = []
+    const log = (details: object, message: string) => logged.push({ details, message })
+    dispatcher(queue, { logger: { warn: log, error: log } })
+    await until(() => queue.rows.get(id)!.state === 'failed')
+    expect(logged.map((l) => l.message)).toEqual([
+      ...Array(3).fill('webhook dispatcher: attempt failed; retrying later'),
+      'webhook dispatcher: attempt failed; no more retries',
+    ])
+    expect(logged[0]!.details).toMatchObject({ deliveryId: id, endpointId: 'wh_1', eventId: 'evt_1', attempt: 1, status: 503 })
+    expect(JSON.stringify(logged)).not.toContain('receiver-secret')
+  })
+
   it('stop() waits for attempts in flight and records them', async () => {
     const answer = gate()
     const r = await receiver(async (_req, res) => {
