@@ -23,12 +23,28 @@ const URGENCY = ['ACTIVE_UNACK', 'CLEARED_UNACK', 'ACTIVE_ACK']
 
 export const alarmStateWords = (state: string) => STATE_WORDS[state] ?? state
 
+/** Pages of open alarms read per state at most: 5,000 alarms, far past what a person can work through. */
+const MAX_PAGES = 50
+
 /** The most urgent alarm state of each delivery with an alarm not yet closed (CLEARED_ACK is closed). */
 export async function openAlarmStates(): Promise<Map<string, string>> {
-  const pages = await Promise.all(URGENCY.map((state) => api<Page<Alarm>>(`/v1/alarms?state=${state}&limit=100`)))
+  const byState = await Promise.all(URGENCY.map(alarmsIn))
   const worst = new Map<string, string>()
-  for (const page of pages.reverse()) for (const a of page.data) worst.set(a.delivery_id, a.state) // more urgent states overwrite
+  for (const alarms of byState.reverse()) for (const a of alarms) worst.set(a.delivery_id, a.state) // more urgent states overwrite
   return worst
+}
+
+async function alarmsIn(state: string): Promise<Alarm[]> {
+  const alarms: Alarm[] = []
+  let cursor: string | null = null
+  for (let i = 0; i < MAX_PAGES; i++) {
+    const query: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''
+    const page: Page<Alarm> = await api<Page<Alarm>>(`/v1/alarms?state=${state}&limit=100${query}`)
+    alarms.push(...page.data)
+    cursor = page.next_cursor
+    if (!cursor) break
+  }
+  return alarms
 }
 
 export function alarmsSection(b: Bundle, onDone: () => void): HTMLElement | null {
