@@ -1,7 +1,7 @@
 import { Aedes, type Client, type PublishPacket } from 'aedes'
 import type { Logger } from 'pino'
-import { createAuthenticate, type AuthenticateTote } from './hooks/authenticate.js'
-import { createAuthorizePublish, InFlight, type OnReadings } from './hooks/authorize-publish.js'
+import { createAuthenticate, type AuthenticateDriver, type AuthenticateTote } from './hooks/authenticate.js'
+import { createAuthorizePublish, InFlight, type OnLocation, type OnReadings } from './hooks/authorize-publish.js'
 import { createAuthorizeSubscribe } from './hooks/authorize-subscribe.js'
 import type { BrokerMetrics, HookContext, Sessions } from './hooks/types.js'
 import { listenTcp, listenWebSocket, type Listener } from './listeners.js'
@@ -10,7 +10,7 @@ import { guardPacketSize } from './packet-size.js'
 import { readPublishesDirectly } from './publish-reader.js'
 import { boundSessionQueues, type QueuePersistence } from './session-queues.js'
 import { ToteSessions } from './tote-sessions.js'
-import { errorsTopic, isReadingsTopic } from './topics.js'
+import { isIngestTopic, ownErrorsTopic } from './topics.js'
 
 export { IngestUnavailableError, PayloadRefusedError } from './errors.js'
 
@@ -23,6 +23,10 @@ export type BrokerDeps = {
    * acknowledged); any other rejection means not stored (no PUBACK, connection closed).
    */
   onReadings: OnReadings
+  /** A driver's CONNECT (username `dr_…`); without it drivers cannot connect. */
+  authenticateDriver?: AuthenticateDriver
+  /** A driver's positions payload, acknowledged as `onReadings` is. */
+  onLocation?: OnLocation
   logger: Logger
   metrics?: BrokerMetrics
   /** `MQTT_PORT`; 0 picks a free port. */
@@ -40,7 +44,7 @@ export type RxBroker = {
   /** The ports actually bound (differ from the requested ones when those were 0). */
   tcpPort: number
   wsPort: number | null
-  /** Publishes `reason` as JSON on `rxtrace/v1/totes/{toteId}/errors`. */
+  /** Publishes `reason` as JSON on `rxtrace/v1/totes/{toteId}/errors` (a driver's: `rxtrace/v1/drivers/{id}/errors`). */
   publishError(toteId: string, reason: object): void
   /** Stops accepting, lets publishes being stored finish (and be acknowledged), then disconnects everyone. */
   close(): Promise<void>
@@ -55,7 +59,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   let closing = false
 
   const toteSessions = new ToteSessions(limits.maxSessionsPerTote)
-  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, toteSessions, context)
+  const { preConnect, authenticate } = createAuthenticate(deps.authenticateTote, toteSessions, context, deps.authenticateDriver)
   const aedes = await Aedes.createBroker({
     preConnect,
     authenticate,
@@ -72,7 +76,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   const publishError = (toteId: string, reason: object) => {
     // QoS 1: a tote subscribed with QoS 1 gets the reason even across a brief reconnect.
     aedes.publish(
-      { cmd: 'publish', topic: errorsTopic(toteId), payload: Buffer.from(JSON.stringify(reason)), qos: 1, retain: false, dup: false },
+      { cmd: 'publish', topic: ownErrorsTopic(toteId), payload: Buffer.from(JSON.stringify(reason)), qos: 1, retain: false, dup: false },
       (err) => {
         if (err) logger.error({ err, toteId }, 'could not publish to errors topic')
       },
@@ -81,12 +85,13 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   aedes.authorizePublish = createAuthorizePublish({
     ...context,
     onReadings: deps.onReadings,
+    onLocation: deps.onLocation,
     publishError,
     isClosing: () => closing,
     inFlight,
   })
 
-  // Readings are consumed by the authorizePublish hook and no one may subscribe to them, so
+  // Readings and positions are consumed by the authorizePublish hook and no one may subscribe to them, so
   // routing them (a packet copy plus two topic-trie lookups per message) is skipped entirely.
   // (aedes.publish(packet, client, done) is what lib/handlers/publish.js calls; the typings only
   // show the public two-argument form.)
@@ -94,7 +99,7 @@ export async function createBroker(deps: BrokerDeps): Promise<RxBroker> {
   type Route = (packet: PublishPacket, client?: Client | Done | null, done?: Done) => void
   const route = aedes.publish.bind(aedes) as unknown as Route
   const skipReadings: Route = (packet, client, done) => {
-    if (typeof client === 'object' && client !== null && isReadingsTopic(packet.topic)) return done?.()
+    if (typeof client === 'object' && client !== null && isIngestTopic(packet.topic)) return done?.()
     route(packet, client, done)
   }
   ;(aedes as unknown as { publish: Route }).publish = skipReadings

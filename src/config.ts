@@ -142,6 +142,11 @@ export const configSchema = z
     TENANT_MAX_WEBHOOKS: z.coerce.number().int().min(1).default(20),
     /** Totes one pharmacy or fleet may register (a large chain's fleet of totes, with room to spare). */
     TENANT_MAX_TOTES: z.coerce.number().int().min(1).default(10_000),
+    /**
+     * Days drivers' positions are kept after their delivery ends (DELIVERED, RETURNED, CANCELLED;
+     * docs/fleet.md): long enough to settle a dispute about a delivery, not a record of where people were.
+     */
+    POSITION_RETENTION_DAYS: z.coerce.number().min(0).max(3_650).default(30),
     /** `/oauth/*` requests per remote address: sustained per second (tokens live 15 min; clients rarely ask). */
     OAUTH_ADDRESS_RPS: z.coerce.number().positive().default(10),
     /** `/oauth/*` requests per remote address: burst size (a deployment's workers starting at once). */

@@ -17,6 +17,7 @@ export type ErrorCode =
   | 'not_released'
   | 'stability_exhausted'
   | 'sensor_calibration_due'
+  | 'not_on_delivery'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -43,6 +44,7 @@ const statusOf: Record<ErrorCode, number> = {
   not_released: 409,
   stability_exhausted: 409,
   sensor_calibration_due: 409,
+  not_on_delivery: 409,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -45,6 +45,8 @@ import { openEntityStoreOf, openReadingSinkOf, sharedPostgresOf } from './wiring
 import { createServices } from './wiring/services.js'
 import { atMost, Periodic } from './wiring/timers.js'
 import { escalateDueAlarms } from './alarms/escalation.js'
+import { driverAuthenticator } from './auth/driver-mqtt.js'
+import { positionsIngest } from './telemetry/positions-ingest.js'
 
 export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions; sink?: ReadingSink }
 
@@ -54,6 +56,12 @@ const REVOCATION_REFRESH_MS = 30_000
 const MONITOR_TICK_MS = 1_000
 // How often unacknowledged alarms are checked against their escalation time: a second late at most, one indexed query.
 const ALARM_ESCALATION_CHECK_MS = 1_000
+// Positions past their retention are deleted this often, POSITION_PURGE_BATCH at a time (docs/fleet.md).
+const POSITION_PURGE_MS = 60_000
+// Small enough that one delete holds the store for a few milliseconds; a backlog drains over several ticks.
+const POSITION_PURGE_BATCH = 1_000
+// 100 batches a minute: 144 million positions a day, far above what 1,000 drivers post every 5 s (17 million).
+const POSITION_PURGE_BATCHES_PER_TICK = 100
 // Expired idempotency keys are deleted this often.
 const IDEMPOTENCY_PURGE_MS = 10 * 60_000
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
@@ -265,6 +273,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         sessions: broker && dialect === 'postgres' ? new IngestSessionLeases(db) : null,
         authenticateTote: (username, password) => services.totes.authenticate(username, password),
         onReadings: (toteId, payload) => pipeline.handle(toteId, payload),
+        authenticateDriver: driverAuthenticator({ tokens, users: people.users, clock }),
+        onLocation: positionsIngest({ positions: services.positions, clock }),
         logger,
         metrics,
       })
@@ -281,6 +291,16 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       dispatcher.start()
       periodic.every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
       periodic.every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
+      periodic.every(
+        POSITION_PURGE_MS,
+        async () => {
+          // Batch after batch until the backlog is gone (or this tick's share of it): each delete is short.
+          for (let i = 0; i < POSITION_PURGE_BATCHES_PER_TICK; i++)
+            if ((await services.positions.purgeEnded(config.POSITION_RETENTION_DAYS * 86_400_000, POSITION_PURGE_BATCH)) < POSITION_PURGE_BATCH)
+              break
+        },
+        'position retention',
+      )
       periodic.every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       periodic.every(ALARM_ESCALATION_CHECK_MS, async () => void (await escalateDueAlarms({ db, outbox, clock })), 'alarm escalation')
       periodic.every(OPEN_DELIVERIES_REFRESH_MS, () => follower.watchOpenDeliveries(), 'watching open deliveries')

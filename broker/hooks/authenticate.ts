@@ -1,5 +1,5 @@
 import type { AuthenticateError, Client, ConnectPacket } from 'aedes'
-import { isTopicSafeId } from '../topics.js'
+import { isDriverId, isTopicSafeId } from '../topics.js'
 import type { ToteSessions } from '../tote-sessions.js'
 import type { HookContext } from './types.js'
 
@@ -14,6 +14,11 @@ const refusal = (returnCode: number, message: string): AuthenticateError =>
 type RefusalReason = 'bad_credentials' | 'identifier_rejected' | 'too_many_sessions' | 'server_unavailable'
 
 export type AuthenticateTote = (username: string, password: Buffer) => Promise<string | null>
+/**
+ * A driver's CONNECT (username `dr_…`) → the driver id and when its credentials expire (epoch
+ * ms), or null to refuse. The connection is closed at that expiry: a driver reconnects with fresh ones.
+ */
+export type AuthenticateDriver = (username: string, password: Buffer) => Promise<{ driverId: string; expiresAtMs: number } | null>
 
 /**
  * CONNECT → which tote is this? Username is the tote id (`tt_…`) and password the secret from
@@ -26,7 +31,19 @@ export function createAuthenticate(
   authenticateTote: AuthenticateTote,
   toteSessions: ToteSessions,
   { sessions, logger, metrics }: HookContext,
+  authenticateDriver?: AuthenticateDriver,
 ) {
+  // A driver (username dr_…) is checked by its own function, when there is one: the same client
+  // id rules and session limits apply to it. Without one, a driver's username is unknown.
+  const identify = async (username: string, password: Buffer): Promise<{ id: string; expiresAtMs: number | null } | null> => {
+    if (!isDriverId(username)) {
+      const toteId = await authenticateTote(username, password)
+      return toteId === null || isDriverId(toteId) ? null : { id: toteId, expiresAtMs: null }
+    }
+    const driver = authenticateDriver ? await authenticateDriver(username, password) : null
+    return driver === null || driver.driverId !== username ? null : { id: driver.driverId, expiresAtMs: driver.expiresAtMs }
+  }
+
   /** Connections that sent an empty client id; aedes replaces it with a random one before authenticate. */
   const assignedIds = new WeakSet<Client>()
 
@@ -49,9 +66,10 @@ export function createAuthenticate(
     if (username === undefined || password === undefined) {
       return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'username (tote id) and password are required')
     }
-    authenticateTote(username, password).then(
-      (toteId) => {
-        if (toteId === null || !isTopicSafeId(toteId))
+    identify(username, password).then(
+      (identity) => {
+        const toteId = identity?.id ?? null
+        if (identity === null || toteId === null || !isTopicSafeId(toteId))
           return refuse(BAD_USERNAME_OR_PASSWORD, 'bad_credentials', 'bad user name or password')
         const ownId = client.id === toteId || client.id.startsWith(`${toteId}-`)
         // [MQTT-3.1.3-8] an empty client id needs a clean session
@@ -69,6 +87,7 @@ export function createAuthenticate(
           )
         }
         sessions.set(client, toteId)
+        if (identity.expiresAtMs !== null) closeAt(client, identity.expiresAtMs)
         done(null, true)
       },
       (err: unknown) => {
@@ -76,6 +95,19 @@ export function createAuthenticate(
         refuse(SERVER_UNAVAILABLE, 'server_unavailable', 'authentication unavailable')
       },
     )
+  }
+
+  /** A driver's connection lasts as long as the token it connected with. */
+  function closeAt(client: Client, expiresAtMs: number) {
+    const timer = setTimeout(
+      () => {
+        logger.info({ clientId: client.id }, 'mqtt credentials expired; closing connection')
+        client.close()
+      },
+      Math.max(0, expiresAtMs - Date.now()),
+    )
+    timer.unref()
+    client.conn.once('close', () => clearTimeout(timer))
   }
 
   return { preConnect, authenticate }

@@ -1,13 +1,16 @@
 import type { Client, PublishPacket } from 'aedes'
 import { isRefusal, rejectionOf } from '../errors.js'
 import { acknowledge } from '../puback.js'
-import { readingsTopic } from '../topics.js'
+import { isDriverId, ownPublishTopic } from '../topics.js'
 import type { HookContext } from './types.js'
 
 export type OnReadings = (toteId: string, payload: Buffer, qos: 0 | 1) => Promise<void>
+/** A driver's positions payload: resolves once stored, rejects as `onReadings` does. */
+export type OnLocation = (driverId: string, payload: Buffer) => Promise<void>
 
 type Deps = HookContext & {
   onReadings: OnReadings
+  onLocation?: OnLocation | undefined
   publishError(toteId: string, reason: object): void
   /** Set once the broker is closing: new publishes are refused so in-flight ones can finish. */
   isClosing(): boolean
@@ -34,7 +37,7 @@ const REFUSAL_BURST = 500
 type Budget = { tokens: number; updatedMs: number }
 type Outcome = { error: Error | null; holdAckMs: number }
 
-export function createAuthorizePublish({ sessions, logger, metrics, onReadings, publishError, isClosing, inFlight }: Deps) {
+export function createAuthorizePublish({ sessions, logger, metrics, onReadings, onLocation, publishError, isClosing, inFlight }: Deps) {
   const refusalBudgets = new WeakMap<Client, Budget>()
   /** 0 while the tote is within its refusal budget, else how long to hold this acknowledgement. */
   const holdForRefusal = (client: Client): number => {
@@ -123,7 +126,7 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     const toteId = client === null ? undefined : sessions.get(client)
     if (client === null || toteId === undefined) return done(new Error('publisher is not an authenticated tote'))
     let queue = queues.get(client)
-    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false, topic: readingsTopic(toteId) }))
+    if (queue === undefined) queues.set(client, (queue = { entries: [], holding: false, topic: ownPublishTopic(toteId) }))
     if (packet.topic !== queue.topic) {
       metrics.aclDenied?.inc({ action: 'publish' })
       logger.warn({ toteId, topic: packet.topic }, 'mqtt publish refused by ACL; closing connection')
@@ -139,7 +142,9 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     // QoS 2 is handled as at-least-once: ingest de-duplicates on (tote_id, ts) anyway.
     let stored: Promise<void>
     try {
-      stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
+      // A driver's positions (docs/fleet.md) take the same path: stored, then acknowledged.
+      if (isDriverId(toteId)) stored = onLocation ? onLocation(toteId, payload) : Promise.reject(new Error('positions are not taken here'))
+      else stored = onReadings(toteId, payload, packet.qos === 0 ? 0 : 1)
     } catch (err) {
       return refused(entry, err)
     }

@@ -152,6 +152,20 @@ export const eventData = {
   'delivery.failed': Move.extend(reason),
   'delivery.returned': Move,
   'delivery.cancelled': Move.extend(reason),
+  'delivery.eta-changed': z
+    .object({
+      eta: time.describe('The ETA now'),
+      previous_eta: time.describe('The ETA announced before (the promised one, before the first change)'),
+      source: z.enum(['computed', 'router']).describe('Computed from the driver’s position, or posted by the fleet’s router'),
+      distance_m: z.number().int().nullable().describe('Straight-line metres from the driver to the address; null for a router’s ETA'),
+    })
+    .describe('The ETA of a delivery on its way moved by 5 minutes or more; at most one a minute per delivery (docs/fleet.md)'),
+  'delivery.arriving': z
+    .object({
+      eta: time,
+      distance_m: z.number().int().describe('Straight-line metres from the driver to the address (≤ 500)'),
+    })
+    .describe('The driver is within 500 m of the delivery address; once per delivery'),
   'custody.handoff-signed': Move.describe('A pickup, a handoff between drivers, or a return to the pharmacy'),
   'custody.patient-verified': Move.extend(verified),
   'temperature.excursion': Excursion,

@@ -11,6 +11,8 @@ export const eventTypes = [
   'delivery.failed',
   'delivery.returned',
   'delivery.cancelled',
+  'delivery.eta-changed',
+  'delivery.arriving',
   'custody.handoff-signed',
   'custody.patient-verified',
   'temperature.excursion',

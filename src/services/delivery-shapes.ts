@@ -32,7 +32,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     leg: row.leg,
     pharmacy_id: row.pharmacy_id,
     status: row.status as DeliveryStatus,
-    eta: row.eta,
+    eta: row.live_eta ?? row.eta,
     fleet_id: row.fleet_id,
     driver_id: row.driver_id,
     tote_id: row.tote_id,

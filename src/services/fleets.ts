@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
+import { DEFAULT_AVERAGE_SPEED_KMH } from '../domain/eta.js'
 import { AppError, notFound } from '../errors.js'
 import { newId } from '../ids.js'
 import { fromJson, toJson } from '../store/schema.js'
@@ -8,12 +9,22 @@ import type { ServiceDeps } from './context.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 
 export type Branding = { display_name?: string | undefined; logo_url?: string | undefined; primary_color?: string | undefined }
-export type Fleet = { id: string; name: string; branding: Branding; embed_origins: string[]; timezone: string; created_at: string }
+export type Fleet = {
+  id: string
+  name: string
+  branding: Branding
+  embed_origins: string[]
+  timezone: string
+  /** km/h for ETAs from drivers' positions (docs/fleet.md, Live location and ETA). */
+  average_speed_kmh: number
+  created_at: string
+}
 export type FleetChanges = {
   name?: string | undefined
   branding?: Branding | undefined
   embed_origins?: string[] | undefined
   timezone?: string | undefined
+  average_speed_kmh?: number | undefined
 }
 export type Driver = { id: string; fleet_id: string; name: string; phone?: string | null; created_at: string }
 
@@ -23,7 +34,13 @@ export class FleetService {
 
   async create(
     principal: Principal,
-    input: { name: string; branding?: Branding | undefined; embed_origins?: string[] | undefined; timezone?: string | undefined },
+    input: {
+      name: string
+      branding?: Branding | undefined
+      embed_origins?: string[] | undefined
+      timezone?: string | undefined
+      average_speed_kmh?: number | undefined
+    },
     record?: RecordAnswer<Fleet>,
   ): Promise<Fleet> {
     if (principal.pharmacyId || principal.fleetId) throw new AppError('insufficient_scope', 'Only an unrestricted client registers fleets.')
@@ -34,6 +51,7 @@ export class FleetService {
       branding: toJson(input.branding ?? {}),
       embed_origins: toJson(origins),
       timezone: input.timezone ?? 'UTC',
+      average_speed_kmh: input.average_speed_kmh ?? DEFAULT_AVERAGE_SPEED_KMH,
       created_at: iso(this.deps.clock.now()),
     }
     const fleet: Fleet = {
@@ -42,6 +60,7 @@ export class FleetService {
       branding: input.branding ?? {},
       embed_origins: origins,
       timezone: row.timezone,
+      average_speed_kmh: row.average_speed_kmh,
       created_at: row.created_at,
     }
     await this.deps.db.transaction().execute(async (trx) => {
@@ -66,10 +85,17 @@ export class FleetService {
       ...(changes.branding === undefined ? {} : { branding: changes.branding }),
       ...(changes.embed_origins === undefined ? {} : { embed_origins: changes.embed_origins }),
       ...(changes.timezone === undefined ? {} : { timezone: changes.timezone }),
+      ...(changes.average_speed_kmh === undefined ? {} : { average_speed_kmh: changes.average_speed_kmh }),
     }
     await this.deps.db
       .updateTable('fleets')
-      .set({ name: next.name, branding: toJson(next.branding), embed_origins: toJson(next.embed_origins), timezone: next.timezone })
+      .set({
+        name: next.name,
+        branding: toJson(next.branding),
+        embed_origins: toJson(next.embed_origins),
+        timezone: next.timezone,
+        average_speed_kmh: next.average_speed_kmh,
+      })
       .where('id', '=', id)
       .execute()
     return next
@@ -127,6 +153,7 @@ const toFleet = (row: {
   branding: string
   embed_origins: string
   timezone: string
+  average_speed_kmh: number
   created_at: string
 }): Fleet => ({
   id: row.id,
@@ -134,6 +161,7 @@ const toFleet = (row: {
   branding: fromJson(row.branding),
   embed_origins: fromJson(row.embed_origins),
   timezone: row.timezone,
+  average_speed_kmh: Number(row.average_speed_kmh),
   created_at: row.created_at,
 })
 

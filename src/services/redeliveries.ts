@@ -71,6 +71,7 @@ export class RedeliveryService {
       bound_from: null,
       bound_to: null,
       release: null,
+      live_eta: null,
       warnings: null, // a new leg's dispatch judges its own tote
       leg: latest.leg + 1,
       version: 1,

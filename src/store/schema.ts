@@ -108,6 +108,8 @@ export interface Database extends StabilityTables, AlarmTables {
     leg: number
     /** What the dispatch warned of, as a JSON array (migration 0041: a tote past calibration under `warn`); null if nothing. */
     warnings: string | null
+    /** The live ETA from drivers' positions or the fleet's router (migration 0055); null before any. `eta` keeps the promise. */
+    live_eta: string | null
   }
   custody_events: {
     delivery_id: string
@@ -180,7 +182,38 @@ export interface Database extends StabilityTables, AlarmTables {
     created_at: string
     expires_at: string
   }
-  fleets: { id: string; name: string; branding: string; created_at: string; embed_origins: Generated<string>; timezone: Generated<string> }
+  fleets: {
+    id: string
+    name: string
+    branding: string
+    created_at: string
+    embed_origins: Generated<string>
+    timezone: Generated<string>
+    /** km/h over which a straight-line distance becomes an ETA (migration 0055; default 25). */
+    average_speed_kmh: Generated<number>
+  }
+  /** Drivers' positions, per delivery in progress (migration 0055; docs/fleet.md, Live location and ETA). */
+  driver_positions: {
+    id: Generated<number>
+    delivery_id: string
+    driver_id: string
+    lat: number
+    lng: number
+    accuracy_m: number
+    at: string
+    recorded_at: string
+  }
+  /** Each delivery's ETA state (migration 0055): the newest position used, the router's ETA, what was announced. */
+  delivery_etas: {
+    delivery_id: string
+    position_at: string | null
+    distance_m: number | null
+    router_eta: string | null
+    router_until: string | null
+    announced_eta: string
+    announced_at: string | null
+    arriving_at: string | null
+  }
   rate_cards: {
     fleet_id: string
     version: number

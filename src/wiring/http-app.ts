@@ -12,6 +12,7 @@ import { fleetDashboardRoutes } from '../api/routes/fleet-dashboard.js'
 import { fleetExceptionRoutes } from '../api/routes/fleet-exceptions.js'
 import { fleetRoutes } from '../api/routes/fleets.js'
 import { pharmacyRoutes } from '../api/routes/pharmacies.js'
+import { positionRoutes } from '../api/routes/positions.js'
 import { prescriptionRoutes } from '../api/routes/prescriptions.js'
 import { assessmentRoutes } from '../api/routes/assessments.js'
 import { rateCardRoutes } from '../api/routes/rate-cards.js'
@@ -83,6 +84,7 @@ function v1Routes({
     deliveryRoutes(services.deliveries, people.signatures),
     alarmRoutes(services.alarms),
     fleetRoutes(services.fleets),
+    positionRoutes(services.positions, clock),
     toteRoutes(services.totes, sink, clock),
     eventRoutes(services.events),
     fleetExceptionRoutes(services.events),

@@ -29,6 +29,10 @@ export type IngestBrokerDeps = {
   /** Username and password of a CONNECT to the embedded broker → the tote id, or null to refuse. */
   authenticateTote: (username: string, password: string) => Promise<string | null>
   onReadings: (toteId: string, payload: Buffer) => Promise<void>
+  /** A driver's CONNECT to the embedded broker (username dr_…, password the driver user's access token); not with MQTT_URL. */
+  authenticateDriver: (username: string, password: string) => Promise<{ driverId: string; expiresAtMs: number } | null>
+  /** A driver's positions payload (embedded broker only). */
+  onLocation: (driverId: string, payload: Buffer) => Promise<void>
   logger: Logger
   metrics: Metrics
 }
@@ -60,9 +64,11 @@ function joinBroker({ config, accounts, sessions, onReadings, logger, metrics }:
   })
 }
 
-function startEmbedded({ config, authenticateTote, onReadings, logger, metrics }: IngestBrokerDeps) {
+function startEmbedded({ config, authenticateTote, authenticateDriver, onReadings, onLocation, logger, metrics }: IngestBrokerDeps) {
   return createBroker({
     authenticateTote: (username, password) => authenticateTote(username, password.toString('utf8')),
+    authenticateDriver: (username, password) => authenticateDriver(username, password.toString('utf8')),
+    onLocation,
     // A refused payload rejects with ReadingsRejected (acknowledged, reason on the errors
     // topic); any other failure means not stored: the broker logs it and sends no PUBACK.
     onReadings,

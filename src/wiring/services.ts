@@ -6,6 +6,7 @@ import type { ServiceDeps } from '../services/context.js'
 import type { ReadingSink } from '../timeseries/sink.js'
 import { AlarmService } from '../services/alarms.js'
 import { DeliveryService } from '../services/deliveries.js'
+import { DriverPositionService } from '../services/driver-positions.js'
 import { EventService } from '../services/events.js'
 import { FleetDashboardService } from '../services/fleet-dashboard.js'
 import { FleetService } from '../services/fleets.js'
@@ -53,6 +54,7 @@ export function createServices({
     deliveries: new DeliveryService(deps, toteBindingChanged),
     alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
+    positions: new DriverPositionService(deps),
     rateCards: new RateCardService(deps),
     products: new ProductService(deps),
     reconciliation: new ReconciliationService(deps),

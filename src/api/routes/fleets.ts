@@ -30,12 +30,20 @@ const EmbedOrigins = z
 const FleetTimeZone = timeZoneSchema.describe(
   "IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC)",
 )
+const AverageSpeed = z
+  .number()
+  .min(1)
+  .max(200)
+  .describe(
+    'km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md)',
+  )
 const NewFleet = z
   .strictObject({
     name: z.string().min(1).max(200),
     branding: Branding.optional(),
     embed_origins: EmbedOrigins.optional(),
     timezone: FleetTimeZone.optional(),
+    average_speed_kmh: AverageSpeed.optional(),
   })
   .openapi('NewFleet')
 const FleetChanges = z
@@ -44,6 +52,7 @@ const FleetChanges = z
     branding: Branding.optional(),
     embed_origins: EmbedOrigins.optional(),
     timezone: FleetTimeZone.optional(),
+    average_speed_kmh: AverageSpeed.optional(),
   })
   .openapi('FleetChanges', {
     example: {
@@ -59,6 +68,7 @@ const Fleet = z
     branding: Branding,
     embed_origins: z.array(z.string()),
     timezone: z.string().describe('IANA time zone of the embedded dashboard’s local times'),
+    average_speed_kmh: z.number().describe('km/h used for ETAs computed from drivers’ positions'),
     created_at: z.string(),
   })
   .openapi('Fleet')
@@ -131,7 +141,7 @@ export function fleetRoutes(fleets: FleetService) {
       method: 'patch',
       path: '/v1/fleets/{id}',
       tags: ['Fleets'],
-      summary: "Change a fleet's name, branding, embed origins or time zone",
+      summary: "Change a fleet's name, branding, embed origins, time zone or average speed",
       operationId: 'updateFleet',
       description:
         'Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.',

@@ -10,6 +10,18 @@ import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from 
 
 const ProfileName = z.enum(['refrigerated', 'frozen', 'controlled_room'])
 
+/**
+ * Free-form, plus optional WGS 84 `lat`/`lng` (both or neither): with them, the ETA follows the
+ * driver's positions and `delivery.arriving` is sent (docs/fleet.md, Live location and ETA).
+ */
+const DeliveryAddress = z
+  .looseObject({
+    lat: z.number().min(-90).max(90).optional().describe('WGS 84 latitude of the door, degrees'),
+    lng: z.number().min(-180).max(180).optional().describe('WGS 84 longitude of the door, degrees'),
+  })
+  .refine((a) => (a.lat === undefined) === (a.lng === undefined), { message: 'needs both lat and lng, or neither', path: ['lng'] })
+  .describe('The address, free-form; `lat`/`lng` (both or neither) let the service compute an ETA from the driver’s positions')
+
 const NewPrescription = z
   .strictObject({
     patient_id: z.string().min(1).max(128).describe('Opaque patient identifier; never sent in webhooks'),
@@ -20,7 +32,7 @@ const NewPrescription = z
       .optional()
       .describe('Built-in name or custom thresholds; cold chain without one → refrigerated'),
     deliver_by: z.iso.datetime({ offset: false }).optional().describe('RFC 3339 UTC; becomes the ETA'),
-    delivery_address: z.record(z.string(), z.unknown()).optional(),
+    delivery_address: DeliveryAddress.optional(),
     items: z
       .array(
         z

@@ -33,6 +33,7 @@ import { up as pharmacyGln } from './0045_pharmacy_gln.js'
 import { up as epcisEvents } from './0046_epcis_events.js'
 import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
+import { up as driverPositions } from './0055_driver_positions.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -68,6 +69,7 @@ const steps: Record<string, MigrationStep> = {
   '0046_epcis_events': epcisEvents,
   '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
+  '0055_driver_positions': driverPositions,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
