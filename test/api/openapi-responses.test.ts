@@ -369,6 +369,31 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     world.broken = fourth
   })
 
+  it("live location and ETA: a driver's positions, the router's ETA, eta-changed and arriving", async () => {
+    const door = { line1: '1 Patient Way', city: 'Springfield', lat: 39.7817, lng: -89.6501 }
+    const rx = await call('POST', '/v1/prescriptions', 201, {
+      token: admin,
+      json: { patient_id: 'pt_900', cold_chain: false, pharmacy_id: world.pharmacy, delivery_address: door },
+      headers: { 'idempotency-key': 'rx-positions' },
+    })
+    const dl = rx.body.delivery_id as string
+    await call('POST', `/v1/deliveries/${dl}/dispatch`, 200, { token: admin, json: { fleet_id: world.fleet, driver_id: world.driver2 } })
+    const signature = 'data:image/png;base64,iVBORw0KGgo='
+    await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver2, signature } })
+    const at = (ms = 0) => new Date(Date.now() + ms).toISOString()
+    // 9 km north of the door, then 300 m: the ETA moves (eta-changed) and the driver is arriving.
+    await call('POST', `/v1/drivers/${world.driver2}/locations`, 200, {
+      token: admin,
+      json: { positions: [{ lat: 39.8626, lng: -89.6501, accuracy_m: 8, at: at(-1_000) }] },
+    })
+    await call('POST', `/v1/drivers/${world.driver2}/locations`, 200, {
+      token: admin,
+      json: { positions: [{ lat: 39.7844, lng: -89.6501, accuracy_m: 5, at: at() }] },
+    })
+    await call('PUT', `/v1/deliveries/${dl}/eta`, 200, { token: admin, json: { eta: at(4 * 60_000) } })
+    await call('GET', `/v1/deliveries/${dl}/locations?limit=10`, 200, { token: admin })
+  })
+
   it('fleet money: rate cards, reconciliation, the statement check, the dashboard and the embedded page', async () => {
     const f = `/v1/fleets/${world.fleet}`
     await call('PATCH', f, 200, { token: admin, json: { embed_origins: ['https://dispatch.speedy.example'] } })

@@ -43,6 +43,9 @@ const walls: Record<string, Wall> = {
   'GET /v1/deliveries/{id}/temperature': 'tenant',
   'GET /v1/deliveries/{id}/temperature.svg': 'tenant',
   'GET /v1/deliveries/{id}/epcis': 'tenant',
+  'GET /v1/deliveries/{id}/locations': 'tenant',
+  'PUT /v1/deliveries/{id}/eta': 'tenant',
+  'POST /v1/drivers/{id}/locations': 'fleet',
   'GET /v1/epcis/events': 'none',
   'GET /v1/events': 'none',
   'GET /v1/events/stream': 'none',
@@ -125,6 +128,8 @@ const bodies: Record<string, unknown> = {
   assign: { user: 'us_01jd0000000000000000000000' },
   'POST /v1/fleets/{id}/drivers': { name: 'Intruder' },
   'POST /v1/fleets/{id}/embed-sessions': { ttl_s: 60 },
+  'POST /v1/drivers/{id}/locations': { positions: [{ lat: 41.88, lng: -87.63, accuracy_m: 5, at: '2026-01-01T00:00:00Z' }] },
+  'PUT /v1/deliveries/{id}/eta': { eta: '2026-01-01T00:00:00Z' },
   'PUT /v1/products/{id}/stability': { stability: STABILITY },
   'POST /v1/deliveries/{id}/assessments': {
     ndc: '00002-8215-01',
@@ -234,6 +239,7 @@ describe('the walls of every /v1 route', () => {
       users: user.body.id,
       clients: a.client_id,
       fleets: fleetF.fleetId,
+      drivers: fleetF.driverId,
       alarms: await anAlarmOf(rx.delivery_id, pharmacyA, fleetF.fleetId),
     })
   })

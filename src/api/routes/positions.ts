@@ -30,7 +30,15 @@ const Recorded = z
   })
   .openapi('PositionsRecorded')
 
-const StoredPosition = Position.extend({ driver_id: z.string() }).openapi('StoredPosition')
+const StoredPosition = z
+  .object({
+    lat: z.number(),
+    lng: z.number(),
+    accuracy_m: z.number(),
+    at: z.string().describe('When the fix was taken (RFC 3339 UTC)'),
+    driver_id: z.string().describe('The driver who sent it'),
+  })
+  .openapi('StoredPosition')
 
 const PositionPage = z
   .object({
