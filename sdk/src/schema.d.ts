@@ -549,7 +549,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a fleet's name, branding, embed origins or time zone
+         * Change a fleet's name, branding, embed origins, time zone or average speed
          * @description Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.
          */
         patch: operations["updateFleet"];
@@ -570,6 +570,66 @@ export interface paths {
          * @description Only a token of that fleet, or an unrestricted one, changes a fleet; a pharmacy token is refused with 403.
          */
         post: operations["createDriver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/drivers/{id}/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record a driver's positions
+         * @description A batch of 1–100 positions, recorded for each of the driver's deliveries in progress (DISPATCHED or PICKED_UP) and recomputing the ETA of those PICKED_UP. The driver's own user, its fleet, or an unrestricted client; anyone else (another fleet's driver included) gets 404. A position more than 60 s in the future is refused (422).
+         */
+        post: operations["postDriverLocations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A delivery's driver positions, oldest first
+         * @description The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends.
+         */
+        get: operations["listDeliveryLocations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/eta": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Post the fleet router's ETA for a delivery
+         * @description The delivery's fleet (its router, a dispatcher, or the delivery's driver) or an unrestricted client; a pharmacy token gets 403. The delivery must be PICKED_UP. The posted ETA is the delivery's `eta` for 15 minutes, over the one computed from positions; `delivery.eta-changed` follows the usual rules.
+         */
+        put: operations["putDeliveryEta"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1471,6 +1531,40 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "delivery.eta-changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `delivery.eta-changed` event, POSTed to every endpoint subscribed to it */
+        post: operations["onDeliveryEtaChanged"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.arriving": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `delivery.arriving` event, POSTed to every endpoint subscribed to it */
+        post: operations["onDeliveryArriving"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "custody.handoff-signed": {
         parameters: {
             query?: never;
@@ -1858,6 +1952,27 @@ export interface components {
             custody_hash: string;
             /** @description As the caller gave it */
             reason: string;
+        };
+        /** @description The ETA of a delivery on its way moved by 5 minutes or more; at most one a minute per delivery (docs/fleet.md) */
+        DeliveryEtaChangedData: {
+            /** @description The ETA now */
+            eta: string;
+            /** @description The ETA announced before (the promised one, before the first change) */
+            previous_eta: string;
+            /**
+             * @description Computed from the driver’s position, or posted by the fleet’s router
+             * @enum {string}
+             */
+            source: "computed" | "router";
+            /** @description Straight-line metres from the driver to the address; null for a router’s ETA */
+            distance_m: number | null;
+        };
+        /** @description The driver is within 500 m of the delivery address; once per delivery */
+        DeliveryArrivingData: {
+            /** @description RFC 3339 UTC */
+            eta: string;
+            /** @description Straight-line metres from the driver to the address (≤ 500) */
+            distance_m: number;
         };
         /** @description A pickup, a handoff between drivers, or a return to the pharmacy */
         CustodyHandoffSignedData: {
@@ -2333,7 +2448,13 @@ export interface components {
              * @description RFC 3339 UTC; becomes the ETA
              */
             deliver_by?: string;
+            /** @description The address, free-form; `lat`/`lng` (both or neither) let the service compute an ETA from the driver’s positions */
             delivery_address?: {
+                /** @description WGS 84 latitude of the door, degrees */
+                lat?: number;
+                /** @description WGS 84 longitude of the door, degrees */
+                lng?: number;
+            } & {
                 [key: string]: unknown;
             };
             items?: {
@@ -2659,6 +2780,8 @@ export interface components {
             embed_origins: string[];
             /** @description IANA time zone of the embedded dashboard’s local times */
             timezone: string;
+            /** @description km/h used for ETAs computed from drivers’ positions */
+            average_speed_kmh: number;
             created_at: string;
         };
         Branding: {
@@ -2674,6 +2797,8 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
+            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
+            average_speed_kmh?: number;
         };
         /**
          * @example {
@@ -2695,6 +2820,8 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
+            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
+            average_speed_kmh?: number;
         };
         Driver: {
             id: string;
@@ -2707,6 +2834,74 @@ export interface components {
         NewDriver: {
             name: string;
             phone?: string;
+        };
+        PositionsRecorded: {
+            /** @description Positions taken (a position already stored for the same instant is kept once) */
+            accepted: number;
+            /** @description The driver's deliveries in progress the positions were recorded for */
+            delivery_ids: string[];
+        };
+        /**
+         * @example {
+         *       "positions": [
+         *         {
+         *           "lat": 41.8819,
+         *           "lng": -87.6278,
+         *           "accuracy_m": 8,
+         *           "at": "2026-11-29T14:05:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        PositionBatch: {
+            positions: components["schemas"]["Position"][];
+        };
+        Position: {
+            /** @description WGS 84 latitude, degrees */
+            lat: number;
+            /** @description WGS 84 longitude, degrees */
+            lng: number;
+            /** @description Horizontal accuracy (radius), metres */
+            accuracy_m: number;
+            /**
+             * Format: date-time
+             * @description When the fix was taken (RFC 3339); at most 60 s ahead of the service's clock
+             */
+            at: string;
+        };
+        PositionPage: {
+            data: components["schemas"]["StoredPosition"][];
+            /** @description Pass as `after` for the next page; null at the end */
+            next_cursor: string | null;
+        };
+        StoredPosition: {
+            lat: number;
+            lng: number;
+            accuracy_m: number;
+            /** @description When the fix was taken (RFC 3339 UTC) */
+            at: string;
+            /** @description The driver who sent it */
+            driver_id: string;
+        };
+        EtaInForce: {
+            /** @description The delivery’s ETA now */
+            eta: string;
+            /** @enum {string} */
+            source: "router";
+            /** @description The router’s ETA wins over the computed one until then (15 min after the post) */
+            until: string;
+        };
+        /**
+         * @example {
+         *       "eta": "2026-11-29T14:40:00Z"
+         *     }
+         */
+        RouterEta: {
+            /**
+             * Format: date-time
+             * @description When the fleet’s router expects the goods at the patient (RFC 3339)
+             */
+            eta: string;
         };
         ToteWithCredentials: components["schemas"]["Tote"] & {
             mqtt: {
@@ -2887,7 +3082,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -2902,7 +3097,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             enabled?: boolean;
             description?: string;
             /**
@@ -9500,6 +9695,7 @@ export interface operations {
                      *           },
                      *           "embed_origins": [],
                      *           "timezone": "UTC",
+                     *           "average_speed_kmh": 25,
                      *           "created_at": "2026-11-27T05:51:37.152Z"
                      *         }
                      *       ],
@@ -9634,6 +9830,7 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
+                     *       "average_speed_kmh": 25,
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -9786,6 +9983,7 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
+                     *       "average_speed_kmh": 25,
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -9915,6 +10113,7 @@ export interface operations {
                      *         "https://dispatch.speedy.example"
                      *       ],
                      *       "timezone": "UTC",
+                     *       "average_speed_kmh": 25,
                      *       "created_at": "2026-11-27T05:51:37.152Z"
                      *     }
                      */
@@ -10259,6 +10458,450 @@ export interface operations {
                 };
             };
             /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postDriverLocations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "positions": [
+                 *         {
+                 *           "lat": 39.8626,
+                 *           "lng": -89.6501,
+                 *           "accuracy_m": 8,
+                 *           "at": "2026-11-29T01:24:10.935Z"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PositionBatch"];
+            };
+        };
+        responses: {
+            /** @description Recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accepted": 1,
+                     *       "delivery_ids": [
+                     *         "dl_01m8jee3ezfctmwkwc38zxhjfv"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PositionsRecorded"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_on_delivery`: the driver has no delivery in progress */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listDeliveryLocations: {
+        parameters: {
+            query?: {
+                /** @description Only positions taken after this time (the previous page’s `next_cursor`) */
+                after?: string;
+                /** @description Page size, 1–1000 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of positions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "lat": 39.8626,
+                     *           "lng": -89.6501,
+                     *           "accuracy_m": 8,
+                     *           "at": "2026-11-29T01:24:10.935Z",
+                     *           "driver_id": "dr_01m8jedy6dj3h5y63drtb6e88w"
+                     *         },
+                     *         {
+                     *           "lat": 39.7844,
+                     *           "lng": -89.6501,
+                     *           "accuracy_m": 5,
+                     *           "at": "2026-11-29T01:24:11.980Z",
+                     *           "driver_id": "dr_01m8jedy6dj3h5y63drtb6e88w"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PositionPage"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putDeliveryEta: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "eta": "2026-11-29T01:28:12.016Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RouterEta"];
+            };
+        };
+        responses: {
+            /** @description The ETA in force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "eta": "2026-11-29T01:28:12.016Z",
+                     *       "source": "router",
+                     *       "until": "2026-11-29T01:39:12.043Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EtaInForce"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_on_delivery`: the delivery is not on its way to the patient */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18148,6 +18791,108 @@ export interface operations {
                     /** @enum {string} */
                     type?: "delivery.cancelled";
                     data?: components["schemas"]["DeliveryCancelledData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDeliveryEtaChanged: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jee3hm94sbts6sfb0rzsvg",
+                 *       "type": "delivery.eta-changed",
+                 *       "created_at": "2026-11-29T01:24:11.956Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jedxgjt5y9rg2py108s82t",
+                 *       "fleet_id": "fl_01m8jedxyfvr5619zmb6y28pr7",
+                 *       "delivery_id": "dl_01m8jee3ezfctmwkwc38zxhjfv",
+                 *       "rx_id": "rx_01m8jee3ezfctmwkwc38zxhjft",
+                 *       "seq": 5,
+                 *       "data": {
+                 *         "eta": "2026-11-29T01:45:46.313Z",
+                 *         "previous_eta": "2026-11-29T05:24:11.871Z",
+                 *         "source": "computed",
+                 *         "distance_m": 8996
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "delivery.eta-changed";
+                    data?: components["schemas"]["DeliveryEtaChangedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDeliveryArriving: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jee3k08631gdg9k25m3n7f",
+                 *       "type": "delivery.arriving",
+                 *       "created_at": "2026-11-29T01:24:12.000Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jedxgjt5y9rg2py108s82t",
+                 *       "fleet_id": "fl_01m8jedxyfvr5619zmb6y28pr7",
+                 *       "delivery_id": "dl_01m8jee3ezfctmwkwc38zxhjfv",
+                 *       "rx_id": "rx_01m8jee3ezfctmwkwc38zxhjft",
+                 *       "seq": 6,
+                 *       "data": {
+                 *         "eta": "2026-11-29T01:24:55.213Z",
+                 *         "distance_m": 300
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "delivery.arriving";
+                    data?: components["schemas"]["DeliveryArrivingData"];
                 };
             };
         };
