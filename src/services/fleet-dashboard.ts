@@ -219,7 +219,7 @@ function inProgressOf(row: Database['deliveries'] & { driver_name: string | null
     driver_name: row.driver_name,
     pharmacy_name: row.pharmacy_name,
     tote_id: row.tote_id,
-    eta: row.eta,
+    eta: row.live_eta ?? row.eta, // the live ETA once positions or the router gave one (docs/fleet.md)
     cold_chain: {
       required: row.cold_chain_required === 1,
       state: figures.state,

@@ -1,6 +1,8 @@
 /**
  * `npm run bench:fleet`: the Fleet Operator surfaces under load, in sections chosen with
- * `--sections` (comma-separated: exceptions, reconciliation; default exceptions). Prints one JSON object on stdout
+ * `--sections` (comma-separated: exceptions, reconciliation, positions; default exceptions).
+ * Section `positions` (drivers' positions over MQTT and the ETA webhooks they cause) is described
+ * in test/bench/lib/fleet-positions.ts. Prints one JSON object on stdout
  * (`{ machine, sections: { <name>: … } }`), progress on stderr. A new section is a function in
  * `SECTIONS` with its own options, and its own key in the output.
  *
@@ -33,6 +35,7 @@ import type { Phase, PhaseResult } from './lib/ingest-protocol.js'
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
 import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
 import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
+import { positionsSection } from './lib/fleet-positions.js'
 
 const opt = parseBenchArgs(
   'bench:fleet',
@@ -50,9 +53,19 @@ const opt = parseBenchArgs(
     'keep-data': { type: 'boolean', default: false },
     deliveries: { type: 'string', default: '100000' },
     repeat: { type: 'string', default: '3' },
+    drivers: { type: 'string', default: '1000' },
+    'position-totes': { type: 'string', default: '5000' },
+    'tote-rate': { type: 'string', default: '5000' },
+    'position-seconds': { type: 'string', default: '120' },
+    'position-every-s': { type: 'string', default: '5' },
   },
   {
-    sections: 'comma-separated sections to run: exceptions, reconciliation',
+    sections: 'comma-separated sections to run: exceptions, reconciliation, positions',
+    drivers: 'positions: drivers, each publishing its position over MQTT with its own token',
+    'position-totes': 'positions: totes publishing readings alongside',
+    'tote-rate': 'positions: readings per second over all those totes (1 per tote per second by default)',
+    'position-seconds': 'positions: length of the measured run (a delivery announces an ETA change at most once a minute)',
+    'position-every-s': 'positions: seconds between two positions of a driver',
     deliveries: 'reconciliation: ended deliveries of the fleet',
     repeat: 'reconciliation: runs per period and format (the best wall time is kept)',
     subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
@@ -379,7 +392,21 @@ async function reconciliationSection(): Promise<unknown> {
   return JSON.parse(out)
 }
 
-const SECTIONS: Record<string, () => Promise<unknown>> = { exceptions: exceptionsSection, reconciliation: reconciliationSection }
+const SECTIONS: Record<string, () => Promise<unknown>> = {
+  exceptions: exceptionsSection,
+  reconciliation: reconciliationSection,
+  positions: () =>
+    positionsSection({
+      drivers: Number(opt.drivers),
+      totes: Number(opt['position-totes']),
+      toteRate: Number(opt['tote-rate']),
+      seconds: Number(opt['position-seconds']),
+      everyS: Number(opt['position-every-s']),
+      log,
+      startService: startFleetService,
+      startPublisher,
+    }),
+}
 
 const chosen = opt.sections
   .split(',')

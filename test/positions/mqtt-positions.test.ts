@@ -104,7 +104,7 @@ describe("a driver's positions over MQTT", () => {
     ])
       await expect(client.subscribeAsync(refused, { qos: 1 })).rejects.toMatchObject({ packet: { granted: [128] } })
     expect(client.connected).toBe(true)
-    const closed = new Promise((resolve) => client.once('close', resolve))
+    const closed = new Promise<void>((resolve) => client.once('close', () => resolve()))
     client.publish(topic(other.driverId), JSON.stringify(position(100)), { qos: 1 })
     await closed
     expect((await api.get(`/v1/deliveries/${deliveryId}/locations`, world.admin)).body.data).toEqual([])

@@ -64,7 +64,11 @@ export const Delivery = z
     leg: z.number().int().min(1).describe('1, or n + 1 for the n-th redelivery of the same prescription'),
     pharmacy_id: z.string(),
     status: z.enum(deliveryStatuses),
-    eta: z.string(),
+    eta: z
+      .string()
+      .describe(
+        'When the goods are expected at the patient: the promised time (`deliver_by`), then the live ETA from the driver’s positions or the fleet’s router once the delivery is on its way (docs/fleet.md, Live location and ETA)',
+      ),
     fleet_id: z.string().nullable(),
     driver_id: z.string().nullable(),
     tote_id: z.string().nullable(),
