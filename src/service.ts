@@ -296,7 +296,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         async () => {
           // Batch after batch until the backlog is gone (or this tick's share of it): each delete is short.
           for (let i = 0; i < POSITION_PURGE_BATCHES_PER_TICK; i++)
-            if ((await services.positions.purgeEnded(config.POSITION_RETENTION_DAYS * 86_400_000, POSITION_PURGE_BATCH)) < POSITION_PURGE_BATCH)
+            if (
+              (await services.positions.purgeEnded(config.POSITION_RETENTION_DAYS * 86_400_000, POSITION_PURGE_BATCH)) <
+              POSITION_PURGE_BATCH
+            )
               break
         },
         'position retention',

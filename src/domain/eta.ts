@@ -61,7 +61,10 @@ export function positionProblems(value: unknown, nowMs: number, pointer = ''): {
   const atMs = typeof at === 'string' && RFC3339.test(at) ? Date.parse(at) : Number.NaN
   if (Number.isNaN(atMs)) problems.push({ pointer: `${pointer}/at`, message: 'must be an RFC 3339 time such as 2026-11-29T14:05:00Z' })
   else if (atMs > nowMs + MAX_CLOCK_SKEW_MS)
-    problems.push({ pointer: `${pointer}/at`, message: `is in the future (more than ${MAX_CLOCK_SKEW_MS / 1_000} s ahead of the service's clock)` })
+    problems.push({
+      pointer: `${pointer}/at`,
+      message: `is in the future (more than ${MAX_CLOCK_SKEW_MS / 1_000} s ahead of the service's clock)`,
+    })
   const extra = Object.keys(p).filter((k) => !['lat', 'lng', 'accuracy_m', 'at'].includes(k))
   for (const key of extra) problems.push({ pointer: `${pointer}/${key}`, message: 'is not a member of a position' })
   return problems

@@ -1,15 +1,7 @@
 import { sql } from 'kysely'
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import {
-  computedEtaMs,
-  decideEta,
-  distanceM,
-  etaInForce,
-  ROUTER_ETA_HOLD_MS,
-  type EtaState,
-  type Position,
-} from '../domain/eta.js'
+import { computedEtaMs, decideEta, distanceM, etaInForce, ROUTER_ETA_HOLD_MS, type EtaState, type Position } from '../domain/eta.js'
 import { AppError, notFound } from '../errors.js'
 import type { NewEvent } from '../events/outbox.js'
 import { fromJson, type Executor } from '../store/schema.js'
@@ -101,7 +93,15 @@ export class DriverPositionService {
       for (const delivery of deliveries) {
         await trx
           .insertInto('driver_positions')
-          .values(positions.map((p) => ({ delivery_id: delivery.id, driver_id: driverId, ...p, at: iso(Date.parse(p.at)), recorded_at: iso(now) })))
+          .values(
+            positions.map((p) => ({
+              delivery_id: delivery.id,
+              driver_id: driverId,
+              ...p,
+              at: iso(Date.parse(p.at)),
+              recorded_at: iso(now),
+            })),
+          )
           .onConflict((oc) => oc.columns(['delivery_id', 'at']).doNothing())
           .execute()
         if (delivery.status === HEADING_TO_PATIENT) events.push(...(await this.follow(trx, delivery, newest, now)))
@@ -194,7 +194,10 @@ export class DriverPositionService {
     if (principal.pharmacyId)
       throw new AppError('insufficient_scope', "Only the delivery's fleet (its router or driver) or an unrestricted client posts an ETA.")
     if (delivery.status !== HEADING_TO_PATIENT)
-      throw new AppError('not_on_delivery', `An ETA is posted for a delivery on its way to the patient (PICKED_UP); this one is ${delivery.status}.`)
+      throw new AppError(
+        'not_on_delivery',
+        `An ETA is posted for a delivery on its way to the patient (PICKED_UP); this one is ${delivery.status}.`,
+      )
     const now = clock.now()
     const etaMs = Date.parse(etaText)
     const until = iso(now + ROUTER_ETA_HOLD_MS)
@@ -245,12 +248,7 @@ export class DriverPositionService {
       .select('id')
       .where('status', 'in', ['DELIVERED', 'RETURNED', 'CANCELLED'])
       .where('updated_at', '<', cutoff)
-    const ids = await db
-      .selectFrom('driver_positions')
-      .select('id')
-      .where('delivery_id', 'in', over)
-      .limit(batch)
-      .execute()
+    const ids = await db.selectFrom('driver_positions').select('id').where('delivery_id', 'in', over).limit(batch).execute()
     if (ids.length > 0)
       await db
         .deleteFrom('driver_positions')

@@ -60,10 +60,15 @@ describe('computed ETA', () => {
 
   it("takes the router's ETA while it holds, the computed one after", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 1e9 }), fc.integer({ min: 0, max: 1e9 }), fc.integer({ min: 0, max: 1e9 }), (eta, until, now) => {
-        expect(etaInForce({ etaMs: eta, untilMs: until }, 42, now)).toBe(now < until ? eta : 42)
-        expect(etaInForce(null, null, now)).toBeNull()
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 1e9 }),
+        fc.integer({ min: 0, max: 1e9 }),
+        fc.integer({ min: 0, max: 1e9 }),
+        (eta, until, now) => {
+          expect(etaInForce({ etaMs: eta, untilMs: until }, 42, now)).toBe(now < until ? eta : 42)
+          expect(etaInForce(null, null, now)).toBeNull()
+        },
+      ),
     )
   })
 })

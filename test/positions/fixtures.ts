@@ -26,7 +26,10 @@ export async function lastMileWorld(api: TestApi, promisedInMs: number) {
   const otherDriverToken = await signedInToken(api, admin, { role: 'driver', fleet_id: other.fleetId, driver_id: other.driverId })
 
   /** A delivery dispatched to `driverId` (and picked up unless told otherwise), the door's coordinates on its address. */
-  async function outFor(driverId: string, { pickedUp = true, address = { line1: '1 Patient Way', ...DOOR } as Record<string, unknown> } = {}) {
+  async function outFor(
+    driverId: string,
+    { pickedUp = true, address = { line1: '1 Patient Way', ...DOOR } as Record<string, unknown> } = {},
+  ) {
     const deliverBy = new Date(api.service.clock.now() + promisedInMs).toISOString()
     const rx = await api.prescription(admin, { pharmacy_id: pharmacyId, deliver_by: deliverBy, delivery_address: address })
     const fleetId = driverId === other.driverId ? other.fleetId : fleet.fleetId

@@ -16,9 +16,18 @@ describe("a driver's positions over MQTT", () => {
   let world: Awaited<ReturnType<typeof lastMileWorld>>
   const open: mqtt.MqttClient[] = []
   const topic = (driverId: string) => `rxtrace/v1/drivers/${driverId}/location`
-  const position = (metres: number, offsetMs = 0) => ({ ...northOfDoor(metres), accuracy_m: 6, at: new Date(Date.now() + offsetMs).toISOString() })
+  const position = (metres: number, offsetMs = 0) => ({
+    ...northOfDoor(metres),
+    accuracy_m: 6,
+    at: new Date(Date.now() + offsetMs).toISOString(),
+  })
   const connect = async (driverId: string, token: string, clientId = driverId) => {
-    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: driverId, password: token, clientId, reconnectPeriod: 0 })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+      username: driverId,
+      password: token,
+      clientId,
+      reconnectPeriod: 0,
+    })
     open.push(client)
     return client
   }
@@ -87,7 +96,12 @@ describe("a driver's positions over MQTT", () => {
     await refused(fleet.driverId, 'not a token')
     // A client id that is not the driver's own is refused too (code 2), as for totes.
     await expect(
-      mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, { username: fleet.driverId, password: driverToken, clientId: other.driverId, reconnectPeriod: 0 }),
+      mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
+        username: fleet.driverId,
+        password: driverToken,
+        clientId: other.driverId,
+        reconnectPeriod: 0,
+      }),
     ).rejects.toThrow(/Identifier rejected/i)
   })
 

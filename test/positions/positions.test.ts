@@ -205,7 +205,14 @@ function describePositions(store: StoreUnderTest) {
         expect(delivered.status, delivered.text).toBe(200)
         const positions = fresh.service.services.positions
         const count = async () =>
-          Number((await fresh.service.db.selectFrom('driver_positions').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+          Number(
+            (
+              await fresh.service.db
+                .selectFrom('driver_positions')
+                .select((eb) => eb.fn.countAll().as('n'))
+                .executeTakeFirstOrThrow()
+            ).n,
+          )
         // Within the retention: kept, and still shown.
         expect(await positions.purgeEnded(30 * 24 * 60 * MINUTE, 10)).toBe(0)
         expect(await count()).toBe(25)

@@ -17,11 +17,9 @@ const Position = z
   })
   .openapi('Position')
 
-const PositionBatch = z
-  .strictObject({ positions: z.array(Position).min(1).max(MAX_POSITIONS_PER_BATCH) })
-  .openapi('PositionBatch', {
-    example: { positions: [{ lat: 41.8819, lng: -87.6278, accuracy_m: 8, at: '2026-11-29T14:05:00Z' }] },
-  })
+const PositionBatch = z.strictObject({ positions: z.array(Position).min(1).max(MAX_POSITIONS_PER_BATCH) }).openapi('PositionBatch', {
+  example: { positions: [{ lat: 41.8819, lng: -87.6278, accuracy_m: 8, at: '2026-11-29T14:05:00Z' }] },
+})
 
 const Recorded = z
   .object({
@@ -49,13 +47,7 @@ const PositionPage = z
 
 const PositionQuery = z.object({
   after: z.iso.datetime().optional().describe('Only positions taken after this time (the previous page’s `next_cursor`)'),
-  limit: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(MAX_POSITIONS_PER_PAGE)
-    .default(100)
-    .describe(`Page size, 1–${MAX_POSITIONS_PER_PAGE}`),
+  limit: z.coerce.number().int().min(1).max(MAX_POSITIONS_PER_PAGE).default(100).describe(`Page size, 1–${MAX_POSITIONS_PER_PAGE}`),
 })
 
 const RouterEta = z
@@ -66,7 +58,9 @@ const EtaInForce = z
   .object({
     eta: z.string().describe('The delivery’s ETA now'),
     source: z.literal('router'),
-    until: z.string().describe(`The router’s ETA wins over the computed one until then (${ROUTER_ETA_HOLD_MS / 60_000} min after the post)`),
+    until: z
+      .string()
+      .describe(`The router’s ETA wins over the computed one until then (${ROUTER_ETA_HOLD_MS / 60_000} min after the post)`),
   })
   .openapi('EtaInForce')
 

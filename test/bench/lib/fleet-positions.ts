@@ -112,12 +112,25 @@ export async function positionsSection(o: PositionsOptions) {
         const driver = await api.post<{ id: string }>(`/v1/fleets/${fixture.fleetId}/drivers`, { name: `Driver ${i}` })
         const email = `driver-${i}@bench.example`
         const password = 'correct horse battery staple 42'
-        await api.post('/v1/users', { email, name: `Driver ${i}`, role: 'driver', fleet_id: fixture.fleetId, driver_id: driver.id, password })
+        await api.post('/v1/users', {
+          email,
+          name: `Driver ${i}`,
+          role: 'driver',
+          fleet_id: fixture.fleetId,
+          driver_id: driver.id,
+          password,
+        })
         const { code, verifier } = await authorizationCode(service.baseUrl, app.client_id, email, password)
         const token = await fetch(`${service.baseUrl}/oauth/token`, {
           method: 'POST',
           headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: app.client_id }),
+          body: new URLSearchParams({
+            grant_type: 'authorization_code',
+            code,
+            redirect_uri: REDIRECT,
+            code_verifier: verifier,
+            client_id: app.client_id,
+          }),
         }).then(async (r) => ((await r.json()) as { access_token: string }).access_token)
         const rx = await api.post<{ delivery_id: string }>(
           '/v1/prescriptions',
@@ -131,7 +144,8 @@ export async function positionsSection(o: PositionsOptions) {
         )
         await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fixture.fleetId, driver_id: driver.id })
         await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, { from: fixture.pharmacyId, to: driver.id, signature: 'bench' })
-        if ((i + 1) % 100 === 0) log(`${i + 1} drivers signed in with a delivery picked up (${Math.round((Date.now() - started) / 1_000)} s)`)
+        if ((i + 1) % 100 === 0)
+          log(`${i + 1} drivers signed in with a delivery picked up (${Math.round((Date.now() - started) / 1_000)} s)`)
         return { id: driver.id, token, deliveryId: rx.delivery_id, publishes: [] as number[], flip: i % 2 }
       },
     )
@@ -150,7 +164,12 @@ export async function positionsSection(o: PositionsOptions) {
     const send = (d: (typeof drivers)[number], client: MqttClient) => {
       d.flip ^= 1
       const metres = d.flip ? 20_000 : 10_000
-      const payload = JSON.stringify({ lat: DOOR.lat + metres / METRES_PER_DEGREE, lng: DOOR.lng, accuracy_m: 8, at: new Date().toISOString() })
+      const payload = JSON.stringify({
+        lat: DOOR.lat + metres / METRES_PER_DEGREE,
+        lng: DOOR.lng,
+        accuracy_m: 8,
+        at: new Date().toISOString(),
+      })
       const t0 = performance.now()
       d.publishes.push(Date.now())
       sent++
@@ -176,7 +195,13 @@ export async function positionsSection(o: PositionsOptions) {
         ),
       )
     })
-    const readings = await publisher.run({ name: 'readings-with-positions', durationMs: o.seconds * 1_000, batch: 1, window: 4, rate: o.toteRate })
+    const readings = await publisher.run({
+      name: 'readings-with-positions',
+      durationMs: o.seconds * 1_000,
+      batch: 1,
+      window: 4,
+      rate: o.toteRate,
+    })
     for (const t of timers) clearTimeout(t)
     const seconds = (performance.now() - t0) / 1_000
     const cpu1 = cpuSeconds(service.pid)
@@ -194,7 +219,13 @@ export async function positionsSection(o: PositionsOptions) {
     const messages = readings.ackedReadings + positionAcks.length
     const result = {
       settings: { drivers: o.drivers, totes: o.totes, seconds: o.seconds, position_every_s: o.everyS, readings_per_s: o.toteRate },
-      positions: { sent, acked: positionAcks.length, errors: positionErrors, per_s: round(positionAcks.length / seconds, 0), puback: pubacks },
+      positions: {
+        sent,
+        acked: positionAcks.length,
+        errors: positionErrors,
+        per_s: round(positionAcks.length / seconds, 0),
+        puback: pubacks,
+      },
       eta_changed: { received: received.length, latency: etaChanged },
       readings: {
         per_s: round(readings.ackedReadings / (readings.elapsedMs / 1_000), 0),
