@@ -13,7 +13,7 @@ export const errorsTopic = (toteId: string): string => `${PREFIX}${toteId}/error
 export const commandsTopic = (toteId: string): string => `${PREFIX}${toteId}/commands`
 
 /** True for any tote's readings topic: ingest-only, never routed to subscribers. */
-export function isReadingsTopic(topic: string): boolean {
+function isReadingsTopic(topic: string): boolean {
   return topic.startsWith(PREFIX) && topic.endsWith('/readings')
 }
 
@@ -23,7 +23,7 @@ const DRIVERS = 'rxtrace/v1/drivers/'
 /** Driver ids are `dr_` + ULID; every other authenticated client of the broker is a tote. */
 export const isDriverId = (id: string): boolean => id.startsWith('dr_')
 /** A driver publishes its positions here, and nowhere else. */
-export const locationTopic = (driverId: string): string => `${DRIVERS}${driverId}/location`
+const locationTopic = (driverId: string): string => `${DRIVERS}${driverId}/location`
 /** The broker publishes `{error, reason, at}` here when a driver's positions are refused. */
 export const driverErrorsTopic = (driverId: string): string => `${DRIVERS}${driverId}/errors`
 

@@ -30,7 +30,7 @@ export function positionsIngest({ positions, clock }: { positions: DriverPositio
 }
 
 /** The positions of an MQTT payload, or a `PayloadRefusedError` saying what is wrong with it. */
-export function parsePositions(payload: Buffer, nowMs: number): Position[] {
+function parsePositions(payload: Buffer, nowMs: number): Position[] {
   let value: unknown
   try {
     value = JSON.parse(payload.toString('utf8'))

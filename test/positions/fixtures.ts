@@ -3,7 +3,7 @@ import type { TestApi } from '../helpers/service.js'
 import { signedInToken } from '../helpers/users.js'
 
 /** The patient's door, in Chicago. */
-export const DOOR = { lat: 41.8781, lng: -87.6298 }
+const DOOR = { lat: 41.8781, lng: -87.6298 }
 /** One degree of latitude, in metres, on the sphere the service measures on. */
 const METRES_PER_DEGREE = (Math.PI / 180) * 6_371_008.8
 
