@@ -2479,6 +2479,7 @@ export interface components {
             pharmacy_id: string;
             /** @enum {string} */
             status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @description When the goods are expected at the patient: the promised time (`deliver_by`), then the live ETA from the driver’s positions or the fleet’s router once the delivery is on its way (docs/fleet.md, Live location and ETA) */
             eta: string;
             fleet_id: string | null;
             driver_id: string | null;
