@@ -196,6 +196,22 @@ export const configSchema = z
     EVENT_STREAM_BUFFER_KB: z.coerce.number().int().min(1).max(65_536).default(256),
     /** Live event streams one pharmacy or fleet (or the unrestricted clients together) may hold open at once. */
     EVENT_STREAM_MAX_PER_TENANT: z.coerce.number().int().min(1).max(100_000).default(100),
+    /**
+     * Days a delivery's record is kept after it ends, and with it the readings bound to it
+     * (docs/operations.md, Retention): 2190 = 6 years. Audit and custody records are never
+     * removed before this. Bounds: 1 day to 100 years.
+     */
+    RETENTION_RECORDS_DAYS: z.coerce.number().int().min(1).max(36_500).default(2_190),
+    /** Days a reading bound to no delivery (an idle tote's) is kept. Bounds: 1 day to 100 years. */
+    RETENTION_UNBOUND_DAYS: z.coerce.number().int().min(1).max(36_500).default(7),
+    /** Days webhook delivery attempts (and finished webhook messages) are kept. Bounds: 1 to 3650. */
+    RETENTION_ATTEMPTS_DAYS: z.coerce.number().int().min(1).max(3_650).default(30),
+    /** Seconds between two expiry passes (docs/operations.md, Retention); 0 turns background expiry off. */
+    RETENTION_INTERVAL_S: z.coerce.number().int().min(0).max(86_400).default(300),
+    /** Readings one expiry batch removes at most: small, so a write never waits long behind it. */
+    RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
+    /** Milliseconds an expiry pass rests between two batches, leaving the store to ingest. */
+    RETENTION_PAUSE_MS: z.coerce.number().int().min(0).max(60_000).default(200),
     /** Event-time reorder window for telemetry, seconds (rules/README.md). */
     REORDER_WINDOW_S: z.coerce.number().min(0).max(3_600).default(30),
     /**

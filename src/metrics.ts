@@ -1,9 +1,11 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 /** Every Prometheus series the service exports (README, Health and metrics), on a registry of its own per instance. */
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  const startedAt = Date.now() / 1_000
+  let lastPassAt = 0
   return {
     registry,
     httpRequests: new Counter({
@@ -66,6 +68,39 @@ export function createMetrics() {
       labelNames: ['limit'],
       registers: [registry],
     }),
+    // Retention (docs/operations.md): what the expirer removed, when its last pass completed, and how far behind it is.
+    expiredRows: new Counter({
+      name: 'rxtrace_retention_removed_total',
+      help: 'Rows removed by retention, by table (readings: dropped months counted by the planner’s estimate)',
+      labelNames: ['table'],
+      registers: [registry],
+    }),
+    expiryLastPass: new Gauge({
+      name: 'rxtrace_retention_last_pass_timestamp_seconds',
+      help: 'When the last complete expiry pass of this process ended (epoch seconds; 0: none yet)',
+      registers: [registry],
+      collect() {
+        this.set(lastPassAt)
+      },
+    }),
+    expiryPassDuration: new Gauge({
+      name: 'rxtrace_retention_pass_duration_seconds',
+      help: 'How long the last complete expiry pass took',
+      registers: [registry],
+    }),
+    expiryLag: new Gauge({
+      name: 'rxtrace_retention_lag_seconds',
+      help: 'Seconds since the last complete expiry pass (since start when none): grows when expiry falls behind or stops',
+      registers: [registry],
+      collect() {
+        this.set(Date.now() / 1_000 - (lastPassAt || startedAt))
+      },
+    }),
+    /** Records a complete expiry pass. */
+    expiryPassDone(atMs: number, seconds: number) {
+      lastPassAt = atMs / 1_000
+      this.expiryPassDuration.set(seconds)
+    },
   }
 }
 

@@ -1,7 +1,6 @@
 import { createAdaptorServer } from '@hono/node-server'
 import type { Server as HttpServer } from 'node:http'
 import type { Logger } from 'pino'
-import { purgeExpiredKeys } from './api/middleware/idempotency.js'
 import { AuditLog } from './auth/audit-log.js'
 import { ClientRegistry, ensureConsoleClient } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
@@ -47,6 +46,7 @@ import { atMost, Periodic } from './wiring/timers.js'
 import { escalateDueAlarms } from './alarms/escalation.js'
 import { driverAuthenticator } from './auth/driver-mqtt.js'
 import { positionsIngest } from './telemetry/positions-ingest.js'
+import { Expirer } from './store/expirer.js'
 
 export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions; sink?: ReadingSink }
 
@@ -62,8 +62,6 @@ const POSITION_PURGE_MS = 60_000
 const POSITION_PURGE_BATCH = 1_000
 // 100 batches a minute: 144 million positions a day, far above what 1,000 drivers post every 5 s (17 million).
 const POSITION_PURGE_BATCHES_PER_TICK = 100
-// Expired idempotency keys are deleted this often.
-const IDEMPOTENCY_PURGE_MS = 10 * 60_000
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
 const OPEN_DELIVERIES_REFRESH_MS = 5_000
 // On stop, requests already running get this long to finish before their connections are cut:
@@ -144,6 +142,24 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     leases,
   })
   const committer = new GroupCommitter(sink, ingestGatherMs(config))
+  const expirer = new Expirer({
+    db,
+    dialect,
+    sink,
+    clock,
+    logger,
+    policy: {
+      recordsDays: config.RETENTION_RECORDS_DAYS,
+      unboundDays: config.RETENTION_UNBOUND_DAYS,
+      attemptsDays: config.RETENTION_ATTEMPTS_DAYS,
+      batch: config.RETENTION_BATCH,
+      pauseMs: config.RETENTION_PAUSE_MS,
+    },
+    metrics: {
+      removed: (table, n) => metrics.expiredRows.inc({ table }, n),
+      passDone: (atMs, seconds) => metrics.expiryPassDone(atMs, seconds),
+    },
+  })
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const follower = new BindingFollower({ db, bindings, committer, monitor, sink, logger })
   // MQTT_URL: an external broker authenticates totes; their accounts reach it through this outbox.
@@ -238,6 +254,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     monitor,
     committer,
     pipeline,
+    /** Background expiry (docs/operations.md, Retention); `pass()` runs one now. */
+    expirer,
     /** The embedded broker; null before start() and with MQTT_URL. */
     get broker() {
       return ingest?.embedded ?? null
@@ -290,7 +308,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       })
       dispatcher.start()
       periodic.every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
-      periodic.every(IDEMPOTENCY_PURGE_MS, () => purgeExpiredKeys(db, clock), 'idempotency key purge')
       periodic.every(
         POSITION_PURGE_MS,
         async () => {
@@ -304,6 +321,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
         },
         'position retention',
       )
+      // Readings, idempotency keys, attempts, sessions past their retention (docs/operations.md, Retention).
+      if (config.RETENTION_INTERVAL_S > 0) expirer.start(config.RETENTION_INTERVAL_S * 1_000)
       periodic.every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')
       periodic.every(ALARM_ESCALATION_CHECK_MS, async () => void (await escalateDueAlarms({ db, outbox, clock })), 'alarm escalation')
       periodic.every(OPEN_DELIVERIES_REFRESH_MS, () => follower.watchOpenDeliveries(), 'watching open deliveries')
@@ -316,6 +335,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     /** Graceful stop: no new requests, in-flight ones finish, pending records are written. */
     async stop(): Promise<void> {
       periodic.stop()
+      const expiryStopped = expirer.stop()
       // Stop taking work first: the broker (or the ingest worker) acknowledges what it is storing, then disconnects.
       // Live event streams end cleanly first (their readers resume elsewhere with Last-Event-ID),
       // so the HTTP drain does not wait for them.
@@ -335,6 +355,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       )
       await dispatcher.stop(3_000)
       await audit.flush()
+      await expiryStopped
       await sink.close()
       await store.close()
     },

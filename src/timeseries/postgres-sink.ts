@@ -1,12 +1,15 @@
 import type pg from 'pg'
 import { watchPool } from '../store/answer-watch.js'
 import { createPool, DEFAULT_POSTGRES_LIMITS, type ConnectionErrorLog, type PostgresLimits } from '../store/database.js'
-import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
+import { ensureMonthlyPartitions, expirePartitions } from './postgres-partitions.js'
+import { assertStep, type ExpiryRequest, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 
 /**
  * Readings in PostgreSQL, the entity store's database (`DATABASE_URL` without `QUESTDB_CONFIG`),
  * so every copy of the service on that database reads every copy's readings. The table is created
- * by migration 0009 (store/migrations/0009_shared_readings.ts).
+ * by migration 0009 (store/migrations/0009_shared_readings.ts) and partitioned by month of `ts` by
+ * migration 0061 (timeseries/postgres-partitions.ts): a delivery's trace reads only the months of
+ * its interval, and expiry drops whole months.
  *
  * - A write is one prepared statement whatever its size: the rows go as one JSON array and
  *   `json_to_recordset` turns it back into rows (a multi-row VALUES list would need 12 bound
@@ -125,6 +128,14 @@ export function createPostgresSink({
       })
       return buckets
     },
+    async expire(request) {
+      // Months ahead are made here too: the expirer runs every few minutes, long before a month starts.
+      await ensureMonthlyPartitions(pool, Date.now(), MONTHS_AHEAD)
+      const dropped = await expirePartitions(pool, request)
+      if (dropped.removed >= request.limit) return { removed: dropped.removed, more: true }
+      const removed = await inTransaction(pool, (client) => expireBatch(client, request, request.limit - dropped.removed))
+      return { removed: dropped.removed + removed, more: dropped.removed + removed >= request.limit }
+    },
     async count() {
       return (await watch.query<{ n: number }>(pool, { text: 'select count(*) as n from readings' })).rows[0]!.n
     },
@@ -133,6 +144,33 @@ export function createPostgresSink({
       await pool.end()
     },
   }
+}
+
+// Partitions made ahead of the current month, so a write never lands in the default partition.
+const MONTHS_AHEAD = 3
+
+/**
+ * One batch of row deletes: the readings past retention in months that could not be dropped whole.
+ * The condition is checked twice: to pick the rows, and again on each row as it is deleted, so a
+ * row that a concurrent `attribute` bound to a delivery meanwhile (READ COMMITTED re-reads the
+ * updated row before deleting it) is not removed. Unbound rows are found through their partial
+ * index on `ts`; bound ones only in months past RETENTION_RECORDS_DAYS.
+ */
+async function expireBatch(client: pg.PoolClient, { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest, limit: number) {
+  // Two statements, each with an index or a partition range to go by (one OR would scan everything).
+  const unboundPast = (t: string) => `${t}.delivery_id is null and ${t}.ts < $1`
+  const boundPast = (t: string) => `${t}.delivery_id is not null and ${t}.ts < $1 and not (${t}.delivery_id = any($2::text[]))`
+  const remove = async (expired: (t: string) => string, params: unknown[], n: number) => {
+    const { rowCount } = await client.query(
+      `with doomed as (select tote_id, ts from readings d where ${expired('d')} limit ${n})
+       delete from readings r using doomed where r.tote_id = doomed.tote_id and r.ts = doomed.ts and ${expired('r')}`,
+      params,
+    )
+    return rowCount ?? 0
+  }
+  let removed = await remove(unboundPast, [bound(unboundBeforeMs)], limit)
+  if (removed < limit) removed += await remove(boundPast, [bound(boundBeforeMs), [...keepDeliveries]], limit - removed)
+  return removed
 }
 
 async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

@@ -271,8 +271,3 @@ const inProgress = () =>
     {},
     { 'Retry-After': '1' },
   )
-
-/** Forgets keys past their 24 h; run periodically so the table does not grow without bound. */
-export async function purgeExpiredKeys(db: Db, clock: Clock): Promise<void> {
-  await db.deleteFrom('idempotency_keys').where('expires_at', '<', iso(clock.now())).execute()
-}

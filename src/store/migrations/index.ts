@@ -34,6 +34,8 @@ import { up as epcisEvents } from './0046_epcis_events.js'
 import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
 import { up as driverPositions } from './0055_driver_positions.js'
+import { up as readingPartitions } from './0061_reading_partitions.js'
+import { up as recordExpiry } from './0062_record_expiry.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -70,6 +72,8 @@ const steps: Record<string, MigrationStep> = {
   '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
   '0055_driver_positions': driverPositions,
+  '0061_reading_partitions': readingPartitions,
+  '0062_record_expiry': recordExpiry,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */

@@ -1,0 +1,158 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'kysely'
+import type { Logger } from 'pino'
+import { iso, type Clock } from '../clock.js'
+import type { Dialect } from './dialect.js'
+import { expireRecords } from './record-expiry.js'
+import type { Db } from './schema.js'
+import type { ReadingSink } from '../timeseries/sink.js'
+
+const DAY_MS = 86_400_000
+
+export type RetentionPolicy = {
+  /** RETENTION_RECORDS_DAYS: a delivery's record, and the readings bound to it, after it ends. */
+  recordsDays: number
+  /** RETENTION_UNBOUND_DAYS: readings bound to no delivery. */
+  unboundDays: number
+  /** RETENTION_ATTEMPTS_DAYS: webhook delivery attempts and finished webhook messages. */
+  attemptsDays: number
+  /** RETENTION_BATCH: readings one `expire` call removes at most (and rows of each other table per pass). */
+  batch: number
+  /** RETENTION_PAUSE_MS: rest between two batches of one pass. */
+  pauseMs: number
+}
+
+export type RetentionMetrics = {
+  removed(kind: string, n: number): void
+  passDone(atMs: number, seconds: number): void
+}
+
+export type PassResult = { removed: number; batches: number; complete: boolean }
+
+/**
+ * Background expiry (docs/operations.md, Retention): the service's one expirer. A pass first trims
+ * the tables that are not records (store/record-expiry.ts: idempotency keys, webhook attempts,
+ * sessions, refresh tokens, …, one batch each), then removes, batch by batch,
+ * the readings bound to no delivery older than RETENTION_UNBOUND_DAYS and the readings of
+ * deliveries whose record ended more than RETENTION_RECORDS_DAYS ago; the readings of open
+ * deliveries, and of deliveries ended inside their retention, stay whatever their age.
+ *
+ * - Small batches (`expire` with `limit`), a pause between them: ingest's writes wait at most one
+ *   batch's statement, never a pass.
+ * - What stays is read again before every batch, from the deliveries as they are then: a binding
+ *   changed backdated in the middle of a pass is seen by the next batch. Within one batch the
+ *   adapters only remove a row whose stored binding still matches (see each adapter's `expire`).
+ * - Several copies on one PostgreSQL: one pass at a time, under a session advisory lock taken on a
+ *   connection held for the pass. A copy killed mid-pass loses its connection, and the lock with
+ *   it; the batch it was in rolls back whole (one statement), and the next pass starts over.
+ * - An adapter without `expire` keeps every reading.
+ */
+export class Expirer {
+  private stopping = false
+  private timer: NodeJS.Timeout | null = null
+  private running: Promise<unknown> | null = null
+
+  constructor(
+    private readonly deps: {
+      db: Db
+      dialect: Dialect
+      sink: ReadingSink
+      clock: Clock
+      logger: Logger
+      policy: RetentionPolicy
+      metrics?: RetentionMetrics
+    },
+  ) {}
+
+  /** Runs a pass now and then every `intervalMs` after the previous one ends (never two at once). */
+  start(intervalMs: number): void {
+    const next = () => {
+      if (this.stopping) return
+      this.timer = setTimeout(() => {
+        this.running = this.pass()
+          .catch((err: unknown) => this.deps.logger.warn({ err }, 'expiry pass failed'))
+          .finally(next)
+      }, intervalMs)
+      this.timer.unref()
+    }
+    this.stopping = false
+    next()
+  }
+
+  /** Stops after the batch in progress (if any). */
+  async stop(): Promise<void> {
+    this.stopping = true
+    if (this.timer) clearTimeout(this.timer)
+    await this.running
+  }
+
+  /** The deliveries whose readings stay whatever their age, as the store says now. */
+  async keepDeliveries(boundBeforeMs: number): Promise<Set<string>> {
+    const cutoff = iso(boundBeforeMs)
+    // Open (no end yet), or ended inside the retention and bound from before the cutoff: only those
+    // can have readings older than it. Both halves are served by indexes (migration 0061).
+    const rows = await this.deps.db
+      .selectFrom('deliveries')
+      .select('id')
+      .where('tote_id', 'is not', null)
+      .where((eb) =>
+        eb.or([
+          eb('bound_to', 'is', null),
+          eb.and([eb('bound_from', '<', cutoff), eb(sql<string>`coalesce(ended_at, bound_to)`, '>=', cutoff)]),
+        ]),
+      )
+      .execute()
+    return new Set(rows.map((r) => r.id))
+  }
+
+  /** One pass: batches until nothing expired is left (or the expirer stops). */
+  async pass(): Promise<PassResult> {
+    const { dialect } = this.deps
+    if (dialect !== 'postgres') return this.batches()
+    // One copy at a time: the lock lives as long as this connection (a killed copy's goes with it).
+    return this.deps.db.connection().execute(async (conn) => {
+      const key = sql`hashtext('rxtrace.expirer.' || current_schema())`
+      const { rows } = await sql<{ held: boolean }>`select pg_try_advisory_lock(${key}) as held`.execute(conn)
+      if (!rows[0]?.held) return { removed: 0, batches: 0, complete: false }
+      try {
+        return await this.batches()
+      } finally {
+        await sql`select pg_advisory_unlock(${key})`.execute(conn)
+      }
+    })
+  }
+
+  private async batches(): Promise<PassResult> {
+    const { db, sink, clock, policy, logger, metrics } = this.deps
+    const started = clock.now()
+    const records = await expireRecords(db, started, policy.attemptsDays, policy.batch)
+    for (const [table, n] of Object.entries(records)) metrics?.removed(table, n)
+    if (Object.values(records).some((n) => n > 0)) logger.info({ removed: records }, 'expired records past their retention')
+    let removed = 0
+    let batches = 0
+    while (sink.expire) {
+      const now = clock.now()
+      const boundBeforeMs = now - policy.recordsDays * DAY_MS
+      const request = {
+        unboundBeforeMs: now - policy.unboundDays * DAY_MS,
+        boundBeforeMs,
+        keepDeliveries: await this.keepDeliveries(boundBeforeMs),
+        limit: policy.batch,
+      }
+      const result = await sink.expire(request)
+      batches++
+      removed += result.removed
+      metrics?.removed('readings', result.removed)
+      if (!result.more) break
+      if (this.stopping) {
+        logger.info({ removed, batches }, 'reading expiry stopped mid-pass; the next pass goes on')
+        return { removed, batches, complete: false }
+      }
+      if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
+    }
+    const seconds = (clock.now() - started) / 1_000
+    metrics?.passDone(clock.now(), seconds)
+    if (removed > 0) logger.info({ removed, batches, seconds }, 'expired readings past their retention')
+    return { removed, batches, complete: true }
+  }
+}

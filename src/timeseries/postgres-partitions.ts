@@ -1,0 +1,96 @@
+import type pg from 'pg'
+import type { ExpiryRequest } from './sink.js'
+
+/**
+ * The PostgreSQL `readings` table is partitioned by RANGE of `ts` (epoch ms), one partition per
+ * UTC month, `readings_pYYYYMM` (migration 0061). Readings with a `ts` no month partition covers
+ * (a sensor clock years off, or a month not made yet) land in `readings_default`; the expirer
+ * makes the coming months ahead of time, so in normal running that partition stays empty.
+ *
+ * Why months: a pharmacy chain's 14 million readings a day make ~420 M rows a month, a table
+ * PostgreSQL handles well; days would make ~2,200 partitions over the 6-year records window, and
+ * planning a query over many partitions costs per partition.
+ */
+
+const NAME = /^readings_p(\d{4})(\d{2})$/
+
+/** The partition holding `ms`'s month, and its bounds. */
+export function monthOf(ms: number): { name: string; fromMs: number; toMs: number } {
+  const d = new Date(ms)
+  const y = d.getUTCFullYear()
+  const m = d.getUTCMonth()
+  return { name: `readings_p${y}${String(m + 1).padStart(2, '0')}`, fromMs: Date.UTC(y, m, 1), toMs: Date.UTC(y, m + 1, 1) }
+}
+
+/** The month partitions that exist, oldest first, with their bounds (taken from their names). */
+export async function monthPartitions(db: pg.Pool | pg.PoolClient): Promise<{ name: string; fromMs: number; toMs: number }[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+     where i.inhparent = 'readings'::regclass order by 1`,
+  )
+  return rows.flatMap(({ name }) => {
+    const match = NAME.exec(name)
+    return match ? [monthOf(Date.UTC(Number(match[1]), Number(match[2]) - 1, 1))] : []
+  })
+}
+
+/**
+ * Makes the partitions of the months from `fromMs`'s to `ahead` months after `nowMs`'s that do
+ * not exist yet. A month whose rows already sit in the default partition cannot be made
+ * (PostgreSQL refuses the overlap): it is left there, still read correctly, and logged by the caller.
+ */
+export async function ensureMonthlyPartitions(db: pg.Pool | pg.PoolClient, nowMs: number, ahead: number, fromMs = nowMs): Promise<string[]> {
+  const have = new Set((await monthPartitions(db)).map((p) => p.name))
+  const made: string[] = []
+  const until = addMonths(nowMs, ahead)
+  for (let month = monthOf(Math.min(fromMs, nowMs)); month.fromMs < until; month = monthOf(month.toMs)) {
+    if (have.has(month.name)) continue
+    await db.query(`create table if not exists ${month.name} partition of readings for values from (${month.fromMs}) to (${month.toMs})`)
+    made.push(month.name)
+  }
+  return made
+}
+
+/** The start of the month after the `n`th month after `ms`'s (so that month is covered whole). */
+const addMonths = (ms: number, n: number) => {
+  const d = new Date(ms)
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + n + 1, 1)
+}
+
+/**
+ * Drops whole months with nothing to keep: every reading in them is past both windows
+ * (the month ends before both cutoffs) and none is a kept delivery's (open, or ended inside its
+ * retention: checked through the delivery index). Resolves with an estimate of the rows dropped
+ * (the planner's count: counting a month row by row would cost what the drop saves).
+ *
+ * The drop takes PostgreSQL's exclusive lock on `readings` for a moment; `lock_timeout` keeps a
+ * write from queueing behind it for long: a drop that does not get the lock at once waits for
+ * the next pass.
+ */
+export async function expirePartitions(pool: pg.Pool, { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest): Promise<{ removed: number; dropped: string[] }> {
+  const before = Math.min(unboundBeforeMs, boundBeforeMs)
+  const keep = [...keepDeliveries]
+  let removed = 0
+  const dropped: string[] = []
+  for (const month of await monthPartitions(pool)) {
+    if (month.toMs > before) break
+    const kept = await pool.query(`select 1 from ${month.name} where delivery_id = any($1::text[]) limit 1`, [keep])
+    if (kept.rowCount) continue
+    const client = await pool.connect()
+    try {
+      const { rows } = await client.query<{ n: string }>(`select greatest(reltuples, 0)::bigint as n from pg_class where oid = $1::regclass`, [month.name])
+      await client.query('begin')
+      await client.query(`set local lock_timeout = '100ms'`)
+      await client.query(`drop table ${month.name}`)
+      await client.query('commit')
+      removed += Number(rows[0]?.n ?? 0)
+      dropped.push(month.name)
+    } catch (error) {
+      await client.query('rollback').catch(() => {})
+      if ((error as { code?: string }).code !== '55P03') throw error // lock_not_available: next pass
+    } finally {
+      client.release()
+    }
+  }
+  return { removed, dropped }
+}
