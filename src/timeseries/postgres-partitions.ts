@@ -36,8 +36,10 @@ export async function monthPartitions(db: pg.Pool | pg.PoolClient): Promise<{ na
 
 /**
  * Makes the partitions of the months from `fromMs`'s to `ahead` months after `nowMs`'s that do
- * not exist yet. A month whose rows already sit in the default partition cannot be made
- * (PostgreSQL refuses the overlap): it is left there, still read correctly, and logged by the caller.
+ * not exist yet, and resolves with their names. A month whose rows already sit in the default
+ * partition cannot be made (PostgreSQL refuses the overlap, 23514): it is left there, where its
+ * rows are still read and expired, only without pruning. Another copy making the same month at
+ * the same moment is no error.
  */
 export async function ensureMonthlyPartitions(db: pg.Pool | pg.PoolClient, nowMs: number, ahead: number, fromMs = nowMs): Promise<string[]> {
   const have = new Set((await monthPartitions(db)).map((p) => p.name))
@@ -45,10 +47,51 @@ export async function ensureMonthlyPartitions(db: pg.Pool | pg.PoolClient, nowMs
   const until = addMonths(nowMs, ahead)
   for (let month = monthOf(Math.min(fromMs, nowMs)); month.fromMs < until; month = monthOf(month.toMs)) {
     if (have.has(month.name)) continue
-    await db.query(`create table if not exists ${month.name} partition of readings for values from (${month.fromMs}) to (${month.toMs})`)
-    made.push(month.name)
+    try {
+      await db.query(`create table if not exists ${month.name} partition of readings for values from (${month.fromMs}) to (${month.toMs})`)
+      made.push(month.name)
+    } catch (error) {
+      if (!['23514', '42P07', '23505'].includes((error as { code?: string }).code ?? '')) throw error
+    }
   }
   return made
+}
+
+// Months made for a write reach back at most this far (10 years, past the 6-year records window)
+// and MONTHS_AHEAD ahead: a sensor clock further off lands in the default partition, not in
+// hundreds of new tables.
+const MONTHS_BACK = 120
+
+/**
+ * What a sink keeps to make the month partitions a write needs (a backfill of history, a month
+ * that just began) before its rows arrive, in one list query and at most one DDL per new month.
+ * A write inside the months known to exist costs two comparisons.
+ */
+export function monthCover(pool: pg.Pool, ahead: number) {
+  let covered: { fromMs: number; toMs: number } | null = null
+  let pending: Promise<void> | null = null
+  const refresh = async (minTs: number) => {
+    const now = Date.now()
+    const floor = monthOf(now - MONTHS_BACK * 31 * 86_400_000).fromMs
+    const from = Math.max(minTs, floor)
+    await ensureMonthlyPartitions(pool, now, ahead, from)
+    // Every month from `from`'s to `ahead` after now exists now; older than the floor is the default partition's.
+    covered = { fromMs: minTs < floor ? -Infinity : monthOf(from).fromMs, toMs: addMonths(now, ahead) }
+  }
+  return async (rows: readonly { ts: number }[]) => {
+    let minTs = Infinity
+    let maxTs = -Infinity
+    for (const { ts } of rows) {
+      if (ts < minTs) minTs = ts
+      if (ts > maxTs) maxTs = ts
+    }
+    // Twice at most: a refresh under way may have been for another write's months. A ts past the
+    // months made ahead simply lands in the default partition.
+    for (let tries = 0; tries < 2 && !(covered && minTs >= covered.fromMs && maxTs < covered.toMs); tries++) {
+      pending ??= refresh(minTs).finally(() => (pending = null))
+      await pending
+    }
+  }
 }
 
 /** The start of the month after the `n`th month after `ms`'s (so that month is covered whole). */

@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import { watchPool } from '../store/answer-watch.js'
 import { createPool, DEFAULT_POSTGRES_LIMITS, type ConnectionErrorLog, type PostgresLimits } from '../store/database.js'
-import { ensureMonthlyPartitions, expirePartitions } from './postgres-partitions.js'
+import { ensureMonthlyPartitions, expirePartitions, monthCover } from './postgres-partitions.js'
 import { assertStep, type ExpiryRequest, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 
 /**
@@ -71,8 +71,11 @@ export function createPostgresSink({
   const watch = watchPool(pool, url, limits.connectTimeoutMs)
   let writing = 0
   let drained: (() => void) | null = null
+  // The month partitions a write needs exist before it (a backfill, a month just begun).
+  const cover = monthCover(pool, MONTHS_AHEAD)
 
   const write = async (rows: readonly ReadingRow[]) => {
+    await cover(rows)
     // Sorted by (tote_id, ts): see above. ReadingRow's fields are the table's columns.
     const json = JSON.stringify([...rows].sort(byToteThenTs))
     const payloads = forward?.payloads(rows) ?? []

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
+import type { ExpiryRequest, ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 import { readingRow } from '../helpers/reading-row.js'
 
 /**
@@ -27,6 +27,23 @@ async function visible(sink: ReadingSink, n: number): Promise<void> {
   await vi.waitFor(async () => expect(await sink.count()).toBeGreaterThanOrEqual(n), { timeout: 15_000, interval: 50 })
   expect(await sink.count()).toBe(n)
 }
+
+const DAY = 86_400_000
+
+/** Calls `expire` until it says nothing is left; resolves with every call's result. */
+export async function expireAll(sink: ReadingSink, request: ExpiryRequest) {
+  const results: { removed: number; more: boolean }[] = []
+  for (let more = true; more; ) {
+    const result = await sink.expire!(request)
+    results.push(result)
+    more = result.more
+    if (results.length > 100) throw new Error('expire never reported the end')
+  }
+  return results
+}
+
+const tsOf = async (sink: ReadingSink, toteId: string) =>
+  (await sink.readingsForTote(toteId, 0, Number.MAX_SAFE_INTEGER)).map((r) => [r.ts, r.delivery_id])
 
 export function describeReadingSinkContract(adapter: string, createSink: () => Promise<ReadingSink>): void {
   describe(`ReadingSink contract: ${adapter}`, () => {
@@ -164,6 +181,74 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
       const one = await sink.readingsForTote('tt_contract_3', T0, T0 + 10_000_000)
       expect(one).toHaveLength(1_000)
       expect(one[0]).toEqual(rows[3])
+    })
+
+    // Retention (docs/operations.md). An adapter without `expire` keeps every reading: skipped.
+    const NOW = Date.UTC(2026, 0, 20, 12) // cutoffs inside one month: no adapter can drop the month whole
+    const policy = (over: Partial<ExpiryRequest> = {}): ExpiryRequest => ({
+      unboundBeforeMs: NOW - 7 * DAY,
+      boundBeforeMs: NOW - 14 * DAY,
+      keepDeliveries: new Set(['dl_kept']),
+      limit: 1_000,
+      ...over,
+    })
+
+    it('expires unbound readings past their window and readings of deliveries past retention, nothing else', async (ctx) => {
+      if (!sink.expire) return ctx.skip()
+      const unbound = { delivery_id: null, rx_id: null }
+      await sink.write([
+        reading({ ts: NOW - 8 * DAY, ...unbound }), // unbound, past 7 days: goes
+        reading({ ts: NOW - 6 * DAY, ...unbound }), // unbound, inside: stays
+        reading({ ts: NOW - 15 * DAY, delivery_id: 'dl_old' }), // bound, past the records cutoff: goes
+        reading({ ts: NOW - 10 * DAY, delivery_id: 'dl_old' }), // bound, older than the unbound window only: stays
+        reading({ ts: NOW - 16 * DAY, delivery_id: 'dl_kept' }), // past the cutoff, but its delivery is kept (open, or ended inside retention)
+        reading({ ts: NOW - 9 * DAY, tote_id: 'tt_contract_b', ...unbound }), // another tote's, past the window: goes
+      ])
+      await visible(sink, 6)
+      const results = await expireAll(sink, policy())
+      expect(results.reduce((n, r) => n + r.removed, 0)).toBe(3)
+      await visible(sink, 3)
+      expect(await tsOf(sink, 'tt_contract_a')).toEqual([
+        [NOW - 16 * DAY, 'dl_kept'],
+        [NOW - 10 * DAY, 'dl_old'],
+        [NOW - 6 * DAY, null],
+      ])
+      expect(await tsOf(sink, 'tt_contract_b')).toEqual([])
+      // A second pass finds nothing.
+      expect(await expireAll(sink, policy())).toEqual([{ removed: 0, more: false }])
+    })
+
+    it('removes a backlog in batches of the limit, each saying whether more is left', async (ctx) => {
+      if (!sink.expire) return ctx.skip()
+      const old = Array.from({ length: 250 }, (_, i) => reading({ ts: NOW - 8 * DAY - i * 1_000, delivery_id: null, rx_id: null }))
+      const kept = Array.from({ length: 5 }, (_, i) => reading({ ts: NOW - i * 1_000, delivery_id: null, rx_id: null }))
+      await sink.write([...old, ...kept])
+      await visible(sink, 255)
+      const first = await sink.expire(policy({ limit: 100 }))
+      expect(first).toEqual({ removed: 100, more: true })
+      const rest = await expireAll(sink, policy({ limit: 100 }))
+      expect(rest.every((r) => r.removed <= 100)).toBe(true)
+      expect(100 + rest.reduce((n, r) => n + r.removed, 0)).toBe(250)
+      await visible(sink, 5)
+    })
+
+    it('keeps readings that a backdated binding gave to a delivery, even when they were stored unbound', async (ctx) => {
+      if (!sink.expire) return ctx.skip()
+      const unbound = { delivery_id: null, rx_id: null }
+      await sink.write([reading({ ts: NOW - 20 * DAY, ...unbound }), reading({ ts: NOW - 19 * DAY, ...unbound })])
+      await visible(sink, 2)
+      // A dispatch recorded late, with an occurred_at before both readings: they become the delivery's.
+      await sink.attribute('tt_contract_a', { deliveryId: 'dl_backdated', rxId: 'rx_backdated', fromMs: NOW - 21 * DAY, toMs: null })
+      await vi.waitFor(async () => expect(await sink.readingsForDelivery('dl_backdated', 0, NOW)).toHaveLength(2), { timeout: 15_000 })
+      // Open: kept whatever the records cutoff.
+      await expireAll(sink, policy({ boundBeforeMs: NOW, keepDeliveries: new Set(['dl_backdated']) }))
+      // Not kept by name, but younger than the records cutoff: kept too (the unbound window is not theirs any more).
+      await expireAll(sink, policy({ boundBeforeMs: NOW - 30 * DAY, keepDeliveries: new Set() }))
+      await visible(sink, 2)
+      expect(await tsOf(sink, 'tt_contract_a')).toEqual([
+        [NOW - 20 * DAY, 'dl_backdated'],
+        [NOW - 19 * DAY, 'dl_backdated'],
+      ])
     })
   })
 }
