@@ -1,0 +1,176 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { iso } from '../../src/clock.js'
+import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
+import { startTestService, type TestApi } from '../helpers/service.js'
+import { postgresSchemas, reachablePostgres } from '../helpers/stores.js'
+import { testClock } from '../helpers/clock.js'
+import { readingRow } from '../helpers/reading-row.js'
+
+/**
+ * Retention (docs/operations.md, Retention) over a whole service: what one expiry pass removes and
+ * keeps, with the deliveries as the entity store holds them, on SQLite and PostgreSQL.
+ */
+
+const { url } = await reachablePostgres()
+const DAY = 86_400_000
+const NOW = Date.UTC(2026, 2, 15, 12)
+const RECORDS_DAYS = 2_190
+
+type Engine = { name: string; start(clock: ReturnType<typeof testClock>): Promise<TestApi> }
+const schemas = postgresSchemas(url ?? 'postgres://unreachable')
+afterAll(() => schemas.drop())
+
+const engines: Engine[] = [{ name: 'SQLite', start: (clock) => startTestService({}, { clock }) }]
+if (url)
+  engines.push({
+    name: 'PostgreSQL',
+    async start(clock) {
+      const schema = await schemas.create()
+      return startTestService({}, { clock, store: { kind: 'postgres', url, schema }, sink: createPostgresSink({ url, schema }) })
+    },
+  })
+
+let api: TestApi | undefined
+afterEach(async () => {
+  await api?.service.stop()
+  api = undefined
+})
+
+/** A delivery row as the store keeps it: bound to `tote` from `from`, ended at `to` (null: open). */
+function delivery(id: string, tote: string, from: number, to: number | null) {
+  return {
+    id,
+    rx_id: `rx_${id}`,
+    pharmacy_id: 'ph_retention',
+    status: to === null ? 'DISPATCHED' : 'DELIVERED',
+    eta: iso(from),
+    tote_id: tote,
+    cold_chain_required: 1,
+    bound_from: iso(from),
+    bound_to: to === null ? null : iso(to),
+    ended_at: to === null ? null : iso(to),
+    version: 1,
+    event_seq: 1,
+    created_at: iso(from),
+    updated_at: iso(to ?? from),
+  }
+}
+
+for (const engine of engines) {
+  describe(`Retention on ${engine.name}`, () => {
+    it('keeps the readings of open deliveries and of deliveries ended inside RETENTION_RECORDS_DAYS, whatever their age', async () => {
+      const clock = testClock(NOW)
+      api = await engine.start(clock)
+      const { db, sink, expirer } = api.service
+      const old = NOW - (RECORDS_DAYS + 30) * DAY // older than the records cutoff
+      await db
+        .insertInto('deliveries')
+        .values([
+          delivery('dl_open', 'tt_1', old, null), // open for 6 years (a tote never handed back): kept
+          delivery('dl_recent', 'tt_2', old, NOW - 100 * DAY), // ended 100 days ago: kept
+          delivery('dl_gone', 'tt_3', old - DAY, old), // ended before the cutoff: its readings go
+          delivery('dl_new', 'tt_4', NOW - DAY, null), // bound after the cutoff: nothing of it is old
+        ])
+        .execute()
+      expect([...(await expirer.keepDeliveries(NOW - RECORDS_DAYS * DAY))].sort()).toEqual(['dl_open', 'dl_recent', 'dl_new'].sort())
+      if (!sink.expire) return // this engine's reading store keeps every reading (no `expire` yet)
+
+      const r = (tote: string, ts: number, deliveryId: string | null) =>
+        readingRow({ tote_id: tote, ts, delivery_id: deliveryId, rx_id: deliveryId && `rx_${deliveryId}`, received_at: ts })
+      await sink.write([
+        r('tt_1', old + DAY, 'dl_open'),
+        r('tt_2', old + DAY, 'dl_recent'),
+        r('tt_3', old - DAY / 2, 'dl_gone'),
+        r('tt_4', NOW - DAY / 2, 'dl_new'),
+        r('tt_5', NOW - 8 * DAY, null), // an idle tote, past RETENTION_UNBOUND_DAYS: goes
+        r('tt_5', NOW - 6 * DAY, null), // inside: stays
+      ])
+      const pass = await expirer.pass()
+      expect(pass).toMatchObject({ removed: 2, complete: true })
+      expect(await sink.count()).toBe(4)
+      expect(await sink.readingsForDelivery('dl_open', 0, NOW)).toHaveLength(1)
+      expect(await sink.readingsForDelivery('dl_recent', 0, NOW)).toHaveLength(1)
+      expect(await sink.readingsForDelivery('dl_gone', 0, NOW)).toHaveLength(0)
+      expect((await sink.readingsForTote('tt_5', 0, NOW)).map((x) => x.ts)).toEqual([NOW - 6 * DAY])
+
+      const metrics = await api.request('GET', '/metrics')
+      expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="readings"\} 2/)
+      expect(metrics.text).toMatch(/rxtrace_retention_last_pass_timestamp_seconds [1-9]/)
+    })
+
+    it('expires idempotency keys, webhook attempts, finished messages, sessions and refresh tokens as documented, and no record', async () => {
+      const clock = testClock(NOW)
+      api = await engine.start(clock)
+      const { db, expirer } = api.service
+      const at = (days: number) => iso(NOW - days * DAY)
+      await db
+        .insertInto('idempotency_keys')
+        .values(
+          [
+            ['k_expired', at(0.01)],
+            ['k_live', iso(NOW + DAY / 2)],
+          ].map(([key, expires]) => ({ client_id: 'cl_x', key: key!, request_hash: 'h', state: 'done', status: 201, body: '{}', headers: '{}', created_at: at(1), expires_at: expires! })),
+        )
+        .execute()
+      const attempt = (id: string, days: number) => ({
+        id,
+        message_id: `msg_${id}`,
+        endpoint_id: 'we_x',
+        event_id: 'evt_x',
+        attempt: 1,
+        at: at(days),
+        status_code: 200,
+        error: null,
+        duration_ms: 5,
+        success: 1,
+      })
+      await db.insertInto('webhook_attempts').values([attempt('wa_old', 31), attempt('wa_new', 29)]).execute()
+      const message = (id: string, days: number, state: 'pending' | 'delivered') => ({
+        id,
+        event_id: `evt_${id}`,
+        endpoint_id: 'we_x',
+        state,
+        attempts: 1,
+        next_attempt_at: null,
+        lease_until: null,
+        created_at: NOW - days * DAY,
+      })
+      await db
+        .insertInto('webhook_messages')
+        .values([message('msg_done_old', 31, 'delivered'), message('msg_pending_old', 31, 'pending'), message('msg_done_new', 29, 'delivered')])
+        .execute()
+      const session = (id: string, days: number) => ({ id_hash: id, user_id: 'us_x', created_at: at(days), last_seen_at: at(days), ended_at: null })
+      await db.insertInto('user_sessions').values([session('s_old', 32), session('s_new', 2)]).execute()
+      const refresh = (hash: string, days: number) => ({
+        token_hash: hash,
+        family_id: `fam_${hash}`,
+        client_id: 'cl_x',
+        user_id: 'us_x',
+        session_hash: 's_new',
+        scope: 'openid',
+        family_created_at: at(days),
+        created_at: at(days),
+        expires_at: at(days - 1),
+        access_jti: `jti_${hash}`,
+        access_expires_at: at(days),
+        rotated_at: null,
+        revoked_at: null,
+      })
+      await db.insertInto('refresh_tokens').values([refresh('rt_old', 32), refresh('rt_new', 29)]).execute()
+      const auditBefore = await db.selectFrom('audit_events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+
+      await expirer.pass()
+      const ids = async (table: 'idempotency_keys' | 'webhook_attempts' | 'webhook_messages' | 'user_sessions' | 'refresh_tokens', column: string) =>
+        ((await db.selectFrom(table).select(`${column} as v` as any).orderBy(column as any).execute()) as { v: string }[]).map((r) => r.v)
+      expect(await ids('idempotency_keys', 'key')).toEqual(['k_live'])
+      expect(await ids('webhook_attempts', 'id')).toEqual(['wa_new'])
+      expect(await ids('webhook_messages', 'id')).toEqual(['msg_done_new', 'msg_pending_old'])
+      expect(await ids('user_sessions', 'id_hash')).toEqual(['s_new'])
+      expect(await ids('refresh_tokens', 'token_hash')).toEqual(['rt_new'])
+      const auditAfter = await db.selectFrom('audit_events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      expect(Number(auditAfter.n)).toBe(Number(auditBefore.n))
+      const metrics = await api.request('GET', '/metrics')
+      expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="webhook_attempts"\} 1/)
+    })
+  })
+}
