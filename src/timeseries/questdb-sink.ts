@@ -3,7 +3,7 @@ import { SenderOptions } from '@questdb/nodejs-client'
 import { createExec, httpOptionsOf, quote, timestampMicros, type Exec } from './questdb-exec.js'
 import { createIlpEncoder } from './questdb-ilp.js'
 import { createIlpPost } from './questdb-ilp-post.js'
-import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
+import { assertStep, type ExpiryRequest, type ExpiryResult, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 
 /**
  * Readings in QuestDB: written over ILP/HTTP (text built in questdb-ilp.ts, posted by
@@ -188,6 +188,7 @@ export async function createQuestdbSink({
     bucketed: async (deliveryId, fromMs, toMs, stepMs) => (await caughtUp(), reads.bucketed(deliveryId, fromMs, toMs, stepMs)),
     readingsForTote: async (toteId, fromMs, toMs) => (await caughtUp(), reads.readingsForTote(toteId, fromMs, toMs)),
     count: async () => (await caughtUp(), reads.count()),
+    expire: async (request) => (await caughtUp(), expireDays(exec, table, request)),
     async close() {
       while (inFlight.size > 0) await Promise.all(inFlight)
       post.close()
@@ -255,6 +256,38 @@ function createReads(exec: Exec, table: string): Reads {
       return Number(dataset[0]?.[0] ?? 0)
     },
   }
+}
+
+const DAY_MS = 86_400_000
+const startOfDay = (ms: number) => ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS)
+// Kept deliveries named in one query: a URL of a few KiB, well inside QuestDB's request header buffer.
+const IDS_PER_QUERY = 200
+
+/**
+ * Retention on QuestDB (docs/operations.md, Retention): QuestDB has no row DELETE, and the table
+ * is partitioned by day, so whole days go, one per call, with `ALTER TABLE … DROP PARTITION`: the
+ * days before both cutoffs and before the first day that holds a reading of a kept delivery.
+ * Readings bound to no delivery therefore live as long as their day (RETENTION_RECORDS_DAYS).
+ */
+async function expireDays(exec: Exec, table: string, { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest): Promise<ExpiryResult> {
+  const micros = async (query: string) => {
+    const value = (await exec(query)).dataset[0]?.[0]
+    return value === null || value === undefined ? null : Number(value) / 1_000
+  }
+  let before = startOfDay(Math.min(unboundBeforeMs, boundBeforeMs))
+  const keep = [...keepDeliveries]
+  for (let i = 0; i < keep.length; i += IDS_PER_QUERY) {
+    const ids = keep.slice(i, i + IDS_PER_QUERY).map(quote).join(', ')
+    const first = await micros(`SELECT min(cast(ts AS LONG)) FROM ${table} WHERE ts < ${timestampMicros(before)} AND delivery_id IN (${ids})`)
+    if (first !== null) before = Math.min(before, startOfDay(first))
+  }
+  const oldest = await micros(`SELECT min(cast(ts AS LONG)) FROM ${table}`)
+  if (oldest === null || oldest >= before) return { removed: 0, more: false }
+  const upTo = Math.min(before, startOfDay(oldest) + DAY_MS)
+  const removed = Number((await exec(`SELECT count() FROM ${table} WHERE ts < ${timestampMicros(upTo)}`)).dataset[0]?.[0] ?? 0)
+  await exec(`ALTER TABLE ${table} DROP PARTITION WHERE ts < ${timestampMicros(upTo)}`)
+  await walApplied(exec, table)
+  return { removed, more: upTo < before }
 }
 
 /**

@@ -58,6 +58,31 @@ export class FakeQuestdb {
     await closed
   }
 
+  /**
+   * The queries of the sink's retention (questdb-sink.ts, expireDays), over the stored rows:
+   * `min(cast(ts AS LONG))` with an optional `ts <` bound and `delivery_id IN (…)`, a `count()`
+   * below a `ts`, and `DROP PARTITION WHERE ts <` (whole days, as QuestDB's day partitions).
+   */
+  private retention(query: string): { columns: []; dataset: unknown[][] } | { ddl: string } | null {
+    const below = /ts < cast\((\d+) AS TIMESTAMP\)/.exec(query)
+    const limit = below ? Number(below[1]) : Infinity
+    const ids = /delivery_id IN \(([^)]*)\)/.exec(query)?.[1]?.split(',').map((id) => id.trim().slice(1, -1))
+    const facts = [...this.rows.entries()].map(([key, line]) => ({ key, ...lineFacts(line) }))
+    const matching = facts.filter((f) => f.tsMicros < limit && (!ids || (f.delivery !== null && ids.includes(f.delivery))))
+    if (/^\s*SELECT min\(cast\(ts AS LONG\)\)/i.test(query))
+      return { columns: [], dataset: [[matching.length ? Math.min(...matching.map((f) => f.tsMicros)) : null]] }
+    if (below && /^\s*SELECT count\(\)/i.test(query)) return { columns: [], dataset: [[matching.length]] }
+    if (/DROP PARTITION WHERE/i.test(query)) {
+      const day = 86_400_000_000
+      if (limit % day !== 0) throw new Error('the fake drops whole days only, as QuestDB drops day partitions')
+      for (const f of matching) this.rows.delete(f.key)
+      this.stored = this.stored.filter((line) => lineFacts(line).tsMicros >= limit)
+      this.appliedLines = this.stored.length
+      return { ddl: 'OK' }
+    }
+    return null
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
@@ -67,6 +92,8 @@ export class FakeQuestdb {
     if (url.pathname === '/exec') {
       const query = url.searchParams.get('query') ?? ''
       if (query.includes('wal_tables()')) return json(200, { columns: [], dataset: [[this.writerTxn, this.sequencerTxn, false]] })
+      const retention = this.retention(query)
+      if (retention) return json(200, retention)
       if (/^\s*SELECT count\(\)/i.test(query))
         return json(200, { columns: [], dataset: [[this.applyLagMs === 0 ? this.rows.size : this.appliedLines]] })
       return json(200, { ddl: 'OK' })
@@ -95,6 +122,14 @@ export class FakeQuestdb {
       return res.writeHead(204).end()
     }
     json(404, { error: 'not found' })
+  }
+}
+
+/** A stored line's `ts` in µs, and its delivery (null: unbound). */
+function lineFacts(line: string): { tsMicros: number; delivery: string | null } {
+  return {
+    tsMicros: Number(BigInt(line.slice(line.lastIndexOf(' ') + 1)) / 1_000n),
+    delivery: /(?:^|,)delivery_id=([^, ]+)/.exec(line)?.[1] ?? null,
   }
 }
 

@@ -51,6 +51,7 @@ function delivery(id: string, tote: string, from: number, to: number | null) {
     ended_at: to === null ? null : iso(to),
     version: 1,
     event_seq: 1,
+    leg: 1,
     created_at: iso(from),
     updated_at: iso(to ?? from),
   }

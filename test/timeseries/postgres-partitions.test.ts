@@ -165,6 +165,7 @@ function openDelivery(id: string, tote: string, from: number) {
     ended_at: null,
     version: 1,
     event_seq: 1,
+    leg: 1,
     created_at: at,
     updated_at: at,
   }

@@ -4,7 +4,7 @@ import { createExec, httpOptionsOf } from '../../src/timeseries/questdb-exec.js'
 import { createQuestdbSink } from '../../src/timeseries/questdb-sink.js'
 import type { ReadingSink } from '../../src/timeseries/sink.js'
 import { FakeQuestdb } from '../helpers/fake-questdb.js'
-import { describeReadingSinkContract, reading } from './sink-contract.js'
+import { describeReadingSinkContract, expireAll, reading } from './sink-contract.js'
 
 // ---- Against a real QuestDB, when one is configured -------------------------------------------
 
@@ -24,7 +24,7 @@ describe.skipIf(QUESTDB_CONFIG === undefined)('QuestDB (QUESTDB_CONFIG)', () => 
     const table = `readings_test_${process.pid}_${Date.now()}_${tables.length}`
     tables.push(table)
     return createQuestdbSink({ config, table })
-  })
+  }, { expiry: 'days' })
 })
 
 // ---- Keep-until-acknowledged, against a stand-in for QuestDB's HTTP endpoints -----------------
@@ -155,5 +155,28 @@ describe('QuestDB sink keeps rows until QuestDB acknowledges them', () => {
 
   it('refuses a TCP config, whose writes are never acknowledged', async () => {
     await expect(createQuestdbSink({ config: 'tcp::addr=localhost:9009;' })).rejects.toThrow(/http:: or https::/)
+  })
+
+  it('expires whole days with nothing to keep (QuestDB has no row delete), one day per call', async () => {
+    sink = await createQuestdbSink({ config: config() })
+    const DAY = 86_400_000
+    const day = (n: number) => Date.UTC(2019, 0, 1) + n * DAY
+    const now = Date.UTC(2026, 0, 20)
+    await sink.write([
+      reading({ ts: day(0) + 1_000, delivery_id: null, rx_id: null, seq: 1 }),
+      reading({ ts: day(1) + 1_000, delivery_id: 'dl_gone', seq: 2 }),
+      reading({ ts: day(2) + 1_000, delivery_id: 'dl_kept', seq: 3 }),
+      reading({ ts: day(2) + 2_000, delivery_id: null, rx_id: null, seq: 4 }),
+      reading({ ts: now - 8 * DAY, delivery_id: null, rx_id: null, seq: 5 }), // unbound and past 7 days: lives as long as its day
+    ])
+    const request = { unboundBeforeMs: now - 7 * DAY, boundBeforeMs: now - 14 * DAY, keepDeliveries: new Set(['dl_kept']), limit: 1_000 }
+    expect(await sink.expire!(request)).toEqual({ removed: 1, more: true })
+    expect(await sink.expire!(request)).toEqual({ removed: 1, more: false })
+    expect(await sink.expire!(request)).toEqual({ removed: 0, more: false })
+    expect(seqs([...fake.rows.values()])).toEqual([3, 4, 5])
+    // The kept delivery ended long ago: its day goes, and the days up to the cutoffs with it.
+    const results = await expireAll(sink, { ...request, keepDeliveries: new Set() })
+    expect(results.reduce((n, r) => n + r.removed, 0)).toBe(2)
+    expect(seqs([...fake.rows.values()])).toEqual([5])
   })
 })

@@ -45,7 +45,16 @@ export async function expireAll(sink: ReadingSink, request: ExpiryRequest) {
 const tsOf = async (sink: ReadingSink, toteId: string) =>
   (await sink.readingsForTote(toteId, 0, Number.MAX_SAFE_INTEGER)).map((r) => [r.ts, r.delivery_id])
 
-export function describeReadingSinkContract(adapter: string, createSink: () => Promise<ReadingSink>): void {
+/**
+ * `expiry`: how the adapter's `expire` removes readings. `rows` (SQLite, PostgreSQL): exactly the
+ * readings past retention. `days` (QuestDB, no row delete): whole days with nothing to keep, so
+ * unbound readings live as long as their day (docs/operations.md, Retention).
+ */
+export function describeReadingSinkContract(
+  adapter: string,
+  createSink: () => Promise<ReadingSink>,
+  { expiry = 'rows' }: { expiry?: 'rows' | 'days' } = {},
+): void {
   describe(`ReadingSink contract: ${adapter}`, () => {
     let sink: ReadingSink
     beforeEach(async () => {
@@ -194,7 +203,7 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
     })
 
     it('expires unbound readings past their window and readings of deliveries past retention, nothing else', async (ctx) => {
-      if (!sink.expire) return ctx.skip()
+      if (!sink.expire || expiry !== 'rows') return ctx.skip()
       const unbound = { delivery_id: null, rx_id: null }
       await sink.write([
         reading({ ts: NOW - 8 * DAY, ...unbound }), // unbound, past 7 days: goes
@@ -219,7 +228,7 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
     })
 
     it('removes a backlog in batches of the limit, each saying whether more is left', async (ctx) => {
-      if (!sink.expire) return ctx.skip()
+      if (!sink.expire || expiry !== 'rows') return ctx.skip()
       const old = Array.from({ length: 250 }, (_, i) => reading({ ts: NOW - 8 * DAY - i * 1_000, delivery_id: null, rx_id: null }))
       const kept = Array.from({ length: 5 }, (_, i) => reading({ ts: NOW - i * 1_000, delivery_id: null, rx_id: null }))
       await sink.write([...old, ...kept])
@@ -249,6 +258,25 @@ export function describeReadingSinkContract(adapter: string, createSink: () => P
         [NOW - 20 * DAY, 'dl_backdated'],
         [NOW - 19 * DAY, 'dl_backdated'],
       ])
+    })
+
+    it('drops whole days with nothing to keep, and no day holding a kept delivery’s reading or a later one', async (ctx) => {
+      if (!sink.expire || expiry !== 'days') return ctx.skip()
+      const day = (n: number) => Date.UTC(2019, 0, 1) + n * DAY
+      const unbound = { delivery_id: null, rx_id: null }
+      await sink.write([
+        reading({ ts: day(0) + 1_000, ...unbound }), // day 0: goes
+        reading({ ts: day(1) + 1_000, delivery_id: 'dl_gone' }), // day 1: goes
+        reading({ ts: day(2) + 1_000, delivery_id: 'dl_kept' }), // day 2: a kept delivery's, stays
+        reading({ ts: day(2) + 2_000, ...unbound }), // same day: stays with it
+        reading({ ts: day(3) + 1_000, ...unbound }), // after it: stays
+        reading({ ts: NOW - 1_000, ...unbound }), // inside both windows
+      ])
+      await visible(sink, 6)
+      const results = await expireAll(sink, policy({ keepDeliveries: new Set(['dl_kept']) }))
+      expect(results.reduce((n, r) => n + r.removed, 0)).toBe(2)
+      await visible(sink, 4)
+      expect((await tsOf(sink, 'tt_contract_a')).map(([ts]) => ts)).toEqual([day(2) + 1_000, day(2) + 2_000, day(3) + 1_000, NOW - 1_000])
     })
   })
 }
