@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { iso } from '../../src/clock.js'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
@@ -172,6 +172,33 @@ for (const engine of engines) {
       expect(Number(auditAfter.n)).toBe(Number(auditBefore.n))
       const metrics = await api.request('GET', '/metrics')
       expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="webhook_attempts"\} 1/)
+    })
+
+    it('accepts a dispatch backdated past RETENTION_UNBOUND_DAYS: the readings still stored become the delivery’s and stay', async () => {
+      const clock = testClock(NOW - 10 * DAY)
+      api = await engine.start(clock)
+      const admin = await api.adminToken()
+      const pharmacy = await api.pharmacy(admin)
+      const { fleetId } = await api.fleetWithDriver(admin)
+      const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id })
+      const { sink, expirer } = api.service
+      // The tote reported for nine days, bound to nothing; the dispatch is recorded only afterwards.
+      await sink.write(Array.from({ length: 9 }, (_, i) => readingRow({ tote_id: tote.id, ts: NOW - (9 - i) * DAY })))
+      clock.set(NOW)
+      await expirer.pass() // the idle tote's readings older than 7 days go (where the engine expires readings)
+      const stored = sink.expire ? 7 : 9
+      expect(await sink.count()).toBe(stored)
+
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, await api.adminToken(), {
+        fleet_id: fleetId,
+        tote_id: tote.id,
+        occurred_at: iso(NOW - 9.5 * DAY), // before every reading, and past the unbound window
+      })
+      expect(dispatched.status).toBe(200)
+      await vi.waitFor(async () => expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(stored), { timeout: 15_000 })
+      await expirer.pass()
+      expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(stored)
     })
   })
 }
