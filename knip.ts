@@ -12,6 +12,8 @@ const config: KnipConfig = {
         'test/bench/lib/ingest-ceiling-broker.ts',
         'test/bench/lib/ingest-publisher.ts',
         'test/bench/lib/questdb-standin.ts',
+        // Spawned and SIGKILLed by test/timeseries/postgres-partitions.test.ts.
+        'test/timeseries/fixtures/expiry-child.ts',
         'simulators/*.ts',
         'test/**/*.test.ts',
         'test/**/*.bench.ts', // vitest bench

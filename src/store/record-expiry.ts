@@ -14,7 +14,7 @@ const DAY_MS = 86_400_000
  */
 type Rule = { table: string; column: string; before: (nowMs: number) => string | number; also?: string }
 
-export function recordRules(attemptsDays: number): Rule[] {
+function recordRules(attemptsDays: number): Rule[] {
   const days = (n: number) => (now: number) => iso(now - n * DAY_MS)
   return [
     // Kept 24 h (docs/api.md, Idempotency): expires_at is that end.

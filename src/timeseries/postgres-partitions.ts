@@ -41,7 +41,12 @@ export async function monthPartitions(db: pg.Pool | pg.PoolClient): Promise<{ na
  * rows are still read and expired, only without pruning. Another copy making the same month at
  * the same moment is no error.
  */
-export async function ensureMonthlyPartitions(db: pg.Pool | pg.PoolClient, nowMs: number, ahead: number, fromMs = nowMs): Promise<string[]> {
+export async function ensureMonthlyPartitions(
+  db: pg.Pool | pg.PoolClient,
+  nowMs: number,
+  ahead: number,
+  fromMs = nowMs,
+): Promise<string[]> {
   const have = new Set((await monthPartitions(db)).map((p) => p.name))
   const made: string[] = []
   const until = addMonths(nowMs, ahead)
@@ -110,7 +115,10 @@ const addMonths = (ms: number, n: number) => {
  * write from queueing behind it for long: a drop that does not get the lock at once waits for
  * the next pass.
  */
-export async function expirePartitions(pool: pg.Pool, { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest): Promise<{ removed: number; dropped: string[] }> {
+export async function expirePartitions(
+  pool: pg.Pool,
+  { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest,
+): Promise<{ removed: number; dropped: string[] }> {
   const before = Math.min(unboundBeforeMs, boundBeforeMs)
   const keep = [...keepDeliveries]
   let removed = 0
@@ -121,7 +129,10 @@ export async function expirePartitions(pool: pg.Pool, { unboundBeforeMs, boundBe
     if (kept.rowCount) continue
     const client = await pool.connect()
     try {
-      const { rows } = await client.query<{ n: string }>(`select greatest(reltuples, 0)::bigint as n from pg_class where oid = $1::regclass`, [month.name])
+      const { rows } = await client.query<{ n: string }>(
+        `select greatest(reltuples, 0)::bigint as n from pg_class where oid = $1::regclass`,
+        [month.name],
+      )
       await client.query('begin')
       await client.query(`set local lock_timeout = '100ms'`)
       await client.query(`drop table ${month.name}`)

@@ -269,7 +269,11 @@ const IDS_PER_QUERY = 200
  * days before both cutoffs and before the first day that holds a reading of a kept delivery.
  * Readings bound to no delivery therefore live as long as their day (RETENTION_RECORDS_DAYS).
  */
-async function expireDays(exec: Exec, table: string, { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest): Promise<ExpiryResult> {
+async function expireDays(
+  exec: Exec,
+  table: string,
+  { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest,
+): Promise<ExpiryResult> {
   const micros = async (query: string) => {
     const value = (await exec(query)).dataset[0]?.[0]
     return value === null || value === undefined ? null : Number(value) / 1_000
@@ -277,8 +281,13 @@ async function expireDays(exec: Exec, table: string, { unboundBeforeMs, boundBef
   let before = startOfDay(Math.min(unboundBeforeMs, boundBeforeMs))
   const keep = [...keepDeliveries]
   for (let i = 0; i < keep.length; i += IDS_PER_QUERY) {
-    const ids = keep.slice(i, i + IDS_PER_QUERY).map(quote).join(', ')
-    const first = await micros(`SELECT min(cast(ts AS LONG)) FROM ${table} WHERE ts < ${timestampMicros(before)} AND delivery_id IN (${ids})`)
+    const ids = keep
+      .slice(i, i + IDS_PER_QUERY)
+      .map(quote)
+      .join(', ')
+    const first = await micros(
+      `SELECT min(cast(ts AS LONG)) FROM ${table} WHERE ts < ${timestampMicros(before)} AND delivery_id IN (${ids})`,
+    )
     if (first !== null) before = Math.min(before, startOfDay(first))
   }
   const oldest = await micros(`SELECT min(cast(ts AS LONG)) FROM ${table}`)

@@ -66,7 +66,10 @@ export class FakeQuestdb {
   private retention(query: string): { columns: []; dataset: unknown[][] } | { ddl: string } | null {
     const below = /ts < cast\((\d+) AS TIMESTAMP\)/.exec(query)
     const limit = below ? Number(below[1]) : Infinity
-    const ids = /delivery_id IN \(([^)]*)\)/.exec(query)?.[1]?.split(',').map((id) => id.trim().slice(1, -1))
+    const ids = /delivery_id IN \(([^)]*)\)/
+      .exec(query)?.[1]
+      ?.split(',')
+      .map((id) => id.trim().slice(1, -1))
     const facts = [...this.rows.entries()].map(([key, line]) => ({ key, ...lineFacts(line) }))
     const matching = facts.filter((f) => f.tsMicros < limit && (!ids || (f.delivery !== null && ids.includes(f.delivery))))
     if (/^\s*SELECT min\(cast\(ts AS LONG\)\)/i.test(query))

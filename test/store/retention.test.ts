@@ -110,7 +110,17 @@ for (const engine of engines) {
           [
             ['k_expired', at(0.01)],
             ['k_live', iso(NOW + DAY / 2)],
-          ].map(([key, expires]) => ({ client_id: 'cl_x', key: key!, request_hash: 'h', state: 'done', status: 201, body: '{}', headers: '{}', created_at: at(1), expires_at: expires! })),
+          ].map(([key, expires]) => ({
+            client_id: 'cl_x',
+            key: key!,
+            request_hash: 'h',
+            state: 'done',
+            status: 201,
+            body: '{}',
+            headers: '{}',
+            created_at: at(1),
+            expires_at: expires!,
+          })),
         )
         .execute()
       const attempt = (id: string, days: number) => ({
@@ -125,7 +135,10 @@ for (const engine of engines) {
         duration_ms: 5,
         success: 1,
       })
-      await db.insertInto('webhook_attempts').values([attempt('wa_old', 31), attempt('wa_new', 29)]).execute()
+      await db
+        .insertInto('webhook_attempts')
+        .values([attempt('wa_old', 31), attempt('wa_new', 29)])
+        .execute()
       const message = (id: string, days: number, state: 'pending' | 'delivered') => ({
         id,
         event_id: `evt_${id}`,
@@ -138,10 +151,23 @@ for (const engine of engines) {
       })
       await db
         .insertInto('webhook_messages')
-        .values([message('msg_done_old', 31, 'delivered'), message('msg_pending_old', 31, 'pending'), message('msg_done_new', 29, 'delivered')])
+        .values([
+          message('msg_done_old', 31, 'delivered'),
+          message('msg_pending_old', 31, 'pending'),
+          message('msg_done_new', 29, 'delivered'),
+        ])
         .execute()
-      const session = (id: string, days: number) => ({ id_hash: id, user_id: 'us_x', created_at: at(days), last_seen_at: at(days), ended_at: null })
-      await db.insertInto('user_sessions').values([session('s_old', 32), session('s_new', 2)]).execute()
+      const session = (id: string, days: number) => ({
+        id_hash: id,
+        user_id: 'us_x',
+        created_at: at(days),
+        last_seen_at: at(days),
+        ended_at: null,
+      })
+      await db
+        .insertInto('user_sessions')
+        .values([session('s_old', 32), session('s_new', 2)])
+        .execute()
       const refresh = (hash: string, days: number) => ({
         token_hash: hash,
         family_id: `fam_${hash}`,
@@ -157,18 +183,36 @@ for (const engine of engines) {
         rotated_at: null,
         revoked_at: null,
       })
-      await db.insertInto('refresh_tokens').values([refresh('rt_old', 32), refresh('rt_new', 29)]).execute()
-      const auditBefore = await db.selectFrom('audit_events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      await db
+        .insertInto('refresh_tokens')
+        .values([refresh('rt_old', 32), refresh('rt_new', 29)])
+        .execute()
+      const auditBefore = await db
+        .selectFrom('audit_events')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
 
       await expirer.pass()
-      const ids = async (table: 'idempotency_keys' | 'webhook_attempts' | 'webhook_messages' | 'user_sessions' | 'refresh_tokens', column: string) =>
-        ((await db.selectFrom(table).select(`${column} as v` as any).orderBy(column as any).execute()) as { v: string }[]).map((r) => r.v)
+      const ids = async (
+        table: 'idempotency_keys' | 'webhook_attempts' | 'webhook_messages' | 'user_sessions' | 'refresh_tokens',
+        column: string,
+      ) =>
+        (
+          (await db
+            .selectFrom(table)
+            .select(`${column} as v` as any)
+            .orderBy(column as any)
+            .execute()) as { v: string }[]
+        ).map((r) => r.v)
       expect(await ids('idempotency_keys', 'key')).toEqual(['k_live'])
       expect(await ids('webhook_attempts', 'id')).toEqual(['wa_new'])
       expect(await ids('webhook_messages', 'id')).toEqual(['msg_done_new', 'msg_pending_old'])
       expect(await ids('user_sessions', 'id_hash')).toEqual(['s_new'])
       expect(await ids('refresh_tokens', 'token_hash')).toEqual(['rt_new'])
-      const auditAfter = await db.selectFrom('audit_events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+      const auditAfter = await db
+        .selectFrom('audit_events')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
       expect(Number(auditAfter.n)).toBe(Number(auditBefore.n))
       const metrics = await api.request('GET', '/metrics')
       expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="webhook_attempts"\} 1/)

@@ -55,8 +55,19 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       const now = Date.UTC(2026, 2, 15)
       const jan = Date.UTC(2019, 0, 10)
       const feb = Date.UTC(2019, 1, 10)
-      await sink.write([r('tt_a', jan, null), r('tt_a', jan + DAY, 'dl_gone'), r('tt_b', feb, 'dl_kept'), r('tt_b', feb + DAY, null), r('tt_c', feb, 'dl_gone')])
-      const request = { unboundBeforeMs: now - 7 * DAY, boundBeforeMs: now - 2_190 * DAY, keepDeliveries: new Set(['dl_kept']), limit: 1_000 }
+      await sink.write([
+        r('tt_a', jan, null),
+        r('tt_a', jan + DAY, 'dl_gone'),
+        r('tt_b', feb, 'dl_kept'),
+        r('tt_b', feb + DAY, null),
+        r('tt_c', feb, 'dl_gone'),
+      ])
+      const request = {
+        unboundBeforeMs: now - 7 * DAY,
+        boundBeforeMs: now - 2_190 * DAY,
+        keepDeliveries: new Set(['dl_kept']),
+        limit: 1_000,
+      }
       await expireAll(sink, request)
       const names = (await monthPartitions(db)).map((m) => m.name)
       expect(names).not.toContain('readings_p201901')
@@ -94,7 +105,10 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       expect(names).toEqual(expect.arrayContaining(['readings_p202511', 'readings_p202512']))
       const where = await db.query<{ part: string; ts: string }>('select tableoid::regclass::text as part, ts from readings order by ts')
       expect(where.rows.map((x) => x.part)).toEqual(['readings_default', 'readings_p202511', 'readings_p202512']) // 1970: older than ten years
-      const indexes = await db.query<{ indexname: string }>(`select indexname from pg_indexes where schemaname = $1 and tablename = 'readings'`, [schema])
+      const indexes = await db.query<{ indexname: string }>(
+        `select indexname from pg_indexes where schemaname = $1 and tablename = 'readings'`,
+        [schema],
+      )
       expect(indexes.rows.map((x) => x.indexname).sort()).toEqual(['readings_by_delivery', 'readings_pkey', 'readings_unbound'])
     } finally {
       await kysely.destroy()
@@ -116,12 +130,19 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       for (let i = 0; i < expired; i += 10_000)
         await sink.write(Array.from({ length: 10_000 }, (_, j) => r(`tt_${(i + j) % 100}`, old + 1 + i + j, null)))
       const store = await openEntityStore({ kind: 'postgres', url: url!, schema })
-      await store.db.insertInto('deliveries').values(openDelivery('dl_kept', 'tt_kept', old)).execute()
+      await store.db
+        .insertInto('deliveries')
+        .values(openDelivery('dl_kept', 'tt_kept', old))
+        .execute()
 
-      const child = spawn(process.execPath, ['--import', 'tsx', 'test/timeseries/fixtures/expiry-child.ts', url!, schema, String(now), String(batch)], {
-        cwd: REPO_ROOT,
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'test/timeseries/fixtures/expiry-child.ts', url!, schema, String(now), String(batch)],
+        {
+          cwd: REPO_ROOT,
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
       const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)))
       // Killed as soon as the first batch is reported: the second is in flight.
       await new Promise<void>((resolve) => child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('batch') && resolve()))

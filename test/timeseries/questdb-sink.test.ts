@@ -20,11 +20,15 @@ describe.skipIf(QUESTDB_CONFIG === undefined)('QuestDB (QUESTDB_CONFIG)', () => 
     const exec = createExec(httpOptionsOf(config))
     for (const table of tables) await exec(`DROP TABLE IF EXISTS ${table}`)
   })
-  describeReadingSinkContract('QuestDB', async () => {
-    const table = `readings_test_${process.pid}_${Date.now()}_${tables.length}`
-    tables.push(table)
-    return createQuestdbSink({ config, table })
-  }, { expiry: 'days' })
+  describeReadingSinkContract(
+    'QuestDB',
+    async () => {
+      const table = `readings_test_${process.pid}_${Date.now()}_${tables.length}`
+      tables.push(table)
+      return createQuestdbSink({ config, table })
+    },
+    { expiry: 'days' },
+  )
 })
 
 // ---- Keep-until-acknowledged, against a stand-in for QuestDB's HTTP endpoints -----------------

@@ -33,7 +33,7 @@ const DAY = 86_400_000
 /** Calls `expire` until it says nothing is left; resolves with every call's result. */
 export async function expireAll(sink: ReadingSink, request: ExpiryRequest) {
   const results: { removed: number; more: boolean }[] = []
-  for (let more = true; more; ) {
+  for (let more = true; more;) {
     const result = await sink.expire!(request)
     results.push(result)
     more = result.more

@@ -53,7 +53,10 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   `,
     )
     .execute(db)
-  const { rows } = await sql<{ lo: string | null; hi: string | null }>`select min(ts) as lo, max(ts) as hi from readings_unpartitioned`.execute(db)
+  const { rows } = await sql<{
+    lo: string | null
+    hi: string | null
+  }>`select min(ts) as lo, max(ts) as hi from readings_unpartitioned`.execute(db)
   const now = Date.now()
   const earliest = monthOf(now - MONTHS_BACK * 31 * 86_400_000).fromMs
   const latest = monthOf(now).fromMs
@@ -61,9 +64,7 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   let until = latest
   for (let i = 0; i <= MONTHS_AHEAD; i++) until = monthOf(until).toMs
   for (let month = monthOf(Math.min(from, now)); month.fromMs < until; month = monthOf(month.toMs))
-    await sql
-      .raw(`create table ${month.name} partition of readings for values from (${month.fromMs}) to (${month.toMs})`)
-      .execute(db)
+    await sql.raw(`create table ${month.name} partition of readings for values from (${month.fromMs}) to (${month.toMs})`).execute(db)
   await sql
     .raw(
       `
