@@ -149,7 +149,19 @@ export const eventData = {
   'delivery.dispatched': Move.extend({ fleet_id: z.string(), driver_id: z.string().nullable(), tote_id: z.string().nullable() }),
   'delivery.picked-up': Move,
   'delivery.delivered': Move.extend(verified),
-  'delivery.failed': Move.extend(reason),
+  'delivery.failed': Move.extend({
+    reason: z
+      .string()
+      .describe(
+        '`patient_unavailable`, `address_problem`, `refused`, `unsafe` or `other` (docs/api.md, Attempts); free text in events from before reasons were coded',
+      ),
+    note: z.string().nullable().optional().describe('The driver’s words, if any; absent in events from before reasons were coded'),
+    attempt: z.number().int().optional().describe('The attempt that failed, 1 for the first'),
+  }),
+  'delivery.reattempted': Move.extend({
+    attempt: z.number().int().describe('The attempt it starts: 2 for the first reattempt'),
+    driver_id: z.string().nullable().describe('The driver of this attempt'),
+  }).describe("The same tote sent out again after a failed attempt, within the pharmacy's max_attempts"),
   'delivery.returned': Move,
   'delivery.cancelled': Move.extend(reason),
   'delivery.eta-changed': z

@@ -1,4 +1,4 @@
-// Types only, no imports: the service (custody.ts) and the console (shapes.ts) share this definition.
+// No imports: the service (custody.ts) and the console (shapes.ts) share these definitions.
 
 export type CustodyType =
   | 'created'
@@ -7,6 +7,7 @@ export type CustodyType =
   | 'handoff'
   | 'delivered'
   | 'failed'
+  | 'reattempted'
   | 'returned'
   | 'cancelled'
   | 'disposition'
@@ -33,6 +34,20 @@ export type StoredSignature = {
   method: 'password' | 'recent_sign_in'
 }
 
+/** Why an attempt failed (docs/api.md, Attempts). */
+export const failureReasons = ['patient_unavailable', 'address_problem', 'refused', 'unsafe', 'other'] as const
+export type FailureReason = (typeof failureReasons)[number]
+
+/**
+ * The cold chain at the moment of a custody event (docs/custody.md, Temperature at each handoff):
+ * the newest reading of the delivery's binding at or before `occurred_at` (both null while there
+ * is none) and the cold-chain state judged for that moment.
+ */
+export type HandoffTemperature = { last_c: number | null; at: string | null; state: 'OK' | 'EXCURSION' | 'BROKEN' }
+
+/** On a `failed` event: the attempt that failed and why; on a `reattempted` event: the attempt it starts. */
+export type CustodyAttempt = { number: number; reason?: FailureReason; note?: string | null }
+
 /** A custody event exactly as the API returns it; `hash` covers every other member. */
 export type CustodyEvent = {
   seq: number
@@ -48,4 +63,8 @@ export type CustodyEvent = {
   hash: string
   /** On a `signed` event only: the signature of the event just before it. */
   signature?: StoredSignature
+  /** On events of a cold-chain delivery recorded since handoff temperatures were kept; absent otherwise. */
+  temperature?: HandoffTemperature
+  /** On `failed` and `reattempted` events only. */
+  attempt?: CustodyAttempt
 }

@@ -9,6 +9,7 @@ import type { CustodyEvent } from './custody.js'
 /** What the custody rules read of an action; the request bodies carry more. */
 export type CustodyAction =
   | { action: 'dispatch'; fleet_id: string; driver_id?: string | undefined }
+  | { action: 'reattempt'; driver_id?: string | undefined }
   | { action: 'pickup' | 'handoff' | 'return'; from: string; to: string }
   | { action: 'deliver' | 'fail' | 'cancel' | 'disposition' }
 
@@ -36,7 +37,7 @@ export function currentHolder(chain: readonly CustodyEvent[]): string | null {
 }
 
 export function decideHandover(
-  delivery: { pharmacy_id: string },
+  delivery: { pharmacy_id: string; fleet_id?: string | null; driver_id?: string | null },
   chain: readonly CustodyEvent[],
   input: CustodyAction,
 ): Handover | CustodyRefusal {
@@ -45,8 +46,20 @@ export function decideHandover(
     case 'dispatch':
       // The goods are with the fleet (its driver, if named) from here; the dispatch checks the driver against the fleet it names.
       return handover(delivery.pharmacy_id, input.driver_id ?? input.fleet_id)
+    case 'reattempt':
+      // The goods stay where the failed attempt left them; the (possibly new) driver sets out with them again.
+      return handover(
+        holder,
+        input.driver_id ?? delivery.driver_id ?? delivery.fleet_id ?? null,
+        input.driver_id ? '/driver_id' : undefined,
+      )
     case 'pickup':
-      if (!/^(us|ph)_/.test(input.from)) return refuse('/from', 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)')
+      // After a failed attempt the driver may still hold the goods: they sign the pickup of the reattempt themselves.
+      if (!/^(us|ph)_/.test(input.from) && !(input.from === holder && holder.startsWith('dr_')))
+        return refuse(
+          '/from',
+          'pickup is signed by pharmacy staff (us_…), the pharmacy (ph_…), or after a failed attempt the driver holding the goods',
+        )
       if (input.from.startsWith('ph_') && input.from !== delivery.pharmacy_id) return refuse('/from', "is not this delivery's pharmacy")
       return handover(input.from, input.to, '/to')
     case 'handoff':

@@ -2,7 +2,7 @@ import { jcsHash } from '../hashing.js'
 import type { CustodyEvent } from './custody-event.js'
 import { signatureFault } from './e-signature.js'
 
-export type { CustodyEvent, CustodyType, StoredSignature } from './custody-event.js'
+export type { CustodyAttempt, CustodyEvent, CustodyType, FailureReason, HandoffTemperature, StoredSignature } from './custody-event.js'
 
 export type PrescriptionFacts = {
   rx_id: string

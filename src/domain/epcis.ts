@@ -16,11 +16,14 @@ export const epcisContext = [EPCIS_CONTEXT, { rxtrace: RXTRACE_NAMESPACE }]
 /**
  * CBV 2.0 §7.2–7.3: the business step and disposition of each custody handoff. The goods are in
  * transit from the pickup on, dispensed at the patient's door, and back at the pharmacy on a
- * return: `damaged` when a pharmacist decided to take back a broken cold chain.
+ * return: `damaged` when a pharmacist decided to take back a broken cold chain. A reattempt after
+ * a failed attempt is the goods `departing` again, still `in_transit` (the failed attempt itself
+ * moves nothing and is no EPCIS event).
  */
 const HANDOFFS: Partial<Record<CustodyType, { bizStep: string; disposition: (d: EpcisDelivery) => string }>> = {
   picked_up: { bizStep: 'shipping', disposition: () => 'in_transit' },
   handoff: { bizStep: 'transporting', disposition: () => 'in_transit' },
+  reattempted: { bizStep: 'departing', disposition: () => 'in_transit' },
   delivered: { bizStep: 'dispensing', disposition: () => 'dispensed' },
   returned: { bizStep: 'receiving', disposition: (d) => (d.cold_chain.disposition?.decision === 'return' ? 'damaged' : 'returned') },
 }
@@ -82,7 +85,7 @@ export function objectEvents(input: EpcisInput, only?: ReadonlySet<number>): Obj
     const step = HANDOFFS[custody.type]
     if (!step || (only && !only.has(custody.seq))) continue
     const interval = intervals.get(custody.seq)
-    const sensors = interval ? sensorElement(input, interval) : null
+    const sensors = interval ? sensorElement(input, interval, custody.temperature) : null
     events.push({
       type: 'ObjectEvent',
       eventID: eventIdOf(custody.hash),
@@ -100,6 +103,8 @@ export function objectEvents(input: EpcisInput, only?: ReadonlySet<number>): Obj
       'rxtrace:deliveryId': delivery.id,
       'rxtrace:custodySeq': custody.seq,
       'rxtrace:custodyHash': custody.hash,
+      // The member the custody hash covers, as recorded (docs/custody.md): a reading may be absent from the sensor report.
+      ...(custody.temperature ? { 'rxtrace:handoffTemperature': custody.temperature } : {}),
     })
   }
   return events
@@ -125,8 +130,17 @@ function itemsOf(items: readonly EpcisItem[]): { epcList?: string[]; quantityLis
  * EPCIS 2.0 §9 (sensor data): the tote's readings over the interval the handoff closes, as CEL
  * minimum, maximum and mean, and one ALARM_CONDITION report per excursion overlapping it.
  */
-function sensorElement({ delivery, baseUrl, readings }: EpcisInput, interval: SensorInterval): Record<string, unknown> | null {
+function sensorElement(
+  { delivery, baseUrl, readings }: EpcisInput,
+  interval: SensorInterval,
+  atHandoff: CustodyEvent['temperature'],
+): Record<string, unknown> | null {
   const figures = readings.get(interval.seq)
+  // The newest reading at the handoff itself, a point value beside the interval's figures.
+  const handoff =
+    atHandoff && atHandoff.last_c !== null && atHandoff.at !== null
+      ? [{ type: 'gs1:Temperature', uom: 'CEL', value: atHandoff.last_c, time: atHandoff.at, 'rxtrace:atHandoff': true }]
+      : []
   const alarms = delivery.cold_chain.excursions
     .filter((e) => Date.parse(e.started_at) < interval.toMs && (e.ended_at === null || Date.parse(e.ended_at) > interval.fromMs))
     .map((e) => ({
@@ -138,7 +152,7 @@ function sensorElement({ delivery, baseUrl, readings }: EpcisInput, interval: Se
       'rxtrace:excursionStartedAt': e.started_at,
       'rxtrace:excursionDurationS': e.duration_s,
     }))
-  if (!figures && !alarms.length) return null
+  if (!figures && !alarms.length && !handoff.length) return null
   const from = new Date(interval.fromMs).toISOString()
   const to = new Date(interval.toMs).toISOString()
   return {
@@ -162,6 +176,7 @@ function sensorElement({ delivery, baseUrl, readings }: EpcisInput, interval: Se
             },
           ]
         : []),
+      ...handoff,
       ...alarms,
     ],
   }

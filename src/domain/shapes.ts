@@ -4,6 +4,7 @@
  * reaches a bundle, and nothing names Node, so the browser build type-checks it too.
  */
 import type { StabilitySummary } from '../../rules/stability-summary.js'
+import type { Attempt } from './attempts.js'
 import type { ColdChain } from './cold-chain.js'
 import type { CustodyEvent } from './custody-event.js'
 import type { DeliveryStatus } from './delivery-machine.js'
@@ -37,6 +38,10 @@ export type Delivery = {
   }
   /** What its dispatch warned of: a tote past its calibration under the pharmacy's `warn`, or one with no sensor record. */
   warnings?: SensorWarning[]
+  /** The attempt under way or last made (docs/api.md, Attempts): 1, plus one per reattempt. */
+  attempt: number
+  /** Each attempt since the dispatch, oldest first, with why it failed. */
+  attempts: Attempt[]
   custody: CustodyEvent[]
   created_at: string
   updated_at: string

@@ -25,7 +25,7 @@ export const exceptionDataFields = {
     'profile',
   ],
   'sensor.offline': ['last_reading_at', 'offline_since', 'back_online_at', 'max_gap_s'],
-  'delivery.failed': ['status', 'previous_status', 'action', 'occurred_at', 'reason', 'custody_seq', 'custody_hash'],
+  'delivery.failed': ['status', 'previous_status', 'action', 'occurred_at', 'reason', 'attempt', 'custody_seq', 'custody_hash'],
   'handoff.refused': ['action', 'code', 'reason', 'errors', 'status', 'from', 'to', 'occurred_at', 'refused_at'],
 } as const satisfies Record<string, readonly string[]>
 

@@ -9,6 +9,7 @@ export const eventTypes = [
   'delivery.picked-up',
   'delivery.delivered',
   'delivery.failed',
+  'delivery.reattempted',
   'delivery.returned',
   'delivery.cancelled',
   'delivery.eta-changed',

@@ -56,6 +56,11 @@ export async function actionParties(
       // The method is hashed with the evidence so neither can be swapped later.
       return { ...parties, evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
     case 'fail':
+      // The reason and note are also in the event's `attempt` member; hashed here as a cancel's reason is.
+      return { ...parties, evidence_hash: jcsHash({ reason: input.reason, note: input.note ?? null }) }
+    case 'reattempt':
+      if (input.driver_id) changes.driver_id = input.driver_id
+      return { ...parties, evidence_hash: null }
     case 'cancel':
       return { ...parties, evidence_hash: evidenceHash(input.reason) }
     case 'disposition': {

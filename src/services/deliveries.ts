@@ -1,15 +1,18 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import type { Disposition, StoredColdChain } from '../domain/cold-chain.js'
-import { chainEvent, verifyChain, type ChainVerdict } from '../domain/custody.js'
+import { attemptNumber } from '../domain/attempts.js'
+import { storedFigures, type Disposition, type StoredColdChain } from '../domain/cold-chain.js'
+import { chainEvent, verifyChain, type ChainVerdict, type HandoffTemperature } from '../domain/custody.js'
+import { handoffTemperature } from '../domain/handoff-temperature.js'
+import type { ReadingSink } from '../timeseries/sink.js'
 import { EPCIS_CUSTODY_TYPES } from '../domain/epcis.js'
-import { planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
+import { DEFAULT_MAX_ATTEMPTS, planMove, type DeliveryStatus } from '../domain/delivery-machine.js'
 import { AppError } from '../errors.js'
 import { custodyRow, toCustodyEvent } from '../store/custody-rows.js'
 import { isUniqueViolation } from '../store/errors.js'
 import type { Page, PageRequest } from '../store/pagination.js'
 import type { RecordAnswer } from '../store/record-answer.js'
-import { fromJson, toJson, type Database } from '../store/schema.js'
+import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import { actionParties, checkOccurredAt } from './action-parties.js'
 import type { ServiceDeps } from './context.js'
 import { listDeliveries, type DeliveryExpansion, type DeliveryFilter } from './delivery-list.js'
@@ -31,6 +34,8 @@ export class DeliveryService {
     private readonly deps: ServiceDeps,
     /** Told after a dispatch binds a tote or an ending releases it, so telemetry re-reads the binding. */
     private readonly toteBindingChanged: (toteId: string, deliveryId: string) => void = () => {},
+    /** Where readings are stored: each custody event of a cold-chain delivery reads its newest one there. */
+    private readonly sink?: Pick<ReadingSink, 'latestForDelivery'>,
   ) {}
 
   async get(principal: Principal, id: string): Promise<Delivery> {
@@ -91,6 +96,20 @@ export class DeliveryService {
   }
 
   /**
+   * The cold chain at `occurredAt` (docs/custody.md): one read of the newest reading in the
+   * delivery's binding interval up to that moment, never a scan of its readings.
+   */
+  private async temperatureAt(delivery: Database['deliveries'], figures: StoredColdChain, occurredAt: string): Promise<HandoffTemperature> {
+    const upTo = Date.parse(occurredAt) + 1 // at or before: the sink's ranges are half-open
+    const end = delivery.bound_to === null ? upTo : Math.min(upTo, Date.parse(delivery.bound_to))
+    const reading =
+      this.sink && delivery.bound_from !== null
+        ? await this.sink.latestForDelivery(delivery.id, Date.parse(delivery.bound_from), end)
+        : null
+    return handoffTemperature(storedFigures(true, figures), reading, occurredAt)
+  }
+
+  /**
    * Applies one action; concurrent actions on a delivery leave one winner and an intact chain.
    * Answers the delivery as the action's commit left it, which `record` keeps in that commit.
    */
@@ -132,12 +151,15 @@ export class DeliveryService {
     const chain = await readCustody(db, id)
     const summary = fromJson<StoredColdChain>(delivery.cold_chain)
     const disposition = fromJson<Disposition | null>(delivery.disposition)
+    const attempt = attemptNumber(chain)
     const move = planMove(
       {
         status: delivery.status as DeliveryStatus,
         coldChainState: summary.state,
         released: disposition?.decision === 'release',
         decided: disposition !== null,
+        attempt,
+        maxAttempts: input.action === 'reattempt' ? await maxAttemptsOf(db, delivery.pharmacy_id) : undefined,
       },
       input.action,
     )
@@ -161,6 +183,9 @@ export class DeliveryService {
       evidence_hash: parties.evidence_hash,
       occurred_at: occurredAt,
       recorded_at: iso(now),
+      ...(delivery.cold_chain_required === 1 ? { temperature: await this.temperatureAt(delivery, summary, occurredAt) } : {}),
+      ...(input.action === 'fail' ? { attempt: { number: attempt, reason: input.reason, note: input.note ?? null } } : {}),
+      ...(input.action === 'reattempt' ? { attempt: { number: attempt + 1 } } : {}),
     })
     // docs/part11.md: a disposition is signed, and its signature follows it in the chain.
     const signed = input.action === 'disposition' ? signedCustodyEvent(id, custodyEvent, input.signer, principal, iso(now)) : null
@@ -176,6 +201,8 @@ export class DeliveryService {
       custody_seq: custodyEvent.seq,
       custody_hash: custodyEvent.hash,
       ...('reason' in input ? { reason: input.reason } : {}),
+      ...(input.action === 'fail' ? { note: input.note ?? null, attempt } : {}),
+      ...(input.action === 'reattempt' ? { attempt: attempt + 1, driver_id: changes.driver_id ?? delivery.driver_id } : {}),
       ...(input.action === 'disposition' ? { decision: input.decision } : {}),
       ...(signed ? { signature: signed.signature } : {}),
       ...(input.action === 'deliver' ? { verification_method: input.verification.method } : {}),
@@ -238,4 +265,10 @@ export class DeliveryService {
       return { messages, boundTote, delivery: answer }
     })
   }
+}
+
+/** The pharmacy's `max_attempts` (docs/api.md, Attempts). */
+async function maxAttemptsOf(db: Executor, pharmacyId: string): Promise<number> {
+  const row = await db.selectFrom('pharmacies').select('max_attempts').where('id', '=', pharmacyId).executeTakeFirst()
+  return row?.max_attempts ?? DEFAULT_MAX_ATTEMPTS
 }

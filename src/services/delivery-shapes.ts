@@ -2,7 +2,8 @@ import type { Signer } from '../auth/e-signatures.js'
 import { storedFigures, type StoredColdChain } from '../domain/cold-chain.js'
 import type { AutomaticRelease } from './stability-release.js'
 import type { SensorWarning } from '../domain/sensor-calibration.js'
-import type { CustodyEvent } from '../domain/custody.js'
+import { attemptNumber, attemptsOf } from '../domain/attempts.js'
+import type { CustodyEvent, FailureReason } from '../domain/custody.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
 import type { Delivery } from '../domain/shapes.js'
@@ -17,7 +18,9 @@ export type ActionInput =
   | ({ action: 'dispatch'; fleet_id: string; driver_id?: string | undefined; tote_id?: string | undefined } & Common)
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
   | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
-  | ({ action: 'fail' | 'cancel'; reason: string } & Common)
+  | ({ action: 'fail'; reason: FailureReason; note?: string | undefined } & Common)
+  | ({ action: 'reattempt'; driver_id?: string | undefined } & Common)
+  | ({ action: 'cancel'; reason: string } & Common)
   /** `signer`: the person the route authenticated for the e-signature (their password is not carried this far). */
   | ({ action: 'disposition'; decision: 'release' | 'return'; note: string; signer: Signer } & Common)
 
@@ -40,6 +43,8 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     ...(stability ? { stability } : {}),
     ...(row.release ? { release: fromJson<AutomaticRelease>(row.release) } : {}),
     ...(row.warnings ? { warnings: fromJson<SensorWarning[]>(row.warnings) } : {}),
+    attempt: attemptNumber(custody),
+    attempts: attemptsOf(custody),
     custody,
     created_at: row.created_at,
     updated_at: row.updated_at,

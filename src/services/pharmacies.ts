@@ -9,6 +9,7 @@ import { visibleOr404 } from '../auth/tenancy.js'
 import { AppError, notFound } from '../errors.js'
 import type { CalibrationPolicy } from '../domain/sensor-calibration.js'
 import { DEFAULT_ESCALATE_AFTER_S } from '../alarms/alarm-records.js'
+import { DEFAULT_MAX_ATTEMPTS } from '../domain/delivery-machine.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 import { sealingContext } from '../store/sealed-secrets.js'
@@ -30,19 +31,22 @@ export type NewPharmacy = {
   escalate_after_s?: number | undefined
   /** GS1 Global Location Number: names the pharmacy in its EPCIS events (docs/interop.md). */
   gln?: string | undefined
+  /** Attempts a delivery may make, the first included (docs/api.md, Attempts). */
+  max_attempts?: number | undefined
 }
 /** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
 /** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
-export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln'>>
+export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts'>>
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
 export type Pharmacy = Omit<
   NewPharmacy,
-  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln'
+  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts'
 > & {
+  max_attempts: number
   gln: string | null
   release_policy: ReleasePolicy
   calibration_policy: CalibrationPolicy
@@ -84,6 +88,7 @@ export class PharmacyService {
       calibration_policy: input.calibration_policy ?? 'refuse',
       escalate_after_s: input.escalate_after_s ?? DEFAULT_ESCALATE_AFTER_S,
       gln: input.gln ?? null,
+      max_attempts: input.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -152,7 +157,8 @@ export class PharmacyService {
   }
 }
 
-type PharmacyRow = Omit<Database['pharmacies'], 'release_policy' | 'calibration_policy' | 'escalate_after_s'> & {
+type PharmacyRow = Omit<Database['pharmacies'], 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'max_attempts'> & {
+  max_attempts: number
   release_policy: string
   calibration_policy: string
   escalate_after_s: number
@@ -173,6 +179,7 @@ function toPharmacy(row: PharmacyRow): Pharmacy {
     calibration_policy: row.calibration_policy as CalibrationPolicy,
     escalate_after_s: row.escalate_after_s,
     gln: row.gln ?? null,
+    max_attempts: row.max_attempts,
   }
 }
 

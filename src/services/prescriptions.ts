@@ -11,6 +11,7 @@ import type { RecordAnswer } from '../store/record-answer.js'
 import type { ServiceDeps } from './context.js'
 import { initialColdChain } from '../domain/cold-chain.js'
 import { custodyRow } from '../store/custody-rows.js'
+import { beforeAnyReading } from '../domain/handoff-temperature.js'
 import { insertRow, precompiled } from '../store/precompiled.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { visibleOr404 } from '../auth/tenancy.js'
@@ -93,6 +94,7 @@ export class PrescriptionService {
       evidence_hash: null,
       occurred_at: createdAt,
       recorded_at: createdAt,
+      ...(input.cold_chain ? { temperature: beforeAnyReading } : {}),
     })
     const row: Database['prescriptions'] = {
       id: rxId,

@@ -7,6 +7,7 @@ import { chainEvent } from '../domain/custody.js'
 import { AppError } from '../errors.js'
 import { newId } from '../ids.js'
 import { custodyRow } from '../store/custody-rows.js'
+import { beforeAnyReading } from '../domain/handoff-temperature.js'
 import { isUniqueViolation } from '../store/errors.js'
 import { insertRow } from '../store/precompiled.js'
 import type { RecordAnswer } from '../store/record-answer.js'
@@ -95,6 +96,7 @@ export class RedeliveryService {
       evidence_hash: null,
       occurred_at: createdAt,
       recorded_at: createdAt,
+      ...(required ? { temperature: beforeAnyReading } : {}),
     })
     try {
       const { messages, delivery } = await db.transaction().execute(async (trx) => {

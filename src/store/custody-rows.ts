@@ -17,6 +17,8 @@ export function custodyRow(deliveryId: string, e: CustodyEvent): Database['custo
     prev_hash: e.prev_hash,
     hash: e.hash,
     signature: e.signature ? toJson(e.signature) : null,
+    temperature: e.temperature ? toJson(e.temperature) : null,
+    attempt: e.attempt ? toJson(e.attempt) : null,
   }
 }
 
@@ -35,5 +37,8 @@ export function toCustodyEvent(row: Database['custody_events']): CustodyEvent {
     hash: row.hash,
     // Absent, not null, on unsigned events: their hashes were computed without the member.
     ...(row.signature ? { signature: fromJson<NonNullable<CustodyEvent['signature']>>(row.signature) } : {}),
+    // Likewise absent on events recorded before migration 0053, and on events they do not apply to.
+    ...(row.temperature ? { temperature: fromJson<NonNullable<CustodyEvent['temperature']>>(row.temperature) } : {}),
+    ...(row.attempt ? { attempt: fromJson<NonNullable<CustodyEvent['attempt']>>(row.attempt) } : {}),
   }
 }

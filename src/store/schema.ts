@@ -59,6 +59,8 @@ export interface Database extends StabilityTables, AlarmTables {
     escalate_after_s: Generated<number>
     /** GS1 GLN, 13 digits (migration 0045); null when the pharmacy has none. */
     gln: string | null
+    /** Attempts a delivery may make, the first included (migration 0053; 3 unless set). */
+    max_attempts: Generated<number>
   }
   prescriptions: {
     id: string
@@ -126,6 +128,10 @@ export interface Database extends StabilityTables, AlarmTables {
     hash: string
     /** JSON of the e-signature a `signed` event carries (migration 0036); null on every other event. */
     signature: string | null
+    /** JSON `{last_c, at, state}` on events of cold-chain deliveries recorded since migration 0053; else null. */
+    temperature: string | null
+    /** JSON of the attempt a `failed` or `reattempted` event records (migration 0053); null on every other event. */
+    attempt: string | null
   }
   /** The custody events that are EPCIS events, in the order recorded, with their tenant (migration 0046). */
   epcis_events: {

@@ -119,6 +119,13 @@ export function createPostgresSink({
     },
     readingsForDelivery: (deliveryId, fromMs, toMs) =>
       rows('delivery_id = $1 and ts >= $2 and ts < $3', [deliveryId, bound(fromMs), bound(toMs)]),
+    async latestForDelivery(deliveryId, fromMs, toMs) {
+      const { rows: found } = await watch.query<ReadingRow>(pool, {
+        text: `select ${COLUMNS} from readings where delivery_id = $1 and ts >= $2 and ts < $3 order by ts desc limit 1`,
+        values: [deliveryId, bound(fromMs), bound(toMs)],
+      })
+      return found[0] ?? null
+    },
     readingsForTote: (toteId, fromMs, toMs) => rows('tote_id = $1 and ts >= $2 and ts < $3', [toteId, bound(fromMs), bound(toMs)]),
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)

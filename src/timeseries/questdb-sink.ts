@@ -185,6 +185,7 @@ export async function createQuestdbSink({
     },
     attribute: async (toteId, binding) => (await caughtUp(), reads.attribute(toteId, binding)),
     readingsForDelivery: async (deliveryId, fromMs, toMs) => (await caughtUp(), reads.readingsForDelivery(deliveryId, fromMs, toMs)),
+    latestForDelivery: async (deliveryId, fromMs, toMs) => (await caughtUp(), reads.latestForDelivery(deliveryId, fromMs, toMs)),
     bucketed: async (deliveryId, fromMs, toMs, stepMs) => (await caughtUp(), reads.bucketed(deliveryId, fromMs, toMs, stepMs)),
     readingsForTote: async (toteId, fromMs, toMs) => (await caughtUp(), reads.readingsForTote(toteId, fromMs, toMs)),
     count: async () => (await caughtUp(), reads.count()),
@@ -202,11 +203,12 @@ function createReads(exec: Exec, table: string): Reads {
   // Timestamps come back as epoch ms; `x - x % step` is exact whether QuestDB divides longs as
   // integers or not.
   const ms = (column: string) => `cast(${column} AS LONG) / 1000`
-  const rowsWhere = async (where: string) => {
+  // `LIMIT -1`: QuestDB's last row of the result, read from the end of the ts-ordered table.
+  const rowsWhere = async (where: string, last = false) => {
     const { dataset } = await exec(`
       SELECT tote_id, delivery_id, rx_id, ${ms('ts')} AS ts_ms, temp_c, battery, humidity, lat, lng, seq,
              ${ms('received_at')} AS received_ms, late
-      FROM ${table} WHERE ${where} ORDER BY ts`)
+      FROM ${table} WHERE ${where} ORDER BY ts${last ? ' LIMIT -1' : ''}`)
     return dataset.map(toRow)
   }
   const within = (fromMs: number, toMs: number) => `ts >= ${timestampMicros(fromMs)} AND ts < ${timestampMicros(toMs)}`
@@ -236,6 +238,8 @@ function createReads(exec: Exec, table: string): Reads {
       return attached
     },
     readingsForDelivery: (deliveryId, fromMs, toMs) => rowsWhere(`delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}`),
+    latestForDelivery: async (deliveryId, fromMs, toMs) =>
+      (await rowsWhere(`delivery_id = ${quote(deliveryId)} AND ${within(fromMs, toMs)}`, true))[0] ?? null,
     readingsForTote: (toteId, fromMs, toMs) => rowsWhere(`tote_id = ${quote(toteId)} AND ${within(fromMs, toMs)}`),
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)

@@ -79,6 +79,11 @@ export interface ReadingSink {
   attribute(toteId: string, binding: { deliveryId: string; rxId: string; fromMs: number; toMs: number | null }): Promise<boolean>
   /** A delivery's readings in ts order. */
   readingsForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
+  /**
+   * The delivery's newest reading in [fromMs, toMs), or null: one row however long the range, so a
+   * custody event reads its handoff temperature with one indexed lookup (docs/custody.md).
+   */
+  latestForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow | null>
   /** A delivery's trace in steps of `stepMs`, oldest first. */
   bucketed(deliveryId: string, fromMs: number, toMs: number, stepMs: number): Promise<TemperatureBucket[]>
   /** A tote's readings in ts order, bound or not; rebuilds rule state after a restart. */

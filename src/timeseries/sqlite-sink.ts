@@ -133,6 +133,7 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
   )
   const inSpan = 'r.tote_key = ? AND r.ts >= ? AND r.ts < ? AND r.binding_key = ?'
   const bySpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts`)
+  const lastOfSpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts DESC LIMIT 1`)
   const byTote = db.prepare<[string, number, number], StoredRow>(
     `${SELECT_ROWS} WHERE r.tote_key = (SELECT tote_key FROM totes WHERE tote_id = ?) AND r.ts >= ? AND r.ts < ? ORDER BY r.ts`,
   )
@@ -179,6 +180,11 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       const parts = spanRanges(deliveryId, fromMs, toMs).map((args) => bySpan.all(...args))
       const rows = parts.length === 1 ? parts[0]! : parts.flat().sort((a, b) => a.ts - b.ts)
       return rows.map(toRow)
+    },
+    async latestForDelivery(deliveryId, fromMs, toMs) {
+      const lasts = spanRanges(deliveryId, fromMs, toMs).flatMap((args) => lastOfSpan.get(...args) ?? [])
+      const newest = lasts.reduce<StoredRow | null>((best, r) => (best === null || r.ts > best.ts ? r : best), null)
+      return newest && toRow(newest)
     },
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)

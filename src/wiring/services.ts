@@ -51,7 +51,7 @@ export function createServices({
     prescriptions: new PrescriptionService(deps),
     redeliveries: new RedeliveryService(deps, sink),
     assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
-    deliveries: new DeliveryService(deps, toteBindingChanged),
+    deliveries: new DeliveryService(deps, toteBindingChanged, sink),
     alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
     positions: new DriverPositionService(deps),

@@ -72,8 +72,8 @@ function describeWalls(store: StoreUnderTest) {
       theirs = await dispatchedTo(fleet.driver2Id)
       await act(mine, 'pickup', { from: pharmacyId, to: fleet.driverId, signature })
       await act(theirs, 'pickup', { from: pharmacyId, to: fleet.driver2Id, signature })
-      await act(theirs, 'fail', { reason: 'nobody home' })
-      await act(mine, 'fail', { reason: 'dog in the yard' })
+      await act(theirs, 'fail', { reason: 'patient_unavailable', note: 'nobody home' })
+      await act(mine, 'fail', { reason: 'patient_unavailable', note: 'dog in the yard' })
       // On PostgreSQL the feed lists an event once the transactions running when it was written have ended.
       const lastOfMine = (await eventsOf(mine)).at(-1)!.id
       await waitFor(async () => (await api.get(`/v1/events/${lastOfMine}`, admin)).status === 200, 20_000, 'the events to be listed')
@@ -147,10 +147,10 @@ function describeWalls(store: StoreUnderTest) {
       // The other driver's come first in the feed: a stream that showed them would have them before its own.
       const theirsLive = await dispatchedTo(fleet.driver2Id)
       await act(theirsLive, 'pickup', { from: pharmacyId, to: fleet.driver2Id, signature })
-      await act(theirsLive, 'fail', { reason: 'closed' })
+      await act(theirsLive, 'fail', { reason: 'patient_unavailable', note: 'closed' })
       const mineLive = await dispatchedTo(fleet.driverId)
       await act(mineLive, 'pickup', { from: pharmacyId, to: fleet.driverId, signature })
-      await act(mineLive, 'fail', { reason: 'closed' })
+      await act(mineLive, 'fail', { reason: 'patient_unavailable', note: 'closed' })
       await events.until(() => events.events().some((e) => e.event === 'delivery.failed' && e.data.delivery_id === mineLive), 'its failure')
       await exceptions.until(() => exceptions.events().some((e) => e.data.delivery_id === mineLive), 'its exception')
       expect(new Set(events.events().map((e) => e.data.delivery_id))).toEqual(new Set([mineLive]))

@@ -328,7 +328,7 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       token: admin,
       json: { from: world.pharmacy, to: world.driver, signature },
     })
-    await call('POST', `/v1/deliveries/${second}/fail`, 200, { token: admin, json: { reason: 'Nobody home' } })
+    await call('POST', `/v1/deliveries/${second}/fail`, 200, { token: admin, json: { reason: 'patient_unavailable', note: 'Nobody home' } })
     await call('POST', `/v1/deliveries/${second}/return`, 200, {
       token: admin,
       json: { from: world.driver, to: world.pharmacy, signature },

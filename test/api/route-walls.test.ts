@@ -107,7 +107,7 @@ const bodies: Record<string, unknown> = {
   handoff: { from: 'patient', to: 'patient', signature: 's' },
   return: { from: 'patient', to: 'patient', signature: 's' },
   deliver: { verification: { method: 'otp', evidence: '1' } },
-  fail: { reason: 'r' },
+  fail: { reason: 'patient_unavailable', note: 'r' },
   cancel: { reason: 'r' },
   disposition: { decision: 'release', note: 'n', signature: { meaning: 'released', password: 'not checked behind a wall' } },
   'PATCH /v1/webhooks/{id}': { enabled: false },

@@ -151,7 +151,7 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, items: [{ description: 'x', ndc: '50090-123-45', quantity: 1 }] })
     await act(admin, rx.delivery_id, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
     await act(admin, rx.delivery_id, 'pickup', { from: pharmacy.id, to: driverId, signature })
-    await act(admin, rx.delivery_id, 'fail', { reason: 'patient not at home' })
+    await act(admin, rx.delivery_id, 'fail', { reason: 'patient_unavailable', note: 'patient not at home' })
     await act(admin, rx.delivery_id, 'return', { from: driverId, to: pharmacy.id, signature })
 
     const events = (await epcisOf(admin, rx.delivery_id)).epcisBody.eventList
@@ -292,7 +292,7 @@ describe('a delivery as an EPCIS 2.0 document', () => {
     const first = rx.delivery_id
     await act(admin, first, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
     await act(admin, first, 'pickup', { from: pharmacy.id, to: driverId, signature })
-    await act(admin, first, 'fail', { reason: 'not home' })
+    await act(admin, first, 'fail', { reason: 'patient_unavailable', note: 'not home' })
     await act(admin, first, 'return', { from: driverId, to: pharmacy.id, signature })
     const before = await epcisOf(admin, first)
     await act(pharmacist.token, first, 'disposition', {

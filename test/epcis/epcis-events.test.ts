@@ -56,7 +56,7 @@ for (const store of stores) {
       for (const rx of rxs) await act(rx.delivery_id, 'pickup', { from: rx.pharmacy_id, to: driverId, signature })
       for (const rx of rxs.slice(0, 2)) await act(rx.delivery_id, 'handoff', { from: driverId, to: driver2Id, signature })
       for (const rx of rxs.slice(0, 2)) await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
-      await act(rxs[2]!.delivery_id, 'fail', { reason: 'not home' })
+      await act(rxs[2]!.delivery_id, 'fail', { reason: 'patient_unavailable', note: 'not home' })
       await act(rxs[2]!.delivery_id, 'return', { from: driverId, to: pharmacyA, signature })
       await act(rxs[3]!.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
     })

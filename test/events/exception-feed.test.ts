@@ -182,10 +182,13 @@ function describeFeed(store: StoreUnderTest) {
     describe('GET /v1/fleets/{id}/exceptions', () => {
       it("lists the fleet's cold-chain exceptions and handoff failures, and nothing else", async () => {
         const deliveryId = await pickedUp()
-        const failed = await api.post(`/v1/deliveries/${deliveryId}/fail`, fleetToken, { reason: 'nobody home' })
+        const failed = await api.post(`/v1/deliveries/${deliveryId}/fail`, fleetToken, {
+          reason: 'patient_unavailable',
+          note: 'nobody home',
+        })
         expect(failed.status, failed.text).toBe(200)
         await api.post(`/v1/deliveries/${deliveryId}/deliver`, fleetToken, { verification: { method: 'otp', evidence: '1' } })
-        await api.post(`/v1/deliveries/${await pickedUp(otherFleet)}/fail`, admin, { reason: 'another fleet' })
+        await api.post(`/v1/deliveries/${await pickedUp(otherFleet)}/fail`, admin, { reason: 'patient_unavailable', note: 'another fleet' })
         // On PostgreSQL an event is listed once the transactions running when it was written have
         // ended (other suites share the server): wait until both are listed.
         const bothListed = async () =>
@@ -195,7 +198,7 @@ function describeFeed(store: StoreUnderTest) {
         expect(page.status, page.text).toBe(200)
         const mine = page.body.data.filter((e: { delivery_id: string }) => e.delivery_id === deliveryId)
         expect(mine.map((e: { type: string }) => e.type)).toEqual(['delivery.failed', 'handoff.refused'])
-        expect(mine[0].data).toMatchObject({ reason: 'nobody home', status: 'FAILED' })
+        expect(mine[0].data).toMatchObject({ reason: 'patient_unavailable', attempt: 1, status: 'FAILED' })
         expect(
           page.body.data.every((e: { fleet_id: string; type: string }) => e.fleet_id === fleet.fleetId && e.type in exceptionDataFields),
         ).toBe(true)
@@ -271,7 +274,7 @@ function describeFeed(store: StoreUnderTest) {
         open.push(stream)
         const deliveryId = await pickedUp()
         await api.post(`/v1/deliveries/${deliveryId}/handoff`, fleetToken, { from: fleet.driver2Id, to: fleet.driverId, signature })
-        await api.post(`/v1/deliveries/${deliveryId}/fail`, fleetToken, { reason: 'address not found' })
+        await api.post(`/v1/deliveries/${deliveryId}/fail`, fleetToken, { reason: 'address_problem', note: 'address not found' })
         await stream.untilEvents(2)
         expect(stream.events().map((e) => e.event)).toEqual(['handoff.refused', 'delivery.failed'])
         const [first, second] = stream.events()

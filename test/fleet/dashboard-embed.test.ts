@@ -82,7 +82,7 @@ function describeDashboard(store: StoreUnderTest) {
       failed = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
       await act(failed, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
       await act(failed, 'pickup', { from: pharmacyId, to: driverId, signature: 'sig' })
-      await act(failed, 'fail', { reason: 'nobody home' })
+      await act(failed, 'fail', { reason: 'patient_unavailable', note: 'nobody home' })
       inProgress = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
       await act(inProgress, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
     })

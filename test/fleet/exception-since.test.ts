@@ -55,7 +55,11 @@ describe('open exceptions on the fleet dashboard', () => {
     clock.set(Date.now())
     admin = await api.adminToken()
     const failedAt = new Date(Date.now() - 20 * MINUTE).toISOString()
-    const fail = await api.post(`/v1/deliveries/${rx.delivery_id}/fail`, admin, { reason: 'nobody home', occurred_at: failedAt })
+    const fail = await api.post(`/v1/deliveries/${rx.delivery_id}/fail`, admin, {
+      reason: 'patient_unavailable',
+      note: 'nobody home',
+      occurred_at: failedAt,
+    })
     expect(fail.status, fail.text).toBe(200)
 
     const dashboard = await api.get(`/v1/fleets/${broken.fleetId}/dashboard`, admin)

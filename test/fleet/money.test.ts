@@ -68,7 +68,7 @@ function describeMoney(store: StoreUnderTest) {
           verification: { method: 'otp', evidence: '482913' },
           ...(opts.endLocation ? { location: opts.endLocation } : {}),
         })
-      else await step('fail', { reason: 'nobody home' })
+      else await step('fail', { reason: 'patient_unavailable', note: 'nobody home' })
       return id
     }
 

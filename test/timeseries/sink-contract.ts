@@ -103,6 +103,11 @@ export function describeReadingSinkContract(
       const rows = await sink.readingsForDelivery('dl_contract_1', T0, T0 + 2 * MIN)
       expect(rows.map((r) => r.ts)).toEqual([T0, T0 + MIN])
       expect(await sink.readingsForDelivery('dl_nobody', 0, Number.MAX_SAFE_INTEGER)).toEqual([])
+      // The newest of the range only: a custody event's handoff temperature.
+      expect((await sink.latestForDelivery('dl_contract_1', T0, T0 + 2 * MIN))?.ts).toBe(T0 + MIN)
+      expect((await sink.latestForDelivery('dl_contract_1', T0, T0 + MIN + 1))?.ts).toBe(T0 + MIN)
+      expect(await sink.latestForDelivery('dl_contract_1', T0 + 3 * MIN, T0 + 4 * MIN)).toBeNull()
+      expect(await sink.latestForDelivery('dl_nobody', 0, Number.MAX_SAFE_INTEGER)).toBeNull()
     })
 
     it('attributes rows stored before their binding was known, and takes back rows outside it', async () => {

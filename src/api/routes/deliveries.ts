@@ -9,6 +9,7 @@ import { deliveryExpansions, type DeliveryExpansion } from '../../services/deliv
 import { coldChainSchema, coldChainStates } from '../../domain/cold-chain.js'
 import { stabilitySummarySchema } from '../../../rules/stability-summary.js'
 import { deliveryStatuses } from '../../domain/delivery-machine.js'
+import { failureReasons } from '../../domain/custody-event.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { component, idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -51,6 +52,24 @@ const CustodyEvent = z
     recorded_at: z.string(),
     prev_hash: z.string(),
     hash: z.string(),
+    temperature: z
+      .object({
+        last_c: z.number().nullable().describe('The newest reading of the tote at or before occurred_at, °C; null when there was none yet'),
+        at: z.string().nullable().describe('When that reading was taken (RFC 3339 UTC); null with last_c'),
+        state: z.enum(['OK', 'EXCURSION', 'BROKEN']).describe('The cold-chain state judged for occurred_at'),
+      })
+      .optional()
+      .describe(
+        'On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/custody.md)',
+      ),
+    attempt: z
+      .object({
+        number: z.number().int().min(1),
+        reason: z.enum(failureReasons).optional(),
+        note: z.string().nullable().optional(),
+      })
+      .optional()
+      .describe('On `failed` events: the attempt that failed, its reason and note; on `reattempted` events: the attempt it starts'),
     signature: component(storedSignatureSchema, 'Signature')
       .optional()
       .describe('On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash`'),
@@ -100,6 +119,18 @@ export const Delivery = z
       .describe(
         "What the dispatch warned of: the tote's sensor past its calibration due date (the pharmacy's calibration_policy warn), or no sensor record",
       ),
+    attempt: z.number().int().min(1).describe('The attempt under way or last made: 1, plus one per reattempt (docs/api.md, Attempts)'),
+    attempts: z
+      .array(
+        z.object({
+          number: z.number().int().min(1),
+          started_at: z.string().describe('The dispatch, or the reattempt'),
+          failed_at: z.string().nullable(),
+          reason: z.enum(failureReasons).nullable().describe('Why it failed; null while it has not (or failed before reasons were coded)'),
+          note: z.string().nullable(),
+        }),
+      )
+      .describe('Each attempt since the dispatch, oldest first, read from the custody chain'),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),
@@ -134,7 +165,17 @@ const bodies = {
     verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }),
     ...when,
   }),
-  fail: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
+  fail: z.strictObject({
+    reason: z
+      .enum(failureReasons, { error: `must be one of ${failureReasons.join(', ')} (a free-text reason goes in \`note\` with \`other\`)` })
+      .describe('Why the attempt failed'),
+    note: z.string().trim().min(1).max(1_000).optional().describe('What happened, in the driver’s words'),
+    ...when,
+  }),
+  reattempt: z.strictObject({
+    driver_id: z.string().optional().describe("Another driver of the delivery's fleet for this attempt; the same one when absent"),
+    ...when,
+  }),
   cancel: z.strictObject({ reason: z.string().min(1).max(1_000), ...when }),
   disposition: z.strictObject({
     decision: z.enum(['release', 'return']),
@@ -148,6 +189,7 @@ const scopes: Record<keyof typeof bodies, string> = {
   dispatch: 'deliveries:write',
   cancel: 'deliveries:write',
   fail: 'deliveries:write',
+  reattempt: 'deliveries:write',
   pickup: 'custody:write',
   handoff: 'custody:write',
   return: 'custody:write',
@@ -160,7 +202,8 @@ const summaries: Record<keyof typeof bodies, string> = {
   pickup: 'Driver signs for the goods at the pharmacy',
   handoff: 'One driver hands the goods to another',
   deliver: 'Patient verified; delivery complete',
-  fail: 'Delivery attempt failed',
+  fail: 'Delivery attempt failed, with a coded reason',
+  reattempt: "Send the same tote out again, up to the pharmacy's max_attempts",
   return: 'Goods handed back to the pharmacy',
   cancel: 'Cancel before pickup',
   disposition: "Pharmacist's decision on a broken cold chain",
@@ -172,6 +215,7 @@ const operationIds: Record<keyof typeof bodies, string> = {
   handoff: 'handOffDelivery',
   deliver: 'completeDelivery',
   fail: 'failDelivery',
+  reattempt: 'reattemptDelivery',
   return: 'returnDelivery',
   cancel: 'cancelDelivery',
   disposition: 'decideDisposition',
@@ -203,7 +247,7 @@ const actionRoute = <S extends z.ZodType>(action: keyof typeof bodies, body: S) 
     responses: {
       200: json(Delivery, 'The updated delivery'),
       409: problem(
-        '`invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress`',
+        '`invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress`',
       ),
       ...(action === 'disposition'
         ? {
@@ -305,6 +349,9 @@ export function deliveryRoutes(deliveries: DeliveryService, signatures: Signatur
   app.openapi(actionRoute('return', bodies.return), async (c) => c.json(await act(c, { action: 'return', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('deliver', bodies.deliver), async (c) => c.json(await act(c, { action: 'deliver', ...c.req.valid('json') }), 200))
   app.openapi(actionRoute('fail', bodies.fail), async (c) => c.json(await act(c, { action: 'fail', ...c.req.valid('json') }), 200))
+  app.openapi(actionRoute('reattempt', bodies.reattempt), async (c) =>
+    c.json(await act(c, { action: 'reattempt', ...c.req.valid('json') }), 200),
+  )
   app.openapi(actionRoute('cancel', bodies.cancel), async (c) => c.json(await act(c, { action: 'cancel', ...c.req.valid('json') }), 200))
   // Signed: the person is checked (and the password dropped) before the decision is applied; a
   // delivery the caller may not see is 404 first, so no password is tried (or throttled) for it.

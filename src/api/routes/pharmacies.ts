@@ -3,6 +3,7 @@ import { GLN_HELP, isGln } from '../../domain/gs1.js'
 import { npiCheckDigitHolds } from '../../domain/npi.js'
 import { calibrationPolicies } from '../../domain/sensor-calibration.js'
 import { DEFAULT_ESCALATE_AFTER_S } from '../../alarms/alarm-records.js'
+import { DEFAULT_MAX_ATTEMPTS } from '../../domain/delivery-machine.js'
 import { releasePolicies, writebackFormats, type PharmacyService } from '../../services/pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
@@ -28,6 +29,9 @@ const WritebackFormat = z
     'rxtrace (the default): the outcome event as webhooks carry it; fhir-r4: an HL7 FHIR R4 transaction Bundle (MedicationDispense, Provenance, Observation) as application/fhir+json (docs/interop.md)',
   )
 
+// Ten attempts: a delivery sent out more often than that is not going to reach the patient.
+const MAX_ATTEMPTS_LIMIT = 10
+
 const policies = {
   release_policy: z
     .enum(releasePolicies)
@@ -45,6 +49,14 @@ const policies = {
     .min(1)
     .max(7 * 86_400) // a week: an alarm left longer is not being watched at all
     .describe(`Seconds an alarm may stay unacknowledged before alarm.escalated; default ${DEFAULT_ESCALATE_AFTER_S}`),
+  max_attempts: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_ATTEMPTS_LIMIT)
+    .describe(
+      `Delivery attempts allowed, the first included: after that many failed attempts only \`return\` is left; default ${DEFAULT_MAX_ATTEMPTS}, at most ${MAX_ATTEMPTS_LIMIT}`,
+    ),
 }
 
 const glnSchema = z
@@ -79,6 +91,7 @@ const NewPharmacy = z
     release_policy: policies.release_policy.optional(),
     calibration_policy: policies.calibration_policy.optional(),
     escalate_after_s: policies.escalate_after_s.optional(),
+    max_attempts: policies.max_attempts.optional(),
   })
   .openapi('NewPharmacy')
 
@@ -114,6 +127,7 @@ const PharmacyChanges = z
     release_policy: policies.release_policy.optional(),
     calibration_policy: policies.calibration_policy.optional(),
     escalate_after_s: policies.escalate_after_s.optional(),
+    max_attempts: policies.max_attempts.optional(),
     gln: glnSchema.nullable().optional().describe('null removes it: EPCIS events then name the pharmacy by its URL'),
   })
   .refine((changes) => Object.keys(changes).length > 0, 'name at least one member to change')

@@ -127,7 +127,7 @@ export function describeDeliveryStates(store: StoreUnderTest) {
       await ok(rx.delivery_id, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId, tote_id: tote.id })
       await ok(rx.delivery_id, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 'sig' })
       clock.advance(MINUTE)
-      const failed = await ok(rx.delivery_id, 'fail', { reason: 'nobody home' })
+      const failed = await ok(rx.delivery_id, 'fail', { reason: 'patient_unavailable', note: 'nobody home' })
       expect(failed.status).toBe('FAILED')
       // The goods are still with the driver: another tote user must wait.
       const next = await queue({ cold_chain: true })
