@@ -329,6 +329,12 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       json: { from: world.pharmacy, to: world.driver, signature },
     })
     await call('POST', `/v1/deliveries/${second}/fail`, 200, { token: admin, json: { reason: 'patient_unavailable', note: 'Nobody home' } })
+    await call('POST', `/v1/deliveries/${second}/reattempt`, 200, { token: admin, json: {} })
+    await call('POST', `/v1/deliveries/${second}/pickup`, 200, { token: admin, json: { from: world.driver, to: world.driver, signature } })
+    await call('POST', `/v1/deliveries/${second}/fail`, 200, {
+      token: admin,
+      json: { reason: 'refused', note: 'Patient refused the package' },
+    })
     await call('POST', `/v1/deliveries/${second}/return`, 200, {
       token: admin,
       json: { from: world.driver, to: world.pharmacy, signature },
