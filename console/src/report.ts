@@ -1,4 +1,5 @@
 import { nameOf, type Bundle } from './delivery-bundle'
+import type { CustodyEvent } from './api'
 import { budgetSection } from './budget'
 import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
@@ -97,6 +98,28 @@ function summary(b: Bundle): HTMLElement {
   )
 }
 
+/** Why an attempt failed, in the pharmacist's words (docs/api.md, Attempts). */
+const FAILURE_REASONS: Record<string, string> = {
+  patient_unavailable: 'patient unavailable',
+  address_problem: 'address problem',
+  refused: 'refused by the patient',
+  unsafe: 'unsafe to deliver',
+  other: 'other reason',
+}
+
+function eventLabel(e: CustodyEvent): string {
+  if (e.type === 'failed' && e.attempt)
+    return `Attempt ${e.attempt.number} failed: ${e.attempt.reason ? (FAILURE_REASONS[e.attempt.reason] ?? e.attempt.reason) : 'no reason coded'}`
+  if (e.type === 'reattempted' && e.attempt) return `Sent out again (attempt ${e.attempt.number})`
+  return e.type.replace('_', ' ')
+}
+
+/** The temperature the custody hash recorded for the moment of the event (docs/custody.md). */
+function handoffTemperatureLine(t: NonNullable<CustodyEvent['temperature']>, tz: string): string {
+  const reading = t.last_c === null ? 'no reading yet' : `${celsius(t.last_c)} (reading of ${dateTime(t.at, tz)})`
+  return `Temperature at this moment: ${reading}; cold chain ${t.state}`
+}
+
 function custody(b: Bundle): HTMLElement {
   const tz = b.pharmacy.timezone
   const v = b.verdict
@@ -122,8 +145,10 @@ function custody(b: Bundle): HTMLElement {
         h(
           'li',
           { id: `custody-${i + 1}`, class: i + 1 === firstBad ? 'bad' : undefined, tabindex: i + 1 === firstBad ? '-1' : undefined },
-          h('div', { class: 'what' }, h('strong', {}, `${e.seq}. ${e.type.replace('_', ' ')}`), ' ', dateTime(e.occurred_at, tz)),
+          h('div', { class: 'what' }, h('strong', {}, `${e.seq}. ${eventLabel(e)}`), ' ', dateTime(e.occurred_at, tz)),
           e.from || e.to ? h('div', {}, `${nameOf(b, e.from)} → ${nameOf(b, e.to)}`) : null,
+          e.attempt?.note ? h('div', { class: 'small' }, `“${e.attempt.note}”`) : null,
+          e.temperature ? h('div', { class: 'small handoff-temperature' }, handoffTemperatureLine(e.temperature, tz)) : null,
           h('div', { class: 'small' }, `Recorded by ${nameOf(b, e.actor.sub)}`),
           e.signature ? signatureLine(e.signature, tz) : null,
           e.evidence_hash ? h('div', { class: 'small mono' }, 'Evidence ', h('code', {}, e.evidence_hash)) : null,

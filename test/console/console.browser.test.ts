@@ -214,4 +214,30 @@ describe('pharmacist console', () => {
       expect(serious.map((v) => `${v.id}: ${v.help}`)).toEqual([])
     }
   })
+
+  // Last: its delivery would be one more row for the queue steps above.
+  it('shows the temperature each handoff recorded, and a tampered temperature fails the check in the browser', async () => {
+    const cold = await world.coldDelivery(30 * 60_000, () => 5)
+    const handoff = await world.api.post(`/v1/deliveries/${cold.deliveryId}/handoff`, world.admin, {
+      from: world.fleet.driverId,
+      to: world.fleet.driver2Id,
+      signature: 'data:image/png;base64,iVBORw0KGgo=',
+    })
+    expect(handoff.status, handoff.text).toBe(200)
+    const seq = handoff.body.custody.at(-1).seq
+    await page.goto(`${world.base}/console/#/delivery/${cold.deliveryId}`)
+    await page.locator('main[data-ready="true"]').waitFor(LONG)
+    expect(await page.locator('.verify').textContent()).toContain('Chain verified in this browser')
+    expect(await page.locator(`#custody-${seq} .handoff-temperature`).textContent()).toMatch(/5\.0 °C .*cold chain OK/)
+
+    await world.service.db
+      .updateTable('custody_events')
+      .set({ temperature: JSON.stringify({ ...handoff.body.custody.at(-1).temperature, last_c: 4 }) })
+      .where('delivery_id', '=', cold.deliveryId)
+      .where('seq', '=', seq)
+      .execute()
+    await page.reload()
+    await page.locator('main[data-ready="true"]').waitFor(LONG)
+    expect(await page.locator('.verify.bad a').getAttribute('href')).toBe(`#custody-${seq}`)
+  })
 })
