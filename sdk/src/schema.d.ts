@@ -417,8 +417,25 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Delivery attempt failed */
+        /** Delivery attempt failed, with a coded reason */
         post: operations["failDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/reattempt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send the same tote out again, up to the pharmacy's max_attempts */
+        post: operations["reattemptDelivery"];
         delete?: never;
         options?: never;
         head?: never;
@@ -549,7 +566,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a fleet's name, branding, embed origins, time zone or average speed
+         * Change a fleet's name, branding, embed origins or time zone
          * @description Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.
          */
         patch: operations["updateFleet"];
@@ -570,66 +587,6 @@ export interface paths {
          * @description Only a token of that fleet, or an unrestricted one, changes a fleet; a pharmacy token is refused with 403.
          */
         post: operations["createDriver"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/drivers/{id}/locations": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Record a driver's positions
-         * @description A batch of 1–100 positions, recorded for each of the driver's deliveries in progress (DISPATCHED or PICKED_UP) and recomputing the ETA of those PICKED_UP. The driver's own user, its fleet, or an unrestricted client; anyone else (another fleet's driver included) gets 404. A position more than 60 s in the future is refused (422).
-         */
-        post: operations["postDriverLocations"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/deliveries/{id}/locations": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * A delivery's driver positions, oldest first
-         * @description The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends.
-         */
-        get: operations["listDeliveryLocations"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/deliveries/{id}/eta": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        /**
-         * Post the fleet router's ETA for a delivery
-         * @description The delivery's fleet (its router, a dispatcher, or the delivery's driver) or an unrestricted client; a pharmacy token gets 403. The delivery must be PICKED_UP. The posted ETA is the delivery's `eta` for 15 minutes, over the one computed from positions; `delivery.eta-changed` follows the usual rules.
-         */
-        put: operations["putDeliveryEta"];
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1497,6 +1454,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "delivery.reattempted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `delivery.reattempted` event, POSTed to every endpoint subscribed to it */
+        post: operations["onDeliveryReattempted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "delivery.returned": {
         parameters: {
             query?: never;
@@ -1525,40 +1499,6 @@ export interface webhooks {
         put?: never;
         /** The `delivery.cancelled` event, POSTed to every endpoint subscribed to it */
         post: operations["onDeliveryCancelled"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "delivery.eta-changed": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** The `delivery.eta-changed` event, POSTed to every endpoint subscribed to it */
-        post: operations["onDeliveryEtaChanged"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "delivery.arriving": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** The `delivery.arriving` event, POSTed to every endpoint subscribed to it */
-        post: operations["onDeliveryArriving"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1827,7 +1767,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1851,7 +1791,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1872,7 +1812,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1895,7 +1835,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1906,8 +1846,38 @@ export interface components {
             custody_seq: number;
             /** @description `sha256:` and 64 hex digits */
             custody_hash: string;
-            /** @description As the caller gave it */
+            /** @description `patient_unavailable`, `address_problem`, `refused`, `unsafe` or `other` (docs/api.md, Attempts); free text in events from before reasons were coded */
             reason: string;
+            /** @description The driver’s words, if any; absent in events from before reasons were coded */
+            note?: string | null;
+            /** @description The attempt that failed, 1 for the first */
+            attempt?: number;
+        };
+        /** @description The same tote sent out again after a failed attempt, within the pharmacy's max_attempts */
+        DeliveryReattemptedData: {
+            /**
+             * @description The delivery status after the action
+             * @enum {string}
+             */
+            status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @enum {string} */
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
+            /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
+            occurred_at: string;
+            /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
+            from: string | null;
+            /** @description The party taking custody (`dr_…`, `ph_…`, or `patient`) */
+            to: string | null;
+            /** @description The custody event this action appended */
+            custody_seq: number;
+            /** @description `sha256:` and 64 hex digits */
+            custody_hash: string;
+            /** @description The attempt it starts: 2 for the first reattempt */
+            attempt: number;
+            /** @description The driver of this attempt */
+            driver_id: string | null;
         };
         DeliveryReturnedData: {
             /**
@@ -1918,7 +1888,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1939,7 +1909,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -1953,27 +1923,6 @@ export interface components {
             /** @description As the caller gave it */
             reason: string;
         };
-        /** @description The ETA of a delivery on its way moved by 5 minutes or more; at most one a minute per delivery (docs/fleet.md) */
-        DeliveryEtaChangedData: {
-            /** @description The ETA now */
-            eta: string;
-            /** @description The ETA announced before (the promised one, before the first change) */
-            previous_eta: string;
-            /**
-             * @description Computed from the driver’s position, or posted by the fleet’s router
-             * @enum {string}
-             */
-            source: "computed" | "router";
-            /** @description Straight-line metres from the driver to the address; null for a router’s ETA */
-            distance_m: number | null;
-        };
-        /** @description The driver is within 500 m of the delivery address; once per delivery */
-        DeliveryArrivingData: {
-            /** @description RFC 3339 UTC */
-            eta: string;
-            /** @description Straight-line metres from the driver to the address (≤ 500) */
-            distance_m: number;
-        };
         /** @description A pickup, a handoff between drivers, or a return to the pharmacy */
         CustodyHandoffSignedData: {
             /**
@@ -1984,7 +1933,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -2005,7 +1954,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -2109,7 +2058,7 @@ export interface components {
             /** @enum {string} */
             previous_status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description When it happened (the action’s `occurred_at`, or when it was recorded) */
             occurred_at: string;
             /** @description The party handing over custody (`ph_…`, `dr_…`), null when custody does not change hands */
@@ -2197,7 +2146,7 @@ export interface components {
         };
         HandoffRefusedData: {
             /** @enum {string} */
-            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "return" | "cancel" | "disposition";
+            action: "dispatch" | "pickup" | "handoff" | "deliver" | "fail" | "reattempt" | "return" | "cancel" | "disposition";
             /** @description The refusal’s problem `code` */
             code: string;
             reason: string;
@@ -2322,6 +2271,8 @@ export interface components {
             calibration_policy: "refuse" | "warn" | "strict";
             /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
             escalate_after_s: number;
+            /** @description Delivery attempts allowed, the first included: after that many failed attempts only `return` is left; default 3, at most 10 */
+            max_attempts: number;
             id: string;
             created_at: string;
         };
@@ -2372,6 +2323,8 @@ export interface components {
             calibration_policy?: "refuse" | "warn" | "strict";
             /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
             escalate_after_s?: number;
+            /** @description Delivery attempts allowed, the first included: after that many failed attempts only `return` is left; default 3, at most 10 */
+            max_attempts?: number;
         };
         PharmacyChanges: {
             /**
@@ -2386,6 +2339,8 @@ export interface components {
             calibration_policy?: "refuse" | "warn" | "strict";
             /** @description Seconds an alarm may stay unacknowledged before alarm.escalated; default 900 */
             escalate_after_s?: number;
+            /** @description Delivery attempts allowed, the first included: after that many failed attempts only `return` is left; default 3, at most 10 */
+            max_attempts?: number;
             /** @description null removes it: EPCIS events then name the pharmacy by its URL */
             gln?: string | null;
         };
@@ -2448,13 +2403,7 @@ export interface components {
              * @description RFC 3339 UTC; becomes the ETA
              */
             deliver_by?: string;
-            /** @description The address, free-form; `lat`/`lng` (both or neither) let the service compute an ETA from the driver’s positions */
             delivery_address?: {
-                /** @description WGS 84 latitude of the door, degrees */
-                lat?: number;
-                /** @description WGS 84 longitude of the door, degrees */
-                lng?: number;
-            } & {
                 [key: string]: unknown;
             };
             items?: {
@@ -2479,7 +2428,6 @@ export interface components {
             pharmacy_id: string;
             /** @enum {string} */
             status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
-            /** @description When the goods are expected at the patient: the promised time (`deliver_by`), then the live ETA from the driver’s positions or the fleet’s router once the delivery is on its way (docs/fleet.md, Live location and ETA) */
             eta: string;
             fleet_id: string | null;
             driver_id: string | null;
@@ -2509,6 +2457,21 @@ export interface components {
                 tote_id: string;
                 sensor_serial: string | null;
                 calibration_due: string | null;
+            }[];
+            /** @description The attempt under way or last made: 1, plus one per reattempt (docs/api.md, Attempts) */
+            attempt: number;
+            /** @description Each attempt since the dispatch, oldest first, read from the custody chain */
+            attempts: {
+                number: number;
+                /** @description The dispatch, or the reattempt */
+                started_at: string;
+                failed_at: string | null;
+                /**
+                 * @description Why it failed; null while it has not (or failed before reasons were coded)
+                 * @enum {string|null}
+                 */
+                reason: "patient_unavailable" | "address_problem" | "refused" | "unsafe" | "other" | null;
+                note: string | null;
             }[];
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
@@ -2681,6 +2644,25 @@ export interface components {
             recorded_at: string;
             prev_hash: string;
             hash: string;
+            /** @description On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/custody.md) */
+            temperature?: {
+                /** @description The newest reading of the tote at or before occurred_at, °C; null when there was none yet */
+                last_c: number | null;
+                /** @description When that reading was taken (RFC 3339 UTC); null with last_c */
+                at: string | null;
+                /**
+                 * @description The cold-chain state judged for occurred_at
+                 * @enum {string}
+                 */
+                state: "OK" | "EXCURSION" | "BROKEN";
+            };
+            /** @description On `failed` events: the attempt that failed, its reason and note; on `reattempted` events: the attempt it starts */
+            attempt?: {
+                number: number;
+                /** @enum {string} */
+                reason?: "patient_unavailable" | "address_problem" | "refused" | "unsafe" | "other";
+                note?: string | null;
+            };
             signature?: components["schemas"]["Signature"];
         };
         /** @description On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash` */
@@ -2781,8 +2763,6 @@ export interface components {
             embed_origins: string[];
             /** @description IANA time zone of the embedded dashboard’s local times */
             timezone: string;
-            /** @description km/h used for ETAs computed from drivers’ positions */
-            average_speed_kmh: number;
             created_at: string;
         };
         Branding: {
@@ -2798,8 +2778,6 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
-            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
-            average_speed_kmh?: number;
         };
         /**
          * @example {
@@ -2821,8 +2799,6 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
-            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
-            average_speed_kmh?: number;
         };
         Driver: {
             id: string;
@@ -2835,74 +2811,6 @@ export interface components {
         NewDriver: {
             name: string;
             phone?: string;
-        };
-        PositionsRecorded: {
-            /** @description Positions taken (a position already stored for the same instant is kept once) */
-            accepted: number;
-            /** @description The driver's deliveries in progress the positions were recorded for */
-            delivery_ids: string[];
-        };
-        /**
-         * @example {
-         *       "positions": [
-         *         {
-         *           "lat": 41.8819,
-         *           "lng": -87.6278,
-         *           "accuracy_m": 8,
-         *           "at": "2026-11-29T14:05:00Z"
-         *         }
-         *       ]
-         *     }
-         */
-        PositionBatch: {
-            positions: components["schemas"]["Position"][];
-        };
-        Position: {
-            /** @description WGS 84 latitude, degrees */
-            lat: number;
-            /** @description WGS 84 longitude, degrees */
-            lng: number;
-            /** @description Horizontal accuracy (radius), metres */
-            accuracy_m: number;
-            /**
-             * Format: date-time
-             * @description When the fix was taken (RFC 3339); at most 60 s ahead of the service's clock
-             */
-            at: string;
-        };
-        PositionPage: {
-            data: components["schemas"]["StoredPosition"][];
-            /** @description Pass as `after` for the next page; null at the end */
-            next_cursor: string | null;
-        };
-        StoredPosition: {
-            lat: number;
-            lng: number;
-            accuracy_m: number;
-            /** @description When the fix was taken (RFC 3339 UTC) */
-            at: string;
-            /** @description The driver who sent it */
-            driver_id: string;
-        };
-        EtaInForce: {
-            /** @description The delivery’s ETA now */
-            eta: string;
-            /** @enum {string} */
-            source: "router";
-            /** @description The router’s ETA wins over the computed one until then (15 min after the post) */
-            until: string;
-        };
-        /**
-         * @example {
-         *       "eta": "2026-11-29T14:40:00Z"
-         *     }
-         */
-        RouterEta: {
-            /**
-             * Format: date-time
-             * @description When the fleet’s router expects the goods at the patient (RFC 3339)
-             */
-            eta: string;
         };
         ToteWithCredentials: components["schemas"]["Tote"] & {
             mqtt: {
@@ -3083,7 +2991,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -3098,7 +3006,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             enabled?: boolean;
             description?: string;
             /**
@@ -4265,6 +4173,7 @@ export interface operations {
                      *         "pharmacies:write",
                      *         "prescriptions:read",
                      *         "prescriptions:write",
+                     *         "products:write",
                      *         "deliveries:read",
                      *         "deliveries:write",
                      *         "custody:write",
@@ -4345,10 +4254,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "bvfvWzuue99fZy9U5DMs_hi2tuZ9scSOeTm5X5mdSNo",
-                     *           "y": "BSCcShT32RQbXei90-iv67lMFAR6MNSvWFWI4LOnIVM",
+                     *           "x": "5lkskj2lXuWX-FXcQcKLe-GUegOZB72q4I6cOMJDczU",
+                     *           "y": "8FKpleeQVe0SjvaN4eHMGL3op_VqW4KQMj2cHcLfCes",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m8dry5m1m5rbpgkjx1qzkmvw",
+                     *           "kid": "key_01m8jen9myet2w8fvws54bjrhr",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -4436,10 +4345,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk1LCJleHAiOjE3OTU3NTk1OTUsImp0aSI6IjI3MWU2ZWRhLTZiYmItNDk0My04ODI5LTE1YjBhYjI0ZWZiYyJ9.dIhD39eIU6XxAsVj0DSzvRLYqKX1ytnW3bPicO4k1xeNm0MtLMqBrlCvjNLK82UXpaiUIu0iMJG0lpR1KKJPMQ",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjJkNTU3NzkxLTU5OTctNDgyOC1iZmE3LWE3YjVlNWIwOGE5MSJ9.cLeMJhdr_4IhShYdEht3sFGAuFKsk3Y9CxXradxYJxLb2v3q676Tc9tNjdvztq5MbJQJdLvHC_Tf5iuR8RmeVQ",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
-                     *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
+                     *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
                      *     }
                      */
                     "application/json": {
@@ -4535,7 +4444,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk2LCJleHAiOjE3OTU3NTk1OTYsImp0aSI6Ijg5YmNiMWJjLWM2NjctNDc4Ny1hZTMwLTU4Y2JkNmQwYjg4YSJ9.Gpzqz002k7q9b55Sp1zMxfO12k8VkUkV-JmNx-WV0zcUTYNefdk4_7UNaT2w7gNLy71dcBa3JunghEUimx3yhQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjM3ZTJmN2MyLWE0NDktNGU3Yy1iZmNkLTVhMjEwMTg1Mjg5ZSJ9.jNY91q6PrnTmlNAeVfOZ5aESIsYvNNRYmdhmLg1-ZRX1ffn6UZi8clQ3MZp6OU3kNLoSHsatK47vPSBnMDZRCQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4629,7 +4538,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04ZHJ5NW0xbTVyYnBna2p4MXF6a212dyJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1NzU4Njk1LCJleHAiOjE3OTU3NTk1OTUsImp0aSI6IjI3MWU2ZWRhLTZiYmItNDk0My04ODI5LTE1YjBhYjI0ZWZiYyJ9.dIhD39eIU6XxAsVj0DSzvRLYqKX1ytnW3bPicO4k1xeNm0MtLMqBrlCvjNLK82UXpaiUIu0iMJG0lpR1KKJPMQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjJkNTU3NzkxLTU5OTctNDgyOC1iZmE3LWE3YjVlNWIwOGE5MSJ9.cLeMJhdr_4IhShYdEht3sFGAuFKsk3Y9CxXradxYJxLb2v3q676Tc9tNjdvztq5MbJQJdLvHC_Tf5iuR8RmeVQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4652,14 +4561,14 @@ export interface operations {
                     /**
                      * @example {
                      *       "active": true,
-                     *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read",
+                     *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read",
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795759595,
+                     *       "exp": 1795916590,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc"
+                     *       "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91"
                      *     }
                      */
                     "application/json": {
@@ -4842,13 +4751,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m8drycrq3cg4tcqw3k6tqet1",
+                 *       "client_id": "cl_01m8jenes8z19jnggvcefm1e17",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "LG1nTW-q4gP_5s0xZEn60FBfPQy_elZvLPFHvUdGUb0",
+                 *       "code_challenge": "eaJY9_IVMppylM9UvTyZb-GKputGWLoBexLCfdOj2wc",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "gXUcMK2RBB4fUTHEZMGFf7PDqHaqXPn2VJ0iFvZklas",
+                 *       "csrf_token": "SGWKA9hBtXjNOk3BdCEowDLtsedTKnDnIhGXLkZ2QSQ",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -5062,8 +4971,8 @@ export interface operations {
                      *       "console": "http://rxtrace.test/console/",
                      *       "mqtt": {
                      *         "mode": "embedded",
-                     *         "tcp": "mqtt://rxtrace.test:1883",
-                     *         "websocket": "ws://rxtrace.test:8083/mqtt",
+                     *         "tcp": "mqtt://127.0.0.1:34063",
+                     *         "websocket": null,
                      *         "readings_topic": "rxtrace/v1/totes/{tote_id}/readings",
                      *         "errors_topic": "rxtrace/v1/totes/{tote_id}/errors"
                      *       }
@@ -5129,11 +5038,10 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *           "id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
-                     *           "gln": null,
                      *           "address": {
                      *             "line1": "1 Main St",
                      *             "city": "Springfield",
@@ -5147,10 +5055,12 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-28T23:14:16.715Z",
+                     *           "created_at": "2026-11-29T01:28:10.815Z",
                      *           "release_policy": "auto_within_budget",
                      *           "calibration_policy": "refuse",
-                     *           "escalate_after_s": 1
+                     *           "escalate_after_s": 1,
+                     *           "gln": null,
+                     *           "max_attempts": 3
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5283,11 +5193,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
-                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
@@ -5301,10 +5210,12 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "created_at": "2026-11-29T01:28:10.815Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
-                     *       "escalate_after_s": 900
+                     *       "escalate_after_s": 900,
+                     *       "gln": null,
+                     *       "max_attempts": 3
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5447,11 +5358,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
-                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
@@ -5465,10 +5375,12 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "created_at": "2026-11-29T01:28:10.815Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
-                     *       "escalate_after_s": 900
+                     *       "escalate_after_s": 900,
+                     *       "gln": null,
+                     *       "max_attempts": 3
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5584,11 +5496,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
-                     *       "gln": null,
                      *       "address": {
                      *         "line1": "1 Main St",
                      *         "city": "Springfield",
@@ -5602,10 +5513,12 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-28T23:14:16.715Z",
+                     *       "created_at": "2026-11-29T01:28:10.815Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
-                     *       "escalate_after_s": 1
+                     *       "escalate_after_s": 1,
+                     *       "gln": null,
+                     *       "max_attempts": 3
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5753,12 +5666,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *           "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -5786,7 +5699,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-27T05:51:39.624Z"
+                     *           "created_at": "2026-11-29T01:28:13.045Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5895,7 +5808,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -5923,12 +5836,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -5956,7 +5869,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-27T05:51:39.624Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6099,12 +6012,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6132,7 +6045,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-27T05:51:39.624Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6241,12 +6154,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8j43tk0byn3xqngrzysg9p0",
-                     *       "rx_id": "rx_01m8j43t9nqskpjdfx6h5vpdnf",
+                     *       "id": "dl_01m8jenpvf8h19rxzv5g3vmzqx",
+                     *       "rx_id": "rx_01m8jenpb4sqw7hb77fmt6k19e",
                      *       "leg": 2,
-                     *       "pharmacy_id": "ph_01m8j43mvm03hka6dn6kth898k",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "QUEUED",
-                     *       "eta": "2026-11-29T02:23:49.344Z",
+                     *       "eta": "2026-11-29T05:28:21.104Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -6279,7 +6192,7 @@ export interface operations {
                      *         "items": [
                      *           {
                      *             "ndc": "00002-8215-01",
-                     *             "product_id": "pr_01m8j43t36qdez0kvnj7rwa5mj",
+                     *             "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *             "version": 3,
                      *             "bands": [
                      *               {
@@ -6303,10 +6216,12 @@ export interface operations {
                      *         ],
                      *         "remaining_fraction": 1,
                      *         "legs": [
-                     *           "dl_01m8j43t9nqskpjdfx6h5vpdng",
-                     *           "dl_01m8j43tk0byn3xqngrzysg9p0"
+                     *           "dl_01m8jenpb4sqw7hb77fmt6k19f",
+                     *           "dl_01m8jenpvf8h19rxzv5g3vmzqx"
                      *         ]
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -6316,17 +6231,22 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8j43mvm03hka6dn6kth898k",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-28T22:23:49.344Z",
-                     *           "recorded_at": "2026-11-28T22:23:49.344Z",
-                     *           "prev_hash": "sha256:e2e7ab12531fe247930a8d039dfedc143b72512c802fdb70b3dc2024c72035e4",
-                     *           "hash": "sha256:c5f599fa6cfc524e393c145bbda58292aa7fbfb2ae19b4dff4565aefafe2d98b"
+                     *           "occurred_at": "2026-11-29T01:28:21.104Z",
+                     *           "recorded_at": "2026-11-29T01:28:21.104Z",
+                     *           "prev_hash": "sha256:8ac49d0a8cd1d7a57af65a62777dbee7864e49cbad0233364e25786dba43e36b",
+                     *           "hash": "sha256:c4a7310fa5557af96c326d9a1bf2c12b9e037dbaa70646852e75f36ff1c695d1",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T22:23:49.344Z",
-                     *       "updated_at": "2026-11-28T22:23:49.344Z"
+                     *       "created_at": "2026-11-29T01:28:21.104Z",
+                     *       "updated_at": "2026-11-29T01:28:21.104Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6469,15 +6389,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -6503,6 +6423,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -6512,13 +6442,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -6527,14 +6462,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 3,
@@ -6543,14 +6483,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
-                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
+                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 4,
@@ -6559,17 +6504,22 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
-                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
-                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
+                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
+                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 5,
@@ -6578,18 +6528,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-27T05:51:41.391Z",
-                     *           "recorded_at": "2026-11-27T05:51:41.391Z",
-                     *           "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
-                     *           "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
+                     *           "occurred_at": "2026-11-29T01:28:13.933Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.933Z",
+                     *           "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *           "temperature": {
+                     *             "last_c": 5,
+                     *             "at": "2026-11-29T01:28:13.784Z",
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:39.624Z",
-                     *       "updated_at": "2026-11-27T05:51:41.391Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z",
+                     *       "updated_at": "2026-11-29T01:28:13.933Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6713,15 +6668,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *           "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *           "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *           "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *           "leg": 1,
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -6747,6 +6702,16 @@ export interface operations {
                      *             "broken_at": null,
                      *             "disposition": null
                      *           },
+                     *           "attempt": 1,
+                     *           "attempts": [
+                     *             {
+                     *               "number": 1,
+                     *               "started_at": "2026-11-29T01:28:13.297Z",
+                     *               "failed_at": null,
+                     *               "reason": null,
+                     *               "note": null
+                     *             }
+                     *           ],
                      *           "custody": [
                      *             {
                      *               "seq": 1,
@@ -6756,13 +6721,18 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *               "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *               "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *               "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *               "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *               "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *               "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *               "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *               "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *               "temperature": {
+                     *                 "last_c": null,
+                     *                 "at": null,
+                     *                 "state": "OK"
+                     *               }
                      *             },
                      *             {
                      *               "seq": 2,
@@ -6771,14 +6741,19 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *               "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *               "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *               "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *               "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *               "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *               "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *               "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *               "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *               "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *               "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *               "temperature": {
+                     *                 "last_c": null,
+                     *                 "at": null,
+                     *                 "state": "OK"
+                     *               }
                      *             },
                      *             {
                      *               "seq": 3,
@@ -6787,14 +6762,19 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *               "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *               "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *               "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-27T05:51:40.627Z",
-                     *               "recorded_at": "2026-11-27T05:51:40.627Z",
-                     *               "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                     *               "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                     *               "occurred_at": "2026-11-29T01:28:13.504Z",
+                     *               "recorded_at": "2026-11-29T01:28:13.504Z",
+                     *               "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *               "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *               "temperature": {
+                     *                 "last_c": null,
+                     *                 "at": null,
+                     *                 "state": "OK"
+                     *               }
                      *             },
                      *             {
                      *               "seq": 4,
@@ -6803,17 +6783,22 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *               "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *               "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *               "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-27T05:51:40.846Z",
-                     *               "recorded_at": "2026-11-27T05:51:40.846Z",
-                     *               "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
-                     *               "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
+                     *               "occurred_at": "2026-11-29T01:28:13.608Z",
+                     *               "recorded_at": "2026-11-29T01:28:13.608Z",
+                     *               "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *               "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *               "temperature": {
+                     *                 "last_c": null,
+                     *                 "at": null,
+                     *                 "state": "OK"
+                     *               }
                      *             },
                      *             {
                      *               "seq": 5,
@@ -6822,18 +6807,23 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *               "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-27T05:51:41.391Z",
-                     *               "recorded_at": "2026-11-27T05:51:41.391Z",
-                     *               "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
-                     *               "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
+                     *               "occurred_at": "2026-11-29T01:28:13.933Z",
+                     *               "recorded_at": "2026-11-29T01:28:13.933Z",
+                     *               "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *               "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *               "temperature": {
+                     *                 "last_c": 5,
+                     *                 "at": "2026-11-29T01:28:13.784Z",
+                     *                 "state": "OK"
+                     *               }
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-27T05:51:39.624Z",
-                     *           "updated_at": "2026-11-27T05:51:41.391Z"
+                     *           "created_at": "2026-11-29T01:28:13.045Z",
+                     *           "updated_at": "2026-11-29T01:28:13.933Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6948,7 +6938,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
+                     *       "head": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -7057,17 +7047,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "id": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "id": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -7172,9 +7162,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                 *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t"
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s"
                  *     }
                  */
                 "application/json": {
@@ -7200,15 +7190,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7234,6 +7224,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7243,13 +7243,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -7258,18 +7263,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:39.624Z",
-                     *       "updated_at": "2026-11-27T05:51:40.370Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z",
+                     *       "updated_at": "2026-11-29T01:28:13.297Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7324,7 +7334,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7406,8 +7416,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *       "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -7434,15 +7444,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7468,6 +7478,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7477,13 +7497,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -7492,14 +7517,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 3,
@@ -7508,18 +7538,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
-                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
+                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:39.624Z",
-                     *       "updated_at": "2026-11-27T05:51:40.627Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z",
+                     *       "updated_at": "2026-11-29T01:28:13.504Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7574,7 +7609,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7656,8 +7691,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                 *       "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                 *       "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *       "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -7688,15 +7723,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7722,6 +7757,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7731,13 +7776,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -7746,14 +7796,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 3,
@@ -7762,14 +7817,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
-                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
+                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 4,
@@ -7778,21 +7838,26 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
-                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
-                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
+                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
+                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:39.624Z",
-                     *       "updated_at": "2026-11-27T05:51:40.846Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z",
+                     *       "updated_at": "2026-11-29T01:28:13.608Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7847,7 +7912,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7929,8 +7994,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                 *       "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *       "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -7957,14 +8022,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                     *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-27T09:51:42.018Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "eta": "2026-11-29T05:28:14.870Z",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -7980,6 +8045,23 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 2,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:14.902Z",
+                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "reason": "patient_unavailable",
+                     *           "note": "Nobody home"
+                     *         },
+                     *         {
+                     *           "number": 2,
+                     *           "started_at": "2026-11-29T01:28:15.038Z",
+                     *           "failed_at": "2026-11-29T01:28:15.214Z",
+                     *           "reason": "refused",
+                     *           "note": "Patient refused the package"
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7989,13 +8071,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.018Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.018Z",
-                     *           "prev_hash": "sha256:bdb7fb3613ec81eca4f36f12ae19e0be77c33917cf376c807c162f229eec5503",
-                     *           "hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100"
+                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
+                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
+                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8004,14 +8086,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.037Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.037Z",
-                     *           "prev_hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100",
-                     *           "hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777"
+                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
+                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
+                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8020,14 +8102,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:42.115Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.115Z",
-                     *           "prev_hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777",
-                     *           "hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73"
+                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
+                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
+                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8039,31 +8121,92 @@ export interface operations {
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
-                     *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-27T05:51:42.159Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.159Z",
-                     *           "prev_hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73",
-                     *           "hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
+                     *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
+                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
+                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
+                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "attempt": {
+                     *             "number": 1,
+                     *             "reason": "patient_unavailable",
+                     *             "note": "Nobody home"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 5,
+                     *           "type": "reattempted",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "location": null,
+                     *           "evidence_hash": null,
+                     *           "occurred_at": "2026-11-29T01:28:15.038Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.038Z",
+                     *           "prev_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                     *           "attempt": {
+                     *             "number": 2
+                     *           }
+                     *         },
+                     *         {
+                     *           "seq": 6,
+                     *           "type": "picked_up",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "location": null,
+                     *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
+                     *           "occurred_at": "2026-11-29T01:28:15.174Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.174Z",
+                     *           "prev_hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                     *           "hash": "sha256:07670e0f00e4943c72992591dfa99c6a90b1cc3e181d22bc264c7c1277db4adf"
+                     *         },
+                     *         {
+                     *           "seq": 7,
+                     *           "type": "failed",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": null,
+                     *           "to": null,
+                     *           "location": null,
+                     *           "evidence_hash": "sha256:8dbf26447e0140e50f9c948cd0c785ee1b14ffdda4b385bc0dc17381c9b932aa",
+                     *           "occurred_at": "2026-11-29T01:28:15.214Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.214Z",
+                     *           "prev_hash": "sha256:07670e0f00e4943c72992591dfa99c6a90b1cc3e181d22bc264c7c1277db4adf",
+                     *           "hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a",
+                     *           "attempt": {
+                     *             "number": 2,
+                     *             "reason": "refused",
+                     *             "note": "Patient refused the package"
+                     *           }
+                     *         },
+                     *         {
+                     *           "seq": 8,
                      *           "type": "returned",
                      *           "actor": {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:42.340Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.340Z",
-                     *           "prev_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41",
-                     *           "hash": "sha256:5a5e53fa1d05a057282e4b18e370786216f105a7c015633e586518937b4f044b"
+                     *           "occurred_at": "2026-11-29T01:28:15.228Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.228Z",
+                     *           "prev_hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a",
+                     *           "hash": "sha256:823b0597b249fcf0914681b17514d09dddd86621a6023034a930a026d827ae4d"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:42.018Z",
-                     *       "updated_at": "2026-11-27T05:51:42.340Z"
+                     *       "created_at": "2026-11-29T01:28:14.870Z",
+                     *       "updated_at": "2026-11-29T01:28:15.228Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8118,7 +8261,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8230,15 +8373,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -8264,6 +8407,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8273,13 +8426,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:39.624Z",
-                     *           "recorded_at": "2026-11-27T05:51:39.624Z",
-                     *           "prev_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88",
-                     *           "hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b"
+                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
+                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8288,14 +8446,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:40.370Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.370Z",
-                     *           "prev_hash": "sha256:c4debd131f224f678102392bb8dde65bc86b14892a16660e925fef78676ca64b",
-                     *           "hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b"
+                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
+                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8304,14 +8467,19 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.627Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.627Z",
-                     *           "prev_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                     *           "hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
+                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8320,17 +8488,22 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "to": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:40.846Z",
-                     *           "recorded_at": "2026-11-27T05:51:40.846Z",
-                     *           "prev_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca",
-                     *           "hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc"
+                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
+                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 5,
@@ -8339,18 +8512,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                     *           "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-27T05:51:41.391Z",
-                     *           "recorded_at": "2026-11-27T05:51:41.391Z",
-                     *           "prev_hash": "sha256:6f78c07c79ab0af29c427d727ea1032ab800a8eb99e76dd0bbe52dab221a97cc",
-                     *           "hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69"
+                     *           "occurred_at": "2026-11-29T01:28:13.933Z",
+                     *           "recorded_at": "2026-11-29T01:28:13.933Z",
+                     *           "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *           "temperature": {
+                     *             "last_c": 5,
+                     *             "at": "2026-11-29T01:28:13.784Z",
+                     *             "state": "OK"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:39.624Z",
-                     *       "updated_at": "2026-11-27T05:51:41.391Z"
+                     *       "created_at": "2026-11-29T01:28:13.045Z",
+                     *       "updated_at": "2026-11-29T01:28:13.933Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8405,7 +8583,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8487,11 +8665,18 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "reason": "Nobody home"
+                 *       "reason": "patient_unavailable",
+                 *       "note": "Nobody home"
                  *     }
                  */
                 "application/json": {
-                    reason: string;
+                    /**
+                     * @description Why the attempt failed
+                     * @enum {string}
+                     */
+                    reason: "patient_unavailable" | "address_problem" | "refused" | "unsafe" | "other";
+                    /** @description What happened, in the driver’s words */
+                    note?: string;
                     /**
                      * Format: date-time
                      * @description When it physically happened (RFC 3339 UTC); defaults to now
@@ -8510,14 +8695,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                     *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-27T09:51:42.018Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *       "eta": "2026-11-29T05:28:14.870Z",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8533,6 +8718,16 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:14.902Z",
+                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "reason": "patient_unavailable",
+                     *           "note": "Nobody home"
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8542,13 +8737,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.018Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.018Z",
-                     *           "prev_hash": "sha256:bdb7fb3613ec81eca4f36f12ae19e0be77c33917cf376c807c162f229eec5503",
-                     *           "hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100"
+                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
+                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
+                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8557,14 +8752,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.037Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.037Z",
-                     *           "prev_hash": "sha256:a19ac72132035a0703cf5125eb256b9a81648eded4d6b45191165a74687e4100",
-                     *           "hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777"
+                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
+                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
+                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8573,14 +8768,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-27T05:51:42.115Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.115Z",
-                     *           "prev_hash": "sha256:0442f4a97a757f7870b0edb265784c9c9c10e7ccafd0b3e512d86d648f5f5777",
-                     *           "hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73"
+                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
+                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
+                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8592,15 +8787,20 @@ export interface operations {
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
-                     *           "evidence_hash": "sha256:adcb20779a1e4f2df90438e1c0db3188802ca0f5a8ab6b2e41ecc096af8da4cf",
-                     *           "occurred_at": "2026-11-27T05:51:42.159Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.159Z",
-                     *           "prev_hash": "sha256:7d43b71204bf3c907f9076fed1e95c5264ece733e42d42c106056bb041315f73",
-                     *           "hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
+                     *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
+                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
+                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
+                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "attempt": {
+                     *             "number": 1,
+                     *             "reason": "patient_unavailable",
+                     *             "note": "Nobody home"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:42.018Z",
-                     *       "updated_at": "2026-11-27T05:51:42.159Z"
+                     *       "created_at": "2026-11-29T01:28:14.870Z",
+                     *       "updated_at": "2026-11-29T01:28:14.947Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8655,7 +8855,295 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    reattemptDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": {
+                    /** @description Another driver of the delivery's fleet for this attempt; the same one when absent */
+                    driver_id?: string;
+                    /**
+                     * Format: date-time
+                     * @description When it physically happened (RFC 3339 UTC); defaults to now
+                     */
+                    occurred_at?: string;
+                    location?: components["schemas"]["Location"];
+                };
+            };
+        };
+        responses: {
+            /** @description The updated delivery */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *       "leg": 1,
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "status": "DISPATCHED",
+                     *       "eta": "2026-11-29T05:28:14.870Z",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": null,
+                     *       "cold_chain": {
+                     *         "required": false,
+                     *         "profile": null,
+                     *         "state": "UNMONITORED",
+                     *         "min_c": null,
+                     *         "max_c": null,
+                     *         "mkt_c": null,
+                     *         "time_out_of_range_s": 0,
+                     *         "unknown_s": 0,
+                     *         "excursions": [],
+                     *         "break_reason": null,
+                     *         "broken_at": null,
+                     *         "disposition": null
+                     *       },
+                     *       "attempt": 2,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:14.902Z",
+                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "reason": "patient_unavailable",
+                     *           "note": "Nobody home"
+                     *         },
+                     *         {
+                     *           "number": 2,
+                     *           "started_at": "2026-11-29T01:28:15.038Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
+                     *       "custody": [
+                     *         {
+                     *           "seq": 1,
+                     *           "type": "created",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": null,
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "location": null,
+                     *           "evidence_hash": null,
+                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
+                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
+                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
+                     *         },
+                     *         {
+                     *           "seq": 2,
+                     *           "type": "dispatched",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "location": null,
+                     *           "evidence_hash": null,
+                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
+                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
+                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
+                     *         },
+                     *         {
+                     *           "seq": 3,
+                     *           "type": "picked_up",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "location": null,
+                     *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
+                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
+                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
+                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
+                     *         },
+                     *         {
+                     *           "seq": 4,
+                     *           "type": "failed",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": null,
+                     *           "to": null,
+                     *           "location": null,
+                     *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
+                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
+                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
+                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
+                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "attempt": {
+                     *             "number": 1,
+                     *             "reason": "patient_unavailable",
+                     *             "note": "Nobody home"
+                     *           }
+                     *         },
+                     *         {
+                     *           "seq": 5,
+                     *           "type": "reattempted",
+                     *           "actor": {
+                     *             "client_id": "cl_admin",
+                     *             "sub": "cl_admin"
+                     *           },
+                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "location": null,
+                     *           "evidence_hash": null,
+                     *           "occurred_at": "2026-11-29T01:28:15.038Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.038Z",
+                     *           "prev_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                     *           "attempt": {
+                     *             "number": 2
+                     *           }
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-29T01:28:14.870Z",
+                     *       "updated_at": "2026-11-29T01:28:15.038Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8760,12 +9248,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8dryg4szz432q4cynwc912n",
-                     *       "rx_id": "rx_01m8dryg4szz432q4cynwc912m",
+                     *       "id": "dl_01m8jenha051z5j6j92pcd8zmt",
+                     *       "rx_id": "rx_01m8jenha051z5j6j92pcd8zms",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-27T09:51:42.745Z",
+                     *       "eta": "2026-11-29T05:28:15.424Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -8783,6 +9271,8 @@ export interface operations {
                      *         "broken_at": null,
                      *         "disposition": null
                      *       },
+                     *       "attempt": 1,
+                     *       "attempts": [],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8792,13 +9282,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.745Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.745Z",
-                     *           "prev_hash": "sha256:0b9cafa448553a2b1421186cdd6f4b26b3158948f52971f710c9eac24e0340ca",
-                     *           "hash": "sha256:ae7d1beaa9ab877784d078ac2ad1a427419680e76b4a97dcd22500624fa2406f"
+                     *           "occurred_at": "2026-11-29T01:28:15.424Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.424Z",
+                     *           "prev_hash": "sha256:d5e1e79645ad12eef3a6b41b8e9597085f6ee1836e24b77a201973c15d75a0eb",
+                     *           "hash": "sha256:9624f0fd6498b248deab206bea8218a8b11a31028daa994780de18fdc73c4cb7"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8811,14 +9301,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-27T05:51:42.824Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.824Z",
-                     *           "prev_hash": "sha256:ae7d1beaa9ab877784d078ac2ad1a427419680e76b4a97dcd22500624fa2406f",
-                     *           "hash": "sha256:1f0efd5b6a0e31285519f74637a55a1a2cf3be5dbb0137b53042f50f7de0a921"
+                     *           "occurred_at": "2026-11-29T01:28:15.433Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.433Z",
+                     *           "prev_hash": "sha256:9624f0fd6498b248deab206bea8218a8b11a31028daa994780de18fdc73c4cb7",
+                     *           "hash": "sha256:caea5b385aea858128408c176f802792c1da57b42cf9b09ae5f562f30908276b"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:42.745Z",
-                     *       "updated_at": "2026-11-27T05:51:42.824Z"
+                     *       "created_at": "2026-11-29T01:28:15.424Z",
+                     *       "updated_at": "2026-11-29T01:28:15.433Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8873,7 +9363,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8956,7 +9446,11 @@ export interface operations {
                 /**
                  * @example {
                  *       "decision": "return",
-                 *       "note": "Froze in transit; destroy and re-dispense"
+                 *       "note": "Froze in transit; destroy and re-dispense",
+                 *       "signature": {
+                 *         "meaning": "returned",
+                 *         "password": "a long enough test password"
+                 *       }
                  *     }
                  */
                 "application/json": {
@@ -8983,15 +9477,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                     *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *       "id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-27T09:51:42.975Z",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
+                     *       "eta": "2026-11-29T05:28:15.628Z",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -9014,17 +9508,46 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-27T05:51:43.032Z",
+                     *         "broken_at": "2026-11-29T01:28:15.675Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
                      *           "decided_by": {
-                     *             "client_id": "cl_admin",
-                     *             "sub": "cl_admin"
+                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
+                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
                      *           },
-                     *           "decided_at": "2026-11-27T05:51:43.195Z"
+                     *           "decided_at": "2026-11-29T01:28:16.134Z",
+                     *           "signature": {
+                     *             "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
+                     *             "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                     *             "name": "A pharmacist",
+                     *             "email": "pharmacist-dk8mz4e05rt@example.com",
+                     *             "meaning": "returned",
+                     *             "signed_at": "2026-11-29T01:28:16.134Z",
+                     *             "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                     *             "method": "password"
+                     *           }
                      *         }
                      *       },
+                     *       "warnings": [
+                     *         {
+                     *           "code": "sensor_unrecorded",
+                     *           "message": "Tote tt_01m8jendv8t1ytvpj3e4pegfs8 has no sensor record: its calibration is unknown.",
+                     *           "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *           "sensor_serial": null,
+                     *           "calibration_due": null
+                     *         }
+                     *       ],
+                     *       "attempt": 1,
+                     *       "attempts": [
+                     *         {
+                     *           "number": 1,
+                     *           "started_at": "2026-11-29T01:28:15.654Z",
+                     *           "failed_at": null,
+                     *           "reason": null,
+                     *           "note": null
+                     *         }
+                     *       ],
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -9034,13 +9557,18 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:42.975Z",
-                     *           "recorded_at": "2026-11-27T05:51:42.975Z",
-                     *           "prev_hash": "sha256:0fdc28805a62ff080154f95884934863f7d89e91e952f0bdc24f1945063ff9e1",
-                     *           "hash": "sha256:cfda9b3234d7f438039979f576a61e06abf131ac832289f22c7ba34e2b1d2ae3"
+                     *           "occurred_at": "2026-11-29T01:28:15.628Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.628Z",
+                     *           "prev_hash": "sha256:777413a976e29fcb4a6f2176dc04237b3a92d050d0c772319a7dc66c070df636",
+                     *           "hash": "sha256:4b3d0a9ab851ffde207b33a43d83dbf43e57881a3ea0364b03fcb37c3718fcce",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9049,34 +9577,70 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-27T05:51:43.015Z",
-                     *           "recorded_at": "2026-11-27T05:51:43.015Z",
-                     *           "prev_hash": "sha256:cfda9b3234d7f438039979f576a61e06abf131ac832289f22c7ba34e2b1d2ae3",
-                     *           "hash": "sha256:9762901aa2d919ae266bbe7d32e32590afa0f53260af1c7712f19b8e67fc1341"
+                     *           "occurred_at": "2026-11-29T01:28:15.654Z",
+                     *           "recorded_at": "2026-11-29T01:28:15.654Z",
+                     *           "prev_hash": "sha256:4b3d0a9ab851ffde207b33a43d83dbf43e57881a3ea0364b03fcb37c3718fcce",
+                     *           "hash": "sha256:bb4502efe9022a8a45501adbba921155d763565f0194a78187dc70ea394b9823",
+                     *           "temperature": {
+                     *             "last_c": null,
+                     *             "at": null,
+                     *             "state": "OK"
+                     *           }
                      *         },
                      *         {
                      *           "seq": 3,
                      *           "type": "disposition",
                      *           "actor": {
-                     *             "client_id": "cl_admin",
-                     *             "sub": "cl_admin"
+                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
+                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-27T05:51:43.195Z",
-                     *           "recorded_at": "2026-11-27T05:51:43.195Z",
-                     *           "prev_hash": "sha256:9762901aa2d919ae266bbe7d32e32590afa0f53260af1c7712f19b8e67fc1341",
-                     *           "hash": "sha256:46d89ace9574be3bf18214a71d55684f5cda9978004fe5f85763ad8c13aae72a"
+                     *           "occurred_at": "2026-11-29T01:28:16.134Z",
+                     *           "recorded_at": "2026-11-29T01:28:16.134Z",
+                     *           "prev_hash": "sha256:bb4502efe9022a8a45501adbba921155d763565f0194a78187dc70ea394b9823",
+                     *           "hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
+                     *           "temperature": {
+                     *             "last_c": -4,
+                     *             "at": "2026-11-29T01:28:15.675Z",
+                     *             "state": "BROKEN"
+                     *           }
+                     *         },
+                     *         {
+                     *           "seq": 4,
+                     *           "type": "signed",
+                     *           "actor": {
+                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
+                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
+                     *           },
+                     *           "from": null,
+                     *           "to": null,
+                     *           "location": null,
+                     *           "evidence_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                     *           "occurred_at": "2026-11-29T01:28:16.134Z",
+                     *           "recorded_at": "2026-11-29T01:28:16.134Z",
+                     *           "prev_hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
+                     *           "hash": "sha256:a6d9ca80c6836de0953641dc96326653cdaafe54009b415438d451397545373e",
+                     *           "signature": {
+                     *             "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
+                     *             "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                     *             "name": "A pharmacist",
+                     *             "email": "pharmacist-dk8mz4e05rt@example.com",
+                     *             "meaning": "returned",
+                     *             "signed_at": "2026-11-29T01:28:16.134Z",
+                     *             "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                     *             "method": "password"
+                     *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-27T05:51:42.975Z",
-                     *       "updated_at": "2026-11-27T05:51:43.195Z"
+                     *       "created_at": "2026-11-29T01:28:15.628Z",
+                     *       "updated_at": "2026-11-29T01:28:16.134Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9131,7 +9695,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9226,19 +9790,19 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "al_01m8j707z1agvvd5xdn2fa2kae",
-                     *           "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
-                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
-                     *           "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *           "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
+                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *           "kind": "excursion",
                      *           "state": "CLEARED_UNACK",
-                     *           "raised_at": "2026-11-28T22:30:17.686Z",
-                     *           "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *           "raised_at": "2026-11-29T00:44:17.505Z",
+                     *           "cleared_at": "2026-11-29T00:46:17.505Z",
                      *           "acknowledged_by": null,
                      *           "acknowledged_at": null,
                      *           "note": null,
                      *           "assigned_to": null,
-                     *           "escalate_at": "2026-11-28T23:14:18.697Z",
+                     *           "escalate_at": "2026-11-29T01:28:18.563Z",
                      *           "escalated_at": null
                      *         }
                      *       ],
@@ -9361,20 +9925,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8j707z1agvvd5xdn2fa2kae",
-                     *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
-                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
-                     *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *       "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
+                     *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_ACK",
-                     *       "raised_at": "2026-11-28T22:30:17.686Z",
-                     *       "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *       "raised_at": "2026-11-29T00:44:17.505Z",
+                     *       "cleared_at": "2026-11-29T00:46:17.505Z",
                      *       "acknowledged_by": "cl_admin",
-                     *       "acknowledged_at": "2026-11-28T23:14:19.364Z",
+                     *       "acknowledged_at": "2026-11-29T01:28:18.840Z",
                      *       "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                     *       "assigned_to": "us_01m8j70776zdep9p22b35d092q",
-                     *       "escalate_at": "2026-11-28T23:14:18.697Z",
-                     *       "escalated_at": "2026-11-28T23:14:19.301Z"
+                     *       "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *       "escalate_at": "2026-11-29T01:28:18.563Z",
+                     *       "escalated_at": "2026-11-29T01:28:18.708Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -9511,7 +10075,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "user": "us_01m8j70776zdep9p22b35d092q"
+                 *       "user": "us_01m8jene8znjjt7pzw5wenyf11"
                  *     }
                  */
                 "application/json": components["schemas"]["AlarmAssignment"];
@@ -9526,20 +10090,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8j707z1agvvd5xdn2fa2kae",
-                     *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
-                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
-                     *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
+                     *       "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
+                     *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_UNACK",
-                     *       "raised_at": "2026-11-28T22:30:17.686Z",
-                     *       "cleared_at": "2026-11-28T22:32:17.686Z",
+                     *       "raised_at": "2026-11-29T00:44:17.505Z",
+                     *       "cleared_at": "2026-11-29T00:46:17.505Z",
                      *       "acknowledged_by": null,
                      *       "acknowledged_at": null,
                      *       "note": null,
-                     *       "assigned_to": "us_01m8j70776zdep9p22b35d092q",
-                     *       "escalate_at": "2026-11-28T23:14:18.697Z",
-                     *       "escalated_at": "2026-11-28T23:14:19.301Z"
+                     *       "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *       "escalate_at": "2026-11-29T01:28:18.563Z",
+                     *       "escalated_at": "2026-11-29T01:28:18.708Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -9687,7 +10251,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
@@ -9696,8 +10260,7 @@ export interface operations {
                      *           },
                      *           "embed_origins": [],
                      *           "timezone": "UTC",
-                     *           "average_speed_kmh": 25,
-                     *           "created_at": "2026-11-27T05:51:37.152Z"
+                     *           "created_at": "2026-11-29T01:28:11.193Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -9822,7 +10385,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -9831,8 +10394,7 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
-                     *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-27T05:51:37.152Z"
+                     *       "created_at": "2026-11-29T01:28:11.193Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -9975,7 +10537,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -9984,8 +10546,7 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
-                     *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-27T05:51:37.152Z"
+                     *       "created_at": "2026-11-29T01:28:11.193Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10103,7 +10664,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10114,8 +10675,7 @@ export interface operations {
                      *         "https://dispatch.speedy.example"
                      *       ],
                      *       "timezone": "UTC",
-                     *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-27T05:51:37.152Z"
+                     *       "created_at": "2026-11-29T01:28:11.193Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10265,18 +10825,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-27T05:51:37.471Z"
+                     *           "created_at": "2026-11-29T01:28:11.496Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "id": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-27T05:51:37.521Z"
+                     *           "created_at": "2026-11-29T01:28:11.629Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -10399,11 +10959,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-27T05:51:37.471Z"
+                     *       "created_at": "2026-11-29T01:28:11.496Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -10527,450 +11087,6 @@ export interface operations {
             };
         };
     };
-    postDriverLocations: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "positions": [
-                 *         {
-                 *           "lat": 39.8626,
-                 *           "lng": -89.6501,
-                 *           "accuracy_m": 8,
-                 *           "at": "2026-11-29T01:24:10.935Z"
-                 *         }
-                 *       ]
-                 *     }
-                 */
-                "application/json": components["schemas"]["PositionBatch"];
-            };
-        };
-        responses: {
-            /** @description Recorded */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "accepted": 1,
-                     *       "delivery_ids": [
-                     *         "dl_01m8jee3ezfctmwkwc38zxhjfv"
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PositionsRecorded"];
-                };
-            };
-            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `unauthorized`: missing or invalid access token */
-            401: {
-                headers: {
-                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_found`: not found, or not visible to this token */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `method_not_allowed`: the path exists, but not with this method */
-            405: {
-                headers: {
-                    /** @description The methods this path accepts */
-                    Allow?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_on_delivery`: the driver has no delivery in progress */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
-            429: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    listDeliveryLocations: {
-        parameters: {
-            query?: {
-                /** @description Only positions taken after this time (the previous page’s `next_cursor`) */
-                after?: string;
-                /** @description Page size, 1–1000 */
-                limit?: number;
-            };
-            header?: never;
-            path: {
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description A page of positions */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "data": [
-                     *         {
-                     *           "lat": 39.8626,
-                     *           "lng": -89.6501,
-                     *           "accuracy_m": 8,
-                     *           "at": "2026-11-29T01:24:10.935Z",
-                     *           "driver_id": "dr_01m8jedy6dj3h5y63drtb6e88w"
-                     *         },
-                     *         {
-                     *           "lat": 39.7844,
-                     *           "lng": -89.6501,
-                     *           "accuracy_m": 5,
-                     *           "at": "2026-11-29T01:24:11.980Z",
-                     *           "driver_id": "dr_01m8jedy6dj3h5y63drtb6e88w"
-                     *         }
-                     *       ],
-                     *       "next_cursor": null
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PositionPage"];
-                };
-            };
-            /** @description `unauthorized`: missing or invalid access token */
-            401: {
-                headers: {
-                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_found`: not found, or not visible to this token */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `method_not_allowed`: the path exists, but not with this method */
-            405: {
-                headers: {
-                    /** @description The methods this path accepts */
-                    Allow?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
-            429: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    putDeliveryEta: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "eta": "2026-11-29T01:28:12.016Z"
-                 *     }
-                 */
-                "application/json": components["schemas"]["RouterEta"];
-            };
-        };
-        responses: {
-            /** @description The ETA in force */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "eta": "2026-11-29T01:28:12.016Z",
-                     *       "source": "router",
-                     *       "until": "2026-11-29T01:39:12.043Z"
-                     *     }
-                     */
-                    "application/json": components["schemas"]["EtaInForce"];
-                };
-            };
-            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `unauthorized`: missing or invalid access token */
-            401: {
-                headers: {
-                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_found`: not found, or not visible to this token */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `method_not_allowed`: the path exists, but not with this method */
-            405: {
-                headers: {
-                    /** @description The methods this path accepts */
-                    Allow?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_on_delivery`: the delivery is not on its way to the patient */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
-            429: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
-                    "Retry-After"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     listTotes: {
         parameters: {
             query?: {
@@ -10995,11 +11111,11 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m8j70749fmpchd60h81synjg",
+                     *           "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-28T23:14:16.841Z",
+                     *           "created_at": "2026-11-29T01:28:11.777Z",
                      *           "sensor": {
                      *             "serial": "TS-4471",
                      *             "model": "ColdProbe 3",
@@ -11010,11 +11126,11 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "tt_01m8j70751nhmy4j56y5sg6hk6",
+                     *           "id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-28T23:14:16.865Z",
+                     *           "created_at": "2026-11-29T01:28:11.880Z",
                      *           "sensor": null
                      *         }
                      *       ],
@@ -11121,7 +11237,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa"
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -11136,18 +11252,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
+                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "created_at": "2026-11-29T01:28:11.777Z",
                      *       "sensor": null,
                      *       "mqtt": {
-                     *         "username": "tt_01m8j70749fmpchd60h81synjg",
-                     *         "password": "tp_2nHsoS5xU9l_ngW68rbBkDMewcZsREP3cmKnornxws4",
-                     *         "client_id": "tt_01m8j70749fmpchd60h81synjg",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8j70749fmpchd60h81synjg/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8j70749fmpchd60h81synjg/errors"
+                     *         "username": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *         "password": "tp_LonsltHwAFAz1bQa13yPPhYjhOKieNMJ0Iiuxz5xyrU",
+                     *         "client_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s/errors"
                      *       }
                      *     }
                      */
@@ -11291,11 +11407,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
+                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "created_at": "2026-11-29T01:28:11.777Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -11426,11 +11542,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8j70749fmpchd60h81synjg",
+                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-28T23:14:16.841Z",
+                     *       "created_at": "2026-11-29T01:28:11.777Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -11586,31 +11702,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "data": [
-                     *         {
-                     *           "ts": "2026-11-23T20:15:00.000Z",
-                     *           "temp_c": 4.6,
-                     *           "battery": 0.92,
-                     *           "humidity": null,
-                     *           "seq": 42,
-                     *           "received_at": "2026-11-23T20:15:00.130Z",
-                     *           "late": false,
-                     *           "delivery_id": "dl_01m850pjr4f3wd0sv9k8xq2m1c",
-                     *           "rx_id": "rx_01m850pjr4f3wd0sv9k8xq2m1b"
-                     *         },
-                     *         {
-                     *           "ts": "2026-11-23T20:14:00.000Z",
-                     *           "temp_c": 4.4,
-                     *           "battery": 0.92,
-                     *           "humidity": null,
-                     *           "seq": 41,
-                     *           "received_at": "2026-11-23T20:14:00.118Z",
-                     *           "late": false,
-                     *           "delivery_id": null,
-                     *           "rx_id": null
-                     *         }
-                     *       ],
-                     *       "next_cursor": "MTc2Mzk0ODg0MDAwMA"
+                     *       "data": [],
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": {
@@ -11729,17 +11822,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8dryk1g2re0swfmmk2pe5ds",
+                     *           "id": "evt_01m8jenn12dpkw94w7ntjtnm42",
                      *           "type": "writeback.completed",
-                     *           "created_at": "2026-11-27T05:51:45.712Z",
+                     *           "created_at": "2026-11-29T01:28:19.234Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8dryjnfzybhp1f35k0g72er",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8dryjq22j3dskserkq5rqyb",
-                     *           "rx_id": "rx_01m8dryjq22j3dskserkq5rqya",
+                     *           "pharmacy_id": "ph_01m8jenmqpxvnmk95kencevsj8",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenmsjaah9b0983kxdm7gc",
+                     *           "rx_id": "rx_01m8jenmsjaah9b0983kxdm7gb",
                      *           "seq": 7,
                      *           "data": {
-                     *             "outcome_event_id": "evt_01m8dryjwpebdfkm8chfq4kv0q",
+                     *             "outcome_event_id": "evt_01m8jenmws6xctkvnqcjw36d7s",
                      *             "outcome": "delivery.delivered",
                      *             "attempts": 1,
                      *             "status_code": 204,
@@ -11964,29 +12057,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m8drygegmey6v6zf82mq6q0b",
+                     *       "id": "evt_01m8jenhjpsjtwsphb3htxebte",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-27T05:51:43.056Z",
+                     *       "created_at": "2026-11-29T01:28:15.702Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                     *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-27T05:51:43.032Z",
+                     *         "broken_at": "2026-11-29T01:28:15.675Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-27T05:51:43.032Z",
+                     *         "excursion_started_at": "2026-11-29T01:28:15.675Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
-                     *         "at": "2026-11-27T05:51:43.032Z"
+                     *         "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *         "at": "2026-11-29T01:28:15.675Z"
                      *       }
                      *     }
                      */
@@ -12105,42 +12198,64 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8dryfjgyzf7v60cj5cw1gkm",
+                     *           "id": "evt_01m8jengv6f8shwcgrh1e09qks",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-27T05:51:42.160Z",
+                     *           "created_at": "2026-11-29T01:28:14.950Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                     *           "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *           "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-27T05:51:42.159Z",
-                     *             "reason": "Nobody home",
+                     *             "occurred_at": "2026-11-29T01:28:14.947Z",
+                     *             "reason": "patient_unavailable",
+                     *             "attempt": 1,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41"
+                     *             "custody_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8drygegmey6v6zf82mq6q0b",
-                     *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-27T05:51:43.056Z",
+                     *           "id": "evt_01m8jenh3fc75jz94n68pdx71t",
+                     *           "type": "delivery.failed",
+                     *           "created_at": "2026-11-29T01:28:15.215Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                     *           "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *           "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *           "seq": 9,
+                     *           "data": {
+                     *             "status": "FAILED",
+                     *             "previous_status": "PICKED_UP",
+                     *             "action": "fail",
+                     *             "occurred_at": "2026-11-29T01:28:15.214Z",
+                     *             "reason": "refused",
+                     *             "attempt": 2,
+                     *             "custody_seq": 7,
+                     *             "custody_hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a"
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "evt_01m8jenhjpsjtwsphb3htxebte",
+                     *           "type": "cold-chain.break",
+                     *           "created_at": "2026-11-29T01:28:15.702Z",
+                     *           "api_version": "v1",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *           "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-27T05:51:43.032Z",
+                     *             "broken_at": "2026-11-29T01:28:15.675Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-27T05:51:43.032Z",
+                     *             "excursion_started_at": "2026-11-29T01:28:15.675Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -12149,14 +12264,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8drygg6brdyg3pftmbhtp9x",
+                     *           "id": "evt_01m8jenhk8ay4v7s3mskcznsxm",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-27T05:51:43.110Z",
+                     *           "created_at": "2026-11-29T01:28:15.720Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                     *           "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *           "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -12167,21 +12282,21 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-27T05:51:43.097Z"
+                     *             "refused_at": "2026-11-29T01:28:15.720Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8dryjmzkaggp1nner4kfkd7",
+                     *           "id": "evt_01m8jenkcxc0r982a4vmq16pt3",
                      *           "type": "temperature.excursion",
-                     *           "created_at": "2026-11-27T05:51:45.311Z",
+                     *           "created_at": "2026-11-29T01:28:17.565Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                      *           "seq": 3,
                      *           "data": {
-                     *             "excursion_started_at": "2026-11-27T05:02:45.195Z",
+                     *             "excursion_started_at": "2026-11-29T00:39:17.505Z",
                      *             "kind": "high",
                      *             "peak_c": 9,
                      *             "min_c": 2,
@@ -12190,35 +12305,35 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8dryjmzkaggp1nner4kfkd9",
+                     *           "id": "evt_01m8jenkcxc0r982a4vmq16pt5",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-27T05:51:45.311Z",
+                     *           "created_at": "2026-11-29T01:28:17.565Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                      *           "seq": 5,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-27T05:09:45.195Z",
-                     *             "offline_since": "2026-11-27T05:24:45.195Z",
-                     *             "back_online_at": "2026-11-27T05:26:45.195Z",
+                     *             "last_reading_at": "2026-11-29T00:46:17.505Z",
+                     *             "offline_since": "2026-11-29T01:01:17.505Z",
+                     *             "back_online_at": "2026-11-29T01:03:17.505Z",
                      *             "max_gap_s": 900
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8dryk3n2p0cf3kbt18w7bx6",
+                     *           "id": "evt_01m8jenkh7bbgv7vs83f6ce40q",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-27T05:51:45.781Z",
+                     *           "created_at": "2026-11-29T01:28:17.703Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                     *           "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                      *           "seq": 6,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-27T05:26:45.195Z",
-                     *             "offline_since": "2026-11-27T05:41:45.195Z",
+                     *             "last_reading_at": "2026-11-29T01:03:17.505Z",
+                     *             "offline_since": "2026-11-29T01:18:17.505Z",
                      *             "back_online_at": null,
                      *             "max_gap_s": 900
                      *           }
@@ -12341,9 +12456,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m8drygg6brdyg3pftmbhtp9x
+                     *     id: evt_01m8jenhk8ay4v7s3mskcznsxm
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m8drygg6brdyg3pftmbhtp9x","type":"handoff.refused","created_at":"2026-11-27T05:51:43.110Z","api_version":"v1","pharmacy_id":"ph_01m8drya5takx5ky7z8h0hthmq","fleet_id":"fl_01m8dryap0apgm1s8bdm4wmwke","delivery_i…
+                     *     data: {"id":"evt_01m8jenhk8ay4v7s3mskcznsxm","type":"handoff.refused","created_at":"2026-11-29T01:28:15.720Z","api_version":"v1","pharmacy_id":"ph_01m8jencsz2fxbjd86j104jv8t","fleet_id":"fl_01m8jend5swjk4kasnr0ymssek","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -12469,68 +12584,73 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-27T05:51:36.636Z",
-                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
+                     *           "at": "2026-11-29T01:28:10.816Z",
+                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m8dry9yhhv0mv246wthv7j1a",
+                     *           "request_id": "req_01m8jencqxx0pm4vg2ktfx4tqe",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:7670098f4f4dba3ce6f2093885e914ec18e6fe33f4f570fc1a8d9de5eea26ff5"
+                     *           "hash": "sha256:8be9f30bcae9a420b0abb6d1674b3b5dfb5f0f9a70852586f9b9ddcfb12287c9",
+                     *           "action": "createPharmacy"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-27T05:51:36.837Z",
-                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
+                     *           "at": "2026-11-29T01:28:10.913Z",
+                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "path": "/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "status": 200,
-                     *           "request_id": "req_01m8dryac4f436d8t7c548qeen",
-                     *           "prev_hash": "sha256:7670098f4f4dba3ce6f2093885e914ec18e6fe33f4f570fc1a8d9de5eea26ff5",
-                     *           "hash": "sha256:fb1478166603250c87b1f8948b88ed6bfb879ab49a29d4a2b320ab558cf26535"
+                     *           "request_id": "req_01m8jencwghr7rxjky1mdvcvvc",
+                     *           "prev_hash": "sha256:8be9f30bcae9a420b0abb6d1674b3b5dfb5f0f9a70852586f9b9ddcfb12287c9",
+                     *           "hash": "sha256:5d5f2f83ba61e0696c727e08e98344d13898ea1b30998c2201a435946d25a0f0",
+                     *           "action": "getPharmacy"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-27T05:51:36.999Z",
-                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
+                     *           "at": "2026-11-29T01:28:10.994Z",
+                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "client_id": "cl_admin",
+                     *           "sub": "cl_admin",
+                     *           "method": "PATCH",
+                     *           "path": "/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "status": 200,
+                     *           "request_id": "req_01m8jencyz1vs5fs0ceyr89wda",
+                     *           "prev_hash": "sha256:5d5f2f83ba61e0696c727e08e98344d13898ea1b30998c2201a435946d25a0f0",
+                     *           "hash": "sha256:65b422108ad816fef8340b9dd4d095f4374c499165d706c4c4baf012a1701e3c",
+                     *           "action": "updatePharmacy"
+                     *         },
+                     *         {
+                     *           "pos": 4,
+                     *           "at": "2026-11-29T01:28:11.085Z",
+                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m8dryag930v9tdk52zfsky0x",
-                     *           "prev_hash": "sha256:fb1478166603250c87b1f8948b88ed6bfb879ab49a29d4a2b320ab558cf26535",
-                     *           "hash": "sha256:a90c4b96c190c097dad67e9778fb222c1f99f40f9ecf66c9674b47b27238d1ff"
+                     *           "request_id": "req_01m8jend2b5kpww7qe1dtp0qve",
+                     *           "prev_hash": "sha256:65b422108ad816fef8340b9dd4d095f4374c499165d706c4c4baf012a1701e3c",
+                     *           "hash": "sha256:eb1ff0da4ad13a27cccb4528cd829015533c5ee938aa477453b85ad79ec77dba",
+                     *           "action": "listPharmacies"
                      *         },
                      *         {
-                     *           "pos": 4,
-                     *           "at": "2026-11-27T05:51:37.153Z",
-                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
+                     *           "pos": 5,
+                     *           "at": "2026-11-29T01:28:11.214Z",
+                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m8dryanz8py03g3asvgvqtfs",
-                     *           "prev_hash": "sha256:a90c4b96c190c097dad67e9778fb222c1f99f40f9ecf66c9674b47b27238d1ff",
-                     *           "hash": "sha256:1dd3117ab3a96110841a76c0adbc8116bd64403597df273fb63a8e1e1db5c6b9"
-                     *         },
-                     *         {
-                     *           "pos": 5,
-                     *           "at": "2026-11-27T05:51:37.284Z",
-                     *           "jti": "271e6eda-6bbb-4943-8829-15b0ab24efbc",
-                     *           "client_id": "cl_admin",
-                     *           "sub": "cl_admin",
-                     *           "method": "GET",
-                     *           "path": "/v1/fleets/fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *           "status": 200,
-                     *           "request_id": "req_01m8dryat3f5t3zjceb5nezeyk",
-                     *           "prev_hash": "sha256:1dd3117ab3a96110841a76c0adbc8116bd64403597df273fb63a8e1e1db5c6b9",
-                     *           "hash": "sha256:1071b76ea96004e69e4823fd5ad0d1fd606055cc11dda455dc80acc8d8157623"
+                     *           "request_id": "req_01m8jend5r5rcny9h3fq0cxe1v",
+                     *           "prev_hash": "sha256:eb1ff0da4ad13a27cccb4528cd829015533c5ee938aa477453b85ad79ec77dba",
+                     *           "hash": "sha256:c2cec95c028aaa79835424290126e27943fb0713a0999cde913e26717f41d70f",
+                     *           "action": "createFleet"
                      *         }
                      *       ],
                      *       "next_cursor": "NQ"
@@ -12651,7 +12771,7 @@ export interface operations {
                      *       "scope": "deployment",
                      *       "valid": true,
                      *       "checked": 100,
-                     *       "head": "sha256:427feee3083eeb737d1a7e4d9a1f5689ef3e3e067dc2e522333179571301ab5b",
+                     *       "head": "sha256:172b98b92305be1fa8d7a8a7afb9370e347b7791b0a68a90cc12ab8b5e530523",
                      *       "next_cursor": "MTAw"
                      *     }
                      */
@@ -12753,7 +12873,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -12768,7 +12888,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
+                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -12776,11 +12896,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-27T05:51:38.898Z",
-                     *       "client_secret": "cs_yMSA3QSNrlrtyCZvOO-qeobUSW2dBTIJu7gxnOfepY0"
+                     *       "created_at": "2026-11-29T01:28:12.711Z",
+                     *       "client_secret": "cs_Z67eglSyQNUf1_pHNyhGFSUZ081tZ-0jOBqCN8XD148"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -12926,7 +13046,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
+                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -12934,10 +13054,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-27T05:51:38.898Z"
+                     *       "created_at": "2026-11-29T01:28:12.711Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -13059,9 +13179,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8dryccjj8tj3pw89a8c1sw6",
-                     *       "client_secret": "cs_xva4foN4YcYK_ud_NYvo-sddg1QfInPNPuCqaTWziD8",
-                     *       "previous_secret_expires_at": "2026-11-27T06:51:39.158Z"
+                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
+                     *       "client_secret": "cs_B8-tQBkQ5DIJsm_s0r3Om0LuN_fS0YVksIeEwEIaFQc",
+                     *       "previous_secret_expires_at": "2026-11-29T02:28:12.757Z"
                      *     }
                      */
                     "application/json": {
@@ -13219,9 +13339,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m8drycpt04p89e2ngvbsc5sr",
-                     *       "activates_at": "2026-11-27T05:51:39.219Z",
-                     *       "previous_retires_at": "2026-11-27T06:06:39.219Z"
+                     *       "kid": "key_01m8jenerazctveq2gbp72d8n8",
+                     *       "activates_at": "2026-11-29T01:28:12.798Z",
+                     *       "previous_retires_at": "2026-11-29T01:43:12.798Z"
                      *     }
                      */
                     "application/json": {
@@ -13373,7 +13493,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m8drymehg1511faxcsrxrqbk",
+                     *           "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -13381,11 +13501,11 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "fleet_id": null,
                      *           "signature_scheme": "v1",
-                     *           "created_at": "2026-11-27T05:51:47.153Z",
-                     *           "updated_at": "2026-11-27T05:51:47.153Z"
+                     *           "created_at": "2026-11-29T01:28:19.895Z",
+                     *           "updated_at": "2026-11-29T01:28:19.895Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -13495,7 +13615,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq"
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -13510,7 +13630,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
+                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -13518,12 +13638,12 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-27T05:51:47.153Z",
-                     *       "updated_at": "2026-11-27T05:51:47.153Z",
-                     *       "secret": "whsec_owd6zJFBO0o5g9oilFgTtoF54xX9lgTA",
-                     *       "signature_scheme": "v1"
+                     *       "signature_scheme": "v1",
+                     *       "created_at": "2026-11-29T01:28:19.895Z",
+                     *       "updated_at": "2026-11-29T01:28:19.895Z",
+                     *       "secret": "whsec_795Rgo9OKAV/G3VgJ+NTNQCmlxC1Uwhy"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -13669,7 +13789,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
+                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -13677,11 +13797,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-27T05:51:47.153Z",
-                     *       "updated_at": "2026-11-27T05:51:47.153Z",
-                     *       "signature_scheme": "v1"
+                     *       "signature_scheme": "v1",
+                     *       "created_at": "2026-11-29T01:28:19.895Z",
+                     *       "updated_at": "2026-11-29T01:28:19.895Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -13928,7 +14048,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8drymehg1511faxcsrxrqbk",
+                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -13937,11 +14057,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-27T05:51:47.153Z",
-                     *       "updated_at": "2026-11-27T05:51:47.441Z",
-                     *       "signature_scheme": "v1"
+                     *       "signature_scheme": "v1",
+                     *       "created_at": "2026-11-29T01:28:19.895Z",
+                     *       "updated_at": "2026-11-29T01:28:20.026Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -14084,8 +14204,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_n/4OQd6yQofQE57fpc3QY0WxuUsMWQF1",
-                     *       "previous_secret_expires_at": "2026-11-28T05:51:47.563Z"
+                     *       "secret": "whsec_kbTNCZOi5wEImsKfM/uuDxjlabrA5OBG",
+                     *       "previous_secret_expires_at": "2026-11-30T01:28:20.112Z"
                      *     }
                      */
                     "application/json": {
@@ -14342,7 +14462,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m8drymehg1511faxcsrxrqbk"
+                 *       "endpoint_id": "wh_01m8jennnqpkpvs31rcyjv3x57"
                  *     }
                  */
                 "application/json": {
@@ -14359,9 +14479,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m8drygegmey6v6zf82mq6q0b",
+                     *       "event_id": "evt_01m8jenhjpsjtwsphb3htxebte",
                      *       "endpoint_ids": [
-                     *         "wh_01m8drymehg1511faxcsrxrqbk"
+                     *         "wh_01m8jennnqpkpvs31rcyjv3x57"
                      *       ]
                      *     }
                      */
@@ -14510,8 +14630,8 @@ export interface operations {
                      *         {
                      *           "kty": "OKP",
                      *           "crv": "Ed25519",
-                     *           "x": "xIc3oTvycZf_yvJ8B7grDq5WW_G3rHAn6CM7uKmYCdA",
-                     *           "kid": "whk_01m8j3wr450wcv5bvf0se8qr9j",
+                     *           "x": "NVmyq9qkKB7Av54HD7ZF5ds9GTm-FtZ9a324n0fiMb8",
+                     *           "kid": "whk_01m8jen9n4gzt8mc087be3nj77",
                      *           "alg": "EdDSA",
                      *           "use": "sig"
                      *         }
@@ -14588,9 +14708,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "whk_01m8j3wz99fss8d1qjr0xps4tc",
-                     *       "activates_at": "2026-11-28T22:20:04.777Z",
-                     *       "previous_retires_at": "2026-11-28T23:20:04.777Z"
+                     *       "kid": "whk_01m8jennyqnck6tn2m7dxk9s8w",
+                     *       "activates_at": "2026-11-29T01:28:20.183Z",
+                     *       "previous_retires_at": "2026-11-29T02:28:20.183Z"
                      *     }
                      */
                     "application/json": {
@@ -14744,8 +14864,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -14759,12 +14879,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-27T05:51:40.370Z",
-                     *       "to": "2026-11-27T05:51:41.976Z",
+                     *       "from": "2026-11-29T01:28:13.297Z",
+                     *       "to": "2026-11-29T01:28:14.784Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-27T05:51:00.000Z",
+                     *           "t": "2026-11-29T01:28:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -14778,7 +14898,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-27T05:51:41.976Z",
+                     *         "as_of": "2026-11-29T01:28:14.784Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -14893,7 +15013,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8dryd38j009m35c2xjh0ky8 (delivery dl_01m8dryd38j009m35c2xjh0ky9) as of 2026-11-27T05:51:41.976Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
+                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8jeneznenqs4sgbex8d2eap (delivery dl_01m8jeneznenqs4sgbex8d2eaq) as of 2026-11-29T01:28:14.784Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
                 };
             };
@@ -15006,14 +15126,14 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-28T22:20:26.439Z",
+                     *       "creationDate": "2026-11-29T01:28:14.754Z",
                      *       "epcisBody": {
                      *         "eventList": [
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:5ff9f7c1-7580-8814-aee6-d29cf4d9d553",
-                     *             "eventTime": "2026-11-28T22:20:25.277Z",
-                     *             "recordTime": "2026-11-28T22:20:25.277Z",
+                     *             "eventID": "urn:uuid:bdc32ad8-1da8-87c3-8d86-7e75cf0c041d",
+                     *             "eventTime": "2026-11-29T01:28:13.504Z",
+                     *             "recordTime": "2026-11-29T01:28:13.504Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15025,17 +15145,22 @@ export interface operations {
                      *             "bizStep": "shipping",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *             "rxtrace:custodySeq": 3,
-                     *             "rxtrace:custodyHash": "sha256:5ff9f7c1758098142ee6d29cf4d9d5538028738a4862902b849ec030ceb1665d"
+                     *             "rxtrace:custodyHash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *             "rxtrace:handoffTemperature": {
+                     *               "last_c": null,
+                     *               "at": null,
+                     *               "state": "OK"
+                     *             }
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:21da97f4-4cbd-83f7-afad-3bd5e3a5febd",
-                     *             "eventTime": "2026-11-28T22:20:25.426Z",
-                     *             "recordTime": "2026-11-28T22:20:25.426Z",
+                     *             "eventID": "urn:uuid:0547d84d-e32e-8a52-8b1c-0f62456da74d",
+                     *             "eventTime": "2026-11-29T01:28:13.608Z",
+                     *             "recordTime": "2026-11-29T01:28:13.608Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15047,17 +15172,22 @@ export interface operations {
                      *             "bizStep": "transporting",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *             "rxtrace:custodySeq": 4,
-                     *             "rxtrace:custodyHash": "sha256:21da97f44cbd63f76fad3bd5e3a5febdc98a46508f8a59abd3ea0fc9de2f4fb3"
+                     *             "rxtrace:custodyHash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *             "rxtrace:handoffTemperature": {
+                     *               "last_c": null,
+                     *               "at": null,
+                     *               "state": "OK"
+                     *             }
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:282b13a6-2912-8662-95fd-3d589624b0a0",
-                     *             "eventTime": "2026-11-28T22:20:25.929Z",
-                     *             "recordTime": "2026-11-28T22:20:25.929Z",
+                     *             "eventID": "urn:uuid:420a4998-dcce-87e9-8cab-c8b33f41b2b2",
+                     *             "eventTime": "2026-11-29T01:28:13.933Z",
+                     *             "recordTime": "2026-11-29T01:28:13.933Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15069,15 +15199,15 @@ export interface operations {
                      *             "bizStep": "dispensing",
                      *             "disposition": "dispensed",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
                      *             },
                      *             "sensorElementList": [
                      *               {
                      *                 "sensorMetadata": {
-                     *                   "startTime": "2026-11-28T22:20:25.426Z",
-                     *                   "endTime": "2026-11-28T22:20:25.929Z",
-                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8j3xhaes5n8ez3anzctnswv",
-                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8j3xjr0kjdz4ct8wsqh933q/temperature?from=2026-11-28T22:20:25.426Z&to=2026-11-28T22:20:25.929Z"
+                     *                   "startTime": "2026-11-29T01:28:13.608Z",
+                     *                   "endTime": "2026-11-29T01:28:13.933Z",
+                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jeneznenqs4sgbex8d2eaq/temperature?from=2026-11-29T01:28:13.608Z&to=2026-11-29T01:28:13.933Z"
                      *                 },
                      *                 "sensorReport": [
                      *                   {
@@ -15087,13 +15217,25 @@ export interface operations {
                      *                     "maxValue": 5,
                      *                     "meanValue": 5,
                      *                     "rxtrace:readings": 1
+                     *                   },
+                     *                   {
+                     *                     "type": "gs1:Temperature",
+                     *                     "uom": "CEL",
+                     *                     "value": 5,
+                     *                     "time": "2026-11-29T01:28:13.784Z",
+                     *                     "rxtrace:atHandoff": true
                      *                   }
                      *                 ]
                      *               }
                      *             ],
-                     *             "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *             "rxtrace:custodySeq": 5,
-                     *             "rxtrace:custodyHash": "sha256:282b13a62912d66295fd3d589624b0a019c287a4b51ebd1a7e861693768d22ec"
+                     *             "rxtrace:custodyHash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *             "rxtrace:handoffTemperature": {
+                     *               "last_c": 5,
+                     *               "at": "2026-11-29T01:28:13.784Z",
+                     *               "state": "OK"
+                     *             }
                      *           }
                      *         ]
                      *       }
@@ -15218,7 +15360,7 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISQueryDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-28T22:20:26.481Z",
+                     *       "creationDate": "2026-11-29T01:28:14.814Z",
                      *       "rxtrace:nextCursor": "Mg",
                      *       "epcisBody": {
                      *         "queryResults": {
@@ -15227,9 +15369,9 @@ export interface operations {
                      *             "eventList": [
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:5ff9f7c1-7580-8814-aee6-d29cf4d9d553",
-                     *                 "eventTime": "2026-11-28T22:20:25.277Z",
-                     *                 "recordTime": "2026-11-28T22:20:25.277Z",
+                     *                 "eventID": "urn:uuid:bdc32ad8-1da8-87c3-8d86-7e75cf0c041d",
+                     *                 "eventTime": "2026-11-29T01:28:13.504Z",
+                     *                 "recordTime": "2026-11-29T01:28:13.504Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -15241,17 +15383,22 @@ export interface operations {
                      *                 "bizStep": "shipping",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *                 "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *                 "rxtrace:custodySeq": 3,
-                     *                 "rxtrace:custodyHash": "sha256:5ff9f7c1758098142ee6d29cf4d9d5538028738a4862902b849ec030ceb1665d"
+                     *                 "rxtrace:custodyHash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *                 "rxtrace:handoffTemperature": {
+                     *                   "last_c": null,
+                     *                   "at": null,
+                     *                   "state": "OK"
+                     *                 }
                      *               },
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:21da97f4-4cbd-83f7-afad-3bd5e3a5febd",
-                     *                 "eventTime": "2026-11-28T22:20:25.426Z",
-                     *                 "recordTime": "2026-11-28T22:20:25.426Z",
+                     *                 "eventID": "urn:uuid:0547d84d-e32e-8a52-8b1c-0f62456da74d",
+                     *                 "eventTime": "2026-11-29T01:28:13.608Z",
+                     *                 "recordTime": "2026-11-29T01:28:13.608Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -15263,11 +15410,16 @@ export interface operations {
                      *                 "bizStep": "transporting",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8j3xgzft0ft0gn08esahxdc"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8j3xjr0kjdz4ct8wsqh933q",
+                     *                 "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *                 "rxtrace:custodySeq": 4,
-                     *                 "rxtrace:custodyHash": "sha256:21da97f44cbd63f76fad3bd5e3a5febdc98a46508f8a59abd3ea0fc9de2f4fb3"
+                     *                 "rxtrace:custodyHash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *                 "rxtrace:handoffTemperature": {
+                     *                   "last_c": null,
+                     *                   "at": null,
+                     *                   "state": "OK"
+                     *                 }
                      *               }
                      *             ]
                      *           }
@@ -15384,15 +15536,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m8drybd2cgxex31s7vhr49tx",
+                     *           "id": "us_01m8jene8znjjt7pzw5wenyf11",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-27T05:51:37.890Z"
+                     *           "created_at": "2026-11-29T01:28:12.319Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -15500,7 +15652,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -15516,15 +15668,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
+                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-27T05:51:37.890Z"
+                     *       "created_at": "2026-11-29T01:28:12.319Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -15670,15 +15822,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
+                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-27T05:51:37.890Z"
+                     *       "created_at": "2026-11-29T01:28:12.319Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -15794,15 +15946,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8drybd2cgxex31s7vhr49tx",
+                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-27T05:51:37.890Z"
+                     *       "created_at": "2026-11-29T01:28:12.319Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -15945,7 +16097,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -15954,8 +16106,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-27T05:51:43.419Z",
-                     *       "created_at": "2026-11-27T05:51:43.419Z"
+                     *       "effective_from": "2026-11-29T01:28:16.303Z",
+                     *       "created_at": "2026-11-29T01:28:16.303Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -16077,7 +16229,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -16086,8 +16238,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-27T05:51:43.419Z",
-                     *       "created_at": "2026-11-27T05:51:43.419Z"
+                     *       "effective_from": "2026-11-29T01:28:16.303Z",
+                     *       "created_at": "2026-11-29T01:28:16.303Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -16237,7 +16389,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
+                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *           "version": 1,
                      *           "currency": "USD",
                      *           "base_fee_cents": 650,
@@ -16246,8 +16398,8 @@ export interface operations {
                      *           "failed_attempt_fee_cents": 400,
                      *           "after_hours_multiplier": 1.5,
                      *           "commission_bps": 1200,
-                     *           "effective_from": "2026-11-27T05:51:43.419Z",
-                     *           "created_at": "2026-11-27T05:51:43.419Z"
+                     *           "effective_from": "2026-11-29T01:28:16.303Z",
+                     *           "created_at": "2026-11-29T01:28:16.303Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16364,10 +16516,10 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *           "ndc": "00002-8215-01",
                      *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *           "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "stability": {
                      *             "storage": {
                      *               "min_c": 2,
@@ -16385,8 +16537,8 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "version": 2,
-                     *           "effective_from": "2026-11-27T05:43:45.342Z",
-                     *           "created_at": "2026-11-27T05:43:44.972Z"
+                     *           "effective_from": "2026-11-29T01:28:20.353Z",
+                     *           "created_at": "2026-11-29T01:28:20.295Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16490,7 +16642,7 @@ export interface operations {
                  * @example {
                  *       "ndc": "0002-8215-01",
                  *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                 *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "stability": {
                  *         "storage": {
                  *           "min_c": 2,
@@ -16526,10 +16678,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -16552,8 +16704,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 1,
-                     *       "effective_from": "2026-11-27T05:43:44.972Z",
-                     *       "created_at": "2026-11-27T05:43:44.972Z"
+                     *       "effective_from": "2026-11-29T01:28:20.295Z",
+                     *       "created_at": "2026-11-29T01:28:20.295Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -16696,10 +16848,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8drfm0nh6ekkhrhe20xxn6h",
+                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -16717,8 +16869,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 2,
-                     *       "effective_from": "2026-11-27T05:43:45.342Z",
-                     *       "created_at": "2026-11-27T05:43:44.972Z"
+                     *       "effective_from": "2026-11-29T01:28:20.353Z",
+                     *       "created_at": "2026-11-29T01:28:20.295Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -16850,7 +17002,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *       "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *       "version": 2,
                      *       "stability": {
                      *         "storage": {
@@ -16868,8 +17020,8 @@ export interface operations {
                      *         "hard_min_c": -0.5,
                      *         "source": "Prescribing information, section 16.2"
                      *       },
-                     *       "effective_from": "2026-11-27T05:43:45.342Z",
-                     *       "created_at": "2026-11-27T05:43:45.342Z",
+                     *       "effective_from": "2026-11-29T01:28:20.353Z",
+                     *       "created_at": "2026-11-29T01:28:20.353Z",
                      *       "signature": null,
                      *       "signature_verified": null
                      *     }
@@ -17021,7 +17173,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *           "version": 1,
                      *           "stability": {
                      *             "storage": {
@@ -17044,13 +17196,13 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-27T05:43:44.972Z",
-                     *           "created_at": "2026-11-27T05:43:44.972Z",
+                     *           "effective_from": "2026-11-29T01:28:20.295Z",
+                     *           "created_at": "2026-11-29T01:28:20.295Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         },
                      *         {
-                     *           "product_id": "pr_01m8drfxjcaq7kz9eg23ad1fta",
+                     *           "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
                      *           "version": 2,
                      *           "stability": {
                      *             "storage": {
@@ -17068,8 +17220,8 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-27T05:43:45.342Z",
-                     *           "created_at": "2026-11-27T05:43:45.342Z",
+                     *           "effective_from": "2026-11-29T01:28:20.353Z",
+                     *           "created_at": "2026-11-29T01:28:20.353Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         }
@@ -17197,27 +17349,27 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8j79ere0dqe0qyckqb3g67f",
-                     *       "delivery_id": "dl_01m8j79ejb55m781gxmq0n8wvj",
+                     *       "id": "as_01m8jenpjmbqkyr11asqp3wedq",
+                     *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
-                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
+                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
+                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
                      *       },
-                     *       "created_at": "2026-11-28T23:19:19.566Z",
+                     *       "created_at": "2026-11-29T01:28:20.820Z",
                      *       "withdrawn_by": null,
                      *       "withdrawn_at": null,
                      *       "signature": {
-                     *         "id": "sg_01m8j79erfp8jhnvkwgsz7bpjf",
-                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "id": "sg_01m8jenpjswvtjk3g4n7dtj1cn",
+                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-28T23:19:19.566Z",
-                     *         "record_hash": "sha256:1af770a0d9fc89ed93e787ae2f9392068f364dc1833f5b9f511ed8ec3cd17908",
+                     *         "signed_at": "2026-11-29T01:28:20.820Z",
+                     *         "record_hash": "sha256:3e1875977cec9e1739be45b3a3c7d7335cb45921553b67d8493232c19fa3121b",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": null,
@@ -17377,40 +17529,40 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8j79ere0dqe0qyckqb3g67f",
-                     *       "delivery_id": "dl_01m8j79ejb55m781gxmq0n8wvj",
+                     *       "id": "as_01m8jenpjmbqkyr11asqp3wedq",
+                     *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
-                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
+                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
+                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
                      *       },
-                     *       "created_at": "2026-11-28T23:19:19.566Z",
+                     *       "created_at": "2026-11-29T01:28:20.820Z",
                      *       "withdrawn_by": {
-                     *         "client_id": "cl_01m8j79en6vn1trc81kyry10t9",
-                     *         "sub": "us_01m8j79emkswm4xkqkv9b29ze4"
+                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
+                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
                      *       },
-                     *       "withdrawn_at": "2026-11-28T23:19:19.596Z",
+                     *       "withdrawn_at": "2026-11-29T01:28:20.899Z",
                      *       "signature": {
-                     *         "id": "sg_01m8j79erfp8jhnvkwgsz7bpjf",
-                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "id": "sg_01m8jenpjswvtjk3g4n7dtj1cn",
+                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-28T23:19:19.566Z",
-                     *         "record_hash": "sha256:1af770a0d9fc89ed93e787ae2f9392068f364dc1833f5b9f511ed8ec3cd17908",
+                     *         "signed_at": "2026-11-29T01:28:20.820Z",
+                     *         "record_hash": "sha256:3e1875977cec9e1739be45b3a3c7d7335cb45921553b67d8493232c19fa3121b",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": {
-                     *         "id": "sg_01m8j79esdnb80yjx1p9vm24pp",
-                     *         "signer": "us_01m8j79emkswm4xkqkv9b29ze4",
+                     *         "id": "sg_01m8jenpn4q259aase3qmgxhpd",
+                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-36aohi40okk@example.com",
+                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-28T23:19:19.596Z",
-                     *         "record_hash": "sha256:dd5418a377f24d01181bd589bef36aa97790ff9da5421f824b2e65b1e565cd7f",
+                     *         "signed_at": "2026-11-29T01:28:20.899Z",
+                     *         "record_hash": "sha256:a708d10871a7619d5e7e0f22e8b1b920db464f81bcb68a565e9429b99d720efa",
                      *         "method": "password"
                      *       },
                      *       "signature_verified": true
@@ -17561,19 +17713,19 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                     *       "from": "2026-11-26T05:51:43.752Z",
-                     *       "to": "2026-11-28T05:51:43.752Z",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "from": "2026-11-28T01:28:16.548Z",
+                     *       "to": "2026-11-30T01:28:16.548Z",
                      *       "currency": "USD",
                      *       "lines": [
                      *         {
-                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-27T05:51:41.391Z",
+                     *           "ended_at": "2026-11-29T01:28:13.933Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": true,
+                     *           "after_hours": false,
                      *           "cold_chain": true,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -17585,13 +17737,13 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "outcome": "failed",
-                     *           "ended_at": "2026-11-27T05:51:42.159Z",
+                     *           "ended_at": "2026-11-29T01:28:14.947Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": true,
+                     *           "after_hours": false,
                      *           "cold_chain": false,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -17603,22 +17755,22 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8drygzr67rp5ax34hk7dhr3",
-                     *           "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                     *           "delivery_id": "dl_01m8jenja2mpegtn2szdew2kt7",
+                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-27T05:51:43.717Z",
+                     *           "ended_at": "2026-11-29T01:28:16.532Z",
                      *           "rate_card_version": 1,
                      *           "distance_km": 4.74,
-                     *           "after_hours": true,
+                     *           "after_hours": false,
                      *           "cold_chain": false,
                      *           "base_cents": 650,
                      *           "distance_cents": 403,
                      *           "cold_chain_cents": 0,
                      *           "failed_attempt_cents": 0,
-                     *           "after_hours_cents": 526,
-                     *           "gross_cents": 1579,
-                     *           "commission_cents": 189,
-                     *           "payout_cents": 1390
+                     *           "after_hours_cents": 0,
+                     *           "gross_cents": 1053,
+                     *           "commission_cents": 126,
+                     *           "payout_cents": 927
                      *         }
                      *       ],
                      *       "totals": {
@@ -17627,10 +17779,10 @@ export interface operations {
                      *         "distance_cents": 403,
                      *         "cold_chain_cents": 0,
                      *         "failed_attempt_cents": 0,
-                     *         "after_hours_cents": 526,
-                     *         "gross_cents": 1579,
-                     *         "commission_cents": 189,
-                     *         "payout_cents": 1390
+                     *         "after_hours_cents": 0,
+                     *         "gross_cents": 1053,
+                     *         "commission_cents": 126,
+                     *         "payout_cents": 927
                      *       }
                      *     }
                      */
@@ -17755,31 +17907,31 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "from": "2026-11-26T05:51:43.752Z",
-                     *       "to": "2026-11-28T05:51:43.752Z",
+                     *       "from": "2026-11-28T01:28:16.548Z",
+                     *       "to": "2026-11-30T01:28:16.548Z",
                      *       "matched": 0,
                      *       "mismatched": [
                      *         {
-                     *           "delivery_id": "dl_01m8drygzr67rp5ax34hk7dhr3",
-                     *           "ours": 1390,
-                     *           "theirs": 1391,
+                     *           "delivery_id": "dl_01m8jenja2mpegtn2szdew2kt7",
+                     *           "ours": 927,
+                     *           "theirs": 928,
                      *           "difference": 1
                      *         }
                      *       ],
                      *       "missing_from_statement": [
                      *         {
-                     *           "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
+                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
                      *           "ours": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
+                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
                      *           "ours": 0
                      *         }
                      *       ],
                      *       "unknown_in_statement": [],
                      *       "totals": {
-                     *         "ours": 1390,
-                     *         "theirs": 1391,
+                     *         "ours": 927,
+                     *         "theirs": 928,
                      *         "difference": 1
                      *       }
                      *     }
@@ -17924,9 +18076,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8j4hswaghr0fkaknxexh35x",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-28T22:31:31.907Z",
+                     *       "generated_at": "2026-11-29T01:28:16.919Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -17940,9 +18092,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
+                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-28T22:31:31.175Z",
+                     *             "since": "2026-11-29T01:28:15.675Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -17953,20 +18105,20 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
+                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8j4ht2wpvfxfvg41bsx1bye",
+                     *             "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8j4ht7xeqtmfn7s2yh32ewg",
-                     *             "eta": "2026-11-29T02:31:31.101Z",
+                     *             "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *             "eta": "2026-11-29T05:28:15.628Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-28T22:31:31.285Z"
+                     *             "updated_at": "2026-11-29T01:28:16.134Z"
                      *           }
                      *         ]
                      *       },
@@ -18100,8 +18252,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThkcnljcHQwNHA4OWUybmd2YnNjNXNyIn0.eyJmbGVldF9pZCI6ImZsXzAxbThkcnlhcDBhcGdtMXM4YmRtNHdtd2tlIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGRyeWFwMGFwZ20xczhiZG00d213a2UiLCJpYXQiOjE3OTU3NTg3MDQsImV4cCI6MTc5NTc1ODgyNH0.nWLGC2VJP3F1oaHF4C6Bij3QxOOL5TYcD3jc0ZAnDChbhrH09nFe3_F47Xc50ka3rtn3Iub20HCuG0CMcF6n4g",
-                     *       "expires_at": "2026-11-27T05:53:44.000Z"
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqZW5lcmF6Y3R2ZXEyZ2JwNzJkOG44In0.eyJmbGVldF9pZCI6ImZsXzAxbThqZW5kNXN3ams0a2FzbnIweW1zc2VrIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGplbmQ1c3dqazRrYXNucjB5bXNzZWsiLCJpYXQiOjE3OTU5MTU2OTcsImV4cCI6MTc5NTkxNTgxN30.1qHPZRWc7w9dsSIfptLXIWLHgOjcoejL66K0MOOI1KkdWlK-Vb4V7m1W8L23n86G3FKonlHzbMWo6ulIlsjnIw",
+                     *       "expires_at": "2026-11-29T01:30:17.000Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EmbedSession"];
@@ -18247,7 +18399,7 @@ export interface operations {
                      * @example <!doctype html>
                      *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
                      *     <title>Speedy</title>
-                     *     <style nonce="tNg/mJoYil1/AY04IZI3/A==">
+                     *     <style nonce="zX2FMdaIkxLD3IGdR1L9mQ==">
                      *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
                      *     header{display:flex;align-items:center;gap:1…
                      */
@@ -18317,9 +18469,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8j4hswaghr0fkaknxexh35x",
+                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-28T22:31:32.173Z",
+                     *       "generated_at": "2026-11-29T01:28:17.258Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -18333,9 +18485,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
+                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-28T22:31:31.175Z",
+                     *             "since": "2026-11-29T01:28:15.675Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -18346,20 +18498,20 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8j4hxgxgv3np7h7jc74p6sh",
+                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8j4ht2wpvfxfvg41bsx1bye",
+                     *             "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8j4ht7xeqtmfn7s2yh32ewg",
-                     *             "eta": "2026-11-29T02:31:31.101Z",
+                     *             "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *             "eta": "2026-11-29T05:28:15.628Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-28T22:31:31.285Z"
+                     *             "updated_at": "2026-11-29T01:28:16.134Z"
                      *           }
                      *         ]
                      *       }
@@ -18428,21 +18580,22 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryd3njhz2kpj71t3kd3tx",
+                 *       "id": "evt_01m8jenf00nwzdtqnprbw0njr3",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-27T05:51:39.637Z",
+                 *       "created_at": "2026-11-29T01:28:13.056Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:22487eeda341d91a0d50eeaf3a52575b56a1201bd12e344c2474dcfe42523d88"
+                 *         "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                 *         "leg": 1
                  *       }
                  *     }
                  */
@@ -18481,27 +18634,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drydvnpwx6awwpw30v9vr8",
+                 *       "id": "evt_01m8jenf7y3d6aa8my6jfedptb",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-27T05:51:40.402Z",
+                 *       "created_at": "2026-11-29T01:28:13.310Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-27T05:51:40.370Z",
-                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *         "occurred_at": "2026-11-29T01:28:13.297Z",
+                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:02ef3806a1365078bb46e5fdf2344cd1cd0d8797cb78d89ac754f01bedd02b4b",
-                 *         "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *         "driver_id": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                 *         "tote_id": "tt_01m8dryb4v6j9vnz24efc4c71t"
+                 *         "custody_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                 *         "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *         "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s"
                  *       }
                  *     }
                  */
@@ -18540,24 +18693,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drye3ydpx2zt6zbfv1a2fa",
+                 *       "id": "evt_01m8jenfe6xgcqdcsqjk1e7ybb",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-27T05:51:40.670Z",
+                 *       "created_at": "2026-11-29T01:28:13.510Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-27T05:51:40.627Z",
-                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *         "occurred_at": "2026-11-29T01:28:13.504Z",
+                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                 *         "custody_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82"
                  *       }
                  *     }
                  */
@@ -18596,24 +18749,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryetq8p76v7rjjekp22gf",
+                 *       "id": "evt_01m8jenfvwhyvx3mvn7ey18v35",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-27T05:51:41.399Z",
+                 *       "created_at": "2026-11-29T01:28:13.947Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-27T05:51:41.391Z",
-                 *         "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                 *         "occurred_at": "2026-11-29T01:28:13.933Z",
+                 *         "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69",
+                 *         "custody_hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -18653,25 +18806,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryfjgyzf7v60cj5cw1gkm",
+                 *       "id": "evt_01m8jengv6f8shwcgrh1e09qks",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-27T05:51:42.160Z",
+                 *       "created_at": "2026-11-29T01:28:14.950Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                 *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-27T05:51:42.159Z",
+                 *         "occurred_at": "2026-11-29T01:28:14.947Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:825a737b2037e9aeffb564c0a89b9d5ee9f284c08cb9f617d8826331e2395a41",
-                 *         "reason": "Nobody home"
+                 *         "custody_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                 *         "reason": "patient_unavailable",
+                 *         "note": "Nobody home",
+                 *         "attempt": 1
                  *       }
                  *     }
                  */
@@ -18679,6 +18834,64 @@ export interface operations {
                     /** @enum {string} */
                     type?: "delivery.failed";
                     data?: components["schemas"]["DeliveryFailedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDeliveryReattempted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jengxzhgczdmx2s1xjgxdh",
+                 *       "type": "delivery.reattempted",
+                 *       "created_at": "2026-11-29T01:28:15.039Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                 *       "seq": 6,
+                 *       "data": {
+                 *         "status": "DISPATCHED",
+                 *         "previous_status": "FAILED",
+                 *         "action": "reattempt",
+                 *         "occurred_at": "2026-11-29T01:28:15.038Z",
+                 *         "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "custody_seq": 5,
+                 *         "custody_hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                 *         "attempt": 2,
+                 *         "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "delivery.reattempted";
+                    data?: components["schemas"]["DeliveryReattemptedData"];
                 };
             };
         };
@@ -18710,24 +18923,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryfrxw9phhtgp4enczfz9",
+                 *       "id": "evt_01m8jenh402v68jaxh80x9807r",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-27T05:51:42.364Z",
+                 *       "created_at": "2026-11-29T01:28:15.232Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryfe2cnk3pmhxa5ejej2s",
-                 *       "rx_id": "rx_01m8dryfe2cnk3pmhxa5ejej2r",
-                 *       "seq": 7,
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                 *       "seq": 11,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-27T05:51:42.340Z",
-                 *         "from": "dr_01m8dryazzgwhwskjmsfh3d1xs",
-                 *         "to": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:5a5e53fa1d05a057282e4b18e370786216f105a7c015633e586518937b4f044b"
+                 *         "occurred_at": "2026-11-29T01:28:15.228Z",
+                 *         "from": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *         "custody_seq": 8,
+                 *         "custody_hash": "sha256:823b0597b249fcf0914681b17514d09dddd86621a6023034a930a026d827ae4d"
                  *       }
                  *     }
                  */
@@ -18766,24 +18979,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryg7pgj2z8rj1he1ceebg",
+                 *       "id": "evt_01m8jenhajrvz9p74x7k2ds749",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-27T05:51:42.838Z",
+                 *       "created_at": "2026-11-29T01:28:15.442Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8dryg4szz432q4cynwc912n",
-                 *       "rx_id": "rx_01m8dryg4szz432q4cynwc912m",
+                 *       "delivery_id": "dl_01m8jenha051z5j6j92pcd8zmt",
+                 *       "rx_id": "rx_01m8jenha051z5j6j92pcd8zms",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-27T05:51:42.824Z",
+                 *         "occurred_at": "2026-11-29T01:28:15.433Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:1f0efd5b6a0e31285519f74637a55a1a2cf3be5dbb0137b53042f50f7de0a921",
+                 *         "custody_hash": "sha256:caea5b385aea858128408c176f802792c1da57b42cf9b09ae5f562f30908276b",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -18792,108 +19005,6 @@ export interface operations {
                     /** @enum {string} */
                     type?: "delivery.cancelled";
                     data?: components["schemas"]["DeliveryCancelledData"];
-                };
-            };
-        };
-        responses: {
-            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
-    onDeliveryEtaChanged: {
-        parameters: {
-            query?: never;
-            header: {
-                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
-                "webhook-id": string;
-                /** @description Unix seconds when this attempt was signed */
-                "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
-                "webhook-signature": string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "id": "evt_01m8jee3hm94sbts6sfb0rzsvg",
-                 *       "type": "delivery.eta-changed",
-                 *       "created_at": "2026-11-29T01:24:11.956Z",
-                 *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jedxgjt5y9rg2py108s82t",
-                 *       "fleet_id": "fl_01m8jedxyfvr5619zmb6y28pr7",
-                 *       "delivery_id": "dl_01m8jee3ezfctmwkwc38zxhjfv",
-                 *       "rx_id": "rx_01m8jee3ezfctmwkwc38zxhjft",
-                 *       "seq": 5,
-                 *       "data": {
-                 *         "eta": "2026-11-29T01:45:46.313Z",
-                 *         "previous_eta": "2026-11-29T05:24:11.871Z",
-                 *         "source": "computed",
-                 *         "distance_m": 8996
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["Event"] & {
-                    /** @enum {string} */
-                    type?: "delivery.eta-changed";
-                    data?: components["schemas"]["DeliveryEtaChangedData"];
-                };
-            };
-        };
-        responses: {
-            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
-    onDeliveryArriving: {
-        parameters: {
-            query?: never;
-            header: {
-                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
-                "webhook-id": string;
-                /** @description Unix seconds when this attempt was signed */
-                "webhook-timestamp": string;
-                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
-                "webhook-signature": string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "id": "evt_01m8jee3k08631gdg9k25m3n7f",
-                 *       "type": "delivery.arriving",
-                 *       "created_at": "2026-11-29T01:24:12.000Z",
-                 *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jedxgjt5y9rg2py108s82t",
-                 *       "fleet_id": "fl_01m8jedxyfvr5619zmb6y28pr7",
-                 *       "delivery_id": "dl_01m8jee3ezfctmwkwc38zxhjfv",
-                 *       "rx_id": "rx_01m8jee3ezfctmwkwc38zxhjft",
-                 *       "seq": 6,
-                 *       "data": {
-                 *         "eta": "2026-11-29T01:24:55.213Z",
-                 *         "distance_m": 300
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["Event"] & {
-                    /** @enum {string} */
-                    type?: "delivery.arriving";
-                    data?: components["schemas"]["DeliveryArrivingData"];
                 };
             };
         };
@@ -18925,24 +19036,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drye3ydpx2zt6zbfv1a2f9",
+                 *       "id": "evt_01m8jenfe6xgcqdcsqjk1e7yba",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-27T05:51:40.670Z",
+                 *       "created_at": "2026-11-29T01:28:13.510Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-27T05:51:40.627Z",
-                 *         "from": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *         "to": "dr_01m8dryazzgwhwskjmsfh3d1xs",
+                 *         "occurred_at": "2026-11-29T01:28:13.504Z",
+                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:0e1979ce75135abdd12b557c839f77b072371293aed7a704c60795807cdfe3ca"
+                 *         "custody_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82"
                  *       }
                  *     }
                  */
@@ -18981,24 +19092,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryetq8p76v7rjjekp22ge",
+                 *       "id": "evt_01m8jenfvwhyvx3mvn7ey18v34",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-27T05:51:41.399Z",
+                 *       "created_at": "2026-11-29T01:28:13.947Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-27T05:51:41.391Z",
-                 *         "from": "dr_01m8dryb1h4ehd2dhaaj22jt3k",
+                 *         "occurred_at": "2026-11-29T01:28:13.933Z",
+                 *         "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:46df0834bc9a5dd6b925bc154a2b853d575d6379d33e33cea09ed88844dbbc69",
+                 *         "custody_hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -19038,24 +19149,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd7",
+                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt3",
                  *       "type": "temperature.excursion",
-                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "created_at": "2026-11-29T01:28:17.565Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                  *       "seq": 3,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-27T05:02:45.195Z",
+                 *         "excursion_started_at": "2026-11-29T00:39:17.505Z",
                  *         "kind": "high",
                  *         "peak_c": 9,
                  *         "min_c": 2,
                  *         "max_c": 8,
                  *         "grace_s": 300,
-                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
-                 *         "at": "2026-11-27T05:07:45.195Z"
+                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
+                 *         "at": "2026-11-29T00:44:17.505Z"
                  *       }
                  *     }
                  */
@@ -19094,25 +19205,25 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd8",
+                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt4",
                  *       "type": "temperature.recovered",
-                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "created_at": "2026-11-29T01:28:17.565Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                  *       "seq": 4,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-27T05:02:45.195Z",
-                 *         "recovered_at": "2026-11-27T05:09:45.195Z",
+                 *         "excursion_started_at": "2026-11-29T00:39:17.505Z",
+                 *         "recovered_at": "2026-11-29T00:46:17.505Z",
                  *         "duration_s": 420,
                  *         "kind": "high",
                  *         "peak_c": 9.5,
                  *         "temp_c": 5,
                  *         "unknown_s": 0,
-                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
-                 *         "at": "2026-11-27T05:09:45.195Z"
+                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
+                 *         "at": "2026-11-29T00:46:17.505Z"
                  *       }
                  *     }
                  */
@@ -19151,29 +19262,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drygegmey6v6zf82mq6q0b",
+                 *       "id": "evt_01m8jenhjpsjtwsphb3htxebte",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-27T05:51:43.056Z",
+                 *       "created_at": "2026-11-29T01:28:15.702Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                 *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-27T05:51:43.032Z",
+                 *         "broken_at": "2026-11-29T01:28:15.675Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-27T05:51:43.032Z",
+                 *         "excursion_started_at": "2026-11-29T01:28:15.675Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m8dryb8398f7bd7hmw5jx7ge",
-                 *         "at": "2026-11-27T05:51:43.032Z"
+                 *         "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                 *         "at": "2026-11-29T01:28:15.675Z"
                  *       }
                  *     }
                  */
@@ -19212,25 +19323,35 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drygjxzymh1xz55a3c2z7b",
+                 *       "id": "evt_01m8jenj09q6r10vjjdv6q6843",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-27T05:51:43.197Z",
+                 *       "created_at": "2026-11-29T01:28:16.137Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8drygbzde7r2pdf4r59yj73",
-                 *       "rx_id": "rx_01m8drygbzde7r2pdf4r59yj72",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-27T05:51:43.195Z",
+                 *         "occurred_at": "2026-11-29T01:28:16.134Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:46d89ace9574be3bf18214a71d55684f5cda9978004fe5f85763ad8c13aae72a",
-                 *         "decision": "return"
+                 *         "custody_hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
+                 *         "decision": "return",
+                 *         "signature": {
+                 *           "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
+                 *           "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                 *           "name": "A pharmacist",
+                 *           "email": "pharmacist-dk8mz4e05rt@example.com",
+                 *           "meaning": "returned",
+                 *           "signed_at": "2026-11-29T01:28:16.134Z",
+                 *           "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                 *           "method": "password"
+                 *         }
                  *       }
                  *     }
                  */
@@ -19269,22 +19390,22 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryjmzkaggp1nner4kfkd9",
+                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt5",
                  *       "type": "sensor.offline",
-                 *       "created_at": "2026-11-27T05:51:45.311Z",
+                 *       "created_at": "2026-11-29T01:28:17.565Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryjgv7mhb636sdybngcwv",
-                 *       "rx_id": "rx_01m8dryjgv7mhb636sdybngcwt",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                  *       "seq": 5,
                  *       "data": {
-                 *         "last_reading_at": "2026-11-27T05:09:45.195Z",
-                 *         "offline_since": "2026-11-27T05:24:45.195Z",
-                 *         "back_online_at": "2026-11-27T05:26:45.195Z",
+                 *         "last_reading_at": "2026-11-29T00:46:17.505Z",
+                 *         "offline_since": "2026-11-29T01:01:17.505Z",
+                 *         "back_online_at": "2026-11-29T01:03:17.505Z",
                  *         "max_gap_s": 900,
-                 *         "tote_id": "tt_01m8dryjejfb0k1kwcrccpxzv1",
-                 *         "at": "2026-11-27T05:24:45.195Z"
+                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
+                 *         "at": "2026-11-29T01:01:17.505Z"
                  *       }
                  *     }
                  */
@@ -19323,19 +19444,19 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dxjc4hnc48hgtg18fddj3v",
+                 *       "id": "evt_01m8jenpe0dpvzw45d3k4waq8e",
                  *       "type": "stability.budget-low",
-                 *       "created_at": "2026-11-27T07:12:28.305Z",
+                 *       "created_at": "2026-11-29T01:28:20.672Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8dxj9k0z3pwwy694nt8mcgf",
-                 *       "fleet_id": "fl_01m8dxj9vp3n321d402w3twhdm",
-                 *       "delivery_id": "dl_01m8dxjc3wwhbsrs9cv97b9tfd",
-                 *       "rx_id": "rx_01m8dxjc3wwhbsrs9cv97b9tfc",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
+                 *       "rx_id": "rx_01m8jenpb4sqw7hb77fmt6k19e",
                  *       "seq": 3,
                  *       "data": {
                  *         "item": 0,
                  *         "ndc": "00002-8215-01",
-                 *         "product_id": "pr_01m8dxjc0q4hr7ppaz37rexb1y",
+                 *         "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
                  *         "version": 3,
                  *         "band": {
                  *           "min_c": 8,
@@ -19343,8 +19464,8 @@ export interface operations {
                  *           "allowed_s": 60
                  *         },
                  *         "remaining_s": 12,
-                 *         "tote_id": "tt_01m8dxjc43gqq0jjdyggjtv7z3",
-                 *         "at": "2026-11-27T07:13:17.298Z"
+                 *         "tote_id": "tt_01m8jenpbv5d63p9y5m78xqxee",
+                 *         "at": "2026-11-29T01:29:09.668Z"
                  *       }
                  *     }
                  */
@@ -19383,17 +19504,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryk1g2re0swfmmk2pe5ds",
+                 *       "id": "evt_01m8jenn12dpkw94w7ntjtnm42",
                  *       "type": "writeback.completed",
-                 *       "created_at": "2026-11-27T05:51:45.712Z",
+                 *       "created_at": "2026-11-29T01:28:19.234Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8dryjnfzybhp1f35k0g72er",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryjq22j3dskserkq5rqyb",
-                 *       "rx_id": "rx_01m8dryjq22j3dskserkq5rqya",
+                 *       "pharmacy_id": "ph_01m8jenmqpxvnmk95kencevsj8",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenmsjaah9b0983kxdm7gc",
+                 *       "rx_id": "rx_01m8jenmsjaah9b0983kxdm7gb",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8dryjwpebdfkm8chfq4kv0q",
+                 *         "outcome_event_id": "evt_01m8jenmws6xctkvnqcjw36d7s",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 1,
                  *         "status_code": 204,
@@ -19436,17 +19557,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8dryke7mgnzgyw1z1d9rqrh",
+                 *       "id": "evt_01m8jenna88vnxknvyhn3ykjv1",
                  *       "type": "writeback.failed",
-                 *       "created_at": "2026-11-27T05:51:46.119Z",
+                 *       "created_at": "2026-11-29T01:28:19.528Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8dryjzv4f0vxqwkqp9yhfne",
-                 *       "fleet_id": "fl_01m8dryap0apgm1s8bdm4wmwke",
-                 *       "delivery_id": "dl_01m8dryk1yqsqgj14fha0zjkms",
-                 *       "rx_id": "rx_01m8dryk1yqsqgj14fha0zjkmr",
+                 *       "pharmacy_id": "ph_01m8jenmzcvhmmmz5s0be9hav4",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenn13zvazz52x9sx55060",
+                 *       "rx_id": "rx_01m8jenn13zvazz52x9sx5505z",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8dryk5c316yv2qjpnpwq3e4",
+                 *         "outcome_event_id": "evt_01m8jenn4f7zr55a4j34pafeep",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 3,
                  *         "status_code": null,
@@ -19489,14 +19610,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8drydpg0s2t54tv8793gayw",
+                 *       "id": "evt_01m8jenf6y0pj2p61ev9kjasdc",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-27T05:51:40.240Z",
+                 *       "created_at": "2026-11-29T01:28:13.278Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8drya5takx5ky7z8h0hthmq",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8dryd38j009m35c2xjh0ky9",
-                 *       "rx_id": "rx_01m8dryd38j009m35c2xjh0ky8",
+                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -19507,7 +19628,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-27T05:51:40.238Z"
+                 *         "refused_at": "2026-11-29T01:28:13.268Z"
                  *       }
                  *     }
                  */
@@ -19546,26 +19667,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8j709k4jbnc1xqqx6k7a3ae",
+                 *       "id": "evt_01m8jenmn624jf1hbphy4rf8xn",
                  *       "type": "alarm.acknowledged",
-                 *       "created_at": "2026-11-28T23:14:19.364Z",
+                 *       "created_at": "2026-11-29T01:28:18.854Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
-                 *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
-                 *       "delivery_id": "dl_01m8j707ymrvw30vthjqtmmtkz",
-                 *       "rx_id": "rx_01m8j707ymrvw30vthjqtmmtky",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
+                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
                  *       "seq": 8,
                  *       "data": {
-                 *         "alarm_id": "al_01m8j707z1agvvd5xdn2fa2kae",
+                 *         "alarm_id": "al_01m8jenkcw6ex2fpd1y1sbpths",
                  *         "kind": "excursion",
                  *         "state": "CLEARED_ACK",
-                 *         "raised_at": "2026-11-28T22:30:17.686Z",
-                 *         "cleared_at": "2026-11-28T22:32:17.686Z",
+                 *         "raised_at": "2026-11-29T00:44:17.505Z",
+                 *         "cleared_at": "2026-11-29T00:46:17.505Z",
                  *         "acknowledged_by": "cl_admin",
-                 *         "acknowledged_at": "2026-11-28T23:14:19.364Z",
+                 *         "acknowledged_at": "2026-11-29T01:28:18.840Z",
                  *         "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                 *         "assigned_to": "us_01m8j70776zdep9p22b35d092q",
-                 *         "escalate_at": "2026-11-28T23:14:18.697Z"
+                 *         "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
+                 *         "escalate_at": "2026-11-29T01:28:18.563Z"
                  *       }
                  *     }
                  */
@@ -19604,26 +19725,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8j709h6kbqbnj0y4pd8a17s",
+                 *       "id": "evt_01m8jenjhxcb5va2w3gdpjvmtz",
                  *       "type": "alarm.escalated",
-                 *       "created_at": "2026-11-28T23:14:19.302Z",
+                 *       "created_at": "2026-11-29T01:28:16.701Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8j7070acb73ts6tswjk7maa",
-                 *       "fleet_id": "fl_01m8j70729dxb9pa8ds7tjrhkj",
-                 *       "delivery_id": "dl_01m8j707r5cfp5md90676zwy2g",
-                 *       "rx_id": "rx_01m8j707r5cfp5md90676zwy2f",
+                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
                  *       "seq": 6,
                  *       "data": {
-                 *         "alarm_id": "al_01m8j707rhqngjsmmxrm1xgmk4",
+                 *         "alarm_id": "al_01m8jenhj43q2yjecm0q297z3e",
                  *         "kind": "break",
                  *         "state": "CLEARED_UNACK",
-                 *         "raised_at": "2026-11-28T23:14:17.485Z",
-                 *         "cleared_at": "2026-11-28T23:14:17.498Z",
+                 *         "raised_at": "2026-11-29T01:28:15.675Z",
+                 *         "cleared_at": "2026-11-29T01:28:16.134Z",
                  *         "acknowledged_by": null,
                  *         "acknowledged_at": null,
                  *         "note": null,
                  *         "assigned_to": null,
-                 *         "escalate_at": "2026-11-28T23:14:18.489Z"
+                 *         "escalate_at": "2026-11-29T01:28:16.684Z"
                  *       }
                  *     }
                  */
