@@ -114,7 +114,7 @@ function eventLabel(e: CustodyEvent): string {
   return e.type.replace('_', ' ')
 }
 
-/** The temperature the custody hash recorded for the moment of the event (docs/custody.md). */
+/** The temperature the custody hash recorded for the moment of the event (docs/api.md, Temperature at each handoff). */
 function handoffTemperatureLine(t: NonNullable<CustodyEvent['temperature']>, tz: string): string {
   const reading = t.last_c === null ? 'no reading yet' : `${celsius(t.last_c)} (reading of ${dateTime(t.at, tz)})`
   return `Temperature at this moment: ${reading}; cold chain ${t.state}`

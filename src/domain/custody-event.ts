@@ -39,7 +39,7 @@ export const failureReasons = ['patient_unavailable', 'address_problem', 'refuse
 export type FailureReason = (typeof failureReasons)[number]
 
 /**
- * The cold chain at the moment of a custody event (docs/custody.md, Temperature at each handoff):
+ * The cold chain at the moment of a custody event (docs/api.md, Temperature at each handoff):
  * the newest reading of the delivery's binding at or before `occurred_at` (both null while there
  * is none) and the cold-chain state judged for that moment.
  */

@@ -103,7 +103,7 @@ export function objectEvents(input: EpcisInput, only?: ReadonlySet<number>): Obj
       'rxtrace:deliveryId': delivery.id,
       'rxtrace:custodySeq': custody.seq,
       'rxtrace:custodyHash': custody.hash,
-      // The member the custody hash covers, as recorded (docs/custody.md): a reading may be absent from the sensor report.
+      // The member the custody hash covers, as recorded (docs/api.md, Temperature at each handoff): a reading may be absent from the sensor report.
       ...(custody.temperature ? { 'rxtrace:handoffTemperature': custody.temperature } : {}),
     })
   }

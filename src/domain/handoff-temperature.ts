@@ -2,7 +2,7 @@ import type { ColdChainFigures } from './cold-chain.js'
 import type { HandoffTemperature } from './custody-event.js'
 
 /**
- * The `temperature` member of a cold-chain delivery's custody event (docs/custody.md, Temperature
+ * The `temperature` member of a cold-chain delivery's custody event (docs/api.md, Temperature at each handoff, Temperature
  * at each handoff). Pure: the newest reading of the delivery's binding at or before the event's
  * `occurred_at` (read by the caller, once per event), and the cold-chain figures the monitor has
  * stored, in; the member out.

@@ -96,7 +96,7 @@ export class DeliveryService {
   }
 
   /**
-   * The cold chain at `occurredAt` (docs/custody.md): one read of the newest reading in the
+   * The cold chain at `occurredAt` (docs/api.md, Temperature at each handoff): one read of the newest reading in the
    * delivery's binding interval up to that moment, never a scan of its readings.
    */
   private async temperatureAt(delivery: Database['deliveries'], figures: StoredColdChain, occurredAt: string): Promise<HandoffTemperature> {

@@ -81,7 +81,7 @@ export interface ReadingSink {
   readingsForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
   /**
    * The delivery's newest reading in [fromMs, toMs), or null: one row however long the range, so a
-   * custody event reads its handoff temperature with one indexed lookup (docs/custody.md).
+   * custody event reads its handoff temperature with one indexed lookup (docs/api.md, Temperature at each handoff).
    */
   latestForDelivery(deliveryId: string, fromMs: number, toMs: number): Promise<ReadingRow | null>
   /** A delivery's trace in steps of `stepMs`, oldest first. */

@@ -60,7 +60,7 @@ const CustodyEvent = z
       })
       .optional()
       .describe(
-        'On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/custody.md)',
+        'On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/api.md, Temperature at each handoff)',
       ),
     attempt: z
       .object({

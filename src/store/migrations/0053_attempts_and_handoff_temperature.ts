@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely'
 import type { Dialect } from '../dialect.js'
 
 /**
- * Attempts and the temperature at each handoff (docs/api.md, Attempts; docs/custody.md):
+ * Attempts and the temperature at each handoff (docs/api.md, Attempts; docs/api.md, Temperature at each handoff):
  * the pharmacy's `max_attempts` (rows from before, and new ones, get 3: the first attempt and two
  * more), and two custody event members kept as JSON, each inside the event's hash and absent
  * (null here) on events written before: `temperature` on cold-chain deliveries, `attempt` on

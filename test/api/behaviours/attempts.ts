@@ -14,7 +14,7 @@ const signature = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAA
 type Event = { seq: number; type: string; hash: string; temperature?: unknown; attempt?: unknown; [k: string]: unknown }
 
 /**
- * Attempts and the temperature at each handoff (docs/api.md, Attempts; docs/custody.md), over a
+ * Attempts and the temperature at each handoff (docs/api.md, Attempts; docs/api.md, Temperature at each handoff), over a
  * socket, the same on every entity store.
  */
 export function describeAttempts(store: StoreUnderTest) {
