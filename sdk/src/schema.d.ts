@@ -2644,7 +2644,7 @@ export interface components {
             recorded_at: string;
             prev_hash: string;
             hash: string;
-            /** @description On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/custody.md) */
+            /** @description On events of a cold-chain delivery (absent without a cold chain, and on events recorded before it was kept): the temperature at that moment, inside the hash (docs/api.md, Temperature at each handoff) */
             temperature?: {
                 /** @description The newest reading of the tote at or before occurred_at, °C; null when there was none yet */
                 last_c: number | null;
