@@ -75,11 +75,41 @@ describe('handing the goods over', () => {
     expect(decideHandover(delivery, created, { action: 'pickup', from: 'ph_1', to: 'dr_a' })).toMatchObject({ ok: true, from: 'ph_1' })
   })
 
+  it('lets the driver still holding the goods after a failed attempt sign the pickup of the reattempt, and no other driver', () => {
+    const reattempted = chainOf(
+      ['created', null, 'ph_1'],
+      ['dispatched', 'ph_1', 'dr_a'],
+      ['picked_up', 'us_1', 'dr_a'],
+      ['failed', null, null],
+      ['reattempted', 'dr_a', 'dr_b'],
+    )
+    expect(decideHandover(delivery, reattempted, { action: 'pickup', from: 'dr_a', to: 'dr_b' })).toMatchObject({
+      ok: true,
+      from: 'dr_a',
+      to: 'dr_b',
+    })
+    expect(decideHandover(delivery, reattempted, { action: 'pickup', from: 'dr_c', to: 'dr_b' })).toMatchObject({
+      ok: false,
+      pointer: '/from',
+    })
+    // The reattempt names the new driver when one is given, and checks them against the fleet.
+    expect(decideHandover({ ...delivery, driver_id: 'dr_a' }, pickedUp, { action: 'reattempt', driver_id: 'dr_b' })).toEqual({
+      ok: true,
+      from: 'dr_a',
+      to: 'dr_b',
+      driver: { id: 'dr_b', pointer: '/driver_id' },
+    })
+    expect(decideHandover({ ...delivery, driver_id: 'dr_a' }, pickedUp, { action: 'reattempt' })).toMatchObject({
+      to: 'dr_a',
+      driver: null,
+    })
+  })
+
   it('refuses a pickup signed by a driver, or by another pharmacy', () => {
     expect(decideHandover(delivery, created, { action: 'pickup', from: 'dr_b', to: 'dr_a' })).toEqual({
       ok: false,
       pointer: '/from',
-      message: 'pickup is signed by pharmacy staff (us_…) or the pharmacy (ph_…)',
+      message: 'pickup is signed by pharmacy staff (us_…), the pharmacy (ph_…), or after a failed attempt the driver holding the goods',
     })
     expect(decideHandover(delivery, created, { action: 'pickup', from: 'ph_2', to: 'dr_a' })).toEqual({
       ok: false,
