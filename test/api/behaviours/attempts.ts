@@ -174,12 +174,12 @@ export function describeAttempts(store: StoreUnderTest) {
       expect(await verify(id)).toMatchObject({ valid: true, length: returned.custody.length })
 
       // The reattempt is announced, and its EPCIS event (CBV `departing`) keeps the document valid.
-      const events = (await call('GET', `/v1/events?delivery_id=${id}&limit=100`)).body.data.filter((e: { type: string }) =>
-        ['delivery.failed', 'delivery.reattempted'].includes(e.type),
-      )
-      expect(
-        events.map((e: { type: string; data: { attempt: number; reason?: string } }) => [e.type, e.data.attempt, e.data.reason]),
-      ).toEqual([
+      // On PostgreSQL an event is listed once the transactions running when it was written have ended: polled.
+      const announced = async () =>
+        (await call('GET', `/v1/events?delivery_id=${id}&limit=100`)).body.data
+          .filter((e: { type: string }) => ['delivery.failed', 'delivery.reattempted'].includes(e.type))
+          .map((e: { type: string; data: { attempt: number; reason?: string } }) => [e.type, e.data.attempt, e.data.reason])
+      await expect.poll(announced, { timeout: 15_000 }).toEqual([
         ['delivery.failed', 1, 'patient_unavailable'],
         ['delivery.reattempted', 2, undefined],
         ['delivery.failed', 2, 'refused'],
