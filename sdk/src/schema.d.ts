@@ -566,7 +566,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a fleet's name, branding, embed origins or time zone
+         * Change a fleet's name, branding, embed origins, time zone or average speed
          * @description Members sent replace the stored ones (`branding` as a whole). The fleet itself or an unrestricted client; a pharmacy token is refused with 403.
          */
         patch: operations["updateFleet"];
@@ -587,6 +587,66 @@ export interface paths {
          * @description Only a token of that fleet, or an unrestricted one, changes a fleet; a pharmacy token is refused with 403.
          */
         post: operations["createDriver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/drivers/{id}/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record a driver's positions
+         * @description A batch of 1–100 positions, recorded for each of the driver's deliveries in progress (DISPATCHED or PICKED_UP) and recomputing the ETA of those PICKED_UP. The driver's own user, its fleet, or an unrestricted client; anyone else (another fleet's driver included) gets 404. A position more than 60 s in the future is refused (422).
+         */
+        post: operations["postDriverLocations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A delivery's driver positions, oldest first
+         * @description The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends.
+         */
+        get: operations["listDeliveryLocations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/eta": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Post the fleet router's ETA for a delivery
+         * @description The delivery's fleet (its router, a dispatcher, or the delivery's driver) or an unrestricted client; a pharmacy token gets 403. The delivery must be PICKED_UP. The posted ETA is the delivery's `eta` for 15 minutes, over the one computed from positions; `delivery.eta-changed` follows the usual rules.
+         */
+        put: operations["putDeliveryEta"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1505,6 +1565,40 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "delivery.eta-changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `delivery.eta-changed` event, POSTed to every endpoint subscribed to it */
+        post: operations["onDeliveryEtaChanged"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.arriving": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `delivery.arriving` event, POSTed to every endpoint subscribed to it */
+        post: operations["onDeliveryArriving"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "custody.handoff-signed": {
         parameters: {
             query?: never;
@@ -1922,6 +2016,27 @@ export interface components {
             custody_hash: string;
             /** @description As the caller gave it */
             reason: string;
+        };
+        /** @description The ETA of a delivery on its way moved by 5 minutes or more; at most one a minute per delivery (docs/fleet.md) */
+        DeliveryEtaChangedData: {
+            /** @description The ETA now */
+            eta: string;
+            /** @description The ETA announced before (the promised one, before the first change) */
+            previous_eta: string;
+            /**
+             * @description Computed from the driver’s position, or posted by the fleet’s router
+             * @enum {string}
+             */
+            source: "computed" | "router";
+            /** @description Straight-line metres from the driver to the address; null for a router’s ETA */
+            distance_m: number | null;
+        };
+        /** @description The driver is within 500 m of the delivery address; once per delivery */
+        DeliveryArrivingData: {
+            /** @description RFC 3339 UTC */
+            eta: string;
+            /** @description Straight-line metres from the driver to the address (≤ 500) */
+            distance_m: number;
         };
         /** @description A pickup, a handoff between drivers, or a return to the pharmacy */
         CustodyHandoffSignedData: {
@@ -2403,7 +2518,13 @@ export interface components {
              * @description RFC 3339 UTC; becomes the ETA
              */
             deliver_by?: string;
+            /** @description The address, free-form; `lat`/`lng` (both or neither) let the service compute an ETA from the driver’s positions */
             delivery_address?: {
+                /** @description WGS 84 latitude of the door, degrees */
+                lat?: number;
+                /** @description WGS 84 longitude of the door, degrees */
+                lng?: number;
+            } & {
                 [key: string]: unknown;
             };
             items?: {
@@ -2428,6 +2549,7 @@ export interface components {
             pharmacy_id: string;
             /** @enum {string} */
             status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
+            /** @description When the goods are expected at the patient: the promised time (`deliver_by`), then the live ETA from the driver’s positions or the fleet’s router once the delivery is on its way (docs/fleet.md, Live location and ETA) */
             eta: string;
             fleet_id: string | null;
             driver_id: string | null;
@@ -2763,6 +2885,8 @@ export interface components {
             embed_origins: string[];
             /** @description IANA time zone of the embedded dashboard’s local times */
             timezone: string;
+            /** @description km/h used for ETAs computed from drivers’ positions */
+            average_speed_kmh: number;
             created_at: string;
         };
         Branding: {
@@ -2778,6 +2902,8 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
+            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
+            average_speed_kmh?: number;
         };
         /**
          * @example {
@@ -2799,6 +2925,8 @@ export interface components {
             embed_origins?: string[];
             /** @description IANA time zone the fleet's dispatchers work in, such as America/Chicago: the embedded dashboard shows local times in it (default UTC) */
             timezone?: string;
+            /** @description km/h over which the straight-line distance from a driver to the delivery address becomes an ETA (default 25: urban driving with stops; docs/fleet.md) */
+            average_speed_kmh?: number;
         };
         Driver: {
             id: string;
@@ -2811,6 +2939,74 @@ export interface components {
         NewDriver: {
             name: string;
             phone?: string;
+        };
+        PositionsRecorded: {
+            /** @description Positions taken (a position already stored for the same instant is kept once) */
+            accepted: number;
+            /** @description The driver's deliveries in progress the positions were recorded for */
+            delivery_ids: string[];
+        };
+        /**
+         * @example {
+         *       "positions": [
+         *         {
+         *           "lat": 41.8819,
+         *           "lng": -87.6278,
+         *           "accuracy_m": 8,
+         *           "at": "2026-11-29T14:05:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        PositionBatch: {
+            positions: components["schemas"]["Position"][];
+        };
+        Position: {
+            /** @description WGS 84 latitude, degrees */
+            lat: number;
+            /** @description WGS 84 longitude, degrees */
+            lng: number;
+            /** @description Horizontal accuracy (radius), metres */
+            accuracy_m: number;
+            /**
+             * Format: date-time
+             * @description When the fix was taken (RFC 3339); at most 60 s ahead of the service's clock
+             */
+            at: string;
+        };
+        PositionPage: {
+            data: components["schemas"]["StoredPosition"][];
+            /** @description Pass as `after` for the next page; null at the end */
+            next_cursor: string | null;
+        };
+        StoredPosition: {
+            lat: number;
+            lng: number;
+            accuracy_m: number;
+            /** @description When the fix was taken (RFC 3339 UTC) */
+            at: string;
+            /** @description The driver who sent it */
+            driver_id: string;
+        };
+        EtaInForce: {
+            /** @description The delivery’s ETA now */
+            eta: string;
+            /** @enum {string} */
+            source: "router";
+            /** @description The router’s ETA wins over the computed one until then (15 min after the post) */
+            until: string;
+        };
+        /**
+         * @example {
+         *       "eta": "2026-11-29T14:40:00Z"
+         *     }
+         */
+        RouterEta: {
+            /**
+             * Format: date-time
+             * @description When the fleet’s router expects the goods at the patient (RFC 3339)
+             */
+            eta: string;
         };
         ToteWithCredentials: components["schemas"]["Tote"] & {
             mqtt: {
@@ -2991,7 +3187,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -3006,7 +3202,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
             enabled?: boolean;
             description?: string;
             /**
@@ -4254,10 +4450,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "5lkskj2lXuWX-FXcQcKLe-GUegOZB72q4I6cOMJDczU",
-                     *           "y": "8FKpleeQVe0SjvaN4eHMGL3op_VqW4KQMj2cHcLfCes",
+                     *           "x": "omELpsh6XVDKoxAymdexmYSGSJ9t2R7IOxi1T02345E",
+                     *           "y": "C7muK4DDvzFKMdSXP5D6NUaQ5hjMx-PV9T_QJfpj-vQ",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m8jen9myet2w8fvws54bjrhr",
+                     *           "kid": "key_01m8jhdrteh3s7b7q58pfqvsp6",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -4345,7 +4541,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjJkNTU3NzkxLTU5OTctNDgyOC1iZmE3LWE3YjVlNWIwOGE5MSJ9.cLeMJhdr_4IhShYdEht3sFGAuFKsk3Y9CxXradxYJxLb2v3q676Tc9tNjdvztq5MbJQJdLvHC_Tf5iuR8RmeVQ",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjExN2I0MDljLTY1YzktNDIwNi05NTBjLTJmOWEwY2NhYTMxOSJ9.XsmgeWkcTp9juSaZFeFSD3JXPuV9XuNDfqI4A35PjIk_KUveouHKbDswvUMeYur35OHM3C7U3Wiz1Jlr4_PhYQ",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -4444,7 +4640,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjM3ZTJmN2MyLWE0NDktNGU3Yy1iZmNkLTVhMjEwMTg1Mjg5ZSJ9.jNY91q6PrnTmlNAeVfOZ5aESIsYvNNRYmdhmLg1-ZRX1ffn6UZi8clQ3MZp6OU3kNLoSHsatK47vPSBnMDZRCQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjkxM2Y2M2NlLWU5MTAtNDlhNC05NTI1LThhMzYyZTBlZTkzZSJ9._r41FlZgn1uDT5ghkYNU-vesw1jzh4XFOe-0B8lHQnnYDhFN4S7xkumn15MdL__LtYseL8a0BqdzYbbTnZ3m_Q"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4538,7 +4734,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amVuOW15ZXQydzhmdndzNTRianJociJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE1NjkwLCJleHAiOjE3OTU5MTY1OTAsImp0aSI6IjJkNTU3NzkxLTU5OTctNDgyOC1iZmE3LWE3YjVlNWIwOGE5MSJ9.cLeMJhdr_4IhShYdEht3sFGAuFKsk3Y9CxXradxYJxLb2v3q676Tc9tNjdvztq5MbJQJdLvHC_Tf5iuR8RmeVQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjExN2I0MDljLTY1YzktNDIwNi05NTBjLTJmOWEwY2NhYTMxOSJ9.XsmgeWkcTp9juSaZFeFSD3JXPuV9XuNDfqI4A35PjIk_KUveouHKbDswvUMeYur35OHM3C7U3Wiz1Jlr4_PhYQ"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4565,10 +4761,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795916590,
+                     *       "exp": 1795919489,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91"
+                     *       "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319"
                      *     }
                      */
                     "application/json": {
@@ -4751,13 +4947,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m8jenes8z19jnggvcefm1e17",
+                 *       "client_id": "cl_01m8jhdxzxkq30ncmhsksjjdrg",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "eaJY9_IVMppylM9UvTyZb-GKputGWLoBexLCfdOj2wc",
+                 *       "code_challenge": "yeMjTT4qsMJ27yggBFg7R90nIKSC0cCR-hjQUK_OWk4",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "SGWKA9hBtXjNOk3BdCEowDLtsedTKnDnIhGXLkZ2QSQ",
+                 *       "csrf_token": "KFmnHGurZD2f1qlzw9uvNJSbDDlJvGWzDsLrIEnfmuM",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -4971,7 +5167,7 @@ export interface operations {
                      *       "console": "http://rxtrace.test/console/",
                      *       "mqtt": {
                      *         "mode": "embedded",
-                     *         "tcp": "mqtt://127.0.0.1:34063",
+                     *         "tcp": "mqtt://127.0.0.1:36215",
                      *         "websocket": null,
                      *         "readings_topic": "rxtrace/v1/totes/{tote_id}/readings",
                      *         "errors_topic": "rxtrace/v1/totes/{tote_id}/errors"
@@ -5038,7 +5234,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -5055,7 +5251,7 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-29T01:28:10.815Z",
+                     *           "created_at": "2026-11-29T02:16:29.612Z",
                      *           "release_policy": "auto_within_budget",
                      *           "calibration_policy": "refuse",
                      *           "escalate_after_s": 1,
@@ -5193,7 +5389,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5210,7 +5406,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T01:28:10.815Z",
+                     *       "created_at": "2026-11-29T02:16:29.612Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
@@ -5358,7 +5554,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5375,7 +5571,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T01:28:10.815Z",
+                     *       "created_at": "2026-11-29T02:16:29.612Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
@@ -5496,7 +5692,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5513,7 +5709,7 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T01:28:10.815Z",
+                     *       "created_at": "2026-11-29T02:16:29.612Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 1,
@@ -5666,12 +5862,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *           "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -5699,7 +5895,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-29T01:28:13.045Z"
+                     *           "created_at": "2026-11-29T02:16:32.268Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5808,7 +6004,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -5836,12 +6032,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -5869,7 +6065,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T01:28:13.045Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6012,12 +6208,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6045,7 +6241,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T01:28:13.045Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6154,12 +6350,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jenpvf8h19rxzv5g3vmzqx",
-                     *       "rx_id": "rx_01m8jenpb4sqw7hb77fmt6k19e",
+                     *       "id": "dl_01m8jhe6y3aym6ad1dxfpfd074",
+                     *       "rx_id": "rx_01m8jhe69fhe2gtk3fdmw902hx",
                      *       "leg": 2,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "QUEUED",
-                     *       "eta": "2026-11-29T05:28:21.104Z",
+                     *       "eta": "2026-11-29T06:16:41.155Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -6192,7 +6388,7 @@ export interface operations {
                      *         "items": [
                      *           {
                      *             "ndc": "00002-8215-01",
-                     *             "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *             "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *             "version": 3,
                      *             "bands": [
                      *               {
@@ -6216,8 +6412,8 @@ export interface operations {
                      *         ],
                      *         "remaining_fraction": 1,
                      *         "legs": [
-                     *           "dl_01m8jenpb4sqw7hb77fmt6k19f",
-                     *           "dl_01m8jenpvf8h19rxzv5g3vmzqx"
+                     *           "dl_01m8jhe69fhe2gtk3fdmw902hy",
+                     *           "dl_01m8jhe6y3aym6ad1dxfpfd074"
                      *         ]
                      *       },
                      *       "attempt": 1,
@@ -6231,13 +6427,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:21.104Z",
-                     *           "recorded_at": "2026-11-29T01:28:21.104Z",
-                     *           "prev_hash": "sha256:8ac49d0a8cd1d7a57af65a62777dbee7864e49cbad0233364e25786dba43e36b",
-                     *           "hash": "sha256:c4a7310fa5557af96c326d9a1bf2c12b9e037dbaa70646852e75f36ff1c695d1",
+                     *           "occurred_at": "2026-11-29T02:16:41.155Z",
+                     *           "recorded_at": "2026-11-29T02:16:41.155Z",
+                     *           "prev_hash": "sha256:6d81cbd7e0cc433286f1a8c28c581438a0f52c0530437863d6f7f762f926f7d7",
+                     *           "hash": "sha256:1211617f199cf8de591b90292368bedaf0a683facf777d401035c172facef23b",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6245,8 +6441,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:21.104Z",
-                     *       "updated_at": "2026-11-29T01:28:21.104Z"
+                     *       "created_at": "2026-11-29T02:16:41.155Z",
+                     *       "updated_at": "2026-11-29T02:16:41.155Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6389,15 +6585,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -6427,7 +6623,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "started_at": "2026-11-29T02:16:32.523Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -6442,13 +6638,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6462,14 +6658,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6483,14 +6679,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
-                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
+                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6504,17 +6700,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
-                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
-                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
+                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
+                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6528,23 +6724,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T01:28:13.933Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.933Z",
-                     *           "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
-                     *           "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *           "occurred_at": "2026-11-29T02:16:33.540Z",
+                     *           "recorded_at": "2026-11-29T02:16:33.540Z",
+                     *           "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *           "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T01:28:13.784Z",
+                     *             "at": "2026-11-29T02:16:33.330Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:13.045Z",
-                     *       "updated_at": "2026-11-29T01:28:13.933Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z",
+                     *       "updated_at": "2026-11-29T02:16:33.540Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6668,15 +6864,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *           "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *           "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *           "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *           "leg": 1,
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -6706,7 +6902,7 @@ export interface operations {
                      *           "attempts": [
                      *             {
                      *               "number": 1,
-                     *               "started_at": "2026-11-29T01:28:13.297Z",
+                     *               "started_at": "2026-11-29T02:16:32.523Z",
                      *               "failed_at": null,
                      *               "reason": null,
                      *               "note": null
@@ -6721,13 +6917,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *               "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *               "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *               "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *               "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *               "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *               "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *               "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *               "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6741,14 +6937,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *               "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *               "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *               "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *               "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *               "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *               "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *               "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *               "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *               "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *               "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6762,14 +6958,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *               "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *               "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *               "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T01:28:13.504Z",
-                     *               "recorded_at": "2026-11-29T01:28:13.504Z",
-                     *               "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                     *               "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *               "occurred_at": "2026-11-29T02:16:32.809Z",
+                     *               "recorded_at": "2026-11-29T02:16:32.809Z",
+                     *               "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *               "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6783,17 +6979,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *               "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *               "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *               "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T01:28:13.608Z",
-                     *               "recorded_at": "2026-11-29T01:28:13.608Z",
-                     *               "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
-                     *               "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *               "occurred_at": "2026-11-29T02:16:33.036Z",
+                     *               "recorded_at": "2026-11-29T02:16:33.036Z",
+                     *               "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *               "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6807,23 +7003,23 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *               "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-29T01:28:13.933Z",
-                     *               "recorded_at": "2026-11-29T01:28:13.933Z",
-                     *               "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
-                     *               "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *               "occurred_at": "2026-11-29T02:16:33.540Z",
+                     *               "recorded_at": "2026-11-29T02:16:33.540Z",
+                     *               "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *               "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                      *               "temperature": {
                      *                 "last_c": 5,
-                     *                 "at": "2026-11-29T01:28:13.784Z",
+                     *                 "at": "2026-11-29T02:16:33.330Z",
                      *                 "state": "OK"
                      *               }
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-29T01:28:13.045Z",
-                     *           "updated_at": "2026-11-29T01:28:13.933Z"
+                     *           "created_at": "2026-11-29T02:16:32.268Z",
+                     *           "updated_at": "2026-11-29T02:16:33.540Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6938,7 +7134,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4"
+                     *       "head": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -7047,17 +7243,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -7162,9 +7358,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s"
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8"
                  *     }
                  */
                 "application/json": {
@@ -7190,15 +7386,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7228,7 +7424,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "started_at": "2026-11-29T02:16:32.523Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -7243,13 +7439,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7263,14 +7459,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7278,8 +7474,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:13.045Z",
-                     *       "updated_at": "2026-11-29T01:28:13.297Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z",
+                     *       "updated_at": "2026-11-29T02:16:32.523Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7416,8 +7612,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *       "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -7444,15 +7640,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7482,7 +7678,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "started_at": "2026-11-29T02:16:32.523Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -7497,13 +7693,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7517,14 +7713,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7538,14 +7734,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
-                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
+                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7553,8 +7749,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:13.045Z",
-                     *       "updated_at": "2026-11-29T01:28:13.504Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z",
+                     *       "updated_at": "2026-11-29T02:16:32.809Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7691,8 +7887,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *       "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                 *       "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *       "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -7723,15 +7919,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7761,7 +7957,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "started_at": "2026-11-29T02:16:32.523Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -7776,13 +7972,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7796,14 +7992,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7817,14 +8013,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
-                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
+                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7838,17 +8034,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
-                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
-                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
+                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
+                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7856,8 +8052,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:13.045Z",
-                     *       "updated_at": "2026-11-29T01:28:13.608Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z",
+                     *       "updated_at": "2026-11-29T02:16:33.036Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7994,8 +8190,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *       "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *       "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -8022,14 +8218,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-29T05:28:14.870Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "eta": "2026-11-29T06:16:34.350Z",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8049,15 +8245,15 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:14.902Z",
-                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "started_at": "2026-11-29T02:16:34.373Z",
+                     *           "failed_at": "2026-11-29T02:16:34.412Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T01:28:15.038Z",
-                     *           "failed_at": "2026-11-29T01:28:15.214Z",
+                     *           "started_at": "2026-11-29T02:16:34.544Z",
+                     *           "failed_at": "2026-11-29T02:16:34.722Z",
                      *           "reason": "refused",
                      *           "note": "Patient refused the package"
                      *         }
@@ -8071,13 +8267,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
-                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
-                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
+                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
+                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
+                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8086,14 +8282,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
-                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
-                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
+                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
+                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
+                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8102,14 +8298,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
-                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
-                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
+                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
+                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
+                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8122,10 +8318,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
-                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
-                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
+                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
+                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -8139,14 +8335,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:15.038Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.038Z",
-                     *           "prev_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
-                     *           "hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                     *           "occurred_at": "2026-11-29T02:16:34.544Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.544Z",
+                     *           "prev_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                     *           "hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
                      *           "attempt": {
                      *             "number": 2
                      *           }
@@ -8158,14 +8354,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:15.174Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.174Z",
-                     *           "prev_hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
-                     *           "hash": "sha256:07670e0f00e4943c72992591dfa99c6a90b1cc3e181d22bc264c7c1277db4adf"
+                     *           "occurred_at": "2026-11-29T02:16:34.701Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.701Z",
+                     *           "prev_hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
+                     *           "hash": "sha256:2f58c7af7e537e69fdfc8cb59a491d2586aa702ecb361a7b0d89f57b1fd03f62"
                      *         },
                      *         {
                      *           "seq": 7,
@@ -8178,10 +8374,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:8dbf26447e0140e50f9c948cd0c785ee1b14ffdda4b385bc0dc17381c9b932aa",
-                     *           "occurred_at": "2026-11-29T01:28:15.214Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.214Z",
-                     *           "prev_hash": "sha256:07670e0f00e4943c72992591dfa99c6a90b1cc3e181d22bc264c7c1277db4adf",
-                     *           "hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a",
+                     *           "occurred_at": "2026-11-29T02:16:34.722Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.722Z",
+                     *           "prev_hash": "sha256:2f58c7af7e537e69fdfc8cb59a491d2586aa702ecb361a7b0d89f57b1fd03f62",
+                     *           "hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9",
                      *           "attempt": {
                      *             "number": 2,
                      *             "reason": "refused",
@@ -8195,18 +8391,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:15.228Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.228Z",
-                     *           "prev_hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a",
-                     *           "hash": "sha256:823b0597b249fcf0914681b17514d09dddd86621a6023034a930a026d827ae4d"
+                     *           "occurred_at": "2026-11-29T02:16:34.743Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.743Z",
+                     *           "prev_hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9",
+                     *           "hash": "sha256:f8b70fb1cceb51decd2a78d6e11f9603e0076113f86902237454fd1733dde471"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:14.870Z",
-                     *       "updated_at": "2026-11-29T01:28:15.228Z"
+                     *       "created_at": "2026-11-29T02:16:34.350Z",
+                     *       "updated_at": "2026-11-29T02:16:34.743Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8373,15 +8569,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -8411,7 +8607,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:13.297Z",
+                     *           "started_at": "2026-11-29T02:16:32.523Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -8426,13 +8622,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.045Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.045Z",
-                     *           "prev_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
-                     *           "hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
+                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
+                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8446,14 +8642,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:13.297Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.297Z",
-                     *           "prev_hash": "sha256:66ab4ff098c935c0001e49d10e280d3d11532fd0b128d05f81973b805dd12432",
-                     *           "hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
+                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
+                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8467,14 +8663,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.504Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.504Z",
-                     *           "prev_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                     *           "hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
+                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
+                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8488,17 +8684,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:13.608Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.608Z",
-                     *           "prev_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
-                     *           "hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
+                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
+                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8512,23 +8708,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                     *           "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T01:28:13.933Z",
-                     *           "recorded_at": "2026-11-29T01:28:13.933Z",
-                     *           "prev_hash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
-                     *           "hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *           "occurred_at": "2026-11-29T02:16:33.540Z",
+                     *           "recorded_at": "2026-11-29T02:16:33.540Z",
+                     *           "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *           "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T01:28:13.784Z",
+                     *             "at": "2026-11-29T02:16:33.330Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:13.045Z",
-                     *       "updated_at": "2026-11-29T01:28:13.933Z"
+                     *       "created_at": "2026-11-29T02:16:32.268Z",
+                     *       "updated_at": "2026-11-29T02:16:33.540Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8695,14 +8891,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-29T05:28:14.870Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "eta": "2026-11-29T06:16:34.350Z",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8722,8 +8918,8 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:14.902Z",
-                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "started_at": "2026-11-29T02:16:34.373Z",
+                     *           "failed_at": "2026-11-29T02:16:34.412Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         }
@@ -8737,13 +8933,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
-                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
-                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
+                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
+                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
+                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8752,14 +8948,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
-                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
-                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
+                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
+                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
+                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8768,14 +8964,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
-                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
-                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
+                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
+                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
+                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8788,10 +8984,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
-                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
-                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
+                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
+                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -8799,8 +8995,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:14.870Z",
-                     *       "updated_at": "2026-11-29T01:28:14.947Z"
+                     *       "created_at": "2026-11-29T02:16:34.350Z",
+                     *       "updated_at": "2026-11-29T02:16:34.412Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8957,14 +9153,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T05:28:14.870Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *       "eta": "2026-11-29T06:16:34.350Z",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8984,14 +9180,14 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:14.902Z",
-                     *           "failed_at": "2026-11-29T01:28:14.947Z",
+                     *           "started_at": "2026-11-29T02:16:34.373Z",
+                     *           "failed_at": "2026-11-29T02:16:34.412Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T01:28:15.038Z",
+                     *           "started_at": "2026-11-29T02:16:34.544Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -9006,13 +9202,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.870Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.870Z",
-                     *           "prev_hash": "sha256:003e94c98166a4e10ed2e6cdd01e2f1670ac4f3746e9b3dae1d178d920881fec",
-                     *           "hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00"
+                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
+                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
+                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9021,14 +9217,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:14.902Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.902Z",
-                     *           "prev_hash": "sha256:cf475204e20128380e14023966aaa616db12024ad297591ae5d68bce8284ca00",
-                     *           "hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3"
+                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
+                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
+                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -9037,14 +9233,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T01:28:14.923Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.923Z",
-                     *           "prev_hash": "sha256:b71992e0e740faabe603f2ce8a058a6633c20208b8501df8cbe8744b6b392df3",
-                     *           "hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091"
+                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
+                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
+                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -9057,10 +9253,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T01:28:14.947Z",
-                     *           "recorded_at": "2026-11-29T01:28:14.947Z",
-                     *           "prev_hash": "sha256:749bf885a86ea74671926c9ba26786696d51f58c113805854c980b7d180f8091",
-                     *           "hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
+                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
+                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -9074,21 +9270,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:15.038Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.038Z",
-                     *           "prev_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
-                     *           "hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                     *           "occurred_at": "2026-11-29T02:16:34.544Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.544Z",
+                     *           "prev_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                     *           "hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
                      *           "attempt": {
                      *             "number": 2
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:14.870Z",
-                     *       "updated_at": "2026-11-29T01:28:15.038Z"
+                     *       "created_at": "2026-11-29T02:16:34.350Z",
+                     *       "updated_at": "2026-11-29T02:16:34.544Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9248,12 +9444,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jenha051z5j6j92pcd8zmt",
-                     *       "rx_id": "rx_01m8jenha051z5j6j92pcd8zms",
+                     *       "id": "dl_01m8jhe0sxwradang9aqy7a58r",
+                     *       "rx_id": "rx_01m8jhe0sxwradang9aqy7a58q",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-29T05:28:15.424Z",
+                     *       "eta": "2026-11-29T06:16:34.877Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -9282,13 +9478,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:15.424Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.424Z",
-                     *           "prev_hash": "sha256:d5e1e79645ad12eef3a6b41b8e9597085f6ee1836e24b77a201973c15d75a0eb",
-                     *           "hash": "sha256:9624f0fd6498b248deab206bea8218a8b11a31028daa994780de18fdc73c4cb7"
+                     *           "occurred_at": "2026-11-29T02:16:34.877Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.877Z",
+                     *           "prev_hash": "sha256:e1c85e62c355ca9a69e9b4e6e69bd01cf5c9ddd6f1e8a0f0e9f49f114511bdf2",
+                     *           "hash": "sha256:868c35dde2527105b7e11804f08d6795b09dd4071bcdb04cccf4519e33ffda00"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9301,14 +9497,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-29T01:28:15.433Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.433Z",
-                     *           "prev_hash": "sha256:9624f0fd6498b248deab206bea8218a8b11a31028daa994780de18fdc73c4cb7",
-                     *           "hash": "sha256:caea5b385aea858128408c176f802792c1da57b42cf9b09ae5f562f30908276b"
+                     *           "occurred_at": "2026-11-29T02:16:34.888Z",
+                     *           "recorded_at": "2026-11-29T02:16:34.888Z",
+                     *           "prev_hash": "sha256:868c35dde2527105b7e11804f08d6795b09dd4071bcdb04cccf4519e33ffda00",
+                     *           "hash": "sha256:fc9bc7218c16c418142544667efa76609e8a6b406ed53158d5b8fa57b31212b1"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:15.424Z",
-                     *       "updated_at": "2026-11-29T01:28:15.433Z"
+                     *       "created_at": "2026-11-29T02:16:34.877Z",
+                     *       "updated_at": "2026-11-29T02:16:34.888Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9477,15 +9673,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                     *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                     *       "id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T05:28:15.628Z",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *       "eta": "2026-11-29T06:16:35.004Z",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -9508,23 +9704,23 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-29T01:28:15.675Z",
+                     *         "broken_at": "2026-11-29T02:16:35.032Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
                      *           "decided_by": {
-                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
-                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
+                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
+                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
                      *           },
-                     *           "decided_at": "2026-11-29T01:28:16.134Z",
+                     *           "decided_at": "2026-11-29T02:16:35.450Z",
                      *           "signature": {
-                     *             "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
-                     *             "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                     *             "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
+                     *             "signer": "us_01m8jhe11enjksn6at04fptr5a",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-dk8mz4e05rt@example.com",
+                     *             "email": "pharmacist-s9uoume6pl@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T01:28:16.134Z",
-                     *             "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                     *             "signed_at": "2026-11-29T02:16:35.450Z",
+                     *             "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
                      *             "method": "password"
                      *           }
                      *         }
@@ -9532,8 +9728,8 @@ export interface operations {
                      *       "warnings": [
                      *         {
                      *           "code": "sensor_unrecorded",
-                     *           "message": "Tote tt_01m8jendv8t1ytvpj3e4pegfs8 has no sensor record: its calibration is unknown.",
-                     *           "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *           "message": "Tote tt_01m8jhdwtsnh75aj7mfjt8ttkp has no sensor record: its calibration is unknown.",
+                     *           "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
                      *           "sensor_serial": null,
                      *           "calibration_due": null
                      *         }
@@ -9542,7 +9738,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T01:28:15.654Z",
+                     *           "started_at": "2026-11-29T02:16:35.017Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -9557,13 +9753,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:15.628Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.628Z",
-                     *           "prev_hash": "sha256:777413a976e29fcb4a6f2176dc04237b3a92d050d0c772319a7dc66c070df636",
-                     *           "hash": "sha256:4b3d0a9ab851ffde207b33a43d83dbf43e57881a3ea0364b03fcb37c3718fcce",
+                     *           "occurred_at": "2026-11-29T02:16:35.004Z",
+                     *           "recorded_at": "2026-11-29T02:16:35.004Z",
+                     *           "prev_hash": "sha256:c1caccd5c4e0ff843e134a29497d1ced7ee4276eac34dbced16c1e165ec4f287",
+                     *           "hash": "sha256:6ab218c1879ab89515018e15c86e6f11d25ac14c775e5ef107530b22ee8beb0c",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -9577,14 +9773,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T01:28:15.654Z",
-                     *           "recorded_at": "2026-11-29T01:28:15.654Z",
-                     *           "prev_hash": "sha256:4b3d0a9ab851ffde207b33a43d83dbf43e57881a3ea0364b03fcb37c3718fcce",
-                     *           "hash": "sha256:bb4502efe9022a8a45501adbba921155d763565f0194a78187dc70ea394b9823",
+                     *           "occurred_at": "2026-11-29T02:16:35.017Z",
+                     *           "recorded_at": "2026-11-29T02:16:35.017Z",
+                     *           "prev_hash": "sha256:6ab218c1879ab89515018e15c86e6f11d25ac14c775e5ef107530b22ee8beb0c",
+                     *           "hash": "sha256:e680656f4b4ce435836984606a76e72dff569996f8c55378d06f7175d75cb34d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -9595,20 +9791,20 @@ export interface operations {
                      *           "seq": 3,
                      *           "type": "disposition",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
-                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
+                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
+                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-29T01:28:16.134Z",
-                     *           "recorded_at": "2026-11-29T01:28:16.134Z",
-                     *           "prev_hash": "sha256:bb4502efe9022a8a45501adbba921155d763565f0194a78187dc70ea394b9823",
-                     *           "hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
+                     *           "occurred_at": "2026-11-29T02:16:35.450Z",
+                     *           "recorded_at": "2026-11-29T02:16:35.450Z",
+                     *           "prev_hash": "sha256:e680656f4b4ce435836984606a76e72dff569996f8c55378d06f7175d75cb34d",
+                     *           "hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
                      *           "temperature": {
                      *             "last_c": -4,
-                     *             "at": "2026-11-29T01:28:15.675Z",
+                     *             "at": "2026-11-29T02:16:35.032Z",
                      *             "state": "BROKEN"
                      *           }
                      *         },
@@ -9616,31 +9812,31 @@ export interface operations {
                      *           "seq": 4,
                      *           "type": "signed",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jenhqydp3h0n0yd333ddgx",
-                     *             "sub": "us_01m8jenhnh5wnz0j47hf0e1yb5"
+                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
+                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
-                     *           "evidence_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
-                     *           "occurred_at": "2026-11-29T01:28:16.134Z",
-                     *           "recorded_at": "2026-11-29T01:28:16.134Z",
-                     *           "prev_hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
-                     *           "hash": "sha256:a6d9ca80c6836de0953641dc96326653cdaafe54009b415438d451397545373e",
+                     *           "evidence_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
+                     *           "occurred_at": "2026-11-29T02:16:35.450Z",
+                     *           "recorded_at": "2026-11-29T02:16:35.450Z",
+                     *           "prev_hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
+                     *           "hash": "sha256:6e2cc34f4cfe650851316addd81a3fbd06f955704963bbacc8dbe309f2e1efa9",
                      *           "signature": {
-                     *             "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
-                     *             "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                     *             "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
+                     *             "signer": "us_01m8jhe11enjksn6at04fptr5a",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-dk8mz4e05rt@example.com",
+                     *             "email": "pharmacist-s9uoume6pl@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T01:28:16.134Z",
-                     *             "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                     *             "signed_at": "2026-11-29T02:16:35.450Z",
+                     *             "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
                      *             "method": "password"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T01:28:15.628Z",
-                     *       "updated_at": "2026-11-29T01:28:16.134Z"
+                     *       "created_at": "2026-11-29T02:16:35.004Z",
+                     *       "updated_at": "2026-11-29T02:16:35.450Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9790,19 +9986,19 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
-                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
+                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *           "kind": "excursion",
                      *           "state": "CLEARED_UNACK",
-                     *           "raised_at": "2026-11-29T00:44:17.505Z",
-                     *           "cleared_at": "2026-11-29T00:46:17.505Z",
+                     *           "raised_at": "2026-11-29T01:32:36.731Z",
+                     *           "cleared_at": "2026-11-29T01:34:36.731Z",
                      *           "acknowledged_by": null,
                      *           "acknowledged_at": null,
                      *           "note": null,
                      *           "assigned_to": null,
-                     *           "escalate_at": "2026-11-29T01:28:18.563Z",
+                     *           "escalate_at": "2026-11-29T02:16:37.747Z",
                      *           "escalated_at": null
                      *         }
                      *       ],
@@ -9925,20 +10121,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
-                     *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
+                     *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_ACK",
-                     *       "raised_at": "2026-11-29T00:44:17.505Z",
-                     *       "cleared_at": "2026-11-29T00:46:17.505Z",
+                     *       "raised_at": "2026-11-29T01:32:36.731Z",
+                     *       "cleared_at": "2026-11-29T01:34:36.731Z",
                      *       "acknowledged_by": "cl_admin",
-                     *       "acknowledged_at": "2026-11-29T01:28:18.840Z",
+                     *       "acknowledged_at": "2026-11-29T02:16:38.542Z",
                      *       "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                     *       "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
-                     *       "escalate_at": "2026-11-29T01:28:18.563Z",
-                     *       "escalated_at": "2026-11-29T01:28:18.708Z"
+                     *       "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *       "escalate_at": "2026-11-29T02:16:37.747Z",
+                     *       "escalated_at": "2026-11-29T02:16:38.397Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10075,7 +10271,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "user": "us_01m8jene8znjjt7pzw5wenyf11"
+                 *       "user": "us_01m8jhdxaj22s9yxm52jce9qv1"
                  *     }
                  */
                 "application/json": components["schemas"]["AlarmAssignment"];
@@ -10090,20 +10286,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jenkcw6ex2fpd1y1sbpths",
-                     *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
+                     *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_UNACK",
-                     *       "raised_at": "2026-11-29T00:44:17.505Z",
-                     *       "cleared_at": "2026-11-29T00:46:17.505Z",
+                     *       "raised_at": "2026-11-29T01:32:36.731Z",
+                     *       "cleared_at": "2026-11-29T01:34:36.731Z",
                      *       "acknowledged_by": null,
                      *       "acknowledged_at": null,
                      *       "note": null,
-                     *       "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
-                     *       "escalate_at": "2026-11-29T01:28:18.563Z",
-                     *       "escalated_at": "2026-11-29T01:28:18.708Z"
+                     *       "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *       "escalate_at": "2026-11-29T02:16:37.747Z",
+                     *       "escalated_at": "2026-11-29T02:16:38.397Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10251,7 +10447,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
@@ -10260,7 +10456,8 @@ export interface operations {
                      *           },
                      *           "embed_origins": [],
                      *           "timezone": "UTC",
-                     *           "created_at": "2026-11-29T01:28:11.193Z"
+                     *           "average_speed_kmh": 25,
+                     *           "created_at": "2026-11-29T02:16:30.175Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -10385,7 +10582,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10394,7 +10591,8 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
-                     *       "created_at": "2026-11-29T01:28:11.193Z"
+                     *       "average_speed_kmh": 25,
+                     *       "created_at": "2026-11-29T02:16:30.175Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10537,7 +10735,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10546,7 +10744,8 @@ export interface operations {
                      *       },
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
-                     *       "created_at": "2026-11-29T01:28:11.193Z"
+                     *       "average_speed_kmh": 25,
+                     *       "created_at": "2026-11-29T02:16:30.175Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10664,7 +10863,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10675,7 +10874,8 @@ export interface operations {
                      *         "https://dispatch.speedy.example"
                      *       ],
                      *       "timezone": "UTC",
-                     *       "created_at": "2026-11-29T01:28:11.193Z"
+                     *       "average_speed_kmh": 25,
+                     *       "created_at": "2026-11-29T02:16:30.175Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10825,18 +11025,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-29T01:28:11.496Z"
+                     *           "created_at": "2026-11-29T02:16:30.415Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jendkdsjkmxnjfy6akqk4g",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-29T01:28:11.629Z"
+                     *           "created_at": "2026-11-29T02:16:30.464Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -10959,11 +11159,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-29T01:28:11.496Z"
+                     *       "created_at": "2026-11-29T02:16:30.415Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -11087,6 +11287,450 @@ export interface operations {
             };
         };
     };
+    postDriverLocations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "positions": [
+                 *         {
+                 *           "lat": 39.8626,
+                 *           "lng": -89.6501,
+                 *           "accuracy_m": 8,
+                 *           "at": "2026-11-29T02:16:34.608Z"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PositionBatch"];
+            };
+        };
+        responses: {
+            /** @description Recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "accepted": 1,
+                     *       "delivery_ids": [
+                     *         "dl_01m8jhe1fmkz87k5pkr8hb9sqk"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PositionsRecorded"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_on_delivery`: the driver has no delivery in progress */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listDeliveryLocations: {
+        parameters: {
+            query?: {
+                /** @description Only positions taken after this time (the previous page’s `next_cursor`) */
+                after?: string;
+                /** @description Page size, 1–1000 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of positions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "lat": 39.8626,
+                     *           "lng": -89.6501,
+                     *           "accuracy_m": 8,
+                     *           "at": "2026-11-29T02:16:34.608Z",
+                     *           "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k"
+                     *         },
+                     *         {
+                     *           "lat": 39.7844,
+                     *           "lng": -89.6501,
+                     *           "accuracy_m": 5,
+                     *           "at": "2026-11-29T02:16:35.639Z",
+                     *           "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PositionPage"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putDeliveryEta: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "eta": "2026-11-29T02:20:35.666Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RouterEta"];
+            };
+        };
+        responses: {
+            /** @description The ETA in force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "eta": "2026-11-29T02:20:35.666Z",
+                     *       "source": "router",
+                     *       "until": "2026-11-29T02:31:35.668Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EtaInForce"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_on_delivery`: the delivery is not on its way to the patient */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listTotes: {
         parameters: {
             query?: {
@@ -11111,11 +11755,11 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *           "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T01:28:11.777Z",
+                     *           "created_at": "2026-11-29T02:16:30.615Z",
                      *           "sensor": {
                      *             "serial": "TS-4471",
                      *             "model": "ColdProbe 3",
@@ -11126,11 +11770,11 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
+                     *           "id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T01:28:11.880Z",
+                     *           "created_at": "2026-11-29T02:16:30.809Z",
                      *           "sensor": null
                      *         }
                      *       ],
@@ -11237,7 +11881,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -11252,18 +11896,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T01:28:11.777Z",
+                     *       "created_at": "2026-11-29T02:16:30.615Z",
                      *       "sensor": null,
                      *       "mqtt": {
-                     *         "username": "tt_01m8jendr1bkm6j4b9hmndsb6s",
-                     *         "password": "tp_LonsltHwAFAz1bQa13yPPhYjhOKieNMJ0Iiuxz5xyrU",
-                     *         "client_id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s/errors"
+                     *         "username": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *         "password": "tp_S8L1m0KlTl9mr4P9SRHT8quTHfOZS70mRhldMUeNr14",
+                     *         "client_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8/errors"
                      *       }
                      *     }
                      */
@@ -11407,11 +12051,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T01:28:11.777Z",
+                     *       "created_at": "2026-11-29T02:16:30.615Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -11542,11 +12186,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jendr1bkm6j4b9hmndsb6s",
+                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T01:28:11.777Z",
+                     *       "created_at": "2026-11-29T02:16:30.615Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -11822,17 +12466,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jenn12dpkw94w7ntjtnm42",
+                     *           "id": "evt_01m8jhe4pc1akd4z4sas8wjkzw",
                      *           "type": "writeback.completed",
-                     *           "created_at": "2026-11-29T01:28:19.234Z",
+                     *           "created_at": "2026-11-29T02:16:38.860Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jenmqpxvnmk95kencevsj8",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenmsjaah9b0983kxdm7gc",
-                     *           "rx_id": "rx_01m8jenmsjaah9b0983kxdm7gb",
+                     *           "pharmacy_id": "ph_01m8jhe4eks06bmnr21kmch5af",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe4f4bwc6emw60m3zbk0f",
+                     *           "rx_id": "rx_01m8jhe4f4bwc6emw60m3zbk0e",
                      *           "seq": 7,
                      *           "data": {
-                     *             "outcome_event_id": "evt_01m8jenmws6xctkvnqcjw36d7s",
+                     *             "outcome_event_id": "evt_01m8jhe4jr2e7w4hv6hekqw55n",
                      *             "outcome": "delivery.delivered",
                      *             "attempts": 1,
                      *             "status_code": 204,
@@ -12057,29 +12701,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m8jenhjpsjtwsphb3htxebte",
+                     *       "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-29T01:28:15.702Z",
+                     *       "created_at": "2026-11-29T02:16:35.050Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                     *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-29T01:28:15.675Z",
+                     *         "broken_at": "2026-11-29T02:16:35.032Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-29T01:28:15.675Z",
+                     *         "excursion_started_at": "2026-11-29T02:16:35.032Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
-                     *         "at": "2026-11-29T01:28:15.675Z"
+                     *         "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *         "at": "2026-11-29T02:16:35.032Z"
                      *       }
                      *     }
                      */
@@ -12198,64 +12842,64 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jengv6f8shwcgrh1e09qks",
+                     *           "id": "evt_01m8jhe0bt5ep9pzyvrexwkdaq",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T01:28:14.950Z",
+                     *           "created_at": "2026-11-29T02:16:34.426Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *           "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *           "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T01:28:14.947Z",
+                     *             "occurred_at": "2026-11-29T02:16:34.412Z",
                      *             "reason": "patient_unavailable",
                      *             "attempt": 1,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1"
+                     *             "custody_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenh3fc75jz94n68pdx71t",
+                     *           "id": "evt_01m8jhe0n6pj20t2jwhpgq8phz",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T01:28:15.215Z",
+                     *           "created_at": "2026-11-29T02:16:34.726Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *           "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *           "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                      *           "seq": 9,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T01:28:15.214Z",
+                     *             "occurred_at": "2026-11-29T02:16:34.722Z",
                      *             "reason": "refused",
                      *             "attempt": 2,
                      *             "custody_seq": 7,
-                     *             "custody_hash": "sha256:93d5dfd55d8a0b386e83bdca6ea51dfe96782c8d3c981d341ca17f87f27eef2a"
+                     *             "custody_hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenhjpsjtwsphb3htxebte",
+                     *           "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-29T01:28:15.702Z",
+                     *           "created_at": "2026-11-29T02:16:35.050Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                     *           "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *           "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-29T01:28:15.675Z",
+                     *             "broken_at": "2026-11-29T02:16:35.032Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-29T01:28:15.675Z",
+                     *             "excursion_started_at": "2026-11-29T02:16:35.032Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -12264,14 +12908,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenhk8ay4v7s3mskcznsxm",
+                     *           "id": "evt_01m8jhe0zvke41qavd2wf9grey",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-29T01:28:15.720Z",
+                     *           "created_at": "2026-11-29T02:16:35.067Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                     *           "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *           "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -12282,21 +12926,21 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-29T01:28:15.720Z"
+                     *             "refused_at": "2026-11-29T02:16:35.066Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenkcxc0r982a4vmq16pt3",
+                     *           "id": "evt_01m8jhe2mc8mb71483c2baw73s",
                      *           "type": "temperature.excursion",
-                     *           "created_at": "2026-11-29T01:28:17.565Z",
+                     *           "created_at": "2026-11-29T02:16:36.748Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                      *           "seq": 3,
                      *           "data": {
-                     *             "excursion_started_at": "2026-11-29T00:39:17.505Z",
+                     *             "excursion_started_at": "2026-11-29T01:27:36.731Z",
                      *             "kind": "high",
                      *             "peak_c": 9,
                      *             "min_c": 2,
@@ -12305,35 +12949,35 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenkcxc0r982a4vmq16pt5",
+                     *           "id": "evt_01m8jhe2mc8mb71483c2baw73v",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T01:28:17.565Z",
+                     *           "created_at": "2026-11-29T02:16:36.748Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                      *           "seq": 5,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T00:46:17.505Z",
-                     *             "offline_since": "2026-11-29T01:01:17.505Z",
-                     *             "back_online_at": "2026-11-29T01:03:17.505Z",
+                     *             "last_reading_at": "2026-11-29T01:34:36.731Z",
+                     *             "offline_since": "2026-11-29T01:49:36.731Z",
+                     *             "back_online_at": "2026-11-29T01:51:36.731Z",
                      *             "max_gap_s": 900
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jenkh7bbgv7vs83f6ce40q",
+                     *           "id": "evt_01m8jhe389v8psa8myer259hxf",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T01:28:17.703Z",
+                     *           "created_at": "2026-11-29T02:16:37.385Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *           "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                     *           "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                      *           "seq": 6,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T01:03:17.505Z",
-                     *             "offline_since": "2026-11-29T01:18:17.505Z",
+                     *             "last_reading_at": "2026-11-29T01:51:36.731Z",
+                     *             "offline_since": "2026-11-29T02:06:36.731Z",
                      *             "back_online_at": null,
                      *             "max_gap_s": 900
                      *           }
@@ -12456,9 +13100,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m8jenhk8ay4v7s3mskcznsxm
+                     *     id: evt_01m8jhe0zvke41qavd2wf9grey
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m8jenhk8ay4v7s3mskcznsxm","type":"handoff.refused","created_at":"2026-11-29T01:28:15.720Z","api_version":"v1","pharmacy_id":"ph_01m8jencsz2fxbjd86j104jv8t","fleet_id":"fl_01m8jend5swjk4kasnr0ymssek","delivery_i…
+                     *     data: {"id":"evt_01m8jhe0zvke41qavd2wf9grey","type":"handoff.refused","created_at":"2026-11-29T02:16:35.067Z","api_version":"v1","pharmacy_id":"ph_01m8jhdvnbeb53j86ynw9p46dr","fleet_id":"fl_01m8jhdw6zxj8gk546hgfg9x87","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -12584,72 +13228,72 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-29T01:28:10.816Z",
-                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "at": "2026-11-29T02:16:29.622Z",
+                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jencqxx0pm4vg2ktfx4tqe",
+                     *           "request_id": "req_01m8jhdvj8nd4zez0z8m33cvwz",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:8be9f30bcae9a420b0abb6d1674b3b5dfb5f0f9a70852586f9b9ddcfb12287c9",
+                     *           "hash": "sha256:dc20340f620108c884017e85df1a38da2c25275e1f213703914f8d963015dd5b",
                      *           "action": "createPharmacy"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-29T01:28:10.913Z",
-                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "at": "2026-11-29T02:16:29.753Z",
+                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "path": "/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jencwghr7rxjky1mdvcvvc",
-                     *           "prev_hash": "sha256:8be9f30bcae9a420b0abb6d1674b3b5dfb5f0f9a70852586f9b9ddcfb12287c9",
-                     *           "hash": "sha256:5d5f2f83ba61e0696c727e08e98344d13898ea1b30998c2201a435946d25a0f0",
+                     *           "request_id": "req_01m8jhdvsq0qvxxzv10gawpp4z",
+                     *           "prev_hash": "sha256:dc20340f620108c884017e85df1a38da2c25275e1f213703914f8d963015dd5b",
+                     *           "hash": "sha256:7f17d3c8367338c5754638711de02f7ba0641588dd1aff41084a58e9680909bc",
                      *           "action": "getPharmacy"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-29T01:28:10.994Z",
-                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "at": "2026-11-29T02:16:29.898Z",
+                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "PATCH",
-                     *           "path": "/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "path": "/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jencyz1vs5fs0ceyr89wda",
-                     *           "prev_hash": "sha256:5d5f2f83ba61e0696c727e08e98344d13898ea1b30998c2201a435946d25a0f0",
-                     *           "hash": "sha256:65b422108ad816fef8340b9dd4d095f4374c499165d706c4c4baf012a1701e3c",
+                     *           "request_id": "req_01m8jhdvxm83jhmf92yh2nz5wd",
+                     *           "prev_hash": "sha256:7f17d3c8367338c5754638711de02f7ba0641588dd1aff41084a58e9680909bc",
+                     *           "hash": "sha256:28feba88d1f77a113716bd9cf9fcbdc944519965d8ab222f6d081f5b523dba51",
                      *           "action": "updatePharmacy"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-29T01:28:11.085Z",
-                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "at": "2026-11-29T02:16:30.053Z",
+                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jend2b5kpww7qe1dtp0qve",
-                     *           "prev_hash": "sha256:65b422108ad816fef8340b9dd4d095f4374c499165d706c4c4baf012a1701e3c",
-                     *           "hash": "sha256:eb1ff0da4ad13a27cccb4528cd829015533c5ee938aa477453b85ad79ec77dba",
+                     *           "request_id": "req_01m8jhdw2c83xf5bpzbqk30mne",
+                     *           "prev_hash": "sha256:28feba88d1f77a113716bd9cf9fcbdc944519965d8ab222f6d081f5b523dba51",
+                     *           "hash": "sha256:88c3a37ce98e214d9c9ad3e7877cd16ce638bfe677b4fbd8b9307288a90e4a39",
                      *           "action": "listPharmacies"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-29T01:28:11.214Z",
-                     *           "jti": "2d557791-5997-4828-bfa7-a7b5e5b08a91",
+                     *           "at": "2026-11-29T02:16:30.175Z",
+                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jend5r5rcny9h3fq0cxe1v",
-                     *           "prev_hash": "sha256:eb1ff0da4ad13a27cccb4528cd829015533c5ee938aa477453b85ad79ec77dba",
-                     *           "hash": "sha256:c2cec95c028aaa79835424290126e27943fb0713a0999cde913e26717f41d70f",
+                     *           "request_id": "req_01m8jhdw6xwcg4ff9x79s57dvp",
+                     *           "prev_hash": "sha256:88c3a37ce98e214d9c9ad3e7877cd16ce638bfe677b4fbd8b9307288a90e4a39",
+                     *           "hash": "sha256:93e14c8536c1683f7ea3a3c08b487b3dc0fd4482d9346cef1320da9cca92c7f2",
                      *           "action": "createFleet"
                      *         }
                      *       ],
@@ -12771,7 +13415,7 @@ export interface operations {
                      *       "scope": "deployment",
                      *       "valid": true,
                      *       "checked": 100,
-                     *       "head": "sha256:172b98b92305be1fa8d7a8a7afb9370e347b7791b0a68a90cc12ab8b5e530523",
+                     *       "head": "sha256:5ad0b2b63f2486c81df4a26dc541bc4bd9511fcac2fab1ebf9e919c10ca0fedb",
                      *       "next_cursor": "MTAw"
                      *     }
                      */
@@ -12873,7 +13517,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -12888,7 +13532,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
+                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -12896,11 +13540,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T01:28:12.711Z",
-                     *       "client_secret": "cs_Z67eglSyQNUf1_pHNyhGFSUZ081tZ-0jOBqCN8XD148"
+                     *       "created_at": "2026-11-29T02:16:31.821Z",
+                     *       "client_secret": "cs_GxBRWlj637u6mvRqtsz3esm1YMZUL_1iP_OnfZ89bRY"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -13046,7 +13690,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
+                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -13054,10 +13698,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T01:28:12.711Z"
+                     *       "created_at": "2026-11-29T02:16:31.821Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -13179,9 +13823,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jenen7bxyknpxy67xsahf8",
-                     *       "client_secret": "cs_B8-tQBkQ5DIJsm_s0r3Om0LuN_fS0YVksIeEwEIaFQc",
-                     *       "previous_secret_expires_at": "2026-11-29T02:28:12.757Z"
+                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
+                     *       "client_secret": "cs_IRLnoB30KaID_e_rauYBr7-AHDbhqYkibR96XbZ2iTA",
+                     *       "previous_secret_expires_at": "2026-11-29T03:16:31.923Z"
                      *     }
                      */
                     "application/json": {
@@ -13339,9 +13983,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m8jenerazctveq2gbp72d8n8",
-                     *       "activates_at": "2026-11-29T01:28:12.798Z",
-                     *       "previous_retires_at": "2026-11-29T01:43:12.798Z"
+                     *       "kid": "key_01m8jhdxym3gjp2earjk1t6k86",
+                     *       "activates_at": "2026-11-29T02:16:31.957Z",
+                     *       "previous_retires_at": "2026-11-29T02:31:31.957Z"
                      *     }
                      */
                     "application/json": {
@@ -13493,7 +14137,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
+                     *           "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -13501,11 +14145,11 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "fleet_id": null,
                      *           "signature_scheme": "v1",
-                     *           "created_at": "2026-11-29T01:28:19.895Z",
-                     *           "updated_at": "2026-11-29T01:28:19.895Z"
+                     *           "created_at": "2026-11-29T02:16:39.674Z",
+                     *           "updated_at": "2026-11-29T02:16:39.674Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -13615,7 +14259,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t"
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -13630,7 +14274,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
+                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -13638,12 +14282,12 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T01:28:19.895Z",
-                     *       "updated_at": "2026-11-29T01:28:19.895Z",
-                     *       "secret": "whsec_795Rgo9OKAV/G3VgJ+NTNQCmlxC1Uwhy"
+                     *       "created_at": "2026-11-29T02:16:39.674Z",
+                     *       "updated_at": "2026-11-29T02:16:39.674Z",
+                     *       "secret": "whsec_omElZ7Z+NsofFCkwau5YEUveEnM9PJIO"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -13789,7 +14433,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
+                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -13797,11 +14441,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T01:28:19.895Z",
-                     *       "updated_at": "2026-11-29T01:28:19.895Z"
+                     *       "created_at": "2026-11-29T02:16:39.674Z",
+                     *       "updated_at": "2026-11-29T02:16:39.674Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -14048,7 +14692,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jennnqpkpvs31rcyjv3x57",
+                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -14057,11 +14701,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T01:28:19.895Z",
-                     *       "updated_at": "2026-11-29T01:28:20.026Z"
+                     *       "created_at": "2026-11-29T02:16:39.674Z",
+                     *       "updated_at": "2026-11-29T02:16:39.729Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -14204,8 +14848,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_kbTNCZOi5wEImsKfM/uuDxjlabrA5OBG",
-                     *       "previous_secret_expires_at": "2026-11-30T01:28:20.112Z"
+                     *       "secret": "whsec_VsICwuhja9x+xRlxmT7njHrD3VULf4HM",
+                     *       "previous_secret_expires_at": "2026-11-30T02:16:39.779Z"
                      *     }
                      */
                     "application/json": {
@@ -14462,7 +15106,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m8jennnqpkpvs31rcyjv3x57"
+                 *       "endpoint_id": "wh_01m8jhe5fts8qhh7aw76w0ftkv"
                  *     }
                  */
                 "application/json": {
@@ -14479,9 +15123,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m8jenhjpsjtwsphb3htxebte",
+                     *       "event_id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
                      *       "endpoint_ids": [
-                     *         "wh_01m8jennnqpkpvs31rcyjv3x57"
+                     *         "wh_01m8jhe5fts8qhh7aw76w0ftkv"
                      *       ]
                      *     }
                      */
@@ -14630,8 +15274,8 @@ export interface operations {
                      *         {
                      *           "kty": "OKP",
                      *           "crv": "Ed25519",
-                     *           "x": "NVmyq9qkKB7Av54HD7ZF5ds9GTm-FtZ9a324n0fiMb8",
-                     *           "kid": "whk_01m8jen9n4gzt8mc087be3nj77",
+                     *           "x": "DhXtJDqmO5golQWfpRjAEZGXCk-5U66kVyz2NGAnJbQ",
+                     *           "kid": "whk_01m8jhdrtx5p9nr9vxcpg6d33r",
                      *           "alg": "EdDSA",
                      *           "use": "sig"
                      *         }
@@ -14708,9 +15352,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "whk_01m8jennyqnck6tn2m7dxk9s8w",
-                     *       "activates_at": "2026-11-29T01:28:20.183Z",
-                     *       "previous_retires_at": "2026-11-29T02:28:20.183Z"
+                     *       "kid": "whk_01m8jhe5nrg2d40myf8nv7b59j",
+                     *       "activates_at": "2026-11-29T02:16:39.864Z",
+                     *       "previous_retires_at": "2026-11-29T03:16:39.864Z"
                      *     }
                      */
                     "application/json": {
@@ -14864,8 +15508,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -14879,12 +15523,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-29T01:28:13.297Z",
-                     *       "to": "2026-11-29T01:28:14.784Z",
+                     *       "from": "2026-11-29T02:16:32.523Z",
+                     *       "to": "2026-11-29T02:16:34.330Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-29T01:28:00.000Z",
+                     *           "t": "2026-11-29T02:16:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -14898,7 +15542,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-29T01:28:14.784Z",
+                     *         "as_of": "2026-11-29T02:16:34.330Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -15013,7 +15657,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8jeneznenqs4sgbex8d2eap (delivery dl_01m8jeneznenqs4sgbex8d2eaq) as of 2026-11-29T01:28:14.784Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
+                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8jhdy8cq8sk737zjfh4h94r (delivery dl_01m8jhdy8cq8sk737zjfh4h94s) as of 2026-11-29T02:16:34.330Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
                     "image/svg+xml": string;
                 };
             };
@@ -15126,14 +15770,14 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T01:28:14.754Z",
+                     *       "creationDate": "2026-11-29T02:16:34.229Z",
                      *       "epcisBody": {
                      *         "eventList": [
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:bdc32ad8-1da8-87c3-8d86-7e75cf0c041d",
-                     *             "eventTime": "2026-11-29T01:28:13.504Z",
-                     *             "recordTime": "2026-11-29T01:28:13.504Z",
+                     *             "eventID": "urn:uuid:e850fc89-5d0d-8164-9b43-4e97a5bd8a88",
+                     *             "eventTime": "2026-11-29T02:16:32.809Z",
+                     *             "recordTime": "2026-11-29T02:16:32.809Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15145,11 +15789,11 @@ export interface operations {
                      *             "bizStep": "shipping",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *             "rxtrace:custodySeq": 3,
-                     *             "rxtrace:custodyHash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *             "rxtrace:custodyHash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -15158,9 +15802,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:0547d84d-e32e-8a52-8b1c-0f62456da74d",
-                     *             "eventTime": "2026-11-29T01:28:13.608Z",
-                     *             "recordTime": "2026-11-29T01:28:13.608Z",
+                     *             "eventID": "urn:uuid:caaf47ad-4a60-8f4c-a560-4ccfa3ab42fa",
+                     *             "eventTime": "2026-11-29T02:16:33.036Z",
+                     *             "recordTime": "2026-11-29T02:16:33.036Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15172,11 +15816,11 @@ export interface operations {
                      *             "bizStep": "transporting",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *             "rxtrace:custodySeq": 4,
-                     *             "rxtrace:custodyHash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *             "rxtrace:custodyHash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -15185,9 +15829,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:420a4998-dcce-87e9-8cab-c8b33f41b2b2",
-                     *             "eventTime": "2026-11-29T01:28:13.933Z",
-                     *             "recordTime": "2026-11-29T01:28:13.933Z",
+                     *             "eventID": "urn:uuid:ae45ea83-e48c-8126-a7a6-91a6ba3287e7",
+                     *             "eventTime": "2026-11-29T02:16:33.540Z",
+                     *             "recordTime": "2026-11-29T02:16:33.540Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15199,15 +15843,15 @@ export interface operations {
                      *             "bizStep": "dispensing",
                      *             "disposition": "dispensed",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
                      *             },
                      *             "sensorElementList": [
                      *               {
                      *                 "sensorMetadata": {
-                     *                   "startTime": "2026-11-29T01:28:13.608Z",
-                     *                   "endTime": "2026-11-29T01:28:13.933Z",
-                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jendr1bkm6j4b9hmndsb6s",
-                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jeneznenqs4sgbex8d2eaq/temperature?from=2026-11-29T01:28:13.608Z&to=2026-11-29T01:28:13.933Z"
+                     *                   "startTime": "2026-11-29T02:16:33.036Z",
+                     *                   "endTime": "2026-11-29T02:16:33.540Z",
+                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jhdy8cq8sk737zjfh4h94s/temperature?from=2026-11-29T02:16:33.036Z&to=2026-11-29T02:16:33.540Z"
                      *                 },
                      *                 "sensorReport": [
                      *                   {
@@ -15222,18 +15866,18 @@ export interface operations {
                      *                     "type": "gs1:Temperature",
                      *                     "uom": "CEL",
                      *                     "value": 5,
-                     *                     "time": "2026-11-29T01:28:13.784Z",
+                     *                     "time": "2026-11-29T02:16:33.330Z",
                      *                     "rxtrace:atHandoff": true
                      *                   }
                      *                 ]
                      *               }
                      *             ],
-                     *             "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *             "rxtrace:custodySeq": 5,
-                     *             "rxtrace:custodyHash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                     *             "rxtrace:custodyHash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": 5,
-                     *               "at": "2026-11-29T01:28:13.784Z",
+                     *               "at": "2026-11-29T02:16:33.330Z",
                      *               "state": "OK"
                      *             }
                      *           }
@@ -15360,7 +16004,7 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISQueryDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T01:28:14.814Z",
+                     *       "creationDate": "2026-11-29T02:16:34.295Z",
                      *       "rxtrace:nextCursor": "Mg",
                      *       "epcisBody": {
                      *         "queryResults": {
@@ -15369,9 +16013,9 @@ export interface operations {
                      *             "eventList": [
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:bdc32ad8-1da8-87c3-8d86-7e75cf0c041d",
-                     *                 "eventTime": "2026-11-29T01:28:13.504Z",
-                     *                 "recordTime": "2026-11-29T01:28:13.504Z",
+                     *                 "eventID": "urn:uuid:e850fc89-5d0d-8164-9b43-4e97a5bd8a88",
+                     *                 "eventTime": "2026-11-29T02:16:32.809Z",
+                     *                 "recordTime": "2026-11-29T02:16:32.809Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -15383,11 +16027,11 @@ export interface operations {
                      *                 "bizStep": "shipping",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *                 "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *                 "rxtrace:custodySeq": 3,
-                     *                 "rxtrace:custodyHash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82",
+                     *                 "rxtrace:custodyHash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -15396,9 +16040,9 @@ export interface operations {
                      *               },
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:0547d84d-e32e-8a52-8b1c-0f62456da74d",
-                     *                 "eventTime": "2026-11-29T01:28:13.608Z",
-                     *                 "recordTime": "2026-11-29T01:28:13.608Z",
+                     *                 "eventID": "urn:uuid:caaf47ad-4a60-8f4c-a560-4ccfa3ab42fa",
+                     *                 "eventTime": "2026-11-29T02:16:33.036Z",
+                     *                 "recordTime": "2026-11-29T02:16:33.036Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -15410,11 +16054,11 @@ export interface operations {
                      *                 "bizStep": "transporting",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jencsz2fxbjd86j104jv8t"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *                 "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *                 "rxtrace:custodySeq": 4,
-                     *                 "rxtrace:custodyHash": "sha256:0547d84de32e9a528b1c0f62456da74dace7e154116c81fe4d87682877ea4cb0",
+                     *                 "rxtrace:custodyHash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -15536,15 +16180,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *           "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-29T01:28:12.319Z"
+                     *           "created_at": "2026-11-29T02:16:31.314Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -15652,7 +16296,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -15668,15 +16312,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T01:28:12.319Z"
+                     *       "created_at": "2026-11-29T02:16:31.314Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -15822,15 +16466,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T01:28:12.319Z"
+                     *       "created_at": "2026-11-29T02:16:31.314Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -15946,15 +16590,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jene8znjjt7pzw5wenyf11",
+                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T01:28:12.319Z"
+                     *       "created_at": "2026-11-29T02:16:31.314Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -16097,7 +16741,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -16106,8 +16750,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T01:28:16.303Z",
-                     *       "created_at": "2026-11-29T01:28:16.303Z"
+                     *       "effective_from": "2026-11-29T02:16:35.780Z",
+                     *       "created_at": "2026-11-29T02:16:35.780Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -16229,7 +16873,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -16238,8 +16882,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T01:28:16.303Z",
-                     *       "created_at": "2026-11-29T01:28:16.303Z"
+                     *       "effective_from": "2026-11-29T02:16:35.780Z",
+                     *       "created_at": "2026-11-29T02:16:35.780Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -16389,7 +17033,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *           "version": 1,
                      *           "currency": "USD",
                      *           "base_fee_cents": 650,
@@ -16398,8 +17042,8 @@ export interface operations {
                      *           "failed_attempt_fee_cents": 400,
                      *           "after_hours_multiplier": 1.5,
                      *           "commission_bps": 1200,
-                     *           "effective_from": "2026-11-29T01:28:16.303Z",
-                     *           "created_at": "2026-11-29T01:28:16.303Z"
+                     *           "effective_from": "2026-11-29T02:16:35.780Z",
+                     *           "created_at": "2026-11-29T02:16:35.780Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16516,10 +17160,10 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *           "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *           "ndc": "00002-8215-01",
                      *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "stability": {
                      *             "storage": {
                      *               "min_c": 2,
@@ -16537,8 +17181,8 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "version": 2,
-                     *           "effective_from": "2026-11-29T01:28:20.353Z",
-                     *           "created_at": "2026-11-29T01:28:20.295Z"
+                     *           "effective_from": "2026-11-29T02:16:40.183Z",
+                     *           "created_at": "2026-11-29T02:16:40.095Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16642,7 +17286,7 @@ export interface operations {
                  * @example {
                  *       "ndc": "0002-8215-01",
                  *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "stability": {
                  *         "storage": {
                  *           "min_c": 2,
@@ -16678,10 +17322,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *       "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -16704,8 +17348,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 1,
-                     *       "effective_from": "2026-11-29T01:28:20.295Z",
-                     *       "created_at": "2026-11-29T01:28:20.295Z"
+                     *       "effective_from": "2026-11-29T02:16:40.095Z",
+                     *       "created_at": "2026-11-29T02:16:40.095Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -16848,10 +17492,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *       "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -16869,8 +17513,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 2,
-                     *       "effective_from": "2026-11-29T01:28:20.353Z",
-                     *       "created_at": "2026-11-29T01:28:20.295Z"
+                     *       "effective_from": "2026-11-29T02:16:40.183Z",
+                     *       "created_at": "2026-11-29T02:16:40.095Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -17002,7 +17646,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *       "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *       "version": 2,
                      *       "stability": {
                      *         "storage": {
@@ -17020,8 +17664,8 @@ export interface operations {
                      *         "hard_min_c": -0.5,
                      *         "source": "Prescribing information, section 16.2"
                      *       },
-                     *       "effective_from": "2026-11-29T01:28:20.353Z",
-                     *       "created_at": "2026-11-29T01:28:20.353Z",
+                     *       "effective_from": "2026-11-29T02:16:40.183Z",
+                     *       "created_at": "2026-11-29T02:16:40.183Z",
                      *       "signature": null,
                      *       "signature_verified": null
                      *     }
@@ -17173,7 +17817,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *           "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *           "version": 1,
                      *           "stability": {
                      *             "storage": {
@@ -17196,13 +17840,13 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T01:28:20.295Z",
-                     *           "created_at": "2026-11-29T01:28:20.295Z",
+                     *           "effective_from": "2026-11-29T02:16:40.095Z",
+                     *           "created_at": "2026-11-29T02:16:40.095Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         },
                      *         {
-                     *           "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
+                     *           "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                      *           "version": 2,
                      *           "stability": {
                      *             "storage": {
@@ -17220,8 +17864,8 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T01:28:20.353Z",
-                     *           "created_at": "2026-11-29T01:28:20.353Z",
+                     *           "effective_from": "2026-11-29T02:16:40.183Z",
+                     *           "created_at": "2026-11-29T02:16:40.183Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         }
@@ -17349,27 +17993,27 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jenpjmbqkyr11asqp3wedq",
-                     *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
+                     *       "id": "as_01m8jhe6j2631f410k03nsgtnz",
+                     *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
-                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
+                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
+                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
                      *       },
-                     *       "created_at": "2026-11-29T01:28:20.820Z",
+                     *       "created_at": "2026-11-29T02:16:40.771Z",
                      *       "withdrawn_by": null,
                      *       "withdrawn_at": null,
                      *       "signature": {
-                     *         "id": "sg_01m8jenpjswvtjk3g4n7dtj1cn",
-                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
+                     *         "id": "sg_01m8jhe6j4c29eqyezv6ssh2dx",
+                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
+                     *         "email": "pharmacist-iggydx1tda@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T01:28:20.820Z",
-                     *         "record_hash": "sha256:3e1875977cec9e1739be45b3a3c7d7335cb45921553b67d8493232c19fa3121b",
+                     *         "signed_at": "2026-11-29T02:16:40.771Z",
+                     *         "record_hash": "sha256:852c77ce5b2ffee0315c8c9188e3c922763aec8322a7777075df0b2c55dacc30",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": null,
@@ -17529,40 +18173,40 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jenpjmbqkyr11asqp3wedq",
-                     *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
+                     *       "id": "as_01m8jhe6j2631f410k03nsgtnz",
+                     *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
-                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
+                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
+                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
                      *       },
-                     *       "created_at": "2026-11-29T01:28:20.820Z",
+                     *       "created_at": "2026-11-29T02:16:40.771Z",
                      *       "withdrawn_by": {
-                     *         "client_id": "cl_01m8jenpfg6wrxhhxeqba48x43",
-                     *         "sub": "us_01m8jenpe6zv5tmfa6yvp85qg0"
+                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
+                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
                      *       },
-                     *       "withdrawn_at": "2026-11-29T01:28:20.899Z",
+                     *       "withdrawn_at": "2026-11-29T02:16:40.898Z",
                      *       "signature": {
-                     *         "id": "sg_01m8jenpjswvtjk3g4n7dtj1cn",
-                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
+                     *         "id": "sg_01m8jhe6j4c29eqyezv6ssh2dx",
+                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
+                     *         "email": "pharmacist-iggydx1tda@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T01:28:20.820Z",
-                     *         "record_hash": "sha256:3e1875977cec9e1739be45b3a3c7d7335cb45921553b67d8493232c19fa3121b",
+                     *         "signed_at": "2026-11-29T02:16:40.771Z",
+                     *         "record_hash": "sha256:852c77ce5b2ffee0315c8c9188e3c922763aec8322a7777075df0b2c55dacc30",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": {
-                     *         "id": "sg_01m8jenpn4q259aase3qmgxhpd",
-                     *         "signer": "us_01m8jenpe6zv5tmfa6yvp85qg0",
+                     *         "id": "sg_01m8jhe6p3rkk983gs958sfgz4",
+                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-4whl1jxm9pi@example.com",
+                     *         "email": "pharmacist-iggydx1tda@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T01:28:20.899Z",
-                     *         "record_hash": "sha256:a708d10871a7619d5e7e0f22e8b1b920db464f81bcb68a565e9429b99d720efa",
+                     *         "signed_at": "2026-11-29T02:16:40.898Z",
+                     *         "record_hash": "sha256:dafe2972462939b90470f40f9320c42b2465899e43241df6b30fd175704c3de4",
                      *         "method": "password"
                      *       },
                      *       "signature_verified": true
@@ -17713,19 +18357,19 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                     *       "from": "2026-11-28T01:28:16.548Z",
-                     *       "to": "2026-11-30T01:28:16.548Z",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "from": "2026-11-28T02:16:35.906Z",
+                     *       "to": "2026-11-30T02:16:35.906Z",
                      *       "currency": "USD",
                      *       "lines": [
                      *         {
-                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T01:28:13.933Z",
+                     *           "ended_at": "2026-11-29T02:16:33.540Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": true,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -17737,13 +18381,13 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "outcome": "failed",
-                     *           "ended_at": "2026-11-29T01:28:14.947Z",
+                     *           "ended_at": "2026-11-29T02:16:34.412Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": false,
                      *           "base_cents": 0,
                      *           "distance_cents": 0,
@@ -17755,22 +18399,22 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jenja2mpegtn2szdew2kt7",
-                     *           "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                     *           "delivery_id": "dl_01m8jhe1rj724dwfam0zj10awd",
+                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T01:28:16.532Z",
+                     *           "ended_at": "2026-11-29T02:16:35.894Z",
                      *           "rate_card_version": 1,
                      *           "distance_km": 4.74,
-                     *           "after_hours": false,
+                     *           "after_hours": true,
                      *           "cold_chain": false,
                      *           "base_cents": 650,
                      *           "distance_cents": 403,
                      *           "cold_chain_cents": 0,
                      *           "failed_attempt_cents": 0,
-                     *           "after_hours_cents": 0,
-                     *           "gross_cents": 1053,
-                     *           "commission_cents": 126,
-                     *           "payout_cents": 927
+                     *           "after_hours_cents": 526,
+                     *           "gross_cents": 1579,
+                     *           "commission_cents": 189,
+                     *           "payout_cents": 1390
                      *         }
                      *       ],
                      *       "totals": {
@@ -17779,10 +18423,10 @@ export interface operations {
                      *         "distance_cents": 403,
                      *         "cold_chain_cents": 0,
                      *         "failed_attempt_cents": 0,
-                     *         "after_hours_cents": 0,
-                     *         "gross_cents": 1053,
-                     *         "commission_cents": 126,
-                     *         "payout_cents": 927
+                     *         "after_hours_cents": 526,
+                     *         "gross_cents": 1579,
+                     *         "commission_cents": 189,
+                     *         "payout_cents": 1390
                      *       }
                      *     }
                      */
@@ -17907,31 +18551,31 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "from": "2026-11-28T01:28:16.548Z",
-                     *       "to": "2026-11-30T01:28:16.548Z",
+                     *       "from": "2026-11-28T02:16:35.906Z",
+                     *       "to": "2026-11-30T02:16:35.906Z",
                      *       "matched": 0,
                      *       "mismatched": [
                      *         {
-                     *           "delivery_id": "dl_01m8jenja2mpegtn2szdew2kt7",
-                     *           "ours": 927,
-                     *           "theirs": 928,
+                     *           "delivery_id": "dl_01m8jhe1rj724dwfam0zj10awd",
+                     *           "ours": 1390,
+                     *           "theirs": 1391,
                      *           "difference": 1
                      *         }
                      *       ],
                      *       "missing_from_statement": [
                      *         {
-                     *           "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
+                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
                      *           "ours": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
+                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
                      *           "ours": 0
                      *         }
                      *       ],
                      *       "unknown_in_statement": [],
                      *       "totals": {
-                     *         "ours": 927,
-                     *         "theirs": 928,
+                     *         "ours": 1390,
+                     *         "theirs": 1391,
                      *         "difference": 1
                      *       }
                      *     }
@@ -18076,13 +18720,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T01:28:16.919Z",
+                     *       "generated_at": "2026-11-29T02:16:36.236Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
-                     *         "PICKED_UP": 0,
+                     *         "PICKED_UP": 1,
                      *         "DELIVERED": 2,
                      *         "FAILED": 0,
                      *         "RETURNED": 1,
@@ -18092,9 +18736,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T01:28:15.675Z",
+                     *             "since": "2026-11-29T02:16:35.032Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -18102,23 +18746,39 @@ export interface operations {
                      *         ]
                      *       },
                      *       "in_progress": {
-                     *         "count": 1,
+                     *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *             "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                     *             "status": "PICKED_UP",
+                     *             "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *             "driver_name": "Sam Second",
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "tote_id": null,
+                     *             "eta": "2026-11-29T02:20:35.666Z",
+                     *             "cold_chain": {
+                     *               "required": false,
+                     *               "state": "UNMONITORED",
+                     *               "min_c": null,
+                     *               "max_c": null
+                     *             },
+                     *             "updated_at": "2026-11-29T02:16:35.605Z"
+                     *           },
+                     *           {
+                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *             "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
-                     *             "eta": "2026-11-29T05:28:15.628Z",
+                     *             "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *             "eta": "2026-11-29T06:16:35.004Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T01:28:16.134Z"
+                     *             "updated_at": "2026-11-29T02:16:35.450Z"
                      *           }
                      *         ]
                      *       },
@@ -18134,8 +18794,8 @@ export interface operations {
                      *       "payout": {
                      *         "currency": "USD",
                      *         "lines": 3,
-                     *         "gross_cents": 1053,
-                     *         "payout_cents": 927
+                     *         "gross_cents": 1579,
+                     *         "payout_cents": 1390
                      *       }
                      *     }
                      */
@@ -18252,8 +18912,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqZW5lcmF6Y3R2ZXEyZ2JwNzJkOG44In0.eyJmbGVldF9pZCI6ImZsXzAxbThqZW5kNXN3ams0a2FzbnIweW1zc2VrIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGplbmQ1c3dqazRrYXNucjB5bXNzZWsiLCJpYXQiOjE3OTU5MTU2OTcsImV4cCI6MTc5NTkxNTgxN30.1qHPZRWc7w9dsSIfptLXIWLHgOjcoejL66K0MOOI1KkdWlK-Vb4V7m1W8L23n86G3FKonlHzbMWo6ulIlsjnIw",
-                     *       "expires_at": "2026-11-29T01:30:17.000Z"
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqaGR4eW0zZ2pwMmVhcmprMXQ2azg2In0.eyJmbGVldF9pZCI6ImZsXzAxbThqaGR3Nnp4ajhnazU0NmhnZmc5eDg3Iiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGpoZHc2enhqOGdrNTQ2aGdmZzl4ODciLCJpYXQiOjE3OTU5MTg1OTYsImV4cCI6MTc5NTkxODcxNn0.YRSNK43rGfOsF0wZrMxmC5t97ShxSXvrzquFw-_4GjogSDaVYDCLMwhyEe35odWu4WvYsxVaXK2Pqt80aYEAHA",
+                     *       "expires_at": "2026-11-29T02:18:36.000Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EmbedSession"];
@@ -18399,7 +19059,7 @@ export interface operations {
                      * @example <!doctype html>
                      *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
                      *     <title>Speedy</title>
-                     *     <style nonce="zX2FMdaIkxLD3IGdR1L9mQ==">
+                     *     <style nonce="LH12Ktzo4i6o3L/ET8XdSw==">
                      *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
                      *     header{display:flex;align-items:center;gap:1…
                      */
@@ -18469,13 +19129,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
+                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T01:28:17.258Z",
+                     *       "generated_at": "2026-11-29T02:16:36.463Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
-                     *         "PICKED_UP": 0,
+                     *         "PICKED_UP": 1,
                      *         "DELIVERED": 2,
                      *         "FAILED": 0,
                      *         "RETURNED": 1,
@@ -18485,9 +19145,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T01:28:15.675Z",
+                     *             "since": "2026-11-29T02:16:35.032Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -18495,23 +19155,39 @@ export interface operations {
                      *         ]
                      *       },
                      *       "in_progress": {
-                     *         "count": 1,
+                     *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
+                     *             "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                     *             "status": "PICKED_UP",
+                     *             "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *             "driver_name": "Sam Second",
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "tote_id": null,
+                     *             "eta": "2026-11-29T02:20:35.666Z",
+                     *             "cold_chain": {
+                     *               "required": false,
+                     *               "state": "UNMONITORED",
+                     *               "min_c": null,
+                     *               "max_c": null
+                     *             },
+                     *             "updated_at": "2026-11-29T02:16:35.605Z"
+                     *           },
+                     *           {
+                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
+                     *             "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
-                     *             "eta": "2026-11-29T05:28:15.628Z",
+                     *             "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *             "eta": "2026-11-29T06:16:35.004Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T01:28:16.134Z"
+                     *             "updated_at": "2026-11-29T02:16:35.450Z"
                      *           }
                      *         ]
                      *       }
@@ -18580,21 +19256,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenf00nwzdtqnprbw0njr3",
+                 *       "id": "evt_01m8jhdy90ek80qfgffw4ez1r1",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-29T01:28:13.056Z",
+                 *       "created_at": "2026-11-29T02:16:32.288Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:5bc63c87a9569820f982ad461e538b8d135478e3a6203b9af49737c8f3d5d981",
+                 *         "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
                  *         "leg": 1
                  *       }
                  *     }
@@ -18634,27 +19310,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenf7y3d6aa8my6jfedptb",
+                 *       "id": "evt_01m8jhdygpjnn5yz0yqzvt80yt",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-29T01:28:13.310Z",
+                 *       "created_at": "2026-11-29T02:16:32.534Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-29T01:28:13.297Z",
-                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "occurred_at": "2026-11-29T02:16:32.523Z",
+                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:8d00112ccb962d346eebeeef3dd30aee38e3f0d3ba353e27ef74827818fceba5",
-                 *         "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *         "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *         "tote_id": "tt_01m8jendr1bkm6j4b9hmndsb6s"
+                 *         "custody_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                 *         "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *         "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8"
                  *       }
                  *     }
                  */
@@ -18693,24 +19369,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenfe6xgcqdcsqjk1e7ybb",
+                 *       "id": "evt_01m8jhdysc23p87t6an40nbpat",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-29T01:28:13.510Z",
+                 *       "created_at": "2026-11-29T02:16:32.812Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T01:28:13.504Z",
-                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "occurred_at": "2026-11-29T02:16:32.809Z",
+                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82"
+                 *         "custody_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c"
                  *       }
                  *     }
                  */
@@ -18749,24 +19425,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenfvwhyvx3mvn7ey18v35",
+                 *       "id": "evt_01m8jhdzh1ex4a4rpkda95p9ha",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-29T01:28:13.947Z",
+                 *       "created_at": "2026-11-29T02:16:33.569Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T01:28:13.933Z",
-                 *         "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                 *         "occurred_at": "2026-11-29T02:16:33.540Z",
+                 *         "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                 *         "custody_hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -18806,24 +19482,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jengv6f8shwcgrh1e09qks",
+                 *       "id": "evt_01m8jhe0bt5ep9pzyvrexwkdaq",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-29T01:28:14.950Z",
+                 *       "created_at": "2026-11-29T02:16:34.426Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-29T01:28:14.947Z",
+                 *         "occurred_at": "2026-11-29T02:16:34.412Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:e74f44a4101cf7e798dbf1fa75467f27573df8b5f8f6c0274f00978c951142e1",
+                 *         "custody_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
                  *         "reason": "patient_unavailable",
                  *         "note": "Nobody home",
                  *         "attempt": 1
@@ -18865,26 +19541,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jengxzhgczdmx2s1xjgxdh",
+                 *       "id": "evt_01m8jhe0fvm3refq82tcn98r0x",
                  *       "type": "delivery.reattempted",
-                 *       "created_at": "2026-11-29T01:28:15.039Z",
+                 *       "created_at": "2026-11-29T02:16:34.555Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                  *       "seq": 6,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "FAILED",
                  *         "action": "reattempt",
-                 *         "occurred_at": "2026-11-29T01:28:15.038Z",
-                 *         "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "occurred_at": "2026-11-29T02:16:34.544Z",
+                 *         "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:e2adf53d6d8d3e6bcbbcb414bf0e9f8a4a752a5567a44d8b28ef804f64bcc3f0",
+                 *         "custody_hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
                  *         "attempt": 2,
-                 *         "driver_id": "dr_01m8jendf8vp9zrdgeczp532yt"
+                 *         "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs"
                  *       }
                  *     }
                  */
@@ -18923,24 +19599,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenh402v68jaxh80x9807r",
+                 *       "id": "evt_01m8jhe0nv8zveftd17yjv9k02",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-29T01:28:15.232Z",
+                 *       "created_at": "2026-11-29T02:16:34.747Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jengrp6c5zrgmxnnj0tqgn",
-                 *       "rx_id": "rx_01m8jengrp6c5zrgmxnnj0tqgm",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
                  *       "seq": 11,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-29T01:28:15.228Z",
-                 *         "from": "dr_01m8jendf8vp9zrdgeczp532yt",
-                 *         "to": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *         "occurred_at": "2026-11-29T02:16:34.743Z",
+                 *         "from": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *         "custody_seq": 8,
-                 *         "custody_hash": "sha256:823b0597b249fcf0914681b17514d09dddd86621a6023034a930a026d827ae4d"
+                 *         "custody_hash": "sha256:f8b70fb1cceb51decd2a78d6e11f9603e0076113f86902237454fd1733dde471"
                  *       }
                  *     }
                  */
@@ -18979,24 +19655,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenhajrvz9p74x7k2ds749",
+                 *       "id": "evt_01m8jhe0t9jmrfd6ysh5nd1etx",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-29T01:28:15.442Z",
+                 *       "created_at": "2026-11-29T02:16:34.889Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jenha051z5j6j92pcd8zmt",
-                 *       "rx_id": "rx_01m8jenha051z5j6j92pcd8zms",
+                 *       "delivery_id": "dl_01m8jhe0sxwradang9aqy7a58r",
+                 *       "rx_id": "rx_01m8jhe0sxwradang9aqy7a58q",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-29T01:28:15.433Z",
+                 *         "occurred_at": "2026-11-29T02:16:34.888Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:caea5b385aea858128408c176f802792c1da57b42cf9b09ae5f562f30908276b",
+                 *         "custody_hash": "sha256:fc9bc7218c16c418142544667efa76609e8a6b406ed53158d5b8fa57b31212b1",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -19005,6 +19681,108 @@ export interface operations {
                     /** @enum {string} */
                     type?: "delivery.cancelled";
                     data?: components["schemas"]["DeliveryCancelledData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDeliveryEtaChanged: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jhe1hh1e0ffj8y03aq2ndt",
+                 *       "type": "delivery.eta-changed",
+                 *       "created_at": "2026-11-29T02:16:35.633Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                 *       "rx_id": "rx_01m8jhe1fmkz87k5pkr8hb9sqj",
+                 *       "seq": 5,
+                 *       "data": {
+                 *         "eta": "2026-11-29T02:38:09.986Z",
+                 *         "previous_eta": "2026-11-29T06:16:35.572Z",
+                 *         "source": "computed",
+                 *         "distance_m": 8996
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "delivery.eta-changed";
+                    data?: components["schemas"]["DeliveryEtaChangedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDeliveryArriving: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jhe1j8e07tfb3eme3289w4",
+                 *       "type": "delivery.arriving",
+                 *       "created_at": "2026-11-29T02:16:35.656Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                 *       "rx_id": "rx_01m8jhe1fmkz87k5pkr8hb9sqj",
+                 *       "seq": 6,
+                 *       "data": {
+                 *         "eta": "2026-11-29T02:17:18.872Z",
+                 *         "distance_m": 300
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "delivery.arriving";
+                    data?: components["schemas"]["DeliveryArrivingData"];
                 };
             };
         };
@@ -19036,24 +19814,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenfe6xgcqdcsqjk1e7yba",
+                 *       "id": "evt_01m8jhdysc23p87t6an40nbpas",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-29T01:28:13.510Z",
+                 *       "created_at": "2026-11-29T02:16:32.812Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T01:28:13.504Z",
-                 *         "from": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *         "to": "dr_01m8jendf8vp9zrdgeczp532yt",
+                 *         "occurred_at": "2026-11-29T02:16:32.809Z",
+                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:bdc32ad81da8d7c30d867e75cf0c041d484a906ef8b7ee832ef85c60da74df82"
+                 *         "custody_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c"
                  *       }
                  *     }
                  */
@@ -19092,24 +19870,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenfvwhyvx3mvn7ey18v34",
+                 *       "id": "evt_01m8jhdzh1ex4a4rpkda95p9h9",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-29T01:28:13.947Z",
+                 *       "created_at": "2026-11-29T02:16:33.569Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T01:28:13.933Z",
-                 *         "from": "dr_01m8jendkdsjkmxnjfy6akqk4g",
+                 *         "occurred_at": "2026-11-29T02:16:33.540Z",
+                 *         "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:420a4998dccef7e94cabc8b33f41b2b2b14bb7f8b2c26209c686325f2a0cc7c4",
+                 *         "custody_hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -19149,24 +19927,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt3",
+                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73s",
                  *       "type": "temperature.excursion",
-                 *       "created_at": "2026-11-29T01:28:17.565Z",
+                 *       "created_at": "2026-11-29T02:16:36.748Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                  *       "seq": 3,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T00:39:17.505Z",
+                 *         "excursion_started_at": "2026-11-29T01:27:36.731Z",
                  *         "kind": "high",
                  *         "peak_c": 9,
                  *         "min_c": 2,
                  *         "max_c": 8,
                  *         "grace_s": 300,
-                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
-                 *         "at": "2026-11-29T00:44:17.505Z"
+                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
+                 *         "at": "2026-11-29T01:32:36.731Z"
                  *       }
                  *     }
                  */
@@ -19205,25 +19983,25 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt4",
+                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73t",
                  *       "type": "temperature.recovered",
-                 *       "created_at": "2026-11-29T01:28:17.565Z",
+                 *       "created_at": "2026-11-29T02:16:36.748Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                  *       "seq": 4,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T00:39:17.505Z",
-                 *         "recovered_at": "2026-11-29T00:46:17.505Z",
+                 *         "excursion_started_at": "2026-11-29T01:27:36.731Z",
+                 *         "recovered_at": "2026-11-29T01:34:36.731Z",
                  *         "duration_s": 420,
                  *         "kind": "high",
                  *         "peak_c": 9.5,
                  *         "temp_c": 5,
                  *         "unknown_s": 0,
-                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
-                 *         "at": "2026-11-29T00:46:17.505Z"
+                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
+                 *         "at": "2026-11-29T01:34:36.731Z"
                  *       }
                  *     }
                  */
@@ -19262,29 +20040,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenhjpsjtwsphb3htxebte",
+                 *       "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-29T01:28:15.702Z",
+                 *       "created_at": "2026-11-29T02:16:35.050Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-29T01:28:15.675Z",
+                 *         "broken_at": "2026-11-29T02:16:35.032Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-29T01:28:15.675Z",
+                 *         "excursion_started_at": "2026-11-29T02:16:35.032Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m8jendv8t1ytvpj3e4pegfs8",
-                 *         "at": "2026-11-29T01:28:15.675Z"
+                 *         "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                 *         "at": "2026-11-29T02:16:35.032Z"
                  *       }
                  *     }
                  */
@@ -19323,33 +20101,33 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenj09q6r10vjjdv6q6843",
+                 *       "id": "evt_01m8jhe1bxd1a5cvzbr1m32j60",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-29T01:28:16.137Z",
+                 *       "created_at": "2026-11-29T02:16:35.453Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-29T01:28:16.134Z",
+                 *         "occurred_at": "2026-11-29T02:16:35.450Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:2304e32624290aecdc1fbef2dce41c237b7908cb70ab0eff43f645ac776021a6",
+                 *         "custody_hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
                  *         "decision": "return",
                  *         "signature": {
-                 *           "id": "sg_01m8jenj06tenqz0vy39n8m4tv",
-                 *           "signer": "us_01m8jenhnh5wnz0j47hf0e1yb5",
+                 *           "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
+                 *           "signer": "us_01m8jhe11enjksn6at04fptr5a",
                  *           "name": "A pharmacist",
-                 *           "email": "pharmacist-dk8mz4e05rt@example.com",
+                 *           "email": "pharmacist-s9uoume6pl@example.com",
                  *           "meaning": "returned",
-                 *           "signed_at": "2026-11-29T01:28:16.134Z",
-                 *           "record_hash": "sha256:32d9503367e68d0a93f98b12800e635523a78370488120d50603c211c61fa041",
+                 *           "signed_at": "2026-11-29T02:16:35.450Z",
+                 *           "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
                  *           "method": "password"
                  *         }
                  *       }
@@ -19390,22 +20168,22 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenkcxc0r982a4vmq16pt5",
+                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73v",
                  *       "type": "sensor.offline",
-                 *       "created_at": "2026-11-29T01:28:17.565Z",
+                 *       "created_at": "2026-11-29T02:16:36.748Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                  *       "seq": 5,
                  *       "data": {
-                 *         "last_reading_at": "2026-11-29T00:46:17.505Z",
-                 *         "offline_since": "2026-11-29T01:01:17.505Z",
-                 *         "back_online_at": "2026-11-29T01:03:17.505Z",
+                 *         "last_reading_at": "2026-11-29T01:34:36.731Z",
+                 *         "offline_since": "2026-11-29T01:49:36.731Z",
+                 *         "back_online_at": "2026-11-29T01:51:36.731Z",
                  *         "max_gap_s": 900,
-                 *         "tote_id": "tt_01m8jenk941j4s7f8s95q85zpj",
-                 *         "at": "2026-11-29T01:01:17.505Z"
+                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
+                 *         "at": "2026-11-29T01:49:36.731Z"
                  *       }
                  *     }
                  */
@@ -19444,19 +20222,19 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenpe0dpvzw45d3k4waq8e",
+                 *       "id": "evt_01m8jhe6cqs0tkz4jgye6gj1mt",
                  *       "type": "stability.budget-low",
-                 *       "created_at": "2026-11-29T01:28:20.672Z",
+                 *       "created_at": "2026-11-29T02:16:40.599Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenpb4sqw7hb77fmt6k19f",
-                 *       "rx_id": "rx_01m8jenpb4sqw7hb77fmt6k19e",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
+                 *       "rx_id": "rx_01m8jhe69fhe2gtk3fdmw902hx",
                  *       "seq": 3,
                  *       "data": {
                  *         "item": 0,
                  *         "ndc": "00002-8215-01",
-                 *         "product_id": "pr_01m8jenp279q8k1v3jf240mvps",
+                 *         "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
                  *         "version": 3,
                  *         "band": {
                  *           "min_c": 8,
@@ -19464,8 +20242,8 @@ export interface operations {
                  *           "allowed_s": 60
                  *         },
                  *         "remaining_s": 12,
-                 *         "tote_id": "tt_01m8jenpbv5d63p9y5m78xqxee",
-                 *         "at": "2026-11-29T01:29:09.668Z"
+                 *         "tote_id": "tt_01m8jhe6agjxj16xe6e0t16e0b",
+                 *         "at": "2026-11-29T02:17:29.586Z"
                  *       }
                  *     }
                  */
@@ -19504,17 +20282,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenn12dpkw94w7ntjtnm42",
+                 *       "id": "evt_01m8jhe4pc1akd4z4sas8wjkzw",
                  *       "type": "writeback.completed",
-                 *       "created_at": "2026-11-29T01:28:19.234Z",
+                 *       "created_at": "2026-11-29T02:16:38.860Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jenmqpxvnmk95kencevsj8",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenmsjaah9b0983kxdm7gc",
-                 *       "rx_id": "rx_01m8jenmsjaah9b0983kxdm7gb",
+                 *       "pharmacy_id": "ph_01m8jhe4eks06bmnr21kmch5af",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe4f4bwc6emw60m3zbk0f",
+                 *       "rx_id": "rx_01m8jhe4f4bwc6emw60m3zbk0e",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jenmws6xctkvnqcjw36d7s",
+                 *         "outcome_event_id": "evt_01m8jhe4jr2e7w4hv6hekqw55n",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 1,
                  *         "status_code": 204,
@@ -19557,17 +20335,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenna88vnxknvyhn3ykjv1",
+                 *       "id": "evt_01m8jhe50hdr8ntkn6ndn17ref",
                  *       "type": "writeback.failed",
-                 *       "created_at": "2026-11-29T01:28:19.528Z",
+                 *       "created_at": "2026-11-29T02:16:39.185Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jenmzcvhmmmz5s0be9hav4",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenn13zvazz52x9sx55060",
-                 *       "rx_id": "rx_01m8jenn13zvazz52x9sx5505z",
+                 *       "pharmacy_id": "ph_01m8jhe4nftc49k9pdww1b6vf2",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe4q1h9tdzjq5aj8ecfqz",
+                 *       "rx_id": "rx_01m8jhe4q1h9tdzjq5aj8ecfqy",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jenn4f7zr55a4j34pafeep",
+                 *         "outcome_event_id": "evt_01m8jhe4sh7qr1wqffsxffe29h",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 3,
                  *         "status_code": null,
@@ -19610,14 +20388,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenf6y0pj2p61ev9kjasdc",
+                 *       "id": "evt_01m8jhdyfba1jm2vk22gkeb4ca",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-29T01:28:13.278Z",
+                 *       "created_at": "2026-11-29T02:16:32.491Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jeneznenqs4sgbex8d2eaq",
-                 *       "rx_id": "rx_01m8jeneznenqs4sgbex8d2eap",
+                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -19628,7 +20406,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-29T01:28:13.268Z"
+                 *         "refused_at": "2026-11-29T02:16:32.490Z"
                  *       }
                  *     }
                  */
@@ -19667,26 +20445,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenmn624jf1hbphy4rf8xn",
+                 *       "id": "evt_01m8jhe4cfabgxggd0rt4rsk96",
                  *       "type": "alarm.acknowledged",
-                 *       "created_at": "2026-11-29T01:28:18.854Z",
+                 *       "created_at": "2026-11-29T02:16:38.543Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenkay8j6kcdgww8s1g0xm",
-                 *       "rx_id": "rx_01m8jenkay8j6kcdgww8s1g0xk",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
+                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
                  *       "seq": 8,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jenkcw6ex2fpd1y1sbpths",
+                 *         "alarm_id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
                  *         "kind": "excursion",
                  *         "state": "CLEARED_ACK",
-                 *         "raised_at": "2026-11-29T00:44:17.505Z",
-                 *         "cleared_at": "2026-11-29T00:46:17.505Z",
+                 *         "raised_at": "2026-11-29T01:32:36.731Z",
+                 *         "cleared_at": "2026-11-29T01:34:36.731Z",
                  *         "acknowledged_by": "cl_admin",
-                 *         "acknowledged_at": "2026-11-29T01:28:18.840Z",
+                 *         "acknowledged_at": "2026-11-29T02:16:38.542Z",
                  *         "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                 *         "assigned_to": "us_01m8jene8znjjt7pzw5wenyf11",
-                 *         "escalate_at": "2026-11-29T01:28:18.563Z"
+                 *         "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                 *         "escalate_at": "2026-11-29T02:16:37.747Z"
                  *       }
                  *     }
                  */
@@ -19725,26 +20503,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jenjhxcb5va2w3gdpjvmtz",
+                 *       "id": "evt_01m8jhe289r7gtdm40v0chfrqy",
                  *       "type": "alarm.escalated",
-                 *       "created_at": "2026-11-29T01:28:16.701Z",
+                 *       "created_at": "2026-11-29T02:16:36.361Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jencsz2fxbjd86j104jv8t",
-                 *       "fleet_id": "fl_01m8jend5swjk4kasnr0ymssek",
-                 *       "delivery_id": "dl_01m8jenhgctkmh7a02bjz0b33n",
-                 *       "rx_id": "rx_01m8jenhgctkmh7a02bjz0b33m",
+                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
                  *       "seq": 6,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jenhj43q2yjecm0q297z3e",
+                 *         "alarm_id": "al_01m8jhe0zas2b00j3q3tmsczj2",
                  *         "kind": "break",
                  *         "state": "CLEARED_UNACK",
-                 *         "raised_at": "2026-11-29T01:28:15.675Z",
-                 *         "cleared_at": "2026-11-29T01:28:16.134Z",
+                 *         "raised_at": "2026-11-29T02:16:35.032Z",
+                 *         "cleared_at": "2026-11-29T02:16:35.450Z",
                  *         "acknowledged_by": null,
                  *         "acknowledged_at": null,
                  *         "note": null,
                  *         "assigned_to": null,
-                 *         "escalate_at": "2026-11-29T01:28:16.684Z"
+                 *         "escalate_at": "2026-11-29T02:16:36.049Z"
                  *       }
                  *     }
                  */
