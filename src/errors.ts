@@ -18,6 +18,10 @@ export type ErrorCode =
   | 'stability_exhausted'
   | 'sensor_calibration_due'
   | 'not_on_delivery'
+  | 'pod_requirements_unmet'
+  | 'pin_locked'
+  | 'image_refused'
+  | 'content_type_mismatch'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -45,6 +49,10 @@ const statusOf: Record<ErrorCode, number> = {
   stability_exhausted: 409,
   sensor_calibration_due: 409,
   not_on_delivery: 409,
+  pod_requirements_unmet: 422,
+  pin_locked: 409,
+  image_refused: 422,
+  content_type_mismatch: 422,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

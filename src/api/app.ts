@@ -35,6 +35,7 @@ import { oauthRoutes } from './routes/oauth.js'
 import { authorizeRoutes } from './routes/authorize.js'
 import { accountRoutes } from './routes/account.js'
 import { statementBody } from './routes/reconciliation.js'
+import { attachmentBody } from './routes/attachments.js'
 import { consoleRoutes } from './routes/console.js'
 import { discoveryRoutes, type MqttEndpoints } from './routes/discovery.js'
 
@@ -98,8 +99,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       buckets: deps.buckets,
     }),
     queryGuard(),
-    // An operator's statement (JSON lines or CSV, up to 4 MiB) is the one body that is not a JSON request.
-    ...bodyGuard([statementBody]),
+    // An operator's statement (JSON lines or CSV, up to 4 MiB) and a proof-of-delivery image (up to
+    // 5 MiB, read by its route) are the bodies that are not JSON requests.
+    ...bodyGuard([statementBody, attachmentBody]),
     idempotency({
       // Each write's service keeps the answer in the transaction of its change.
       db: deps.db,

@@ -11,6 +11,8 @@ export type AppEnv = {
     log: () => Logger
     /** Set by `authenticate` on /v1 routes. */
     principal: Principal
+    /** Set by the body-guard on a route that reads its own body (an image upload): nothing before the handler reads it. */
+    streamedBody?: true
     /** Set by `idempotency` on a POST that sent an Idempotency-Key. */
     idempotency?: IdempotentRequest
     /** Set by `auditTrail` on a state-changing request: writes its audit record in the transaction of its change. */

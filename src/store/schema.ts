@@ -61,6 +61,8 @@ export interface Database extends StabilityTables, AlarmTables {
     gln: string | null
     /** Attempts a delivery may make, the first included (migration 0053; 3 unless set). */
     max_attempts: Generated<number>
+    /** Proofs every delivery of the pharmacy needs, as JSON (migration 0050); null for none. */
+    pod_requirements?: string | null
   }
   prescriptions: {
     id: string
@@ -78,6 +80,8 @@ export interface Database extends StabilityTables, AlarmTables {
     delivery_id: string
     client_id: string
     created_at: string
+    /** Proofs this prescription adds to its pharmacy's, as JSON (migration 0050); null for none. */
+    pod_requirements?: string | null
   }
   deliveries: {
     id: string
@@ -112,6 +116,8 @@ export interface Database extends StabilityTables, AlarmTables {
     warnings: string | null
     /** The live ETA from drivers' positions or the fleet's router (migration 0055); null before any. `eta` keeps the promise. */
     live_eta: string | null
+    /** The proofs its delivery needs, fixed by its dispatch, as JSON (migration 0050); null for none. */
+    pod_requirements?: string | null
   }
   custody_events: {
     delivery_id: string
@@ -132,7 +138,16 @@ export interface Database extends StabilityTables, AlarmTables {
     temperature: string | null
     /** JSON of the attempt a `failed` or `reattempted` event records (migration 0053); null on every other event. */
     attempt: string | null
+    /** JSON of what a proof of delivery adds to its `delivered` event (migration 0050); null on every other event. */
+    evidence?: string | null
   }
+  /** Stored images, one row per content (migration 0050): `chunks` rows of `attachment_chunks` hold its bytes. */
+  attachment_blobs: { sha256: string; content_type: string; size: number; chunks: number; created_at: string }
+  attachment_chunks: { sha256: string; seq: number; bytes: Buffer }
+  /** An image uploaded for a delivery (migration 0050); `actor` is JSON `{client_id, sub}`. */
+  attachments: { id: string; delivery_id: string; sha256: string; content_type: string; size: number; actor: string; created_at: string }
+  /** The PIN a delivery's patient tells the driver (migration 0050), sealed; its wrong tries. */
+  delivery_pins: { delivery_id: string; pin: string; wrong_tries: Generated<number>; locked_at: string | null; issued_at: string }
   /** The custody events that are EPCIS events, in the order recorded, with their tenant (migration 0046). */
   epcis_events: {
     pos: Generated<number>

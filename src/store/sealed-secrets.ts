@@ -12,6 +12,7 @@ const SEALED_COLUMNS = [
   { table: 'webhook_signing_keys', id: 'kid', column: 'private_jwk' },
   { table: 'webhook_endpoints', id: 'id', column: 'secret' },
   { table: 'webhook_endpoints', id: 'id', column: 'previous_secret' },
+  { table: 'delivery_pins', id: 'delivery_id', column: 'pin' },
 ] as const
 
 type SealedColumn = (typeof SEALED_COLUMNS)[number]

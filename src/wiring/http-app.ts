@@ -5,6 +5,7 @@ import { alarmRoutes } from '../api/routes/alarms.js'
 import { auditRoutes } from '../api/routes/audit.js'
 import { clientRoutes } from '../api/routes/clients.js'
 import { deliveryRoutes } from '../api/routes/deliveries.js'
+import { attachmentRoutes } from '../api/routes/attachments.js'
 import { embedRoutes } from '../api/routes/embed.js'
 import { epcisRoutes } from '../api/routes/epcis.js'
 import { eventRoutes } from '../api/routes/events.js'
@@ -82,6 +83,7 @@ function v1Routes({
     pharmacyRoutes(services.pharmacies),
     prescriptionRoutes(services.prescriptions, services.redeliveries),
     deliveryRoutes(services.deliveries, people.signatures),
+    attachmentRoutes(services.attachments),
     alarmRoutes(services.alarms),
     fleetRoutes(services.fleets),
     positionRoutes(services.positions, clock),

@@ -7,6 +7,7 @@ import type { ReadingSink } from '../timeseries/sink.js'
 import { AlarmService } from '../services/alarms.js'
 import { DeliveryService } from '../services/deliveries.js'
 import { DriverPositionService } from '../services/driver-positions.js'
+import { AttachmentService } from '../services/attachments.js'
 import { EventService } from '../services/events.js'
 import { FleetDashboardService } from '../services/fleet-dashboard.js'
 import { FleetService } from '../services/fleets.js'
@@ -52,6 +53,7 @@ export function createServices({
     redeliveries: new RedeliveryService(deps, sink),
     assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
     deliveries: new DeliveryService(deps, toteBindingChanged, sink),
+    attachments: new AttachmentService(deps),
     alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
     positions: new DriverPositionService(deps),

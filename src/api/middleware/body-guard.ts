@@ -22,7 +22,14 @@ const clientGone = () => new AppError('invalid_json', 'The client closed the con
  * A route that takes another body than JSON, or a larger one (an operator's statement):
  * its own limit and content types, stated in its documentation.
  */
-export type OtherBody = { method: string; path: RegExp; maxBytes: number; types: RegExp }
+export type OtherBody = {
+  method: string
+  path: RegExp
+  maxBytes: number
+  types: RegExp
+  /** Left unread here (a declared length over `maxBytes` is still refused): the route reads it itself, counting. */
+  streamed?: boolean
+}
 
 const otherBodyOf = (c: Context<AppEnv>, others: readonly OtherBody[]) =>
   others.find((o) => o.method === c.req.method && o.path.test(c.req.path))
@@ -46,9 +53,14 @@ export function bodyGuard(others: readonly OtherBody[] = []): MiddlewareHandler<
 export function bodySizeLimit(others: readonly OtherBody[] = []): MiddlewareHandler<AppEnv> {
   return async function bodySizeLimitMiddleware(c, next) {
     if (!METHODS_WITH_BODY.has(c.req.method)) return next()
-    const limit = others.length ? (otherBodyOf(c, others)?.maxBytes ?? MAX_BODY_BYTES) : MAX_BODY_BYTES
+    const other = others.length ? otherBodyOf(c, others) : undefined
+    const limit = other?.maxBytes ?? MAX_BODY_BYTES
     const declared = c.req.header('content-length')
     if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit)
+    if (other?.streamed) {
+      c.set('streamedBody', true)
+      return next()
+    }
     const incoming = nodeRequestOf(c)
     const bytes = incoming ? await readLimited(incoming, limit) : await readWhatwgBody(c.req.raw, limit)
     if (bytes !== null) cacheBody(c, bytes)

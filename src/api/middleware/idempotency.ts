@@ -59,7 +59,9 @@ export function idempotency({
   const running = new Map<string, string>()
 
   return async function idempotencyMiddleware(c, next) {
-    if (c.req.method !== 'POST') return next()
+    // An image upload is idempotent by its content (the same bytes answer the same attachment); its
+    // body is the route's to read, at most 5 MiB, and is not read here to be hashed.
+    if (c.req.method !== 'POST' || c.get('streamedBody')) return next()
     const key = c.req.header('idempotency-key')
     if (key === undefined) {
       if (requiredOn(c.req.path))
@@ -72,7 +74,7 @@ export function idempotency({
       })
     }
     const clientId = keyOwner(c.get('principal'))
-    const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${withoutSigningPassword(await c.req.text())}`)
+    const requestHash = sha256Hex(`${c.req.method} ${c.req.path}\n${withoutSecrets(await c.req.text())}`)
     const now = clock.now()
     const slot = `${clientId}\n${key}`
     const runningHash = running.get(slot)
@@ -131,12 +133,31 @@ export function idempotency({
  * A retry under the same key is then the same request whichever password it sends: it is
  * answered the first answer, and signs nothing again.
  */
+function withoutSecrets(text: string): string {
+  return withoutDeliveryPin(withoutSigningPassword(text))
+}
+
 function withoutSigningPassword(text: string): string {
   if (!text.includes('"password"')) return text
   try {
     const body = JSON.parse(text) as { signature?: { password?: unknown } }
     if (!body?.signature || typeof body.signature !== 'object' || !('password' in body.signature)) return text
     return JSON.stringify({ ...body, signature: { ...body.signature, password: '(checked when signing, not kept)' } })
+  } catch {
+    return text
+  }
+}
+
+/**
+ * The same for a delivery PIN (`proof.pin`, docs/api.md, Proof of delivery): six digits are a
+ * million guesses, which a hash of the body would give away in a second.
+ */
+function withoutDeliveryPin(text: string): string {
+  if (!text.includes('"pin"')) return text
+  try {
+    const body = JSON.parse(text) as { proof?: { pin?: unknown } }
+    if (!body?.proof || typeof body.proof !== 'object' || !('pin' in body.proof)) return text
+    return JSON.stringify({ ...body, proof: { ...body.proof, pin: '(checked when delivering, not kept)' } })
   } catch {
     return text
   }

@@ -33,6 +33,7 @@ import { up as pharmacyGln } from './0045_pharmacy_gln.js'
 import { up as epcisEvents } from './0046_epcis_events.js'
 import { up as interopWebhooks } from './0047_interop_webhooks.js'
 import { up as fleetTimezone } from './0049_fleet_timezone.js'
+import { up as proofOfDelivery } from './0050_proof_of_delivery.js'
 import { up as attemptsAndHandoffTemperature } from './0053_attempts_and_handoff_temperature.js'
 import { up as driverPositions } from './0055_driver_positions.js'
 import { up as readingPartitions } from './0061_reading_partitions.js'
@@ -72,6 +73,7 @@ const steps: Record<string, MigrationStep> = {
   '0046_epcis_events': epcisEvents,
   '0047_interop_webhooks': interopWebhooks,
   '0049_fleet_timezone': fleetTimezone,
+  '0050_proof_of_delivery': proofOfDelivery,
   '0053_attempts_and_handoff_temperature': attemptsAndHandoffTemperature,
   '0055_driver_positions': driverPositions,
   '0061_reading_partitions': readingPartitions,
