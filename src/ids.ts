@@ -3,7 +3,26 @@ import { monotonicFactory } from 'ulid'
 
 /** Opaque, prefixed ids (docs/api.md, IDs). A ULID body makes them sortable by creation time, so lists page by id. */
 export type IdPrefix =
-  'ph' | 'rx' | 'dl' | 'tt' | 'fl' | 'dr' | 'wh' | 'evt' | 'cl' | 'us' | 'req' | 'msg' | 'att' | 'key' | 'whk' | 'pr' | 'as' | 'sg' | 'al' | 'at'
+  | 'ph'
+  | 'rx'
+  | 'dl'
+  | 'tt'
+  | 'fl'
+  | 'dr'
+  | 'wh'
+  | 'evt'
+  | 'cl'
+  | 'us'
+  | 'req'
+  | 'msg'
+  | 'att'
+  | 'key'
+  | 'whk'
+  | 'pr'
+  | 'as'
+  | 'sg'
+  | 'al'
+  | 'at'
 
 // ulid's default PRNG calls randomBytes(1) per character; drawing from a refilled buffer of
 // the same CSPRNG costs a fraction of that on the request path.

@@ -47,6 +47,18 @@ export type HandoffTemperature = { last_c: number | null; at: string | null; sta
 
 /** On a `failed` event: the attempt that failed and why; on a `reattempted` event: the attempt it starts. */
 export type CustodyAttempt = { number: number; reason?: FailureReason; note?: string | null }
+/**
+ * What a proof of delivery adds to its `delivered` event (docs/api.md, Proof of delivery): each
+ * image by its attachment id and sha256 (hex of the stored bytes), the other proofs as given, and
+ * `pin: "verified"` when the service compared the PIN (never the PIN itself).
+ */
+export type DeliveryEvidence = {
+  photo?: { attachment: string; sha256: string }
+  signature?: { attachment: string; sha256: string; signer_name: string; relationship: string }
+  id_check?: { document_type: string; minimum_age: number; birth_date_verified: boolean }
+  barcode?: string
+  pin?: 'verified'
+}
 
 /** A custody event exactly as the API returns it; `hash` covers every other member. */
 export type CustodyEvent = {
@@ -67,4 +79,6 @@ export type CustodyEvent = {
   temperature?: HandoffTemperature
   /** On `failed` and `reattempted` events only. */
   attempt?: CustodyAttempt
+  /** On a `delivered` event with proofs only; absent on every other event, whose hash was computed without it. */
+  evidence?: DeliveryEvidence
 }

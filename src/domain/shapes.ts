@@ -8,6 +8,7 @@ import type { Attempt } from './attempts.js'
 import type { ColdChain } from './cold-chain.js'
 import type { CustodyEvent } from './custody-event.js'
 import type { DeliveryStatus } from './delivery-machine.js'
+import type { PodRequirements } from './proof-of-delivery.js'
 import type { SensorWarning } from './sensor-calibration.js'
 import type { TemperatureTrace, TraceExcursion } from './temperature-trace.js'
 
@@ -42,6 +43,8 @@ export type Delivery = {
   attempt: number
   /** Each attempt since the dispatch, oldest first, with why it failed. */
   attempts: Attempt[]
+  /** The proofs `deliver` needs, fixed by the dispatch (docs/api.md, Proof of delivery); null before it, or when none. */
+  pod_requirements?: PodRequirements | null
   custody: CustodyEvent[]
   created_at: string
   updated_at: string

@@ -10,12 +10,22 @@ import type { ActionInput } from './delivery-shapes.js'
 import { checkDispatch, checkDriver } from './dispatch-checks.js'
 import { checkUserParties } from './user-parties.js'
 import type { SensorWarning } from '../domain/sensor-calibration.js'
+import type { DeliveryEvidence } from '../domain/custody-event.js'
+import { checkedEvidence, requirementsAtDispatch } from './delivery-proof.js'
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
 const CLOCK_SKEW_MS = 5_000
 
 /** The parties and evidence of the custody event an action appends. */
-export type ActionParties = { from: string | null; to: string | null; evidence_hash: string | null }
+export type ActionParties = {
+  from: string | null
+  to: string | null
+  evidence_hash: string | null
+  /** `deliver` with proofs: what enters the custody event (docs/api.md, Proof of delivery). */
+  evidence?: DeliveryEvidence | null
+  /** `dispatch` of a delivery whose requirements name a PIN: one is issued in its transaction. */
+  issuePin?: boolean
+}
 
 /**
  * Validates who hands the goods to whom (the pure rules of domain/custody-rules.ts, then what
@@ -46,15 +56,23 @@ export async function actionParties(
         tote_id: input.tote_id ?? null,
         bound_from: input.tote_id ? occurredAt : null,
       })
-      return { ...parties, evidence_hash: null }
+      // docs/api.md, Proof of delivery: the requirements in force at dispatch are the delivery's.
+      const requirements = await requirementsAtDispatch(db, delivery)
+      changes.pod_requirements = requirements ? toJson(requirements) : null
+      return { ...parties, evidence_hash: null, issuePin: Boolean(requirements?.pin) }
     }
     case 'pickup':
     case 'handoff':
     case 'return':
       return { ...parties, evidence_hash: evidenceHash(input.signature) }
     case 'deliver':
-      // The method is hashed with the evidence so neither can be swapped later.
-      return { ...parties, evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }) }
+      // The method is hashed with the evidence so neither can be swapped later; the proofs enter
+      // the event itself (`evidence`), so its hash covers each image's sha256.
+      return {
+        ...parties,
+        evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }),
+        evidence: await checkedEvidence(db, delivery, input.proof, occurredAt),
+      }
     case 'fail':
       // The reason and note are also in the event's `attempt` member; hashed here as a cancel's reason is.
       return { ...parties, evidence_hash: jcsHash({ reason: input.reason, note: input.note ?? null }) }

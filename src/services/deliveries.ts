@@ -24,6 +24,7 @@ import { rateCardInForce } from './rate-cards.js'
 import { signedCustodyEvent } from './custody-signatures.js'
 import { automaticRelease } from './stability-release.js'
 import { clearAlarmsOfDelivery } from '../alarms/alarm-records.js'
+import { issuePin } from './delivery-pin.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
@@ -186,6 +187,8 @@ export class DeliveryService {
       ...(delivery.cold_chain_required === 1 ? { temperature: await this.temperatureAt(delivery, summary, occurredAt) } : {}),
       ...(input.action === 'fail' ? { attempt: { number: attempt, reason: input.reason, note: input.note ?? null } } : {}),
       ...(input.action === 'reattempt' ? { attempt: { number: attempt + 1 } } : {}),
+      // Absent, not null, without proofs: the hash of such an event is computed as it always was.
+      ...(parties.evidence ? { evidence: parties.evidence } : {}),
     })
     // docs/part11.md: a disposition is signed, and its signature follows it in the chain.
     const signed = input.action === 'disposition' ? signedCustodyEvent(id, custodyEvent, input.signer, principal, iso(now)) : null
@@ -226,6 +229,7 @@ export class DeliveryService {
         .where('version', '=', delivery.version)
         .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
+      if (parties.issuePin) await issuePin(trx, id, occurredAt)
       await trx
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))

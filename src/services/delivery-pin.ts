@@ -67,7 +67,7 @@ export async function revealPin(db: Executor, deliveryId: string): Promise<strin
  * counted though the `deliver` fails) and answered 422 with the tries left; the MAX_WRONG_TRIES-th
  * locks the delivery's PIN, and from then on every `deliver` is 409 `pin_locked`.
  */
-export async function checkPin(db: Db, deliveryId: string, given: string, at: string): Promise<void> {
+export async function checkPin(db: Executor, deliveryId: string, given: string, at: string): Promise<void> {
   const row = await db.selectFrom('delivery_pins').selectAll().where('delivery_id', '=', deliveryId).executeTakeFirst()
   if (!row) throw pinUnmet('no PIN was issued for this delivery (it was dispatched before PINs were required)')
   if (row.locked_at) throw pinLocked()
@@ -102,6 +102,7 @@ export async function checkPin(db: Db, deliveryId: string, given: string, at: st
 const pinUnmet = (message: string, left?: number) =>
   new AppError('pod_requirements_unmet', 'The delivery lacks a proof it requires, or one does not hold.', {
     unmet: [{ proof: 'pin', pointer: '/proof/pin', message }],
+    missing: ['pin'],
     ...(left !== undefined ? { pin_tries_left: left } : {}),
   })
 

@@ -8,6 +8,7 @@ import { toCustodyEvent } from '../store/custody-rows.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
 import type { Delivery } from '../domain/shapes.js'
 import { fromJson, type Database, type Executor } from '../store/schema.js'
+import type { PodRequirements, ProofInput } from '../domain/proof-of-delivery.js'
 
 export type { Delivery } from '../domain/shapes.js'
 
@@ -17,7 +18,11 @@ type Common = { occurred_at?: string | undefined; location?: Location | undefine
 export type ActionInput =
   | ({ action: 'dispatch'; fleet_id: string; driver_id?: string | undefined; tote_id?: string | undefined } & Common)
   | ({ action: 'pickup' | 'handoff' | 'return'; from: string; to: string; signature: string } & Common)
-  | ({ action: 'deliver'; verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string } } & Common)
+  | ({
+      action: 'deliver'
+      verification: { method: 'otp' | 'id_check' | 'signature'; evidence: string }
+      proof?: ProofInput | undefined
+    } & Common)
   | ({ action: 'fail'; reason: FailureReason; note?: string | undefined } & Common)
   | ({ action: 'reattempt'; driver_id?: string | undefined } & Common)
   | ({ action: 'cancel'; reason: string } & Common)
@@ -45,6 +50,7 @@ export function toDelivery(row: Database['deliveries'], custody: CustodyEvent[])
     ...(row.warnings ? { warnings: fromJson<SensorWarning[]>(row.warnings) } : {}),
     attempt: attemptNumber(custody),
     attempts: attemptsOf(custody),
+    pod_requirements: fromJson<PodRequirements | null>(row.pod_requirements ?? null),
     custody,
     created_at: row.created_at,
     updated_at: row.updated_at,

@@ -13,6 +13,7 @@ import { DEFAULT_MAX_ATTEMPTS } from '../domain/delivery-machine.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { refuseNonPublicTarget } from '../webhooks/ssrf.js'
 import { sealingContext } from '../store/sealed-secrets.js'
+import { normalizeRequirements, type PodRequirements } from '../domain/proof-of-delivery.js'
 
 /** The outcomes written back to a pharmacy: a delivery that ended with the goods somewhere. */
 const WRITEBACK_EVENTS = ['delivery.delivered', 'delivery.returned']
@@ -33,21 +34,35 @@ export type NewPharmacy = {
   gln?: string | undefined
   /** Attempts a delivery may make, the first included (docs/api.md, Attempts). */
   max_attempts?: number | undefined
+  /** Proofs every delivery needs (docs/api.md, Proof of delivery). */
+  pod_requirements?: PodRequirements | undefined
 }
 /** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
 /** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
-export type PharmacyChanges = Partial<Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts'>>
+export type PharmacyChanges = Partial<
+  Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts' | 'pod_requirements'>
+>
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
 export type ReleasePolicy = (typeof releasePolicies)[number]
 export type Pharmacy = Omit<
   NewPharmacy,
-  'ncpdp_id' | 'npi' | 'location' | 'writeback' | 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts'
+  | 'ncpdp_id'
+  | 'npi'
+  | 'location'
+  | 'writeback'
+  | 'release_policy'
+  | 'calibration_policy'
+  | 'escalate_after_s'
+  | 'gln'
+  | 'max_attempts'
+  | 'pod_requirements'
 > & {
   max_attempts: number
   gln: string | null
+  pod_requirements: PodRequirements | null
   release_policy: ReleasePolicy
   calibration_policy: CalibrationPolicy
   escalate_after_s: number
@@ -89,6 +104,7 @@ export class PharmacyService {
       escalate_after_s: input.escalate_after_s ?? DEFAULT_ESCALATE_AFTER_S,
       gln: input.gln ?? null,
       max_attempts: input.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
+      pod_requirements: requirementsJson(input.pod_requirements),
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -142,7 +158,12 @@ export class PharmacyService {
     if (principal.fleetId) throw notFound('pharmacy')
     await this.get(principal, id)
     return this.deps.db.transaction().execute(async (trx) => {
-      await trx.updateTable('pharmacies').set(changes).where('id', '=', id).execute()
+      const { pod_requirements, ...rest } = changes
+      await trx
+        .updateTable('pharmacies')
+        .set({ ...rest, ...(pod_requirements !== undefined ? { pod_requirements: requirementsJson(pod_requirements) } : {}) })
+        .where('id', '=', id)
+        .execute()
       const row = await trx.selectFrom('pharmacies').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
       return toPharmacy(row)
     })
@@ -180,7 +201,14 @@ function toPharmacy(row: PharmacyRow): Pharmacy {
     escalate_after_s: row.escalate_after_s,
     gln: row.gln ?? null,
     max_attempts: row.max_attempts,
+    pod_requirements: fromJson<PodRequirements | null>(row.pod_requirements ?? null),
   }
+}
+
+/** Stored in their canonical form; null when nothing is required. */
+export function requirementsJson(requirements: PodRequirements | null | undefined): string | null {
+  const normal = normalizeRequirements(requirements)
+  return normal ? toJson(normal) : null
 }
 
 /** Writebacks registered before formats existed are `rxtrace`. */

@@ -15,6 +15,8 @@ import { beforeAnyReading } from '../domain/handoff-temperature.js'
 import { insertRow, precompiled } from '../store/precompiled.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import { visibleOr404 } from '../auth/tenancy.js'
+import { normalizeRequirements, type PodRequirements } from '../domain/proof-of-delivery.js'
+import { requirementsJson } from './pharmacies.js'
 
 // Without deliver_by, the ETA promises same-day delivery within this many hours of queueing.
 const DEFAULT_ETA_HOURS = 4
@@ -38,6 +40,8 @@ export type NewPrescription = {
   items?: PrescriptionItem[] | undefined
   external_ref?: string | undefined
   metadata?: Record<string, string> | undefined
+  /** Proofs this prescription adds to its pharmacy's (docs/api.md, Proof of delivery). */
+  pod_requirements?: PodRequirements | undefined
 }
 
 export type Prescription = {
@@ -56,6 +60,7 @@ export type Prescription = {
   external_ref: string | null
   metadata: Record<string, string>
   created_at: string
+  pod_requirements: PodRequirements | null
 }
 
 // Pharmacies are never deleted, so one that was seen exists for good; bounded all the same.
@@ -112,6 +117,7 @@ export class PrescriptionService {
       delivery_id: deliveryId,
       client_id: principal.clientId,
       created_at: createdAt,
+      pod_requirements: requirementsJson(input.pod_requirements),
     }
     // What a GET returns for it, built from the values rather than parsed back from the row's JSON.
     const prescription: Prescription = {
@@ -130,6 +136,7 @@ export class PrescriptionService {
       external_ref: row.external_ref,
       metadata: input.metadata ?? {},
       created_at: createdAt,
+      pod_requirements: normalizeRequirements(input.pod_requirements),
     }
     const messages = await this.deps.db.transaction().execute(async (trx) => {
       await this.requireExisting(trx, pharmacyId)
@@ -261,5 +268,6 @@ function toPrescription(row: Database['prescriptions'], status: string): Prescri
     external_ref: row.external_ref,
     metadata: fromJson(row.metadata),
     created_at: row.created_at,
+    pod_requirements: fromJson<PodRequirements | null>(row.pod_requirements ?? null),
   }
 }

@@ -19,6 +19,7 @@ export function custodyRow(deliveryId: string, e: CustodyEvent): Database['custo
     signature: e.signature ? toJson(e.signature) : null,
     temperature: e.temperature ? toJson(e.temperature) : null,
     attempt: e.attempt ? toJson(e.attempt) : null,
+    evidence: e.evidence ? toJson(e.evidence) : null,
   }
 }
 
@@ -40,5 +41,6 @@ export function toCustodyEvent(row: Database['custody_events']): CustodyEvent {
     // Likewise absent on events recorded before migration 0053, and on events they do not apply to.
     ...(row.temperature ? { temperature: fromJson<NonNullable<CustodyEvent['temperature']>>(row.temperature) } : {}),
     ...(row.attempt ? { attempt: fromJson<NonNullable<CustodyEvent['attempt']>>(row.attempt) } : {}),
+    ...(row.evidence ? { evidence: fromJson<NonNullable<CustodyEvent['evidence']>>(row.evidence) } : {}),
   }
 }

@@ -13,7 +13,53 @@ import { failureReasons } from '../../domain/custody-event.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { component, idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
-import { Location } from './pharmacies.js'
+import { Location, PodRequirements } from './pharmacies.js'
+import { identityDocuments } from '../../domain/proof-of-delivery.js'
+
+const attachmentId = z.string().regex(/^at_[0-9a-z]{1,60}$/, 'must be an attachment id (at_…) from POST /v1/deliveries/{id}/attachments')
+
+/** docs/api.md, Proof of delivery: what the driver names in `deliver`. */
+const Proof = z
+  .strictObject({
+    photo: attachmentId.optional().describe('A photo of the handover, uploaded for this delivery'),
+    pin: z
+      .string()
+      .regex(/^\d{4,6}$/, 'must be the 4–6 digits the patient was given')
+      .optional()
+      .describe('The PIN the patient says; compared by the service, 5 wrong tries'),
+    signature: z
+      .strictObject({
+        attachment: attachmentId.describe('The signature image, uploaded for this delivery'),
+        signer_name: z.string().trim().min(1).max(200),
+        relationship: z.string().trim().min(1).max(100).describe('To the patient: `self`, `spouse`, `caregiver`, …'),
+      })
+      .optional(),
+    id_check: z
+      .strictObject({
+        document_type: z.enum(identityDocuments),
+        minimum_age: z.number().int().min(0).max(125).describe('The age the driver verified the person is at least'),
+        birth_date_verified: z.boolean(),
+      })
+      .optional(),
+    barcode: z
+      .string()
+      .trim()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('The scanned Rx label: the rx_id or an item’s GTIN (a GS1 (01) element string too)'),
+  })
+  .openapi('ProofOfDelivery')
+
+const Evidence = z
+  .object({
+    photo: z.object({ attachment: z.string(), sha256: z.string() }).optional(),
+    signature: z.object({ attachment: z.string(), sha256: z.string(), signer_name: z.string(), relationship: z.string() }).optional(),
+    id_check: z.object({ document_type: z.string(), minimum_age: z.number().int(), birth_date_verified: z.boolean() }).optional(),
+    barcode: z.string().optional(),
+    pin: z.literal('verified').optional().describe('The PIN was compared and held; the PIN itself is never recorded'),
+  })
+  .openapi('DeliveryEvidence')
 
 const when = {
   occurred_at: z.iso.datetime({ offset: false }).optional().describe('When it physically happened (RFC 3339 UTC); defaults to now'),
@@ -73,6 +119,7 @@ const CustodyEvent = z
     signature: component(storedSignatureSchema, 'Signature')
       .optional()
       .describe('On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash`'),
+    evidence: Evidence.optional().describe('On a `delivered` event with proofs: each image’s sha256 and the other proofs, inside the hash'),
   })
   .openapi('CustodyEvent')
 
@@ -131,6 +178,9 @@ export const Delivery = z
         }),
       )
       .describe('Each attempt since the dispatch, oldest first, read from the custody chain'),
+    pod_requirements: PodRequirements.nullable().describe(
+      'The proofs `deliver` needs, fixed by the dispatch; null before it, or when none',
+    ),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),
@@ -163,6 +213,7 @@ const bodies = {
   return: z.strictObject({ from: party, to: party, signature, ...when }),
   deliver: z.strictObject({
     verification: z.strictObject({ method: z.enum(['otp', 'id_check', 'signature']), evidence: z.string().min(1).max(200_000) }),
+    proof: Proof.optional().describe('Required when the delivery’s pod_requirements name proofs (docs/api.md, Proof of delivery)'),
     ...when,
   }),
   fail: z.strictObject({
@@ -247,8 +298,15 @@ const actionRoute = <S extends z.ZodType>(action: keyof typeof bodies, body: S) 
     responses: {
       200: json(Delivery, 'The updated delivery'),
       409: problem(
-        '`invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress`',
+        '`invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress`',
       ),
+      ...(action === 'deliver'
+        ? {
+            422: problem(
+              '`pod_requirements_unmet`: `unmet` lists each required proof missing or not holding (`proof`, `pointer`, `message`), `missing` their kinds; `pin_tries_left` after a wrong PIN. Or `validation_failed`',
+            ),
+          }
+        : {}),
       ...(action === 'disposition'
         ? {
             401: problem(

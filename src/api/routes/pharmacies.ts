@@ -9,6 +9,29 @@ import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
 import { timeZoneSchema } from '../time-zone.js'
+import { identityDocuments } from '../../domain/proof-of-delivery.js'
+
+/** docs/api.md, Proof of delivery: what a delivery needs before `deliver` is accepted. */
+export const PodRequirements = z
+  .strictObject({
+    signature: z.boolean().optional().describe('A signature image naming the signer and their relationship to the patient'),
+    photo: z.boolean().optional().describe('A photo of the handover'),
+    pin: z.boolean().optional().describe('The PIN issued at dispatch, shown only on the patient’s tracking page'),
+    barcode: z.boolean().optional().describe('A scan of the Rx label: the rx_id, or an item’s GTIN'),
+    id_check: z
+      .strictObject({
+        minimum_age: z.number().int().min(0).max(125).describe('Years; 0 checks identity only'),
+        document_types: z
+          .array(z.enum(identityDocuments))
+          .min(1)
+          .max(identityDocuments.length)
+          .optional()
+          .describe('Accepted documents; any when left out'),
+      })
+      .optional()
+      .describe('A government ID checked at the door'),
+  })
+  .openapi('PodRequirements')
 
 const Address = z
   .strictObject({
@@ -92,6 +115,7 @@ const NewPharmacy = z
     calibration_policy: policies.calibration_policy.optional(),
     escalate_after_s: policies.escalate_after_s.optional(),
     max_attempts: policies.max_attempts.optional(),
+    pod_requirements: PodRequirements.optional().describe('Proofs every delivery of the pharmacy needs; a prescription may add to them'),
   })
   .openapi('NewPharmacy')
 
@@ -119,6 +143,7 @@ const Pharmacy = z
       .nullable(),
     created_at: z.string(),
     ...policies,
+    pod_requirements: PodRequirements.nullable().describe('null: none required'),
   })
   .openapi('Pharmacy')
 
@@ -129,6 +154,9 @@ const PharmacyChanges = z
     escalate_after_s: policies.escalate_after_s.optional(),
     max_attempts: policies.max_attempts.optional(),
     gln: glnSchema.nullable().optional().describe('null removes it: EPCIS events then name the pharmacy by its URL'),
+    pod_requirements: PodRequirements.nullable()
+      .optional()
+      .describe('Replaces them whole; null requires none. Deliveries already dispatched keep the ones their dispatch fixed'),
   })
   .refine((changes) => Object.keys(changes).length > 0, 'name at least one member to change')
   .openapi('PharmacyChanges')

@@ -4,6 +4,7 @@ import { GTIN_HELP, gtin14, SERIAL_PATTERN } from '../../domain/gs1.js'
 import type { PrescriptionService } from '../../services/prescriptions.js'
 import type { RedeliveryService } from '../../services/redeliveries.js'
 import { Delivery } from './deliveries.js'
+import { PodRequirements } from './pharmacies.js'
 import type { AppEnv } from '../env.js'
 import { answerInTransaction } from '../middleware/idempotency.js'
 import { idParam, json, problem, jsonBody, pageOf, pageQuery, v1Route, z } from '../openapi.js'
@@ -71,6 +72,9 @@ const NewPrescription = z
       .record(z.string().max(40), z.string().max(500))
       .refine((m) => Object.keys(m).length <= 20, 'at most 20 keys')
       .optional(),
+    pod_requirements: PodRequirements.optional().describe(
+      'Proofs this prescription adds to its pharmacy’s (a controlled substance: an ID check); it never removes one',
+    ),
   })
   .openapi('NewPrescription')
 
@@ -91,6 +95,7 @@ const Prescription = z
     external_ref: z.string().nullable(),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),
+    pod_requirements: PodRequirements.nullable().describe('What this prescription adds to its pharmacy’s; null: nothing'),
   })
   .openapi('Prescription')
 

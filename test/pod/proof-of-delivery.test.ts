@@ -1,0 +1,4 @@
+import { sqliteStore } from '../helpers/stores.js'
+import { describeProofOfDelivery } from './behaviours.js'
+
+describeProofOfDelivery(sqliteStore)
