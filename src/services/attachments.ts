@@ -34,7 +34,7 @@ export class AttachmentService {
   constructor(private readonly deps: ServiceDeps) {}
 
   /**
-   * authorize → check the declared type → (wait for a slot) read at most 5 MiB → read the type from
+   * check the declared type → authorize → (wait for a slot) read at most 5 MiB → read the type from
    * the bytes → cut the metadata → hash → store. `created` is false when this delivery already had
    * the same image (same bytes once stripped): its attachment is answered again.
    */
@@ -44,8 +44,8 @@ export class AttachmentService {
     declared: string,
     read: BodyReader,
   ): Promise<{ attachment: Attachment; created: boolean }> {
-    await this.uploadable(principal, deliveryId)
     const claimed = declaredType(declared)
+    await this.uploadable(principal, deliveryId)
     const image = await this.gate.run(async () => {
       const bytes = await read(ATTACHMENT_MAX_BYTES)
       try {

@@ -26,7 +26,7 @@ type Call = {
   stream?: boolean
   token?: string
   json?: unknown
-  raw?: string
+  raw?: string | Uint8Array
   contentType?: string
   form?: Record<string, string>
   headers?: Record<string, string>
@@ -54,13 +54,19 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const headers: Record<string, string> = { ...opts.headers }
     if (opts.token) headers.authorization = `Bearer ${opts.token}`
     if (opts.basic) headers.authorization = `Basic ${Buffer.from(opts.basic.join(':')).toString('base64')}`
-    let body: string | undefined = opts.raw
+    let body: string | Uint8Array | undefined = opts.raw
     if (opts.json !== undefined) body = JSON.stringify(opts.json)
     if (opts.form) body = new URLSearchParams(opts.form).toString()
     if (body !== undefined)
       headers['content-type'] ??= opts.contentType ?? (opts.form ? 'application/x-www-form-urlencoded' : 'application/json')
     const stop = new AbortController()
-    const res = await fetch((opts.base ?? base) + path, { method, headers, body, redirect: 'manual', signal: stop.signal })
+    const res = await fetch((opts.base ?? base) + path, {
+      method,
+      headers,
+      body: body as BodyInit | undefined,
+      redirect: 'manual',
+      signal: stop.signal,
+    })
     // A stream never ends: its first chunk (`retry:` and what follows) is what is checked.
     const text =
       opts.stream && res.headers.get('content-type')?.startsWith('text/event-stream')
@@ -76,10 +82,17 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       seen.get(operationId)!.add(res.status)
       if (res.status < 400 && !recorded.operations[operationId]) {
         const media = (res.headers.get('content-type') ?? '').split(';')[0]!
-        const example = /json/.test(media) ? JSON.parse(text) : text.length > 300 ? `${text.slice(0, 300)}…` : text
+        // An image (a proof-of-delivery download) is named, not shown: its bytes are no text.
+        const example = /json/.test(media)
+          ? JSON.parse(text)
+          : media.startsWith('image/')
+            ? `(the ${media} image's bytes)`
+            : text.length > 300
+              ? `${text.slice(0, 300)}…`
+              : text
         const request = opts.json ?? opts.form
         if (request !== undefined) requests.set(operationId, request)
-        if (opts.raw !== undefined && opts.contentType) rawRequests.set(operationId, { raw: opts.raw, contentType: opts.contentType })
+        if (typeof opts.raw === 'string' && opts.contentType) rawRequests.set(operationId, { raw: opts.raw, contentType: opts.contentType })
         if (path.includes('?')) queries.set(operationId, path.slice(path.indexOf('?') + 1))
         recorded.operations[operationId] = {
           ...(request !== undefined ? { request } : {}),
@@ -441,10 +454,21 @@ describe('every answer of the API validates against the OpenAPI document', () =>
     const signature =
       'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
     await call('POST', `/v1/deliveries/${dl}/pickup`, 200, { token: admin, json: { from: world.pharmacy, to: world.driver, signature } })
+    // A photo of the handover (docs/api.md, Proof of delivery): uploaded, uploaded again (the same attachment), read back.
+    const png = Buffer.from(signature.split(',')[1]!, 'base64')
+    const photo = await call('POST', `/v1/deliveries/${dl}/attachments`, 201, { token: admin, raw: png, contentType: 'image/png' })
+    await call('POST', `/v1/deliveries/${dl}/attachments`, 200, { token: admin, raw: png, contentType: 'image/png' })
+    await call('GET', `/v1/deliveries/${dl}/attachments/${photo.body.id}`, 200, { token: admin })
+    await call('POST', `/v1/deliveries/${dl}/attachments`, 413, {
+      token: admin,
+      raw: new Uint8Array(5 * 1024 * 1024 + 1),
+      contentType: 'image/png',
+    })
     await call('POST', `/v1/deliveries/${dl}/deliver`, 200, {
       token: admin,
-      json: { verification: { method: 'otp', evidence: '123456' }, location: { lat: 39.8, lng: -89.6 } },
+      json: { verification: { method: 'otp', evidence: '123456' }, location: { lat: 39.8, lng: -89.6 }, proof: { photo: photo.body.id } },
     })
+    await call('POST', `/v1/deliveries/${dl}/attachments`, 409, { token: admin, raw: png, contentType: 'image/png' })
     const period = `from=${encodeURIComponent(new Date(Date.now() - 86_400_000).toISOString())}&to=${encodeURIComponent(new Date(Date.now() + 86_400_000).toISOString())}`
     const recon = await call('GET', `${f}/reconciliation?${period}`, 200, { token: admin })
     expect(recon.body.lines.map((l: { delivery_id: string }) => l.delivery_id)).toContain(dl)
@@ -716,8 +740,14 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       if (path.includes('{id}'))
         await call(verb, missing, 404, { token: admin, ...withBody, headers: { 'idempotency-key': `missing-${op.operationId}` } })
       if (op.requestBody) {
-        const invalid = json ? { json: { not_a_field: true } } : { raw: 'not a line of a statement\n', contentType: withBody.contentType }
-        await call(verb, missing.replace(/xx_01jd\w+/, json ? world.broken! : world.fleet!), 422, {
+        // An image's 422: a PNG sent as a JPEG, to a delivery that takes images.
+        const image = op.operationId === 'uploadAttachment'
+        const invalid = json
+          ? { json: { not_a_field: true } }
+          : image
+            ? { raw: Buffer.from(PNG_1PX, 'base64'), contentType: 'image/jpeg' }
+            : { raw: 'not a line of a statement\n', contentType: withBody.contentType }
+        await call(verb, missing.replace(/xx_01jd\w+/, json || image ? world.broken! : world.fleet!), 422, {
           token: admin,
           ...invalid,
           headers: { 'idempotency-key': `bad-${op.operationId}` },
@@ -873,3 +903,4 @@ describe('every answer of the API validates against the OpenAPI document', () =>
 })
 
 const token = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1')
+const PNG_1PX = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='

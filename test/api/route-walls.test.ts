@@ -30,6 +30,8 @@ const walls: Record<string, Wall> = {
   'GET /v1/deliveries': 'none',
   'GET /v1/deliveries/{id}/custody/verify': 'tenant',
   'GET /v1/deliveries/{id}/parties': 'tenant',
+  'POST /v1/deliveries/{id}/attachments': 'tenant',
+  'GET /v1/deliveries/{id}/attachments/{attachment_id}': 'tenant',
   'POST /v1/deliveries/{id}/dispatch': 'tenant',
   'POST /v1/deliveries/{id}/pickup': 'tenant',
   'POST /v1/deliveries/{id}/handoff': 'tenant',
@@ -177,6 +179,9 @@ describe('the walls of every /v1 route', () => {
     const auth = token ? { token } : {}
     // A reconciliation names its period; a statement is CSV (or JSON lines), not a JSON body.
     if (path.endsWith('/reconciliation')) path += '?from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z'
+    // An image upload is the raw image; the walls answer before its bytes are read.
+    if (key === 'POST /v1/deliveries/{id}/attachments')
+      return api.request(method, path, { ...auth, raw: 'not read behind a wall', headers: { 'content-type': 'image/png' } })
     if (key === 'POST /v1/fleets/{id}/reconciliation')
       return api.request(method, path, {
         ...auth,
@@ -243,9 +248,22 @@ describe('the walls of every /v1 route', () => {
       fleets: fleetF.fleetId,
       drivers: fleetF.driverId,
       alarms: await anAlarmOf(rx.delivery_id, pharmacyA, fleetF.fleetId),
+      attachment: await anAttachmentOf(rx.delivery_id),
     })
   })
   afterAll(() => api.stop())
+
+  /** A photo of the delivery, uploaded by the operator (a 1×1 PNG). */
+  async function anAttachmentOf(deliveryId: string): Promise<string> {
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64')
+    const res = await api.service.app.request(`/v1/deliveries/${deliveryId}/attachments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'image/png' },
+      body: png,
+    })
+    expect(res.status).toBe(201)
+    return ((await res.json()) as { id: string }).id
+  }
 
   /** An alarm of the delivery, as the rule engine's excursion event would raise it (test/alarms/ raises them from readings). */
   async function anAlarmOf(deliveryId: string, pharmacyId: string, fleetId: string): Promise<string> {
@@ -304,7 +322,7 @@ describe('the walls of every /v1 route', () => {
       const [method, path] = key.split(' ') as [string, string]
       const resource = path.startsWith('/v1/oauth/clients') ? 'clients' : path.split('/')[2]!
       expect(ids[resource], key).toBeDefined()
-      const concrete = path.replace('{id}', ids[resource]!)
+      const concrete = path.replace('{id}', ids[resource]!).replace('{attachment_id}', ids.attachment!)
       // The id names a real resource: the operator reads it (a stream would not end, so not those).
       if (method === 'GET' && !path.endsWith('/stream')) expect((await call(method, concrete, admin, key)).status, key).toBe(200)
       // A pharmacy's resources against another pharmacy; a fleet's against another fleet.

@@ -178,9 +178,9 @@ export const Delivery = z
         }),
       )
       .describe('Each attempt since the dispatch, oldest first, read from the custody chain'),
-    pod_requirements: PodRequirements.nullable().describe(
-      'The proofs `deliver` needs, fixed by the dispatch; null before it, or when none',
-    ),
+    pod_requirements: PodRequirements.nullable()
+      .optional()
+      .describe('The proofs `deliver` needs, fixed by the dispatch; null before it, or when none'),
     custody: z.array(CustodyEvent),
     created_at: z.string(),
     updated_at: z.string(),

@@ -143,7 +143,7 @@ const Pharmacy = z
       .nullable(),
     created_at: z.string(),
     ...policies,
-    pod_requirements: PodRequirements.nullable().describe('null: none required'),
+    pod_requirements: PodRequirements.nullable().optional().describe('null: none required'),
   })
   .openapi('Pharmacy')
 

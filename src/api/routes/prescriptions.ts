@@ -95,7 +95,7 @@ const Prescription = z
     external_ref: z.string().nullable(),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),
-    pod_requirements: PodRequirements.nullable().describe('What this prescription adds to its pharmacy’s; null: nothing'),
+    pod_requirements: PodRequirements.nullable().optional().describe('What this prescription adds to its pharmacy’s; null: nothing'),
   })
   .openapi('Prescription')
 
