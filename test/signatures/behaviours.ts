@@ -9,6 +9,7 @@ import type { TestApi } from '../helpers/service.js'
 import type { StoreUnderTest } from '../helpers/stores.js'
 import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
 import { signedInPerson } from '../helpers/users.js'
+import { revealPin } from '../../src/services/delivery-pin.js'
 
 /** Everything a test may look in for a password that must not be there: every row of every table. */
 async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
@@ -156,6 +157,42 @@ export function describeSignedDispositions(store: StoreUnderTest) {
       )
       const signIn = await elsewhere.post('/oauth/authorize', { ...form.form, email: guesser.email, password: guesser.password })
       expect(signIn.status).toBe(429)
+    })
+
+    it('a delivery PIN is in no stored row, no log line and no answer to the driver; wrong and right tries alike', async () => {
+      const admin = await api.adminToken()
+      const guarded = (await api.pharmacy(admin, { name: 'PIN pharmacy', pod_requirements: { pin: true } })).id
+      const rx = await api.prescription(admin, { pharmacy_id: guarded })
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, {
+        fleet_id: fleet.fleetId,
+        driver_id: fleet.driverId,
+      })
+      const picked = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: guarded, to: fleet.driverId, signature: 's' })
+      const pin = (await revealPin(api.service.db, rx.delivery_id))!
+      expect(pin).toMatch(/^\d{6}$/)
+      const wrongPin = pin === '999999' ? '888888' : '999999'
+      const tries = []
+      for (const sent of [wrongPin, pin])
+        tries.push(
+          await api.post(
+            `/v1/deliveries/${rx.delivery_id}/deliver`,
+            admin,
+            { verification: { method: 'otp', evidence: 'told at the door' }, proof: { pin: sent } },
+            { 'idempotency-key': `pin-${sent}` },
+          ),
+        )
+      expect(tries.map((t) => t.status)).toEqual([422, 200])
+      const answers = [dispatched, picked, ...tries].map((r) => r.text).join('\n')
+      const rows = await everyStoredRow(api, store.name)
+      const logged = lines.join('\n')
+      // As a value anywhere (JSON text, a log field): a six-digit run inside a hash or an id is no leak.
+      for (const secret of [pin, wrongPin])
+        for (const form of [`"${secret}"`, `=${secret}`, `:${secret}`]) {
+          expect(rows).not.toContain(form)
+          expect(logged).not.toContain(form)
+          expect(answers).not.toContain(form)
+        }
+      expect(lines.some((l) => l.includes('/deliver'))).toBe(true) // the requests were logged, without their bodies
     })
 
     it('the password is in no stored row, no log line and no answer', async () => {
