@@ -11,7 +11,7 @@ export type ImageType = 'image/jpeg' | 'image/png'
 const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
 
 /** The type of an image by its first bytes; null when it is neither a JPEG nor a PNG. */
-export function sniffImageType(head: Uint8Array): ImageType | null {
+function sniffImageType(head: Uint8Array): ImageType | null {
   if (head.length >= 3 && head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg'
   if (head.length >= PNG_SIGNATURE.length && PNG_SIGNATURE.every((b, i) => head[i] === b)) return 'image/png'
   return null

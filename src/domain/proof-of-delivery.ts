@@ -121,7 +121,7 @@ export function unmetProofs(required: PodRequirements | null, proof: ProofInput 
 }
 
 /** A scan equals the rx_id, or (as a GTIN-8/12/13/14, or a GS1 element string `(01)`/`01` + GTIN-14) an item's GTIN. */
-export function barcodeMatches(scan: string, facts: BarcodeFacts): boolean {
+function barcodeMatches(scan: string, facts: BarcodeFacts): boolean {
   const text = scan.trim()
   if (text === facts.rx_id) return true
   // A GS1 DataMatrix on a drug package starts with AI (01), the GTIN-14 (DSCSA); what follows (serial, lot, expiry) is not compared.

@@ -10,9 +10,9 @@ import { visibleDelivery } from './delivery-visibility.js'
 
 /** docs/api.md, Proof of delivery: an image is at most 5 MiB, as sent (before its metadata is cut). */
 export const ATTACHMENT_MAX_BYTES = 5 * 1024 * 1024
-export const ATTACHMENT_TYPES: readonly ImageType[] = ['image/jpeg', 'image/png']
+const ATTACHMENT_TYPES: readonly ImageType[] = ['image/jpeg', 'image/png']
 /** Images one delivery takes: a photo and a signature per attempt, with room for retakes. */
-export const MAX_ATTACHMENTS_PER_DELIVERY = 20
+const MAX_ATTACHMENTS_PER_DELIVERY = 20
 // Uploads whose bodies this process reads at once; the others wait with their bodies unread in the
 // socket (TCP flow control holds them), so 20 concurrent 5 MiB uploads cost ~2 × 5 MiB, not 100 MiB.
 const UPLOADS_AT_ONCE = 2

@@ -14,7 +14,7 @@ import type { Db, Executor } from '../store/schema.js'
 /** 6 digits: with MAX_WRONG_TRIES guesses, one chance in 200,000 of guessing it. */
 const PIN_DIGITS = 6
 /** Wrong PINs a delivery takes; the last one locks it (409 pin_locked): the driver may still fail or return it. */
-export const MAX_WRONG_TRIES = 5
+const MAX_WRONG_TRIES = 5
 /** A delivery in one of these states has ended: its PIN is no longer shown. */
 const ENDED = ['DELIVERED', 'RETURNED', 'CANCELLED']
 

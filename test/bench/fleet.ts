@@ -1,6 +1,6 @@
 /**
  * `npm run bench:fleet`: the Fleet Operator surfaces under load, in sections chosen with
- * `--sections` (comma-separated: exceptions, reconciliation, positions; default exceptions).
+ * `--sections` (comma-separated: exceptions, reconciliation, positions, uploads; default exceptions).
  * Section `positions` (drivers' positions over MQTT and the ETA webhooks they cause) is described
  * in test/bench/lib/fleet-positions.ts. Prints one JSON object on stdout
  * (`{ machine, sections: { <name>: … } }`), progress on stderr. A new section is a function in
@@ -34,7 +34,7 @@ import { clientCredentialsToken } from './lib/api-client.js'
 import type { Phase, PhaseResult } from './lib/ingest-protocol.js'
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
 import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
-import { cpuSeconds, percentile, round, rssMb } from './lib/ingest-stats.js'
+import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
 import { positionsSection } from './lib/fleet-positions.js'
 
 const opt = parseBenchArgs(
@@ -58,14 +58,18 @@ const opt = parseBenchArgs(
     'tote-rate': { type: 'string', default: '5000' },
     'position-seconds': { type: 'string', default: '120' },
     'position-every-s': { type: 'string', default: '5' },
+    uploads: { type: 'string', default: '20' },
+    rounds: { type: 'string', default: '3' },
   },
   {
-    sections: 'comma-separated sections to run: exceptions, reconciliation, positions',
+    sections: 'comma-separated sections to run: exceptions, reconciliation, positions, uploads',
     drivers: 'positions: drivers, each publishing its position over MQTT with its own token',
     'position-totes': 'positions: totes publishing readings alongside',
     'tote-rate': 'positions: readings per second over all those totes (1 per tote per second by default)',
     'position-seconds': 'positions: length of the measured run (a delivery announces an ETA change at most once a minute)',
     'position-every-s': 'positions: seconds between two positions of a driver',
+    uploads: 'uploads: concurrent 5 MiB proof-of-delivery image uploads per round',
+    rounds: 'uploads: rounds of them',
     deliveries: 'reconciliation: ended deliveries of the fleet',
     repeat: 'reconciliation: runs per period and format (the best wall time is kept)',
     subscribers: 'exceptions: concurrent SSE readers of the fleet exception stream',
@@ -392,6 +396,100 @@ async function reconciliationSection(): Promise<unknown> {
   return JSON.parse(out)
 }
 
+/**
+ * Section `uploads` — proof-of-delivery images (docs/api.md, Proof of delivery): `--uploads`
+ * concurrent uploads of a 5 MiB JPEG (each a different image, so each is stored), `--rounds`
+ * times, to one picked-up delivery each, by the operator client over node:http. The service's
+ * RSS is sampled every 100 ms; the figure is its peak over the rounds minus its RSS before the
+ * first (target: ≤ 64 MiB). Uploads are read 2 at a time by the service: the rest wait unread.
+ */
+async function uploadsSection(): Promise<unknown> {
+  const { service, stop } = await startFleetService(process.env.BENCH_UPLOADS_ENV ? JSON.parse(process.env.BENCH_UPLOADS_ENV) : {})
+  try {
+    const admin = apiClient(service.baseUrl)
+    await admin.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+    const pharmacy = await admin.post<{ id: string }>('/v1/pharmacies', {
+      name: 'Bench Pharmacy',
+      address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
+      timezone: 'America/Chicago',
+    })
+    const fleet = await admin.post<{ id: string }>('/v1/fleets', { name: 'Bench Couriers' })
+    const driver = await admin.post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name: 'Dana Driver' })
+    const count = Number(opt.uploads)
+    const deliveries: string[] = []
+    for (let i = 0; i < count; i++) {
+      const rx = await admin.post<{ delivery_id: string }>(
+        '/v1/prescriptions',
+        { patient_id: `pt_${i}`, cold_chain: false, pharmacy_id: pharmacy.id },
+        { 'idempotency-key': `bench-upload-${i}` },
+      )
+      await admin.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleet.id, driver_id: driver.id })
+      await admin.post(`/v1/deliveries/${rx.delivery_id}/pickup`, { from: pharmacy.id, to: driver.id, signature: 's' })
+      deliveries.push(rx.delivery_id)
+    }
+    const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
+    const size = 5 * 1024 * 1024
+    // A JPEG of exactly 5 MiB: SOI, an Exif APP1 (cut by the service), one scan of `fill` bytes, EOI.
+    const jpeg = (fill: number) => {
+      const image = Buffer.alloc(size, fill)
+      image.set([0xff, 0xd8, 0xff, 0xe1, 0x00, 0x08, 0x45, 0x78, 0x69, 0x66, 0x00, 0x00], 0)
+      image.set([0xff, 0xda, 0x00, 0x08, 1, 1, 0, 0, 63, 0], 12)
+      image.set([0xff, 0xd9], size - 2)
+      return image
+    }
+    const agent = new Agent({ keepAlive: true, maxSockets: count })
+    const upload = (deliveryId: string, body: Buffer) =>
+      new Promise<number>((resolve, reject) => {
+        const url = new URL(`/v1/deliveries/${deliveryId}/attachments`, service.baseUrl)
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            method: 'POST',
+            agent,
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'image/jpeg', 'content-length': body.length },
+          },
+          (res: IncomingMessage) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          },
+        )
+        req.on('error', reject)
+        req.end(body)
+      })
+    const before = rssMb(service.pid)
+    const rss = watchRss(service.pid, 100)
+    const rounds: { wall_ms: number; statuses: Record<string, number>; peak_rss_mb: number }[] = []
+    for (let r = 0; r < Number(opt.rounds); r++) {
+      // Distinct bytes per upload and round (0x10 + …), so none is deduplicated away.
+      const bodies = deliveries.map((_, i) => jpeg(0x10 + ((r * count + i) % 0xe0)))
+      const started = performance.now()
+      const statuses = await Promise.all(deliveries.map((id, i) => upload(id, bodies[i]!)))
+      const counted: Record<string, number> = {}
+      for (const status of statuses) counted[status] = (counted[status] ?? 0) + 1
+      rounds.push({ wall_ms: Math.round(performance.now() - started), statuses: counted, peak_rss_mb: rss.peak() })
+      log(`uploads round ${r + 1}: ${JSON.stringify(counted)} in ${rounds.at(-1)!.wall_ms} ms; service rss peak ${rss.peak()} MB`)
+    }
+    const peak = rss.stop()
+    agent.destroy()
+    const growth = before === null ? null : round(peak - before)
+    return {
+      uploads_per_round: count,
+      rounds: rounds.length,
+      bytes_each: size,
+      rss_before_mb: before,
+      rss_peak_mb: peak,
+      rss_growth_mb: growth,
+      target_growth_mb: 64,
+      within_target: growth !== null && growth <= 64,
+      per_round: rounds,
+    }
+  } finally {
+    await stop()
+  }
+}
+
 const SECTIONS: Record<string, () => Promise<unknown>> = {
   exceptions: exceptionsSection,
   reconciliation: reconciliationSection,
@@ -406,6 +504,7 @@ const SECTIONS: Record<string, () => Promise<unknown>> = {
       startService: startFleetService,
       startPublisher,
     }),
+  uploads: uploadsSection,
 }
 
 const chosen = opt.sections

@@ -439,7 +439,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
 }
 
 /** Every row of every table, as JSON text. */
-export async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
+async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
   const db = api.service.db
   const tables =
     store === 'postgres'

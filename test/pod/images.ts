@@ -7,7 +7,7 @@ export const GPS_MARK = Buffer.from('GPSPOSITION-41N52-30.12', 'latin1')
  * Exif (CIPA DC-008) in a TIFF container: IFD0 with one entry, GPSInfo (0x8825), pointing at a GPS
  * IFD with GPSLatitudeRef "N" and GPSLatitude (3 RATIONALs), and a maker note text carrying GPS_MARK.
  */
-export function exifWithGps(): Buffer {
+function exifWithGps(): Buffer {
   const tiff = Buffer.alloc(120)
   tiff.write('MM', 0, 'latin1')
   tiff.writeUInt16BE(42, 2)
