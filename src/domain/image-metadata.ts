@@ -61,13 +61,10 @@ function jpegWithout(b: Uint8Array): StrippedImage {
     else parts.push(segment)
     i = end
     if (marker === SOS) {
-      // Entropy-coded data: up to the next marker that is neither a stuffed 0xFF00 nor RSTn (T.81 §B.1.1.5).
+      // Entropy-coded data: up to the next marker, an 0xFF followed by neither a stuffed 0x00 nor
+      // RSTn (T.81 §B.1.1.5); 0xFF 0xFF is a fill byte before a marker, so it ends the data too.
       const start = i
-      while (
-        i < b.length &&
-        !(b[i] === 0xff && b[i + 1] !== undefined && b[i + 1] !== 0 && b[i + 1] !== 0xff && (b[i + 1]! < 0xd0 || b[i + 1]! > 0xd7))
-      )
-        i++
+      while (i < b.length && !(b[i] === 0xff && i + 1 < b.length && b[i + 1] !== 0 && (b[i + 1]! < 0xd0 || b[i + 1]! > 0xd7))) i++
       if (i >= b.length) throw new ImageRefused('is a truncated JPEG: it has no end-of-image marker')
       parts.push(b.subarray(start, i))
     }
