@@ -476,6 +476,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/deliveries/{id}/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a proof-of-delivery photo or signature image
+         * @description The body is the raw image (image/jpeg or image/png, read from its bytes, at most 5 MiB). Location and other metadata (JPEG APP1 Exif/XMP, COM; PNG eXIf, tEXt, zTXt, iTXt, tIME) are cut before it is hashed and stored. The same image uploaded again for the same delivery answers the same attachment (200). By the delivery’s fleet (its driver, a dispatcher) while it is out.
+         */
+        post: operations["uploadAttachment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/deliveries/{id}/attachments/{attachment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a proof-of-delivery image
+         * @description Served as a download (`Content-Disposition: attachment`, `X-Content-Type-Options: nosniff`), to whoever may see the delivery.
+         */
+        get: operations["getAttachment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/alarms": {
         parameters: {
             query?: never;
@@ -2388,6 +2428,24 @@ export interface components {
             escalate_after_s: number;
             /** @description Delivery attempts allowed, the first included: after that many failed attempts only `return` is left; default 3, at most 10 */
             max_attempts: number;
+            /** @description null: none required */
+            pod_requirements?: {
+                /** @description A signature image naming the signer and their relationship to the patient */
+                signature?: boolean;
+                /** @description A photo of the handover */
+                photo?: boolean;
+                /** @description The PIN issued at dispatch, shown only on the patient’s tracking page */
+                pin?: boolean;
+                /** @description A scan of the Rx label: the rx_id, or an item’s GTIN */
+                barcode?: boolean;
+                /** @description A government ID checked at the door */
+                id_check?: {
+                    /** @description Years; 0 checks identity only */
+                    minimum_age: number;
+                    /** @description Accepted documents; any when left out */
+                    document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
+                };
+            } | null;
             id: string;
             created_at: string;
         };
@@ -2440,6 +2498,25 @@ export interface components {
             escalate_after_s?: number;
             /** @description Delivery attempts allowed, the first included: after that many failed attempts only `return` is left; default 3, at most 10 */
             max_attempts?: number;
+            pod_requirements?: components["schemas"]["PodRequirements"];
+        };
+        /** @description Proofs every delivery of the pharmacy needs; a prescription may add to them */
+        PodRequirements: {
+            /** @description A signature image naming the signer and their relationship to the patient */
+            signature?: boolean;
+            /** @description A photo of the handover */
+            photo?: boolean;
+            /** @description The PIN issued at dispatch, shown only on the patient’s tracking page */
+            pin?: boolean;
+            /** @description A scan of the Rx label: the rx_id, or an item’s GTIN */
+            barcode?: boolean;
+            /** @description A government ID checked at the door */
+            id_check?: {
+                /** @description Years; 0 checks identity only */
+                minimum_age: number;
+                /** @description Accepted documents; any when left out */
+                document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
+            };
         };
         PharmacyChanges: {
             /**
@@ -2458,6 +2535,24 @@ export interface components {
             max_attempts?: number;
             /** @description null removes it: EPCIS events then name the pharmacy by its URL */
             gln?: string | null;
+            /** @description Replaces them whole; null requires none. Deliveries already dispatched keep the ones their dispatch fixed */
+            pod_requirements?: {
+                /** @description A signature image naming the signer and their relationship to the patient */
+                signature?: boolean;
+                /** @description A photo of the handover */
+                photo?: boolean;
+                /** @description The PIN issued at dispatch, shown only on the patient’s tracking page */
+                pin?: boolean;
+                /** @description A scan of the Rx label: the rx_id, or an item’s GTIN */
+                barcode?: boolean;
+                /** @description A government ID checked at the door */
+                id_check?: {
+                    /** @description Years; 0 checks identity only */
+                    minimum_age: number;
+                    /** @description Accepted documents; any when left out */
+                    document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
+                };
+            } | null;
         };
         Prescription: {
             rx_id: string;
@@ -2483,6 +2578,24 @@ export interface components {
                 [key: string]: string;
             };
             created_at: string;
+            /** @description What this prescription adds to its pharmacy’s; null: nothing */
+            pod_requirements?: {
+                /** @description A signature image naming the signer and their relationship to the patient */
+                signature?: boolean;
+                /** @description A photo of the handover */
+                photo?: boolean;
+                /** @description The PIN issued at dispatch, shown only on the patient’s tracking page */
+                pin?: boolean;
+                /** @description A scan of the Rx label: the rx_id, or an item’s GTIN */
+                barcode?: boolean;
+                /** @description A government ID checked at the door */
+                id_check?: {
+                    /** @description Years; 0 checks identity only */
+                    minimum_age: number;
+                    /** @description Accepted documents; any when left out */
+                    document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
+                };
+            } | null;
         };
         NewPrescription: {
             /** @description Opaque patient identifier; never sent in webhooks */
@@ -2540,6 +2653,7 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
+            pod_requirements?: components["schemas"]["PodRequirements"] & unknown;
         };
         Delivery: {
             id: string;
@@ -2595,6 +2709,24 @@ export interface components {
                 reason: "patient_unavailable" | "address_problem" | "refused" | "unsafe" | "other" | null;
                 note: string | null;
             }[];
+            /** @description The proofs `deliver` needs, fixed by the dispatch; null before it, or when none */
+            pod_requirements?: {
+                /** @description A signature image naming the signer and their relationship to the patient */
+                signature?: boolean;
+                /** @description A photo of the handover */
+                photo?: boolean;
+                /** @description The PIN issued at dispatch, shown only on the patient’s tracking page */
+                pin?: boolean;
+                /** @description A scan of the Rx label: the rx_id, or an item’s GTIN */
+                barcode?: boolean;
+                /** @description A government ID checked at the door */
+                id_check?: {
+                    /** @description Years; 0 checks identity only */
+                    minimum_age: number;
+                    /** @description Accepted documents; any when left out */
+                    document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
+                };
+            } | null;
             custody: components["schemas"]["CustodyEvent"][];
             created_at: string;
             updated_at: string;
@@ -2786,6 +2918,7 @@ export interface components {
                 note?: string | null;
             };
             signature?: components["schemas"]["Signature"];
+            evidence?: components["schemas"]["DeliveryEvidence"];
         };
         /** @description On a `signed` event: the e-signature of the event just before it, bound to it by `record_hash` */
         Signature: {
@@ -2811,6 +2944,30 @@ export interface components {
              */
             method: "password" | "recent_sign_in";
         };
+        /** @description On a `delivered` event with proofs: each image’s sha256 and the other proofs, inside the hash */
+        DeliveryEvidence: {
+            photo?: {
+                attachment: string;
+                sha256: string;
+            };
+            signature?: {
+                attachment: string;
+                sha256: string;
+                signer_name: string;
+                relationship: string;
+            };
+            id_check?: {
+                document_type: string;
+                minimum_age: number;
+                birth_date_verified: boolean;
+            };
+            barcode?: string;
+            /**
+             * @description The PIN was compared and held; the PIN itself is never recorded
+             * @enum {string}
+             */
+            pin?: "verified";
+        };
         CustodyVerdict: {
             valid: boolean;
             length: number;
@@ -2826,6 +2983,29 @@ export interface components {
                 name: string;
             }[];
         };
+        /** @description Required when the delivery’s pod_requirements name proofs (docs/api.md, Proof of delivery) */
+        ProofOfDelivery: {
+            /** @description A photo of the handover, uploaded for this delivery */
+            photo?: string;
+            /** @description The PIN the patient says; compared by the service, 5 wrong tries */
+            pin?: string;
+            signature?: {
+                /** @description The signature image, uploaded for this delivery */
+                attachment: string;
+                signer_name: string;
+                /** @description To the patient: `self`, `spouse`, `caregiver`, … */
+                relationship: string;
+            };
+            id_check?: {
+                /** @enum {string} */
+                document_type: "drivers_license" | "state_id" | "passport" | "military_id" | "other";
+                /** @description The age the driver verified the person is at least */
+                minimum_age: number;
+                birth_date_verified: boolean;
+            };
+            /** @description The scanned Rx label: the rx_id or an item’s GTIN (a GS1 (01) element string too) */
+            barcode?: string;
+        };
         /** @description Required: a disposition is signed by the deciding pharmacist (docs/part11.md) */
         SignatureInput: {
             /**
@@ -2835,6 +3015,20 @@ export interface components {
             meaning: "released" | "returned" | "assessed" | "approved" | "handed_over";
             /** @description The signer’s password, entered again to sign; may be left out within 300 s of signing in (RFC 9470 `max_age`) */
             password?: string;
+        };
+        Attachment: {
+            /** @description at_…: name it in `deliver`’s proof */
+            id: string;
+            /** @description Lowercase hex SHA-256 of the stored bytes (metadata cut): the custody event’s evidence names it */
+            sha256: string;
+            /**
+             * @description As read from the bytes
+             * @enum {string}
+             */
+            content_type: "image/jpeg" | "image/png";
+            /** @description Bytes stored, after the metadata was cut */
+            size: number;
+            created_at: string;
         };
         Alarm: {
             /** @description `al_…` */
@@ -4450,10 +4644,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "omELpsh6XVDKoxAymdexmYSGSJ9t2R7IOxi1T02345E",
-                     *           "y": "C7muK4DDvzFKMdSXP5D6NUaQ5hjMx-PV9T_QJfpj-vQ",
+                     *           "x": "aygbz9ytzHSQEFMZhLajhzIxlcUQf1UVv_ssZU0mExY",
+                     *           "y": "E2ARnN4sNO3GckwcvaOoEYRndGdKldhs71AqI5XIzfg",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m8jhdrteh3s7b7q58pfqvsp6",
+                     *           "kid": "key_01m8jjks014g7b8c59wa0597hf",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -4541,7 +4735,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjExN2I0MDljLTY1YzktNDIwNi05NTBjLTJmOWEwY2NhYTMxOSJ9.XsmgeWkcTp9juSaZFeFSD3JXPuV9XuNDfqI4A35PjIk_KUveouHKbDswvUMeYur35OHM3C7U3Wiz1Jlr4_PhYQ",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjA2ZTc3YTUzLTg4YjQtNDg0Zi05YTMwLTgyYWM4ZGRkYmU5YyJ9.b0xcjMSzFWfH5I4amYfBlRHilv-gZrYuwnvyAfFjn8BH-WZ3GAjRWcUuBxaVdt7dOvCh625Fzh_R8R4bPgKPIw",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -4640,7 +4834,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjkxM2Y2M2NlLWU5MTAtNDlhNC05NTI1LThhMzYyZTBlZTkzZSJ9._r41FlZgn1uDT5ghkYNU-vesw1jzh4XFOe-0B8lHQnnYDhFN4S7xkumn15MdL__LtYseL8a0BqdzYbbTnZ3m_Q"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjhhOTdmYzNiLTNhZjYtNDg0YS1hM2I1LTg4ZWQwNGMxMzUxYiJ9.lKZJA0i_CNOMDB5pKozAMiuCoG7tBcG8Lsu-WFbovSUJQ13qdzRpBkBC1lR-JLVI15F67EqPKxtMzbJb3B5W0A"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4734,7 +4928,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amhkcnRlaDNzN2I3cTU4cGZxdnNwNiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE4NTg5LCJleHAiOjE3OTU5MTk0ODksImp0aSI6IjExN2I0MDljLTY1YzktNDIwNi05NTBjLTJmOWEwY2NhYTMxOSJ9.XsmgeWkcTp9juSaZFeFSD3JXPuV9XuNDfqI4A35PjIk_KUveouHKbDswvUMeYur35OHM3C7U3Wiz1Jlr4_PhYQ"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjA2ZTc3YTUzLTg4YjQtNDg0Zi05YTMwLTgyYWM4ZGRkYmU5YyJ9.b0xcjMSzFWfH5I4amYfBlRHilv-gZrYuwnvyAfFjn8BH-WZ3GAjRWcUuBxaVdt7dOvCh625Fzh_R8R4bPgKPIw"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4761,10 +4955,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795919489,
+                     *       "exp": 1795920733,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319"
+                     *       "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c"
                      *     }
                      */
                     "application/json": {
@@ -4947,13 +5141,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m8jhdxzxkq30ncmhsksjjdrg",
+                 *       "client_id": "cl_01m8jjkvem8sdc5caqmz6km0k7",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "yeMjTT4qsMJ27yggBFg7R90nIKSC0cCR-hjQUK_OWk4",
+                 *       "code_challenge": "F-A99LIX_OEN87zGEhfcFkvOsQgdT2Y1Yb8YzDQjaAo",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "KFmnHGurZD2f1qlzw9uvNJSbDDlJvGWzDsLrIEnfmuM",
+                 *       "csrf_token": "gR54umXRZlvC7pOOR1YLv942LRLPK2Dg2w1WhyVkIFc",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -5167,7 +5361,7 @@ export interface operations {
                      *       "console": "http://rxtrace.test/console/",
                      *       "mqtt": {
                      *         "mode": "embedded",
-                     *         "tcp": "mqtt://127.0.0.1:36215",
+                     *         "tcp": "mqtt://127.0.0.1:38447",
                      *         "websocket": null,
                      *         "readings_topic": "rxtrace/v1/totes/{tote_id}/readings",
                      *         "errors_topic": "rxtrace/v1/totes/{tote_id}/errors"
@@ -5234,7 +5428,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -5251,12 +5445,13 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-29T02:16:29.612Z",
+                     *           "created_at": "2026-11-29T02:37:13.260Z",
                      *           "release_policy": "auto_within_budget",
                      *           "calibration_policy": "refuse",
                      *           "escalate_after_s": 1,
                      *           "gln": null,
-                     *           "max_attempts": 3
+                     *           "max_attempts": 3,
+                     *           "pod_requirements": null
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5389,7 +5584,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5406,12 +5601,13 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:16:29.612Z",
+                     *       "created_at": "2026-11-29T02:37:13.260Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
                      *       "gln": null,
-                     *       "max_attempts": 3
+                     *       "max_attempts": 3,
+                     *       "pod_requirements": null
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5554,7 +5750,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5571,12 +5767,13 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:16:29.612Z",
+                     *       "created_at": "2026-11-29T02:37:13.260Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
                      *       "gln": null,
-                     *       "max_attempts": 3
+                     *       "max_attempts": 3,
+                     *       "pod_requirements": null
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5692,7 +5889,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5709,12 +5906,13 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:16:29.612Z",
+                     *       "created_at": "2026-11-29T02:37:13.260Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 1,
                      *       "gln": null,
-                     *       "max_attempts": 3
+                     *       "max_attempts": 3,
+                     *       "pod_requirements": null
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5862,12 +6060,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *           "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -5895,7 +6093,8 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-29T02:16:32.268Z"
+                     *           "created_at": "2026-11-29T02:37:14.648Z",
+                     *           "pod_requirements": null
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -6004,7 +6203,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -6032,12 +6231,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6065,7 +6264,8 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T02:16:32.268Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "pod_requirements": null
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6208,12 +6408,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6241,7 +6441,8 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T02:16:32.268Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "pod_requirements": null
                      *     }
                      */
                     "application/json": components["schemas"]["Prescription"];
@@ -6350,12 +6551,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe6y3aym6ad1dxfpfd074",
-                     *       "rx_id": "rx_01m8jhe69fhe2gtk3fdmw902hx",
+                     *       "id": "dl_01m8jjkyv87wg3d9767e77bw0h",
+                     *       "rx_id": "rx_01m8jjkynb043pfzy2hb03nrvr",
                      *       "leg": 2,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "QUEUED",
-                     *       "eta": "2026-11-29T06:16:41.155Z",
+                     *       "eta": "2026-11-29T06:37:18.057Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -6388,7 +6589,7 @@ export interface operations {
                      *         "items": [
                      *           {
                      *             "ndc": "00002-8215-01",
-                     *             "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *             "product_id": "pr_01m8jjkyj93yr8mba622avg684",
                      *             "version": 3,
                      *             "bands": [
                      *               {
@@ -6412,12 +6613,13 @@ export interface operations {
                      *         ],
                      *         "remaining_fraction": 1,
                      *         "legs": [
-                     *           "dl_01m8jhe69fhe2gtk3fdmw902hy",
-                     *           "dl_01m8jhe6y3aym6ad1dxfpfd074"
+                     *           "dl_01m8jjkynb043pfzy2hb03nrvs",
+                     *           "dl_01m8jjkyv87wg3d9767e77bw0h"
                      *         ]
                      *       },
                      *       "attempt": 1,
                      *       "attempts": [],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -6427,13 +6629,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:41.155Z",
-                     *           "recorded_at": "2026-11-29T02:16:41.155Z",
-                     *           "prev_hash": "sha256:6d81cbd7e0cc433286f1a8c28c581438a0f52c0530437863d6f7f762f926f7d7",
-                     *           "hash": "sha256:1211617f199cf8de591b90292368bedaf0a683facf777d401035c172facef23b",
+                     *           "occurred_at": "2026-11-29T02:37:18.057Z",
+                     *           "recorded_at": "2026-11-29T02:37:18.057Z",
+                     *           "prev_hash": "sha256:35329517e8b30431091d81f87cc53e680448c6524e00aa951a2797db4005e702",
+                     *           "hash": "sha256:489f7c3b001eddcd33399f4bb60a5d5e5db0d4991fdc3534d4980d548b142039",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6441,8 +6643,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:41.155Z",
-                     *       "updated_at": "2026-11-29T02:16:41.155Z"
+                     *       "created_at": "2026-11-29T02:37:18.057Z",
+                     *       "updated_at": "2026-11-29T02:37:18.057Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6585,15 +6787,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -6623,12 +6825,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:32.523Z",
+                     *           "started_at": "2026-11-29T02:37:14.760Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -6638,13 +6841,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6658,14 +6861,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6679,14 +6882,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
-                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
+                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6700,17 +6903,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
-                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
-                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
-                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
+                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6724,23 +6927,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T02:16:33.540Z",
-                     *           "recorded_at": "2026-11-29T02:16:33.540Z",
-                     *           "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
-                     *           "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                     *           "occurred_at": "2026-11-29T02:37:15.031Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.031Z",
+                     *           "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *           "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T02:16:33.330Z",
+                     *             "at": "2026-11-29T02:37:14.996Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:32.268Z",
-                     *       "updated_at": "2026-11-29T02:16:33.540Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "updated_at": "2026-11-29T02:37:15.031Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6864,15 +7067,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *           "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *           "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *           "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *           "leg": 1,
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -6902,12 +7105,13 @@ export interface operations {
                      *           "attempts": [
                      *             {
                      *               "number": 1,
-                     *               "started_at": "2026-11-29T02:16:32.523Z",
+                     *               "started_at": "2026-11-29T02:37:14.760Z",
                      *               "failed_at": null,
                      *               "reason": null,
                      *               "note": null
                      *             }
                      *           ],
+                     *           "pod_requirements": null,
                      *           "custody": [
                      *             {
                      *               "seq": 1,
@@ -6917,13 +7121,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *               "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *               "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *               "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *               "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *               "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *               "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *               "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *               "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6937,14 +7141,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *               "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *               "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *               "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *               "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *               "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *               "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *               "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *               "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *               "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *               "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6958,14 +7162,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *               "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *               "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *               "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T02:16:32.809Z",
-                     *               "recorded_at": "2026-11-29T02:16:32.809Z",
-                     *               "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                     *               "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *               "occurred_at": "2026-11-29T02:37:14.852Z",
+                     *               "recorded_at": "2026-11-29T02:37:14.852Z",
+                     *               "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *               "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -6979,17 +7183,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *               "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *               "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *               "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T02:16:33.036Z",
-                     *               "recorded_at": "2026-11-29T02:16:33.036Z",
-                     *               "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
-                     *               "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *               "occurred_at": "2026-11-29T02:37:14.951Z",
+                     *               "recorded_at": "2026-11-29T02:37:14.951Z",
+                     *               "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *               "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -7003,23 +7207,23 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *               "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-29T02:16:33.540Z",
-                     *               "recorded_at": "2026-11-29T02:16:33.540Z",
-                     *               "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
-                     *               "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                     *               "occurred_at": "2026-11-29T02:37:15.031Z",
+                     *               "recorded_at": "2026-11-29T02:37:15.031Z",
+                     *               "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *               "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                      *               "temperature": {
                      *                 "last_c": 5,
-                     *                 "at": "2026-11-29T02:16:33.330Z",
+                     *                 "at": "2026-11-29T02:37:14.996Z",
                      *                 "state": "OK"
                      *               }
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-29T02:16:32.268Z",
-                     *           "updated_at": "2026-11-29T02:16:33.540Z"
+                     *           "created_at": "2026-11-29T02:37:14.648Z",
+                     *           "updated_at": "2026-11-29T02:37:15.031Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -7134,7 +7338,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7"
+                     *       "head": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -7243,17 +7447,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -7358,9 +7562,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8"
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw"
                  *     }
                  */
                 "application/json": {
@@ -7386,15 +7590,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7424,12 +7628,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:32.523Z",
+                     *           "started_at": "2026-11-29T02:37:14.760Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7439,13 +7644,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7459,14 +7664,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7474,8 +7679,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:32.268Z",
-                     *       "updated_at": "2026-11-29T02:16:32.523Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "updated_at": "2026-11-29T02:37:14.760Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7530,7 +7735,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7612,8 +7817,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *       "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -7640,15 +7845,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7678,12 +7883,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:32.523Z",
+                     *           "started_at": "2026-11-29T02:37:14.760Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7693,13 +7899,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7713,14 +7919,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7734,14 +7940,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
-                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
+                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7749,8 +7955,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:32.268Z",
-                     *       "updated_at": "2026-11-29T02:16:32.809Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "updated_at": "2026-11-29T02:37:14.852Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7805,7 +8011,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7887,8 +8093,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *       "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                 *       "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *       "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -7919,15 +8125,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7957,12 +8163,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:32.523Z",
+                     *           "started_at": "2026-11-29T02:37:14.760Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -7972,13 +8179,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7992,14 +8199,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8013,14 +8220,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
-                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
+                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8034,17 +8241,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
-                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
-                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
-                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
+                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8052,8 +8259,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:32.268Z",
-                     *       "updated_at": "2026-11-29T02:16:33.036Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "updated_at": "2026-11-29T02:37:14.951Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8108,7 +8315,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8190,8 +8397,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *       "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *       "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -8218,14 +8425,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-29T06:16:34.350Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "eta": "2026-11-29T06:37:15.261Z",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8245,19 +8452,20 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:34.373Z",
-                     *           "failed_at": "2026-11-29T02:16:34.412Z",
+                     *           "started_at": "2026-11-29T02:37:15.269Z",
+                     *           "failed_at": "2026-11-29T02:37:15.283Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T02:16:34.544Z",
-                     *           "failed_at": "2026-11-29T02:16:34.722Z",
+                     *           "started_at": "2026-11-29T02:37:15.324Z",
+                     *           "failed_at": "2026-11-29T02:37:15.375Z",
                      *           "reason": "refused",
                      *           "note": "Patient refused the package"
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8267,13 +8475,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
-                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
-                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
+                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
+                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
+                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8282,14 +8490,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
-                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
-                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
+                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
+                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
+                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8298,14 +8506,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
-                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
-                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
+                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
+                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
+                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8318,10 +8526,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
-                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
-                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
+                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
+                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -8335,14 +8543,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.544Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.544Z",
-                     *           "prev_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
-                     *           "hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
+                     *           "occurred_at": "2026-11-29T02:37:15.324Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.324Z",
+                     *           "prev_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                     *           "hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
                      *           "attempt": {
                      *             "number": 2
                      *           }
@@ -8354,14 +8562,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:34.701Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.701Z",
-                     *           "prev_hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
-                     *           "hash": "sha256:2f58c7af7e537e69fdfc8cb59a491d2586aa702ecb361a7b0d89f57b1fd03f62"
+                     *           "occurred_at": "2026-11-29T02:37:15.369Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.369Z",
+                     *           "prev_hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
+                     *           "hash": "sha256:52cefcf7d7a92a754c6d8f26ced92d56250028091f198822f9a9144596ba1ef1"
                      *         },
                      *         {
                      *           "seq": 7,
@@ -8374,10 +8582,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:8dbf26447e0140e50f9c948cd0c785ee1b14ffdda4b385bc0dc17381c9b932aa",
-                     *           "occurred_at": "2026-11-29T02:16:34.722Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.722Z",
-                     *           "prev_hash": "sha256:2f58c7af7e537e69fdfc8cb59a491d2586aa702ecb361a7b0d89f57b1fd03f62",
-                     *           "hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9",
+                     *           "occurred_at": "2026-11-29T02:37:15.375Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.375Z",
+                     *           "prev_hash": "sha256:52cefcf7d7a92a754c6d8f26ced92d56250028091f198822f9a9144596ba1ef1",
+                     *           "hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b",
                      *           "attempt": {
                      *             "number": 2,
                      *             "reason": "refused",
@@ -8391,18 +8599,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:34.743Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.743Z",
-                     *           "prev_hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9",
-                     *           "hash": "sha256:f8b70fb1cceb51decd2a78d6e11f9603e0076113f86902237454fd1733dde471"
+                     *           "occurred_at": "2026-11-29T02:37:15.381Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.381Z",
+                     *           "prev_hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b",
+                     *           "hash": "sha256:e52feb18b13d584a5e77622426e5b682632c4494375f965bf3d52c9591c0c0fe"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:34.350Z",
-                     *       "updated_at": "2026-11-29T02:16:34.743Z"
+                     *       "created_at": "2026-11-29T02:37:15.261Z",
+                     *       "updated_at": "2026-11-29T02:37:15.381Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8457,7 +8665,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8551,6 +8759,7 @@ export interface operations {
                         method: "otp" | "id_check" | "signature";
                         evidence: string;
                     };
+                    proof?: components["schemas"]["ProofOfDelivery"];
                     /**
                      * Format: date-time
                      * @description When it physically happened (RFC 3339 UTC); defaults to now
@@ -8569,15 +8778,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -8607,12 +8816,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:32.523Z",
+                     *           "started_at": "2026-11-29T02:37:14.760Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8622,13 +8832,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.268Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.268Z",
-                     *           "prev_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
-                     *           "hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
+                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
+                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8642,14 +8852,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:32.523Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.523Z",
-                     *           "prev_hash": "sha256:e89509326945a525b16365935719391387bcf45759833789aa9b4c37c4ecfb1d",
-                     *           "hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
+                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
+                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8663,14 +8873,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:32.809Z",
-                     *           "recorded_at": "2026-11-29T02:16:32.809Z",
-                     *           "prev_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                     *           "hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
+                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8684,17 +8894,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:33.036Z",
-                     *           "recorded_at": "2026-11-29T02:16:33.036Z",
-                     *           "prev_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
-                     *           "hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
+                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
+                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8708,23 +8918,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *           "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T02:16:33.540Z",
-                     *           "recorded_at": "2026-11-29T02:16:33.540Z",
-                     *           "prev_hash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
-                     *           "hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                     *           "occurred_at": "2026-11-29T02:37:15.031Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.031Z",
+                     *           "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *           "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T02:16:33.330Z",
+                     *             "at": "2026-11-29T02:37:14.996Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:32.268Z",
-                     *       "updated_at": "2026-11-29T02:16:33.540Z"
+                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "updated_at": "2026-11-29T02:37:15.031Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8779,7 +8989,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8806,7 +9016,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            /** @description `pod_requirements_unmet`: `unmet` lists each required proof missing or not holding (`proof`, `pointer`, `message`), `missing` their kinds; `pin_tries_left` after a wrong PIN. Or `validation_failed` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8891,14 +9101,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-29T06:16:34.350Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "eta": "2026-11-29T06:37:15.261Z",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8918,12 +9128,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:34.373Z",
-                     *           "failed_at": "2026-11-29T02:16:34.412Z",
+                     *           "started_at": "2026-11-29T02:37:15.269Z",
+                     *           "failed_at": "2026-11-29T02:37:15.283Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -8933,13 +9144,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
-                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
-                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
+                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
+                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
+                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8948,14 +9159,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
-                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
-                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
+                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
+                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
+                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8964,14 +9175,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
-                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
-                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
+                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
+                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
+                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8984,10 +9195,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
-                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
-                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
+                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
+                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -8995,8 +9206,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:34.350Z",
-                     *       "updated_at": "2026-11-29T02:16:34.412Z"
+                     *       "created_at": "2026-11-29T02:37:15.261Z",
+                     *       "updated_at": "2026-11-29T02:37:15.283Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9051,7 +9262,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9153,14 +9364,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T06:16:34.350Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *       "eta": "2026-11-29T06:37:15.261Z",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -9180,19 +9391,20 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:34.373Z",
-                     *           "failed_at": "2026-11-29T02:16:34.412Z",
+                     *           "started_at": "2026-11-29T02:37:15.269Z",
+                     *           "failed_at": "2026-11-29T02:37:15.283Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T02:16:34.544Z",
+                     *           "started_at": "2026-11-29T02:37:15.324Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -9202,13 +9414,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.350Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.350Z",
-                     *           "prev_hash": "sha256:26e57902a690933d48f9ff5f145369649607eea6d8682b2773b6865b71f5dec4",
-                     *           "hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4"
+                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
+                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
+                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9217,14 +9429,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.373Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.373Z",
-                     *           "prev_hash": "sha256:a766f517312441f266f4044be29d2dff49e9bcaeddd05a6aedc937f4956d12a4",
-                     *           "hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2"
+                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
+                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
+                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -9233,14 +9445,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:16:34.396Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.396Z",
-                     *           "prev_hash": "sha256:529f9ffaf0cbf4a1d60d1c49dcf225a06a1166027d6a7f0f0f4774243989a4b2",
-                     *           "hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf"
+                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
+                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
+                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -9253,10 +9465,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:16:34.412Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.412Z",
-                     *           "prev_hash": "sha256:a6b611a3df47eeb31b75c94a427ab79bfe5f6e7afa89a3a90da490a26b0adfaf",
-                     *           "hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
+                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
+                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -9270,21 +9482,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.544Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.544Z",
-                     *           "prev_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
-                     *           "hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
+                     *           "occurred_at": "2026-11-29T02:37:15.324Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.324Z",
+                     *           "prev_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                     *           "hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
                      *           "attempt": {
                      *             "number": 2
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:34.350Z",
-                     *       "updated_at": "2026-11-29T02:16:34.544Z"
+                     *       "created_at": "2026-11-29T02:37:15.261Z",
+                     *       "updated_at": "2026-11-29T02:37:15.324Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9339,7 +9551,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9444,12 +9656,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe0sxwradang9aqy7a58r",
-                     *       "rx_id": "rx_01m8jhe0sxwradang9aqy7a58q",
+                     *       "id": "dl_01m8jjkw94bnz00mcttpsf2yyn",
+                     *       "rx_id": "rx_01m8jjkw94bnz00mcttpsf2yym",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-29T06:16:34.877Z",
+                     *       "eta": "2026-11-29T06:37:15.428Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -9469,6 +9681,7 @@ export interface operations {
                      *       },
                      *       "attempt": 1,
                      *       "attempts": [],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -9478,13 +9691,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:34.877Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.877Z",
-                     *           "prev_hash": "sha256:e1c85e62c355ca9a69e9b4e6e69bd01cf5c9ddd6f1e8a0f0e9f49f114511bdf2",
-                     *           "hash": "sha256:868c35dde2527105b7e11804f08d6795b09dd4071bcdb04cccf4519e33ffda00"
+                     *           "occurred_at": "2026-11-29T02:37:15.428Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.428Z",
+                     *           "prev_hash": "sha256:b2af738a9c3c8fd165ec851ecfc033a9b8d26a4c13cca27766cdf0984516889a",
+                     *           "hash": "sha256:472bd32e6af688a5b37b2b00dda427c452cc57201b105e0793fdfab001a00d8b"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9497,14 +9710,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-29T02:16:34.888Z",
-                     *           "recorded_at": "2026-11-29T02:16:34.888Z",
-                     *           "prev_hash": "sha256:868c35dde2527105b7e11804f08d6795b09dd4071bcdb04cccf4519e33ffda00",
-                     *           "hash": "sha256:fc9bc7218c16c418142544667efa76609e8a6b406ed53158d5b8fa57b31212b1"
+                     *           "occurred_at": "2026-11-29T02:37:15.432Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.432Z",
+                     *           "prev_hash": "sha256:472bd32e6af688a5b37b2b00dda427c452cc57201b105e0793fdfab001a00d8b",
+                     *           "hash": "sha256:bd863c115807b5c9982fe2af6390cc25d49f4fa58ef380db1a062deb82d4b6a7"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:34.877Z",
-                     *       "updated_at": "2026-11-29T02:16:34.888Z"
+                     *       "created_at": "2026-11-29T02:37:15.428Z",
+                     *       "updated_at": "2026-11-29T02:37:15.432Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9559,7 +9772,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9673,15 +9886,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                     *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                     *       "id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T06:16:35.004Z",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *       "eta": "2026-11-29T06:37:15.471Z",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -9704,23 +9917,23 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-29T02:16:35.032Z",
+                     *         "broken_at": "2026-11-29T02:37:15.478Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
                      *           "decided_by": {
-                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
-                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
+                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
+                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
                      *           },
-                     *           "decided_at": "2026-11-29T02:16:35.450Z",
+                     *           "decided_at": "2026-11-29T02:37:15.647Z",
                      *           "signature": {
-                     *             "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
-                     *             "signer": "us_01m8jhe11enjksn6at04fptr5a",
+                     *             "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
+                     *             "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-s9uoume6pl@example.com",
+                     *             "email": "pharmacist-n3t5iywc6qn@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T02:16:35.450Z",
-                     *             "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
+                     *             "signed_at": "2026-11-29T02:37:15.647Z",
+                     *             "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
                      *             "method": "password"
                      *           }
                      *         }
@@ -9728,8 +9941,8 @@ export interface operations {
                      *       "warnings": [
                      *         {
                      *           "code": "sensor_unrecorded",
-                     *           "message": "Tote tt_01m8jhdwtsnh75aj7mfjt8ttkp has no sensor record: its calibration is unknown.",
-                     *           "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *           "message": "Tote tt_01m8jjkv54t2cf4fx933nj04m2 has no sensor record: its calibration is unknown.",
+                     *           "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
                      *           "sensor_serial": null,
                      *           "calibration_due": null
                      *         }
@@ -9738,12 +9951,13 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:16:35.017Z",
+                     *           "started_at": "2026-11-29T02:37:15.475Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
                      *         }
                      *       ],
+                     *       "pod_requirements": null,
                      *       "custody": [
                      *         {
                      *           "seq": 1,
@@ -9753,13 +9967,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:35.004Z",
-                     *           "recorded_at": "2026-11-29T02:16:35.004Z",
-                     *           "prev_hash": "sha256:c1caccd5c4e0ff843e134a29497d1ced7ee4276eac34dbced16c1e165ec4f287",
-                     *           "hash": "sha256:6ab218c1879ab89515018e15c86e6f11d25ac14c775e5ef107530b22ee8beb0c",
+                     *           "occurred_at": "2026-11-29T02:37:15.471Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.471Z",
+                     *           "prev_hash": "sha256:15dbde600d452aef9c9fbfc425e688514f29c6e6c34d06f94d0e7fea46f4d3fb",
+                     *           "hash": "sha256:097356d4e9e15ba68d0ce70d7ed41c7330a943bb1e7ad7a2516baed6857714c2",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -9773,14 +9987,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:16:35.017Z",
-                     *           "recorded_at": "2026-11-29T02:16:35.017Z",
-                     *           "prev_hash": "sha256:6ab218c1879ab89515018e15c86e6f11d25ac14c775e5ef107530b22ee8beb0c",
-                     *           "hash": "sha256:e680656f4b4ce435836984606a76e72dff569996f8c55378d06f7175d75cb34d",
+                     *           "occurred_at": "2026-11-29T02:37:15.475Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.475Z",
+                     *           "prev_hash": "sha256:097356d4e9e15ba68d0ce70d7ed41c7330a943bb1e7ad7a2516baed6857714c2",
+                     *           "hash": "sha256:3f0997e640b73dab956aeba7594b7e327c2d0f3aca4500c2b4b8cc08860638ea",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -9791,20 +10005,20 @@ export interface operations {
                      *           "seq": 3,
                      *           "type": "disposition",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
-                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
+                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
+                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-29T02:16:35.450Z",
-                     *           "recorded_at": "2026-11-29T02:16:35.450Z",
-                     *           "prev_hash": "sha256:e680656f4b4ce435836984606a76e72dff569996f8c55378d06f7175d75cb34d",
-                     *           "hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
+                     *           "occurred_at": "2026-11-29T02:37:15.647Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.647Z",
+                     *           "prev_hash": "sha256:3f0997e640b73dab956aeba7594b7e327c2d0f3aca4500c2b4b8cc08860638ea",
+                     *           "hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
                      *           "temperature": {
                      *             "last_c": -4,
-                     *             "at": "2026-11-29T02:16:35.032Z",
+                     *             "at": "2026-11-29T02:37:15.478Z",
                      *             "state": "BROKEN"
                      *           }
                      *         },
@@ -9812,31 +10026,31 @@ export interface operations {
                      *           "seq": 4,
                      *           "type": "signed",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jhe12tcp5y50fp0414f0e4",
-                     *             "sub": "us_01m8jhe11enjksn6at04fptr5a"
+                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
+                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
-                     *           "evidence_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
-                     *           "occurred_at": "2026-11-29T02:16:35.450Z",
-                     *           "recorded_at": "2026-11-29T02:16:35.450Z",
-                     *           "prev_hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
-                     *           "hash": "sha256:6e2cc34f4cfe650851316addd81a3fbd06f955704963bbacc8dbe309f2e1efa9",
+                     *           "evidence_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
+                     *           "occurred_at": "2026-11-29T02:37:15.647Z",
+                     *           "recorded_at": "2026-11-29T02:37:15.647Z",
+                     *           "prev_hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
+                     *           "hash": "sha256:64aa615bd651ae5902a14f8b393343166bf5f26ebf1f03f9826c477a0301fe14",
                      *           "signature": {
-                     *             "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
-                     *             "signer": "us_01m8jhe11enjksn6at04fptr5a",
+                     *             "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
+                     *             "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-s9uoume6pl@example.com",
+                     *             "email": "pharmacist-n3t5iywc6qn@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T02:16:35.450Z",
-                     *             "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
+                     *             "signed_at": "2026-11-29T02:37:15.647Z",
+                     *             "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
                      *             "method": "password"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:16:35.004Z",
-                     *       "updated_at": "2026-11-29T02:16:35.450Z"
+                     *       "created_at": "2026-11-29T02:37:15.471Z",
+                     *       "updated_at": "2026-11-29T02:37:15.647Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9891,7 +10105,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), or `idempotency_in_progress` */
+            /** @description `invalid_transition` (with `allowed_actions`; a reattempt past the pharmacy’s max_attempts allows only `return`), `cold_chain_hold`, `sensor_calibration_due` (dispatch: the tote is past its calibration), `pin_locked` (deliver: 5 wrong PINs), or `idempotency_in_progress` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9912,6 +10126,273 @@ export interface operations {
             /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    uploadAttachment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description The image’s bytes, at most 5 MiB, with its Content-Type; its type is read from the bytes */
+        requestBody: {
+            content: {
+                "image/jpeg": string;
+                "image/png": string;
+            };
+        };
+        responses: {
+            /** @description This delivery already had this image */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attachment"];
+                };
+            };
+            /** @description Stored */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "at_01m8jjkwptzdgcdxyp74qjbgxp",
+                     *       "sha256": "497790947d4666760ce38f3c00e852c71fdb66cae849bae8e9ede352719e1581",
+                     *       "content_type": "image/png",
+                     *       "size": 70,
+                     *       "created_at": "2026-11-29T02:37:15.864Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Attachment"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_transition`: the delivery is not out (DISPATCHED, PICKED_UP or FAILED); `limit_exceeded`: it has 20 images */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: over 5 MiB, declared or sent */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: not sent as image/jpeg or image/png, or its bytes are neither */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `content_type_mismatch`: the bytes are the other of the two types; `image_refused`: an empty body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAttachment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                attachment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image as stored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": string;
+                    /** @example (the image/png image's bytes) */
+                    "image/png": string;
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9986,19 +10467,19 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
-                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
+                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *           "kind": "excursion",
                      *           "state": "CLEARED_UNACK",
-                     *           "raised_at": "2026-11-29T01:32:36.731Z",
-                     *           "cleared_at": "2026-11-29T01:34:36.731Z",
+                     *           "raised_at": "2026-11-29T01:53:16.156Z",
+                     *           "cleared_at": "2026-11-29T01:55:16.156Z",
                      *           "acknowledged_by": null,
                      *           "acknowledged_at": null,
                      *           "note": null,
                      *           "assigned_to": null,
-                     *           "escalate_at": "2026-11-29T02:16:37.747Z",
+                     *           "escalate_at": "2026-11-29T02:37:17.176Z",
                      *           "escalated_at": null
                      *         }
                      *       ],
@@ -10121,20 +10602,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
-                     *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
+                     *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_ACK",
-                     *       "raised_at": "2026-11-29T01:32:36.731Z",
-                     *       "cleared_at": "2026-11-29T01:34:36.731Z",
+                     *       "raised_at": "2026-11-29T01:53:16.156Z",
+                     *       "cleared_at": "2026-11-29T01:55:16.156Z",
                      *       "acknowledged_by": "cl_admin",
-                     *       "acknowledged_at": "2026-11-29T02:16:38.542Z",
+                     *       "acknowledged_at": "2026-11-29T02:37:17.224Z",
                      *       "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                     *       "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
-                     *       "escalate_at": "2026-11-29T02:16:37.747Z",
-                     *       "escalated_at": "2026-11-29T02:16:38.397Z"
+                     *       "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *       "escalate_at": "2026-11-29T02:37:17.176Z",
+                     *       "escalated_at": "2026-11-29T02:37:17.198Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10271,7 +10752,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "user": "us_01m8jhdxaj22s9yxm52jce9qv1"
+                 *       "user": "us_01m8jjkv95ckcy92c0a6j3rfsd"
                  *     }
                  */
                 "application/json": components["schemas"]["AlarmAssignment"];
@@ -10286,20 +10767,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
-                     *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
+                     *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_UNACK",
-                     *       "raised_at": "2026-11-29T01:32:36.731Z",
-                     *       "cleared_at": "2026-11-29T01:34:36.731Z",
+                     *       "raised_at": "2026-11-29T01:53:16.156Z",
+                     *       "cleared_at": "2026-11-29T01:55:16.156Z",
                      *       "acknowledged_by": null,
                      *       "acknowledged_at": null,
                      *       "note": null,
-                     *       "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
-                     *       "escalate_at": "2026-11-29T02:16:37.747Z",
-                     *       "escalated_at": "2026-11-29T02:16:38.397Z"
+                     *       "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *       "escalate_at": "2026-11-29T02:37:17.176Z",
+                     *       "escalated_at": "2026-11-29T02:37:17.198Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10447,7 +10928,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
@@ -10457,7 +10938,7 @@ export interface operations {
                      *           "embed_origins": [],
                      *           "timezone": "UTC",
                      *           "average_speed_kmh": 25,
-                     *           "created_at": "2026-11-29T02:16:30.175Z"
+                     *           "created_at": "2026-11-29T02:37:13.996Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -10582,7 +11063,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10592,7 +11073,7 @@ export interface operations {
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:16:30.175Z"
+                     *       "created_at": "2026-11-29T02:37:13.996Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10735,7 +11216,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10745,7 +11226,7 @@ export interface operations {
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:16:30.175Z"
+                     *       "created_at": "2026-11-29T02:37:13.996Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -10863,7 +11344,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -10875,7 +11356,7 @@ export interface operations {
                      *       ],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:16:30.175Z"
+                     *       "created_at": "2026-11-29T02:37:13.996Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -11025,18 +11506,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-29T02:16:30.415Z"
+                     *           "created_at": "2026-11-29T02:37:14.197Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-29T02:16:30.464Z"
+                     *           "created_at": "2026-11-29T02:37:14.203Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -11159,11 +11640,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-29T02:16:30.415Z"
+                     *       "created_at": "2026-11-29T02:37:14.197Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -11305,7 +11786,7 @@ export interface operations {
                  *           "lat": 39.8626,
                  *           "lng": -89.6501,
                  *           "accuracy_m": 8,
-                 *           "at": "2026-11-29T02:16:34.608Z"
+                 *           "at": "2026-11-29T02:37:14.717Z"
                  *         }
                  *       ]
                  *     }
@@ -11324,7 +11805,7 @@ export interface operations {
                      * @example {
                      *       "accepted": 1,
                      *       "delivery_ids": [
-                     *         "dl_01m8jhe1fmkz87k5pkr8hb9sqk"
+                     *         "dl_01m8jjkwhe1y390z8rdcdcfsnd"
                      *       ]
                      *     }
                      */
@@ -11478,15 +11959,15 @@ export interface operations {
                      *           "lat": 39.8626,
                      *           "lng": -89.6501,
                      *           "accuracy_m": 8,
-                     *           "at": "2026-11-29T02:16:34.608Z",
-                     *           "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k"
+                     *           "at": "2026-11-29T02:37:14.717Z",
+                     *           "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz"
                      *         },
                      *         {
                      *           "lat": 39.7844,
                      *           "lng": -89.6501,
                      *           "accuracy_m": 5,
-                     *           "at": "2026-11-29T02:16:35.639Z",
-                     *           "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k"
+                     *           "at": "2026-11-29T02:37:15.729Z",
+                     *           "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -11590,7 +12071,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "eta": "2026-11-29T02:20:35.666Z"
+                 *       "eta": "2026-11-29T02:41:15.736Z"
                  *     }
                  */
                 "application/json": components["schemas"]["RouterEta"];
@@ -11605,9 +12086,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "eta": "2026-11-29T02:20:35.666Z",
+                     *       "eta": "2026-11-29T02:41:15.736Z",
                      *       "source": "router",
-                     *       "until": "2026-11-29T02:31:35.668Z"
+                     *       "until": "2026-11-29T02:52:15.739Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EtaInForce"];
@@ -11755,11 +12236,11 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *           "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T02:16:30.615Z",
+                     *           "created_at": "2026-11-29T02:37:14.216Z",
                      *           "sensor": {
                      *             "serial": "TS-4471",
                      *             "model": "ColdProbe 3",
@@ -11770,11 +12251,11 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
+                     *           "id": "tt_01m8jjkv54t2cf4fx933nj04m2",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T02:16:30.809Z",
+                     *           "created_at": "2026-11-29T02:37:14.276Z",
                      *           "sensor": null
                      *         }
                      *       ],
@@ -11881,7 +12362,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -11896,18 +12377,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:16:30.615Z",
+                     *       "created_at": "2026-11-29T02:37:14.216Z",
                      *       "sensor": null,
                      *       "mqtt": {
-                     *         "username": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
-                     *         "password": "tp_S8L1m0KlTl9mr4P9SRHT8quTHfOZS70mRhldMUeNr14",
-                     *         "client_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8/errors"
+                     *         "username": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *         "password": "tp_rGvzTxHJoahdnyf2u50RKYQE-DXbwPJQNQQvv1EIMK8",
+                     *         "client_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw/errors"
                      *       }
                      *     }
                      */
@@ -12051,11 +12532,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:16:30.615Z",
+                     *       "created_at": "2026-11-29T02:37:14.216Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -12186,11 +12667,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jhdwmqczaa4hamr5jg2eg8",
+                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:16:30.615Z",
+                     *       "created_at": "2026-11-29T02:37:14.216Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -12466,17 +12947,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jhe4pc1akd4z4sas8wjkzw",
+                     *           "id": "evt_01m8jjky382yv5xph9wvbcseb1",
                      *           "type": "writeback.completed",
-                     *           "created_at": "2026-11-29T02:16:38.860Z",
+                     *           "created_at": "2026-11-29T02:37:17.288Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhe4eks06bmnr21kmch5af",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe4f4bwc6emw60m3zbk0f",
-                     *           "rx_id": "rx_01m8jhe4f4bwc6emw60m3zbk0e",
+                     *           "pharmacy_id": "ph_01m8jjky1x4nv1dn7g8jdwhmyf",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjky21d6x3mkd9w1tgdrpk",
+                     *           "rx_id": "rx_01m8jjky21d6x3mkd9w1tgdrpj",
                      *           "seq": 7,
                      *           "data": {
-                     *             "outcome_event_id": "evt_01m8jhe4jr2e7w4hv6hekqw55n",
+                     *             "outcome_event_id": "evt_01m8jjky2kj81h855dy2kdgpbk",
                      *             "outcome": "delivery.delivered",
                      *             "attempts": 1,
                      *             "status_code": 204,
@@ -12701,29 +13182,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
+                     *       "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-29T02:16:35.050Z",
+                     *       "created_at": "2026-11-29T02:37:15.485Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                     *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                      *       "seq": 3,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-29T02:16:35.032Z",
+                     *         "broken_at": "2026-11-29T02:37:15.478Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-29T02:16:35.032Z",
+                     *         "excursion_started_at": "2026-11-29T02:37:15.478Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
-                     *         "at": "2026-11-29T02:16:35.032Z"
+                     *         "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *         "at": "2026-11-29T02:37:15.478Z"
                      *       }
                      *     }
                      */
@@ -12842,64 +13323,64 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jhe0bt5ep9pzyvrexwkdaq",
+                     *           "id": "evt_01m8jjkw4nvq9n02bve1xrs6wd",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T02:16:34.426Z",
+                     *           "created_at": "2026-11-29T02:37:15.285Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *           "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *           "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                      *           "seq": 5,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T02:16:34.412Z",
+                     *             "occurred_at": "2026-11-29T02:37:15.283Z",
                      *             "reason": "patient_unavailable",
                      *             "attempt": 1,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153"
+                     *             "custody_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe0n6pj20t2jwhpgq8phz",
+                     *           "id": "evt_01m8jjkw7g9fw2qc1fx8pgdr54",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T02:16:34.726Z",
+                     *           "created_at": "2026-11-29T02:37:15.376Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *           "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *           "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                      *           "seq": 9,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T02:16:34.722Z",
+                     *             "occurred_at": "2026-11-29T02:37:15.375Z",
                      *             "reason": "refused",
                      *             "attempt": 2,
                      *             "custody_seq": 7,
-                     *             "custody_hash": "sha256:3d864a7f0110e34ecbf84ec0b0ca0ed836a2f91eea2d8153ac5bb733041e2ef9"
+                     *             "custody_hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
+                     *           "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-29T02:16:35.050Z",
+                     *           "created_at": "2026-11-29T02:37:15.485Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                     *           "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *           "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                      *           "seq": 3,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-29T02:16:35.032Z",
+                     *             "broken_at": "2026-11-29T02:37:15.478Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-29T02:16:35.032Z",
+                     *             "excursion_started_at": "2026-11-29T02:37:15.478Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -12908,14 +13389,14 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe0zvke41qavd2wf9grey",
+                     *           "id": "evt_01m8jjkwb4a603cjg9grbrvprj",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-29T02:16:35.067Z",
+                     *           "created_at": "2026-11-29T02:37:15.492Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                     *           "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *           "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                      *           "seq": 4,
                      *           "data": {
                      *             "action": "deliver",
@@ -12926,21 +13407,21 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-29T02:16:35.066Z"
+                     *             "refused_at": "2026-11-29T02:37:15.491Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe2mc8mb71483c2baw73s",
+                     *           "id": "evt_01m8jjkx0hfzm11r5p2kxrmcr9",
                      *           "type": "temperature.excursion",
-                     *           "created_at": "2026-11-29T02:16:36.748Z",
+                     *           "created_at": "2026-11-29T02:37:16.177Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                      *           "seq": 3,
                      *           "data": {
-                     *             "excursion_started_at": "2026-11-29T01:27:36.731Z",
+                     *             "excursion_started_at": "2026-11-29T01:48:16.156Z",
                      *             "kind": "high",
                      *             "peak_c": 9,
                      *             "min_c": 2,
@@ -12949,35 +13430,35 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe2mc8mb71483c2baw73v",
+                     *           "id": "evt_01m8jjkx0jbnkc9st3024ty9rn",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T02:16:36.748Z",
+                     *           "created_at": "2026-11-29T02:37:16.177Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                      *           "seq": 5,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T01:34:36.731Z",
-                     *             "offline_since": "2026-11-29T01:49:36.731Z",
-                     *             "back_online_at": "2026-11-29T01:51:36.731Z",
+                     *             "last_reading_at": "2026-11-29T01:55:16.156Z",
+                     *             "offline_since": "2026-11-29T02:10:16.156Z",
+                     *             "back_online_at": "2026-11-29T02:12:16.156Z",
                      *             "max_gap_s": 900
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jhe389v8psa8myer259hxf",
+                     *           "id": "evt_01m8jjkx155343pjfytcqrecyy",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T02:16:37.385Z",
+                     *           "created_at": "2026-11-29T02:37:16.197Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *           "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                     *           "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                      *           "seq": 6,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T01:51:36.731Z",
-                     *             "offline_since": "2026-11-29T02:06:36.731Z",
+                     *             "last_reading_at": "2026-11-29T02:12:16.156Z",
+                     *             "offline_since": "2026-11-29T02:27:16.156Z",
                      *             "back_online_at": null,
                      *             "max_gap_s": 900
                      *           }
@@ -13100,9 +13581,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m8jhe0zvke41qavd2wf9grey
+                     *     id: evt_01m8jjkwb4a603cjg9grbrvprj
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m8jhe0zvke41qavd2wf9grey","type":"handoff.refused","created_at":"2026-11-29T02:16:35.067Z","api_version":"v1","pharmacy_id":"ph_01m8jhdvnbeb53j86ynw9p46dr","fleet_id":"fl_01m8jhdw6zxj8gk546hgfg9x87","delivery_i…
+                     *     data: {"id":"evt_01m8jjkwb4a603cjg9grbrvprj","type":"handoff.refused","created_at":"2026-11-29T02:37:15.492Z","api_version":"v1","pharmacy_id":"ph_01m8jjkt5bt5wqtd9js2fhjf8w","fleet_id":"fl_01m8jjktwcnkkk43pytw51d109","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -13228,72 +13709,72 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-29T02:16:29.622Z",
-                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
+                     *           "at": "2026-11-29T02:37:13.264Z",
+                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jhdvj8nd4zez0z8m33cvwz",
+                     *           "request_id": "req_01m8jjkt3wa0mkz6656p8ca3qc",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:dc20340f620108c884017e85df1a38da2c25275e1f213703914f8d963015dd5b",
+                     *           "hash": "sha256:9f8ac3c3d0ad1dcf536160fa718adce1c1378b5bbda46cc480b00a5cdea8778d",
                      *           "action": "createPharmacy"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-29T02:16:29.753Z",
-                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
+                     *           "at": "2026-11-29T02:37:13.587Z",
+                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "path": "/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jhdvsq0qvxxzv10gawpp4z",
-                     *           "prev_hash": "sha256:dc20340f620108c884017e85df1a38da2c25275e1f213703914f8d963015dd5b",
-                     *           "hash": "sha256:7f17d3c8367338c5754638711de02f7ba0641588dd1aff41084a58e9680909bc",
+                     *           "request_id": "req_01m8jjkte78fa4g75a68rfbk7s",
+                     *           "prev_hash": "sha256:9f8ac3c3d0ad1dcf536160fa718adce1c1378b5bbda46cc480b00a5cdea8778d",
+                     *           "hash": "sha256:fa44ee04ebce0028816f37ecbd0add8ab9705fc5e6e5d65d68f50943ab0421f8",
                      *           "action": "getPharmacy"
                      *         },
                      *         {
                      *           "pos": 3,
-                     *           "at": "2026-11-29T02:16:29.898Z",
-                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
+                     *           "at": "2026-11-29T02:37:13.784Z",
+                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "PATCH",
-                     *           "path": "/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "path": "/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jhdvxm83jhmf92yh2nz5wd",
-                     *           "prev_hash": "sha256:7f17d3c8367338c5754638711de02f7ba0641588dd1aff41084a58e9680909bc",
-                     *           "hash": "sha256:28feba88d1f77a113716bd9cf9fcbdc944519965d8ab222f6d081f5b523dba51",
+                     *           "request_id": "req_01m8jjktnf6mazyr40fxhg1f81",
+                     *           "prev_hash": "sha256:fa44ee04ebce0028816f37ecbd0add8ab9705fc5e6e5d65d68f50943ab0421f8",
+                     *           "hash": "sha256:65ca89936ca6a4269d13d4bd8a4f41fd058a0990fe97f2bbd4b08d69e780780e",
                      *           "action": "updatePharmacy"
                      *         },
                      *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-29T02:16:30.053Z",
-                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
+                     *           "at": "2026-11-29T02:37:13.881Z",
+                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jhdw2c83xf5bpzbqk30mne",
-                     *           "prev_hash": "sha256:28feba88d1f77a113716bd9cf9fcbdc944519965d8ab222f6d081f5b523dba51",
-                     *           "hash": "sha256:88c3a37ce98e214d9c9ad3e7877cd16ce638bfe677b4fbd8b9307288a90e4a39",
+                     *           "request_id": "req_01m8jjktrqq7gd3048ftcexr82",
+                     *           "prev_hash": "sha256:65ca89936ca6a4269d13d4bd8a4f41fd058a0990fe97f2bbd4b08d69e780780e",
+                     *           "hash": "sha256:631f1f54dc80118d1053b0c7610a4f0c63c249975b37e2a2731cb83370c51b3f",
                      *           "action": "listPharmacies"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-29T02:16:30.175Z",
-                     *           "jti": "117b409c-65c9-4206-950c-2f9a0ccaa319",
+                     *           "at": "2026-11-29T02:37:13.996Z",
+                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jhdw6xwcg4ff9x79s57dvp",
-                     *           "prev_hash": "sha256:88c3a37ce98e214d9c9ad3e7877cd16ce638bfe677b4fbd8b9307288a90e4a39",
-                     *           "hash": "sha256:93e14c8536c1683f7ea3a3c08b487b3dc0fd4482d9346cef1320da9cca92c7f2",
+                     *           "request_id": "req_01m8jjktwaef5pg4zz9crnedeb",
+                     *           "prev_hash": "sha256:631f1f54dc80118d1053b0c7610a4f0c63c249975b37e2a2731cb83370c51b3f",
+                     *           "hash": "sha256:984c6bc02b44e1b3bc70868c750124ec028388a437115f53e41e5178150b3e74",
                      *           "action": "createFleet"
                      *         }
                      *       ],
@@ -13415,7 +13896,7 @@ export interface operations {
                      *       "scope": "deployment",
                      *       "valid": true,
                      *       "checked": 100,
-                     *       "head": "sha256:5ad0b2b63f2486c81df4a26dc541bc4bd9511fcac2fab1ebf9e919c10ca0fedb",
+                     *       "head": "sha256:cea6962b48a0f54cef140d0ee52b97c793e9d524a1bb62fe2645859414ef4c95",
                      *       "next_cursor": "MTAw"
                      *     }
                      */
@@ -13517,7 +13998,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -13532,7 +14013,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
+                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -13540,11 +14021,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T02:16:31.821Z",
-                     *       "client_secret": "cs_GxBRWlj637u6mvRqtsz3esm1YMZUL_1iP_OnfZ89bRY"
+                     *       "created_at": "2026-11-29T02:37:14.535Z",
+                     *       "client_secret": "cs_JwXvOnaG1IDYN-JiYb1YA7ZROPr3O8dQmSy-2xCLEps"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -13690,7 +14171,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
+                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -13698,10 +14179,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T02:16:31.821Z"
+                     *       "created_at": "2026-11-29T02:37:14.535Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -13823,9 +14304,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jhdxtc5r5wbs4pwxfb8bjz",
-                     *       "client_secret": "cs_IRLnoB30KaID_e_rauYBr7-AHDbhqYkibR96XbZ2iTA",
-                     *       "previous_secret_expires_at": "2026-11-29T03:16:31.923Z"
+                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
+                     *       "client_secret": "cs_ngqsTJXoPf6KMwbjhSkZ_UclZ6RJfSncUWEcfk65LoQ",
+                     *       "previous_secret_expires_at": "2026-11-29T03:37:14.558Z"
                      *     }
                      */
                     "application/json": {
@@ -13983,9 +14464,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m8jhdxym3gjp2earjk1t6k86",
-                     *       "activates_at": "2026-11-29T02:16:31.957Z",
-                     *       "previous_retires_at": "2026-11-29T02:31:31.957Z"
+                     *       "kid": "key_01m8jjkve7xxswn9dqqxs17e4y",
+                     *       "activates_at": "2026-11-29T02:37:14.567Z",
+                     *       "previous_retires_at": "2026-11-29T02:52:14.567Z"
                      *     }
                      */
                     "application/json": {
@@ -14137,7 +14618,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
+                     *           "id": "wh_01m8jjkydm46babhg3dsapknd0",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -14145,11 +14626,11 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "fleet_id": null,
                      *           "signature_scheme": "v1",
-                     *           "created_at": "2026-11-29T02:16:39.674Z",
-                     *           "updated_at": "2026-11-29T02:16:39.674Z"
+                     *           "created_at": "2026-11-29T02:37:17.620Z",
+                     *           "updated_at": "2026-11-29T02:37:17.620Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -14259,7 +14740,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr"
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -14274,7 +14755,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
+                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -14282,12 +14763,12 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:16:39.674Z",
-                     *       "updated_at": "2026-11-29T02:16:39.674Z",
-                     *       "secret": "whsec_omElZ7Z+NsofFCkwau5YEUveEnM9PJIO"
+                     *       "created_at": "2026-11-29T02:37:17.620Z",
+                     *       "updated_at": "2026-11-29T02:37:17.620Z",
+                     *       "secret": "whsec_GGD5hCzuhlxuvPV4nKq9lQtHBduhAL4j"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -14433,7 +14914,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
+                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -14441,11 +14922,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:16:39.674Z",
-                     *       "updated_at": "2026-11-29T02:16:39.674Z"
+                     *       "created_at": "2026-11-29T02:37:17.620Z",
+                     *       "updated_at": "2026-11-29T02:37:17.620Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -14692,7 +15173,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jhe5fts8qhh7aw76w0ftkv",
+                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -14701,11 +15182,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:16:39.674Z",
-                     *       "updated_at": "2026-11-29T02:16:39.729Z"
+                     *       "created_at": "2026-11-29T02:37:17.620Z",
+                     *       "updated_at": "2026-11-29T02:37:17.665Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -14848,8 +15329,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_VsICwuhja9x+xRlxmT7njHrD3VULf4HM",
-                     *       "previous_secret_expires_at": "2026-11-30T02:16:39.779Z"
+                     *       "secret": "whsec_0NIj/hmqw7eK+kKpSP/gpJsoGoXxAgrS",
+                     *       "previous_secret_expires_at": "2026-11-30T02:37:17.675Z"
                      *     }
                      */
                     "application/json": {
@@ -15106,7 +15587,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m8jhe5fts8qhh7aw76w0ftkv"
+                 *       "endpoint_id": "wh_01m8jjkydm46babhg3dsapknd0"
                  *     }
                  */
                 "application/json": {
@@ -15123,9 +15604,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
+                     *       "event_id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
                      *       "endpoint_ids": [
-                     *         "wh_01m8jhe5fts8qhh7aw76w0ftkv"
+                     *         "wh_01m8jjkydm46babhg3dsapknd0"
                      *       ]
                      *     }
                      */
@@ -15274,8 +15755,8 @@ export interface operations {
                      *         {
                      *           "kty": "OKP",
                      *           "crv": "Ed25519",
-                     *           "x": "DhXtJDqmO5golQWfpRjAEZGXCk-5U66kVyz2NGAnJbQ",
-                     *           "kid": "whk_01m8jhdrtx5p9nr9vxcpg6d33r",
+                     *           "x": "SQE_KZG4X-7BCx9YP159BvJMHn9YQW8um1vHGyp2AHM",
+                     *           "kid": "whk_01m8jjks070hc18kdmvdcd4v9c",
                      *           "alg": "EdDSA",
                      *           "use": "sig"
                      *         }
@@ -15352,9 +15833,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "whk_01m8jhe5nrg2d40myf8nv7b59j",
-                     *       "activates_at": "2026-11-29T02:16:39.864Z",
-                     *       "previous_retires_at": "2026-11-29T03:16:39.864Z"
+                     *       "kid": "whk_01m8jjkyfw516e4cfd40mgtmy4",
+                     *       "activates_at": "2026-11-29T02:37:17.692Z",
+                     *       "previous_retires_at": "2026-11-29T03:37:17.692Z"
                      *     }
                      */
                     "application/json": {
@@ -15508,8 +15989,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -15523,12 +16004,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-29T02:16:32.523Z",
-                     *       "to": "2026-11-29T02:16:34.330Z",
+                     *       "from": "2026-11-29T02:37:14.760Z",
+                     *       "to": "2026-11-29T02:37:15.996Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-29T02:16:00.000Z",
+                     *           "t": "2026-11-29T02:37:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -15542,7 +16023,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-29T02:16:34.330Z",
+                     *         "as_of": "2026-11-29T02:37:15.996Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -15657,7 +16138,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /** @example <svg xmlns="http://www.w3.org/2000/svg" width="900" height="360" viewBox="0 0 900 360" role="img" aria-label="Temperature trace of prescription rx_01m8jhdy8cq8sk737zjfh4h94r (delivery dl_01m8jhdy8cq8sk737zjfh4h94s) as of 2026-11-29T02:16:34.330Z" font-family="system-ui, -apple-system, &#39;Segoe UI&… */
+                    /** @example (the image/svg+xml image's bytes) */
                     "image/svg+xml": string;
                 };
             };
@@ -15770,14 +16251,14 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T02:16:34.229Z",
+                     *       "creationDate": "2026-11-29T02:37:15.229Z",
                      *       "epcisBody": {
                      *         "eventList": [
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:e850fc89-5d0d-8164-9b43-4e97a5bd8a88",
-                     *             "eventTime": "2026-11-29T02:16:32.809Z",
-                     *             "recordTime": "2026-11-29T02:16:32.809Z",
+                     *             "eventID": "urn:uuid:b045362e-1030-8552-bda7-d7842493ecea",
+                     *             "eventTime": "2026-11-29T02:37:14.852Z",
+                     *             "recordTime": "2026-11-29T02:37:14.852Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15789,11 +16270,11 @@ export interface operations {
                      *             "bizStep": "shipping",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *             "rxtrace:custodySeq": 3,
-                     *             "rxtrace:custodyHash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *             "rxtrace:custodyHash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -15802,9 +16283,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:caaf47ad-4a60-8f4c-a560-4ccfa3ab42fa",
-                     *             "eventTime": "2026-11-29T02:16:33.036Z",
-                     *             "recordTime": "2026-11-29T02:16:33.036Z",
+                     *             "eventID": "urn:uuid:77a269ef-9c6e-89fc-b3ca-aef561ffdbe6",
+                     *             "eventTime": "2026-11-29T02:37:14.951Z",
+                     *             "recordTime": "2026-11-29T02:37:14.951Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15816,11 +16297,11 @@ export interface operations {
                      *             "bizStep": "transporting",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *             "rxtrace:custodySeq": 4,
-                     *             "rxtrace:custodyHash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *             "rxtrace:custodyHash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -15829,9 +16310,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:ae45ea83-e48c-8126-a7a6-91a6ba3287e7",
-                     *             "eventTime": "2026-11-29T02:16:33.540Z",
-                     *             "recordTime": "2026-11-29T02:16:33.540Z",
+                     *             "eventID": "urn:uuid:37e63837-0720-868c-966b-9a77761503ff",
+                     *             "eventTime": "2026-11-29T02:37:15.031Z",
+                     *             "recordTime": "2026-11-29T02:37:15.031Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -15843,15 +16324,15 @@ export interface operations {
                      *             "bizStep": "dispensing",
                      *             "disposition": "dispensed",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                      *             },
                      *             "sensorElementList": [
                      *               {
                      *                 "sensorMetadata": {
-                     *                   "startTime": "2026-11-29T02:16:33.036Z",
-                     *                   "endTime": "2026-11-29T02:16:33.540Z",
-                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jhdwmqczaa4hamr5jg2eg8",
-                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jhdy8cq8sk737zjfh4h94s/temperature?from=2026-11-29T02:16:33.036Z&to=2026-11-29T02:16:33.540Z"
+                     *                   "startTime": "2026-11-29T02:37:14.951Z",
+                     *                   "endTime": "2026-11-29T02:37:15.031Z",
+                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jjkvgrsxmvn7k255dj67nf/temperature?from=2026-11-29T02:37:14.951Z&to=2026-11-29T02:37:15.031Z"
                      *                 },
                      *                 "sensorReport": [
                      *                   {
@@ -15866,18 +16347,18 @@ export interface operations {
                      *                     "type": "gs1:Temperature",
                      *                     "uom": "CEL",
                      *                     "value": 5,
-                     *                     "time": "2026-11-29T02:16:33.330Z",
+                     *                     "time": "2026-11-29T02:37:14.996Z",
                      *                     "rxtrace:atHandoff": true
                      *                   }
                      *                 ]
                      *               }
                      *             ],
-                     *             "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *             "rxtrace:custodySeq": 5,
-                     *             "rxtrace:custodyHash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                     *             "rxtrace:custodyHash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": 5,
-                     *               "at": "2026-11-29T02:16:33.330Z",
+                     *               "at": "2026-11-29T02:37:14.996Z",
                      *               "state": "OK"
                      *             }
                      *           }
@@ -16004,7 +16485,7 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISQueryDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T02:16:34.295Z",
+                     *       "creationDate": "2026-11-29T02:37:15.243Z",
                      *       "rxtrace:nextCursor": "Mg",
                      *       "epcisBody": {
                      *         "queryResults": {
@@ -16013,9 +16494,9 @@ export interface operations {
                      *             "eventList": [
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:e850fc89-5d0d-8164-9b43-4e97a5bd8a88",
-                     *                 "eventTime": "2026-11-29T02:16:32.809Z",
-                     *                 "recordTime": "2026-11-29T02:16:32.809Z",
+                     *                 "eventID": "urn:uuid:b045362e-1030-8552-bda7-d7842493ecea",
+                     *                 "eventTime": "2026-11-29T02:37:14.852Z",
+                     *                 "recordTime": "2026-11-29T02:37:14.852Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -16027,11 +16508,11 @@ export interface operations {
                      *                 "bizStep": "shipping",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *                 "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *                 "rxtrace:custodySeq": 3,
-                     *                 "rxtrace:custodyHash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c",
+                     *                 "rxtrace:custodyHash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -16040,9 +16521,9 @@ export interface operations {
                      *               },
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:caaf47ad-4a60-8f4c-a560-4ccfa3ab42fa",
-                     *                 "eventTime": "2026-11-29T02:16:33.036Z",
-                     *                 "recordTime": "2026-11-29T02:16:33.036Z",
+                     *                 "eventID": "urn:uuid:77a269ef-9c6e-89fc-b3ca-aef561ffdbe6",
+                     *                 "eventTime": "2026-11-29T02:37:14.951Z",
+                     *                 "recordTime": "2026-11-29T02:37:14.951Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -16054,11 +16535,11 @@ export interface operations {
                      *                 "bizStep": "transporting",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jhdvnbeb53j86ynw9p46dr"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *                 "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *                 "rxtrace:custodySeq": 4,
-                     *                 "rxtrace:custodyHash": "sha256:caaf47ad4a607f4c65604ccfa3ab42facf1f1dd0acb98df3b0edd038279ceb09",
+                     *                 "rxtrace:custodyHash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -16180,15 +16661,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *           "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-29T02:16:31.314Z"
+                     *           "created_at": "2026-11-29T02:37:14.405Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16296,7 +16777,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -16312,15 +16793,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:16:31.314Z"
+                     *       "created_at": "2026-11-29T02:37:14.405Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -16466,15 +16947,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:16:31.314Z"
+                     *       "created_at": "2026-11-29T02:37:14.405Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -16590,15 +17071,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jhdxaj22s9yxm52jce9qv1",
+                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:16:31.314Z"
+                     *       "created_at": "2026-11-29T02:37:14.405Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -16741,7 +17222,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -16750,8 +17231,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T02:16:35.780Z",
-                     *       "created_at": "2026-11-29T02:16:35.780Z"
+                     *       "effective_from": "2026-11-29T02:37:15.805Z",
+                     *       "created_at": "2026-11-29T02:37:15.805Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -16873,7 +17354,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -16882,8 +17363,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T02:16:35.780Z",
-                     *       "created_at": "2026-11-29T02:16:35.780Z"
+                     *       "effective_from": "2026-11-29T02:37:15.805Z",
+                     *       "created_at": "2026-11-29T02:37:15.805Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -17033,7 +17514,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *           "version": 1,
                      *           "currency": "USD",
                      *           "base_fee_cents": 650,
@@ -17042,8 +17523,8 @@ export interface operations {
                      *           "failed_attempt_fee_cents": 400,
                      *           "after_hours_multiplier": 1.5,
                      *           "commission_bps": 1200,
-                     *           "effective_from": "2026-11-29T02:16:35.780Z",
-                     *           "created_at": "2026-11-29T02:16:35.780Z"
+                     *           "effective_from": "2026-11-29T02:37:15.805Z",
+                     *           "created_at": "2026-11-29T02:37:15.805Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -17160,10 +17641,10 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *           "id": "pr_01m8jjkyj93yr8mba622avg684",
                      *           "ndc": "00002-8215-01",
                      *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "stability": {
                      *             "storage": {
                      *               "min_c": 2,
@@ -17181,8 +17662,8 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "version": 2,
-                     *           "effective_from": "2026-11-29T02:16:40.183Z",
-                     *           "created_at": "2026-11-29T02:16:40.095Z"
+                     *           "effective_from": "2026-11-29T02:37:17.796Z",
+                     *           "created_at": "2026-11-29T02:37:17.769Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -17286,7 +17767,7 @@ export interface operations {
                  * @example {
                  *       "ndc": "0002-8215-01",
                  *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "stability": {
                  *         "storage": {
                  *           "min_c": 2,
@@ -17322,10 +17803,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *       "id": "pr_01m8jjkyj93yr8mba622avg684",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -17348,8 +17829,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 1,
-                     *       "effective_from": "2026-11-29T02:16:40.095Z",
-                     *       "created_at": "2026-11-29T02:16:40.095Z"
+                     *       "effective_from": "2026-11-29T02:37:17.769Z",
+                     *       "created_at": "2026-11-29T02:37:17.769Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -17492,10 +17973,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *       "id": "pr_01m8jjkyj93yr8mba622avg684",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -17513,8 +17994,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 2,
-                     *       "effective_from": "2026-11-29T02:16:40.183Z",
-                     *       "created_at": "2026-11-29T02:16:40.095Z"
+                     *       "effective_from": "2026-11-29T02:37:17.796Z",
+                     *       "created_at": "2026-11-29T02:37:17.769Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -17646,7 +18127,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *       "product_id": "pr_01m8jjkyj93yr8mba622avg684",
                      *       "version": 2,
                      *       "stability": {
                      *         "storage": {
@@ -17664,8 +18145,8 @@ export interface operations {
                      *         "hard_min_c": -0.5,
                      *         "source": "Prescribing information, section 16.2"
                      *       },
-                     *       "effective_from": "2026-11-29T02:16:40.183Z",
-                     *       "created_at": "2026-11-29T02:16:40.183Z",
+                     *       "effective_from": "2026-11-29T02:37:17.796Z",
+                     *       "created_at": "2026-11-29T02:37:17.796Z",
                      *       "signature": null,
                      *       "signature_verified": null
                      *     }
@@ -17817,7 +18298,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *           "product_id": "pr_01m8jjkyj93yr8mba622avg684",
                      *           "version": 1,
                      *           "stability": {
                      *             "storage": {
@@ -17840,13 +18321,13 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T02:16:40.095Z",
-                     *           "created_at": "2026-11-29T02:16:40.095Z",
+                     *           "effective_from": "2026-11-29T02:37:17.769Z",
+                     *           "created_at": "2026-11-29T02:37:17.769Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         },
                      *         {
-                     *           "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                     *           "product_id": "pr_01m8jjkyj93yr8mba622avg684",
                      *           "version": 2,
                      *           "stability": {
                      *             "storage": {
@@ -17864,8 +18345,8 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T02:16:40.183Z",
-                     *           "created_at": "2026-11-29T02:16:40.183Z",
+                     *           "effective_from": "2026-11-29T02:37:17.796Z",
+                     *           "created_at": "2026-11-29T02:37:17.796Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         }
@@ -17993,27 +18474,27 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jhe6j2631f410k03nsgtnz",
-                     *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
+                     *       "id": "as_01m8jjkyr5gbg46ycvgybfvas9",
+                     *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
-                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
+                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
+                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
                      *       },
-                     *       "created_at": "2026-11-29T02:16:40.771Z",
+                     *       "created_at": "2026-11-29T02:37:17.958Z",
                      *       "withdrawn_by": null,
                      *       "withdrawn_at": null,
                      *       "signature": {
-                     *         "id": "sg_01m8jhe6j4c29eqyezv6ssh2dx",
-                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
+                     *         "id": "sg_01m8jjkyr7rges89p68ypntjpv",
+                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-iggydx1tda@example.com",
+                     *         "email": "pharmacist-nep9y0efl8t@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:16:40.771Z",
-                     *         "record_hash": "sha256:852c77ce5b2ffee0315c8c9188e3c922763aec8322a7777075df0b2c55dacc30",
+                     *         "signed_at": "2026-11-29T02:37:17.958Z",
+                     *         "record_hash": "sha256:d65e27dafbb69f12e66f79661ca04d41760581025aeca93f5df90cdc641b0903",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": null,
@@ -18173,40 +18654,40 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jhe6j2631f410k03nsgtnz",
-                     *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
+                     *       "id": "as_01m8jjkyr5gbg46ycvgybfvas9",
+                     *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
-                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
+                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
+                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
                      *       },
-                     *       "created_at": "2026-11-29T02:16:40.771Z",
+                     *       "created_at": "2026-11-29T02:37:17.958Z",
                      *       "withdrawn_by": {
-                     *         "client_id": "cl_01m8jhe6f7jfak0m3xb2msq3n9",
-                     *         "sub": "us_01m8jhe6dvw12s5adwdmjhddq8"
+                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
+                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
                      *       },
-                     *       "withdrawn_at": "2026-11-29T02:16:40.898Z",
+                     *       "withdrawn_at": "2026-11-29T02:37:18.006Z",
                      *       "signature": {
-                     *         "id": "sg_01m8jhe6j4c29eqyezv6ssh2dx",
-                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
+                     *         "id": "sg_01m8jjkyr7rges89p68ypntjpv",
+                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-iggydx1tda@example.com",
+                     *         "email": "pharmacist-nep9y0efl8t@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:16:40.771Z",
-                     *         "record_hash": "sha256:852c77ce5b2ffee0315c8c9188e3c922763aec8322a7777075df0b2c55dacc30",
+                     *         "signed_at": "2026-11-29T02:37:17.958Z",
+                     *         "record_hash": "sha256:d65e27dafbb69f12e66f79661ca04d41760581025aeca93f5df90cdc641b0903",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": {
-                     *         "id": "sg_01m8jhe6p3rkk983gs958sfgz4",
-                     *         "signer": "us_01m8jhe6dvw12s5adwdmjhddq8",
+                     *         "id": "sg_01m8jjkysq0j3j3mpwct4pve83",
+                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-iggydx1tda@example.com",
+                     *         "email": "pharmacist-nep9y0efl8t@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:16:40.898Z",
-                     *         "record_hash": "sha256:dafe2972462939b90470f40f9320c42b2465899e43241df6b30fd175704c3de4",
+                     *         "signed_at": "2026-11-29T02:37:18.006Z",
+                     *         "record_hash": "sha256:dcbf6a45c943ab90e82b5f09ca12d1e8e21a96fc90fcf867bf47bafa2d3810ff",
                      *         "method": "password"
                      *       },
                      *       "signature_verified": true
@@ -18357,16 +18838,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                     *       "from": "2026-11-28T02:16:35.906Z",
-                     *       "to": "2026-11-30T02:16:35.906Z",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "from": "2026-11-28T02:37:15.949Z",
+                     *       "to": "2026-11-30T02:37:15.949Z",
                      *       "currency": "USD",
                      *       "lines": [
                      *         {
-                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T02:16:33.540Z",
+                     *           "ended_at": "2026-11-29T02:37:15.031Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
                      *           "after_hours": true,
@@ -18381,10 +18862,10 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "outcome": "failed",
-                     *           "ended_at": "2026-11-29T02:16:34.412Z",
+                     *           "ended_at": "2026-11-29T02:37:15.283Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
                      *           "after_hours": true,
@@ -18399,10 +18880,10 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jhe1rj724dwfam0zj10awd",
-                     *           "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                     *           "delivery_id": "dl_01m8jjkwp2q4pc29jzsje49p6z",
+                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T02:16:35.894Z",
+                     *           "ended_at": "2026-11-29T02:37:15.929Z",
                      *           "rate_card_version": 1,
                      *           "distance_km": 4.74,
                      *           "after_hours": true,
@@ -18551,12 +19032,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "from": "2026-11-28T02:16:35.906Z",
-                     *       "to": "2026-11-30T02:16:35.906Z",
+                     *       "from": "2026-11-28T02:37:15.949Z",
+                     *       "to": "2026-11-30T02:37:15.949Z",
                      *       "matched": 0,
                      *       "mismatched": [
                      *         {
-                     *           "delivery_id": "dl_01m8jhe1rj724dwfam0zj10awd",
+                     *           "delivery_id": "dl_01m8jjkwp2q4pc29jzsje49p6z",
                      *           "ours": 1390,
                      *           "theirs": 1391,
                      *           "difference": 1
@@ -18564,11 +19045,11 @@ export interface operations {
                      *       ],
                      *       "missing_from_statement": [
                      *         {
-                     *           "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
+                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
                      *           "ours": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
+                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
                      *           "ours": 0
                      *         }
                      *       ],
@@ -18720,9 +19201,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T02:16:36.236Z",
+                     *       "generated_at": "2026-11-29T02:37:16.033Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -18736,9 +19217,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T02:16:35.032Z",
+                     *             "since": "2026-11-29T02:37:15.478Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -18749,36 +19230,36 @@ export interface operations {
                      *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                     *             "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
                      *             "status": "PICKED_UP",
-                     *             "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *             "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
                      *             "tote_id": null,
-                     *             "eta": "2026-11-29T02:20:35.666Z",
+                     *             "eta": "2026-11-29T02:41:15.736Z",
                      *             "cold_chain": {
                      *               "required": false,
                      *               "state": "UNMONITORED",
                      *               "min_c": null,
                      *               "max_c": null
                      *             },
-                     *             "updated_at": "2026-11-29T02:16:35.605Z"
+                     *             "updated_at": "2026-11-29T02:37:15.713Z"
                      *           },
                      *           {
-                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *             "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
-                     *             "eta": "2026-11-29T06:16:35.004Z",
+                     *             "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *             "eta": "2026-11-29T06:37:15.471Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T02:16:35.450Z"
+                     *             "updated_at": "2026-11-29T02:37:15.647Z"
                      *           }
                      *         ]
                      *       },
@@ -18912,8 +19393,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqaGR4eW0zZ2pwMmVhcmprMXQ2azg2In0.eyJmbGVldF9pZCI6ImZsXzAxbThqaGR3Nnp4ajhnazU0NmhnZmc5eDg3Iiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGpoZHc2enhqOGdrNTQ2aGdmZzl4ODciLCJpYXQiOjE3OTU5MTg1OTYsImV4cCI6MTc5NTkxODcxNn0.YRSNK43rGfOsF0wZrMxmC5t97ShxSXvrzquFw-_4GjogSDaVYDCLMwhyEe35odWu4WvYsxVaXK2Pqt80aYEAHA",
-                     *       "expires_at": "2026-11-29T02:18:36.000Z"
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqamt2ZTd4eHN3bjlkcXF4czE3ZTR5In0.eyJmbGVldF9pZCI6ImZsXzAxbThqamt0d2Nua2trNDNweXR3NTFkMTA5Iiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGpqa3R3Y25ra2s0M3B5dHc1MWQxMDkiLCJpYXQiOjE3OTU5MTk4MzYsImV4cCI6MTc5NTkxOTk1Nn0.wYPit5m70IWupX43t8KoyXdSwtuojG9zn6WkyUYANLmOpkUMI7e1NUP00aThpnmESnLyvGrc6PeEqwM5FbLBDg",
+                     *       "expires_at": "2026-11-29T02:39:16.000Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EmbedSession"];
@@ -19059,7 +19540,7 @@ export interface operations {
                      * @example <!doctype html>
                      *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
                      *     <title>Speedy</title>
-                     *     <style nonce="LH12Ktzo4i6o3L/ET8XdSw==">
+                     *     <style nonce="IjKUujTgq4hDfWHpf4k6pQ==">
                      *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
                      *     header{display:flex;align-items:center;gap:1…
                      */
@@ -19129,9 +19610,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
+                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T02:16:36.463Z",
+                     *       "generated_at": "2026-11-29T02:37:16.099Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -19145,9 +19626,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T02:16:35.032Z",
+                     *             "since": "2026-11-29T02:37:15.478Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -19158,36 +19639,36 @@ export interface operations {
                      *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
+                     *             "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
                      *             "status": "PICKED_UP",
-                     *             "driver_id": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                     *             "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
                      *             "tote_id": null,
-                     *             "eta": "2026-11-29T02:20:35.666Z",
+                     *             "eta": "2026-11-29T02:41:15.736Z",
                      *             "cold_chain": {
                      *               "required": false,
                      *               "state": "UNMONITORED",
                      *               "min_c": null,
                      *               "max_c": null
                      *             },
-                     *             "updated_at": "2026-11-29T02:16:35.605Z"
+                     *             "updated_at": "2026-11-29T02:37:15.713Z"
                      *           },
                      *           {
-                     *             "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
+                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
+                     *             "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
-                     *             "eta": "2026-11-29T06:16:35.004Z",
+                     *             "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *             "eta": "2026-11-29T06:37:15.471Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T02:16:35.450Z"
+                     *             "updated_at": "2026-11-29T02:37:15.647Z"
                      *           }
                      *         ]
                      *       }
@@ -19256,21 +19737,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdy90ek80qfgffw4ez1r1",
+                 *       "id": "evt_01m8jjkvgv9hbg9mx9vr43sj4c",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-29T02:16:32.288Z",
+                 *       "created_at": "2026-11-29T02:37:14.651Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:75b6574a4942bd54de0d89ea5de450f3f2a343e572768272d3fbe61ade8c6663",
+                 *         "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
                  *         "leg": 1
                  *       }
                  *     }
@@ -19310,27 +19791,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdygpjnn5yz0yqzvt80yt",
+                 *       "id": "evt_01m8jjkvmgf0mk8azc963tf7qa",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-29T02:16:32.534Z",
+                 *       "created_at": "2026-11-29T02:37:14.768Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-29T02:16:32.523Z",
-                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "occurred_at": "2026-11-29T02:37:14.760Z",
+                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:aa79cb78067ca8e0ee5d0fd3b3eefd5b4af2e7458cf432542c7440106c076164",
-                 *         "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *         "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *         "tote_id": "tt_01m8jhdwmqczaa4hamr5jg2eg8"
+                 *         "custody_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                 *         "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *         "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw"
                  *       }
                  *     }
                  */
@@ -19369,24 +19850,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdysc23p87t6an40nbpat",
+                 *       "id": "evt_01m8jjkvq7ffcv9zx8mhr9tpka",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-29T02:16:32.812Z",
+                 *       "created_at": "2026-11-29T02:37:14.855Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T02:16:32.809Z",
-                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "occurred_at": "2026-11-29T02:37:14.852Z",
+                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c"
+                 *         "custody_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376"
                  *       }
                  *     }
                  */
@@ -19425,24 +19906,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdzh1ex4a4rpkda95p9ha",
+                 *       "id": "evt_01m8jjkvwsr2vxc37ypzy7dwxf",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-29T02:16:33.569Z",
+                 *       "created_at": "2026-11-29T02:37:15.033Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 8,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T02:16:33.540Z",
-                 *         "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                 *         "occurred_at": "2026-11-29T02:37:15.031Z",
+                 *         "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                 *         "custody_hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -19482,24 +19963,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe0bt5ep9pzyvrexwkdaq",
+                 *       "id": "evt_01m8jjkw4nvq9n02bve1xrs6wd",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-29T02:16:34.426Z",
+                 *       "created_at": "2026-11-29T02:37:15.285Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-29T02:16:34.412Z",
+                 *         "occurred_at": "2026-11-29T02:37:15.283Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:7b02a010cf56b55cdc0c4796a001a54691fa78627b03b988e54f813252065153",
+                 *         "custody_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
                  *         "reason": "patient_unavailable",
                  *         "note": "Nobody home",
                  *         "attempt": 1
@@ -19541,26 +20022,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe0fvm3refq82tcn98r0x",
+                 *       "id": "evt_01m8jjkw5yprd09xfekwkzg21h",
                  *       "type": "delivery.reattempted",
-                 *       "created_at": "2026-11-29T02:16:34.555Z",
+                 *       "created_at": "2026-11-29T02:37:15.326Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                  *       "seq": 6,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "FAILED",
                  *         "action": "reattempt",
-                 *         "occurred_at": "2026-11-29T02:16:34.544Z",
-                 *         "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "occurred_at": "2026-11-29T02:37:15.324Z",
+                 *         "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:637a16ee85c50aba66ae8cbe846a69676ddc27ac9a717e011a9385b06e7685b8",
+                 *         "custody_hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
                  *         "attempt": 2,
-                 *         "driver_id": "dr_01m8jhdwef8987ek7fkfja46hs"
+                 *         "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc"
                  *       }
                  *     }
                  */
@@ -19599,24 +20080,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe0nv8zveftd17yjv9k02",
+                 *       "id": "evt_01m8jjkw7p3g8wm7b2tg0p9vmn",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-29T02:16:34.747Z",
+                 *       "created_at": "2026-11-29T02:37:15.382Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe09ehhh5dt78bvgm16g0",
-                 *       "rx_id": "rx_01m8jhe09ehhh5dt78bvgm16fz",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
                  *       "seq": 11,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-29T02:16:34.743Z",
-                 *         "from": "dr_01m8jhdwef8987ek7fkfja46hs",
-                 *         "to": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *         "occurred_at": "2026-11-29T02:37:15.381Z",
+                 *         "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *         "custody_seq": 8,
-                 *         "custody_hash": "sha256:f8b70fb1cceb51decd2a78d6e11f9603e0076113f86902237454fd1733dde471"
+                 *         "custody_hash": "sha256:e52feb18b13d584a5e77622426e5b682632c4494375f965bf3d52c9591c0c0fe"
                  *       }
                  *     }
                  */
@@ -19655,24 +20136,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe0t9jmrfd6ysh5nd1etx",
+                 *       "id": "evt_01m8jjkw99vss9q5jd7p65b8bx",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-29T02:16:34.889Z",
+                 *       "created_at": "2026-11-29T02:37:15.433Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jhe0sxwradang9aqy7a58r",
-                 *       "rx_id": "rx_01m8jhe0sxwradang9aqy7a58q",
+                 *       "delivery_id": "dl_01m8jjkw94bnz00mcttpsf2yyn",
+                 *       "rx_id": "rx_01m8jjkw94bnz00mcttpsf2yym",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-29T02:16:34.888Z",
+                 *         "occurred_at": "2026-11-29T02:37:15.432Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:fc9bc7218c16c418142544667efa76609e8a6b406ed53158d5b8fa57b31212b1",
+                 *         "custody_hash": "sha256:bd863c115807b5c9982fe2af6390cc25d49f4fa58ef380db1a062deb82d4b6a7",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -19712,18 +20193,18 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe1hh1e0ffj8y03aq2ndt",
+                 *       "id": "evt_01m8jjkwjc2prcecwra53v9ef8",
                  *       "type": "delivery.eta-changed",
-                 *       "created_at": "2026-11-29T02:16:35.633Z",
+                 *       "created_at": "2026-11-29T02:37:15.724Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
-                 *       "rx_id": "rx_01m8jhe1fmkz87k5pkr8hb9sqj",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
+                 *       "rx_id": "rx_01m8jjkwhe1y390z8rdcdcfsnc",
                  *       "seq": 5,
                  *       "data": {
-                 *         "eta": "2026-11-29T02:38:09.986Z",
-                 *         "previous_eta": "2026-11-29T06:16:35.572Z",
+                 *         "eta": "2026-11-29T02:58:50.095Z",
+                 *         "previous_eta": "2026-11-29T06:37:15.694Z",
                  *         "source": "computed",
                  *         "distance_m": 8996
                  *       }
@@ -19764,17 +20245,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe1j8e07tfb3eme3289w4",
+                 *       "id": "evt_01m8jjkwjpdgr8xv2kgpambfjy",
                  *       "type": "delivery.arriving",
-                 *       "created_at": "2026-11-29T02:16:35.656Z",
+                 *       "created_at": "2026-11-29T02:37:15.734Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe1fmkz87k5pkr8hb9sqk",
-                 *       "rx_id": "rx_01m8jhe1fmkz87k5pkr8hb9sqj",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
+                 *       "rx_id": "rx_01m8jjkwhe1y390z8rdcdcfsnc",
                  *       "seq": 6,
                  *       "data": {
-                 *         "eta": "2026-11-29T02:17:18.872Z",
+                 *         "eta": "2026-11-29T02:37:58.962Z",
                  *         "distance_m": 300
                  *       }
                  *     }
@@ -19814,24 +20295,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdysc23p87t6an40nbpas",
+                 *       "id": "evt_01m8jjkvq7ffcv9zx8mhr9tpk9",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-29T02:16:32.812Z",
+                 *       "created_at": "2026-11-29T02:37:14.855Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 4,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T02:16:32.809Z",
-                 *         "from": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *         "to": "dr_01m8jhdwef8987ek7fkfja46hs",
+                 *         "occurred_at": "2026-11-29T02:37:14.852Z",
+                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:e850fc895d0dd1641b434e97a5bd8a88ab254613ec8410476dc5171bd4e4e02c"
+                 *         "custody_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376"
                  *       }
                  *     }
                  */
@@ -19870,24 +20351,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdzh1ex4a4rpkda95p9h9",
+                 *       "id": "evt_01m8jjkvwsr2vxc37ypzy7dwxe",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-29T02:16:33.569Z",
+                 *       "created_at": "2026-11-29T02:37:15.033Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 7,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T02:16:33.540Z",
-                 *         "from": "dr_01m8jhdwg0ghyzm7yt67ch907k",
+                 *         "occurred_at": "2026-11-29T02:37:15.031Z",
+                 *         "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:ae45ea83e48cc12667a691a6ba3287e7f65b4d32b3951cec0ee9ec782f0dd7d7",
+                 *         "custody_hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -19927,24 +20408,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73s",
+                 *       "id": "evt_01m8jjkx0hfzm11r5p2kxrmcr9",
                  *       "type": "temperature.excursion",
-                 *       "created_at": "2026-11-29T02:16:36.748Z",
+                 *       "created_at": "2026-11-29T02:37:16.177Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                  *       "seq": 3,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T01:27:36.731Z",
+                 *         "excursion_started_at": "2026-11-29T01:48:16.156Z",
                  *         "kind": "high",
                  *         "peak_c": 9,
                  *         "min_c": 2,
                  *         "max_c": 8,
                  *         "grace_s": 300,
-                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
-                 *         "at": "2026-11-29T01:32:36.731Z"
+                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
+                 *         "at": "2026-11-29T01:53:16.156Z"
                  *       }
                  *     }
                  */
@@ -19983,25 +20464,25 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73t",
+                 *       "id": "evt_01m8jjkx0hfzm11r5p2kxrmcra",
                  *       "type": "temperature.recovered",
-                 *       "created_at": "2026-11-29T02:16:36.748Z",
+                 *       "created_at": "2026-11-29T02:37:16.177Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                  *       "seq": 4,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T01:27:36.731Z",
-                 *         "recovered_at": "2026-11-29T01:34:36.731Z",
+                 *         "excursion_started_at": "2026-11-29T01:48:16.156Z",
+                 *         "recovered_at": "2026-11-29T01:55:16.156Z",
                  *         "duration_s": 420,
                  *         "kind": "high",
                  *         "peak_c": 9.5,
                  *         "temp_c": 5,
                  *         "unknown_s": 0,
-                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
-                 *         "at": "2026-11-29T01:34:36.731Z"
+                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
+                 *         "at": "2026-11-29T01:55:16.156Z"
                  *       }
                  *     }
                  */
@@ -20040,29 +20521,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe0zas2b00j3q3tmsczj3",
+                 *       "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-29T02:16:35.050Z",
+                 *       "created_at": "2026-11-29T02:37:15.485Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                  *       "seq": 3,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-29T02:16:35.032Z",
+                 *         "broken_at": "2026-11-29T02:37:15.478Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-29T02:16:35.032Z",
+                 *         "excursion_started_at": "2026-11-29T02:37:15.478Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m8jhdwtsnh75aj7mfjt8ttkp",
-                 *         "at": "2026-11-29T02:16:35.032Z"
+                 *         "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                 *         "at": "2026-11-29T02:37:15.478Z"
                  *       }
                  *     }
                  */
@@ -20101,33 +20582,33 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe1bxd1a5cvzbr1m32j60",
+                 *       "id": "evt_01m8jjkwg2a66y8ze7beqay80j",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-29T02:16:35.453Z",
+                 *       "created_at": "2026-11-29T02:37:15.650Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                  *       "seq": 5,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-29T02:16:35.450Z",
+                 *         "occurred_at": "2026-11-29T02:37:15.647Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:53b61a93a55c0ded5f33084c6d07ef403ac3a36ad3358b5f1a15b364ca713dbc",
+                 *         "custody_hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
                  *         "decision": "return",
                  *         "signature": {
-                 *           "id": "sg_01m8jhe1bv9be2p6cvaca1tbgb",
-                 *           "signer": "us_01m8jhe11enjksn6at04fptr5a",
+                 *           "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
+                 *           "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
                  *           "name": "A pharmacist",
-                 *           "email": "pharmacist-s9uoume6pl@example.com",
+                 *           "email": "pharmacist-n3t5iywc6qn@example.com",
                  *           "meaning": "returned",
-                 *           "signed_at": "2026-11-29T02:16:35.450Z",
-                 *           "record_hash": "sha256:4003dd45c486d63a319d4f7b974b350a83586a88c85698387c282418b870f243",
+                 *           "signed_at": "2026-11-29T02:37:15.647Z",
+                 *           "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
                  *           "method": "password"
                  *         }
                  *       }
@@ -20168,22 +20649,22 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe2mc8mb71483c2baw73v",
+                 *       "id": "evt_01m8jjkx0jbnkc9st3024ty9rn",
                  *       "type": "sensor.offline",
-                 *       "created_at": "2026-11-29T02:16:36.748Z",
+                 *       "created_at": "2026-11-29T02:37:16.177Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                  *       "seq": 5,
                  *       "data": {
-                 *         "last_reading_at": "2026-11-29T01:34:36.731Z",
-                 *         "offline_since": "2026-11-29T01:49:36.731Z",
-                 *         "back_online_at": "2026-11-29T01:51:36.731Z",
+                 *         "last_reading_at": "2026-11-29T01:55:16.156Z",
+                 *         "offline_since": "2026-11-29T02:10:16.156Z",
+                 *         "back_online_at": "2026-11-29T02:12:16.156Z",
                  *         "max_gap_s": 900,
-                 *         "tote_id": "tt_01m8jhe2gmh8h4r1wqtg7v651s",
-                 *         "at": "2026-11-29T01:49:36.731Z"
+                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
+                 *         "at": "2026-11-29T02:10:16.156Z"
                  *       }
                  *     }
                  */
@@ -20222,19 +20703,19 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe6cqs0tkz4jgye6gj1mt",
+                 *       "id": "evt_01m8jjkyp02etx7vhd5kvs6yj4",
                  *       "type": "stability.budget-low",
-                 *       "created_at": "2026-11-29T02:16:40.599Z",
+                 *       "created_at": "2026-11-29T02:37:17.888Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe69fhe2gtk3fdmw902hy",
-                 *       "rx_id": "rx_01m8jhe69fhe2gtk3fdmw902hx",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
+                 *       "rx_id": "rx_01m8jjkynb043pfzy2hb03nrvr",
                  *       "seq": 3,
                  *       "data": {
                  *         "item": 0,
                  *         "ndc": "00002-8215-01",
-                 *         "product_id": "pr_01m8jhe5wzckzhs057gfv1fy9f",
+                 *         "product_id": "pr_01m8jjkyj93yr8mba622avg684",
                  *         "version": 3,
                  *         "band": {
                  *           "min_c": 8,
@@ -20242,8 +20723,8 @@ export interface operations {
                  *           "allowed_s": 60
                  *         },
                  *         "remaining_s": 12,
-                 *         "tote_id": "tt_01m8jhe6agjxj16xe6e0t16e0b",
-                 *         "at": "2026-11-29T02:17:29.586Z"
+                 *         "tote_id": "tt_01m8jjkynj3a3pgcpat32pp17k",
+                 *         "at": "2026-11-29T02:38:06.883Z"
                  *       }
                  *     }
                  */
@@ -20282,17 +20763,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe4pc1akd4z4sas8wjkzw",
+                 *       "id": "evt_01m8jjky382yv5xph9wvbcseb1",
                  *       "type": "writeback.completed",
-                 *       "created_at": "2026-11-29T02:16:38.860Z",
+                 *       "created_at": "2026-11-29T02:37:17.288Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhe4eks06bmnr21kmch5af",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe4f4bwc6emw60m3zbk0f",
-                 *       "rx_id": "rx_01m8jhe4f4bwc6emw60m3zbk0e",
+                 *       "pharmacy_id": "ph_01m8jjky1x4nv1dn7g8jdwhmyf",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjky21d6x3mkd9w1tgdrpk",
+                 *       "rx_id": "rx_01m8jjky21d6x3mkd9w1tgdrpj",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jhe4jr2e7w4hv6hekqw55n",
+                 *         "outcome_event_id": "evt_01m8jjky2kj81h855dy2kdgpbk",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 1,
                  *         "status_code": 204,
@@ -20335,17 +20816,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe50hdr8ntkn6ndn17ref",
+                 *       "id": "evt_01m8jjky8h2fw552ahfen3cep7",
                  *       "type": "writeback.failed",
-                 *       "created_at": "2026-11-29T02:16:39.185Z",
+                 *       "created_at": "2026-11-29T02:37:17.457Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhe4nftc49k9pdww1b6vf2",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe4q1h9tdzjq5aj8ecfqz",
-                 *       "rx_id": "rx_01m8jhe4q1h9tdzjq5aj8ecfqy",
+                 *       "pharmacy_id": "ph_01m8jjky2zsbred5ydvb4s5ymv",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjky3aphfh7jexy7cd022v",
+                 *       "rx_id": "rx_01m8jjky3aphfh7jexy7cd022t",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jhe4sh7qr1wqffsxffe29h",
+                 *         "outcome_event_id": "evt_01m8jjky45a3btptz3ktj00dsr",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 3,
                  *         "status_code": null,
@@ -20388,14 +20869,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhdyfba1jm2vk22gkeb4ca",
+                 *       "id": "evt_01m8jjkvkw30p6ndyf37787pd9",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-29T02:16:32.491Z",
+                 *       "created_at": "2026-11-29T02:37:14.748Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jhdy8cq8sk737zjfh4h94s",
-                 *       "rx_id": "rx_01m8jhdy8cq8sk737zjfh4h94r",
+                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -20406,7 +20887,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-29T02:16:32.490Z"
+                 *         "refused_at": "2026-11-29T02:37:14.747Z"
                  *       }
                  *     }
                  */
@@ -20445,26 +20926,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe4cfabgxggd0rt4rsk96",
+                 *       "id": "evt_01m8jjky1av0khgnsrnm8yccg5",
                  *       "type": "alarm.acknowledged",
-                 *       "created_at": "2026-11-29T02:16:38.543Z",
+                 *       "created_at": "2026-11-29T02:37:17.226Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe2ksx2hyax7w0w73jyqt",
-                 *       "rx_id": "rx_01m8jhe2ksx2hyax7w0w73jyqs",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
+                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
                  *       "seq": 8,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jhe2mbqg6x2qbbh3sdv49e",
+                 *         "alarm_id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
                  *         "kind": "excursion",
                  *         "state": "CLEARED_ACK",
-                 *         "raised_at": "2026-11-29T01:32:36.731Z",
-                 *         "cleared_at": "2026-11-29T01:34:36.731Z",
+                 *         "raised_at": "2026-11-29T01:53:16.156Z",
+                 *         "cleared_at": "2026-11-29T01:55:16.156Z",
                  *         "acknowledged_by": "cl_admin",
-                 *         "acknowledged_at": "2026-11-29T02:16:38.542Z",
+                 *         "acknowledged_at": "2026-11-29T02:37:17.224Z",
                  *         "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                 *         "assigned_to": "us_01m8jhdxaj22s9yxm52jce9qv1",
-                 *         "escalate_at": "2026-11-29T02:16:37.747Z"
+                 *         "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                 *         "escalate_at": "2026-11-29T02:37:17.176Z"
                  *       }
                  *     }
                  */
@@ -20503,26 +20984,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jhe289r7gtdm40v0chfrqy",
+                 *       "id": "evt_01m8jjky0gfgb8n15r8vd4p1b7",
                  *       "type": "alarm.escalated",
-                 *       "created_at": "2026-11-29T02:16:36.361Z",
+                 *       "created_at": "2026-11-29T02:37:17.200Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jhdvnbeb53j86ynw9p46dr",
-                 *       "fleet_id": "fl_01m8jhdw6zxj8gk546hgfg9x87",
-                 *       "delivery_id": "dl_01m8jhe0xwyhkhrfg066gape6b",
-                 *       "rx_id": "rx_01m8jhe0xwyhkhrfg066gape6a",
+                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
                  *       "seq": 6,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jhe0zas2b00j3q3tmsczj2",
+                 *         "alarm_id": "al_01m8jjkwaw118xksyc1zk40560",
                  *         "kind": "break",
                  *         "state": "CLEARED_UNACK",
-                 *         "raised_at": "2026-11-29T02:16:35.032Z",
-                 *         "cleared_at": "2026-11-29T02:16:35.450Z",
+                 *         "raised_at": "2026-11-29T02:37:15.478Z",
+                 *         "cleared_at": "2026-11-29T02:37:15.647Z",
                  *         "acknowledged_by": null,
                  *         "acknowledged_at": null,
                  *         "note": null,
                  *         "assigned_to": null,
-                 *         "escalate_at": "2026-11-29T02:16:36.049Z"
+                 *         "escalate_at": "2026-11-29T02:37:16.483Z"
                  *       }
                  *     }
                  */
