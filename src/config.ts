@@ -159,6 +159,14 @@ export const configSchema = z
     INVALID_TOKEN_RPS: z.coerce.number().positive().default(1),
     /** Invalid bearer tokens per remote address: burst size; once spent, that address's bearer requests get 429. */
     INVALID_TOKEN_BURST: z.coerce.number().int().positive().default(20),
+    /** Patient tracking page (`/track`) requests per remote address: sustained per second (a carrier NAT shares one address). */
+    TRACKING_ADDRESS_RPS: z.coerce.number().positive().default(1),
+    /** Tracking page requests per remote address: burst size. */
+    TRACKING_ADDRESS_BURST: z.coerce.number().int().positive().default(60),
+    /** Tracking page requests per link, from anywhere: sustained per second (0.2: one every 5 s, a patient reloading now and then). */
+    TRACKING_LINK_RPS: z.coerce.number().positive().default(0.2),
+    /** Tracking page requests per link: burst size. */
+    TRACKING_LINK_BURST: z.coerce.number().int().positive().default(20),
     /** Take the caller's address from the last X-Forwarded-For entry (set only behind a proxy that appends it); default: the socket's address. */
     TRUST_PROXY: flag.default(false),
     /** Pins the admin client's credentials (every scope, no tenant) instead of generating them on first start. */

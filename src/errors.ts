@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'image_refused'
   | 'content_type_mismatch'
   | 'conflict'
+  | 'tracking_closed'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'rate_limited'
@@ -54,6 +55,7 @@ const statusOf: Record<ErrorCode, number> = {
   image_refused: 422,
   content_type_mismatch: 422,
   conflict: 409,
+  tracking_closed: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

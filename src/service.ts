@@ -4,6 +4,8 @@ import type { Logger } from 'pino'
 import { AuditLog } from './auth/audit-log.js'
 import { ClientRegistry, ensureConsoleClient } from './auth/clients.js'
 import { KeyRing } from './auth/keys.js'
+import { TrackingTokens } from './auth/tracking-tokens.js'
+import { PatientNotices } from './services/patient-notices.js'
 import { createPeople } from './auth/people.js'
 import { DEFAULT_SCRYPT } from './auth/passwords.js'
 import { TokenService } from './auth/tokens.js'
@@ -118,7 +120,10 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   if (pinned) await clients.ensureAdmin(pinned)
   let newAdmin: { clientId: string; secret: string } | null = null
   const audit = new AuditLog(db, dialect, clock)
-  const outbox = new Outbox(clock)
+  // docs/api.md, Patient notifications: a delivery's moves raise `patient.notify` with a signed tracking link.
+  const trackingTokens = new TrackingTokens(keys, issuerOf(config), clock)
+  const patientNotices = new PatientNotices(trackingTokens, () => clock.now())
+  const outbox = new Outbox(clock, patientNotices.alongside)
   const people = createPeople({ db, dialect, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics, secrets }
@@ -185,6 +190,8 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   outbox.onAnyCommit(() => streams.wake())
   const services = createServices({
     deps,
+    trackingTokens,
+    patientNotices,
     config,
     streams,
     tokens,

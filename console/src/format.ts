@@ -14,6 +14,12 @@ export function dateTime(iso: string | null | undefined, timeZone: string): stri
   }).format(new Date(iso))
 }
 
+/** An ETA against now, as a person reads it: "in 12 min", "in 1 h 05 min", "25 min late". */
+export function untilEta(iso: string, nowMs: number): string {
+  const s = (Date.parse(iso) - nowMs) / 1000
+  return s >= 0 ? `in ${duration(s)}` : `${duration(-s)} late`
+}
+
 export function duration(seconds: number): string {
   if (seconds < 60) return `${Math.round(seconds)} s`
   const minutes = Math.round(seconds / 60)

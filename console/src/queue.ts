@@ -1,5 +1,5 @@
 import { api, type Delivery, type Page } from './api'
-import { BREAK_REASONS, dateTime, duration, h } from './format'
+import { BREAK_REASONS, dateTime, duration, h, untilEta } from './format'
 import { alarmStateWords, openAlarmStates } from './alarms'
 import { onEvent } from './live'
 
@@ -231,9 +231,15 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
           ),
           shipment(d),
           h('td', { class: 'figures' }, ...coldChainFlags(d)),
-          h('td', {}, d.driver?.name ?? (d.driver_id ? d.driver_id : h('span', { class: 'muted' }, 'Not assigned'))),
+          h('td', {}, d.driver?.name ?? h('span', { class: 'muted' }, d.driver_id ? 'Assigned' : 'Not assigned')),
           // An ETA only while the delivery is on its way: once it ended, there is nothing to expect.
-          h('td', {}, OPEN.has(d.status) ? dateTime(d.eta, timeZone) : ''),
+          h(
+            'td',
+            { class: 'eta' },
+            ...(OPEN.has(d.status)
+              ? [dateTime(d.eta, timeZone), h('span', { class: 'muted small eta-relative' }, untilEta(d.eta, now))]
+              : []),
+          ),
           h('td', { class: 'status' }, d.status),
           h('td', { class: 'created' }, dateTime(d.created_at, timeZone)),
         )

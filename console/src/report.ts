@@ -5,7 +5,10 @@ import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
 import { signatureLine } from './signature'
 import { alarmsSection } from './alarms'
-import { BREAK_REASONS, celsius, dateTime, duration, h } from './format'
+import { BREAK_REASONS, celsius, dateTime, duration, h, untilEta } from './format'
+
+// A delivery on its way: its ETA is still something to expect.
+const OPEN = new Set(['QUEUED', 'DISPATCHED', 'PICKED_UP'])
 
 // The sections of a delivery's report, on its page and on the printable report (#/print/…):
 // what was prescribed, the profile, status and times in the pharmacy's time zone, the chart, the
@@ -42,7 +45,8 @@ function facts(b: Bundle): HTMLElement {
       ...row('Status', d.status),
       ...row('Pharmacy', `${pharmacy.name} (${tz})`),
       ...row('Created', dateTime(d.created_at, tz)),
-      ...row('ETA', dateTime(d.eta, tz)),
+      ...row('ETA', OPEN.has(d.status) ? `${dateTime(d.eta, tz)} (${untilEta(d.eta, Date.now())})` : dateTime(d.eta, tz)),
+      ...row('Driver', d.driver_id ? (b.parties.get(d.driver_id)?.name ?? 'assigned') : 'not assigned'),
       ...(rx.deliver_by ? row('Deliver by', dateTime(rx.deliver_by, tz)) : []),
       ...row('Tote', toteAndSensor(b)),
       ...(b.delivery.warnings ?? [])

@@ -100,6 +100,23 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
   };
   const age = (iso, now) => span(now - Date.parse(iso));
   const ahead = (iso, now) => { const d = Date.parse(iso) - now; return d >= 0 ? 'in ' + span(d) : span(-d) + ' late' };
+  const km = (m) => (m < 1000 ? Math.round(m / 10) * 10 + ' m' : (m / 1000).toFixed(1) + ' km');
+  // The driver, and where they were last seen: how long ago, how far from the address, and a link to the coordinates (no map is loaded here).
+  const driverCell = (d, now) => {
+    if (!d.last_position) return d.driver_name;
+    const p = d.last_position;
+    const wrap = document.createElement('span');
+    wrap.append(d.driver_name ?? '—');
+    const seen = document.createElement('span'); seen.className = 'muted position';
+    seen.append('seen ' + age(p.at, now) + ' ago' + (p.distance_m === null ? '' : ', ' + km(p.distance_m) + ' away') + ' · ');
+    const link = document.createElement('a');
+    link.href = 'https://www.openstreetmap.org/?mlat=' + p.lat + '&mlon=' + p.lng + '#map=17/' + p.lat + '/' + p.lng;
+    link.target = '_blank'; link.rel = 'noopener noreferrer';
+    link.textContent = p.lat.toFixed(5) + ', ' + p.lng.toFixed(5);
+    link.setAttribute('aria-label', 'Last position of ' + (d.driver_name ?? 'the driver') + ' on a map (opens a new tab)');
+    seen.append(link); wrap.append(seen);
+    return wrap;
+  };
   function draw(view) {
     const now = Date.parse(view.generated_at);
     const local = new Intl.DateTimeFormat(undefined, { timeZone: view.timezone, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
@@ -113,7 +130,7 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
     $('progress-count').textContent = view.in_progress.count;
     $('progress').replaceChildren(...view.in_progress.items.map((d) => {
       const [state, text] = d.cold_chain.required ? coldChainBadge[d.cold_chain.state] ?? ['none', d.cold_chain.state] : ['none', 'Not required'];
-      return row([badge(state, text), d.pharmacy_name, d.driver_name, statusText[d.status] ?? d.status, [at(d.eta), ahead(d.eta, now)], d.delivery_id], state === 'ok' || state === 'none' ? null : state);
+      return row([badge(state, text), d.pharmacy_name, driverCell(d, now), statusText[d.status] ?? d.status, [at(d.eta), ahead(d.eta, now)], d.delivery_id], state === 'ok' || state === 'none' ? null : state);
     }));
     $('generated').textContent = at(view.generated_at);
     $('zone').textContent = view.timezone;

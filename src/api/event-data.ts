@@ -9,6 +9,7 @@ import { alarmKinds, alarmStates, breakReasons, excursionKinds, exhaustedReasons
 import { deliveryActions, deliveryStatuses } from '../domain/delivery-machine.js'
 import { storedSignatureSchema } from '../domain/e-signature.js'
 import type { EventType } from '../events/fanout.js'
+import { patientNoticeKinds } from '../services/patient-notices.js'
 import { z } from './openapi.js'
 
 /**
@@ -204,4 +205,19 @@ export const eventData = {
   }),
   'alarm.acknowledged': AlarmData.describe('A person acknowledged the alarm, with a note'),
   'alarm.escalated': AlarmData.describe('Nobody acknowledged the alarm within the pharmacy’s escalate_after_s; emitted once per alarm'),
+  'patient.notify': z
+    .object({
+      kind: z
+        .enum(patientNoticeKinds)
+        .describe(
+          'What to tell the patient: link_issued (a link was asked for), dispatched, out_for_delivery (picked up), arriving (the driver within 500 m), delivered, attempt_failed, cancelled',
+        ),
+      tracking_url: z
+        .string()
+        .describe("The patient's tracking page, signed for this message: send it, never log it (it shows the delivery's PIN)"),
+      link_expires_at: time.describe('When the link stops working at the latest; it also stops 24 h after the delivery ends'),
+    })
+    .describe(
+      'For pharmacies with `patient_notify`: a message for the pharmacy’s own SMS or e-mail provider to send the patient (docs/api.md, Patient notifications). Sent to the pharmacy’s endpoints only, never a fleet’s.',
+    ),
 } satisfies Record<EventType, z.ZodType>

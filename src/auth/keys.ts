@@ -64,6 +64,19 @@ export class KeyRing {
     return key
   }
 
+  /**
+   * The signing key as last loaded, without waiting for the store: for signing inside a
+   * transaction (a patient's link in the outbox), where a read through another connection
+   * could wait on that very transaction (SQLite has one). A stale set is re-read in the background.
+   */
+  loadedSigningKey(): LoadedKey {
+    if (this.clock.now() - this.checkedAtMs >= RELOAD_AFTER_MS) void this.current()
+    const now = this.clock.now()
+    const key = this.keys.filter((k) => signsAt(k, now)).at(-1)
+    if (!key) throw new Error('no active signing key')
+    return key
+  }
+
   async verificationKey(kid: string): Promise<CryptoKey | undefined> {
     await this.current()
     const published = () => {

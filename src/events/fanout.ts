@@ -27,6 +27,7 @@ export const eventTypes = [
   'handoff.refused',
   'alarm.acknowledged',
   'alarm.escalated',
+  'patient.notify',
 ] as const
 
 export type EventType = (typeof eventTypes)[number]

@@ -48,13 +48,22 @@ export class Outbox {
   private readonly listeners: Array<() => void> = []
   private readonly commitListeners: Array<() => void> = []
 
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly clock: Clock,
+    /**
+     * Events that follow from others, written with them in the same transaction (the
+     * `patient.notify` of a dispatch, src/services/patient-notices.ts); none by default.
+     */
+    private readonly alongside: (trx: Executor, events: readonly NewEvent[]) => Promise<NewEvent[]> = async () => [],
+  ) {}
 
   /**
    * Writes the events and their webhook messages in `trx`. The returned count of messages is
    * this transaction's own: pass it to `committed()` once the transaction has committed.
    */
-  async append(trx: Executor, events: NewEvent[]): Promise<Appended> {
+  async append(trx: Executor, given: NewEvent[]): Promise<Appended> {
+    const following = await this.alongside(trx, given)
+    const events = following.length ? [...given, ...following] : given
     if (events.length > 1) return this.appendMany(trx, events)
     const appended: EventEnvelope[] = []
     let messages = 0

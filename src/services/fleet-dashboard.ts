@@ -2,7 +2,8 @@ import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
 import { storedFigures, type ColdChainFigures, type ColdChainStatus } from '../domain/cold-chain.js'
 import type { DeliveryStatus } from '../domain/delivery-machine.js'
-import { fromJson, type Database } from '../store/schema.js'
+import { distanceMetres, type LatLng } from '../domain/pricing.js'
+import { fromJson, type Database, type Executor } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
 import { fleetMoneyVisibleTo } from './fleet-money.js'
 import { PeriodReader } from './reconciliation.js'
@@ -10,6 +11,13 @@ import { PeriodReader } from './reconciliation.js'
 const STATUSES: readonly DeliveryStatus[] = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED']
 // Lists on the dashboard are for people to look at: the newest this many, with the full count beside.
 const LIST_LIMIT = 100
+
+/** A driver's newest position on a delivery (src/services/driver-positions.ts, when positions are kept). */
+export type Position = { lat: number; lng: number; accuracy_m: number | null; at: string }
+export type PositionReader = (db: Executor, deliveryId: string) => Promise<Position | null>
+
+/** Where the driver was last seen, and how far that is from the delivery address when it has coordinates. */
+type LastPosition = Position & { distance_m: number | null }
 
 type InProgress = {
   delivery_id: string
@@ -21,6 +29,7 @@ type InProgress = {
   eta: string
   cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }
   updated_at: string
+  last_position: LastPosition | null
 }
 type OpenException = {
   delivery_id: string
@@ -54,7 +63,11 @@ export type Dashboard = LiveView & {
  * prescription's `deliver_by` when it had one).
  */
 export class FleetDashboardService {
-  constructor(private readonly deps: ServiceDeps) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    /** The driver's last position on a delivery; none until positions are kept. */
+    private readonly lastPosition: PositionReader = async () => null,
+  ) {}
 
   async dashboard(principal: Principal, fleetId: string): Promise<Dashboard> {
     await fleetMoneyVisibleTo(this.deps.db, principal, fleetId)
@@ -83,13 +96,16 @@ export class FleetDashboardService {
         .innerJoin('pharmacies', 'pharmacies.id', 'deliveries.pharmacy_id')
         .where('deliveries.fleet_id', '=', fleetId)
     const open = await withNames()
+      .innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
       .selectAll('deliveries')
-      .select(['drivers.name as driver_name', 'pharmacies.name as pharmacy_name'])
+      .select(['drivers.name as driver_name', 'pharmacies.name as pharmacy_name', 'prescriptions.delivery_address'])
       .where('deliveries.status', 'in', ['DISPATCHED', 'PICKED_UP'])
       .orderBy('deliveries.updated_at', 'desc')
       .limit(LIST_LIMIT)
       .execute()
-    const inProgress = open.map(inProgressOf)
+    // The address's coordinates only become a distance: the fleet's view never carries the address.
+    const positions = await Promise.all(open.map((row) => this.positionOf(row.id, row.delivery_address)))
+    const inProgress = open.map((row, i) => inProgressOf(row, positions[i]!))
     // An exception is open while the delivery is: a cold chain in excursion or broken, or a failure not yet returned.
     const failed = await withNames()
       .select([
@@ -143,6 +159,20 @@ export class FleetDashboardService {
         items: exceptions.slice(0, LIST_LIMIT),
       },
       in_progress: { count: counts.DISPATCHED + counts.PICKED_UP, items: inProgress },
+    }
+  }
+
+  private async positionOf(deliveryId: string, address: string | null): Promise<LastPosition | null> {
+    const seen = await this.lastPosition(this.deps.db, deliveryId)
+    if (!seen) return null
+    const to = fromJson<Partial<LatLng> | null>(address)
+    const distance = typeof to?.lat === 'number' && typeof to.lng === 'number' ? distanceMetres(seen, { lat: to.lat, lng: to.lng }) : null
+    return {
+      lat: seen.lat,
+      lng: seen.lng,
+      accuracy_m: seen.accuracy_m,
+      at: seen.at,
+      distance_m: distance === null ? null : Math.round(distance),
     }
   }
 
@@ -210,7 +240,10 @@ function figuresOf(row: Database['deliveries']): ColdChainFigures {
   return storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
 }
 
-function inProgressOf(row: Database['deliveries'] & { driver_name: string | null; pharmacy_name: string }): InProgress {
+function inProgressOf(
+  row: Database['deliveries'] & { driver_name: string | null; pharmacy_name: string },
+  lastPosition: LastPosition | null,
+): InProgress {
   const figures = figuresOf(row)
   return {
     delivery_id: row.id,
@@ -227,6 +260,7 @@ function inProgressOf(row: Database['deliveries'] & { driver_name: string | null
       max_c: figures.max_c ?? null,
     },
     updated_at: row.updated_at,
+    last_position: lastPosition,
   }
 }
 

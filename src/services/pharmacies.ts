@@ -36,13 +36,20 @@ export type NewPharmacy = {
   max_attempts?: number | undefined
   /** Proofs every delivery needs (docs/api.md, Proof of delivery). */
   pod_requirements?: PodRequirements | undefined
+  /** E.164; the patients' tracking page shows it (docs/api.md, Tracking links). */
+  phone?: string | undefined
+  /** Whether the service raises `patient.notify` events for this pharmacy (docs/api.md, Patient notifications). */
+  patient_notify?: boolean | undefined
 }
 /** docs/interop.md: outcomes as rxtrace event envelopes (default) or as FHIR R4 transaction Bundles. */
 export const writebackFormats = ['rxtrace', 'fhir-r4'] as const
 export type WritebackFormat = (typeof writebackFormats)[number]
 /** PATCH /v1/pharmacies/{id}: the pharmacy's policies. */
 export type PharmacyChanges = Partial<
-  Pick<Pharmacy, 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts' | 'pod_requirements'>
+  Pick<
+    Pharmacy,
+    'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'gln' | 'max_attempts' | 'pod_requirements' | 'phone' | 'patient_notify'
+  >
 >
 /** docs/stability.md, Release: who releases an excursion the products' stability budgets survive. */
 export const releasePolicies = ['manual', 'auto_within_budget'] as const
@@ -59,10 +66,14 @@ export type Pharmacy = Omit<
   | 'gln'
   | 'max_attempts'
   | 'pod_requirements'
+  | 'phone'
+  | 'patient_notify'
 > & {
   max_attempts: number
   gln: string | null
   pod_requirements: PodRequirements | null
+  phone: string | null
+  patient_notify: boolean
   release_policy: ReleasePolicy
   calibration_policy: CalibrationPolicy
   escalate_after_s: number
@@ -105,6 +116,8 @@ export class PharmacyService {
       gln: input.gln ?? null,
       max_attempts: input.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
       pod_requirements: requirementsJson(input.pod_requirements),
+      phone: input.phone ?? null,
+      patient_notify: input.patient_notify ? 1 : 0,
     }
     if (!input.writeback) {
       const pharmacy = toPharmacy(row)
@@ -158,10 +171,14 @@ export class PharmacyService {
     if (principal.fleetId) throw notFound('pharmacy')
     await this.get(principal, id)
     return this.deps.db.transaction().execute(async (trx) => {
-      const { pod_requirements, ...rest } = changes
+      const { pod_requirements, patient_notify, ...columns } = changes
       await trx
         .updateTable('pharmacies')
-        .set({ ...rest, ...(pod_requirements !== undefined ? { pod_requirements: requirementsJson(pod_requirements) } : {}) })
+        .set({
+          ...columns,
+          ...(pod_requirements !== undefined ? { pod_requirements: requirementsJson(pod_requirements) } : {}),
+          ...(patient_notify === undefined ? {} : { patient_notify: patient_notify ? 1 : 0 }),
+        })
         .where('id', '=', id)
         .execute()
       const row = await trx.selectFrom('pharmacies').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
@@ -178,11 +195,15 @@ export class PharmacyService {
   }
 }
 
-type PharmacyRow = Omit<Database['pharmacies'], 'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'max_attempts'> & {
+type PharmacyRow = Omit<
+  Database['pharmacies'],
+  'release_policy' | 'calibration_policy' | 'escalate_after_s' | 'max_attempts' | 'patient_notify'
+> & {
   max_attempts: number
   release_policy: string
   calibration_policy: string
   escalate_after_s: number
+  patient_notify: number
 }
 
 function toPharmacy(row: PharmacyRow): Pharmacy {
@@ -202,6 +223,8 @@ function toPharmacy(row: PharmacyRow): Pharmacy {
     gln: row.gln ?? null,
     max_attempts: row.max_attempts,
     pod_requirements: fromJson<PodRequirements | null>(row.pod_requirements ?? null),
+    phone: row.phone ?? null,
+    patient_notify: row.patient_notify === 1,
   }
 }
 

@@ -63,6 +63,10 @@ export interface Database extends StabilityTables, AlarmTables {
     max_attempts: Generated<number>
     /** Proofs every delivery of the pharmacy needs, as JSON (migration 0050); null for none. */
     pod_requirements?: string | null
+    /** E.164 (migration 0058); the patients' tracking page shows it. Null when none was given. */
+    phone: string | null
+    /** 1 when the pharmacy takes `patient.notify` events (migration 0058). */
+    patient_notify: Generated<number>
   }
   prescriptions: {
     id: string

@@ -26,6 +26,9 @@ import { webhookRoutes } from '../api/routes/webhooks.js'
 import { webhookKeyRoutes } from '../api/routes/webhook-keys.js'
 import type { WebhookKeyRing } from '../webhooks/signing-keys.js'
 import { EmbedTokens } from '../auth/embed-tokens.js'
+import { TrackingTokens } from '../auth/tracking-tokens.js'
+import { trackingRoutes } from '../api/routes/tracking.js'
+import type { BucketStore } from '../api/middleware/bucket-store.js'
 import { MemoryBuckets } from '../api/middleware/bucket-store.js'
 import { SharedBuckets } from '../api/middleware/shared-buckets.js'
 import type { EntityStore } from '../store/database.js'
@@ -49,10 +52,11 @@ export type HttpAppWiring = Omit<AppDeps, 'readiness' | 'v1' | 'buckets'> & {
 export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
   const { store, dialect, sink, services, webhookKeys: _webhookKeys, ...deps } = wiring
   const { config } = deps
+  // docs/security.md, Limits across copies: with PostgreSQL every copy spends from the same buckets.
+  const buckets = dialect === 'postgres' ? new SharedBuckets(deps.db, deps.clock) : new MemoryBuckets(deps.clock)
   return createApp({
     ...deps,
-    // docs/security.md, Limits across copies: with PostgreSQL every copy spends from the same buckets.
-    buckets: dialect === 'postgres' ? new SharedBuckets(deps.db, deps.clock) : new MemoryBuckets(deps.clock),
+    buckets,
     readiness: {
       entity_store: () => store.ping(),
       time_series: async () => void (await sink.count()),
@@ -60,25 +64,16 @@ export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
       // With DATABASE_URL the readings are in PostgreSQL or QuestDB, and nothing is.
       ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
     },
-    v1: v1Routes(wiring),
+    v1: v1Routes(wiring, buckets),
   })
 }
 
-function v1Routes({
-  config,
-  db,
-  dialect,
-  clock,
-  keys,
-  tokens,
-  clients,
-  audit,
-  people,
-  sink,
-  services,
-  webhookKeys,
-}: HttpAppWiring): OpenAPIHono<AppEnv>[] {
+function v1Routes(
+  { config, db, dialect, clock, keys, tokens, clients, audit, people, sink, services, webhookKeys }: HttpAppWiring,
+  buckets: BucketStore,
+): OpenAPIHono<AppEnv>[] {
   const embedTokens = new EmbedTokens(keys, tokens.issuer, clock)
+  const trackingTokens = new TrackingTokens(keys, tokens.issuer, clock)
   return [
     pharmacyRoutes(services.pharmacies),
     prescriptionRoutes(services.prescriptions, services.redeliveries),
@@ -104,5 +99,16 @@ function v1Routes({
     fleetDashboardRoutes({ db, dashboards: services.dashboards, embedTokens, issuer: tokens.issuer }),
     // Not under /v1: the embedded page and its data, authorised by the embed token alone.
     embedRoutes({ db, dashboards: services.dashboards, embedTokens }),
+    // Not under /v1 either: the patient's page, authorised by its token alone.
+    trackingRoutes({
+      tracking: services.tracking,
+      tokens: trackingTokens,
+      buckets,
+      limits: {
+        perAddress: { rps: config.TRACKING_ADDRESS_RPS, burst: config.TRACKING_ADDRESS_BURST },
+        perLink: { rps: config.TRACKING_LINK_RPS, burst: config.TRACKING_LINK_BURST },
+        trustProxy: config.TRUST_PROXY,
+      },
+    }),
   ]
 }

@@ -20,9 +20,15 @@ import { RateCardService } from '../services/rate-cards.js'
 import { ReconciliationService } from '../services/reconciliation.js'
 import { ToteService } from '../services/totes.js'
 import { WebhookService } from '../services/webhook-endpoints.js'
+import { TrackingService } from '../services/tracking.js'
+import type { PatientNotices } from '../services/patient-notices.js'
+import type { TrackingTokens } from '../auth/tracking-tokens.js'
 
 export type ServicesWiring = {
   deps: ServiceDeps
+  /** Signs patients' tracking links (docs/api.md, Tracking links). */
+  trackingTokens: TrackingTokens
+  patientNotices: PatientNotices
   config: Config
   streams: EventStreams
   tokens: Pick<TokenService, 'isRevoked'>
@@ -46,6 +52,8 @@ export function createServices({
   toteBindingChanged,
   sink,
   stabilityPlanChanged,
+  trackingTokens,
+  patientNotices,
 }: ServicesWiring) {
   return {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
@@ -64,6 +72,7 @@ export function createServices({
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
+    tracking: new TrackingService(deps, trackingTokens, patientNotices),
   }
 }
 

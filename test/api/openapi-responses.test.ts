@@ -156,6 +156,8 @@ describe('every answer of the API validates against the OpenAPI document', () =>
           address: { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' },
           timezone: 'America/Chicago',
           location: { lat: 39.7817, lng: -89.6501 },
+          phone: '+12175550142',
+          patient_notify: true,
         },
       })
     ).body.id
@@ -352,6 +354,9 @@ describe('every answer of the API validates against the OpenAPI document', () =>
       token: admin,
       json: { from: world.driver, to: world.pharmacy, signature },
     })
+    const link = await call('POST', `/v1/deliveries/${second}/tracking-links`, 201, { token: admin })
+    await call('GET', `/track${new URL(link.body.url).search}`, 200)
+    await call('GET', '/track?token=not-a-token', 404)
     const third = (await rx({ patient_id: 'pt_789', cold_chain: false, pharmacy_id: world.pharmacy }, 'rx-3')).body.delivery_id
     await call('POST', `/v1/deliveries/${third}/cancel`, 200, { token: admin, json: { reason: 'Patient picked it up in store' } })
 

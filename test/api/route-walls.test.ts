@@ -41,6 +41,7 @@ const walls: Record<string, Wall> = {
   'POST /v1/deliveries/{id}/reattempt': 'tenant',
   'POST /v1/deliveries/{id}/cancel': 'tenant',
   'POST /v1/deliveries/{id}/disposition': 'tenant',
+  'POST /v1/deliveries/{id}/tracking-links': 'tenant',
   'POST /v1/deliveries/{id}/assessments': 'tenant',
   'DELETE /v1/deliveries/{id}/assessments/{assessment_id}': 'tenant',
   'GET /v1/deliveries/{id}/temperature': 'tenant',

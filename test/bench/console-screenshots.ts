@@ -1,12 +1,13 @@
 /**
  * `npm run screenshots:console` — the PNGs of docs/console.md, taken in headless Chromium
  * (1280×800) from a service seeded with the usual scene: a broken, an excursion, a fine and an
- * unmonitored delivery. Writes docs/console/*.png, and the fleet's embedded dashboard (docs/fleet.md)
- * as docs/console/embed.png.
+ * unmonitored delivery. Writes docs/console/*.png, the fleet's embedded dashboard (docs/fleet.md)
+ * as docs/console/embed.png, and the patient's tracking page (docs/api.md) as docs/console/tracking-page.png.
  */
 import { mkdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { launchChromium, seedQueue, signInToConsole, startConsoleWorld } from '../../test/console/console-world.js'
+import { trackingPageScreenshot } from '../../test/tracking/tracking-screenshot.js'
 
 const OUT = fileURLToPath(new URL('../../docs/console/', import.meta.url))
 mkdirSync(OUT, { recursive: true })
@@ -94,6 +95,7 @@ try {
   await signInToConsole(tablet, world.base)
   await tablet.locator('table.queue tbody tr').nth(3).waitFor()
   await tablet.screenshot({ path: `${OUT}queue-tablet.png` })
+  await trackingPageScreenshot(browser, `${OUT}tracking-page.png`)
   process.stdout.write(`screenshots written to ${OUT}\n`)
 } finally {
   await browser.close()

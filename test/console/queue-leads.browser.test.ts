@@ -52,6 +52,7 @@ describe('the attention queue', () => {
     expect(broken).toMatch(/broke 1 h \d\d min ago: crossed a hard limit/)
     const eta = await row(scene.broken.deliveryId).locator('td').nth(4).innerText()
     expect(eta).toMatch(/C[SD]T/) // still on its way: its ETA, in the pharmacy's zone
+    expect(eta).toMatch(/(in \d+ (s|min|h \d+ min)|\d+ (s|min|h \d+ min) late)$/) // and how far off it is
     expect(await row(scene.plain.delivery_id).locator('td').nth(2).innerText()).toContain('No cold chain')
     // Where the alarm's acknowledgement goes once alarms exist.
     expect(await row(scene.broken.deliveryId).locator('[data-slot="alarm-acknowledgement"]').count()).toBe(1)

@@ -43,6 +43,7 @@ const liveExample = {
         eta: '2026-11-23T19:00:00.000Z',
         cold_chain: { required: true, state: 'EXCURSION', min_c: 3.1, max_c: 9.2 },
         updated_at: '2026-11-23T17:52:10.000Z',
+        last_position: { lat: 39.7901, lng: -89.6442, accuracy_m: 12, at: '2026-11-23T17:58:40.000Z', distance_m: 1240 },
       },
     ],
   },
@@ -95,6 +96,20 @@ export const LiveView = z
                 max_c: z.number().nullable(),
               }),
               updated_at: z.string(),
+              last_position: z
+                .object({
+                  lat: z.number(),
+                  lng: z.number(),
+                  accuracy_m: z.number().nullable(),
+                  at: z.string().describe('When the driver’s app took it (RFC 3339 UTC)'),
+                  distance_m: z
+                    .number()
+                    .int()
+                    .nullable()
+                    .describe('Straight-line metres to the delivery address; null when the address has no coordinates'),
+                })
+                .nullable()
+                .describe('The driver’s newest position on this delivery; null before the first one'),
             }),
           )
           .describe('The 100 most recently changed'),

@@ -88,6 +88,18 @@ const glnSchema = z
   .refine((gln) => !/^\d{13}$/.test(gln) || isGln(gln), `the check digit does not match: ${GLN_HELP}`)
   .describe('GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN')
 
+// ITU-T E.164: a plus, a country code (never 0), at most 15 digits in all; no spaces or punctuation.
+const phoneSchema = z
+  .string()
+  .regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 number: a plus, the country code and the number, digits only (+13125550142)')
+  .describe("E.164 phone number the pharmacy's patients call: shown on the tracking page (docs/api.md, Tracking links)")
+
+const patientNotifySchema = z
+  .boolean()
+  .describe(
+    'true: the service raises `patient.notify` events (a tracking URL and the kind of message) for the pharmacy’s own SMS or e-mail provider to send; default false (docs/api.md, Patient notifications)',
+  )
+
 const NewPharmacy = z
   .strictObject({
     name: z.string().min(1).max(200),
@@ -102,6 +114,8 @@ const NewPharmacy = z
       .describe('National Provider Identifier: 10 digits, the last a check digit (Luhn over 80840 and the first nine)')
       .optional(),
     gln: glnSchema.optional(),
+    phone: phoneSchema.optional(),
+    patient_notify: patientNotifySchema.optional(),
     address: Address,
     timezone: timeZoneSchema,
     location: Location.optional(),
@@ -127,6 +141,8 @@ const Pharmacy = z
     ncpdp_id: z.string().nullable(),
     npi: z.string().nullable(),
     gln: z.string().nullable(),
+    phone: z.string().nullable(),
+    patient_notify: z.boolean(),
     location: Location.nullable(),
     writeback: z
       .object({
@@ -157,6 +173,8 @@ const PharmacyChanges = z
     pod_requirements: PodRequirements.nullable()
       .optional()
       .describe('Replaces them whole; null requires none. Deliveries already dispatched keep the ones their dispatch fixed'),
+    phone: phoneSchema.nullable().optional().describe('null removes it: the tracking page then shows no number'),
+    patient_notify: patientNotifySchema.optional(),
   })
   .refine((changes) => Object.keys(changes).length > 0, 'name at least one member to change')
   .openapi('PharmacyChanges')
@@ -196,7 +214,7 @@ export function pharmacyRoutes(pharmacies: PharmacyService) {
       path: '/v1/pharmacies/{id}',
       operationId: 'updatePharmacy',
       tags: ['Pharmacies'],
-      summary: "Change a pharmacy's policies",
+      summary: "Change a pharmacy's policies and contact",
       description: 'Members left out keep their value. Alarms already raised keep the escalation time they were raised with.',
       request: { params: idParam('ph'), ...jsonBody(PharmacyChanges) },
       responses: { 200: json(Pharmacy, 'The pharmacy as changed') },
