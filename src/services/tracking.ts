@@ -86,7 +86,14 @@ export class TrackingService {
       .selectFrom('deliveries')
       .innerJoin('pharmacies', 'pharmacies.id', 'deliveries.pharmacy_id')
       .leftJoin('drivers', 'drivers.id', 'deliveries.driver_id')
-      .select(['deliveries.status', 'deliveries.eta', 'pharmacies.name as pharmacy_name', 'pharmacies.phone', 'pharmacies.timezone'])
+      .select([
+        'deliveries.status',
+        'deliveries.eta',
+        'deliveries.live_eta',
+        'pharmacies.name as pharmacy_name',
+        'pharmacies.phone',
+        'pharmacies.timezone',
+      ])
       .select('drivers.name as driver_name')
       .where('deliveries.id', '=', claims.deliveryId)
       .executeTakeFirst()
@@ -101,7 +108,8 @@ export class TrackingService {
       ok: true,
       view: {
         status,
-        eta: onTheWay || status === 'QUEUED' ? row.eta : null,
+        // The live ETA once the driver's positions (or the fleet's router) gave one; the promise before.
+        eta: onTheWay || status === 'QUEUED' ? (row.live_eta ?? row.eta) : null,
         timezone: row.timezone,
         now: iso(now),
         driver_first_name: onTheWay && row.driver_name ? firstName(row.driver_name) : null,

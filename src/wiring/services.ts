@@ -20,6 +20,7 @@ import { RateCardService } from '../services/rate-cards.js'
 import { ReconciliationService } from '../services/reconciliation.js'
 import { ToteService } from '../services/totes.js'
 import { WebhookService } from '../services/webhook-endpoints.js'
+import { lastPosition } from '../services/driver-positions.js'
 import { TrackingService } from '../services/tracking.js'
 import type { PatientNotices } from '../services/patient-notices.js'
 import type { TrackingTokens } from '../auth/tracking-tokens.js'
@@ -68,7 +69,7 @@ export function createServices({
     rateCards: new RateCardService(deps),
     products: new ProductService(deps),
     reconciliation: new ReconciliationService(deps),
-    dashboards: new FleetDashboardService(deps),
+    dashboards: new FleetDashboardService(deps, lastPosition),
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
