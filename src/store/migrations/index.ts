@@ -36,9 +36,9 @@ import { up as fleetTimezone } from './0049_fleet_timezone.js'
 import { up as proofOfDelivery } from './0050_proof_of_delivery.js'
 import { up as attemptsAndHandoffTemperature } from './0053_attempts_and_handoff_temperature.js'
 import { up as driverPositions } from './0055_driver_positions.js'
+import { up as pharmacyContact } from './0058_pharmacy_contact.js'
 import { up as readingPartitions } from './0061_reading_partitions.js'
 import { up as recordExpiry } from './0062_record_expiry.js'
-import { up as pharmacyContact } from './0058_pharmacy_contact.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -77,9 +77,9 @@ const steps: Record<string, MigrationStep> = {
   '0050_proof_of_delivery': proofOfDelivery,
   '0053_attempts_and_handoff_temperature': attemptsAndHandoffTemperature,
   '0055_driver_positions': driverPositions,
+  '0058_pharmacy_contact': pharmacyContact,
   '0061_reading_partitions': readingPartitions,
   '0062_record_expiry': recordExpiry,
-  '0058_pharmacy_contact': pharmacyContact,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
