@@ -22,6 +22,7 @@ import { ToteService } from '../services/totes.js'
 import { WebhookService } from '../services/webhook-endpoints.js'
 import { lastPosition } from '../services/driver-positions.js'
 import { TrackingService } from '../services/tracking.js'
+import { revealPin } from '../services/delivery-pin.js'
 import type { PatientNotices } from '../services/patient-notices.js'
 import type { TrackingTokens } from '../auth/tracking-tokens.js'
 
@@ -73,7 +74,7 @@ export function createServices({
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
-    tracking: new TrackingService(deps, trackingTokens, patientNotices),
+    tracking: new TrackingService(deps, trackingTokens, patientNotices, revealPin),
   }
 }
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { revealPin } from '../../src/services/delivery-pin.js'
 import { HOUR, MINUTE, testClock } from '../helpers/clock.js'
 import type { TestApi } from '../helpers/service.js'
 import { startReceiver, statuses, type Receiver } from '../webhooks/receiver.js'
@@ -50,7 +51,7 @@ function describeTracking(store: StoreUnderTest) {
       const res = await api.post(`/v1/deliveries/${id}/${action}`, admin, body)
       expect(res.status, res.text).toBe(200)
     }
-    const newDelivery = async () =>
+    const newDelivery = async (more: object = {}) =>
       (
         await api.prescription(admin, {
           pharmacy_id: pharmacyId,
@@ -58,6 +59,7 @@ function describeTracking(store: StoreUnderTest) {
           delivery_address: ADDRESS,
           items: ITEMS,
           deliver_by: new Date(START + 2 * HOUR).toISOString(),
+          ...more,
         })
       ).delivery_id
     const link = async (deliveryId: string, token = pharmacyToken) => api.post(`/v1/deliveries/${deliveryId}/tracking-links`, token)
@@ -160,6 +162,21 @@ function describeTracking(store: StoreUnderTest) {
         // Due at 16:00 Chicago; two minutes have passed since 14:00.
         expect(text).toMatch(/Expected 4:00 PM CST \(in about 1 h 5\d min\)/)
         expect(text).toContain('Your driver Dana')
+      })
+
+      it('shows the PIN only when the delivery requires one, and only until it ends', async () => {
+        expect(visible((await visit(url)).text)).not.toMatch(/PIN/)
+        const withPin = await newDelivery({ pod_requirements: { pin: true } })
+        await act(withPin, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId })
+        const pinUrl = (await link(withPin)).body.url
+        const pin = (await revealPin(api.service.db, withPin))!
+        expect(pin).toMatch(/^\d{4,6}$/)
+        expect(visible((await visit(pinUrl)).text)).toContain(pin)
+        await act(withPin, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 'sig' })
+        await act(withPin, 'deliver', { verification: { method: 'otp', evidence: 'told' }, proof: { pin } })
+        const ended = await visit(pinUrl)
+        expect(ended.status).toBe(200)
+        expect(ended.text).not.toContain(pin)
       })
 
       it('shows nothing else: no patient, address, items, ids or the driver’s full name', async () => {
