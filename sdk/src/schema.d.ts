@@ -188,7 +188,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a pharmacy's policies
+         * Change a pharmacy's policies and contact
          * @description Members left out keep their value. Alarms already raised keep the escalation time they were raised with.
          */
         patch: operations["updatePharmacy"];
@@ -1467,6 +1467,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/deliveries/{id}/tracking-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A signed link to the patient's tracking page
+         * @description The page shows the status in plain words, the ETA in the pharmacy's time zone, the driver's first name, the PIN when the delivery requires one, and the pharmacy's name and phone; nothing else. The delivery's pharmacy (or an unrestricted client) only. Nothing is stored: the URL carries its own signature and expiry. With the pharmacy's `patient_notify`, the same URL is also sent as a `patient.notify` event (`link_issued`). 409 `tracking_closed` when the delivery ended more than 24 h ago.
+         */
+        post: operations["createTrackingLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/track": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The patient's tracking page
+         * @description A page for a phone, with no script. An altered or unknown link is 404, an expired one (or one whose delivery ended more than 24 h ago) 410, and too many requests 429 with Retry-After; each shows the same neutral sentence and nothing else.
+         */
+        get: operations["patientTrackingPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "delivery.created": {
@@ -1854,6 +1894,23 @@ export interface webhooks {
         put?: never;
         /** The `alarm.escalated` event, POSTed to every endpoint subscribed to it */
         post: operations["onAlarmEscalated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "patient.notify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `patient.notify` event, POSTed to every endpoint subscribed to it */
+        post: operations["onPatientNotify"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2358,6 +2415,18 @@ export interface components {
             /** @description When it is (or was) due for escalation: raised + the pharmacy’s escalate_after_s */
             escalate_at: string;
         };
+        /** @description For pharmacies with `patient_notify`: a message for the pharmacy’s own SMS or e-mail provider to send the patient (docs/api.md, Patient notifications). Sent to the pharmacy’s endpoints only, never a fleet’s. */
+        PatientNotifyData: {
+            /**
+             * @description What to tell the patient: link_issued (a link was asked for), dispatched, out_for_delivery (picked up), arriving (the driver within 500 m), delivered, attempt_failed, cancelled
+             * @enum {string}
+             */
+            kind: "link_issued" | "dispatched" | "out_for_delivery" | "arriving" | "delivered" | "attempt_failed" | "cancelled";
+            /** @description The patient's tracking page, signed for this message: send it, never log it (it shows the delivery's PIN) */
+            tracking_url: string;
+            /** @description When the link stops working at the latest; it also stops 24 h after the delivery ends */
+            link_expires_at: string;
+        };
         Problem: {
             type: string;
             title: string;
@@ -2401,6 +2470,8 @@ export interface components {
             ncpdp_id: string | null;
             npi: string | null;
             gln: string | null;
+            phone: string | null;
+            patient_notify: boolean;
             address: components["schemas"]["Address"];
             timezone: string;
             location: components["schemas"]["Location"];
@@ -2469,6 +2540,10 @@ export interface components {
             npi?: string;
             /** @description GS1 Global Location Number: 13 digits, the last the GS1 check digit; names the pharmacy in EPCIS events as an SGLN */
             gln?: string;
+            /** @description E.164 phone number the pharmacy's patients call: shown on the tracking page (docs/api.md, Tracking links) */
+            phone?: string;
+            /** @description true: the service raises `patient.notify` events (a tracking URL and the kind of message) for the pharmacy’s own SMS or e-mail provider to send; default false (docs/api.md, Patient notifications) */
+            patient_notify?: boolean;
             address: components["schemas"]["Address"];
             timezone: string;
             location?: components["schemas"]["Location"];
@@ -2553,6 +2628,10 @@ export interface components {
                     document_types?: ("drivers_license" | "state_id" | "passport" | "military_id" | "other")[];
                 };
             } | null;
+            /** @description null removes it: the tracking page then shows no number */
+            phone?: string | null;
+            /** @description true: the service raises `patient.notify` events (a tracking URL and the kind of message) for the pharmacy’s own SMS or e-mail provider to send; default false (docs/api.md, Patient notifications) */
+            patient_notify?: boolean;
         };
         Prescription: {
             rx_id: string;
@@ -3381,7 +3460,7 @@ export interface components {
              */
             url: string;
             /** @description Event names, or ["*"] for all */
-            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "patient.notify" | "*")[];
             description?: string;
             /** @description Admin tokens only: listen to one pharmacy */
             pharmacy_id?: string;
@@ -3396,7 +3475,7 @@ export interface components {
         WebhookEndpointPatch: {
             /** Format: uri */
             url?: string;
-            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "*")[];
+            events?: ("delivery.created" | "delivery.dispatched" | "delivery.picked-up" | "delivery.delivered" | "delivery.failed" | "delivery.reattempted" | "delivery.returned" | "delivery.cancelled" | "delivery.eta-changed" | "delivery.arriving" | "custody.handoff-signed" | "custody.patient-verified" | "temperature.excursion" | "temperature.recovered" | "cold-chain.break" | "cold-chain.disposition" | "sensor.offline" | "stability.budget-low" | "writeback.completed" | "writeback.failed" | "handoff.refused" | "alarm.acknowledged" | "alarm.escalated" | "patient.notify" | "*")[];
             enabled?: boolean;
             description?: string;
             /**
@@ -4329,7 +4408,14 @@ export interface components {
          *               "min_c": 3.1,
          *               "max_c": 9.2
          *             },
-         *             "updated_at": "2026-11-23T17:52:10.000Z"
+         *             "updated_at": "2026-11-23T17:52:10.000Z",
+         *             "last_position": {
+         *               "lat": 39.7901,
+         *               "lng": -89.6442,
+         *               "accuracy_m": 12,
+         *               "at": "2026-11-23T17:58:40.000Z",
+         *               "distance_m": 1240
+         *             }
          *           }
          *         ]
          *       },
@@ -4414,7 +4500,14 @@ export interface components {
          *               "min_c": 3.1,
          *               "max_c": 9.2
          *             },
-         *             "updated_at": "2026-11-23T17:52:10.000Z"
+         *             "updated_at": "2026-11-23T17:52:10.000Z",
+         *             "last_position": {
+         *               "lat": 39.7901,
+         *               "lng": -89.6442,
+         *               "accuracy_m": 12,
+         *               "at": "2026-11-23T17:58:40.000Z",
+         *               "distance_m": 1240
+         *             }
          *           }
          *         ]
          *       }
@@ -4472,6 +4565,16 @@ export interface components {
                         max_c: number | null;
                     };
                     updated_at: string;
+                    /** @description The driver’s newest position on this delivery; null before the first one */
+                    last_position: {
+                        lat: number;
+                        lng: number;
+                        accuracy_m: number | null;
+                        /** @description When the driver’s app took it (RFC 3339 UTC) */
+                        at: string;
+                        /** @description Straight-line metres to the delivery address; null when the address has no coordinates */
+                        distance_m: number | null;
+                    } | null;
                 }[];
             };
         };
@@ -4497,6 +4600,18 @@ export interface components {
              * @default 300
              */
             ttl_s: number;
+        };
+        /**
+         * @example {
+         *       "url": "https://rxtrace.example.com/track?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtdHJhY2srand0In0…",
+         *       "expires_at": "2026-11-30T18:00:00.000Z"
+         *     }
+         */
+        TrackingLink: {
+            /** @description The patient's page: send it to the patient only; it shows the delivery's PIN */
+            url: string;
+            /** @description When the link stops working at the latest: 7 days after it was issued, or 24 h after the delivery ended if sooner */
+            expires_at: string;
         };
     };
     responses: never;
@@ -4644,10 +4759,10 @@ export interface operations {
                      *       "keys": [
                      *         {
                      *           "kty": "EC",
-                     *           "x": "aygbz9ytzHSQEFMZhLajhzIxlcUQf1UVv_ssZU0mExY",
-                     *           "y": "E2ARnN4sNO3GckwcvaOoEYRndGdKldhs71AqI5XIzfg",
+                     *           "x": "TBglhcyCH1GfFI5b8yg5kYhhrSfLWxjo1eVzEPUzwYI",
+                     *           "y": "gnWblKlqQrmrhU_EIrLdS5-yzltxkFAYgGonw5uvgls",
                      *           "crv": "P-256",
-                     *           "kid": "key_01m8jjks014g7b8c59wa0597hf",
+                     *           "kid": "key_01m8jjvvnq5vp00dv19kv5p0b9",
                      *           "alg": "ES256",
                      *           "use": "sig"
                      *         }
@@ -4735,7 +4850,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjA2ZTc3YTUzLTg4YjQtNDg0Zi05YTMwLTgyYWM4ZGRkYmU5YyJ9.b0xcjMSzFWfH5I4amYfBlRHilv-gZrYuwnvyAfFjn8BH-WZ3GAjRWcUuBxaVdt7dOvCh625Fzh_R8R4bPgKPIw",
+                     *       "access_token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amp2dm5xNXZwMDBkdjE5a3Y1cDBiOSJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTIwMDk3LCJleHAiOjE3OTU5MjA5OTcsImp0aSI6IjM4MTgyMGI1LTA3NWItNGQ4ZS05NGZjLWZjODEwMGEyMDc3OCJ9.nDJAfOQS5yDPZ0WPxDk1CMpTSr54zAIVYPEKmZFwCHWAYShnYKNo22DfKRU-IdyVnfPIbd5Ls85exhDUYBBGfw",
                      *       "token_type": "Bearer",
                      *       "expires_in": 900,
                      *       "scope": "pharmacies:read pharmacies:write prescriptions:read prescriptions:write products:write deliveries:read deliveries:write custody:write telemetry:read cold-chain:disposition webhooks:read webhooks:write totes:write fleet:read fleet:write clients:write audit:read"
@@ -4834,7 +4949,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjhhOTdmYzNiLTNhZjYtNDg0YS1hM2I1LTg4ZWQwNGMxMzUxYiJ9.lKZJA0i_CNOMDB5pKozAMiuCoG7tBcG8Lsu-WFbovSUJQ13qdzRpBkBC1lR-JLVI15F67EqPKxtMzbJb3B5W0A"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amp2dm5xNXZwMDBkdjE5a3Y1cDBiOSJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTIwMDk3LCJleHAiOjE3OTU5MjA5OTcsImp0aSI6ImUzMjEwMTQ3LWE5YWQtNDNkOS1hOGE0LWNiNWZjYWIzY2U2MyJ9.6eSxT0nUXcfPBjH5nd-vJTRaxwuXQ23MCvFtPETzekmdvVUYFXJWSSl91-JLcr2A61i-2gmXIyssamRo0DY3fg"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4928,7 +5043,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amprczAxNGc3YjhjNTl3YTA1OTdoZiJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTE5ODMzLCJleHAiOjE3OTU5MjA3MzMsImp0aSI6IjA2ZTc3YTUzLTg4YjQtNDg0Zi05YTMwLTgyYWM4ZGRkYmU5YyJ9.b0xcjMSzFWfH5I4amYfBlRHilv-gZrYuwnvyAfFjn8BH-WZ3GAjRWcUuBxaVdt7dOvCh625Fzh_R8R4bPgKPIw"
+                 *       "token": "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImtleV8wMW04amp2dm5xNXZwMDBkdjE5a3Y1cDBiOSJ9.eyJjbGllbnRfaWQiOiJjbF9hZG1pbiIsInNjb3BlIjoicGhhcm1hY2llczpyZWFkIHBoYXJtYWNpZXM6d3JpdGUgcHJlc2NyaXB0aW9uczpyZWFkIHByZXNjcmlwdGlvbnM6d3JpdGUgcHJvZHVjdHM6d3JpdGUgZGVsaXZlcmllczpyZWFkIGRlbGl2ZXJpZXM6d3JpdGUgY3VzdG9keTp3cml0ZSB0ZWxlbWV0cnk6cmVhZCBjb2xkLWNoYWluOmRpc3Bvc2l0aW9uIHdlYmhvb2tzOnJlYWQgd2ViaG9va3M6d3JpdGUgdG90ZXM6d3JpdGUgZmxlZXQ6cmVhZCBmbGVldDp3cml0ZSBjbGllbnRzOndyaXRlIGF1ZGl0OnJlYWQiLCJpc3MiOiJodHRwOi8vcnh0cmFjZS50ZXN0IiwiYXVkIjoiaHR0cDovL3J4dHJhY2UudGVzdC92MSIsInN1YiI6ImNsX2FkbWluIiwiaWF0IjoxNzk1OTIwMDk3LCJleHAiOjE3OTU5MjA5OTcsImp0aSI6IjM4MTgyMGI1LTA3NWItNGQ4ZS05NGZjLWZjODEwMGEyMDc3OCJ9.nDJAfOQS5yDPZ0WPxDk1CMpTSr54zAIVYPEKmZFwCHWAYShnYKNo22DfKRU-IdyVnfPIbd5Ls85exhDUYBBGfw"
                  *     }
                  */
                 "application/x-www-form-urlencoded": {
@@ -4955,10 +5070,10 @@ export interface operations {
                      *       "client_id": "cl_admin",
                      *       "sub": "cl_admin",
                      *       "token_type": "Bearer",
-                     *       "exp": 1795920733,
+                     *       "exp": 1795920997,
                      *       "iss": "http://rxtrace.test",
                      *       "aud": "http://rxtrace.test/v1",
-                     *       "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c"
+                     *       "jti": "381820b5-075b-4d8e-94fc-fc8100a20778"
                      *     }
                      */
                     "application/json": {
@@ -5141,13 +5256,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "client_id": "cl_01m8jjkvem8sdc5caqmz6km0k7",
+                 *       "client_id": "cl_01m8jjvwc0p62m7ycq4arpkfcq",
                  *       "redirect_uri": "https://console.example/callback",
                  *       "response_type": "code",
                  *       "state": "st-1",
-                 *       "code_challenge": "F-A99LIX_OEN87zGEhfcFkvOsQgdT2Y1Yb8YzDQjaAo",
+                 *       "code_challenge": "Bu_hAdBC0cV0_dT5J_MClb5QJGtQQ3P-xtU8wvZ3p8I",
                  *       "code_challenge_method": "S256",
-                 *       "csrf_token": "gR54umXRZlvC7pOOR1YLv942LRLPK2Dg2w1WhyVkIFc",
+                 *       "csrf_token": "qPltJre5mhMadGG_ReYrKxq0m0NM7SDGp5Em3NDtOpk",
                  *       "step": "sign_in",
                  *       "email": "pat@example.com",
                  *       "password": "correct horse battery staple"
@@ -5361,7 +5476,7 @@ export interface operations {
                      *       "console": "http://rxtrace.test/console/",
                      *       "mqtt": {
                      *         "mode": "embedded",
-                     *         "tcp": "mqtt://127.0.0.1:38447",
+                     *         "tcp": "mqtt://127.0.0.1:44637",
                      *         "websocket": null,
                      *         "readings_topic": "rxtrace/v1/totes/{tote_id}/readings",
                      *         "errors_topic": "rxtrace/v1/totes/{tote_id}/errors"
@@ -5428,7 +5543,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "name": "Main Street Pharmacy",
                      *           "ncpdp_id": "1234567",
                      *           "npi": null,
@@ -5445,13 +5560,15 @@ export interface operations {
                      *             "lng": -89.6501
                      *           },
                      *           "writeback": null,
-                     *           "created_at": "2026-11-29T02:37:13.260Z",
+                     *           "created_at": "2026-11-29T02:41:37.344Z",
                      *           "release_policy": "auto_within_budget",
                      *           "calibration_policy": "refuse",
                      *           "escalate_after_s": 1,
                      *           "gln": null,
                      *           "max_attempts": 3,
-                     *           "pod_requirements": null
+                     *           "pod_requirements": null,
+                     *           "phone": "+12175550142",
+                     *           "patient_notify": true
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -5569,7 +5686,9 @@ export interface operations {
                  *       "location": {
                  *         "lat": 39.7817,
                  *         "lng": -89.6501
-                 *       }
+                 *       },
+                 *       "phone": "+12175550142",
+                 *       "patient_notify": true
                  *     }
                  */
                 "application/json": components["schemas"]["NewPharmacy"];
@@ -5584,7 +5703,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5601,13 +5720,15 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:37:13.260Z",
+                     *       "created_at": "2026-11-29T02:41:37.344Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
                      *       "gln": null,
                      *       "max_attempts": 3,
-                     *       "pod_requirements": null
+                     *       "pod_requirements": null,
+                     *       "phone": "+12175550142",
+                     *       "patient_notify": true
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5750,7 +5871,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5767,13 +5888,15 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:37:13.260Z",
+                     *       "created_at": "2026-11-29T02:41:37.344Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 900,
                      *       "gln": null,
                      *       "max_attempts": 3,
-                     *       "pod_requirements": null
+                     *       "pod_requirements": null,
+                     *       "phone": "+12175550142",
+                     *       "patient_notify": true
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -5889,7 +6012,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "name": "Main Street Pharmacy",
                      *       "ncpdp_id": "1234567",
                      *       "npi": null,
@@ -5906,13 +6029,15 @@ export interface operations {
                      *         "lng": -89.6501
                      *       },
                      *       "writeback": null,
-                     *       "created_at": "2026-11-29T02:37:13.260Z",
+                     *       "created_at": "2026-11-29T02:41:37.344Z",
                      *       "release_policy": "auto_within_budget",
                      *       "calibration_policy": "refuse",
                      *       "escalate_after_s": 1,
                      *       "gln": null,
                      *       "max_attempts": 3,
-                     *       "pod_requirements": null
+                     *       "pod_requirements": null,
+                     *       "phone": "+12175550142",
+                     *       "patient_notify": true
                      *     }
                      */
                     "application/json": components["schemas"]["Pharmacy"];
@@ -6060,12 +6185,12 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *           "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *           "status": "QUEUED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "audit_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "patient_id": "pt_123",
                      *           "cold_chain": true,
                      *           "temperature_profile": {
@@ -6093,7 +6218,7 @@ export interface operations {
                      *           "metadata": {
                      *             "ward": "4B"
                      *           },
-                     *           "created_at": "2026-11-29T02:37:14.648Z",
+                     *           "created_at": "2026-11-29T02:41:37.706Z",
                      *           "pod_requirements": null
                      *         }
                      *       ],
@@ -6203,7 +6328,7 @@ export interface operations {
                  * @example {
                  *       "patient_id": "pt_123",
                  *       "cold_chain": true,
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "temperature_profile": "refrigerated",
                  *       "deliver_by": "2030-01-01T17:00:00Z",
                  *       "items": [
@@ -6231,12 +6356,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "audit_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6264,7 +6389,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
                      *       "pod_requirements": null
                      *     }
                      */
@@ -6408,12 +6533,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "status": "QUEUED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "audit_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "patient_id": "pt_123",
                      *       "cold_chain": true,
                      *       "temperature_profile": {
@@ -6441,7 +6566,7 @@ export interface operations {
                      *       "metadata": {
                      *         "ward": "4B"
                      *       },
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
                      *       "pod_requirements": null
                      *     }
                      */
@@ -6551,12 +6676,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkyv87wg3d9767e77bw0h",
-                     *       "rx_id": "rx_01m8jjkynb043pfzy2hb03nrvr",
+                     *       "id": "dl_01m8jjvzc22894c54vyk4jpr0m",
+                     *       "rx_id": "rx_01m8jjvz6p5apkbcs9drdmv5n2",
                      *       "leg": 2,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "QUEUED",
-                     *       "eta": "2026-11-29T06:37:18.057Z",
+                     *       "eta": "2026-11-29T06:41:40.738Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -6589,7 +6714,7 @@ export interface operations {
                      *         "items": [
                      *           {
                      *             "ndc": "00002-8215-01",
-                     *             "product_id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *             "product_id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *             "version": 3,
                      *             "bands": [
                      *               {
@@ -6613,8 +6738,8 @@ export interface operations {
                      *         ],
                      *         "remaining_fraction": 1,
                      *         "legs": [
-                     *           "dl_01m8jjkynb043pfzy2hb03nrvs",
-                     *           "dl_01m8jjkyv87wg3d9767e77bw0h"
+                     *           "dl_01m8jjvz6p5apkbcs9drdmv5n3",
+                     *           "dl_01m8jjvzc22894c54vyk4jpr0m"
                      *         ]
                      *       },
                      *       "attempt": 1,
@@ -6629,13 +6754,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:18.057Z",
-                     *           "recorded_at": "2026-11-29T02:37:18.057Z",
-                     *           "prev_hash": "sha256:35329517e8b30431091d81f87cc53e680448c6524e00aa951a2797db4005e702",
-                     *           "hash": "sha256:489f7c3b001eddcd33399f4bb60a5d5e5db0d4991fdc3534d4980d548b142039",
+                     *           "occurred_at": "2026-11-29T02:41:40.738Z",
+                     *           "recorded_at": "2026-11-29T02:41:40.738Z",
+                     *           "prev_hash": "sha256:7f50d6bece7c7527a6ae762c7b358d4f74c66e0426a52fbee0d5993c1756415b",
+                     *           "hash": "sha256:a78f990d9d952af02608eafcc58f1641a069a773442f0533ef6d0505b9df84e4",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6643,8 +6768,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:18.057Z",
-                     *       "updated_at": "2026-11-29T02:37:18.057Z"
+                     *       "created_at": "2026-11-29T02:41:40.738Z",
+                     *       "updated_at": "2026-11-29T02:41:40.738Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -6787,15 +6912,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -6825,7 +6950,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:14.760Z",
+                     *           "started_at": "2026-11-29T02:41:37.763Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -6841,13 +6966,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *           "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6861,14 +6986,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *           "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *           "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6882,14 +7007,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
-                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "occurred_at": "2026-11-29T02:41:37.822Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.822Z",
+                     *           "prev_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                     *           "hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6903,17 +7028,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
-                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
-                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *           "occurred_at": "2026-11-29T02:41:37.866Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.866Z",
+                     *           "prev_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
+                     *           "hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -6927,23 +7052,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "from": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T02:37:15.031Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.031Z",
-                     *           "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
-                     *           "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                     *           "occurred_at": "2026-11-29T02:41:37.927Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.927Z",
+                     *           "prev_hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
+                     *           "hash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T02:37:14.996Z",
+                     *             "at": "2026-11-29T02:41:37.894Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
-                     *       "updated_at": "2026-11-29T02:37:15.031Z"
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
+                     *       "updated_at": "2026-11-29T02:41:37.927Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7067,15 +7192,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *           "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *           "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *           "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *           "leg": 1,
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "status": "DELIVERED",
                      *           "eta": "2030-01-01T17:00:00Z",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *           "cold_chain": {
                      *             "required": true,
                      *             "profile": {
@@ -7105,7 +7230,7 @@ export interface operations {
                      *           "attempts": [
                      *             {
                      *               "number": 1,
-                     *               "started_at": "2026-11-29T02:37:14.760Z",
+                     *               "started_at": "2026-11-29T02:41:37.763Z",
                      *               "failed_at": null,
                      *               "reason": null,
                      *               "note": null
@@ -7121,13 +7246,13 @@ export interface operations {
                      *                 "sub": "cl_admin"
                      *               },
                      *               "from": null,
-                     *               "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *               "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *               "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *               "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *               "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *               "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *               "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *               "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *               "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -7141,14 +7266,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *               "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *               "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *               "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *               "location": null,
                      *               "evidence_hash": null,
-                     *               "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *               "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *               "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *               "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *               "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *               "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *               "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *               "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -7162,14 +7287,14 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *               "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *               "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *               "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *               "location": null,
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T02:37:14.852Z",
-                     *               "recorded_at": "2026-11-29T02:37:14.852Z",
-                     *               "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                     *               "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *               "occurred_at": "2026-11-29T02:41:37.822Z",
+                     *               "recorded_at": "2026-11-29T02:41:37.822Z",
+                     *               "prev_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                     *               "hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -7183,17 +7308,17 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *               "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *               "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *               "to": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *               "location": {
                      *                 "lat": 39.79,
                      *                 "lng": -89.64
                      *               },
                      *               "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *               "occurred_at": "2026-11-29T02:37:14.951Z",
-                     *               "recorded_at": "2026-11-29T02:37:14.951Z",
-                     *               "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
-                     *               "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *               "occurred_at": "2026-11-29T02:41:37.866Z",
+                     *               "recorded_at": "2026-11-29T02:41:37.866Z",
+                     *               "prev_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
+                     *               "hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *               "temperature": {
                      *                 "last_c": null,
                      *                 "at": null,
@@ -7207,23 +7332,23 @@ export interface operations {
                      *                 "client_id": "cl_admin",
                      *                 "sub": "cl_admin"
                      *               },
-                     *               "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *               "from": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *               "to": "patient",
                      *               "location": null,
                      *               "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *               "occurred_at": "2026-11-29T02:37:15.031Z",
-                     *               "recorded_at": "2026-11-29T02:37:15.031Z",
-                     *               "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
-                     *               "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                     *               "occurred_at": "2026-11-29T02:41:37.927Z",
+                     *               "recorded_at": "2026-11-29T02:41:37.927Z",
+                     *               "prev_hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
+                     *               "hash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                      *               "temperature": {
                      *                 "last_c": 5,
-                     *                 "at": "2026-11-29T02:37:14.996Z",
+                     *                 "at": "2026-11-29T02:41:37.894Z",
                      *                 "state": "OK"
                      *               }
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-29T02:37:14.648Z",
-                     *           "updated_at": "2026-11-29T02:37:15.031Z"
+                     *           "created_at": "2026-11-29T02:41:37.706Z",
+                     *           "updated_at": "2026-11-29T02:41:37.927Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -7338,7 +7463,7 @@ export interface operations {
                      * @example {
                      *       "valid": true,
                      *       "length": 5,
-                     *       "head": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c"
+                     *       "head": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267"
                      *     }
                      */
                     "application/json": components["schemas"]["CustodyVerdict"];
@@ -7447,17 +7572,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "kind": "driver",
                      *           "name": "Dana Driver"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "id": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "kind": "driver",
                      *           "name": "Sam Second"
                      *         },
                      *         {
-                     *           "id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "kind": "pharmacy",
                      *           "name": "Main Street Pharmacy"
                      *         }
@@ -7562,9 +7687,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw"
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg"
                  *     }
                  */
                 "application/json": {
@@ -7590,15 +7715,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "DISPATCHED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7628,7 +7753,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:14.760Z",
+                     *           "started_at": "2026-11-29T02:41:37.763Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -7644,13 +7769,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *           "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7664,14 +7789,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *           "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *           "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7679,8 +7804,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
-                     *       "updated_at": "2026-11-29T02:37:14.760Z"
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
+                     *       "updated_at": "2026-11-29T02:41:37.763Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -7817,8 +7942,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *       "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -7845,15 +7970,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -7883,7 +8008,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:14.760Z",
+                     *           "started_at": "2026-11-29T02:41:37.763Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -7899,13 +8024,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *           "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7919,14 +8044,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *           "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *           "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7940,14 +8065,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
-                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "occurred_at": "2026-11-29T02:41:37.822Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.822Z",
+                     *           "prev_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                     *           "hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -7955,8 +8080,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
-                     *       "updated_at": "2026-11-29T02:37:14.852Z"
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
+                     *       "updated_at": "2026-11-29T02:41:37.822Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8093,8 +8218,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *       "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                 *       "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *       "to": "dr_01m8jjvw63zb0gp2898vr38hyc",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
                  *       "location": {
                  *         "lat": 39.79,
@@ -8125,15 +8250,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "PICKED_UP",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -8163,7 +8288,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:14.760Z",
+                     *           "started_at": "2026-11-29T02:41:37.763Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -8179,13 +8304,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *           "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8199,14 +8324,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *           "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *           "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8220,14 +8345,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
-                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "occurred_at": "2026-11-29T02:41:37.822Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.822Z",
+                     *           "prev_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                     *           "hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8241,17 +8366,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
-                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
-                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *           "occurred_at": "2026-11-29T02:41:37.866Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.866Z",
+                     *           "prev_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
+                     *           "hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8259,8 +8384,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
-                     *       "updated_at": "2026-11-29T02:37:14.951Z"
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
+                     *       "updated_at": "2026-11-29T02:41:37.866Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8397,8 +8522,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *       "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *       "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "signature": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
                  *     }
                  */
@@ -8425,14 +8550,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
+                     *       "id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "RETURNED",
-                     *       "eta": "2026-11-29T06:37:15.261Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "eta": "2026-11-29T06:41:38.046Z",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -8452,15 +8577,15 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:15.269Z",
-                     *           "failed_at": "2026-11-29T02:37:15.283Z",
+                     *           "started_at": "2026-11-29T02:41:38.049Z",
+                     *           "failed_at": "2026-11-29T02:41:38.058Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T02:37:15.324Z",
-                     *           "failed_at": "2026-11-29T02:37:15.375Z",
+                     *           "started_at": "2026-11-29T02:41:38.086Z",
+                     *           "failed_at": "2026-11-29T02:41:38.118Z",
                      *           "reason": "refused",
                      *           "note": "Patient refused the package"
                      *         }
@@ -8475,13 +8600,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
-                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
-                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
+                     *           "occurred_at": "2026-11-29T02:41:38.046Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.046Z",
+                     *           "prev_hash": "sha256:9513568d59e45ce644be637813370e233b2e835dc8464aac7c7acfb1f78d8061",
+                     *           "hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -8490,14 +8615,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
-                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
-                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
+                     *           "occurred_at": "2026-11-29T02:41:38.049Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.049Z",
+                     *           "prev_hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9",
+                     *           "hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -8506,14 +8631,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
-                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
-                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
+                     *           "occurred_at": "2026-11-29T02:41:38.054Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.054Z",
+                     *           "prev_hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694",
+                     *           "hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -8526,10 +8651,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
-                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
-                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                     *           "occurred_at": "2026-11-29T02:41:38.058Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.058Z",
+                     *           "prev_hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54",
+                     *           "hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -8543,14 +8668,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.324Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.324Z",
-                     *           "prev_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
-                     *           "hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
+                     *           "occurred_at": "2026-11-29T02:41:38.086Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.086Z",
+                     *           "prev_hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
+                     *           "hash": "sha256:0c3a2fb5d68c7220e723853401ab6314f13cc6db8d63d10aae0b87e9796715e0",
                      *           "attempt": {
                      *             "number": 2
                      *           }
@@ -8562,14 +8687,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:15.369Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.369Z",
-                     *           "prev_hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
-                     *           "hash": "sha256:52cefcf7d7a92a754c6d8f26ced92d56250028091f198822f9a9144596ba1ef1"
+                     *           "occurred_at": "2026-11-29T02:41:38.112Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.112Z",
+                     *           "prev_hash": "sha256:0c3a2fb5d68c7220e723853401ab6314f13cc6db8d63d10aae0b87e9796715e0",
+                     *           "hash": "sha256:100846924459cbbfef37baa6e0397cedd08438c85859adf030f8725825fa7175"
                      *         },
                      *         {
                      *           "seq": 7,
@@ -8582,10 +8707,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:8dbf26447e0140e50f9c948cd0c785ee1b14ffdda4b385bc0dc17381c9b932aa",
-                     *           "occurred_at": "2026-11-29T02:37:15.375Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.375Z",
-                     *           "prev_hash": "sha256:52cefcf7d7a92a754c6d8f26ced92d56250028091f198822f9a9144596ba1ef1",
-                     *           "hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b",
+                     *           "occurred_at": "2026-11-29T02:41:38.118Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.118Z",
+                     *           "prev_hash": "sha256:100846924459cbbfef37baa6e0397cedd08438c85859adf030f8725825fa7175",
+                     *           "hash": "sha256:a09daa5dc77a4848ab8793fa4452caeecb6bf9508a32130c2f2da80e3715bb8f",
                      *           "attempt": {
                      *             "number": 2,
                      *             "reason": "refused",
@@ -8599,18 +8724,18 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:15.381Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.381Z",
-                     *           "prev_hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b",
-                     *           "hash": "sha256:e52feb18b13d584a5e77622426e5b682632c4494375f965bf3d52c9591c0c0fe"
+                     *           "occurred_at": "2026-11-29T02:41:38.123Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.123Z",
+                     *           "prev_hash": "sha256:a09daa5dc77a4848ab8793fa4452caeecb6bf9508a32130c2f2da80e3715bb8f",
+                     *           "hash": "sha256:7fd03865d9935875e3c3174c871718dbcca7a878ec19060c0b67c1120af8ae0a"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:15.261Z",
-                     *       "updated_at": "2026-11-29T02:37:15.381Z"
+                     *       "created_at": "2026-11-29T02:41:38.046Z",
+                     *       "updated_at": "2026-11-29T02:41:38.123Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -8778,15 +8903,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "DELIVERED",
                      *       "eta": "2030-01-01T17:00:00Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -8816,7 +8941,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:14.760Z",
+                     *           "started_at": "2026-11-29T02:41:37.763Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -8832,13 +8957,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.648Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.648Z",
-                     *           "prev_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
-                     *           "hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
+                     *           "occurred_at": "2026-11-29T02:41:37.706Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.706Z",
+                     *           "prev_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
+                     *           "hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8852,14 +8977,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:14.760Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.760Z",
-                     *           "prev_hash": "sha256:68b270b57b35d6c654a7e066e71f5f9cd9a84229e8042f916123a9b1f1e4ef28",
-                     *           "hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
+                     *           "occurred_at": "2026-11-29T02:41:37.763Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.763Z",
+                     *           "prev_hash": "sha256:c9580de3ea3cc567f19575ceeba62fc8c28f4ca188b4523fac225e80f93e194d",
+                     *           "hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8873,14 +8998,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.852Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.852Z",
-                     *           "prev_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                     *           "hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *           "occurred_at": "2026-11-29T02:41:37.822Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.822Z",
+                     *           "prev_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                     *           "hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8894,17 +9019,17 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "location": {
                      *             "lat": 39.79,
                      *             "lng": -89.64
                      *           },
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:14.951Z",
-                     *           "recorded_at": "2026-11-29T02:37:14.951Z",
-                     *           "prev_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
-                     *           "hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *           "occurred_at": "2026-11-29T02:41:37.866Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.866Z",
+                     *           "prev_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
+                     *           "hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -8918,23 +9043,23 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *           "from": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *           "to": "patient",
                      *           "location": null,
                      *           "evidence_hash": "sha256:e7575042d1eb4f406ba07d0a8b6c56459c5b84d7b4b840fc22d0391d93eff827",
-                     *           "occurred_at": "2026-11-29T02:37:15.031Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.031Z",
-                     *           "prev_hash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
-                     *           "hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                     *           "occurred_at": "2026-11-29T02:41:37.927Z",
+                     *           "recorded_at": "2026-11-29T02:41:37.927Z",
+                     *           "prev_hash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
+                     *           "hash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                      *           "temperature": {
                      *             "last_c": 5,
-                     *             "at": "2026-11-29T02:37:14.996Z",
+                     *             "at": "2026-11-29T02:41:37.894Z",
                      *             "state": "OK"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:14.648Z",
-                     *       "updated_at": "2026-11-29T02:37:15.031Z"
+                     *       "created_at": "2026-11-29T02:41:37.706Z",
+                     *       "updated_at": "2026-11-29T02:41:37.927Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9101,14 +9226,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
+                     *       "id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "FAILED",
-                     *       "eta": "2026-11-29T06:37:15.261Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "eta": "2026-11-29T06:41:38.046Z",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -9128,8 +9253,8 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:15.269Z",
-                     *           "failed_at": "2026-11-29T02:37:15.283Z",
+                     *           "started_at": "2026-11-29T02:41:38.049Z",
+                     *           "failed_at": "2026-11-29T02:41:38.058Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         }
@@ -9144,13 +9269,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
-                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
-                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
+                     *           "occurred_at": "2026-11-29T02:41:38.046Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.046Z",
+                     *           "prev_hash": "sha256:9513568d59e45ce644be637813370e233b2e835dc8464aac7c7acfb1f78d8061",
+                     *           "hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9159,14 +9284,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
-                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
-                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
+                     *           "occurred_at": "2026-11-29T02:41:38.049Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.049Z",
+                     *           "prev_hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9",
+                     *           "hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -9175,14 +9300,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
-                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
-                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
+                     *           "occurred_at": "2026-11-29T02:41:38.054Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.054Z",
+                     *           "prev_hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694",
+                     *           "hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -9195,10 +9320,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
-                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
-                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                     *           "occurred_at": "2026-11-29T02:41:38.058Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.058Z",
+                     *           "prev_hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54",
+                     *           "hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -9206,8 +9331,8 @@ export interface operations {
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:15.261Z",
-                     *       "updated_at": "2026-11-29T02:37:15.283Z"
+                     *       "created_at": "2026-11-29T02:41:38.046Z",
+                     *       "updated_at": "2026-11-29T02:41:38.058Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9364,14 +9489,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
+                     *       "id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T06:37:15.261Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *       "eta": "2026-11-29T06:41:38.046Z",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *       "tote_id": null,
                      *       "cold_chain": {
                      *         "required": false,
@@ -9391,14 +9516,14 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:15.269Z",
-                     *           "failed_at": "2026-11-29T02:37:15.283Z",
+                     *           "started_at": "2026-11-29T02:41:38.049Z",
+                     *           "failed_at": "2026-11-29T02:41:38.058Z",
                      *           "reason": "patient_unavailable",
                      *           "note": "Nobody home"
                      *         },
                      *         {
                      *           "number": 2,
-                     *           "started_at": "2026-11-29T02:37:15.324Z",
+                     *           "started_at": "2026-11-29T02:41:38.086Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -9414,13 +9539,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.261Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.261Z",
-                     *           "prev_hash": "sha256:e706680cd25c74aec860735b881fa45c9993072854c3fee3878990362fbcba46",
-                     *           "hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817"
+                     *           "occurred_at": "2026-11-29T02:41:38.046Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.046Z",
+                     *           "prev_hash": "sha256:9513568d59e45ce644be637813370e233b2e835dc8464aac7c7acfb1f78d8061",
+                     *           "hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9429,14 +9554,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.269Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.269Z",
-                     *           "prev_hash": "sha256:20f1291b868da01a6a58f5c10d067b5e8dd079fe8a317aa9fbf18862666dc817",
-                     *           "hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533"
+                     *           "occurred_at": "2026-11-29T02:41:38.049Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.049Z",
+                     *           "prev_hash": "sha256:9b70be3ece24ee28bb25f72f270dea16f4791469127a83d8cf10e8849575e7d9",
+                     *           "hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694"
                      *         },
                      *         {
                      *           "seq": 3,
@@ -9445,14 +9570,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": "sha256:624fc0a006e31b1610bb226be8b1a87911b9c54a390e789e1f30c2517d64db19",
-                     *           "occurred_at": "2026-11-29T02:37:15.276Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.276Z",
-                     *           "prev_hash": "sha256:b64365f4c21f7bc587e1b405d4fcfa10d7cdc40280c841ddf9d0dd77d7c0e533",
-                     *           "hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643"
+                     *           "occurred_at": "2026-11-29T02:41:38.054Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.054Z",
+                     *           "prev_hash": "sha256:2e993661de5f6ec96280f30b93e5864f39c49321e8fc329d0d6b5e0983ae5694",
+                     *           "hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54"
                      *         },
                      *         {
                      *           "seq": 4,
@@ -9465,10 +9590,10 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:2f7c4427636a9aca92f68868bb051b06d051330896b840f02071222fadf843a7",
-                     *           "occurred_at": "2026-11-29T02:37:15.283Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.283Z",
-                     *           "prev_hash": "sha256:24b66e15d5c9f02085d45662a57986cc96ee5fff49bc7813c0d3ee77929ce643",
-                     *           "hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                     *           "occurred_at": "2026-11-29T02:41:38.058Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.058Z",
+                     *           "prev_hash": "sha256:d0c389e6c3231ae4335e77440b8822229f03bedb3d303519609ea9cc6a1aaa54",
+                     *           "hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
                      *           "attempt": {
                      *             "number": 1,
                      *             "reason": "patient_unavailable",
@@ -9482,21 +9607,21 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.324Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.324Z",
-                     *           "prev_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
-                     *           "hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
+                     *           "occurred_at": "2026-11-29T02:41:38.086Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.086Z",
+                     *           "prev_hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
+                     *           "hash": "sha256:0c3a2fb5d68c7220e723853401ab6314f13cc6db8d63d10aae0b87e9796715e0",
                      *           "attempt": {
                      *             "number": 2
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:15.261Z",
-                     *       "updated_at": "2026-11-29T02:37:15.324Z"
+                     *       "created_at": "2026-11-29T02:41:38.046Z",
+                     *       "updated_at": "2026-11-29T02:41:38.086Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9656,12 +9781,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkw94bnz00mcttpsf2yyn",
-                     *       "rx_id": "rx_01m8jjkw94bnz00mcttpsf2yym",
+                     *       "id": "dl_01m8jjvwvyy1jtss4w7w861m4w",
+                     *       "rx_id": "rx_01m8jjvwvyy1jtss4w7w861m4v",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "CANCELLED",
-                     *       "eta": "2026-11-29T06:37:15.428Z",
+                     *       "eta": "2026-11-29T06:41:38.174Z",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "tote_id": null,
@@ -9691,13 +9816,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.428Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.428Z",
-                     *           "prev_hash": "sha256:b2af738a9c3c8fd165ec851ecfc033a9b8d26a4c13cca27766cdf0984516889a",
-                     *           "hash": "sha256:472bd32e6af688a5b37b2b00dda427c452cc57201b105e0793fdfab001a00d8b"
+                     *           "occurred_at": "2026-11-29T02:41:38.174Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.174Z",
+                     *           "prev_hash": "sha256:93d6efdac2c5e286ebbdf485173a6017cce68efc6308ab83a8eb6516cfd81131",
+                     *           "hash": "sha256:c9c79a439f74aaab66de81d9d042492d62507dc696ba44693f3ce7d736868f1d"
                      *         },
                      *         {
                      *           "seq": 2,
@@ -9710,14 +9835,14 @@ export interface operations {
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:68f67566d0a67406e88209a83c0b7a1bbc26e1b76a13522bd4550447fd5a26c2",
-                     *           "occurred_at": "2026-11-29T02:37:15.432Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.432Z",
-                     *           "prev_hash": "sha256:472bd32e6af688a5b37b2b00dda427c452cc57201b105e0793fdfab001a00d8b",
-                     *           "hash": "sha256:bd863c115807b5c9982fe2af6390cc25d49f4fa58ef380db1a062deb82d4b6a7"
+                     *           "occurred_at": "2026-11-29T02:41:38.177Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.177Z",
+                     *           "prev_hash": "sha256:c9c79a439f74aaab66de81d9d042492d62507dc696ba44693f3ce7d736868f1d",
+                     *           "hash": "sha256:ed1d0dd166beeb55b2eda6605616f7e5dac8cb963c8f16197dd9124751df260d"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:15.428Z",
-                     *       "updated_at": "2026-11-29T02:37:15.432Z"
+                     *       "created_at": "2026-11-29T02:41:38.174Z",
+                     *       "updated_at": "2026-11-29T02:41:38.177Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -9886,15 +10011,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                     *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
+                     *       "id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                     *       "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
                      *       "leg": 1,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "status": "DISPATCHED",
-                     *       "eta": "2026-11-29T06:37:15.471Z",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *       "eta": "2026-11-29T06:41:38.206Z",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
                      *       "cold_chain": {
                      *         "required": true,
                      *         "profile": {
@@ -9917,23 +10042,23 @@ export interface operations {
                      *         "unknown_s": 0,
                      *         "excursions": [],
                      *         "break_reason": "hard_limit",
-                     *         "broken_at": "2026-11-29T02:37:15.478Z",
+                     *         "broken_at": "2026-11-29T02:41:38.214Z",
                      *         "disposition": {
                      *           "decision": "return",
                      *           "note": "Froze in transit; destroy and re-dispense",
                      *           "decided_by": {
-                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
-                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
+                     *             "client_id": "cl_01m8jjvwxxkw33rtvakr6wr47b",
+                     *             "sub": "us_01m8jjvwxm73cgv83zx7gxxmfz"
                      *           },
-                     *           "decided_at": "2026-11-29T02:37:15.647Z",
+                     *           "decided_at": "2026-11-29T02:41:38.315Z",
                      *           "signature": {
-                     *             "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
-                     *             "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
+                     *             "id": "sg_01m8jjvx0cyfwkz091p95ey01t",
+                     *             "signer": "us_01m8jjvwxm73cgv83zx7gxxmfz",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-n3t5iywc6qn@example.com",
+                     *             "email": "pharmacist-mf1qn77qxm@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T02:37:15.647Z",
-                     *             "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
+                     *             "signed_at": "2026-11-29T02:41:38.315Z",
+                     *             "record_hash": "sha256:795cd33f71e99c568ac838ca0cd60ec3163427a477aa4225e18728f3931c7f7d",
                      *             "method": "password"
                      *           }
                      *         }
@@ -9941,8 +10066,8 @@ export interface operations {
                      *       "warnings": [
                      *         {
                      *           "code": "sensor_unrecorded",
-                     *           "message": "Tote tt_01m8jjkv54t2cf4fx933nj04m2 has no sensor record: its calibration is unknown.",
-                     *           "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *           "message": "Tote tt_01m8jjvw6pk3yaqptdt4zzaczc has no sensor record: its calibration is unknown.",
+                     *           "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
                      *           "sensor_serial": null,
                      *           "calibration_due": null
                      *         }
@@ -9951,7 +10076,7 @@ export interface operations {
                      *       "attempts": [
                      *         {
                      *           "number": 1,
-                     *           "started_at": "2026-11-29T02:37:15.475Z",
+                     *           "started_at": "2026-11-29T02:41:38.209Z",
                      *           "failed_at": null,
                      *           "reason": null,
                      *           "note": null
@@ -9967,13 +10092,13 @@ export interface operations {
                      *             "sub": "cl_admin"
                      *           },
                      *           "from": null,
-                     *           "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.471Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.471Z",
-                     *           "prev_hash": "sha256:15dbde600d452aef9c9fbfc425e688514f29c6e6c34d06f94d0e7fea46f4d3fb",
-                     *           "hash": "sha256:097356d4e9e15ba68d0ce70d7ed41c7330a943bb1e7ad7a2516baed6857714c2",
+                     *           "occurred_at": "2026-11-29T02:41:38.206Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.206Z",
+                     *           "prev_hash": "sha256:066a4d4b124ecfb96e90ed75db1444e3ddabd8f5ad14edb0602dd2ce0ae9f532",
+                     *           "hash": "sha256:5a80a03632fccca642e005ce3c83250df2e18d877f43d0f013a16e4b267f3f3e",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -9987,14 +10112,14 @@ export interface operations {
                      *             "client_id": "cl_admin",
                      *             "sub": "cl_admin"
                      *           },
-                     *           "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *           "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *           "location": null,
                      *           "evidence_hash": null,
-                     *           "occurred_at": "2026-11-29T02:37:15.475Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.475Z",
-                     *           "prev_hash": "sha256:097356d4e9e15ba68d0ce70d7ed41c7330a943bb1e7ad7a2516baed6857714c2",
-                     *           "hash": "sha256:3f0997e640b73dab956aeba7594b7e327c2d0f3aca4500c2b4b8cc08860638ea",
+                     *           "occurred_at": "2026-11-29T02:41:38.209Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.209Z",
+                     *           "prev_hash": "sha256:5a80a03632fccca642e005ce3c83250df2e18d877f43d0f013a16e4b267f3f3e",
+                     *           "hash": "sha256:2d138e9300e8e1363ffcaa7aaf210de94d0dc0762f4cf43f7f22d3ed7e94b9b0",
                      *           "temperature": {
                      *             "last_c": null,
                      *             "at": null,
@@ -10005,20 +10130,20 @@ export interface operations {
                      *           "seq": 3,
                      *           "type": "disposition",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
-                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
+                     *             "client_id": "cl_01m8jjvwxxkw33rtvakr6wr47b",
+                     *             "sub": "us_01m8jjvwxm73cgv83zx7gxxmfz"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
                      *           "evidence_hash": "sha256:db7dc3b871684c1325d6188654141f2a531c544be9bca3926c9a2e1e17146579",
-                     *           "occurred_at": "2026-11-29T02:37:15.647Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.647Z",
-                     *           "prev_hash": "sha256:3f0997e640b73dab956aeba7594b7e327c2d0f3aca4500c2b4b8cc08860638ea",
-                     *           "hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
+                     *           "occurred_at": "2026-11-29T02:41:38.315Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.315Z",
+                     *           "prev_hash": "sha256:2d138e9300e8e1363ffcaa7aaf210de94d0dc0762f4cf43f7f22d3ed7e94b9b0",
+                     *           "hash": "sha256:79fb7993c31706e3abc175301a4f78addf4e24ecfd5fe5986eaeb885f87567e0",
                      *           "temperature": {
                      *             "last_c": -4,
-                     *             "at": "2026-11-29T02:37:15.478Z",
+                     *             "at": "2026-11-29T02:41:38.214Z",
                      *             "state": "BROKEN"
                      *           }
                      *         },
@@ -10026,31 +10151,31 @@ export interface operations {
                      *           "seq": 4,
                      *           "type": "signed",
                      *           "actor": {
-                     *             "client_id": "cl_01m8jjkwbwrmjjz03j981nba7b",
-                     *             "sub": "us_01m8jjkwbdthgydyma9mt9wqxs"
+                     *             "client_id": "cl_01m8jjvwxxkw33rtvakr6wr47b",
+                     *             "sub": "us_01m8jjvwxm73cgv83zx7gxxmfz"
                      *           },
                      *           "from": null,
                      *           "to": null,
                      *           "location": null,
-                     *           "evidence_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
-                     *           "occurred_at": "2026-11-29T02:37:15.647Z",
-                     *           "recorded_at": "2026-11-29T02:37:15.647Z",
-                     *           "prev_hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
-                     *           "hash": "sha256:64aa615bd651ae5902a14f8b393343166bf5f26ebf1f03f9826c477a0301fe14",
+                     *           "evidence_hash": "sha256:795cd33f71e99c568ac838ca0cd60ec3163427a477aa4225e18728f3931c7f7d",
+                     *           "occurred_at": "2026-11-29T02:41:38.315Z",
+                     *           "recorded_at": "2026-11-29T02:41:38.315Z",
+                     *           "prev_hash": "sha256:79fb7993c31706e3abc175301a4f78addf4e24ecfd5fe5986eaeb885f87567e0",
+                     *           "hash": "sha256:d1e97ef196f5960d9f0db940a13cd16299dfd592d7a1456429ac7774568cfd81",
                      *           "signature": {
-                     *             "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
-                     *             "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
+                     *             "id": "sg_01m8jjvx0cyfwkz091p95ey01t",
+                     *             "signer": "us_01m8jjvwxm73cgv83zx7gxxmfz",
                      *             "name": "A pharmacist",
-                     *             "email": "pharmacist-n3t5iywc6qn@example.com",
+                     *             "email": "pharmacist-mf1qn77qxm@example.com",
                      *             "meaning": "returned",
-                     *             "signed_at": "2026-11-29T02:37:15.647Z",
-                     *             "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
+                     *             "signed_at": "2026-11-29T02:41:38.315Z",
+                     *             "record_hash": "sha256:795cd33f71e99c568ac838ca0cd60ec3163427a477aa4225e18728f3931c7f7d",
                      *             "method": "password"
                      *           }
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T02:37:15.471Z",
-                     *       "updated_at": "2026-11-29T02:37:15.647Z"
+                     *       "created_at": "2026-11-29T02:41:38.206Z",
+                     *       "updated_at": "2026-11-29T02:41:38.315Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Delivery"];
@@ -10208,11 +10333,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "at_01m8jjkwptzdgcdxyp74qjbgxp",
+                     *       "id": "at_01m8jjvx3yw3nch5en0wr8dvrr",
                      *       "sha256": "497790947d4666760ce38f3c00e852c71fdb66cae849bae8e9ede352719e1581",
                      *       "content_type": "image/png",
                      *       "size": 70,
-                     *       "created_at": "2026-11-29T02:37:15.864Z"
+                     *       "created_at": "2026-11-29T02:41:38.430Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Attachment"];
@@ -10467,19 +10592,19 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
-                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "id": "al_01m8jjvx8t0dned2sqbtvqznfg",
+                     *           "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *           "kind": "excursion",
                      *           "state": "CLEARED_UNACK",
-                     *           "raised_at": "2026-11-29T01:53:16.156Z",
-                     *           "cleared_at": "2026-11-29T01:55:16.156Z",
+                     *           "raised_at": "2026-11-29T01:57:38.566Z",
+                     *           "cleared_at": "2026-11-29T01:59:38.566Z",
                      *           "acknowledged_by": null,
                      *           "acknowledged_at": null,
                      *           "note": null,
                      *           "assigned_to": null,
-                     *           "escalate_at": "2026-11-29T02:37:17.176Z",
+                     *           "escalate_at": "2026-11-29T02:41:39.585Z",
                      *           "escalated_at": null
                      *         }
                      *       ],
@@ -10602,20 +10727,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
-                     *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "al_01m8jjvx8t0dned2sqbtvqznfg",
+                     *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_ACK",
-                     *       "raised_at": "2026-11-29T01:53:16.156Z",
-                     *       "cleared_at": "2026-11-29T01:55:16.156Z",
+                     *       "raised_at": "2026-11-29T01:57:38.566Z",
+                     *       "cleared_at": "2026-11-29T01:59:38.566Z",
                      *       "acknowledged_by": "cl_admin",
-                     *       "acknowledged_at": "2026-11-29T02:37:17.224Z",
+                     *       "acknowledged_at": "2026-11-29T02:41:40.070Z",
                      *       "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                     *       "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
-                     *       "escalate_at": "2026-11-29T02:37:17.176Z",
-                     *       "escalated_at": "2026-11-29T02:37:17.198Z"
+                     *       "assigned_to": "us_01m8jjvw8c82sass51vcbfv6rz",
+                     *       "escalate_at": "2026-11-29T02:41:39.585Z",
+                     *       "escalated_at": "2026-11-29T02:41:40.017Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10752,7 +10877,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "user": "us_01m8jjkv95ckcy92c0a6j3rfsd"
+                 *       "user": "us_01m8jjvw8c82sass51vcbfv6rz"
                  *     }
                  */
                 "application/json": components["schemas"]["AlarmAssignment"];
@@ -10767,20 +10892,20 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
-                     *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "al_01m8jjvx8t0dned2sqbtvqznfg",
+                     *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "kind": "excursion",
                      *       "state": "CLEARED_UNACK",
-                     *       "raised_at": "2026-11-29T01:53:16.156Z",
-                     *       "cleared_at": "2026-11-29T01:55:16.156Z",
+                     *       "raised_at": "2026-11-29T01:57:38.566Z",
+                     *       "cleared_at": "2026-11-29T01:59:38.566Z",
                      *       "acknowledged_by": null,
                      *       "acknowledged_at": null,
                      *       "note": null,
-                     *       "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
-                     *       "escalate_at": "2026-11-29T02:37:17.176Z",
-                     *       "escalated_at": "2026-11-29T02:37:17.198Z"
+                     *       "assigned_to": "us_01m8jjvw8c82sass51vcbfv6rz",
+                     *       "escalate_at": "2026-11-29T02:41:39.585Z",
+                     *       "escalated_at": "2026-11-29T02:41:40.017Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Alarm"];
@@ -10928,7 +11053,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *           "name": "Speedy Couriers",
                      *           "branding": {
                      *             "display_name": "Speedy",
@@ -10938,7 +11063,7 @@ export interface operations {
                      *           "embed_origins": [],
                      *           "timezone": "UTC",
                      *           "average_speed_kmh": 25,
-                     *           "created_at": "2026-11-29T02:37:13.996Z"
+                     *           "created_at": "2026-11-29T02:41:37.428Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -11063,7 +11188,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -11073,7 +11198,7 @@ export interface operations {
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:37:13.996Z"
+                     *       "created_at": "2026-11-29T02:41:37.428Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -11216,7 +11341,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -11226,7 +11351,7 @@ export interface operations {
                      *       "embed_origins": [],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:37:13.996Z"
+                     *       "created_at": "2026-11-29T02:41:37.428Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -11344,7 +11469,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "name": "Speedy Couriers",
                      *       "branding": {
                      *         "display_name": "Speedy",
@@ -11356,7 +11481,7 @@ export interface operations {
                      *       ],
                      *       "timezone": "UTC",
                      *       "average_speed_kmh": 25,
-                     *       "created_at": "2026-11-29T02:37:13.996Z"
+                     *       "created_at": "2026-11-29T02:41:37.428Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Fleet"];
@@ -11506,18 +11631,18 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *           "name": "Dana Driver",
                      *           "phone": "+15551234567",
-                     *           "created_at": "2026-11-29T02:37:14.197Z"
+                     *           "created_at": "2026-11-29T02:41:37.470Z"
                      *         },
                      *         {
-                     *           "id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "id": "dr_01m8jjvw63zb0gp2898vr38hyc",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *           "name": "Sam Second",
                      *           "phone": null,
-                     *           "created_at": "2026-11-29T02:37:14.203Z"
+                     *           "created_at": "2026-11-29T02:41:37.475Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -11640,11 +11765,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "name": "Dana Driver",
                      *       "phone": "+15551234567",
-                     *       "created_at": "2026-11-29T02:37:14.197Z"
+                     *       "created_at": "2026-11-29T02:41:37.470Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Driver"];
@@ -11786,7 +11911,7 @@ export interface operations {
                  *           "lat": 39.8626,
                  *           "lng": -89.6501,
                  *           "accuracy_m": 8,
-                 *           "at": "2026-11-29T02:37:14.717Z"
+                 *           "at": "2026-11-29T02:41:37.360Z"
                  *         }
                  *       ]
                  *     }
@@ -11805,7 +11930,7 @@ export interface operations {
                      * @example {
                      *       "accepted": 1,
                      *       "delivery_ids": [
-                     *         "dl_01m8jjkwhe1y390z8rdcdcfsnd"
+                     *         "dl_01m8jjvx1fs46k1n52xjv2gedq"
                      *       ]
                      *     }
                      */
@@ -11959,15 +12084,15 @@ export interface operations {
                      *           "lat": 39.8626,
                      *           "lng": -89.6501,
                      *           "accuracy_m": 8,
-                     *           "at": "2026-11-29T02:37:14.717Z",
-                     *           "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz"
+                     *           "at": "2026-11-29T02:41:37.360Z",
+                     *           "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc"
                      *         },
                      *         {
                      *           "lat": 39.7844,
                      *           "lng": -89.6501,
                      *           "accuracy_m": 5,
-                     *           "at": "2026-11-29T02:37:15.729Z",
-                     *           "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz"
+                     *           "at": "2026-11-29T02:41:38.372Z",
+                     *           "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -12071,7 +12196,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "eta": "2026-11-29T02:41:15.736Z"
+                 *       "eta": "2026-11-29T02:45:38.376Z"
                  *     }
                  */
                 "application/json": components["schemas"]["RouterEta"];
@@ -12086,9 +12211,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "eta": "2026-11-29T02:41:15.736Z",
+                     *       "eta": "2026-11-29T02:45:38.376Z",
                      *       "source": "router",
-                     *       "until": "2026-11-29T02:52:15.739Z"
+                     *       "until": "2026-11-29T02:56:38.378Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EtaInForce"];
@@ -12236,11 +12361,11 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *           "id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *           "serial": "TOTE-0001",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T02:37:14.216Z",
+                     *           "created_at": "2026-11-29T02:41:37.484Z",
                      *           "sensor": {
                      *             "serial": "TS-4471",
                      *             "model": "ColdProbe 3",
@@ -12251,11 +12376,11 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "tt_01m8jjkv54t2cf4fx933nj04m2",
+                     *           "id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
                      *           "serial": "TOTE-0002",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "fleet_id": null,
-                     *           "created_at": "2026-11-29T02:37:14.276Z",
+                     *           "created_at": "2026-11-29T02:41:37.494Z",
                      *           "sensor": null
                      *         }
                      *       ],
@@ -12362,7 +12487,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "serial": "TOTE-0001",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q"
                  *     }
                  */
                 "application/json": components["schemas"]["NewTote"];
@@ -12377,18 +12502,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:37:14.216Z",
+                     *       "created_at": "2026-11-29T02:41:37.484Z",
                      *       "sensor": null,
                      *       "mqtt": {
-                     *         "username": "tt_01m8jjkv38v8e40qr6q24aa5bw",
-                     *         "password": "tp_rGvzTxHJoahdnyf2u50RKYQE-DXbwPJQNQQvv1EIMK8",
-                     *         "client_id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
-                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw/readings",
-                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw/errors"
+                     *         "username": "tt_01m8jjvw6cwv5g1327eg9ssemg",
+                     *         "password": "tp_uEVMXrvl2cJzo5xgnBj01wPzY7gupcYQ7jzGXkVi2bY",
+                     *         "client_id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
+                     *         "readings_topic": "rxtrace/v1/totes/tt_01m8jjvw6cwv5g1327eg9ssemg/readings",
+                     *         "errors_topic": "rxtrace/v1/totes/tt_01m8jjvw6cwv5g1327eg9ssemg/errors"
                      *       }
                      *     }
                      */
@@ -12532,11 +12657,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:37:14.216Z",
+                     *       "created_at": "2026-11-29T02:41:37.484Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -12667,11 +12792,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "tt_01m8jjkv38v8e40qr6q24aa5bw",
+                     *       "id": "tt_01m8jjvw6cwv5g1327eg9ssemg",
                      *       "serial": "TOTE-0001",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
-                     *       "created_at": "2026-11-29T02:37:14.216Z",
+                     *       "created_at": "2026-11-29T02:41:37.484Z",
                      *       "sensor": {
                      *         "serial": "TS-4471",
                      *         "model": "ColdProbe 3",
@@ -12947,17 +13072,17 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jjky382yv5xph9wvbcseb1",
+                     *           "id": "evt_01m8jjvyrkmbnrv4p37tx90w9d",
                      *           "type": "writeback.completed",
-                     *           "created_at": "2026-11-29T02:37:17.288Z",
+                     *           "created_at": "2026-11-29T02:41:40.115Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjky1x4nv1dn7g8jdwhmyf",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjky21d6x3mkd9w1tgdrpk",
-                     *           "rx_id": "rx_01m8jjky21d6x3mkd9w1tgdrpj",
+                     *           "pharmacy_id": "ph_01m8jjvyqnfdrqa8t3abj3vs29",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvyqr7rn0yfhe7xkfqtv4",
+                     *           "rx_id": "rx_01m8jjvyqr7rn0yfhe7xkfqtv3",
                      *           "seq": 7,
                      *           "data": {
-                     *             "outcome_event_id": "evt_01m8jjky2kj81h855dy2kdgpbk",
+                     *             "outcome_event_id": "evt_01m8jjvyr3cgk9bt310hdeft4w",
                      *             "outcome": "delivery.delivered",
                      *             "attempts": 1,
                      *             "status_code": 204,
@@ -13182,29 +13307,29 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
+                     *       "id": "evt_01m8jjvwxbra75qvmw719k60h1",
                      *       "type": "cold-chain.break",
-                     *       "created_at": "2026-11-29T02:37:15.485Z",
+                     *       "created_at": "2026-11-29T02:41:38.219Z",
                      *       "api_version": "v1",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                     *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                     *       "seq": 3,
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                     *       "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                     *       "seq": 4,
                      *       "data": {
                      *         "reason": "hard_limit",
                      *         "threshold": "hard_min_c",
                      *         "limit": 0,
-                     *         "broken_at": "2026-11-29T02:37:15.478Z",
+                     *         "broken_at": "2026-11-29T02:41:38.214Z",
                      *         "temp_c": -4,
-                     *         "excursion_started_at": "2026-11-29T02:37:15.478Z",
+                     *         "excursion_started_at": "2026-11-29T02:41:38.214Z",
                      *         "excursion_duration_s": 0,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
                      *         "mkt_c": null,
                      *         "profile": "refrigerated",
-                     *         "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
-                     *         "at": "2026-11-29T02:37:15.478Z"
+                     *         "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
+                     *         "at": "2026-11-29T02:41:38.214Z"
                      *       }
                      *     }
                      */
@@ -13323,64 +13448,64 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "evt_01m8jjkw4nvq9n02bve1xrs6wd",
+                     *           "id": "evt_01m8jjvwrejxzhe6tzpcgfbtch",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T02:37:15.285Z",
+                     *           "created_at": "2026-11-29T02:41:38.062Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *           "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
-                     *           "seq": 5,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *           "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
+                     *           "seq": 7,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T02:37:15.283Z",
+                     *             "occurred_at": "2026-11-29T02:41:38.058Z",
                      *             "reason": "patient_unavailable",
                      *             "attempt": 1,
                      *             "custody_seq": 4,
-                     *             "custody_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3"
+                     *             "custody_hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkw7g9fw2qc1fx8pgdr54",
+                     *           "id": "evt_01m8jjvwt7t2w55zh5kg2a47jt",
                      *           "type": "delivery.failed",
-                     *           "created_at": "2026-11-29T02:37:15.376Z",
+                     *           "created_at": "2026-11-29T02:41:38.119Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *           "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
-                     *           "seq": 9,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *           "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
+                     *           "seq": 13,
                      *           "data": {
                      *             "status": "FAILED",
                      *             "previous_status": "PICKED_UP",
                      *             "action": "fail",
-                     *             "occurred_at": "2026-11-29T02:37:15.375Z",
+                     *             "occurred_at": "2026-11-29T02:41:38.118Z",
                      *             "reason": "refused",
                      *             "attempt": 2,
                      *             "custody_seq": 7,
-                     *             "custody_hash": "sha256:f27740dd9e267915f317f1aeeef94d2ae8032b9408c09e55dd48f719c706f42b"
+                     *             "custody_hash": "sha256:a09daa5dc77a4848ab8793fa4452caeecb6bf9508a32130c2f2da80e3715bb8f"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
+                     *           "id": "evt_01m8jjvwxbra75qvmw719k60h1",
                      *           "type": "cold-chain.break",
-                     *           "created_at": "2026-11-29T02:37:15.485Z",
+                     *           "created_at": "2026-11-29T02:41:38.219Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                     *           "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                     *           "seq": 3,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                     *           "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                     *           "seq": 4,
                      *           "data": {
                      *             "reason": "hard_limit",
                      *             "threshold": "hard_min_c",
                      *             "limit": 0,
-                     *             "broken_at": "2026-11-29T02:37:15.478Z",
+                     *             "broken_at": "2026-11-29T02:41:38.214Z",
                      *             "temp_c": -4,
-                     *             "excursion_started_at": "2026-11-29T02:37:15.478Z",
+                     *             "excursion_started_at": "2026-11-29T02:41:38.214Z",
                      *             "excursion_duration_s": 0,
                      *             "time_out_of_range_s": 0,
                      *             "unknown_s": 0,
@@ -13389,15 +13514,15 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkwb4a603cjg9grbrvprj",
+                     *           "id": "evt_01m8jjvwxfvym7cvgx72xy68fz",
                      *           "type": "handoff.refused",
-                     *           "created_at": "2026-11-29T02:37:15.492Z",
+                     *           "created_at": "2026-11-29T02:41:38.223Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                     *           "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                     *           "seq": 4,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                     *           "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                     *           "seq": 5,
                      *           "data": {
                      *             "action": "deliver",
                      *             "code": "cold_chain_hold",
@@ -13407,21 +13532,21 @@ export interface operations {
                      *             "from": null,
                      *             "to": null,
                      *             "occurred_at": null,
-                     *             "refused_at": "2026-11-29T02:37:15.491Z"
+                     *             "refused_at": "2026-11-29T02:41:38.222Z"
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkx0hfzm11r5p2kxrmcr9",
+                     *           "id": "evt_01m8jjvx8t0dned2sqbtvqznfh",
                      *           "type": "temperature.excursion",
-                     *           "created_at": "2026-11-29T02:37:16.177Z",
+                     *           "created_at": "2026-11-29T02:41:38.586Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                     *           "seq": 3,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *           "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                     *           "seq": 4,
                      *           "data": {
-                     *             "excursion_started_at": "2026-11-29T01:48:16.156Z",
+                     *             "excursion_started_at": "2026-11-29T01:52:38.566Z",
                      *             "kind": "high",
                      *             "peak_c": 9,
                      *             "min_c": 2,
@@ -13430,35 +13555,35 @@ export interface operations {
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkx0jbnkc9st3024ty9rn",
+                     *           "id": "evt_01m8jjvx8t0dned2sqbtvqznfk",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T02:37:16.177Z",
+                     *           "created_at": "2026-11-29T02:41:38.586Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                     *           "seq": 5,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *           "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                     *           "seq": 6,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T01:55:16.156Z",
-                     *             "offline_since": "2026-11-29T02:10:16.156Z",
-                     *             "back_online_at": "2026-11-29T02:12:16.156Z",
+                     *             "last_reading_at": "2026-11-29T01:59:38.566Z",
+                     *             "offline_since": "2026-11-29T02:14:38.566Z",
+                     *             "back_online_at": "2026-11-29T02:16:38.566Z",
                      *             "max_gap_s": 900
                      *           }
                      *         },
                      *         {
-                     *           "id": "evt_01m8jjkx155343pjfytcqrecyy",
+                     *           "id": "evt_01m8jjvxp8f4pts3xqrsf0zph4",
                      *           "type": "sensor.offline",
-                     *           "created_at": "2026-11-29T02:37:16.197Z",
+                     *           "created_at": "2026-11-29T02:41:39.016Z",
                      *           "api_version": "v1",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *           "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                     *           "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                     *           "seq": 6,
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *           "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                     *           "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                     *           "seq": 7,
                      *           "data": {
-                     *             "last_reading_at": "2026-11-29T02:12:16.156Z",
-                     *             "offline_since": "2026-11-29T02:27:16.156Z",
+                     *             "last_reading_at": "2026-11-29T02:16:38.566Z",
+                     *             "offline_since": "2026-11-29T02:31:38.566Z",
                      *             "back_online_at": null,
                      *             "max_gap_s": 900
                      *           }
@@ -13581,9 +13706,9 @@ export interface operations {
                     /**
                      * @example retry: 2000
                      *
-                     *     id: evt_01m8jjkwb4a603cjg9grbrvprj
+                     *     id: evt_01m8jjvwxfvym7cvgx72xy68fz
                      *     event: handoff.refused
-                     *     data: {"id":"evt_01m8jjkwb4a603cjg9grbrvprj","type":"handoff.refused","created_at":"2026-11-29T02:37:15.492Z","api_version":"v1","pharmacy_id":"ph_01m8jjkt5bt5wqtd9js2fhjf8w","fleet_id":"fl_01m8jjktwcnkkk43pytw51d109","delivery_i…
+                     *     data: {"id":"evt_01m8jjvwxfvym7cvgx72xy68fz","type":"handoff.refused","created_at":"2026-11-29T02:41:38.223Z","api_version":"v1","pharmacy_id":"ph_01m8jjvw20s4s5sn0bnth9w04q","fleet_id":"fl_01m8jjvw4mgjafe1q0hrv8ncnp","delivery_i…
                      */
                     "text/event-stream": string;
                 };
@@ -13709,72 +13834,72 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "pos": 1,
-                     *           "at": "2026-11-29T02:37:13.264Z",
-                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
+                     *           "at": "2026-11-29T02:41:37.345Z",
+                     *           "jti": "381820b5-075b-4d8e-94fc-fc8100a20778",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/pharmacies",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jjkt3wa0mkz6656p8ca3qc",
+                     *           "request_id": "req_01m8jjvw1epf8k7yc7a6s51atw",
                      *           "prev_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                     *           "hash": "sha256:9f8ac3c3d0ad1dcf536160fa718adce1c1378b5bbda46cc480b00a5cdea8778d",
+                     *           "hash": "sha256:0f03ec10446d2672571f53ff8c332e222734d0046f07eb5e433b3a518c709a10",
                      *           "action": "createPharmacy"
                      *         },
                      *         {
                      *           "pos": 2,
-                     *           "at": "2026-11-29T02:37:13.587Z",
-                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
-                     *           "client_id": "cl_admin",
-                     *           "sub": "cl_admin",
-                     *           "method": "GET",
-                     *           "path": "/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                     *           "status": 200,
-                     *           "request_id": "req_01m8jjkte78fa4g75a68rfbk7s",
-                     *           "prev_hash": "sha256:9f8ac3c3d0ad1dcf536160fa718adce1c1378b5bbda46cc480b00a5cdea8778d",
-                     *           "hash": "sha256:fa44ee04ebce0028816f37ecbd0add8ab9705fc5e6e5d65d68f50943ab0421f8",
-                     *           "action": "getPharmacy"
-                     *         },
-                     *         {
-                     *           "pos": 3,
-                     *           "at": "2026-11-29T02:37:13.784Z",
-                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
+                     *           "at": "2026-11-29T02:41:37.383Z",
+                     *           "jti": "381820b5-075b-4d8e-94fc-fc8100a20778",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "PATCH",
-                     *           "path": "/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "path": "/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jjktnf6mazyr40fxhg1f81",
-                     *           "prev_hash": "sha256:fa44ee04ebce0028816f37ecbd0add8ab9705fc5e6e5d65d68f50943ab0421f8",
-                     *           "hash": "sha256:65ca89936ca6a4269d13d4bd8a4f41fd058a0990fe97f2bbd4b08d69e780780e",
+                     *           "request_id": "req_01m8jjvw34vp9w7jahb5fcgp9b",
+                     *           "prev_hash": "sha256:0f03ec10446d2672571f53ff8c332e222734d0046f07eb5e433b3a518c709a10",
+                     *           "hash": "sha256:6ff0580a5d33577936cf01ecfb1c114981fbcf8ccf4239dfebedde0f20d2632a",
                      *           "action": "updatePharmacy"
                      *         },
                      *         {
+                     *           "pos": 3,
+                     *           "at": "2026-11-29T02:41:37.367Z",
+                     *           "jti": "381820b5-075b-4d8e-94fc-fc8100a20778",
+                     *           "client_id": "cl_admin",
+                     *           "sub": "cl_admin",
+                     *           "method": "GET",
+                     *           "path": "/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q",
+                     *           "status": 200,
+                     *           "request_id": "req_01m8jjvw2pbrx1x0yycsn805tn",
+                     *           "prev_hash": "sha256:6ff0580a5d33577936cf01ecfb1c114981fbcf8ccf4239dfebedde0f20d2632a",
+                     *           "hash": "sha256:5c6d72174c5a7d8595099a723abfd1e5806ad035e39473c05f752792ab6f1969",
+                     *           "action": "getPharmacy"
+                     *         },
+                     *         {
                      *           "pos": 4,
-                     *           "at": "2026-11-29T02:37:13.881Z",
-                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
+                     *           "at": "2026-11-29T02:41:37.402Z",
+                     *           "jti": "381820b5-075b-4d8e-94fc-fc8100a20778",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "GET",
                      *           "path": "/v1/pharmacies",
                      *           "status": 200,
-                     *           "request_id": "req_01m8jjktrqq7gd3048ftcexr82",
-                     *           "prev_hash": "sha256:65ca89936ca6a4269d13d4bd8a4f41fd058a0990fe97f2bbd4b08d69e780780e",
-                     *           "hash": "sha256:631f1f54dc80118d1053b0c7610a4f0c63c249975b37e2a2731cb83370c51b3f",
+                     *           "request_id": "req_01m8jjvw3svhrfy5sypmpfkqr4",
+                     *           "prev_hash": "sha256:5c6d72174c5a7d8595099a723abfd1e5806ad035e39473c05f752792ab6f1969",
+                     *           "hash": "sha256:eb92bc524536837ccbf5951be40d5ca96bcdbdfc5bbe85051c52b29a280f75de",
                      *           "action": "listPharmacies"
                      *         },
                      *         {
                      *           "pos": 5,
-                     *           "at": "2026-11-29T02:37:13.996Z",
-                     *           "jti": "06e77a53-88b4-484f-9a30-82ac8dddbe9c",
+                     *           "at": "2026-11-29T02:41:37.429Z",
+                     *           "jti": "381820b5-075b-4d8e-94fc-fc8100a20778",
                      *           "client_id": "cl_admin",
                      *           "sub": "cl_admin",
                      *           "method": "POST",
                      *           "path": "/v1/fleets",
                      *           "status": 201,
-                     *           "request_id": "req_01m8jjktwaef5pg4zz9crnedeb",
-                     *           "prev_hash": "sha256:631f1f54dc80118d1053b0c7610a4f0c63c249975b37e2a2731cb83370c51b3f",
-                     *           "hash": "sha256:984c6bc02b44e1b3bc70868c750124ec028388a437115f53e41e5178150b3e74",
+                     *           "request_id": "req_01m8jjvw4mgjafe1q0hrv8ncnn",
+                     *           "prev_hash": "sha256:eb92bc524536837ccbf5951be40d5ca96bcdbdfc5bbe85051c52b29a280f75de",
+                     *           "hash": "sha256:da3c113c189cce0d9ec9def7737ad85d82c0b5078f43e9625255fefafeb4525d",
                      *           "action": "createFleet"
                      *         }
                      *       ],
@@ -13896,7 +14021,7 @@ export interface operations {
                      *       "scope": "deployment",
                      *       "valid": true,
                      *       "checked": 100,
-                     *       "head": "sha256:cea6962b48a0f54cef140d0ee52b97c793e9d524a1bb62fe2645859414ef4c95",
+                     *       "head": "sha256:85163164896a70acaa8b5a32622ecdde6c1e30933193a3ef6bdccf1429b32f80",
                      *       "next_cursor": "MTAw"
                      *     }
                      */
@@ -13998,7 +14123,7 @@ export interface operations {
                  * @example {
                  *       "client_name": "Pharmacy back office",
                  *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q"
                  *     }
                  */
                 "application/json": components["schemas"]["NewClient"];
@@ -14013,7 +14138,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
+                     *       "client_id": "cl_01m8jjvwb7br6b6nxscp6wezmk",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -14021,11 +14146,11 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T02:37:14.535Z",
-                     *       "client_secret": "cs_JwXvOnaG1IDYN-JiYb1YA7ZROPr3O8dQmSy-2xCLEps"
+                     *       "created_at": "2026-11-29T02:41:37.640Z",
+                     *       "client_secret": "cs_UhwQ52w-7R8dnFPnQilL3jEn3oSVvZaQujPvdmZrxZI"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"] & {
@@ -14171,7 +14296,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
+                     *       "client_id": "cl_01m8jjvwb7br6b6nxscp6wezmk",
                      *       "client_name": "Pharmacy back office",
                      *       "grant_types": [
                      *         "client_credentials"
@@ -14179,10 +14304,10 @@ export interface operations {
                      *       "redirect_uris": [],
                      *       "scope": "pharmacies:read prescriptions:read prescriptions:write deliveries:read",
                      *       "token_endpoint_auth_method": "client_secret_basic",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "first_party": false,
-                     *       "created_at": "2026-11-29T02:37:14.535Z"
+                     *       "created_at": "2026-11-29T02:41:37.640Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Client"];
@@ -14304,9 +14429,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "client_id": "cl_01m8jjkvd7efy1q1v6bq5dhpfv",
-                     *       "client_secret": "cs_ngqsTJXoPf6KMwbjhSkZ_UclZ6RJfSncUWEcfk65LoQ",
-                     *       "previous_secret_expires_at": "2026-11-29T03:37:14.558Z"
+                     *       "client_id": "cl_01m8jjvwb7br6b6nxscp6wezmk",
+                     *       "client_secret": "cs_x03RiPRAsEOCGFSNJjRBN0xVdB2FoXIR-pNAIqq-hL8",
+                     *       "previous_secret_expires_at": "2026-11-29T03:41:37.652Z"
                      *     }
                      */
                     "application/json": {
@@ -14464,9 +14589,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "key_01m8jjkve7xxswn9dqqxs17e4y",
-                     *       "activates_at": "2026-11-29T02:37:14.567Z",
-                     *       "previous_retires_at": "2026-11-29T02:52:14.567Z"
+                     *       "kid": "key_01m8jjvwbr4ry1nek9p0sm316b",
+                     *       "activates_at": "2026-11-29T02:41:37.657Z",
+                     *       "previous_retires_at": "2026-11-29T02:56:37.657Z"
                      *     }
                      */
                     "application/json": {
@@ -14618,7 +14743,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "wh_01m8jjkydm46babhg3dsapknd0",
+                     *           "id": "wh_01m8jjvz0tfhv6k8b7dfpgmh3n",
                      *           "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *           "events": [
                      *             "*"
@@ -14626,11 +14751,11 @@ export interface operations {
                      *           "description": "Operations dashboard",
                      *           "enabled": true,
                      *           "disabled_reason": null,
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "fleet_id": null,
                      *           "signature_scheme": "v1",
-                     *           "created_at": "2026-11-29T02:37:17.620Z",
-                     *           "updated_at": "2026-11-29T02:37:17.620Z"
+                     *           "created_at": "2026-11-29T02:41:40.378Z",
+                     *           "updated_at": "2026-11-29T02:41:40.378Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -14740,7 +14865,7 @@ export interface operations {
                  *         "*"
                  *       ],
                  *       "description": "Operations dashboard",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q"
                  *     }
                  */
                 "application/json": components["schemas"]["NewWebhookEndpoint"];
@@ -14755,7 +14880,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
+                     *       "id": "wh_01m8jjvz0tfhv6k8b7dfpgmh3n",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -14763,12 +14888,12 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:37:17.620Z",
-                     *       "updated_at": "2026-11-29T02:37:17.620Z",
-                     *       "secret": "whsec_GGD5hCzuhlxuvPV4nKq9lQtHBduhAL4j"
+                     *       "created_at": "2026-11-29T02:41:40.378Z",
+                     *       "updated_at": "2026-11-29T02:41:40.378Z",
+                     *       "secret": "whsec_W3n5UJCRH7jrHBM9yxGL9TXiiDhJY/eL"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"] & {
@@ -14914,7 +15039,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
+                     *       "id": "wh_01m8jjvz0tfhv6k8b7dfpgmh3n",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "*"
@@ -14922,11 +15047,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:37:17.620Z",
-                     *       "updated_at": "2026-11-29T02:37:17.620Z"
+                     *       "created_at": "2026-11-29T02:41:40.378Z",
+                     *       "updated_at": "2026-11-29T02:41:40.378Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -15173,7 +15298,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "wh_01m8jjkydm46babhg3dsapknd0",
+                     *       "id": "wh_01m8jjvz0tfhv6k8b7dfpgmh3n",
                      *       "url": "http://127.0.0.1:9/hooks/rxtrace",
                      *       "events": [
                      *         "cold-chain.break",
@@ -15182,11 +15307,11 @@ export interface operations {
                      *       "description": "Operations dashboard",
                      *       "enabled": true,
                      *       "disabled_reason": null,
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "signature_scheme": "v1",
-                     *       "created_at": "2026-11-29T02:37:17.620Z",
-                     *       "updated_at": "2026-11-29T02:37:17.665Z"
+                     *       "created_at": "2026-11-29T02:41:40.378Z",
+                     *       "updated_at": "2026-11-29T02:41:40.408Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookEndpoint"];
@@ -15329,8 +15454,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "whsec_0NIj/hmqw7eK+kKpSP/gpJsoGoXxAgrS",
-                     *       "previous_secret_expires_at": "2026-11-30T02:37:17.675Z"
+                     *       "secret": "whsec_AeYe9xen1fhPU8VZxRNB95VZ4opQ31LG",
+                     *       "previous_secret_expires_at": "2026-11-30T02:41:40.416Z"
                      *     }
                      */
                     "application/json": {
@@ -15587,7 +15712,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint_id": "wh_01m8jjkydm46babhg3dsapknd0"
+                 *       "endpoint_id": "wh_01m8jjvz0tfhv6k8b7dfpgmh3n"
                  *     }
                  */
                 "application/json": {
@@ -15604,9 +15729,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "event_id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
+                     *       "event_id": "evt_01m8jjvwxbra75qvmw719k60h1",
                      *       "endpoint_ids": [
-                     *         "wh_01m8jjkydm46babhg3dsapknd0"
+                     *         "wh_01m8jjvz0tfhv6k8b7dfpgmh3n"
                      *       ]
                      *     }
                      */
@@ -15755,8 +15880,8 @@ export interface operations {
                      *         {
                      *           "kty": "OKP",
                      *           "crv": "Ed25519",
-                     *           "x": "SQE_KZG4X-7BCx9YP159BvJMHn9YQW8um1vHGyp2AHM",
-                     *           "kid": "whk_01m8jjks070hc18kdmvdcd4v9c",
+                     *           "x": "5Mhi4US6y4kYqSpqKpQzH3NrVNKoFRn5ZlDtixfFhRQ",
+                     *           "kid": "whk_01m8jjvvnwhh31tz1sttgzhn0v",
                      *           "alg": "EdDSA",
                      *           "use": "sig"
                      *         }
@@ -15833,9 +15958,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "kid": "whk_01m8jjkyfw516e4cfd40mgtmy4",
-                     *       "activates_at": "2026-11-29T02:37:17.692Z",
-                     *       "previous_retires_at": "2026-11-29T03:37:17.692Z"
+                     *       "kid": "whk_01m8jjvz2hjzhcsxyqarba8fnh",
+                     *       "activates_at": "2026-11-29T02:41:40.433Z",
+                     *       "previous_retires_at": "2026-11-29T03:41:40.433Z"
                      *     }
                      */
                     "application/json": {
@@ -15989,8 +16114,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                     *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                      *       "unit": "Cel",
                      *       "profile": {
                      *         "name": "refrigerated",
@@ -16004,12 +16129,12 @@ export interface operations {
                      *         "mkt_max_c": 8,
                      *         "max_gap_s": 900
                      *       },
-                     *       "from": "2026-11-29T02:37:14.760Z",
-                     *       "to": "2026-11-29T02:37:15.996Z",
+                     *       "from": "2026-11-29T02:41:37.763Z",
+                     *       "to": "2026-11-29T02:41:38.894Z",
                      *       "step_s": 60,
                      *       "points": [
                      *         {
-                     *           "t": "2026-11-29T02:37:00.000Z",
+                     *           "t": "2026-11-29T02:41:00.000Z",
                      *           "min": 5,
                      *           "max": 5.2,
                      *           "avg": 5.1,
@@ -16023,7 +16148,7 @@ export interface operations {
                      *         "mkt_c": 5,
                      *         "time_out_of_range_s": 0,
                      *         "unknown_s": 0,
-                     *         "as_of": "2026-11-29T02:37:15.996Z",
+                     *         "as_of": "2026-11-29T02:41:38.894Z",
                      *         "scope": "delivery"
                      *       }
                      *     }
@@ -16251,14 +16376,14 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T02:37:15.229Z",
+                     *       "creationDate": "2026-11-29T02:41:38.024Z",
                      *       "epcisBody": {
                      *         "eventList": [
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:b045362e-1030-8552-bda7-d7842493ecea",
-                     *             "eventTime": "2026-11-29T02:37:14.852Z",
-                     *             "recordTime": "2026-11-29T02:37:14.852Z",
+                     *             "eventID": "urn:uuid:03f1f198-26e8-8ac0-ba68-e9550a46c38b",
+                     *             "eventTime": "2026-11-29T02:41:37.822Z",
+                     *             "recordTime": "2026-11-29T02:41:37.822Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -16270,11 +16395,11 @@ export interface operations {
                      *             "bizStep": "shipping",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *             "rxtrace:deliveryId": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *             "rxtrace:custodySeq": 3,
-                     *             "rxtrace:custodyHash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *             "rxtrace:custodyHash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -16283,9 +16408,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:77a269ef-9c6e-89fc-b3ca-aef561ffdbe6",
-                     *             "eventTime": "2026-11-29T02:37:14.951Z",
-                     *             "recordTime": "2026-11-29T02:37:14.951Z",
+                     *             "eventID": "urn:uuid:d8bc7b6a-2801-84f0-b792-3536a984b0cf",
+                     *             "eventTime": "2026-11-29T02:41:37.866Z",
+                     *             "recordTime": "2026-11-29T02:41:37.866Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -16297,11 +16422,11 @@ export interface operations {
                      *             "bizStep": "transporting",
                      *             "disposition": "in_transit",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q"
                      *             },
-                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *             "rxtrace:deliveryId": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *             "rxtrace:custodySeq": 4,
-                     *             "rxtrace:custodyHash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *             "rxtrace:custodyHash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": null,
                      *               "at": null,
@@ -16310,9 +16435,9 @@ export interface operations {
                      *           },
                      *           {
                      *             "type": "ObjectEvent",
-                     *             "eventID": "urn:uuid:37e63837-0720-868c-966b-9a77761503ff",
-                     *             "eventTime": "2026-11-29T02:37:15.031Z",
-                     *             "recordTime": "2026-11-29T02:37:15.031Z",
+                     *             "eventID": "urn:uuid:99ad8a9a-d6f6-8759-805b-676c1d82d5de",
+                     *             "eventTime": "2026-11-29T02:41:37.927Z",
+                     *             "recordTime": "2026-11-29T02:41:37.927Z",
                      *             "eventTimeZoneOffset": "-06:00",
                      *             "quantityList": [
                      *               {
@@ -16324,15 +16449,15 @@ export interface operations {
                      *             "bizStep": "dispensing",
                      *             "disposition": "dispensed",
                      *             "readPoint": {
-                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                     *               "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q"
                      *             },
                      *             "sensorElementList": [
                      *               {
                      *                 "sensorMetadata": {
-                     *                   "startTime": "2026-11-29T02:37:14.951Z",
-                     *                   "endTime": "2026-11-29T02:37:15.031Z",
-                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jjkv38v8e40qr6q24aa5bw",
-                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jjkvgrsxmvn7k255dj67nf/temperature?from=2026-11-29T02:37:14.951Z&to=2026-11-29T02:37:15.031Z"
+                     *                   "startTime": "2026-11-29T02:41:37.866Z",
+                     *                   "endTime": "2026-11-29T02:41:37.927Z",
+                     *                   "deviceID": "http://rxtrace.test/v1/totes/tt_01m8jjvw6cwv5g1327eg9ssemg",
+                     *                   "rawData": "http://rxtrace.test/v1/deliveries/dl_01m8jjvwdaezzszsq7xv14fp36/temperature?from=2026-11-29T02:41:37.866Z&to=2026-11-29T02:41:37.927Z"
                      *                 },
                      *                 "sensorReport": [
                      *                   {
@@ -16347,18 +16472,18 @@ export interface operations {
                      *                     "type": "gs1:Temperature",
                      *                     "uom": "CEL",
                      *                     "value": 5,
-                     *                     "time": "2026-11-29T02:37:14.996Z",
+                     *                     "time": "2026-11-29T02:41:37.894Z",
                      *                     "rxtrace:atHandoff": true
                      *                   }
                      *                 ]
                      *               }
                      *             ],
-                     *             "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *             "rxtrace:deliveryId": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *             "rxtrace:custodySeq": 5,
-                     *             "rxtrace:custodyHash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                     *             "rxtrace:custodyHash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                      *             "rxtrace:handoffTemperature": {
                      *               "last_c": 5,
-                     *               "at": "2026-11-29T02:37:14.996Z",
+                     *               "at": "2026-11-29T02:41:37.894Z",
                      *               "state": "OK"
                      *             }
                      *           }
@@ -16485,7 +16610,7 @@ export interface operations {
                      *       ],
                      *       "type": "EPCISQueryDocument",
                      *       "schemaVersion": "2.0",
-                     *       "creationDate": "2026-11-29T02:37:15.243Z",
+                     *       "creationDate": "2026-11-29T02:41:38.033Z",
                      *       "rxtrace:nextCursor": "Mg",
                      *       "epcisBody": {
                      *         "queryResults": {
@@ -16494,9 +16619,9 @@ export interface operations {
                      *             "eventList": [
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:b045362e-1030-8552-bda7-d7842493ecea",
-                     *                 "eventTime": "2026-11-29T02:37:14.852Z",
-                     *                 "recordTime": "2026-11-29T02:37:14.852Z",
+                     *                 "eventID": "urn:uuid:03f1f198-26e8-8ac0-ba68-e9550a46c38b",
+                     *                 "eventTime": "2026-11-29T02:41:37.822Z",
+                     *                 "recordTime": "2026-11-29T02:41:37.822Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -16508,11 +16633,11 @@ export interface operations {
                      *                 "bizStep": "shipping",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *                 "rxtrace:deliveryId": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *                 "rxtrace:custodySeq": 3,
-                     *                 "rxtrace:custodyHash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376",
+                     *                 "rxtrace:custodyHash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -16521,9 +16646,9 @@ export interface operations {
                      *               },
                      *               {
                      *                 "type": "ObjectEvent",
-                     *                 "eventID": "urn:uuid:77a269ef-9c6e-89fc-b3ca-aef561ffdbe6",
-                     *                 "eventTime": "2026-11-29T02:37:14.951Z",
-                     *                 "recordTime": "2026-11-29T02:37:14.951Z",
+                     *                 "eventID": "urn:uuid:d8bc7b6a-2801-84f0-b792-3536a984b0cf",
+                     *                 "eventTime": "2026-11-29T02:41:37.866Z",
+                     *                 "recordTime": "2026-11-29T02:41:37.866Z",
                      *                 "eventTimeZoneOffset": "-06:00",
                      *                 "quantityList": [
                      *                   {
@@ -16535,11 +16660,11 @@ export interface operations {
                      *                 "bizStep": "transporting",
                      *                 "disposition": "in_transit",
                      *                 "readPoint": {
-                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjkt5bt5wqtd9js2fhjf8w"
+                     *                   "id": "http://rxtrace.test/v1/pharmacies/ph_01m8jjvw20s4s5sn0bnth9w04q"
                      *                 },
-                     *                 "rxtrace:deliveryId": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *                 "rxtrace:deliveryId": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *                 "rxtrace:custodySeq": 4,
-                     *                 "rxtrace:custodyHash": "sha256:77a269ef9c6e89fcb3caaef561ffdbe686f7724cedaf26a6907e6a46c2d62788",
+                     *                 "rxtrace:custodyHash": "sha256:d8bc7b6a2801f4f0f7923536a984b0cfc5d4c8030357347887cb4a74f7efec54",
                      *                 "rxtrace:handoffTemperature": {
                      *                   "last_c": null,
                      *                   "at": null,
@@ -16661,15 +16786,15 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *           "id": "us_01m8jjvw8c82sass51vcbfv6rz",
                      *           "email": "pat@example.com",
                      *           "name": "Pat Pharmacist",
                      *           "role": "pharmacist",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "fleet_id": null,
                      *           "driver_id": null,
                      *           "disabled": false,
-                     *           "created_at": "2026-11-29T02:37:14.405Z"
+                     *           "created_at": "2026-11-29T02:41:37.548Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -16777,7 +16902,7 @@ export interface operations {
                  *       "email": "pat@example.com",
                  *       "name": "Pat Pharmacist",
                  *       "role": "pharmacist",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "password": "correct horse battery staple"
                  *     }
                  */
@@ -16793,15 +16918,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *       "id": "us_01m8jjvw8c82sass51vcbfv6rz",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:37:14.405Z"
+                     *       "created_at": "2026-11-29T02:41:37.548Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"] & {
@@ -16947,15 +17072,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *       "id": "us_01m8jjvw8c82sass51vcbfv6rz",
                      *       "email": "pat@example.com",
                      *       "name": "Pat Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:37:14.405Z"
+                     *       "created_at": "2026-11-29T02:41:37.548Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -17071,15 +17196,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "us_01m8jjkv95ckcy92c0a6j3rfsd",
+                     *       "id": "us_01m8jjvw8c82sass51vcbfv6rz",
                      *       "email": "pat@example.com",
                      *       "name": "Pat P. Pharmacist",
                      *       "role": "pharmacist",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "fleet_id": null,
                      *       "driver_id": null,
                      *       "disabled": false,
-                     *       "created_at": "2026-11-29T02:37:14.405Z"
+                     *       "created_at": "2026-11-29T02:41:37.548Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -17222,7 +17347,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -17231,8 +17356,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T02:37:15.805Z",
-                     *       "created_at": "2026-11-29T02:37:15.805Z"
+                     *       "effective_from": "2026-11-29T02:41:38.397Z",
+                     *       "created_at": "2026-11-29T02:41:38.397Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -17354,7 +17479,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "version": 1,
                      *       "currency": "USD",
                      *       "base_fee_cents": 650,
@@ -17363,8 +17488,8 @@ export interface operations {
                      *       "failed_attempt_fee_cents": 400,
                      *       "after_hours_multiplier": 1.5,
                      *       "commission_bps": 1200,
-                     *       "effective_from": "2026-11-29T02:37:15.805Z",
-                     *       "created_at": "2026-11-29T02:37:15.805Z"
+                     *       "effective_from": "2026-11-29T02:41:38.397Z",
+                     *       "created_at": "2026-11-29T02:41:38.397Z"
                      *     }
                      */
                     "application/json": components["schemas"]["RateCard"];
@@ -17514,7 +17639,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *           "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *           "version": 1,
                      *           "currency": "USD",
                      *           "base_fee_cents": 650,
@@ -17523,8 +17648,8 @@ export interface operations {
                      *           "failed_attempt_fee_cents": 400,
                      *           "after_hours_multiplier": 1.5,
                      *           "commission_bps": 1200,
-                     *           "effective_from": "2026-11-29T02:37:15.805Z",
-                     *           "created_at": "2026-11-29T02:37:15.805Z"
+                     *           "effective_from": "2026-11-29T02:41:38.397Z",
+                     *           "created_at": "2026-11-29T02:41:38.397Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -17641,10 +17766,10 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *           "id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *           "ndc": "00002-8215-01",
                      *           "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "stability": {
                      *             "storage": {
                      *               "min_c": 2,
@@ -17662,8 +17787,8 @@ export interface operations {
                      *             "source": "Prescribing information, section 16.2"
                      *           },
                      *           "version": 2,
-                     *           "effective_from": "2026-11-29T02:37:17.796Z",
-                     *           "created_at": "2026-11-29T02:37:17.769Z"
+                     *           "effective_from": "2026-11-29T02:41:40.505Z",
+                     *           "created_at": "2026-11-29T02:41:40.483Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -17767,7 +17892,7 @@ export interface operations {
                  * @example {
                  *       "ndc": "0002-8215-01",
                  *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "stability": {
                  *         "storage": {
                  *           "min_c": 2,
@@ -17803,10 +17928,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *       "id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -17829,8 +17954,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 1,
-                     *       "effective_from": "2026-11-29T02:37:17.769Z",
-                     *       "created_at": "2026-11-29T02:37:17.769Z"
+                     *       "effective_from": "2026-11-29T02:41:40.483Z",
+                     *       "created_at": "2026-11-29T02:41:40.483Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -17973,10 +18098,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *       "id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *       "ndc": "00002-8215-01",
                      *       "name": "Insulin lispro 100 units/mL, 10 mL vial",
-                     *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *       "stability": {
                      *         "storage": {
                      *           "min_c": 2,
@@ -17994,8 +18119,8 @@ export interface operations {
                      *         "source": "Prescribing information, section 16.2"
                      *       },
                      *       "version": 2,
-                     *       "effective_from": "2026-11-29T02:37:17.796Z",
-                     *       "created_at": "2026-11-29T02:37:17.769Z"
+                     *       "effective_from": "2026-11-29T02:41:40.505Z",
+                     *       "created_at": "2026-11-29T02:41:40.483Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Product"];
@@ -18127,7 +18252,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "product_id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *       "product_id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *       "version": 2,
                      *       "stability": {
                      *         "storage": {
@@ -18145,8 +18270,8 @@ export interface operations {
                      *         "hard_min_c": -0.5,
                      *         "source": "Prescribing information, section 16.2"
                      *       },
-                     *       "effective_from": "2026-11-29T02:37:17.796Z",
-                     *       "created_at": "2026-11-29T02:37:17.796Z",
+                     *       "effective_from": "2026-11-29T02:41:40.505Z",
+                     *       "created_at": "2026-11-29T02:41:40.505Z",
                      *       "signature": null,
                      *       "signature_verified": null
                      *     }
@@ -18298,7 +18423,7 @@ export interface operations {
                      * @example {
                      *       "data": [
                      *         {
-                     *           "product_id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *           "product_id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *           "version": 1,
                      *           "stability": {
                      *             "storage": {
@@ -18321,13 +18446,13 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T02:37:17.769Z",
-                     *           "created_at": "2026-11-29T02:37:17.769Z",
+                     *           "effective_from": "2026-11-29T02:41:40.483Z",
+                     *           "created_at": "2026-11-29T02:41:40.483Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         },
                      *         {
-                     *           "product_id": "pr_01m8jjkyj93yr8mba622avg684",
+                     *           "product_id": "pr_01m8jjvz438f2hkash5vnz79rc",
                      *           "version": 2,
                      *           "stability": {
                      *             "storage": {
@@ -18345,8 +18470,8 @@ export interface operations {
                      *             "hard_min_c": -0.5,
                      *             "source": "Prescribing information, section 16.2"
                      *           },
-                     *           "effective_from": "2026-11-29T02:37:17.796Z",
-                     *           "created_at": "2026-11-29T02:37:17.796Z",
+                     *           "effective_from": "2026-11-29T02:41:40.505Z",
+                     *           "created_at": "2026-11-29T02:41:40.505Z",
                      *           "signature": null,
                      *           "signature_verified": null
                      *         }
@@ -18474,27 +18599,27 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jjkyr5gbg46ycvgybfvas9",
-                     *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
+                     *       "id": "as_01m8jjvz9hq8pt0sn7dk5qcr19",
+                     *       "delivery_id": "dl_01m8jjvz6p5apkbcs9drdmv5n3",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
-                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
+                     *         "client_id": "cl_01m8jjvz7zakgtnrhnytpgnhht",
+                     *         "sub": "us_01m8jjvz7h597a5qk29zgpks8m"
                      *       },
-                     *       "created_at": "2026-11-29T02:37:17.958Z",
+                     *       "created_at": "2026-11-29T02:41:40.658Z",
                      *       "withdrawn_by": null,
                      *       "withdrawn_at": null,
                      *       "signature": {
-                     *         "id": "sg_01m8jjkyr7rges89p68ypntjpv",
-                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
+                     *         "id": "sg_01m8jjvz9kjz6b6x0fzh76yc5r",
+                     *         "signer": "us_01m8jjvz7h597a5qk29zgpks8m",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-nep9y0efl8t@example.com",
+                     *         "email": "pharmacist-nob37dmphlp@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:37:17.958Z",
-                     *         "record_hash": "sha256:d65e27dafbb69f12e66f79661ca04d41760581025aeca93f5df90cdc641b0903",
+                     *         "signed_at": "2026-11-29T02:41:40.658Z",
+                     *         "record_hash": "sha256:2ce11617e6db776e33a7a56c14e01e464c5a7808f6de09f4aff3b2cd0ed2b320",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": null,
@@ -18654,40 +18779,40 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "as_01m8jjkyr5gbg46ycvgybfvas9",
-                     *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
+                     *       "id": "as_01m8jjvz9hq8pt0sn7dk5qcr19",
+                     *       "delivery_id": "dl_01m8jjvz6p5apkbcs9drdmv5n3",
                      *       "ndc": "00002-8215-01",
                      *       "band": 0,
                      *       "add_back_s": 600,
                      *       "justification": "Manufacturer letter: 10 min more at ≤ 25 °C",
                      *       "assessed_by": {
-                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
-                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
+                     *         "client_id": "cl_01m8jjvz7zakgtnrhnytpgnhht",
+                     *         "sub": "us_01m8jjvz7h597a5qk29zgpks8m"
                      *       },
-                     *       "created_at": "2026-11-29T02:37:17.958Z",
+                     *       "created_at": "2026-11-29T02:41:40.658Z",
                      *       "withdrawn_by": {
-                     *         "client_id": "cl_01m8jjkyq0g7k64r2cx27ztfge",
-                     *         "sub": "us_01m8jjkypj87yjzjddd76t61ev"
+                     *         "client_id": "cl_01m8jjvz7zakgtnrhnytpgnhht",
+                     *         "sub": "us_01m8jjvz7h597a5qk29zgpks8m"
                      *       },
-                     *       "withdrawn_at": "2026-11-29T02:37:18.006Z",
+                     *       "withdrawn_at": "2026-11-29T02:41:40.688Z",
                      *       "signature": {
-                     *         "id": "sg_01m8jjkyr7rges89p68ypntjpv",
-                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
+                     *         "id": "sg_01m8jjvz9kjz6b6x0fzh76yc5r",
+                     *         "signer": "us_01m8jjvz7h597a5qk29zgpks8m",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-nep9y0efl8t@example.com",
+                     *         "email": "pharmacist-nob37dmphlp@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:37:17.958Z",
-                     *         "record_hash": "sha256:d65e27dafbb69f12e66f79661ca04d41760581025aeca93f5df90cdc641b0903",
+                     *         "signed_at": "2026-11-29T02:41:40.658Z",
+                     *         "record_hash": "sha256:2ce11617e6db776e33a7a56c14e01e464c5a7808f6de09f4aff3b2cd0ed2b320",
                      *         "method": "password"
                      *       },
                      *       "withdrawal_signature": {
-                     *         "id": "sg_01m8jjkysq0j3j3mpwct4pve83",
-                     *         "signer": "us_01m8jjkypj87yjzjddd76t61ev",
+                     *         "id": "sg_01m8jjvzajd8kxk40asdw8rgaa",
+                     *         "signer": "us_01m8jjvz7h597a5qk29zgpks8m",
                      *         "name": "A pharmacist",
-                     *         "email": "pharmacist-nep9y0efl8t@example.com",
+                     *         "email": "pharmacist-nob37dmphlp@example.com",
                      *         "meaning": "assessed",
-                     *         "signed_at": "2026-11-29T02:37:18.006Z",
-                     *         "record_hash": "sha256:dcbf6a45c943ab90e82b5f09ca12d1e8e21a96fc90fcf867bf47bafa2d3810ff",
+                     *         "signed_at": "2026-11-29T02:41:40.688Z",
+                     *         "record_hash": "sha256:7d584e53d0abe61a597e031e81b6711c9d68775a13b7cbaee986fd107b8cd572",
                      *         "method": "password"
                      *       },
                      *       "signature_verified": true
@@ -18838,16 +18963,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                     *       "from": "2026-11-28T02:37:15.949Z",
-                     *       "to": "2026-11-30T02:37:15.949Z",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                     *       "from": "2026-11-28T02:41:38.468Z",
+                     *       "to": "2026-11-30T02:41:38.468Z",
                      *       "currency": "USD",
                      *       "lines": [
                      *         {
-                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T02:37:15.031Z",
+                     *           "ended_at": "2026-11-29T02:41:37.927Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
                      *           "after_hours": true,
@@ -18862,10 +18987,10 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "outcome": "failed",
-                     *           "ended_at": "2026-11-29T02:37:15.283Z",
+                     *           "ended_at": "2026-11-29T02:41:38.058Z",
                      *           "rate_card_version": null,
                      *           "distance_km": null,
                      *           "after_hours": true,
@@ -18880,10 +19005,10 @@ export interface operations {
                      *           "payout_cents": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jjkwp2q4pc29jzsje49p6z",
-                     *           "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                     *           "delivery_id": "dl_01m8jjvx3ftjb9qsk99g07bece",
+                     *           "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                      *           "outcome": "delivered",
-                     *           "ended_at": "2026-11-29T02:37:15.929Z",
+                     *           "ended_at": "2026-11-29T02:41:38.460Z",
                      *           "rate_card_version": 1,
                      *           "distance_km": 4.74,
                      *           "after_hours": true,
@@ -19032,12 +19157,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "from": "2026-11-28T02:37:15.949Z",
-                     *       "to": "2026-11-30T02:37:15.949Z",
+                     *       "from": "2026-11-28T02:41:38.468Z",
+                     *       "to": "2026-11-30T02:41:38.468Z",
                      *       "matched": 0,
                      *       "mismatched": [
                      *         {
-                     *           "delivery_id": "dl_01m8jjkwp2q4pc29jzsje49p6z",
+                     *           "delivery_id": "dl_01m8jjvx3ftjb9qsk99g07bece",
                      *           "ours": 1390,
                      *           "theirs": 1391,
                      *           "difference": 1
@@ -19045,11 +19170,11 @@ export interface operations {
                      *       ],
                      *       "missing_from_statement": [
                      *         {
-                     *           "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
+                     *           "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
                      *           "ours": 0
                      *         },
                      *         {
-                     *           "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
+                     *           "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
                      *           "ours": 0
                      *         }
                      *       ],
@@ -19201,9 +19326,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T02:37:16.033Z",
+                     *       "generated_at": "2026-11-29T02:41:38.504Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -19217,9 +19342,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *             "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T02:37:15.478Z",
+                     *             "since": "2026-11-29T02:41:38.214Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -19230,36 +19355,44 @@ export interface operations {
                      *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
+                     *             "delivery_id": "dl_01m8jjvx1fs46k1n52xjv2gedq",
                      *             "status": "PICKED_UP",
-                     *             "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *             "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
                      *             "tote_id": null,
-                     *             "eta": "2026-11-29T02:41:15.736Z",
+                     *             "eta": "2026-11-29T02:45:38.376Z",
                      *             "cold_chain": {
                      *               "required": false,
                      *               "state": "UNMONITORED",
                      *               "min_c": null,
                      *               "max_c": null
                      *             },
-                     *             "updated_at": "2026-11-29T02:37:15.713Z"
+                     *             "updated_at": "2026-11-29T02:41:38.358Z",
+                     *             "last_position": {
+                     *               "lat": 39.7844,
+                     *               "lng": -89.6501,
+                     *               "accuracy_m": 5,
+                     *               "at": "2026-11-29T02:41:38.372Z",
+                     *               "distance_m": 300
+                     *             }
                      *           },
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *             "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *             "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
-                     *             "eta": "2026-11-29T06:37:15.471Z",
+                     *             "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
+                     *             "eta": "2026-11-29T06:41:38.206Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T02:37:15.647Z"
+                     *             "updated_at": "2026-11-29T02:41:38.315Z",
+                     *             "last_position": null
                      *           }
                      *         ]
                      *       },
@@ -19393,8 +19526,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqamt2ZTd4eHN3bjlkcXF4czE3ZTR5In0.eyJmbGVldF9pZCI6ImZsXzAxbThqamt0d2Nua2trNDNweXR3NTFkMTA5Iiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGpqa3R3Y25ra2s0M3B5dHc1MWQxMDkiLCJpYXQiOjE3OTU5MTk4MzYsImV4cCI6MTc5NTkxOTk1Nn0.wYPit5m70IWupX43t8KoyXdSwtuojG9zn6WkyUYANLmOpkUMI7e1NUP00aThpnmESnLyvGrc6PeEqwM5FbLBDg",
-                     *       "expires_at": "2026-11-29T02:39:16.000Z"
+                     *       "url": "http://rxtrace.test/embed/dashboard?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtZW1iZWQrand0Iiwia2lkIjoia2V5XzAxbThqanZ3YnI0cnkxbmVrOXAwc20zMTZiIn0.eyJmbGVldF9pZCI6ImZsXzAxbThqanZ3NG1namFmZTFxMGhydjhuY25wIiwic2NvcGUiOiJkYXNoYm9hcmQ6dmlldyIsImlzcyI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QiLCJhdWQiOiJodHRwOi8vcnh0cmFjZS50ZXN0L2VtYmVkIiwic3ViIjoiZmxfMDFtOGpqdnc0bWdqYWZlMXEwaHJ2OG5jbnAiLCJpYXQiOjE3OTU5MjAwOTgsImV4cCI6MTc5NTkyMDIxOH0.rAUm5eVjUJscpssRZMxLTcN5_RPCscL3uAWUfm86RtIbWb8EWBDWeU4-pE4N2_X80OV70dJ-iok7dinpLjRanw",
+                     *       "expires_at": "2026-11-29T02:43:38.000Z"
                      *     }
                      */
                     "application/json": components["schemas"]["EmbedSession"];
@@ -19540,7 +19673,7 @@ export interface operations {
                      * @example <!doctype html>
                      *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
                      *     <title>Speedy</title>
-                     *     <style nonce="IjKUujTgq4hDfWHpf4k6pQ==">
+                     *     <style nonce="ZI5v06xGUx0O9aNJxZuJkg==">
                      *     body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1f24}
                      *     header{display:flex;align-items:center;gap:1…
                      */
@@ -19610,9 +19743,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
+                     *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
                      *       "timezone": "UTC",
-                     *       "generated_at": "2026-11-29T02:37:16.099Z",
+                     *       "generated_at": "2026-11-29T02:41:38.537Z",
                      *       "counts": {
                      *         "QUEUED": 0,
                      *         "DISPATCHED": 1,
@@ -19626,9 +19759,9 @@ export interface operations {
                      *         "count": 1,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *             "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
                      *             "kind": "cold_chain_break",
-                     *             "since": "2026-11-29T02:37:15.478Z",
+                     *             "since": "2026-11-29T02:41:38.214Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy"
@@ -19639,36 +19772,44 @@ export interface operations {
                      *         "count": 2,
                      *         "items": [
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
+                     *             "delivery_id": "dl_01m8jjvx1fs46k1n52xjv2gedq",
                      *             "status": "PICKED_UP",
-                     *             "driver_id": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                     *             "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
                      *             "tote_id": null,
-                     *             "eta": "2026-11-29T02:41:15.736Z",
+                     *             "eta": "2026-11-29T02:45:38.376Z",
                      *             "cold_chain": {
                      *               "required": false,
                      *               "state": "UNMONITORED",
                      *               "min_c": null,
                      *               "max_c": null
                      *             },
-                     *             "updated_at": "2026-11-29T02:37:15.713Z"
+                     *             "updated_at": "2026-11-29T02:41:38.358Z",
+                     *             "last_position": {
+                     *               "lat": 39.7844,
+                     *               "lng": -89.6501,
+                     *               "accuracy_m": 5,
+                     *               "at": "2026-11-29T02:41:38.372Z",
+                     *               "distance_m": 300
+                     *             }
                      *           },
                      *           {
-                     *             "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
+                     *             "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
                      *             "status": "DISPATCHED",
-                     *             "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                     *             "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
-                     *             "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
-                     *             "eta": "2026-11-29T06:37:15.471Z",
+                     *             "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
+                     *             "eta": "2026-11-29T06:41:38.206Z",
                      *             "cold_chain": {
                      *               "required": true,
                      *               "state": "BROKEN",
                      *               "min_c": -4.5,
                      *               "max_c": -4
                      *             },
-                     *             "updated_at": "2026-11-29T02:37:15.647Z"
+                     *             "updated_at": "2026-11-29T02:41:38.315Z",
+                     *             "last_position": null
                      *           }
                      *         ]
                      *       }
@@ -19719,6 +19860,242 @@ export interface operations {
             };
         };
     };
+    createTrackingLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tracking link */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "http://rxtrace.test/track?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtdHJhY2srand0Iiwia2lkIjoia2V5XzAxbThqanZ3YnI0cnkxbmVrOXAwc20zMTZiIn0.eyJkZWxpdmVyeV9pZCI6ImRsXzAxbThqanZ3cXlzenYxN3N5bWg1NTExZDZ3IiwiaXNzIjoiaHR0cDovL3J4dHJhY2UudGVzdCIsImF1ZCI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QvdHJhY2siLCJzdWIiOiJkbF8wMW04amp2d3F5c3p2MTdzeW1oNTUxMWQ2dyIsImp0aSI6IlNlN1RZMHZMQ0Zybnp1ZVciLCJpYXQiOjE3OTU5MjAwOTgsImV4cCI6MTc5NjAwNjQ5OH0.PCbelMkqPn5iOmFloJwM-_gjuhx1gatg7ywJ8QDoHbQPIUFEPSByOrqDK7ZHv04KDtPHKCSREK6xD2Hw-vvS4g",
+                     *       "expires_at": "2026-11-30T02:41:38.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TrackingLink"];
+                };
+            };
+            /** @description `invalid_json`: the body is not valid JSON, or `idempotency_key_missing` where a key is required */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: missing or invalid access token */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="rxtrace"`, with `error="invalid_token"` for a bad token (RFC 6750 §3) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: the token lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: not found, or not visible to this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_in_progress`: a request with this Idempotency-Key is still running, or the change conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than the limit (256 KiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not of a media type this operation accepts */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_failed`: a parameter or member is invalid; `errors` lists the first 100 as JSON pointers, `errors_omitted` counts the rest */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: too many requests for this client or tenant, or too many invalid tokens from this address */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    patientTrackingPage: {
+        parameters: {
+            query?: {
+                /** @description The token of the URL a tracking link answered */
+                token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example <!doctype html>
+                     *     <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+                     *     <meta name="robots" content="noindex, nofollow">
+                     *     <title>Delivery from Main Street Pharmacy</title>
+                     *     <style nonce="M0L5PoeuZJ3cwX9B16YEDQ==">
+                     *     body{font:17px/1.5 system-ui,sa…
+                     */
+                    "text/html": string;
+                };
+            };
+            /** @description An altered or unknown link */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!doctype html><html lang="en">…This tracking link is not available…</html> */
+                    "text/html": string;
+                };
+            };
+            /** @description `method_not_allowed`: the path exists, but not with this method */
+            405: {
+                headers: {
+                    /** @description The methods this path accepts */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An expired link */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!doctype html><html lang="en">…This tracking link is not available…</html> */
+                    "text/html": string;
+                };
+            };
+            /** @description Too many requests from this address or for this link */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!doctype html><html lang="en">…This tracking link is not available…</html> */
+                    "text/html": string;
+                };
+            };
+            /** @description `internal`: something went wrong on our side; quote `request_id` (no detail is shown) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_ready`: the database is unavailable, does not answer within its deadline, or its disk is full; nothing was changed */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again (RFC 9110 §10.2.3) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     onDeliveryCreated: {
         parameters: {
             query?: never;
@@ -19737,21 +20114,21 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvgv9hbg9mx9vr43sj4c",
+                 *       "id": "evt_01m8jjvwdcd6bk44y2kneawxgq",
                  *       "type": "delivery.created",
-                 *       "created_at": "2026-11-29T02:37:14.651Z",
+                 *       "created_at": "2026-11-29T02:41:37.708Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                  *       "seq": 1,
                  *       "data": {
                  *         "status": "QUEUED",
                  *         "cold_chain": true,
                  *         "profile": "refrigerated",
                  *         "eta": "2030-01-01T17:00:00Z",
-                 *         "audit_hash": "sha256:132bcba9f8ae75e399f2a0bd8f8db8848684e81a1216ce79c15729c7fe3fff1d",
+                 *         "audit_hash": "sha256:f3d92f7855913d0e7ae96afffa4d1aa30ba098f3224ceb3b7b936241231aa9ec",
                  *         "leg": 1
                  *       }
                  *     }
@@ -19791,27 +20168,27 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvmgf0mk8azc963tf7qa",
+                 *       "id": "evt_01m8jjvwfaj4x2cr5qn4amewgz",
                  *       "type": "delivery.dispatched",
-                 *       "created_at": "2026-11-29T02:37:14.768Z",
+                 *       "created_at": "2026-11-29T02:41:37.770Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                  *       "seq": 3,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "QUEUED",
                  *         "action": "dispatch",
-                 *         "occurred_at": "2026-11-29T02:37:14.760Z",
-                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "occurred_at": "2026-11-29T02:41:37.763Z",
+                 *         "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *         "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:ae903136f1e926af44e98c0e41c2f1f216ce993f6b491c9a6108fbb63e56adfb",
-                 *         "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *         "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *         "tote_id": "tt_01m8jjkv38v8e40qr6q24aa5bw"
+                 *         "custody_hash": "sha256:a646d7af7bd2733408cda3c7e74d7f72c9aece68118b2f8d0645013f2550bc61",
+                 *         "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *         "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *         "tote_id": "tt_01m8jjvw6cwv5g1327eg9ssemg"
                  *       }
                  *     }
                  */
@@ -19850,24 +20227,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvq7ffcv9zx8mhr9tpka",
+                 *       "id": "evt_01m8jjvwh0p17khayvsfbqdhsf",
                  *       "type": "delivery.picked-up",
-                 *       "created_at": "2026-11-29T02:37:14.855Z",
+                 *       "created_at": "2026-11-29T02:41:37.824Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
-                 *       "seq": 5,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
+                 *       "seq": 6,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T02:37:14.852Z",
-                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "occurred_at": "2026-11-29T02:41:37.822Z",
+                 *         "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *         "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376"
+                 *         "custody_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1"
                  *       }
                  *     }
                  */
@@ -19906,24 +20283,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvwsr2vxc37ypzy7dwxf",
+                 *       "id": "evt_01m8jjvwm9323ngs2mmb5r4x4v",
                  *       "type": "delivery.delivered",
-                 *       "created_at": "2026-11-29T02:37:15.033Z",
+                 *       "created_at": "2026-11-29T02:41:37.929Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
-                 *       "seq": 8,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
+                 *       "seq": 10,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T02:37:15.031Z",
-                 *         "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                 *         "occurred_at": "2026-11-29T02:41:37.927Z",
+                 *         "from": "dr_01m8jjvw63zb0gp2898vr38hyc",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                 *         "custody_hash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -19963,24 +20340,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkw4nvq9n02bve1xrs6wd",
+                 *       "id": "evt_01m8jjvwrejxzhe6tzpcgfbtch",
                  *       "type": "delivery.failed",
-                 *       "created_at": "2026-11-29T02:37:15.285Z",
+                 *       "created_at": "2026-11-29T02:41:38.062Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
-                 *       "seq": 5,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                 *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
+                 *       "seq": 7,
                  *       "data": {
                  *         "status": "FAILED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "fail",
-                 *         "occurred_at": "2026-11-29T02:37:15.283Z",
+                 *         "occurred_at": "2026-11-29T02:41:38.058Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 4,
-                 *         "custody_hash": "sha256:9a3c246b99707f381fe2594f5001881ce01aeed621591dddb6e3c72a1f1f8fb3",
+                 *         "custody_hash": "sha256:1c1f961934e8b3b907c8f748aeead59616e313d8c282d8f6bb73f431b49f95f8",
                  *         "reason": "patient_unavailable",
                  *         "note": "Nobody home",
                  *         "attempt": 1
@@ -20022,26 +20399,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkw5yprd09xfekwkzg21h",
+                 *       "id": "evt_01m8jjvws798p4ecfwnmdfz5m7",
                  *       "type": "delivery.reattempted",
-                 *       "created_at": "2026-11-29T02:37:15.326Z",
+                 *       "created_at": "2026-11-29T02:41:38.087Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
-                 *       "seq": 6,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                 *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
+                 *       "seq": 9,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "FAILED",
                  *         "action": "reattempt",
-                 *         "occurred_at": "2026-11-29T02:37:15.324Z",
-                 *         "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "occurred_at": "2026-11-29T02:41:38.086Z",
+                 *         "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *         "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:ec63ac68ffc9637a423432b1c7d69add793c11f1758796e45afc28a6c5427453",
+                 *         "custody_hash": "sha256:0c3a2fb5d68c7220e723853401ab6314f13cc6db8d63d10aae0b87e9796715e0",
                  *         "attempt": 2,
-                 *         "driver_id": "dr_01m8jjkv2n5nwzq9z1yatedcyc"
+                 *         "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5"
                  *       }
                  *     }
                  */
@@ -20080,24 +20457,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkw7p3g8wm7b2tg0p9vmn",
+                 *       "id": "evt_01m8jjvwtcxyqv0rpg3dd8q7ag",
                  *       "type": "delivery.returned",
-                 *       "created_at": "2026-11-29T02:37:15.382Z",
+                 *       "created_at": "2026-11-29T02:41:38.124Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkw3x8kpht5e8ma0xrcsg",
-                 *       "rx_id": "rx_01m8jjkw3x8kpht5e8ma0xrcsf",
-                 *       "seq": 11,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwqyszv17symh5511d6w",
+                 *       "rx_id": "rx_01m8jjvwqyszv17symh5511d6v",
+                 *       "seq": 16,
                  *       "data": {
                  *         "status": "RETURNED",
                  *         "previous_status": "FAILED",
                  *         "action": "return",
-                 *         "occurred_at": "2026-11-29T02:37:15.381Z",
-                 *         "from": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
-                 *         "to": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *         "occurred_at": "2026-11-29T02:41:38.123Z",
+                 *         "from": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
+                 *         "to": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *         "custody_seq": 8,
-                 *         "custody_hash": "sha256:e52feb18b13d584a5e77622426e5b682632c4494375f965bf3d52c9591c0c0fe"
+                 *         "custody_hash": "sha256:7fd03865d9935875e3c3174c871718dbcca7a878ec19060c0b67c1120af8ae0a"
                  *       }
                  *     }
                  */
@@ -20136,24 +20513,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkw99vss9q5jd7p65b8bx",
+                 *       "id": "evt_01m8jjvww3vmcej02x50g2rqd8",
                  *       "type": "delivery.cancelled",
-                 *       "created_at": "2026-11-29T02:37:15.433Z",
+                 *       "created_at": "2026-11-29T02:41:38.179Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jjkw94bnz00mcttpsf2yyn",
-                 *       "rx_id": "rx_01m8jjkw94bnz00mcttpsf2yym",
+                 *       "delivery_id": "dl_01m8jjvwvyy1jtss4w7w861m4w",
+                 *       "rx_id": "rx_01m8jjvwvyy1jtss4w7w861m4v",
                  *       "seq": 2,
                  *       "data": {
                  *         "status": "CANCELLED",
                  *         "previous_status": "QUEUED",
                  *         "action": "cancel",
-                 *         "occurred_at": "2026-11-29T02:37:15.432Z",
+                 *         "occurred_at": "2026-11-29T02:41:38.177Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 2,
-                 *         "custody_hash": "sha256:bd863c115807b5c9982fe2af6390cc25d49f4fa58ef380db1a062deb82d4b6a7",
+                 *         "custody_hash": "sha256:ed1d0dd166beeb55b2eda6605616f7e5dac8cb963c8f16197dd9124751df260d",
                  *         "reason": "Patient picked it up in store"
                  *       }
                  *     }
@@ -20193,18 +20570,18 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkwjc2prcecwra53v9ef8",
+                 *       "id": "evt_01m8jjvx218jxrmtqgkrzxk2qa",
                  *       "type": "delivery.eta-changed",
-                 *       "created_at": "2026-11-29T02:37:15.724Z",
+                 *       "created_at": "2026-11-29T02:41:38.369Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
-                 *       "rx_id": "rx_01m8jjkwhe1y390z8rdcdcfsnc",
-                 *       "seq": 5,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx1fs46k1n52xjv2gedq",
+                 *       "rx_id": "rx_01m8jjvx1fs46k1n52xjv2gedp",
+                 *       "seq": 7,
                  *       "data": {
-                 *         "eta": "2026-11-29T02:58:50.095Z",
-                 *         "previous_eta": "2026-11-29T06:37:15.694Z",
+                 *         "eta": "2026-11-29T03:03:12.738Z",
+                 *         "previous_eta": "2026-11-29T06:41:38.351Z",
                  *         "source": "computed",
                  *         "distance_m": 8996
                  *       }
@@ -20245,17 +20622,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkwjpdgr8xv2kgpambfjy",
+                 *       "id": "evt_01m8jjvx27g1grkzz0ttgr6gqh",
                  *       "type": "delivery.arriving",
-                 *       "created_at": "2026-11-29T02:37:15.734Z",
+                 *       "created_at": "2026-11-29T02:41:38.375Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwhe1y390z8rdcdcfsnd",
-                 *       "rx_id": "rx_01m8jjkwhe1y390z8rdcdcfsnc",
-                 *       "seq": 6,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx1fs46k1n52xjv2gedq",
+                 *       "rx_id": "rx_01m8jjvx1fs46k1n52xjv2gedp",
+                 *       "seq": 8,
                  *       "data": {
-                 *         "eta": "2026-11-29T02:37:58.962Z",
+                 *         "eta": "2026-11-29T02:42:21.605Z",
                  *         "distance_m": 300
                  *       }
                  *     }
@@ -20295,24 +20672,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvq7ffcv9zx8mhr9tpk9",
+                 *       "id": "evt_01m8jjvwh0p17khayvsfbqdhse",
                  *       "type": "custody.handoff-signed",
-                 *       "created_at": "2026-11-29T02:37:14.855Z",
+                 *       "created_at": "2026-11-29T02:41:37.824Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
-                 *       "seq": 4,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
+                 *       "seq": 5,
                  *       "data": {
                  *         "status": "PICKED_UP",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "pickup",
-                 *         "occurred_at": "2026-11-29T02:37:14.852Z",
-                 *         "from": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *         "to": "dr_01m8jjkv2n5nwzq9z1yatedcyc",
+                 *         "occurred_at": "2026-11-29T02:41:37.822Z",
+                 *         "from": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *         "to": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:b045362e1030c552bda7d7842493ecea481c2660ab1a4c4112d6b6a4ad192376"
+                 *         "custody_hash": "sha256:03f1f19826e8cac07a68e9550a46c38bd722bb2f16ec554a6ee27df597ef32b1"
                  *       }
                  *     }
                  */
@@ -20351,24 +20728,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvwsr2vxc37ypzy7dwxe",
+                 *       "id": "evt_01m8jjvwm9323ngs2mmb5r4x4t",
                  *       "type": "custody.patient-verified",
-                 *       "created_at": "2026-11-29T02:37:15.033Z",
+                 *       "created_at": "2026-11-29T02:41:37.929Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
-                 *       "seq": 7,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
+                 *       "seq": 9,
                  *       "data": {
                  *         "status": "DELIVERED",
                  *         "previous_status": "PICKED_UP",
                  *         "action": "deliver",
-                 *         "occurred_at": "2026-11-29T02:37:15.031Z",
-                 *         "from": "dr_01m8jjkv2v2tsy5zqa99t428fz",
+                 *         "occurred_at": "2026-11-29T02:41:37.927Z",
+                 *         "from": "dr_01m8jjvw63zb0gp2898vr38hyc",
                  *         "to": "patient",
                  *         "custody_seq": 5,
-                 *         "custody_hash": "sha256:37e638370720268c566b9a77761503ff40ca4570587c3254b8255bbb4e97360c",
+                 *         "custody_hash": "sha256:99ad8a9ad6f69759c05b676c1d82d5def93751ec4233524db1a16131e91a9267",
                  *         "verification_method": "otp"
                  *       }
                  *     }
@@ -20408,24 +20785,24 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkx0hfzm11r5p2kxrmcr9",
+                 *       "id": "evt_01m8jjvx8t0dned2sqbtvqznfh",
                  *       "type": "temperature.excursion",
-                 *       "created_at": "2026-11-29T02:37:16.177Z",
+                 *       "created_at": "2026-11-29T02:41:38.586Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                 *       "seq": 3,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                 *       "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                 *       "seq": 4,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T01:48:16.156Z",
+                 *         "excursion_started_at": "2026-11-29T01:52:38.566Z",
                  *         "kind": "high",
                  *         "peak_c": 9,
                  *         "min_c": 2,
                  *         "max_c": 8,
                  *         "grace_s": 300,
-                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
-                 *         "at": "2026-11-29T01:53:16.156Z"
+                 *         "tote_id": "tt_01m8jjvx7yncvnz209m99k2322",
+                 *         "at": "2026-11-29T01:57:38.566Z"
                  *       }
                  *     }
                  */
@@ -20464,25 +20841,25 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkx0hfzm11r5p2kxrmcra",
+                 *       "id": "evt_01m8jjvx8t0dned2sqbtvqznfj",
                  *       "type": "temperature.recovered",
-                 *       "created_at": "2026-11-29T02:37:16.177Z",
+                 *       "created_at": "2026-11-29T02:41:38.586Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                 *       "seq": 4,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                 *       "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                 *       "seq": 5,
                  *       "data": {
-                 *         "excursion_started_at": "2026-11-29T01:48:16.156Z",
-                 *         "recovered_at": "2026-11-29T01:55:16.156Z",
+                 *         "excursion_started_at": "2026-11-29T01:52:38.566Z",
+                 *         "recovered_at": "2026-11-29T01:59:38.566Z",
                  *         "duration_s": 420,
                  *         "kind": "high",
                  *         "peak_c": 9.5,
                  *         "temp_c": 5,
                  *         "unknown_s": 0,
-                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
-                 *         "at": "2026-11-29T01:55:16.156Z"
+                 *         "tote_id": "tt_01m8jjvx7yncvnz209m99k2322",
+                 *         "at": "2026-11-29T01:59:38.566Z"
                  *       }
                  *     }
                  */
@@ -20521,29 +20898,29 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkwaxh1h3eb6b6hddx1nw",
+                 *       "id": "evt_01m8jjvwxbra75qvmw719k60h1",
                  *       "type": "cold-chain.break",
-                 *       "created_at": "2026-11-29T02:37:15.485Z",
+                 *       "created_at": "2026-11-29T02:41:38.219Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                 *       "seq": 3,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                 *       "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                 *       "seq": 4,
                  *       "data": {
                  *         "reason": "hard_limit",
                  *         "threshold": "hard_min_c",
                  *         "limit": 0,
-                 *         "broken_at": "2026-11-29T02:37:15.478Z",
+                 *         "broken_at": "2026-11-29T02:41:38.214Z",
                  *         "temp_c": -4,
-                 *         "excursion_started_at": "2026-11-29T02:37:15.478Z",
+                 *         "excursion_started_at": "2026-11-29T02:41:38.214Z",
                  *         "excursion_duration_s": 0,
                  *         "time_out_of_range_s": 0,
                  *         "unknown_s": 0,
                  *         "mkt_c": null,
                  *         "profile": "refrigerated",
-                 *         "tote_id": "tt_01m8jjkv54t2cf4fx933nj04m2",
-                 *         "at": "2026-11-29T02:37:15.478Z"
+                 *         "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
+                 *         "at": "2026-11-29T02:41:38.214Z"
                  *       }
                  *     }
                  */
@@ -20582,33 +20959,33 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkwg2a66y8ze7beqay80j",
+                 *       "id": "evt_01m8jjvx0db29j6jf68k2w849p",
                  *       "type": "cold-chain.disposition",
-                 *       "created_at": "2026-11-29T02:37:15.650Z",
+                 *       "created_at": "2026-11-29T02:41:38.317Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                 *       "seq": 5,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                 *       "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                 *       "seq": 6,
                  *       "data": {
                  *         "status": "DISPATCHED",
                  *         "previous_status": "DISPATCHED",
                  *         "action": "disposition",
-                 *         "occurred_at": "2026-11-29T02:37:15.647Z",
+                 *         "occurred_at": "2026-11-29T02:41:38.315Z",
                  *         "from": null,
                  *         "to": null,
                  *         "custody_seq": 3,
-                 *         "custody_hash": "sha256:abec8ef771e89428789cd2a9d5d557d605b3c59351a1d56e08eaa9fa476362c7",
+                 *         "custody_hash": "sha256:79fb7993c31706e3abc175301a4f78addf4e24ecfd5fe5986eaeb885f87567e0",
                  *         "decision": "return",
                  *         "signature": {
-                 *           "id": "sg_01m8jjkwg0h01bg23d27yx5xeb",
-                 *           "signer": "us_01m8jjkwbdthgydyma9mt9wqxs",
+                 *           "id": "sg_01m8jjvx0cyfwkz091p95ey01t",
+                 *           "signer": "us_01m8jjvwxm73cgv83zx7gxxmfz",
                  *           "name": "A pharmacist",
-                 *           "email": "pharmacist-n3t5iywc6qn@example.com",
+                 *           "email": "pharmacist-mf1qn77qxm@example.com",
                  *           "meaning": "returned",
-                 *           "signed_at": "2026-11-29T02:37:15.647Z",
-                 *           "record_hash": "sha256:27fca2732444fd8bb18caf2afe556ff659cd7923b2ea22ba8644fa5b9375f1d3",
+                 *           "signed_at": "2026-11-29T02:41:38.315Z",
+                 *           "record_hash": "sha256:795cd33f71e99c568ac838ca0cd60ec3163427a477aa4225e18728f3931c7f7d",
                  *           "method": "password"
                  *         }
                  *       }
@@ -20649,22 +21026,22 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkx0jbnkc9st3024ty9rn",
+                 *       "id": "evt_01m8jjvx8t0dned2sqbtvqznfk",
                  *       "type": "sensor.offline",
-                 *       "created_at": "2026-11-29T02:37:16.177Z",
+                 *       "created_at": "2026-11-29T02:41:38.586Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                 *       "seq": 5,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                 *       "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                 *       "seq": 6,
                  *       "data": {
-                 *         "last_reading_at": "2026-11-29T01:55:16.156Z",
-                 *         "offline_since": "2026-11-29T02:10:16.156Z",
-                 *         "back_online_at": "2026-11-29T02:12:16.156Z",
+                 *         "last_reading_at": "2026-11-29T01:59:38.566Z",
+                 *         "offline_since": "2026-11-29T02:14:38.566Z",
+                 *         "back_online_at": "2026-11-29T02:16:38.566Z",
                  *         "max_gap_s": 900,
-                 *         "tote_id": "tt_01m8jjkwzf9pzj3w5z7jvym3qp",
-                 *         "at": "2026-11-29T02:10:16.156Z"
+                 *         "tote_id": "tt_01m8jjvx7yncvnz209m99k2322",
+                 *         "at": "2026-11-29T02:14:38.566Z"
                  *       }
                  *     }
                  */
@@ -20703,19 +21080,19 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkyp02etx7vhd5kvs6yj4",
+                 *       "id": "evt_01m8jjvz7b52naa1avd0z36mrq",
                  *       "type": "stability.budget-low",
-                 *       "created_at": "2026-11-29T02:37:17.888Z",
+                 *       "created_at": "2026-11-29T02:41:40.587Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkynb043pfzy2hb03nrvs",
-                 *       "rx_id": "rx_01m8jjkynb043pfzy2hb03nrvr",
-                 *       "seq": 3,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvz6p5apkbcs9drdmv5n3",
+                 *       "rx_id": "rx_01m8jjvz6p5apkbcs9drdmv5n2",
+                 *       "seq": 4,
                  *       "data": {
                  *         "item": 0,
                  *         "ndc": "00002-8215-01",
-                 *         "product_id": "pr_01m8jjkyj93yr8mba622avg684",
+                 *         "product_id": "pr_01m8jjvz438f2hkash5vnz79rc",
                  *         "version": 3,
                  *         "band": {
                  *           "min_c": 8,
@@ -20723,8 +21100,8 @@ export interface operations {
                  *           "allowed_s": 60
                  *         },
                  *         "remaining_s": 12,
-                 *         "tote_id": "tt_01m8jjkynj3a3pgcpat32pp17k",
-                 *         "at": "2026-11-29T02:38:06.883Z"
+                 *         "tote_id": "tt_01m8jjvz6wp0krdtzdjd7cc7cb",
+                 *         "at": "2026-11-29T02:42:29.582Z"
                  *       }
                  *     }
                  */
@@ -20763,17 +21140,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjky382yv5xph9wvbcseb1",
+                 *       "id": "evt_01m8jjvyrkmbnrv4p37tx90w9d",
                  *       "type": "writeback.completed",
-                 *       "created_at": "2026-11-29T02:37:17.288Z",
+                 *       "created_at": "2026-11-29T02:41:40.115Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjky1x4nv1dn7g8jdwhmyf",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjky21d6x3mkd9w1tgdrpk",
-                 *       "rx_id": "rx_01m8jjky21d6x3mkd9w1tgdrpj",
+                 *       "pharmacy_id": "ph_01m8jjvyqnfdrqa8t3abj3vs29",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvyqr7rn0yfhe7xkfqtv4",
+                 *       "rx_id": "rx_01m8jjvyqr7rn0yfhe7xkfqtv3",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jjky2kj81h855dy2kdgpbk",
+                 *         "outcome_event_id": "evt_01m8jjvyr3cgk9bt310hdeft4w",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 1,
                  *         "status_code": 204,
@@ -20816,17 +21193,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjky8h2fw552ahfen3cep7",
+                 *       "id": "evt_01m8jjvyx1b7rafqvxab2y7eqt",
                  *       "type": "writeback.failed",
-                 *       "created_at": "2026-11-29T02:37:17.457Z",
+                 *       "created_at": "2026-11-29T02:41:40.257Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjky2zsbred5ydvb4s5ymv",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjky3aphfh7jexy7cd022v",
-                 *       "rx_id": "rx_01m8jjky3aphfh7jexy7cd022t",
+                 *       "pharmacy_id": "ph_01m8jjvyrc2q8w52q3jsjx6zk6",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvyrngew3dwqa5c0tz5cg",
+                 *       "rx_id": "rx_01m8jjvyrngew3dwqa5c0tz5cf",
                  *       "seq": 7,
                  *       "data": {
-                 *         "outcome_event_id": "evt_01m8jjky45a3btptz3ktj00dsr",
+                 *         "outcome_event_id": "evt_01m8jjvys12j79wm34qfq41q92",
                  *         "outcome": "delivery.delivered",
                  *         "attempts": 3,
                  *         "status_code": null,
@@ -20869,14 +21246,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjkvkw30p6ndyf37787pd9",
+                 *       "id": "evt_01m8jjvwev41rsm52pem7bwp2a",
                  *       "type": "handoff.refused",
-                 *       "created_at": "2026-11-29T02:37:14.748Z",
+                 *       "created_at": "2026-11-29T02:41:37.755Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
                  *       "fleet_id": null,
-                 *       "delivery_id": "dl_01m8jjkvgrsxmvn7k255dj67nf",
-                 *       "rx_id": "rx_01m8jjkvgrsxmvn7k255dj67ne",
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
                  *       "seq": 2,
                  *       "data": {
                  *         "action": "deliver",
@@ -20887,7 +21264,7 @@ export interface operations {
                  *         "from": null,
                  *         "to": null,
                  *         "occurred_at": null,
-                 *         "refused_at": "2026-11-29T02:37:14.747Z"
+                 *         "refused_at": "2026-11-29T02:41:37.754Z"
                  *       }
                  *     }
                  */
@@ -20926,26 +21303,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjky1av0khgnsrnm8yccg5",
+                 *       "id": "evt_01m8jjvyq7fbvjyhdh9qgr0ryy",
                  *       "type": "alarm.acknowledged",
-                 *       "created_at": "2026-11-29T02:37:17.226Z",
+                 *       "created_at": "2026-11-29T02:41:40.071Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwzrs2ym10dpyq1vssjw",
-                 *       "rx_id": "rx_01m8jjkwzrs2ym10dpyq1vssjv",
-                 *       "seq": 8,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvx85zdqe87ztfcvywr6r",
+                 *       "rx_id": "rx_01m8jjvx85zdqe87ztfcvywr6q",
+                 *       "seq": 9,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jjkx0g5g9cbn6s6ztj0ejj",
+                 *         "alarm_id": "al_01m8jjvx8t0dned2sqbtvqznfg",
                  *         "kind": "excursion",
                  *         "state": "CLEARED_ACK",
-                 *         "raised_at": "2026-11-29T01:53:16.156Z",
-                 *         "cleared_at": "2026-11-29T01:55:16.156Z",
+                 *         "raised_at": "2026-11-29T01:57:38.566Z",
+                 *         "cleared_at": "2026-11-29T01:59:38.566Z",
                  *         "acknowledged_by": "cl_admin",
-                 *         "acknowledged_at": "2026-11-29T02:37:17.224Z",
+                 *         "acknowledged_at": "2026-11-29T02:41:40.070Z",
                  *         "note": "Reviewed the trace: 8 minutes at 9.5 °C",
-                 *         "assigned_to": "us_01m8jjkv95ckcy92c0a6j3rfsd",
-                 *         "escalate_at": "2026-11-29T02:37:17.176Z"
+                 *         "assigned_to": "us_01m8jjvw8c82sass51vcbfv6rz",
+                 *         "escalate_at": "2026-11-29T02:41:39.585Z"
                  *       }
                  *     }
                  */
@@ -20984,26 +21361,26 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "id": "evt_01m8jjky0gfgb8n15r8vd4p1b7",
+                 *       "id": "evt_01m8jjvynka6sr3xa8n3qd9fbw",
                  *       "type": "alarm.escalated",
-                 *       "created_at": "2026-11-29T02:37:17.200Z",
+                 *       "created_at": "2026-11-29T02:41:40.019Z",
                  *       "api_version": "v1",
-                 *       "pharmacy_id": "ph_01m8jjkt5bt5wqtd9js2fhjf8w",
-                 *       "fleet_id": "fl_01m8jjktwcnkkk43pytw51d109",
-                 *       "delivery_id": "dl_01m8jjkwaffme6frrsx2m0hdgd",
-                 *       "rx_id": "rx_01m8jjkwaffme6frrsx2m0hdgc",
-                 *       "seq": 6,
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": "fl_01m8jjvw4mgjafe1q0hrv8ncnp",
+                 *       "delivery_id": "dl_01m8jjvwwydymdk4qy0yz0d8hh",
+                 *       "rx_id": "rx_01m8jjvwwydymdk4qy0yz0d8hg",
+                 *       "seq": 7,
                  *       "data": {
-                 *         "alarm_id": "al_01m8jjkwaw118xksyc1zk40560",
+                 *         "alarm_id": "al_01m8jjvwxadted30zy1zqh1g25",
                  *         "kind": "break",
                  *         "state": "CLEARED_UNACK",
-                 *         "raised_at": "2026-11-29T02:37:15.478Z",
-                 *         "cleared_at": "2026-11-29T02:37:15.647Z",
+                 *         "raised_at": "2026-11-29T02:41:38.214Z",
+                 *         "cleared_at": "2026-11-29T02:41:38.315Z",
                  *         "acknowledged_by": null,
                  *         "acknowledged_at": null,
                  *         "note": null,
                  *         "assigned_to": null,
-                 *         "escalate_at": "2026-11-29T02:37:16.483Z"
+                 *         "escalate_at": "2026-11-29T02:41:39.217Z"
                  *       }
                  *     }
                  */
@@ -21011,6 +21388,57 @@ export interface operations {
                     /** @enum {string} */
                     type?: "alarm.escalated";
                     data?: components["schemas"]["AlarmEscalatedData"];
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx within 10 s acknowledges the event; anything else is retried; `410 Gone` disables the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onPatientNotify: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`); the same on every retry: deduplicate by it */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` (the default), space-separated when two secrets sign during a rotation; for an endpoint whose `signature_scheme` is `v1a`, `v1a,<base64 Ed25519>` under the keys at /.well-known/webhook-keys.json, two during a key rotation */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_01m8jjvwfaj4x2cr5qn4amewh0",
+                 *       "type": "patient.notify",
+                 *       "created_at": "2026-11-29T02:41:37.770Z",
+                 *       "api_version": "v1",
+                 *       "pharmacy_id": "ph_01m8jjvw20s4s5sn0bnth9w04q",
+                 *       "fleet_id": null,
+                 *       "delivery_id": "dl_01m8jjvwdaezzszsq7xv14fp36",
+                 *       "rx_id": "rx_01m8jjvwdaezzszsq7xv14fp35",
+                 *       "seq": 4,
+                 *       "data": {
+                 *         "kind": "dispatched",
+                 *         "tracking_url": "http://rxtrace.test/track?token=eyJhbGciOiJFUzI1NiIsInR5cCI6InJ4dHJhY2UtdHJhY2srand0Iiwia2lkIjoia2V5XzAxbThqanZ3YnI0cnkxbmVrOXAwc20zMTZiIn0.eyJkZWxpdmVyeV9pZCI6ImRsXzAxbThqanZ3ZGFlenpzenNxN3h2MTRmcDM2IiwiaXNzIjoiaHR0cDovL3J4dHJhY2UudGVzdCIsImF1ZCI6Imh0dHA6Ly9yeHRyYWNlLnRlc3QvdHJhY2siLCJzdWIiOiJkbF8wMW04amp2d2RhZXp6c3pzcTd4djE0ZnAzNiIsImp0aSI6Ikdzd0hmdlBmMnNVYXdIeDQiLCJpYXQiOjE3OTU5MjAwOTcsImV4cCI6MTc5NjUyNDg5N30.J9fGi2oGk0UcHqLbftX2GWU2RQiynuwPHtEfe4j3bfshVwFnuKf8utgVG5i2z2W1gPzvQatACtOMW0pMj4uNdQ",
+                 *         "link_expires_at": "2026-12-06T02:41:37.000Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Event"] & {
+                    /** @enum {string} */
+                    type?: "patient.notify";
+                    data?: components["schemas"]["PatientNotifyData"];
                 };
             };
         };
