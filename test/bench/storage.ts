@@ -1,0 +1,113 @@
+/**
+ * `npm run bench:storage` — bytes on disk per stored reading in the SQLite readings file.
+ *
+ * Writes a realistic mixed load (test/bench/lib/reading-load.ts: many totes once a minute, a few
+ * once a second, two in three bound to deliveries) straight through the sink's `write()` into a
+ * fresh file, closes it (the WAL checkpointed into the file and removed), and divides the file's
+ * size by the readings stored. Then, if the sink compacts, compacts every day that has ended and
+ * measures again. One JSON object on stdout, progress on stderr.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import Database from 'better-sqlite3'
+import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
+import { parseBenchArgs } from './lib/args.js'
+import { round } from './lib/ingest-stats.js'
+import { readingBatches } from './lib/reading-load.js'
+
+const opts = parseBenchArgs(
+  'bench:storage',
+  'Bytes per stored reading in the SQLite readings file after a realistic mixed load. Prints one JSON object on stdout, progress on stderr.',
+  {
+    'slow-totes': { type: 'string', default: '2000' },
+    'fast-totes': { type: 'string', default: '20' },
+    hours: { type: 'string', default: '6' },
+    keep: { type: 'boolean', default: false },
+  },
+  {
+    'slow-totes': 'totes reporting once a minute',
+    'fast-totes': 'totes reporting once a second',
+    hours: 'hours of event time, starting at a UTC midnight',
+    keep: 'keep the file (its path is in the output)',
+  },
+)
+const log = (line: string): void => void process.stderr.write(`bench:storage ${line}\n`)
+
+/** The file's size and layout; the WAL is gone once the sink has closed. */
+function measure(path: string, readings: number) {
+  const db = new Database(path, { readonly: true })
+  const pageSize = db.pragma('page_size', { simple: true }) as number
+  const freePages = db.pragma('freelist_count', { simple: true }) as number
+  db.close()
+  const bytes = statSync(path).size
+  return {
+    file_bytes: bytes,
+    free_pages: freePages,
+    bytes_per_reading: round(bytes / readings),
+    /** Without the free pages a later write reuses. */
+    used_bytes_per_reading: round((bytes - freePages * pageSize) / readings),
+    page_size: pageSize,
+  }
+}
+
+async function main(): Promise<void> {
+  const load = {
+    slowTotes: Number(opts['slow-totes']),
+    fastTotes: Number(opts['fast-totes']),
+    hours: Number(opts.hours),
+    startMs: Date.UTC(2025, 0, 6),
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'rxtrace-bench-storage-'))
+  const path = join(dir, 'readings.db')
+  try {
+    let sink = createSqliteSink({ path, compaction: false } as Parameters<typeof createSqliteSink>[0])
+    const started = performance.now()
+    let written = 0
+    for (const batch of readingBatches(load)) {
+      await sink.write(batch)
+      written += batch.length
+      if (written % 200_000 < batch.length) log(`${written} readings written`)
+    }
+    const writeS = (performance.now() - started) / 1_000
+    const readings = await sink.count()
+    await sink.close()
+    const stored = measure(path, readings)
+    log(`${readings} readings: ${stored.bytes_per_reading} bytes each as written`)
+
+    let compacted: (ReturnType<typeof measure> & { compact_s: number }) | null = null
+    sink = createSqliteSink({ path, compaction: false } as Parameters<typeof createSqliteSink>[0])
+    const compactable = sink as typeof sink & { compact?: (o: { nowMs: number }) => Promise<{ readings: number; more: boolean }> }
+    if (compactable.compact !== undefined) {
+      const t = performance.now()
+      const nowMs = load.startMs + (Math.ceil(load.hours / 24) + 1) * 86_400_000
+      while ((await compactable.compact({ nowMs })).more);
+      const compactS = (performance.now() - t) / 1_000
+      if ((await sink.count()) !== readings) throw new Error('compaction changed the number of readings')
+      await sink.close()
+      compacted = { ...measure(path, readings), compact_s: round(compactS) }
+      log(`compacted: ${compacted.bytes_per_reading} bytes each`)
+    } else await sink.close()
+
+    process.stdout.write(
+      `${JSON.stringify(
+        {
+          load: { slow_totes: load.slowTotes, fast_totes: load.fastTotes, hours: load.hours, readings },
+          write_s: round(writeS),
+          readings_per_s: Math.round(readings / writeS),
+          as_written: stored,
+          compacted,
+          load_average_1m: round(loadavg()[0]!),
+          path: opts.keep ? path : undefined,
+        },
+        null,
+        2,
+      )}\n`,
+    )
+  } finally {
+    if (!opts.keep) rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+await main()
