@@ -3,7 +3,10 @@ import Database from 'better-sqlite3'
 import { createPrivateFile, ensurePrivateDataDir } from '../store/private-files.js'
 import { checkpointOffThread, type WalCheckpointer } from '../store/wal-checkpointer.js'
 
-/** The readings file's tables (see sqlite-sink.ts for why they look like this). */
+/**
+ * The readings file's dictionary and span tables (see sqlite-sink.ts for why they look like this);
+ * the readings themselves are in day partitions (sqlite-partitions.ts).
+ */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS totes (
   tote_key INTEGER PRIMARY KEY,
@@ -15,20 +18,6 @@ CREATE TABLE IF NOT EXISTS bindings (
   rx_id       TEXT
 );
 CREATE INDEX IF NOT EXISTS bindings_by_delivery ON bindings (delivery_id, rx_id);
-CREATE TABLE IF NOT EXISTS readings (
-  tote_key    INTEGER NOT NULL,
-  ts          INTEGER NOT NULL,
-  binding_key INTEGER,
-  temp_c      REAL    NOT NULL,
-  battery     REAL,
-  humidity    REAL,
-  lat         REAL,
-  lng         REAL,
-  seq         INTEGER,
-  received_at INTEGER NOT NULL,
-  late        INTEGER NOT NULL,
-  UNIQUE (tote_key, ts)
-);
 CREATE TABLE IF NOT EXISTS binding_spans (
   binding_key INTEGER NOT NULL,
   tote_key    INTEGER NOT NULL,
@@ -38,7 +27,10 @@ CREATE TABLE IF NOT EXISTS binding_spans (
 ) WITHOUT ROWID;
 `
 
-/** Files written before binding_spans: derive the spans from the old index once, then drop it. */
+/**
+ * Files written before binding_spans: derive the spans from the old index once, then drop it
+ * (before the single readings table moves into day partitions, migrateLegacyReadings).
+ */
 const MIGRATE_BINDING_INDEX = `
 INSERT INTO binding_spans (binding_key, tote_key, from_ts, to_ts)
   SELECT binding_key, tote_key, min(ts), max(ts) FROM readings WHERE binding_key IS NOT NULL GROUP BY binding_key, tote_key
@@ -94,10 +86,6 @@ export function openReadingsFile(path: string): { db: Database.Database; checkpo
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = NORMAL')
   db.pragma('cache_size = -65536')
-  db.exec(SCHEMA)
-  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'readings_by_binding'").get()) {
-    db.transaction(() => db.exec(MIGRATE_BINDING_INDEX))()
-  }
   db.exec(SCHEMA)
   if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'readings_by_binding'").get()) {
     db.transaction(() => db.exec(MIGRATE_BINDING_INDEX))()

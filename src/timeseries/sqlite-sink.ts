@@ -1,5 +1,9 @@
+import { setImmediate as yieldToWrites } from 'node:timers/promises'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
+import { createCompaction, READING_COLUMNS, type StoredReading } from './sqlite-compaction.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
+import { createExpiry } from './sqlite-expiry.js'
+import { chunkTable, DAY_MS, dayOf, migrateLegacyReadings, openPartitions, rowTable } from './sqlite-partitions.js'
 import { openReadingsFile } from './sqlite-readings-file.js'
 import { createSpanWriter, type Span } from './sqlite-spans.js'
 
@@ -7,20 +11,21 @@ import { createSpanWriter, type Span } from './sqlite-spans.js'
  * Readings in their own SQLite file (not the entity store's: the write rate is orders of
  * magnitude higher and must not hold the entity store's write lock).
  *
+ * - Partitioned by UTC day of `ts` (sqlite-partitions.ts): today's readings are rows of a
+ *   WITHOUT ROWID table keyed (tote_key, ts) — the dedup key and the only b-tree, serving
+ *   `readingsForTote` and the delivery trace (a delivery's readings are one tote's readings over
+ *   a span of time, see binding_spans); ended days are compacted into chunks
+ *   (sqlite-compaction.ts, ~10 bytes a reading); expiry drops whole days (sqlite-expiry.ts).
  * - Ids are dictionary-encoded: `totes` and `bindings` (delivery_id, rx_id) map the 29-character
- *   ids to small integers, so the two indexes hold a few bytes per reading instead of ~70. In the
- *   comparison that chose this schema, text keys wrote about half as many rows/s.
- * - UNIQUE (tote_key, ts) is the dedup key and the only index on readings: it serves
- *   `readingsForTote`, and the delivery trace too (a delivery's readings are one tote's readings
- *   over a span of time, see binding_spans). ON CONFLICT DO NOTHING makes a retransmission a no-op.
+ *   ids to small integers. In the comparison that chose this schema, text keys wrote about half
+ *   as many rows/s.
  * - `binding_spans` holds, per binding and tote, a ts range padded by an hour that covers all its
  *   readings; the writer widens it when a reading falls outside (about once an hour per
  *   delivery). It replaced an index on (binding_key, ts): single readings from many totes dirty
  *   one leaf page per index per reading, and every dirty page is written to the WAL at commit, so
  *   the second index doubled the WAL (~80 MB/s at 10k readings/s) and cost a third of the CPU.
- * - The rowid table itself is append-only; each batch is inserted in (tote, ts) order, and a
- *   64 MiB cache keeps the index pages of thousands of active totes in memory (4 KiB pages, see
- *   PAGE_SIZE in sqlite-readings-file.ts).
+ * - Each batch is inserted in (tote, ts) order, and a 64 MiB cache keeps the leaf pages of
+ *   thousands of active totes in memory (4 KiB pages, see PAGE_SIZE in sqlite-readings-file.ts).
  * - WAL + synchronous=NORMAL: a committed write survives a crash of the process; after a power
  *   loss the last transactions may roll back (SQLite docs, "WAL mode ... synchronous=NORMAL").
  *   The embedded default trades that for the commit rate; QuestDB is the durable option.
@@ -31,42 +36,53 @@ import { createSpanWriter, type Span } from './sqlite-spans.js'
  *   writer's own checkpoint did at the price of a 100–250 ms commit every few seconds.
  */
 
-const COLUMNS = 'tote_key, ts, binding_key, temp_c, battery, humidity, lat, lng, seq, received_at, late'
 const PARAMS_PER_ROW = 11
 /** Rows per INSERT statement: fewer statement steps, within SQLite's 32766 bound parameters. */
 const ROWS_PER_STATEMENT = 100
 /** Dictionary entries kept in memory; a binding is one delivery, so this bounds a long-running process. */
 const MAX_CACHED_KEYS = 100_000
-
-const SELECT_ROWS = `
-  SELECT t.tote_id, b.delivery_id, b.rx_id, r.ts, r.temp_c, r.battery, r.humidity, r.lat, r.lng, r.seq,
-         r.received_at, r.late
-  FROM readings r
-  JOIN totes t ON t.tote_key = r.tote_key
-  LEFT JOIN bindings b ON b.binding_key = r.binding_key`
-
-type StoredRow = Omit<ReadingRow, 'late'> & { late: 0 | 1 }
+/** How often the sink looks for ended days to compact, and rows per compaction transaction (a few ms each). */
+const COMPACT_EVERY_MS = 60_000
+const COMPACT_BATCH = 5_000
 
 export type SqliteSinkOptions = {
   /** A file path, or ':memory:' (tests). */
   path: string
+  /** Background compaction of ended days (default on); false leaves it to `compact()` (tests, benchmarks). */
+  compaction?: boolean
+  /** The clock compaction judges "ended" by. */
+  now?: () => number
 }
 
-export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
+export type SqliteReadingSink = ReadingSink & {
+  /** One compaction pass (sqlite-compaction.ts); `nowMs` decides which days have ended. */
+  compact(options?: { nowMs?: number; maxReadings?: number }): Promise<{ readings: number; more: boolean }>
+}
+
+type Row = Omit<StoredReading, 'late'> & { late: 0 | 1 }
+
+export function createSqliteSink({ path, compaction: compactInBackground = true, now = Date.now }: SqliteSinkOptions): SqliteReadingSink {
   const { db, checkpointer } = openReadingsFile(path)
+  const partitions = openPartitions(db)
+  migrateLegacyReadings(db, partitions)
   const keys = createKeyDictionary(db, MAX_CACHED_KEYS)
   const spans = createSpanWriter(db, MAX_CACHED_KEYS)
+  const compaction = createCompaction(db, partitions)
+  const expiry = createExpiry(db, partitions)
 
   const values = (n: number) => Array.from({ length: n }, () => `(${'?,'.repeat(PARAMS_PER_ROW - 1)}?)`).join(',')
   // ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: OR IGNORE would also silently skip a
   // row that breaks NOT NULL; the upsert clause ignores only the (tote_key, ts) duplicate.
-  const insert = (n: number) => db.prepare(`INSERT INTO readings (${COLUMNS}) VALUES ${values(n)} ON CONFLICT (tote_key, ts) DO NOTHING`)
-  const insertMany = insert(ROWS_PER_STATEMENT)
-  const insertOne = insert(1)
+  const insert = (day: number, n: number) =>
+    partitions.statement(
+      rowTable(day),
+      `insert-${n}`,
+      () => `INSERT INTO ${rowTable(day)} (tote_key, ${READING_COLUMNS}) VALUES ${values(n)} ON CONFLICT (tote_key, ts) DO NOTHING`,
+    )
   const manyParams: unknown[] = new Array(PARAMS_PER_ROW * ROWS_PER_STATEMENT)
   const oneParams: unknown[] = new Array(PARAMS_PER_ROW)
 
-  /** Writes a row's parameters in COLUMNS order at `at`, reusing one array for every statement. */
+  /** Writes a row's parameters in column order at `at`, reusing one array for every statement. */
   const bindRow = (r: ReadingRow, target: unknown[], at: number) => {
     const toteKey = keys.toteKey(r.tote_id)
     const bindingKey = keys.bindingKey(r.delivery_id, r.rx_id)
@@ -84,74 +100,244 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
     target[at + 10] = r.late ? 1 : 0
   }
 
-  // One transaction per write(): 10,000 rows commit (and sync the WAL) once.
-  const writeAll = db.transaction((input: readonly ReadingRow[]) => {
-    // In (tote, ts) order, consecutive inserts land on the same index pages instead of hopping
-    // between a thousand totes' pages: ~1.5x the rows/s, sort included.
-    const rows = [...input].sort(byToteThenTs)
+  /** Inserts one day's rows, sorted by (tote, ts), into its row table. */
+  const insertDay = (day: number, rows: readonly ReadingRow[]) => {
+    partitions.ensureRows(day)
+    if (partitions.get(day)!.chunks) rows = notYetChunked(day, rows)
+    const many = insert(day, ROWS_PER_STATEMENT)
     let i = 0
     for (; i + ROWS_PER_STATEMENT <= rows.length; i += ROWS_PER_STATEMENT) {
       for (let k = 0; k < ROWS_PER_STATEMENT; k++) bindRow(rows[i + k]!, manyParams, k * PARAMS_PER_ROW)
-      insertMany.run(manyParams)
+      many.run(manyParams)
     }
     for (; i < rows.length; i++) {
       bindRow(rows[i]!, oneParams, 0)
-      insertOne.run(oneParams)
+      insert(day, 1).run(oneParams)
     }
+  }
+
+  /** A late reading for a compacted day is stored once: not again beside the chunk that holds it. */
+  const notYetChunked = (day: number, rows: readonly ReadingRow[]) => {
+    const held = new Map<string, Set<number>>()
+    for (const r of rows) {
+      if (held.has(r.tote_id)) continue
+      const ts = compaction.readChunks(day, keys.toteKey(r.tote_id), day * DAY_MS, (day + 1) * DAY_MS).map((c) => c.ts)
+      held.set(r.tote_id, new Set(ts))
+    }
+    return rows.filter((r) => !held.get(r.tote_id)!.has(r.ts))
+  }
+
+  // One transaction per write(): 10,000 rows commit (and sync the WAL) once.
+  const writeAll = db.transaction((input: readonly ReadingRow[]) => {
+    // In (tote, ts) order, consecutive inserts land on the same leaf pages instead of hopping
+    // between a thousand totes' pages: ~1.5x the rows/s, sort included.
+    const rows = [...input].sort(byToteThenTs)
+    const first = dayOf(rows[0]!.ts)
+    if (rows.every((r) => r.ts >= first * DAY_MS && r.ts < (first + 1) * DAY_MS)) return insertDay(first, rows)
+    const byDay = new Map<number, ReadingRow[]>()
+    for (const r of rows) {
+      const day = dayOf(r.ts)
+      const ofDay = byDay.get(day)
+      if (ofDay === undefined) byDay.set(day, [r])
+      else ofDay.push(r)
+    }
+    for (const [day, ofDay] of byDay) insertDay(day, ofDay)
   })
 
-  // Attribution after the fact: ranges of the (tote_key, ts) index, so a tote's history is not scanned.
-  const attach = db.prepare<[number, number, number, number]>(
-    'UPDATE readings SET binding_key = ? WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key IS NULL',
-  )
-  const detach = db.prepare<[number, number, number, number]>(
-    'UPDATE readings SET binding_key = NULL WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?',
-  )
-  const attachedRange = db.prepare<[number, number, number, number], { first: number | null; last: number | null }>(
-    'SELECT min(ts) AS first, max(ts) AS last FROM readings WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?',
-  )
+  /** Adds rows (of one tote, with their binding) to a day's row table: chunks turned back into rows. */
+  const insertStored = (day: number, toteKey: number, rows: readonly StoredReading[]) => {
+    partitions.ensureRows(day)
+    const one = insert(day, 1)
+    for (const r of rows) {
+      one.run(toteKey, r.ts, r.binding_key, r.temp_c, r.battery, r.humidity, r.lat, r.lng, r.seq, r.received_at, r.late ? 1 : 0)
+    }
+  }
+
+  /** Runs `statement(day)` with `args` on each row table that [fromMs, toMs) touches; total changes. */
+  const eachRowTable = (
+    fromMs: number,
+    toMs: number,
+    purpose: string,
+    sql: (table: string) => string,
+    args: (from: number, to: number) => unknown[],
+  ) => {
+    let changes = 0
+    for (const day of partitions.covering(fromMs, toMs)) {
+      if (!partitions.get(day)?.rows) continue
+      const from = Math.max(fromMs, day * DAY_MS)
+      const to = Math.min(toMs, (day + 1) * DAY_MS)
+      changes += partitions.statement(rowTable(day), purpose, () => sql(rowTable(day))).run(...args(from, to)).changes
+    }
+    return changes
+  }
+
+  // Attribution after the fact: ranges of the (tote_key, ts) key, so a tote's history is not
+  // scanned; the chunks the ranges touch become rows first (compaction packs them again later).
   const attributeAll = db.transaction((toteId: string, deliveryId: string, rxId: string, fromMs: number, toMs: number) => {
     const toteKey = keys.toteKey(toteId)
     const bindingKey = keys.bindingKey(deliveryId, rxId)!
     const span = spans.of(bindingKey, toteKey)
     if (span !== null) {
-      detach.run(toteKey, span.from_ts, fromMs, bindingKey)
-      detach.run(toteKey, toMs, span.to_ts + 1, bindingKey)
+      for (const [from, to] of [
+        [span.from_ts, fromMs],
+        [toMs, span.to_ts + 1],
+      ] as const) {
+        if (to <= from) continue
+        compaction.uncompact(toteKey, from, to, bindingKey, insertStored)
+        eachRowTable(
+          from,
+          to,
+          'detach',
+          (t) => `UPDATE ${t} SET binding_key = NULL WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?`,
+          (f, t) => [toteKey, f, t, bindingKey],
+        )
+      }
     }
-    if (attach.run(bindingKey, toteKey, fromMs, toMs).changes === 0) return false
+    compaction.uncompact(toteKey, fromMs, toMs, null, insertStored)
+    const attached = eachRowTable(
+      fromMs,
+      toMs,
+      'attach',
+      (t) => `UPDATE ${t} SET binding_key = ? WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key IS NULL`,
+      (f, t) => [bindingKey, toteKey, f, t],
+    )
+    if (attached === 0) return false
     // binding_spans must cover every row of the binding (readingsForDelivery reads through them).
-    const { first, last } = attachedRange.get(toteKey, fromMs, toMs, bindingKey)!
-    spans.cover(bindingKey, toteKey, first!)
-    spans.cover(bindingKey, toteKey, last!)
+    for (const day of partitions.covering(fromMs, toMs)) {
+      if (!partitions.get(day)?.rows) continue
+      const { first, last } = partitions
+        .statement(
+          rowTable(day),
+          'attached-range',
+          () =>
+            `SELECT min(ts) AS first, max(ts) AS last FROM ${rowTable(day)} WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ?`,
+        )
+        .get(toteKey, fromMs, toMs, bindingKey) as { first: number | null; last: number | null }
+      if (first !== null) spans.cover(bindingKey, toteKey, first)
+      if (last !== null) spans.cover(bindingKey, toteKey, last)
+    }
     return true
   })
 
-  // A delivery's readings: for each of its spans (one per tote; one in practice), a range of the
-  // (tote_key, ts) index, keeping the rows of that binding. In index order: no sort.
-  const spansOf = db.prepare<[string], Span>(
-    'SELECT s.binding_key, s.tote_key, s.from_ts, s.to_ts FROM binding_spans s JOIN bindings b ON b.binding_key = s.binding_key WHERE b.delivery_id = ?',
+  const spansOf = db.prepare<[string], Span & { tote_id: string; delivery_id: string; rx_id: string | null }>(
+    `SELECT s.binding_key, s.tote_key, s.from_ts, s.to_ts, t.tote_id, b.delivery_id, b.rx_id
+     FROM binding_spans s JOIN bindings b ON b.binding_key = s.binding_key JOIN totes t ON t.tote_key = s.tote_key
+     WHERE b.delivery_id = ?`,
   )
-  const inSpan = 'r.tote_key = ? AND r.ts >= ? AND r.ts < ? AND r.binding_key = ?'
-  const bySpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts`)
-  const lastOfSpan = db.prepare<[number, number, number, number], StoredRow>(`${SELECT_ROWS} WHERE ${inSpan} ORDER BY r.ts DESC LIMIT 1`)
-  const byTote = db.prepare<[string, number, number], StoredRow>(
-    `${SELECT_ROWS} WHERE r.tote_key = (SELECT tote_key FROM totes WHERE tote_id = ?) AND r.ts >= ? AND r.ts < ? ORDER BY r.ts`,
+  const toteKeyOf = db.prepare<[string], { k: number }>('SELECT tote_key AS k FROM totes WHERE tote_id = ?')
+  const bindingOf = db.prepare<[number], { delivery_id: string | null; rx_id: string | null }>(
+    'SELECT delivery_id, rx_id FROM bindings WHERE binding_key = ?',
   )
-  // better-sqlite3 binds JS numbers as REAL, so `ts / step` would not truncate; `%` always does.
-  const bucketsOfSpan = db.prepare<[number, number, number, number, number], TemperatureBucket>(`
-    SELECT r.ts - r.ts % ? AS t, min(r.temp_c) AS min, max(r.temp_c) AS max, avg(r.temp_c) AS avg, count(*) AS n
-    FROM readings r WHERE ${inSpan}
-    GROUP BY t ORDER BY t`)
+
+  /** A tote's readings in [fromMs, toMs), all or one binding's, ts order: only the days the range touches. */
+  const readTote = (toteKey: number, fromMs: number, toMs: number, bindingKey?: number): StoredReading[] => {
+    const out: StoredReading[] = []
+    for (const day of partitions.covering(fromMs, toMs)) {
+      const entry = partitions.get(day)!
+      const from = Math.max(fromMs, day * DAY_MS)
+      const to = Math.min(toMs, (day + 1) * DAY_MS)
+      const rows = entry.rows ? rowsOfDay(day, toteKey, from, to, bindingKey) : []
+      const chunked = entry.chunks ? compaction.readChunks(day, toteKey, from, to, bindingKey) : []
+      if (chunked.length === 0) out.push(...rows)
+      else if (rows.length === 0) out.push(...chunked)
+      else out.push(...[...rows, ...chunked].sort((a, b) => a.ts - b.ts))
+    }
+    return out
+  }
+  const rowsOfDay = (day: number, toteKey: number, from: number, to: number, bindingKey?: number): StoredReading[] => {
+    const t = rowTable(day)
+    const rows =
+      bindingKey === undefined
+        ? (partitions
+            .statement(t, 'of-tote', () => `SELECT ${READING_COLUMNS} FROM ${t} WHERE tote_key = ? AND ts >= ? AND ts < ? ORDER BY ts`)
+            .all(toteKey, from, to) as Row[])
+        : (partitions
+            .statement(
+              t,
+              'of-binding',
+              () => `SELECT ${READING_COLUMNS} FROM ${t} WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ? ORDER BY ts`,
+            )
+            .all(toteKey, from, to, bindingKey) as Row[])
+    for (const r of rows) (r as unknown as StoredReading).late = r.late === 1
+    return rows as unknown as StoredReading[]
+  }
+
+  /**
+   * A binding's newest reading in [from, to): the newest day that holds one settles it, with one
+   * indexed row and that day's chunks of the tote read, however long the range (a custody event's
+   * handoff temperature).
+   */
+  const lastOfSpan = (toteKey: number, from: number, to: number, bindingKey: number): StoredReading | null => {
+    for (const day of partitions.covering(from, to).reverse()) {
+      const entry = partitions.get(day)!
+      const dayFrom = Math.max(from, day * DAY_MS)
+      const dayTo = Math.min(to, (day + 1) * DAY_MS)
+      const t = rowTable(day)
+      const row = entry.rows
+        ? (partitions
+            .statement(
+              t,
+              'last-of-binding',
+              () =>
+                `SELECT ${READING_COLUMNS} FROM ${t} WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ? ORDER BY ts DESC LIMIT 1`,
+            )
+            .get(toteKey, dayFrom, dayTo, bindingKey) as Row | undefined)
+        : undefined
+      const chunked = entry.chunks ? compaction.readChunks(day, toteKey, dayFrom, dayTo, bindingKey).at(-1) : undefined
+      const last = row ? Object.assign(row as unknown as StoredReading, { late: row.late === 1 }) : undefined
+      const newest = last && chunked ? (last.ts > chunked.ts ? last : chunked) : (last ?? chunked)
+      if (newest) return newest
+    }
+    return null
+  }
+
   /** The query's arguments for each span of the delivery, clipped to [fromMs, toMs). */
   const spanRanges = (deliveryId: string, fromMs: number, toMs: number) =>
-    spansOf
-      .all(deliveryId)
-      .map((s) => [s.tote_key, Math.max(bound(fromMs), s.from_ts), Math.min(bound(toMs), s.to_ts + 1), s.binding_key] as const)
-  const countAll = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings')
+    spansOf.all(deliveryId).map((s) => ({ ...s, from: Math.max(bound(fromMs), s.from_ts), to: Math.min(bound(toMs), s.to_ts + 1) }))
 
-  const toRow = (r: StoredRow): ReadingRow => ({ ...r, late: r.late === 1 })
-  // ±Infinity would bind as NULL and match nothing; callers use them for "unbounded".
+  // better-sqlite3 binds JS numbers as REAL, so `ts / step` would not truncate; `%` always does.
+  const bucketsOfDay = (day: number, stepMs: number, toteKey: number, from: number, to: number, bindingKey: number) =>
+    partitions
+      .statement(
+        rowTable(day),
+        'buckets',
+        () => `SELECT ts - ts % ? AS t, min(temp_c) AS min, max(temp_c) AS max, avg(temp_c) AS avg, count(*) AS n
+               FROM ${rowTable(day)} WHERE tote_key = ? AND ts >= ? AND ts < ? AND binding_key = ? GROUP BY t ORDER BY t`,
+      )
+      .all(stepMs, toteKey, from, to, bindingKey) as TemperatureBucket[]
+
   const bound = (ms: number) => Math.min(Math.max(ms, Number.MIN_SAFE_INTEGER), Number.MAX_SAFE_INTEGER)
+  const undo = () => {
+    keys.forget() // the rollback also removed any dictionary rows this write added
+    spans.forget() // and any span it widened
+    partitions.reload() // and any table it created or dropped
+  }
+
+  /** Passes until nothing is due, yielding to writes between transactions. */
+  let compacting: Promise<void> | null = null
+  let closed = false
+  const compactDue = async () => {
+    while (!closed) {
+      if (checkpointer?.levelWanted) await checkpointer.level()
+      if (!pass({ nowMs: now(), maxReadings: COMPACT_BATCH }).more) return
+      await yieldToWrites()
+    }
+  }
+  const pass = (options: { nowMs: number; maxReadings: number }) => {
+    try {
+      return compaction.compact(options)
+    } catch (err) {
+      partitions.reload()
+      throw err
+    }
+  }
+  const timer = compactInBackground
+    ? setInterval(() => {
+        compacting ??= compactDue()
+          .catch((err: unknown) => console.error('readings compaction failed; retried in a minute', err))
+          .finally(() => (compacting = null))
+      }, COMPACT_EVERY_MS).unref()
+    : null
 
   return {
     async write(rows) {
@@ -162,8 +348,7 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       try {
         writeAll(rows)
       } catch (err) {
-        keys.forget() // the rollback also removed any dictionary rows this write added
-        spans.forget() // and any span it widened
+        undo()
         throw err
       }
     },
@@ -171,33 +356,86 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
       try {
         return attributeAll(toteId, deliveryId, rxId, bound(fromMs), bound(toMs ?? Infinity))
       } catch (err) {
-        keys.forget()
-        spans.forget()
+        undo()
         throw err
       }
     },
     async readingsForDelivery(deliveryId, fromMs, toMs) {
-      const parts = spanRanges(deliveryId, fromMs, toMs).map((args) => bySpan.all(...args))
-      const rows = parts.length === 1 ? parts[0]! : parts.flat().sort((a, b) => a.ts - b.ts)
-      return rows.map(toRow)
+      const parts = spanRanges(deliveryId, fromMs, toMs).map((s) =>
+        readTote(s.tote_key, s.from, s.to, s.binding_key).map((r): ReadingRow => ({
+          tote_id: s.tote_id,
+          delivery_id: s.delivery_id,
+          rx_id: s.rx_id,
+          ...fields(r),
+        })),
+      )
+      return parts.length === 1 ? parts[0]! : parts.flat().sort((a, b) => a.ts - b.ts)
     },
     async latestForDelivery(deliveryId, fromMs, toMs) {
-      const lasts = spanRanges(deliveryId, fromMs, toMs).flatMap((args) => lastOfSpan.get(...args) ?? [])
-      const newest = lasts.reduce<StoredRow | null>((best, r) => (best === null || r.ts > best.ts ? r : best), null)
-      return newest && toRow(newest)
+      let newest: ReadingRow | null = null
+      for (const s of spanRanges(deliveryId, fromMs, toMs)) {
+        const last = lastOfSpan(s.tote_key, s.from, s.to, s.binding_key)
+        if (last && (newest === null || last.ts > newest.ts))
+          newest = { tote_id: s.tote_id, delivery_id: s.delivery_id, rx_id: s.rx_id, ...fields(last) }
+      }
+      return newest
     },
     async bucketed(deliveryId, fromMs, toMs, stepMs) {
       assertStep(stepMs)
-      const parts = spanRanges(deliveryId, fromMs, toMs).map((args) => bucketsOfSpan.all(stepMs, ...args))
-      return parts.length === 1 ? parts[0]! : mergeBuckets(parts.flat())
+      const parts: TemperatureBucket[][] = []
+      for (const s of spanRanges(deliveryId, fromMs, toMs)) {
+        for (const day of partitions.covering(s.from, s.to)) {
+          const entry = partitions.get(day)!
+          const from = Math.max(s.from, day * DAY_MS)
+          const to = Math.min(s.to, (day + 1) * DAY_MS)
+          if (entry.rows) parts.push(bucketsOfDay(day, stepMs, s.tote_key, from, to, s.binding_key))
+          if (entry.chunks) parts.push(bucketsOf(compaction.readChunks(day, s.tote_key, from, to, s.binding_key), stepMs))
+        }
+      }
+      const nonEmpty = parts.filter((p) => p.length > 0)
+      return nonEmpty.length <= 1 ? (nonEmpty[0] ?? []) : mergeBuckets(nonEmpty.flat())
     },
     async readingsForTote(toteId, fromMs, toMs) {
-      return byTote.all(toteId, bound(fromMs), bound(toMs)).map(toRow)
+      const toteKey = toteKeyOf.get(toteId)?.k
+      if (toteKey === undefined) return []
+      const names = new Map<number | null, { delivery_id: string | null; rx_id: string | null }>([
+        [null, { delivery_id: null, rx_id: null }],
+      ])
+      return readTote(toteKey, bound(fromMs), bound(toMs)).map((r) => {
+        let binding = names.get(r.binding_key)
+        if (binding === undefined) names.set(r.binding_key, (binding = bindingOf.get(r.binding_key!) ?? { delivery_id: null, rx_id: null }))
+        return { tote_id: toteId, ...binding, ...fields(r) }
+      })
     },
     async count() {
-      return countAll.get()!.n
+      let n = 0
+      for (const day of partitions.all()) {
+        const entry = partitions.get(day)!
+        if (entry.rows)
+          n += (partitions.statement(rowTable(day), 'count', () => `SELECT count(*) AS n FROM ${rowTable(day)}`).get() as { n: number }).n
+        if (entry.chunks)
+          n += (
+            partitions.statement(chunkTable(day), 'count', () => `SELECT coalesce(sum(n), 0) AS n FROM ${chunkTable(day)}`).get() as {
+              n: number
+            }
+          ).n
+      }
+      return n
+    },
+    async expire(request) {
+      if (checkpointer?.levelWanted) await checkpointer.level()
+      return expiry.expire(request, () => {
+        partitions.reload()
+      })
+    },
+    async compact({ nowMs = now(), maxReadings = COMPACT_BATCH } = {}) {
+      if (checkpointer?.levelWanted) await checkpointer.level()
+      return pass({ nowMs, maxReadings })
     },
     async close() {
+      closed = true
+      if (timer !== null) clearInterval(timer)
+      await compacting
       await checkpointer?.stop()
       if (db.open) db.close()
     },
@@ -206,7 +444,42 @@ export function createSqliteSink({ path }: SqliteSinkOptions): ReadingSink {
 
 const byToteThenTs = (a: ReadingRow, b: ReadingRow) => (a.tote_id < b.tote_id ? -1 : a.tote_id > b.tote_id ? 1 : a.ts - b.ts)
 
-/** Buckets of one delivery read span by span (it had more than one tote), merged per step. */
+const fields = (r: StoredReading) => ({
+  ts: r.ts,
+  temp_c: r.temp_c,
+  battery: r.battery,
+  humidity: r.humidity,
+  lat: r.lat,
+  lng: r.lng,
+  seq: r.seq,
+  received_at: r.received_at,
+  late: r.late,
+})
+
+/** Chunked readings (ts order) in steps of `stepMs`, as the row tables' GROUP BY gives them. */
+function bucketsOf(readings: readonly StoredReading[], stepMs: number): TemperatureBucket[] {
+  const out: TemperatureBucket[] = []
+  let sum = 0
+  for (const r of readings) {
+    const t = r.ts - (r.ts % stepMs)
+    const last = out.at(-1)
+    if (last === undefined || last.t !== t) {
+      if (last !== undefined) last.avg = sum / last.n
+      out.push({ t, min: r.temp_c, max: r.temp_c, avg: r.temp_c, n: 1 })
+      sum = r.temp_c
+    } else {
+      last.min = Math.min(last.min, r.temp_c)
+      last.max = Math.max(last.max, r.temp_c)
+      last.n++
+      sum += r.temp_c
+    }
+  }
+  const last = out.at(-1)
+  if (last !== undefined) last.avg = sum / last.n
+  return out
+}
+
+/** Buckets of one delivery read in parts (more than one tote or day, rows and chunks), merged per step. */
 function mergeBuckets(buckets: TemperatureBucket[]): TemperatureBucket[] {
   const byStart = new Map<number, TemperatureBucket>()
   for (const b of buckets) {

@@ -8,6 +8,19 @@ import { describeReadingSinkContract, reading } from './sink-contract.js'
 
 describeReadingSinkContract('SQLite', async () => createSqliteSink({ path: ':memory:' }))
 
+/** Every day already ended: each write is packed into chunks at once, so the contract runs on chunks. */
+const LATER = Date.UTC(2100, 0, 1)
+describeReadingSinkContract('SQLite, every write compacted', async () => {
+  const sink = createSqliteSink({ path: ':memory:', compaction: false })
+  return {
+    ...sink,
+    async write(rows) {
+      await sink.write(rows)
+      while ((await sink.compact({ nowMs: LATER })).more);
+    },
+  }
+})
+
 describe('SQLite sink on disk', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rxtrace-readings-'))
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
