@@ -4,9 +4,8 @@ import type Database from 'better-sqlite3'
  * The readings file's time partitions: one UTC day of readings (by `ts`) per pair of tables,
  * named by the day's number since 1970-01-01 (`readings_day_20089` is 2025-01-01):
  *
- * - `readings_day_N`, the row table: one row per reading, WITHOUT ROWID keyed (tote_key, ts),
- *   so the dedup key is the table itself and no separate UNIQUE index is kept. New readings
- *   land here.
+ * - `readings_day_N`, the row table: one row per reading, UNIQUE (tote_key, ts) the dedup key
+ *   and its only index. New readings land here.
  * - `chunks_day_N`, the chunk table: once a day has ended, compaction (sqlite-compaction.ts)
  *   moves its rows into chunks — one tote's readings of one binding, up to CHUNK_READINGS of
  *   them, encoded by sqlite-chunk.ts — and drops the row table. A reading arriving late for
@@ -37,7 +36,11 @@ const ROW_COLUMNS = `
   received_at INTEGER NOT NULL,
   late        INTEGER NOT NULL`
 
-const createRows = (t: string) => `CREATE TABLE IF NOT EXISTS ${t} (${ROW_COLUMNS}, PRIMARY KEY (tote_key, ts)) WITHOUT ROWID`
+// A rowid table and its UNIQUE index, as the single table was: WITHOUT ROWID keyed (tote_key, ts)
+// was measured too (docs/performance.md, Storage) and wrote 10,000-row batches 20–35 % slower —
+// its leaves hold whole rows, ~65 a page against ~200 index entries, so a tote's insertion point
+// fills and splits three times as often — while this table only appends.
+const createRows = (t: string) => `CREATE TABLE IF NOT EXISTS ${t} (${ROW_COLUMNS}, UNIQUE (tote_key, ts))`
 // `data` last: a scan of the other columns (expiry, counts) does not read the blobs.
 const createChunks = (t: string) => `
   CREATE TABLE IF NOT EXISTS ${t} (
@@ -64,7 +67,10 @@ export function openPartitions(db: Database.Database) {
     else entry.chunks = true
     days.set(day, entry)
   }
+  /** Bumped whenever a table is dropped or the view reloaded: statements kept outside are stale. */
+  let generation = 0
   const forget = (table: string) => {
+    generation++
     for (const key of statements.keys()) if (key.startsWith(`${table}:`)) statements.delete(key)
   }
   const drop = (day: number, kind: keyof Day) => {
@@ -81,6 +87,8 @@ export function openPartitions(db: Database.Database) {
   }
 
   return {
+    /** Changes when statements prepared before may name a dropped table. */
+    generation: () => generation,
     /** The day's entry, if it has a table. */
     get: (day: number): Day | undefined => days.get(day),
     /** Days with a table that `fromMs <= ts < toMs` touches, oldest first. */
@@ -136,6 +144,7 @@ export function openPartitions(db: Database.Database) {
       for (const d of fresh.all()) days.set(d, { ...fresh.get(d)! })
       sorted = null
       statements.clear()
+      generation++
     },
   }
 }

@@ -1,4 +1,5 @@
 import { setImmediate as yieldToWrites } from 'node:timers/promises'
+import type { Statement } from 'better-sqlite3'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 import { createCompaction, READING_COLUMNS, type StoredReading } from './sqlite-compaction.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
@@ -12,7 +13,7 @@ import { createSpanWriter, type Span } from './sqlite-spans.js'
  * magnitude higher and must not hold the entity store's write lock).
  *
  * - Partitioned by UTC day of `ts` (sqlite-partitions.ts): today's readings are rows of a
- *   WITHOUT ROWID table keyed (tote_key, ts) — the dedup key and the only b-tree, serving
+ *   table whose UNIQUE (tote_key, ts) is the dedup key and the only index, serving
  *   `readingsForTote` and the delivery trace (a delivery's readings are one tote's readings over
  *   a span of time, see binding_spans); ended days are compacted into chunks
  *   (sqlite-compaction.ts, ~10 bytes a reading); expiry drops whole days (sqlite-expiry.ts).
@@ -100,11 +101,20 @@ export function createSqliteSink({ path, compaction: compactInBackground = true,
     target[at + 10] = r.late ? 1 : 0
   }
 
+  // The day being written (today, nearly always) and its two inserts, looked up once per write.
+  let current: { day: number; generation: number; many: Statement; one: Statement } | null = null
+  const insertsOf = (day: number) => {
+    if (current?.day !== day || current.generation !== partitions.generation()) {
+      partitions.ensureRows(day)
+      current = { day, generation: partitions.generation(), many: insert(day, ROWS_PER_STATEMENT), one: insert(day, 1) }
+    }
+    return current
+  }
+
   /** Inserts one day's rows, sorted by (tote, ts), into its row table. */
   const insertDay = (day: number, rows: readonly ReadingRow[]) => {
-    partitions.ensureRows(day)
+    const { many, one } = insertsOf(day)
     if (partitions.get(day)!.chunks) rows = notYetChunked(day, rows)
-    const many = insert(day, ROWS_PER_STATEMENT)
     let i = 0
     for (; i + ROWS_PER_STATEMENT <= rows.length; i += ROWS_PER_STATEMENT) {
       for (let k = 0; k < ROWS_PER_STATEMENT; k++) bindRow(rows[i + k]!, manyParams, k * PARAMS_PER_ROW)
@@ -112,7 +122,7 @@ export function createSqliteSink({ path, compaction: compactInBackground = true,
     }
     for (; i < rows.length; i++) {
       bindRow(rows[i]!, oneParams, 0)
-      insert(day, 1).run(oneParams)
+      one.run(oneParams)
     }
   }
 
@@ -131,9 +141,13 @@ export function createSqliteSink({ path, compaction: compactInBackground = true,
   const writeAll = db.transaction((input: readonly ReadingRow[]) => {
     // In (tote, ts) order, consecutive inserts land on the same leaf pages instead of hopping
     // between a thousand totes' pages: ~1.5x the rows/s, sort included.
-    const rows = [...input].sort(byToteThenTs)
+    const rows = input.length === 1 ? input : [...input].sort(byToteThenTs)
     const first = dayOf(rows[0]!.ts)
-    if (rows.every((r) => r.ts >= first * DAY_MS && r.ts < (first + 1) * DAY_MS)) return insertDay(first, rows)
+    const from = first * DAY_MS
+    const to = from + DAY_MS
+    let oneDay = true
+    for (const r of rows) if (r.ts < from || r.ts >= to) oneDay = false
+    if (oneDay) return insertDay(first, rows)
     const byDay = new Map<number, ReadingRow[]>()
     for (const r of rows) {
       const day = dayOf(r.ts)
