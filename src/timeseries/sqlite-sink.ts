@@ -470,26 +470,37 @@ const fields = (r: StoredReading) => ({
   late: r.late,
 })
 
-/** Chunked readings (ts order) in steps of `stepMs`, as the row tables' GROUP BY gives them. */
+/**
+ * Chunked readings (ts order) in steps of `stepMs`, as the row tables' GROUP BY gives them: the
+ * sum compensated as SQLite's avg() does (Kahan-Babuska-Neumaier, SQLite 3.43), so a trace reads
+ * the same to the last digit before and after its day is compacted.
+ */
 function bucketsOf(readings: readonly StoredReading[], stepMs: number): TemperatureBucket[] {
   const out: TemperatureBucket[] = []
   let sum = 0
+  let error = 0
+  const close = (b: TemperatureBucket | undefined) => {
+    if (b !== undefined) b.avg = (sum + error) / b.n
+  }
   for (const r of readings) {
+    const x = r.temp_c
     const t = r.ts - (r.ts % stepMs)
     const last = out.at(-1)
     if (last === undefined || last.t !== t) {
-      if (last !== undefined) last.avg = sum / last.n
-      out.push({ t, min: r.temp_c, max: r.temp_c, avg: r.temp_c, n: 1 })
-      sum = r.temp_c
+      close(last)
+      out.push({ t, min: x, max: x, avg: x, n: 1 })
+      sum = x
+      error = 0
     } else {
-      last.min = Math.min(last.min, r.temp_c)
-      last.max = Math.max(last.max, r.temp_c)
+      last.min = Math.min(last.min, x)
+      last.max = Math.max(last.max, x)
       last.n++
-      sum += r.temp_c
+      const s = sum + x
+      error += Math.abs(sum) >= Math.abs(x) ? sum - s + x : x - s + sum
+      sum = s
     }
   }
-  const last = out.at(-1)
-  if (last !== undefined) last.avg = sum / last.n
+  close(out.at(-1))
   return out
 }
 
