@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import fc from 'fast-check'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import type { ExpiryRequest, ReadingRow } from '../../src/timeseries/sink.js'
 import { decodeChunk, encodeChunk, type ChunkReading } from '../../src/timeseries/sqlite-chunk.js'
 import { createSqliteSink, type SqliteReadingSink } from '../../src/timeseries/sqlite-sink.js'
@@ -112,6 +112,15 @@ describe('compaction of ended days', () => {
     expect(await s.bucketed('dl_1_tt_a', D0, D0 + DAY, 15 * MIN)).toEqual(before.trace)
     expect(await s.readingsForTote('tt_b', D0 + DAY - 30 * MIN, D0 + DAY + 30 * MIN)).toEqual(before.part)
     expect(before.tote).toHaveLength(2880)
+  })
+
+  it('compacts ended days in the background, without a call', async () => {
+    const path = join(dir, 'background.db')
+    const s = createSqliteSink({ path, now: () => LATER, compactEveryMs: 20 })
+    open.push(s)
+    await s.write(twoDays())
+    await vi.waitFor(() => expect(tables(path)).toEqual(['chunks_day_20094', 'chunks_day_20095']), { timeout: 20_000, interval: 50 })
+    expect(await s.readingsForTote('tt_a', 0, Infinity)).toEqual(twoDays())
   })
 
   it('stores a late reading of a compacted day once, beside its chunks, and packs it on the next pass', async () => {
