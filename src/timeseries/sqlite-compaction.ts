@@ -95,11 +95,21 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
      * into rows, so an UPDATE of the row tables reaches every reading in that range. Inside the
      * caller's transaction.
      */
-    uncompact(toteKey: number, fromMs: number, toMs: number, bindingKey: number | null, insertRows: (day: number, toteKey: number, rows: readonly StoredReading[]) => void): void {
+    uncompact(
+      toteKey: number,
+      fromMs: number,
+      toMs: number,
+      bindingKey: number | null,
+      insertRows: (day: number, toteKey: number, rows: readonly StoredReading[]) => void,
+    ): void {
       for (const day of partitions.covering(fromMs, toMs)) {
         if (!partitions.get(day)?.chunks) continue
         for (const chunk of chunksOf(day, toteKey, fromMs, toMs, bindingKey)) {
-          insertRows(day, toteKey, decodeChunk(chunk.first_ts, chunk.n, chunk.data).map((r) => ({ ...r, binding_key: chunk.binding_key })))
+          insertRows(
+            day,
+            toteKey,
+            decodeChunk(chunk.first_ts, chunk.n, chunk.data).map((r) => ({ ...r, binding_key: chunk.binding_key })),
+          )
           partitions.statement(chunkTable(day), 'delete', () => `DELETE FROM ${chunkTable(day)} WHERE rowid = ?`).run(chunk.rowid)
         }
       }
@@ -113,7 +123,8 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
               .statement(
                 chunkTable(day),
                 'of-tote',
-                () => `SELECT first_ts, n, binding_key, data FROM ${chunkTable(day)} WHERE tote_key = ? AND first_ts < ? AND last_ts >= ? ORDER BY first_ts`,
+                () =>
+                  `SELECT first_ts, n, binding_key, data FROM ${chunkTable(day)} WHERE tote_key = ? AND first_ts < ? AND last_ts >= ? ORDER BY first_ts`,
               )
               .all(toteKey, toMs, fromMs) as ChunkRow[])
           : chunksOf(day, toteKey, fromMs, toMs, bindingKey)

@@ -42,7 +42,8 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
     const entry = partitions.get(day)!
     let n = 0
     if (entry.rows) n += (stmt(rowTable(day), 'count', `SELECT count(*) AS n FROM ${rowTable(day)}`).get() as { n: number }).n
-    if (entry.chunks) n += (stmt(chunkTable(day), 'count', `SELECT coalesce(sum(n), 0) AS n FROM ${chunkTable(day)}`).get() as { n: number }).n
+    if (entry.chunks)
+      n += (stmt(chunkTable(day), 'count', `SELECT coalesce(sum(n), 0) AS n FROM ${chunkTable(day)}`).get() as { n: number }).n
     return n
   }
 
@@ -66,7 +67,12 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
         }
         const { data } = stmt(t, 'data', `SELECT data FROM ${t} WHERE rowid = ?`).get(c.rowid) as { data: Buffer }
         const kept = decodeChunk(c.first_ts, c.n, data).filter((r) => r.ts >= cutoff)
-        stmt(t, 'rewrite', `UPDATE ${t} SET first_ts = ?, n = ?, data = ? WHERE rowid = ?`).run(kept[0]!.ts, kept.length, encodeChunk(kept), c.rowid)
+        stmt(t, 'rewrite', `UPDATE ${t} SET first_ts = ?, n = ?, data = ? WHERE rowid = ?`).run(
+          kept[0]!.ts,
+          kept.length,
+          encodeChunk(kept),
+          c.rowid,
+        )
         removed += c.n - kept.length
       }
     }

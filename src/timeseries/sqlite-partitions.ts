@@ -58,7 +58,9 @@ export function openPartitions(db: Database.Database) {
   const days = new Map<number, Day>()
   let sorted: number[] | null = null
   const statements = new Map<string, Database.Statement>()
-  for (const { name } of db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_day\\_%' ESCAPE '\\'").all()) {
+  for (const { name } of db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_day\\_%' ESCAPE '\\'")
+    .all()) {
     const match = /^(readings|chunks)_day_(m?)(\d+)$/.exec(name)
     if (!match) continue
     const day = (match[2] === 'm' ? -1 : 1) * Number(match[3])

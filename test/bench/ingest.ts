@@ -23,6 +23,7 @@
  *
  * Prints one JSON object on stdout; progress on stderr. Options: node's parseArgs, see `options`.
  */
+import { openReadingsReadOnly } from '../../src/timeseries/sqlite-readings-reader.js'
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -342,10 +343,12 @@ async function breakLatencies(dataDir: string, breaks: PhaseResult['breaks'], re
 }
 
 function countStored(dataDir: string): number {
-  const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
-  const n = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM readings').get()!.n
-  db.close()
-  return n
+  const readings = openReadingsReadOnly(join(dataDir, 'readings.db'))
+  try {
+    return readings.count()
+  } finally {
+    readings.close()
+  }
 }
 
 type Publisher = ReturnType<typeof startPublisher>

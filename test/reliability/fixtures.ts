@@ -1,4 +1,5 @@
 import { connect } from 'node:net'
+import { openReadingsReadOnly } from '../../src/timeseries/sqlite-readings-reader.js'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import mqtt, { type MqttClient } from 'mqtt'
@@ -156,14 +157,11 @@ export const firstUnacked = (acked: readonly boolean[], total: number) => {
 
 /** Timestamps of a tote's stored readings, read straight from DATA_DIR/readings.db (service stopped or not). */
 export function storedTimestamps(dataDir: string, toteId: string): Set<number> {
-  const db = new Database(join(dataDir, 'readings.db'), { readonly: true, fileMustExist: true })
+  const readings = openReadingsReadOnly(join(dataDir, 'readings.db'))
   try {
-    const rows = db
-      .prepare('SELECT r.ts AS ts FROM readings r JOIN totes t ON t.tote_key = r.tote_key WHERE t.tote_id = ?')
-      .all(toteId) as { ts: number }[]
-    return new Set(rows.map((r) => r.ts))
+    return new Set(readings.timestampsOf(toteId))
   } finally {
-    db.close()
+    readings.close()
   }
 }
 

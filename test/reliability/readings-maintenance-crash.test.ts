@@ -32,7 +32,14 @@ function history(): ReadingRow[] {
     const tote = i % TOTES
     const ts = D0 + Math.floor(i / TOTES) * MIN + tote
     const delivery = tote % 2 === 1 ? `dl_${tote}` : null
-    return readingRow({ tote_id: `tt_${tote}`, ts, delivery_id: delivery, rx_id: delivery && `rx_${tote}`, temp_c: 3 + (i % 40) / 10, seq: i })
+    return readingRow({
+      tote_id: `tt_${tote}`,
+      ts,
+      delivery_id: delivery,
+      rx_id: delivery && `rx_${tote}`,
+      temp_c: 3 + (i % 40) / 10,
+      seq: i,
+    })
   })
 }
 const rows = history()
@@ -47,9 +54,17 @@ async function seeded(name: string): Promise<string> {
 }
 
 /** Runs the worker and SIGKILLs it as soon as it has printed `afterPasses` passes. */
-function killMidway(mode: 'compact' | 'expire', path: string, afterPasses: number, keep = ''): Promise<{ passes: number; signal: string | null }> {
+function killMidway(
+  mode: 'compact' | 'expire',
+  path: string,
+  afterPasses: number,
+  keep = '',
+): Promise<{ passes: number; signal: string | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, mode, path, keep], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, mode, path, keep], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
     let passes = 0
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       passes += text.split('\n').filter((l) => l.startsWith('pass')).length
@@ -104,7 +119,12 @@ describe('SIGKILL in the middle of readings maintenance', () => {
         expect(await sink.readingsForDelivery('dl_1', 0, Infinity)).toEqual(ofTote(1))
         expect(await sink.readingsForDelivery('dl_5', 0, Infinity)).toEqual(ofTote(5))
         for (;;) {
-          const pass = await sink.expire!({ unboundBeforeMs: LATER, boundBeforeMs: LATER, keepDeliveries: new Set(['dl_1', 'dl_5']), limit: 5_000 })
+          const pass = await sink.expire!({
+            unboundBeforeMs: LATER,
+            boundBeforeMs: LATER,
+            keepDeliveries: new Set(['dl_1', 'dl_5']),
+            limit: 5_000,
+          })
           if (!pass.more) break
         }
         expect(await sink.count()).toBe(2 * 3 * 1440)

@@ -32,7 +32,9 @@ const compactAll = async (s: SqliteReadingSink) => {
 }
 const tables = (path: string) => {
   const db = new Database(path, { readonly: true })
-  const names = db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%day%' ORDER BY name").all()
+  const names = db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%day%' ORDER BY name")
+    .all()
   db.close()
   return names.map((t) => t.name)
 }
@@ -58,7 +60,11 @@ function twoDays(tote = 'tt_a'): ReadingRow[] {
 }
 
 describe('chunk encoding', () => {
-  const value = fc.oneof(fc.constant(null), fc.double({ noNaN: true }), fc.integer({ min: -100_000, max: 100_000 }).map((n) => n / 100))
+  const value = fc.oneof(
+    fc.constant(null),
+    fc.double({ noNaN: true }),
+    fc.integer({ min: -100_000, max: 100_000 }).map((n) => n / 100),
+  )
   it('gives back every reading bit for bit, whatever the values', () => {
     fc.assert(
       fc.property(
@@ -66,7 +72,10 @@ describe('chunk encoding', () => {
           fc.record({
             step: fc.integer({ min: 1, max: 10 * DAY }),
             lag: fc.integer({ min: -DAY, max: DAY }),
-            temp_c: fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer({ min: -5000, max: 5000 }).map((n) => n / 100)),
+            temp_c: fc.oneof(
+              fc.double({ noNaN: true, noDefaultInfinity: true }),
+              fc.integer({ min: -5000, max: 5000 }).map((n) => n / 100),
+            ),
             battery: value,
             humidity: value,
             lat: value,
@@ -82,7 +91,8 @@ describe('chunk encoding', () => {
           const back = decodeChunk(readings[0]!.ts, readings.length, encodeChunk(readings))
           expect(back).toHaveLength(readings.length)
           back.forEach((r, i) => {
-            for (const [k, v] of Object.entries(readings[i]!)) expect(Object.is(r[k as keyof ChunkReading], v), `${k}: ${String(r[k as keyof ChunkReading])} vs ${String(v)}`).toBe(true)
+            for (const [k, v] of Object.entries(readings[i]!))
+              expect(Object.is(r[k as keyof ChunkReading], v), `${k}: ${String(r[k as keyof ChunkReading])} vs ${String(v)}`).toBe(true)
           })
         },
       ),
@@ -272,7 +282,15 @@ describe('expiry', () => {
     await compactAll(s)
     expect(tables(path)).toHaveLength(30)
     await expireAll(s, request({ keepDeliveries: new Set(['dl_open']), boundBeforeMs: NOW }))
-    expect(tables(path)).toEqual(['chunks_day_20117', 'chunks_day_20118', 'chunks_day_20119', 'chunks_day_20120', 'chunks_day_20121', 'chunks_day_20122', 'chunks_day_20123'])
+    expect(tables(path)).toEqual([
+      'chunks_day_20117',
+      'chunks_day_20118',
+      'chunks_day_20119',
+      'chunks_day_20120',
+      'chunks_day_20121',
+      'chunks_day_20122',
+      'chunks_day_20123',
+    ])
     expect(await s.count()).toBe(7 * 24)
   })
 })

@@ -23,7 +23,17 @@ export type ReadingLoad = {
   idPrefix?: string
 }
 
-type Tote = { id: string; periodMs: number; phaseMs: number; temp: number; battery: number; humidity: number | null; gps: [number, number] | null; seq: number; bound: boolean }
+type Tote = {
+  id: string
+  periodMs: number
+  phaseMs: number
+  temp: number
+  battery: number
+  humidity: number | null
+  gps: [number, number] | null
+  seq: number
+  bound: boolean
+}
 
 export function* readingBatches(load: ReadingLoad): Generator<ReadingRow[]> {
   const { slowTotes, fastTotes, startMs, hours, deliveryHours = 4, batchRows = 2_000, idPrefix = '01jd' } = load
