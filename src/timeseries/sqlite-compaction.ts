@@ -17,13 +17,13 @@ import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitio
  */
 
 /** A day's rows wait this long after its end for late readings before they are packed. */
-export const COMPACT_AFTER_MS = 3_600_000
+const COMPACT_AFTER_MS = 3_600_000
 /**
  * Readings per chunk. Near 1 KiB of blob: a few chunks share a 4 KiB page with no overflow
  * pages, the per-chunk columns and two index entries cost < 0.5 byte per reading, and a trace
  * decodes at most a chunk's worth beyond its range at each end.
  */
-export const CHUNK_READINGS = 128
+const CHUNK_READINGS = 128
 
 export type StoredReading = ChunkReading & { binding_key: number | null }
 type Row = Omit<StoredReading, 'late'> & { tote_key: number; late: 0 | 1 }

@@ -5,7 +5,10 @@
  * once a second, two in three bound to deliveries) straight through the sink's `write()` into a
  * fresh file, closes it (the WAL checkpointed into the file and removed), and divides the file's
  * size by the readings stored. Then, if the sink compacts, compacts every day that has ended and
- * measures again. One JSON object on stdout, progress on stderr.
+ * measures again. With `--compact-as-it-goes` each day is compacted once event time has passed
+ * its end, as the running service does, so the size as written is that of a store in steady
+ * state (free pages of compacted days reused by the next). One JSON object on stdout, progress on
+ * stderr.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
@@ -25,12 +28,14 @@ const opts = parseBenchArgs(
     'fast-totes': { type: 'string', default: '20' },
     hours: { type: 'string', default: '6' },
     keep: { type: 'boolean', default: false },
+    'compact-as-it-goes': { type: 'boolean', default: false },
   },
   {
     'slow-totes': 'totes reporting once a minute',
     'fast-totes': 'totes reporting once a second',
     hours: 'hours of event time, starting at a UTC midnight',
     keep: 'keep the file (its path is in the output)',
+    'compact-as-it-goes': 'compact each day once event time passes its end, as the service does (the file then reuses the freed pages)',
   },
 )
 const log = (line: string): void => void process.stderr.write(`bench:storage ${line}\n`)
@@ -65,8 +70,16 @@ async function main(): Promise<void> {
     let sink = createSqliteSink({ path, compaction: false } as Parameters<typeof createSqliteSink>[0])
     const started = performance.now()
     let written = 0
+    const compacting = sink as typeof sink & { compact?: (o: { nowMs: number }) => Promise<{ readings: number; more: boolean }> }
+    let nextDayEnd = load.startMs + 86_400_000 + 3_600_000
     for (const batch of readingBatches(load)) {
       await sink.write(batch)
+      const eventTime = batch.at(-1)!.ts
+      if (opts['compact-as-it-goes'] && compacting.compact !== undefined && eventTime >= nextDayEnd) {
+        while ((await compacting.compact({ nowMs: eventTime })).more);
+        log(`compacted up to ${new Date(nextDayEnd - 3_600_000).toISOString()}`)
+        nextDayEnd += 86_400_000
+      }
       written += batch.length
       if (written % 200_000 < batch.length) log(`${written} readings written`)
     }
