@@ -48,12 +48,14 @@ const tsOf = async (sink: ReadingSink, toteId: string) =>
 /**
  * `expiry`: how the adapter's `expire` removes readings. `rows` (SQLite, PostgreSQL): exactly the
  * readings past retention. `days` (QuestDB, no row delete): whole days with nothing to keep, so
- * unbound readings live as long as their day (docs/operations.md, Retention).
+ * unbound readings live as long as their day (docs/operations.md, Retention). `batches`:
+ * `exact`, a batch removes at most `limit` readings; `chunked` (SQLite's packed days), a packed
+ * chunk goes whole, so a batch may pass the limit by less than one chunk.
  */
 export function describeReadingSinkContract(
   adapter: string,
   createSink: () => Promise<ReadingSink>,
-  { expiry = 'rows' }: { expiry?: 'rows' | 'days' } = {},
+  { expiry = 'rows', batches = 'exact' }: { expiry?: 'rows' | 'days'; batches?: 'exact' | 'chunked' } = {},
 ): void {
   describe(`ReadingSink contract: ${adapter}`, () => {
     let sink: ReadingSink
@@ -239,10 +241,11 @@ export function describeReadingSinkContract(
       await sink.write([...old, ...kept])
       await visible(sink, 255)
       const first = await sink.expire(policy({ limit: 100 }))
-      expect(first).toEqual({ removed: 100, more: true })
+      if (batches === 'exact') expect(first).toEqual({ removed: 100, more: true })
+      else expect(first).toMatchObject({ more: true })
       const rest = await expireAll(sink, policy({ limit: 100 }))
-      expect(rest.every((r) => r.removed <= 100)).toBe(true)
-      expect(100 + rest.reduce((n, r) => n + r.removed, 0)).toBe(250)
+      if (batches === 'exact') expect(rest.every((r) => r.removed <= 100)).toBe(true)
+      expect(first.removed + rest.reduce((n, r) => n + r.removed, 0)).toBe(250)
       await visible(sink, 5)
     })
 

@@ -10,16 +10,20 @@ describeReadingSinkContract('SQLite', async () => createSqliteSink({ path: ':mem
 
 /** Every day already ended: each write is packed into chunks at once, so the contract runs on chunks. */
 const LATER = Date.UTC(2100, 0, 1)
-describeReadingSinkContract('SQLite, every write compacted', async () => {
-  const sink = createSqliteSink({ path: ':memory:', compaction: false })
-  return {
-    ...sink,
-    async write(rows) {
-      await sink.write(rows)
-      while ((await sink.compact({ nowMs: LATER })).more);
-    },
-  }
-})
+describeReadingSinkContract(
+  'SQLite, every write compacted',
+  async () => {
+    const sink = createSqliteSink({ path: ':memory:', compaction: false })
+    return {
+      ...sink,
+      async write(rows) {
+        await sink.write(rows)
+        while ((await sink.compact({ nowMs: LATER })).more);
+      },
+    }
+  },
+  { batches: 'chunked' },
+)
 
 describe('SQLite sink on disk', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rxtrace-readings-'))
