@@ -80,6 +80,48 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     }
   })
 
+  it('keeps a reading that was bound to a kept delivery while its batch was deleting it', async () => {
+    const schema = await schemas.create()
+    const sink = createPostgresSink({ url: url!, schema })
+    const db = pool(schema)
+    const binder = await db.connect()
+    try {
+      const now = Date.UTC(2026, 2, 15)
+      const old = now - 30 * DAY
+      // A kept delivery's reading in the month: it is deleted row by row, not dropped.
+      await sink.write([r('tt_kept', old, 'dl_kept'), r('tt_a', old + 1, null), r('tt_a', old + 2, null)])
+      // A dispatch backdated over the first reading, not yet committed when the batch picks it.
+      await binder.query('begin')
+      await binder.query(`update readings set delivery_id = 'dl_late', rx_id = 'rx_dl_late' where tote_id = 'tt_a' and ts = $1`, [old + 1])
+      const pass = sink.expire!({
+        unboundBeforeMs: now - 7 * DAY,
+        boundBeforeMs: now - 2_190 * DAY,
+        keepDeliveries: new Set(['dl_kept', 'dl_late']),
+        limit: 100,
+      })
+      // The batch's delete waits for the binding's row lock; then the binding commits.
+      const binderPid = (await binder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid
+      await expect
+        .poll(
+          async () =>
+            (await db.query(`select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)) and query like 'delete%'`, [binderPid]))
+              .rowCount,
+          {
+            timeout: 10_000,
+          },
+        )
+        .toBe(1)
+      await binder.query('commit')
+      expect(await pass).toEqual({ removed: 1, more: false })
+      expect((await sink.readingsForTote('tt_a', 0, now)).map((x) => [x.ts, x.delivery_id])).toEqual([[old + 1, 'dl_late']])
+    } finally {
+      await binder.query('rollback').catch(() => {})
+      binder.release()
+      await sink.close()
+      await db.end()
+    }
+  })
+
   it('moves the readings of an existing unpartitioned table into month partitions (migration 0061)', async () => {
     const schema = `rx_test_old_${Math.random().toString(16).slice(2, 10)}`
     const admin = new pg.Client({ connectionString: url! })
