@@ -169,8 +169,8 @@ const MONTHS_AHEAD = 3
  * any). Then they are deleted by primary key, one statement per kind, the whole batch one
  * transaction. Why two steps: in one statement (a join of the picked keys to the rows past
  * retention) the planner sizes the join from the statistics of the expired rows, which right
- * after a load are far off (571 estimated, 400,000 real), and sorted or hashed every expired row
- * to delete 5,000 of them (0.9–1.2 s, 23 MB spilled to disk). Here the delete's only condition the
+ * after a load are far off (1,141 estimated, 800,000 real), and sorted every expired row to
+ * delete 5,000 of them (2.3 s, 47 MB spilled to disk). Here the delete's only condition the
  * planner can go by is the primary key of 5,000 known keys: 5,000 index lookups (docs/performance.md).
  *
  * The binding is checked again on each row as it is deleted: it must still be the one it had when
