@@ -1,0 +1,403 @@
+/**
+ * bench:history's store builder: a pharmacy chain's year in one DATA_DIR (SQLite entity store and
+ * whatever readings storage the time-series port has), written without MQTT.
+ *
+ * 1. entities: pharmacies, fleets with two drivers each, five totes per pharmacy and the live
+ *    totes the measurements publish with, through the service's own routes (in-process).
+ * 2. templates: four delivery lifecycles through the same routes (history-templates.ts).
+ * 3. deliveries: copies of the templates spread over the year, in transactions of COPIES_PER_TX.
+ * 4. readings: one every --reading-every-s of each cold-chain delivery's binding interval, through
+ *    the ReadingSink's `write` in batches of READINGS_PER_WRITE.
+ * 5. trace: a 24 h cold-chain delivery that ended an hour ago, a reading every 10 s: the trace measured.
+ *
+ * Each phase records itself in `history.json` in the data dir (deliveries also in the store, in
+ * the transaction that writes them): a build that stops is resumed by running it again.
+ */
+import Database from 'better-sqlite3'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { loadConfig } from '../../../src/config.js'
+import { buildService } from '../../../src/service.js'
+import { createReadingSink, type ReadingRow } from '../../../src/timeseries/index.js'
+import { mulberry32 } from '../../helpers/prng.js'
+import { TEST_ENV, withApi } from '../../helpers/service.js'
+import { testClock } from '../../helpers/clock.js'
+import type { ToteCredentials } from './ingest-protocol.js'
+import { BENCH_ADMIN } from './service-process.js'
+import { rowidMarks, rowsSince, templateCopier, type Template, type Tenancy } from './history-templates.js'
+
+const DAY_MS = 86_400_000
+const HOUR_MS = 3_600_000
+/** The full chain (--scale 1): the issue's 2,000 pharmacies and a million ended deliveries in the year. */
+export const FULL = { pharmacies: 2_000, deliveries: 1_000_000 }
+const PHARMACIES_PER_FLEET = 20
+const TOTES_PER_PHARMACY = 5
+// Big enough that a commit is a small part of a transaction, small enough to report progress every few seconds.
+const COPIES_PER_TX = 2_000
+const READINGS_PER_WRITE = 20_000
+// The measured trace: 24 h at a reading every 10 s (8,640 readings).
+const TRACE_STEP_MS = 10_000
+
+/** What history.json holds: the build's progress and what the measurements need. */
+export type HistoryManifest = {
+  scale: number
+  readingEveryS: number
+  nowMs: number
+  pharmacies: string[]
+  fleets: { id: string; driverIds: string[] }[]
+  /** Per pharmacy, its totes (ids). */
+  totes: string[][]
+  live: ToteCredentials[]
+  templates?: { name: string; weight: number }[]
+  deliveries?: { done: number; total: number; seconds: number }
+  readings?: { deliveriesDone: number; written: number; seconds: number; complete: boolean }
+  trace?: { deliveryId: string; fromMs: number; toMs: number; readings: number }
+  phaseSeconds: Record<string, number>
+}
+
+const manifestPath = (dataDir: string) => join(dataDir, 'history.json')
+export function readManifest(dataDir: string): HistoryManifest | null {
+  return existsSync(manifestPath(dataDir)) ? (JSON.parse(readFileSync(manifestPath(dataDir), 'utf8')) as HistoryManifest) : null
+}
+const saveManifest = (dataDir: string, m: HistoryManifest) => writeFileSync(manifestPath(dataDir), JSON.stringify(m, null, 1))
+
+const BUILD_ENV = { ...TEST_ENV, ADMIN_CLIENT_ID: BENCH_ADMIN.id, ADMIN_CLIENT_SECRET: BENCH_ADMIN.secret }
+const ADDRESS = { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }
+
+type Lifecycle = { name: string; weight: number; coldChain: boolean; steps: ('pickup' | 'deliver' | 'fail' | 'return')[] }
+// A chain's mix: most deliveries arrive, a few fail at the door, some of those go back to the pharmacy.
+const LIFECYCLES: Lifecycle[] = [
+  { name: 'cold-chain-delivered', weight: 45, coldChain: true, steps: ['pickup', 'deliver'] },
+  { name: 'delivered', weight: 40, coldChain: false, steps: ['pickup', 'deliver'] },
+  { name: 'cold-chain-returned', weight: 10, coldChain: true, steps: ['pickup', 'fail', 'return'] },
+  { name: 'returned', weight: 5, coldChain: false, steps: ['pickup', 'fail', 'return'] },
+]
+// Dispatch → pickup → the end: a two-hour round, the binding interval of a cold-chain delivery.
+const PICKUP_AFTER_MS = 10 * 60_000
+const END_AFTER_MS = 2 * HOUR_MS
+
+export async function buildHistory({
+  dataDir,
+  scale,
+  readingEveryS,
+  liveTotes,
+  emptyOnly = false,
+  log,
+}: {
+  dataDir: string
+  /** 1 = the full chain; 0 = entities and the measured trace only (the empty store). */
+  scale: number
+  readingEveryS: number
+  liveTotes: number
+  /** The same entities and measured trace, no year: the empty store the history is compared with. */
+  emptyOnly?: boolean
+  log: (line: string) => void
+}): Promise<HistoryManifest> {
+  let manifest = readManifest(dataDir)
+  if (manifest && (manifest.scale !== scale || manifest.readingEveryS !== readingEveryS))
+    throw new Error(`${dataDir} holds a build at --scale ${manifest.scale} --reading-every-s ${manifest.readingEveryS}; use another --data-dir`)
+  const phase = async (name: string, run: () => Promise<void>) => {
+    const t0 = Date.now()
+    await run()
+    manifest!.phaseSeconds[name] = Math.round((Date.now() - t0) / 100) / 10 + (manifest!.phaseSeconds[name] ?? 0)
+    saveManifest(dataDir, manifest!)
+    log(`${name}: done in ${manifest!.phaseSeconds[name]} s`)
+  }
+  const nowMs = manifest?.nowMs ?? Date.now()
+  const clock = testClock(nowMs)
+  const service = await buildService(loadConfig({ ...BUILD_ENV, DATA_DIR: dataDir }), { clock })
+  const api = withApi(service)
+  const sqlite = () => new Database(join(dataDir, 'rxtrace.db'))
+  try {
+    if (!manifest) {
+      manifest = { scale, readingEveryS, nowMs, pharmacies: [], fleets: [], totes: [], live: [], phaseSeconds: {} }
+      await phase('entities', () => createEntities(api, manifest!, liveTotes, log))
+    }
+    const m = manifest
+    const templates: Template[] = []
+    const deliveriesTotal = emptyOnly ? 0 : Math.round(FULL.deliveries * scale)
+    if (deliveriesTotal > 0 && (!m.deliveries || m.deliveries.done < m.deliveries.total)) {
+      // Template rows are read back from the store, so they are made (again) on every resumed run.
+      const raw = sqlite()
+      clock.set(nowMs - 400 * DAY_MS) // before the year, so the templates' own rows stay out of it
+      for (const lifecycle of LIFECYCLES) {
+        const marks = rowidMarks(raw)
+        const t = await runLifecycle(api, m, lifecycle, clock)
+        await service.audit.flush()
+        templates.push({ ...t, name: lifecycle.name, rows: rowsSince(raw, marks) })
+        log(`template ${lifecycle.name}: ${Object.entries(templates.at(-1)!.rows).map(([table, rows]) => `${table} ${rows.length}`).join(', ')}`)
+        clock.advance(DAY_MS)
+      }
+      raw.close()
+      m.templates = LIFECYCLES.map(({ name, weight }) => ({ name, weight }))
+      clock.set(nowMs)
+    }
+    // The measured 24 h delivery, made while the service is up: it goes through the routes.
+    if (!m.trace) await phase('trace', async () => void (m.trace = await traceDelivery(api, m, clock, service.sink)))
+    await service.stop()
+
+    if (templates.length) {
+      m.deliveries ??= { done: 0, total: deliveriesTotal, seconds: 0 }
+      await phase('deliveries', async () => copyDeliveries(sqlite(), m, templates, () => saveManifest(dataDir, m), log))
+    }
+    if (deliveriesTotal > 0 && !m.readings?.complete) {
+      m.readings ??= { deliveriesDone: 0, written: 0, seconds: 0, complete: false }
+      await phase('readings', () => writeReadings(dataDir, sqlite(), m, () => saveManifest(dataDir, m), log))
+    }
+    saveManifest(dataDir, m)
+    return m
+  } finally {
+    await service.stop().catch(() => {})
+  }
+}
+
+type Api = ReturnType<typeof withApi>
+
+async function createEntities(api: Api, m: HistoryManifest, liveTotes: number, log: (line: string) => void): Promise<void> {
+  const token = await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+  const pharmacies = Math.max(2, Math.round(FULL.pharmacies * m.scale))
+  const post = async <T>(path: string, body: unknown): Promise<T> => {
+    const res = await api.post<T>(path, token, body)
+    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.text}`)
+    return res.body
+  }
+  for (let f = 0; f < Math.ceil(pharmacies / PHARMACIES_PER_FLEET); f++) {
+    const fleet = await post<{ id: string }>('/v1/fleets', { name: `Couriers ${f}` })
+    const driverIds = []
+    for (const name of ['Dana Driver', 'Sam Second']) driverIds.push((await post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name })).id)
+    m.fleets.push({ id: fleet.id, driverIds })
+  }
+  const started = Date.now()
+  for (let p = 0; p < pharmacies; p++) {
+    m.pharmacies.push((await post<{ id: string }>('/v1/pharmacies', { name: `Pharmacy ${p}`, address: ADDRESS, timezone: 'America/Chicago' })).id)
+    const fleetId = m.fleets[Math.floor(p / PHARMACIES_PER_FLEET)]!.id
+    const totes = []
+    for (let t = 0; t < TOTES_PER_PHARMACY; t++) totes.push((await post<{ id: string }>('/v1/totes', { serial: `p${p}-t${t}`, fleet_id: fleetId })).id)
+    m.totes.push(totes)
+    if ((p + 1) % 200 === 0) log(`entities: ${p + 1} of ${pharmacies} pharmacies with their totes (${Math.round((Date.now() - started) / 1_000)} s)`)
+  }
+  for (let i = 0; i < liveTotes; i++) {
+    const tote = await post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', {
+      serial: `live-${i}`,
+      fleet_id: m.fleets[0]!.id,
+    })
+    m.live.push({ id: tote.id, username: tote.mqtt.username, password: tote.mqtt.password })
+  }
+}
+
+async function runLifecycle(
+  api: Api,
+  m: HistoryManifest,
+  lifecycle: Lifecycle,
+  clock: ReturnType<typeof testClock>,
+): Promise<Omit<Template, 'name' | 'rows'>> {
+  const startMs = clock.now()
+  const pharmacyId = m.pharmacies[0]!
+  const { id: fleetId, driverIds } = m.fleets[0]!
+  const toteId = lifecycle.coldChain ? m.totes[0]![0]! : null
+  // A token per call: the lifecycle spans hours of the clock, longer than a token lives.
+  const call = async (path: string, body: unknown, headers?: Record<string, string>) => {
+    const res = await api.post(path, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret), body, headers)
+    if (res.status >= 300) throw new Error(`template ${lifecycle.name}: POST ${path}: ${res.status} ${res.text}`)
+    return res.body as { delivery_id: string }
+  }
+  // A key in the id form, so each copy gets its own (history-templates.ts maps every id).
+  const rx = await call(
+    '/v1/prescriptions',
+    {
+      patient_id: 'pt_history_0001',
+      pharmacy_id: pharmacyId,
+      cold_chain: lifecycle.coldChain,
+      ...(lifecycle.coldChain ? { temperature_profile: 'refrigerated' } : {}),
+      delivery_address: ADDRESS,
+      items: [{ description: 'Insulin glargine 100 units/mL, 3 mL pen', ndc: '0088-2220-33', quantity: 5 }],
+    },
+    { 'idempotency-key': `ik_${'0'.repeat(10)}${String(startMs).padStart(16, '0')}`.slice(0, 29) },
+  )
+  const id = rx.delivery_id
+  clock.advance(60_000)
+  const dispatchedMs = clock.now()
+  await call(`/v1/deliveries/${id}/dispatch`, { fleet_id: fleetId, driver_id: driverIds[0], ...(toteId ? { tote_id: toteId } : {}) })
+  let endedMs = dispatchedMs
+  for (const step of lifecycle.steps) {
+    if (step === 'pickup') {
+      clock.set(dispatchedMs + PICKUP_AFTER_MS)
+      await call(`/v1/deliveries/${id}/pickup`, { from: pharmacyId, to: driverIds[0], signature: 'signed by Dana' })
+    } else if (step === 'deliver' || step === 'fail') {
+      clock.set(dispatchedMs + END_AFTER_MS)
+      endedMs = clock.now()
+      await call(
+        `/v1/deliveries/${id}/${step}`,
+        step === 'deliver' ? { verification: { method: 'otp', evidence: '482913' } } : { reason: 'nobody home' },
+      )
+    } else {
+      clock.advance(HOUR_MS)
+      endedMs = clock.now()
+      await call(`/v1/deliveries/${id}/return`, { from: driverIds[0], to: pharmacyId, signature: 'signed by the pharmacist' })
+    }
+  }
+  return { startMs, toteId, bound: toteId ? { fromMs: dispatchedMs - startMs, toMs: endedMs - startMs } : null }
+}
+
+/** The year's deliveries: template copies, spread evenly over it with a little jitter, oldest first. */
+function copyDeliveries(db: Database.Database, m: HistoryManifest, templates: Template[], save: () => void, log: (line: string) => void) {
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.exec('create table if not exists bench_history_progress (k text primary key, v integer not null)')
+  const stored = (db.prepare(`select v from bench_history_progress where k = 'deliveries'`).get() as { v: number } | undefined)?.v ?? 0
+  const progress = db.prepare(`insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`)
+  const d = m.deliveries!
+  d.done = stored
+  const pharmacyCount = m.pharmacies.length
+  const fixed = (t: Template): Tenancy => ({ pharmacyId: m.pharmacies[0]!, fleetId: m.fleets[0]!.id, driverIds: m.fleets[0]!.driverIds, toteId: t.toteId })
+  const copiers = templates.map((t) => templateCopier(db, t, fixed(t), m.nowMs))
+  const weights = m.templates!.map((t) => t.weight)
+  const totalWeight = weights.reduce((a, b) => a + b, 0)
+  const yearStart = m.nowMs - 367 * DAY_MS
+  const spacing = (365 * DAY_MS) / d.total
+  const toteTurn = new Map<number, number>()
+  const writeBatch = db.transaction((from: number, to: number) => {
+    for (let k = from; k < to; k++) {
+      const random = mulberry32(k + 1) // the same copy whichever run writes it
+      let pick = random() * totalWeight
+      let which = 0
+      while (pick >= weights[which]!) pick -= weights[which++]!
+      const template = templates[which]!
+      const p = k % pharmacyCount
+      const fleet = m.fleets[Math.floor(p / PHARMACIES_PER_FLEET)]!
+      let toteId: string | null = null
+      if (template.toteId) {
+        const turn = toteTurn.get(p) ?? Math.floor(random() * TOTES_PER_PHARMACY)
+        toteId = m.totes[p]![turn % TOTES_PER_PHARMACY]!
+        toteTurn.set(p, turn + 1)
+      }
+      copiers[which]!(Math.floor(yearStart + k * spacing + random() * spacing), {
+        pharmacyId: m.pharmacies[p]!,
+        fleetId: fleet.id,
+        driverIds: fleet.driverIds,
+        toteId,
+      })
+    }
+    progress.run(to)
+  })
+  const started = Date.now()
+  while (d.done < d.total) {
+    const to = Math.min(d.total, d.done + COPIES_PER_TX)
+    writeBatch(d.done, to)
+    const rate = (to - stored) / Math.max(0.001, (Date.now() - started) / 1_000)
+    d.done = to
+    save()
+    if (to % (COPIES_PER_TX * 10) === 0 || to === d.total)
+      log(`deliveries: ${to} of ${d.total} (${Math.round(rate)}/s, ~${Math.round((d.total - to) / rate)} s left)`)
+  }
+  db.close()
+}
+
+/** Readings of every ended cold-chain delivery's binding interval, oldest delivery first. */
+async function writeReadings(dataDir: string, db: Database.Database, m: HistoryManifest, save: () => void, log: (line: string) => void) {
+  const sink = await createReadingSink({ dataDir })
+  const r = m.readings!
+  const every = m.readingEveryS * 1_000
+  const deliveries = db
+    .prepare(
+      `select id, rx_id, tote_id, bound_from, bound_to from deliveries
+       where tote_id is not null and bound_to is not null and id <> ? order by bound_from, id limit -1 offset ?`,
+    )
+    .iterate(m.trace?.deliveryId ?? '', r.deliveriesDone) as IterableIterator<{
+    id: string
+    rx_id: string
+    tote_id: string
+    bound_from: string
+    bound_to: string
+  }>
+  const started = Date.now()
+  const writtenBefore = r.written
+  let rows: ReadingRow[] = []
+  let seen = r.deliveriesDone
+  let lastLog = Date.now()
+  const flush = async () => {
+    if (!rows.length) return
+    await sink.write(rows)
+    r.written += rows.length
+    r.deliveriesDone = seen
+    rows = []
+    save()
+    if (Date.now() - lastLog > 10_000) {
+      lastLog = Date.now()
+      const rate = (r.written - writtenBefore) / ((Date.now() - started) / 1_000)
+      log(`readings: ${r.written} written, ${seen} deliveries (${Math.round(rate)}/s)`)
+    }
+  }
+  try {
+    for (const d of deliveries) {
+      const random = mulberry32(seen + 7)
+      const from = Date.parse(d.bound_from)
+      const to = Date.parse(d.bound_to)
+      for (let ts = from; ts < to; ts += every) {
+        rows.push({
+          tote_id: d.tote_id,
+          delivery_id: d.id,
+          rx_id: d.rx_id,
+          ts,
+          temp_c: Math.round((4 + random() * 3) * 10) / 10,
+          battery: 0.8,
+          humidity: null,
+          lat: null,
+          lng: null,
+          seq: null,
+          received_at: ts + 150,
+          late: false,
+        })
+      }
+      seen++
+      if (rows.length >= READINGS_PER_WRITE) await flush()
+    }
+    await flush()
+    r.complete = true
+    save()
+  } finally {
+    db.close()
+    await sink.close()
+  }
+}
+
+/** The measured trace: a 24 h cold-chain delivery that ended an hour ago, a reading every 10 s. */
+async function traceDelivery(
+  api: Api,
+  m: HistoryManifest,
+  clock: ReturnType<typeof testClock>,
+  sink: { write(rows: readonly ReadingRow[]): Promise<void> },
+): Promise<NonNullable<HistoryManifest['trace']>> {
+  const fromMs = m.nowMs - 25 * HOUR_MS
+  clock.set(fromMs - 60_000)
+  const post = async (path: string, body: unknown, headers?: Record<string, string>) => {
+    const res = await api.post(path, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret), body, headers)
+    if (res.status >= 300) throw new Error(`trace delivery: POST ${path}: ${res.status} ${res.text}`)
+    return res.body as { delivery_id: string }
+  }
+  const pharmacyId = m.pharmacies[1]!
+  const fleet = m.fleets[0]!
+  const toteId = m.totes[1]![0]!
+  const { delivery_id: deliveryId } = await post(
+    '/v1/prescriptions',
+    { patient_id: 'pt_trace', pharmacy_id: pharmacyId, cold_chain: true, temperature_profile: 'refrigerated' },
+    { 'idempotency-key': 'history-trace' },
+  )
+  clock.set(fromMs)
+  await post(`/v1/deliveries/${deliveryId}/dispatch`, { fleet_id: fleet.id, driver_id: fleet.driverIds[0], tote_id: toteId })
+  const rx = (await api.get(`/v1/deliveries/${deliveryId}`, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret))).body as { rx_id: string }
+  const toMs = fromMs + 24 * HOUR_MS
+  const rows: ReadingRow[] = []
+  for (let ts = fromMs; ts < toMs; ts += TRACE_STEP_MS) {
+    rows.push({
+      ...{ tote_id: toteId, delivery_id: deliveryId, rx_id: rx.rx_id, ts, temp_c: 5 + Math.sin(ts / HOUR_MS), battery: 0.9 },
+      ...{ humidity: null, lat: null, lng: null, seq: null, received_at: ts + 100, late: false },
+    })
+  }
+  for (let i = 0; i < rows.length; i += READINGS_PER_WRITE) await sink.write(rows.slice(i, i + READINGS_PER_WRITE))
+  clock.set(toMs)
+  await post(`/v1/deliveries/${deliveryId}/pickup`, { from: pharmacyId, to: fleet.driverIds[0], signature: 'signed by Dana' })
+  await post(`/v1/deliveries/${deliveryId}/deliver`, { verification: { method: 'otp', evidence: '482913' } })
+  clock.set(m.nowMs)
+  return { deliveryId, fromMs, toMs, readings: rows.length }
+}

@@ -1,0 +1,97 @@
+import { CompiledQuery, sql, type KyselyPlugin, type RootOperationNode } from 'kysely'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Principal } from '../../src/auth/scopes.js'
+import { EventFeed } from '../../src/events/event-cursor.js'
+import { listDeliveries } from '../../src/services/delivery-list.js'
+import type { Db } from '../../src/store/schema.js'
+import type { TestApi } from '../helpers/service.js'
+import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
+
+/**
+ * Reads that must cost the same with a year of history as with none (bench:history measures
+ * them): the pharmacist's attention queue and one delivery's events. Each is read from an index
+ * in the query's own order, so the first page never sorts or scans every delivery or event ever
+ * stored. The plans of the very queries the service runs (captured from its own code) on SQLite
+ * and PostgreSQL; PostgreSQL is told to avoid sequential scans and sorts where it can, since on a
+ * test's few rows it would rightly prefer them.
+ */
+
+const { url, reasons } = await reachablePostgres()
+if (!url && process.env.CI) throw new Error(`PostgreSQL is unreachable: ${reasons.join('; ')}`)
+
+/** The SQL (and values) of every query the service's code makes through `db`. */
+function capturing(db: Db) {
+  const queries: RootOperationNode[] = []
+  const plugin: KyselyPlugin = {
+    transformQuery: ({ node }) => (queries.push(node), node),
+    transformResult: async ({ result }) => result,
+  }
+  return { db: db.withPlugin(plugin), compiled: () => queries.map((node) => db.getExecutor().compileQuery(node, { queryId: '' })) }
+}
+
+const admin = (pharmacyId: string | null): Principal => ({
+  ...{ clientId: 'cl_admin', sub: 'cl_admin', jti: 'j', exp: Number.MAX_SAFE_INTEGER },
+  ...{ scopes: new Set(['deliveries:read', 'events:read']), pharmacyId, fleetId: null },
+})
+
+function describePlans(store: StoreUnderTest) {
+  describe(`history-bounded reads on ${store.name}`, () => {
+    let api: TestApi
+    let pharmacyId: string
+    let deliveryId: string
+    afterAll(async () => {
+      await api?.stop()
+      await store.cleanup()
+    })
+    beforeAll(async () => {
+      api = await store.start()
+      const token = await api.adminToken()
+      pharmacyId = (await api.pharmacy(token)).id
+      for (let i = 0; i < 3; i++) deliveryId = (await api.prescription(token, { pharmacy_id: pharmacyId })).delivery_id
+    })
+
+    /** The plan of `query` as text, one line per step. */
+    async function plan(query: CompiledQuery): Promise<string> {
+      const { db, dialect } = api.service.store
+      if (dialect === 'sqlite') {
+        const rows = await db.executeQuery<{ detail: string }>(CompiledQuery.raw(`explain query plan ${query.sql}`, [...query.parameters]))
+        return rows.rows.map((r) => r.detail).join('\n')
+      }
+      return db.transaction().execute(async (trx) => {
+        await sql`set local enable_seqscan = off`.execute(trx)
+        await sql`set local enable_sort = off`.execute(trx)
+        const rows = await trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]))
+        return rows.rows.map((r) => r['QUERY PLAN']).join('\n')
+      })
+    }
+
+    it.each([
+      ['the whole deployment', null, 'deliveries_attention'],
+      ['one pharmacy', 'pharmacy', 'deliveries_pharmacy_attention'],
+    ])("reads the attention queue's first page of %s in index order, without a sort", async (_, scope, index) => {
+      const { store: s } = api.service
+      const { db, compiled } = capturing(s.db)
+      const filter = scope ? { pharmacy_id: pharmacyId, order: 'attention' as const } : { order: 'attention' as const }
+      const page = await listDeliveries({ db, dialect: s.dialect }, admin(null), filter, { limit: 50 })
+      expect(page.data).toHaveLength(3)
+      const queue = compiled().find((q) => q.sql.includes('attention'))!
+      const text = await plan(queue)
+      expect(text).toContain(index)
+      expect(text).not.toMatch(/TEMP B-TREE|Sort|Seq Scan/)
+    })
+
+    it("reads one delivery's events from an index on the delivery, not by scanning every event", async () => {
+      const { store: s } = api.service
+      const { db, compiled } = capturing(s.db)
+      const page = await new EventFeed({ db, dialect: s.dialect }).readEventsAfter(null, 100, { deliveryId })
+      expect(page.events.map((e) => e.type)).toEqual(['delivery.created'])
+      const events = compiled().find((q) => /from "events"/.test(q.sql) && q.sql.includes('delivery_id'))!
+      const text = await plan(events)
+      expect(text).toContain('events_delivery')
+      expect(text).not.toMatch(/SCAN events|TEMP B-TREE|Sort|Seq Scan/)
+    })
+  })
+}
+
+describePlans(sqliteStore)
+if (url) describePlans(postgresStore(url))
