@@ -3,7 +3,8 @@
  * dearer? Builds that year into a DATA_DIR (test/bench/lib/history-build.ts: a million ended
  * deliveries with what their write path leaves, and each cold-chain delivery's readings through
  * the ReadingSink's batches, about 130 million at --scale 1), builds an empty store beside it
- * (the same pharmacies, fleets, totes and measured 24 h delivery, nothing else), then measures
+ * (the same pharmacies, fleets, totes and measured 24 h delivery, and one day of deliveries so that
+ * every measured page is a full one), then measures
  * both the same way, one after the other in this run (test/bench/lib/history-measure.ts), and
  * prints one JSON object: each figure on both stores and history ÷ empty, with the issue's targets.
  *
@@ -61,7 +62,11 @@ if (opt['skip-build'] && !opt['data-dir']) {
 const TARGET = { singleCpu: 1.1, traceRatio: 1.2, traceP99Ms: 100, attentionP99Ms: 50, coldStartMs: 10_000, createsCpu: 1.1 }
 
 async function main() {
-  log(`machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg().map((l) => round(l, 2)).join(' ')}`)
+  log(
+    `machine: ${cpus().length} cpus, node ${process.version}, load average ${loadavg()
+      .map((l) => round(l, 2))
+      .join(' ')}`,
+  )
   const historyDir = opt['data-dir'] || mkdtempSync(join(tmpdir(), 'rxtrace-history-'))
   const emptyDir = mkdtempSync(join(tmpdir(), 'rxtrace-history-empty-'))
   mkdirSync(historyDir, { recursive: true })
@@ -73,14 +78,27 @@ async function main() {
       : await buildHistory({ dataDir: historyDir, scale, ...common, log: (l) => log(`history ${l}`) })
     if (!history) throw new Error(`${historyDir} holds no history.json: build it first (without --skip-build)`)
     const buildS = round((Date.now() - t0) / 1_000, 0)
-    const empty = await buildHistory({ dataDir: emptyDir, scale: history.scale, ...common, liveTotes: history.live.length, emptyOnly: true, log: (l) => log(`empty ${l}`) })
-    const measure = { rate: Number(opt.rate), ingestS: Number(opt['ingest-s']), httpS: Number(opt['http-s']), connections: Number(opt.connections) }
+    const empty = await buildHistory({
+      dataDir: emptyDir,
+      scale: history.scale,
+      ...common,
+      liveTotes: history.live.length,
+      emptyOnly: true,
+      log: (l) => log(`empty ${l}`),
+    })
+    const measure = {
+      rate: Number(opt.rate),
+      ingestS: Number(opt['ingest-s']),
+      httpS: Number(opt['http-s']),
+      connections: Number(opt.connections),
+    }
     // Empty first, then history: both right after their own start, in this one run.
     log('measuring the empty store')
     const onEmpty = await measureStore(emptyDir, empty, { ...measure, log: (l) => log(`empty ${l}`) })
     log('measuring the history')
     const onHistory = await measureStore(historyDir, history, { ...measure, log: (l) => log(`history ${l}`) })
-    const ratio = (a: number | null | undefined, b: number | null | undefined) => (a == null || b == null || b === 0 ? null : round(a / b, 2))
+    const ratio = (a: number | null | undefined, b: number | null | undefined) =>
+      a == null || b == null || b === 0 ? null : round(a / b, 2)
     const traceRatio = ratio(onHistory.trace_24h.p99_ms, onEmpty.trace_24h.p99_ms)
     const singleRatio = ratio(onHistory.ingest.service_cpu_us_per_reading, onEmpty.ingest.service_cpu_us_per_reading)
     const createsRatio = ratio(onHistory.creates.cpu_ms_per_req, onEmpty.creates.cpu_ms_per_req)
@@ -112,6 +130,20 @@ async function main() {
         creates_cpu: createsRatio,
         cold_start: ratio(onHistory.cold_start_ms.with_open_deliveries, onEmpty.cold_start_ms.with_open_deliveries),
       },
+      // Service CPU per request, history ÷ empty: the figure that stays meaningful when other work shares the machine.
+      cpu_ratios: Object.fromEntries(
+        (
+          [
+            'trace_24h',
+            'attention_queue',
+            'attention_queue_pharmacy',
+            'event_feed_first_page',
+            'event_feed_recent_page',
+            'reconciliation_month',
+            'creates',
+          ] as const
+        ).map((k) => [k, ratio(onHistory[k].cpu_ms_per_req, onEmpty[k].cpu_ms_per_req)]),
+      ),
       history: onHistory,
       empty: onEmpty,
       build: {

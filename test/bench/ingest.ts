@@ -25,7 +25,7 @@
  */
 import { openReadingsReadOnly } from '../../src/timeseries/sqlite-readings-reader.js'
 import { fork, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -51,6 +51,7 @@ const opt = parseBenchArgs(
   "MQTT ingest throughput and PUBACK latency of the service, against a bare Aedes broker's ceiling. Prints one JSON object on stdout, progress on stderr.",
   {
     totes: { type: 'string', default: '1000' },
+    /** Connected totes reporting once a second, in phases of their own on a fresh process; a comma-separated list runs each in turn (e.g. 5000,20000). */
     'many-totes': { type: 'string', default: '5000' },
     'single-s': { type: 'string', default: '30' },
     'batch-s': { type: 'string', default: '20' },
@@ -115,12 +116,30 @@ if (SINK === 'questdb' && !process.env.QUESTDB_CONFIG)
   throw new Error('--sink questdb needs QUESTDB_CONFIG (e.g. http::addr=127.0.0.1:9000;)')
 // The issue's targets on a 2-core machine.
 const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
+// Issue 28: 20,000 totes at a reading a second each, PUBACK p99 < 50 ms, RSS < 1.5 GB, CPU per reading within 1.2× of 5,000 totes'.
+const FLEET_TARGET = { totes: 20_000, pubackP99Ms: 50, rssMb: 1_536, cpuVs5000: 1.2 }
+
+/** The soft limit on open files of this process (the service and the publisher inherit it): one socket per connected tote. */
+function openFilesLimit(): number | null {
+  try {
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'))
+    const soft = line?.split(/\s{2,}/)[1]
+    return soft === undefined || soft === 'unlimited' ? null : Number(soft)
+  } catch {
+    return null
+  }
+}
 const QUESTDB = SINK === 'questdb-standin' || SINK === 'questdb'
 // The QuestDB targets' rates, unless the command line names others.
 if (QUESTDB && !process.argv.includes('--rate')) opt.rate = String(QUESTDB_TARGET.singlePerS)
 if (QUESTDB && !process.argv.includes('--batch-rate')) opt['batch-rate'] = String(QUESTDB_TARGET.batchPerS / 100)
 const TOTES = Number(opt.totes)
-const MANY_TOTES = Math.max(TOTES, Number(opt['many-totes']))
+const MANY_LIST = opt['many-totes'].split(',').map(Number)
+if (MANY_LIST.some((n) => !Number.isSafeInteger(n) || n < 1))
+  throw new Error(`--many-totes must be tote counts separated by commas, got ${opt['many-totes']}`)
+const MANY_TOTES = Math.max(TOTES, ...MANY_LIST)
 const WINDOW = Number(opt.window)
 const P99_MS = Number(opt['p99-ms'])
 const BREAKS = Math.min(Number(opt.breaks), TOTES)
@@ -536,17 +555,47 @@ async function main() {
     // flood phases below leave behind. Every tote reports about once a second: a realistic
     // fleet, not a flood.
     let service5000: number | null = null
+    const fleets: {
+      totes: number
+      puback_p50_ms: number
+      puback_p99_ms: number
+      errors: number
+      behind: number
+      service_cpu_us_per_reading: number | null
+      rss_peak_mb: number
+    }[] = []
     if (!opt['skip-many']) {
-      await publisher.connect(mqttUrl, fixture.totes.slice(0, MANY_TOTES), true)
-      const many = await measure(
-        publisher,
-        service.pid,
-        { name: `many-${MANY_TOTES}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: MANY_TOTES },
-        profiler,
-      )
-      service5000 = many.rssPeakMb
-      await publisher.disconnect()
+      const limit = openFilesLimit()
+      for (const count of MANY_LIST) {
+        // Each tote is a socket in the service and in the publisher, beside their files and listeners.
+        if (limit !== null && count > limit - 100)
+          log(
+            `${count} totes need ${count} sockets in each process; the open-files limit here is ${limit} (ulimit -n): expect refused connections`,
+          )
+        await publisher.connect(mqttUrl, fixture.totes.slice(0, count), true)
+        const many = await measure(
+          publisher,
+          service.pid,
+          { name: `many-${count}`, durationMs: Number(opt['many-s']) * 1_000, batch: 1, window: 1, rate: count },
+          profiler,
+        )
+        fleets.push({
+          totes: count,
+          ...throughput(many),
+          behind: many.result.behind,
+          service_cpu_us_per_reading: many.cpu.us_per_reading,
+          rss_peak_mb: many.rssPeakMb,
+        })
+        if (service5000 === null) service5000 = many.rssPeakMb
+        await publisher.disconnect()
+      }
     }
+    const fleetOf = (n: number) => fleets.find((f) => f.totes === n) ?? null
+    const [at5000, at20000] = [fleetOf(5_000), fleets.find((f) => f.totes >= FLEET_TARGET.totes) ?? null]
+    const cpuVs5000 =
+      at5000?.service_cpu_us_per_reading && at20000?.service_cpu_us_per_reading
+        ? round(at20000.service_cpu_us_per_reading / at5000.service_cpu_us_per_reading, 2)
+        : null
 
     const bound = fixture.totes.slice(0, TOTES)
     await publisher.connect(mqttUrl, bound, true)
@@ -639,6 +688,22 @@ async function main() {
           met: pipelineVsCeiling === null ? null : pipelineVsCeiling >= TARGET.pipelineVsCeiling,
         },
         rss_under_500_mb_with_5000_totes: { mb: service5000, met: service5000 === null ? null : service5000 < TARGET.rss5000Mb },
+        // With --many-totes 5000,20000 (both in the run): the 20,000 figures and their CPU per reading over 5,000's.
+        ...(at20000
+          ? {
+              totes_20000_p99_under_50_ms_rss_under_1_5_gb_cpu_within_1_2x_of_5000: {
+                puback_p99_ms: at20000.puback_p99_ms,
+                rss_mb: at20000.rss_peak_mb,
+                cpu_vs_5000: cpuVs5000,
+                met:
+                  at20000.errors === 0 &&
+                  at20000.behind === 0 &&
+                  at20000.puback_p99_ms < FLEET_TARGET.pubackP99Ms &&
+                  at20000.rss_peak_mb < FLEET_TARGET.rssMb &&
+                  (cpuVs5000 === null ? null : cpuVs5000 <= FLEET_TARGET.cpuVs5000),
+              },
+            }
+          : {}),
         acked_readings_all_stored: { acked: totals.ackedReadings, stored, met: totals.ackedReadings === stored },
       },
       single: throughput(single),
@@ -654,6 +719,9 @@ async function main() {
       // Same closed loop (window per tote) on both sides: the service's capacity over the bare broker's.
       pipeline_vs_ceiling: pipelineVsCeiling === null ? null : round(pipelineVsCeiling, 3),
       rss_mb: { service_1000_totes: service1000, service_5000_totes: service5000, ceiling: ceiling?.rssMb ?? null },
+      // Each --many-totes phase: every tote publishing once a second.
+      fleets,
+      open_files_limit: openFilesLimit(),
       committed_check: { published_acked: totals.ackedReadings, stored },
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
       sink:

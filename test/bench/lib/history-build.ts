@@ -30,6 +30,12 @@ const DAY_MS = 86_400_000
 const HOUR_MS = 3_600_000
 /** The full chain (--scale 1): the issue's 2,000 pharmacies and a million ended deliveries in the year. */
 export const FULL = { pharmacies: 2_000, deliveries: 1_000_000 }
+/**
+ * The "empty" store is not quite empty: it holds the day before the measured trace, so the pages
+ * measured on both stores are full pages (50 deliveries in the queue, 100 events), and only the
+ * history differs.
+ */
+const EMPTY_STORE_DELIVERIES = 200
 const PHARMACIES_PER_FLEET = 20
 const TOTES_PER_PHARMACY = 5
 // Big enough that a commit is a small part of a transaction, small enough to report progress every few seconds.
@@ -41,6 +47,8 @@ const TRACE_STEP_MS = 10_000
 /** What history.json holds: the build's progress and what the measurements need. */
 export type HistoryManifest = {
   scale: number
+  /** The store compared with the history: entities, the measured trace and a day of deliveries. */
+  emptyOnly?: boolean
   readingEveryS: number
   nowMs: number
   pharmacies: string[]
@@ -89,13 +97,15 @@ export async function buildHistory({
   scale: number
   readingEveryS: number
   liveTotes: number
-  /** The same entities and measured trace, no year: the empty store the history is compared with. */
+  /** The same entities and measured trace, and a day of deliveries instead of a year: the store the history is compared with. */
   emptyOnly?: boolean
   log: (line: string) => void
 }): Promise<HistoryManifest> {
   let manifest = readManifest(dataDir)
   if (manifest && (manifest.scale !== scale || manifest.readingEveryS !== readingEveryS))
-    throw new Error(`${dataDir} holds a build at --scale ${manifest.scale} --reading-every-s ${manifest.readingEveryS}; use another --data-dir`)
+    throw new Error(
+      `${dataDir} holds a build at --scale ${manifest.scale} --reading-every-s ${manifest.readingEveryS}; use another --data-dir`,
+    )
   const phase = async (name: string, run: () => Promise<void>) => {
     const t0 = Date.now()
     await run()
@@ -110,12 +120,12 @@ export async function buildHistory({
   const sqlite = () => new Database(join(dataDir, 'rxtrace.db'))
   try {
     if (!manifest) {
-      manifest = { scale, readingEveryS, nowMs, pharmacies: [], fleets: [], totes: [], live: [], phaseSeconds: {} }
+      manifest = { scale, emptyOnly, readingEveryS, nowMs, pharmacies: [], fleets: [], totes: [], live: [], phaseSeconds: {} }
       await phase('entities', () => createEntities(api, manifest!, liveTotes, log))
     }
     const m = manifest
     const templates: Template[] = []
-    const deliveriesTotal = emptyOnly ? 0 : Math.round(FULL.deliveries * scale)
+    const deliveriesTotal = emptyOnly ? EMPTY_STORE_DELIVERIES : Math.round(FULL.deliveries * scale)
     if (deliveriesTotal > 0 && (!m.deliveries || m.deliveries.done < m.deliveries.total)) {
       // Template rows are read back from the store, so they are made (again) on every resumed run.
       const raw = sqlite()
@@ -125,7 +135,11 @@ export async function buildHistory({
         const t = await runLifecycle(api, m, lifecycle, clock)
         await service.audit.flush()
         templates.push({ ...t, name: lifecycle.name, rows: rowsSince(raw, marks) })
-        log(`template ${lifecycle.name}: ${Object.entries(templates.at(-1)!.rows).map(([table, rows]) => `${table} ${rows.length}`).join(', ')}`)
+        log(
+          `template ${lifecycle.name}: ${Object.entries(templates.at(-1)!.rows)
+            .map(([table, rows]) => `${table} ${rows.length}`)
+            .join(', ')}`,
+        )
         clock.advance(DAY_MS)
       }
       raw.close()
@@ -164,17 +178,22 @@ async function createEntities(api: Api, m: HistoryManifest, liveTotes: number, l
   for (let f = 0; f < Math.ceil(pharmacies / PHARMACIES_PER_FLEET); f++) {
     const fleet = await post<{ id: string }>('/v1/fleets', { name: `Couriers ${f}` })
     const driverIds = []
-    for (const name of ['Dana Driver', 'Sam Second']) driverIds.push((await post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name })).id)
+    for (const name of ['Dana Driver', 'Sam Second'])
+      driverIds.push((await post<{ id: string }>(`/v1/fleets/${fleet.id}/drivers`, { name })).id)
     m.fleets.push({ id: fleet.id, driverIds })
   }
   const started = Date.now()
   for (let p = 0; p < pharmacies; p++) {
-    m.pharmacies.push((await post<{ id: string }>('/v1/pharmacies', { name: `Pharmacy ${p}`, address: ADDRESS, timezone: 'America/Chicago' })).id)
+    m.pharmacies.push(
+      (await post<{ id: string }>('/v1/pharmacies', { name: `Pharmacy ${p}`, address: ADDRESS, timezone: 'America/Chicago' })).id,
+    )
     const fleetId = m.fleets[Math.floor(p / PHARMACIES_PER_FLEET)]!.id
     const totes = []
-    for (let t = 0; t < TOTES_PER_PHARMACY; t++) totes.push((await post<{ id: string }>('/v1/totes', { serial: `p${p}-t${t}`, fleet_id: fleetId })).id)
+    for (let t = 0; t < TOTES_PER_PHARMACY; t++)
+      totes.push((await post<{ id: string }>('/v1/totes', { serial: `p${p}-t${t}`, fleet_id: fleetId })).id)
     m.totes.push(totes)
-    if ((p + 1) % 200 === 0) log(`entities: ${p + 1} of ${pharmacies} pharmacies with their totes (${Math.round((Date.now() - started) / 1_000)} s)`)
+    if ((p + 1) % 200 === 0)
+      log(`entities: ${p + 1} of ${pharmacies} pharmacies with their totes (${Math.round((Date.now() - started) / 1_000)} s)`)
   }
   for (let i = 0; i < liveTotes; i++) {
     const tote = await post<{ id: string; mqtt: { username: string; password: string } }>('/v1/totes', {
@@ -245,16 +264,24 @@ function copyDeliveries(db: Database.Database, m: HistoryManifest, templates: Te
   db.pragma('synchronous = NORMAL')
   db.exec('create table if not exists bench_history_progress (k text primary key, v integer not null)')
   const stored = (db.prepare(`select v from bench_history_progress where k = 'deliveries'`).get() as { v: number } | undefined)?.v ?? 0
-  const progress = db.prepare(`insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`)
+  const progress = db.prepare(
+    `insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`,
+  )
   const d = m.deliveries!
   d.done = stored
   const pharmacyCount = m.pharmacies.length
-  const fixed = (t: Template): Tenancy => ({ pharmacyId: m.pharmacies[0]!, fleetId: m.fleets[0]!.id, driverIds: m.fleets[0]!.driverIds, toteId: t.toteId })
+  const fixed = (t: Template): Tenancy => ({
+    pharmacyId: m.pharmacies[0]!,
+    fleetId: m.fleets[0]!.id,
+    driverIds: m.fleets[0]!.driverIds,
+    toteId: t.toteId,
+  })
   const copiers = templates.map((t) => templateCopier(db, t, fixed(t), m.nowMs))
   const weights = m.templates!.map((t) => t.weight)
   const totalWeight = weights.reduce((a, b) => a + b, 0)
-  const yearStart = m.nowMs - 367 * DAY_MS
-  const spacing = (365 * DAY_MS) / d.total
+  const days = m.emptyOnly ? 1 : 365
+  const yearStart = m.nowMs - (days + 2) * DAY_MS
+  const spacing = (days * DAY_MS) / d.total
   const toteTurn = new Map<number, number>()
   const writeBatch = db.transaction((from: number, to: number) => {
     for (let k = from; k < to; k++) {
@@ -385,7 +412,9 @@ async function traceDelivery(
   )
   clock.set(fromMs)
   await post(`/v1/deliveries/${deliveryId}/dispatch`, { fleet_id: fleet.id, driver_id: fleet.driverIds[0], tote_id: toteId })
-  const rx = (await api.get(`/v1/deliveries/${deliveryId}`, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret))).body as { rx_id: string }
+  const rx = (await api.get(`/v1/deliveries/${deliveryId}`, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret))).body as {
+    rx_id: string
+  }
   const toMs = fromMs + 24 * HOUR_MS
   const rows: ReadingRow[] = []
   for (let ts = fromMs; ts < toMs; ts += TRACE_STEP_MS) {

@@ -74,9 +74,18 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
       const figures = await drive({ url: service.baseUrl, connections, seconds: o.httpS, request })
       const cpu1 = cpuSeconds(service.child.pid!)
       const cpuMsPerReq = cpu0 === null || cpu1 === null || !figures.total ? null : round(((cpu1 - cpu0) * 1_000) / figures.total, 3)
-      log(`${name}: ${figures.rps} rps, p50 ${figures.p50_ms} ms, p99 ${figures.p99_ms} ms, non-2xx ${figures.non2xx}, CPU ${cpuMsPerReq} ms/req`)
+      log(
+        `${name}: ${figures.rps} rps, p50 ${figures.p50_ms} ms, p99 ${figures.p99_ms} ms, non-2xx ${figures.non2xx}, CPU ${cpuMsPerReq} ms/req`,
+      )
       if (figures.non2xx || figures.errors) log(`${name}: ${figures.non2xx} non-2xx answers and ${figures.errors} errors`)
-      return { p50_ms: figures.p50_ms, p99_ms: figures.p99_ms, rps: figures.rps, n: figures.total, errors: figures.errors + figures.non2xx, cpu_ms_per_req: cpuMsPerReq }
+      return {
+        p50_ms: figures.p50_ms,
+        p99_ms: figures.p99_ms,
+        rps: figures.rps,
+        n: figures.total,
+        errors: figures.errors + figures.non2xx,
+        cpu_ms_per_req: cpuMsPerReq,
+      }
     }
     const get = (path: string): LoadRequest => ({ method: 'GET', path, headers: auth })
     const api = apiClient(service.baseUrl)
@@ -88,7 +97,10 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
     const reads = {
       trace_24h: await http('trace (24 h delivery)', get(`/v1/deliveries/${m.trace!.deliveryId}/temperature`)),
       attention_queue: await http('attention queue, all pharmacies', get('/v1/deliveries?order=attention&limit=50')),
-      attention_queue_pharmacy: await http('attention queue, one pharmacy', get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`)),
+      attention_queue_pharmacy: await http(
+        'attention queue, one pharmacy',
+        get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`),
+      ),
       event_feed_first_page: await http('event feed, first page', get('/v1/events?limit=100')),
       event_feed_recent_page: await http('event feed, a recent page', get(`/v1/events?limit=100&after=${recent.data[0]!.id}`)),
       reconciliation_month: await http(
@@ -105,7 +117,12 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
       method: 'POST',
       path: '/v1/prescriptions',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ patient_id: 'pt_bench_000042', cold_chain: true, pharmacy_id: m.pharmacies[1], temperature_profile: 'refrigerated' }),
+      body: JSON.stringify({
+        patient_id: 'pt_bench_000042',
+        cold_chain: true,
+        pharmacy_id: m.pharmacies[1],
+        temperature_profile: 'refrigerated',
+      }),
       setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `history-${run}-${++counter}` } }),
     })
 
@@ -165,10 +182,14 @@ async function singles(service: ServiceProcess, api: ReturnType<typeof apiClient
     if (connected.failed) throw new Error(`${connected.failed} live totes could not connect: ${connected.firstError}`)
     await ask({ type: 'run', phase: { name: 'warmup', durationMs: 3_000, batch: 1, window: 4, rate: o.rate } }, 'result')
     const cpu0 = cpuSeconds(service.child.pid!)
-    const { result } = await ask({ type: 'run', phase: { name: 'singles', durationMs: o.ingestS * 1_000, batch: 1, window: 4, rate: o.rate } }, 'result')
+    const { result } = await ask(
+      { type: 'run', phase: { name: 'singles', durationMs: o.ingestS * 1_000, batch: 1, window: 4, rate: o.rate } },
+      'result',
+    )
     const cpu1 = cpuSeconds(service.child.pid!)
     await ask({ type: 'disconnect' }, 'disconnected')
-    const usPerReading = cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1)
+    const usPerReading =
+      cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1)
     const figures = {
       readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
       puback_p50_ms: round(result.latency.p50, 2),

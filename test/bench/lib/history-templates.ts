@@ -35,7 +35,14 @@ export type Tenancy = { pharmacyId: string; fleetId: string; driverIds: string[]
 
 // Tables a lifecycle touches that are not part of a delivery's record: token and throttle
 // bookkeeping, migrations.
-const NOT_COPIED = new Set(['rate_limit_buckets', 'sign_in_failures', 'revoked_tokens', 'signing_keys', 'kysely_migration', 'kysely_migration_lock'])
+const NOT_COPIED = new Set([
+  'rate_limit_buckets',
+  'sign_in_failures',
+  'revoked_tokens',
+  'signing_keys',
+  'kysely_migration',
+  'kysely_migration_lock',
+])
 
 /** max(rowid) of every table that has one, before a lifecycle: what it adds comes after. */
 export function rowidMarks(db: Database.Database): Map<string, number> {
