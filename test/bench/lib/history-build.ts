@@ -29,7 +29,7 @@ import { rowidMarks, rowsSince, templateCopier, type Template, type Tenancy } fr
 const DAY_MS = 86_400_000
 const HOUR_MS = 3_600_000
 /** The full chain (--scale 1): the 2,000 pharmacies and a million ended deliveries in the year. */
-export const FULL = { pharmacies: 2_000, deliveries: 1_000_000 }
+const FULL = { pharmacies: 2_000, deliveries: 1_000_000 }
 /**
  * The "empty" store is not quite empty: it holds the day before the measured trace, so the pages
  * measured on both stores are full pages (50 deliveries in the queue, 100 events), and only the
