@@ -336,7 +336,13 @@ async function realQuestdb(config: string, sqliteEvents: (dataDir: string) => { 
 async function runService(dataDir: string, readings: ReadingsStore) {
   const [httpPort, mqttPort] = [await freePort(), await freePort()]
   // Readings in the store --sink names (SQLite, PostgreSQL or the QuestDB stand-in).
-  const env = benchServiceEnv(dataDir, httpPort, { MQTT_PORT: String(mqttPort), WEBHOOK_ALLOW_PRIVATE: 'false', ...readings.env })
+  // The fixture registers every tote in one fleet; a tenant holds at most TENANT_MAX_TOTES (10,000 by default).
+  const env = benchServiceEnv(dataDir, httpPort, {
+    MQTT_PORT: String(mqttPort),
+    WEBHOOK_ALLOW_PRIVATE: 'false',
+    ...(MANY_TOTES > 10_000 ? { TENANT_MAX_TOTES: String(MANY_TOTES) } : {}),
+    ...readings.env,
+  })
   const service = await startService({ env, httpPort, nodeArgs: INSPECTED ? ['--inspect=127.0.0.1:0'] : [] })
   log(`service pid ${service.pid}: http ${httpPort}, mqtt ${mqttPort}, data ${dataDir}`)
   const profiler = INSPECTED ? await connectProfiler(await inspectorUrlFrom(service.output)) : null
