@@ -168,7 +168,9 @@ describe('the exception feed of the real service', () => {
       const rx1 = await api.prescription(admin, { pharmacy_id: pharmacy.id })
       await api.post(`/v1/deliveries/${rx1.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId })
       await api.post(`/v1/deliveries/${rx1.delivery_id}/pickup`, admin, { from: pharmacy.id, to: driverId, signature: 'signed' })
-      expect((await api.post(`/v1/deliveries/${rx1.delivery_id}/fail`, admin, { reason: 'Nobody home' })).status).toBe(200)
+      expect(
+        (await api.post(`/v1/deliveries/${rx1.delivery_id}/fail`, admin, { reason: 'patient_unavailable', note: 'Nobody home' })).status,
+      ).toBe(200)
       return rx1.delivery_id
     }
     // Without a Last-Event-ID the feed starts from now: subscribe, then fail a delivery.

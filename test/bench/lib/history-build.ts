@@ -247,7 +247,9 @@ async function runLifecycle(
       endedMs = clock.now()
       await call(
         `/v1/deliveries/${id}/${step}`,
-        step === 'deliver' ? { verification: { method: 'otp', evidence: '482913' } } : { reason: 'nobody home' },
+        step === 'deliver'
+          ? { verification: { method: 'otp', evidence: '482913' } }
+          : { reason: 'patient_unavailable', note: 'nobody home' },
       )
     } else {
       clock.advance(HOUR_MS)
