@@ -215,8 +215,12 @@ export class DriverPositionService {
     return { eta: iso(etaMs), source: 'router', until }
   }
 
-  /** `GET /v1/deliveries/{id}/locations`: the delivery's pharmacy, fleet and driver, oldest first. */
-  async list(principal: Principal, deliveryId: string, q: { after?: string | undefined; limit: number }) {
+  /** `GET /v1/deliveries/{id}/locations`: the delivery's pharmacy, fleet and driver, oldest first (or newest first). */
+  async list(
+    principal: Principal,
+    deliveryId: string,
+    q: { after?: string | undefined; before?: string | undefined; order?: 'asc' | 'desc'; limit: number },
+  ) {
     const row = await this.deps.db
       .selectFrom('deliveries')
       .select(['pharmacy_id', 'fleet_id', 'driver_id'])
@@ -227,9 +231,10 @@ export class DriverPositionService {
       .selectFrom('driver_positions')
       .select(['driver_id', 'lat', 'lng', 'accuracy_m', 'at'])
       .where('delivery_id', '=', deliveryId)
-      .orderBy('at')
+      .orderBy('at', q.order ?? 'asc')
       .limit(q.limit + 1)
     if (q.after) query = query.where('at', '>', q.after)
+    if (q.before) query = query.where('at', '<', q.before)
     const rows = await query.execute()
     const data = rows.slice(0, q.limit).map(toPosition)
     return { data, next_cursor: rows.length > q.limit ? data.at(-1)!.at : null }

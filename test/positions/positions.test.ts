@@ -100,6 +100,13 @@ function describePositions(store: StoreUnderTest) {
       expect(paged.body.next_cursor).not.toBeNull()
       const next = await api.get(`/v1/deliveries/${deliveryId}/locations?limit=1&after=${paged.body.next_cursor}`, admin)
       expect(next.body).toMatchObject({ data: [{ at: at() }], next_cursor: null })
+      // Newest first: where the driver was last seen in one small request, then the page before it.
+      const newest = await api.get(`/v1/deliveries/${deliveryId}/locations?order=desc&limit=1`, admin)
+      expect(newest.body).toMatchObject({ data: [{ ...northOfDoor(2_900), at: at() }] })
+      const older = await api.get(`/v1/deliveries/${deliveryId}/locations?order=desc&limit=1&before=${newest.body.next_cursor}`, admin)
+      expect(older.body).toMatchObject({ data: [{ ...northOfDoor(3_000), at: at(-2 * SECOND) }], next_cursor: null })
+      const sideways = await api.get(`/v1/deliveries/${deliveryId}/locations?order=sideways`, admin)
+      expect([sideways.status, sideways.body.code]).toEqual([422, 'validation_failed'])
       for (const token of [secondDriverToken, otherDriverToken]) {
         expect((await api.get(`/v1/deliveries/${deliveryId}/locations`, token)).status).toBe(404)
       }

@@ -41,12 +41,23 @@ const StoredPosition = z
 const PositionPage = z
   .object({
     data: z.array(StoredPosition),
-    next_cursor: z.string().nullable().describe('Pass as `after` for the next page; null at the end'),
+    next_cursor: z
+      .string()
+      .nullable()
+      .describe('Pass as `after` for the next page (as `before` with `order=desc`); null at the end'),
   })
   .openapi('PositionPage')
 
 const PositionQuery = z.object({
   after: z.iso.datetime().optional().describe('Only positions taken after this time (the previous page’s `next_cursor`)'),
+  before: z.iso
+    .datetime()
+    .optional()
+    .describe('Only positions taken before this time (the previous page’s `next_cursor` with `order=desc`)'),
+  order: z
+    .enum(['asc', 'desc'])
+    .default('asc')
+    .describe('`asc`: oldest first; `desc`: newest first (`order=desc&limit=1` is where the driver was last seen)'),
   limit: z.coerce.number().int().min(1).max(MAX_POSITIONS_PER_PAGE).default(100).describe(`Page size, 1–${MAX_POSITIONS_PER_PAGE}`),
 })
 
@@ -95,9 +106,9 @@ export function positionRoutes(positions: DriverPositionService, clock: Clock) {
       path: '/v1/deliveries/{id}/locations',
       operationId: 'listDeliveryLocations',
       tags: ['Deliveries'],
-      summary: "A delivery's driver positions, oldest first",
+      summary: "A delivery's driver positions, oldest first (or newest first)",
       description:
-        "The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends.",
+        "The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends. `order=desc&limit=1` gives the newest position alone.",
       request: { params: idParam('dl'), query: PositionQuery },
       responses: { 200: json(PositionPage, 'A page of positions') },
     }),
