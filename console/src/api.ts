@@ -48,7 +48,11 @@ export type Prescription = {
   deliver_by?: string | null
   external_ref?: string | null
   delivery_id: string
+  /** Free-form; `lat`/`lng` when the pharmacy gave the door's coordinates. */
+  delivery_address?: Record<string, unknown> | null
 }
+/** A driver's position on a delivery (`GET /v1/deliveries/{id}/locations`). */
+export type Position = { lat: number; lng: number; accuracy_m: number; at: string; driver_id: string }
 export type Pharmacy = { id: string; name: string; timezone: string }
 export type ToteSensor = SensorRecord
 export type Tote = { id: string; serial: string; sensor: ToteSensor | null }

@@ -26,6 +26,18 @@ export function duration(seconds: number): string {
   return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`
 }
 
+/** Straight-line metres between two points (haversine on the sphere the service measures on, src/domain/eta.ts). */
+export function distanceM(a: { lat: number; lng: number }, b: { lat: number; lng: number }): number {
+  const rad = Math.PI / 180
+  const dLat = (b.lat - a.lat) * rad
+  const dLng = (b.lng - a.lng) * rad
+  const x = Math.sin(dLat / 2) ** 2 + Math.cos(a.lat * rad) * Math.cos(b.lat * rad) * Math.sin(dLng / 2) ** 2
+  return 2 * 6_371_008.8 * Math.asin(Math.min(1, Math.sqrt(x)))
+}
+
+/** "850 m", "1.2 km". */
+export const km = (m: number) => (m < 1000 ? `${Math.round(m / 10) * 10} m` : `${(m / 1000).toFixed(1)} km`)
+
 export const celsius = (c: number | null | undefined) => (c === null || c === undefined ? '—' : `${c.toFixed(1)} °C`)
 
 export const BREAK_REASONS: Record<string, string> = {

@@ -5,7 +5,7 @@ import { chartPanel } from './chart'
 import { dispositionSection } from './disposition'
 import { signatureLine } from './signature'
 import { alarmsSection } from './alarms'
-import { BREAK_REASONS, celsius, dateTime, duration, h, untilEta } from './format'
+import { BREAK_REASONS, celsius, dateTime, distanceM, duration, h, km, untilEta } from './format'
 
 // A delivery on its way: its ETA is still something to expect.
 const OPEN = new Set(['QUEUED', 'DISPATCHED', 'PICKED_UP'])
@@ -46,13 +46,42 @@ function facts(b: Bundle): HTMLElement {
       ...row('Pharmacy', `${pharmacy.name} (${tz})`),
       ...row('Created', dateTime(d.created_at, tz)),
       ...row('ETA', OPEN.has(d.status) ? `${dateTime(d.eta, tz)} (${untilEta(d.eta, Date.now())})` : dateTime(d.eta, tz)),
-      ...row('Driver', d.driver_id ? (b.parties.get(d.driver_id)?.name ?? 'assigned') : 'not assigned'),
+      ...row('Driver', d.driver_id ? driverAndPosition(b, b.parties.get(d.driver_id)?.name ?? 'assigned') : 'not assigned'),
       ...(rx.deliver_by ? row('Deliver by', dateTime(rx.deliver_by, tz)) : []),
       ...row('Tote', toteAndSensor(b)),
       ...(b.delivery.warnings ?? [])
         .filter((w) => w.code !== 'sensor_unrecorded') // said beside the tote already
         .flatMap((w) => row('Warning', h('strong', { class: 'warning' }, w.message))),
     ),
+  )
+}
+
+/**
+ * The driver, and while the delivery is in progress where they were last seen: "Dana Driver — seen
+ * 2 min ago, 1.2 km from the address", with the coordinates as a link to openstreetmap.org (as the
+ * fleet embed does; no map is loaded here).
+ */
+function driverAndPosition(b: Bundle, name: string): Node | string {
+  const p = b.lastSeen
+  if (!p) return name
+  const address = b.rx.delivery_address
+  const door = typeof address?.lat === 'number' && typeof address.lng === 'number' ? { lat: address.lat, lng: address.lng } : null
+  const ago = duration(Math.max(0, (Date.now() - Date.parse(p.at)) / 1000))
+  const link = h(
+    'a',
+    {
+      href: `https://www.openstreetmap.org/?mlat=${p.lat}&mlon=${p.lng}#map=17/${p.lat}/${p.lng}`,
+      target: '_blank',
+      rel: 'noopener noreferrer',
+      'aria-label': `Last position of ${name} on a map (opens a new tab)`,
+    },
+    `${p.lat.toFixed(5)}, ${p.lng.toFixed(5)}`,
+  )
+  return h(
+    'span',
+    { class: 'last-seen' },
+    `${name} — seen ${ago} ago${door ? `, ${km(distanceM(p, door))} from the address` : ''} (${dateTime(p.at, b.pharmacy.timezone)}) · `,
+    link,
   )
 }
 

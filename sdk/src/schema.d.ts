@@ -661,8 +661,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A delivery's driver positions, oldest first
-         * @description The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends.
+         * A delivery's driver positions, oldest first (or newest first)
+         * @description The delivery's pharmacy, its fleet and its driver only. Kept while the delivery is in progress and for POSITION_RETENTION_DAYS after it ends. `order=desc&limit=1` gives the newest position alone.
          */
         get: operations["listDeliveryLocations"];
         put?: never;
@@ -3249,7 +3249,7 @@ export interface components {
         };
         PositionPage: {
             data: components["schemas"]["StoredPosition"][];
-            /** @description Pass as `after` for the next page; null at the end */
+            /** @description Pass as `after` for the next page (as `before` with `order=desc`); null at the end */
             next_cursor: string | null;
         };
         StoredPosition: {
@@ -12060,6 +12060,10 @@ export interface operations {
             query?: {
                 /** @description Only positions taken after this time (the previous page’s `next_cursor`) */
                 after?: string;
+                /** @description Only positions taken before this time (the previous page’s `next_cursor` with `order=desc`) */
+                before?: string;
+                /** @description `asc`: oldest first; `desc`: newest first (`order=desc&limit=1` is where the driver was last seen) */
+                order?: "asc" | "desc";
                 /** @description Page size, 1–1000 */
                 limit?: number;
             };

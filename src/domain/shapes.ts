@@ -57,4 +57,6 @@ export type Delivery = {
   }
   /** List with `expand=driver`: null while none is assigned. */
   driver?: { id: string; name: string | null } | null
+  /** List with `expand=last_position`: where the driver was last seen while in progress; null otherwise or before any position. */
+  last_position?: { lat: number; lng: number; accuracy_m: number; at: string; distance_m: number | null } | null
 }

@@ -1,6 +1,7 @@
 import { sql, type SelectQueryBuilder } from 'kysely'
 import type { Principal } from '../auth/scopes.js'
 import type { CustodyEvent } from '../domain/custody.js'
+import { distanceM } from '../domain/eta.js'
 import { AppError, validationFailed } from '../errors.js'
 import { toCustodyEvent } from '../store/custody-rows.js'
 import { decodeCursor, encodeCursor, paginate, type Page, type PageRequest } from '../store/pagination.js'
@@ -23,9 +24,10 @@ export type DeliveryFilter = {
 /**
  * What a list item may carry besides the delivery, so a queue shows what a pharmacist knows a
  * shipment by without a request per row: `prescription` (patient reference, items, deliver_by;
- * needs `prescriptions:read`, as reading the prescription itself does) and `driver` (id and name).
+ * needs `prescriptions:read`, as reading the prescription itself does), `driver` (id and name) and
+ * `last_position` (where the driver was last seen, for deliveries in progress).
  */
-export const deliveryExpansions = ['prescription', 'driver'] as const
+export const deliveryExpansions = ['prescription', 'driver', 'last_position'] as const
 export type DeliveryExpansion = (typeof deliveryExpansions)[number]
 
 /** A page of the deliveries the caller may see, each with its custody chain. */
@@ -92,7 +94,38 @@ async function expandPage(db: ServiceDeps['db'], data: Delivery[], expand: reado
     const byId = new Map(names.map((n) => [n.id, n.name]))
     for (const d of data) d.driver = d.driver_id ? { id: d.driver_id, name: byId.get(d.driver_id) ?? null } : null
   }
+  if (expand.includes('last_position')) {
+    // The newest position of each delivery in progress on the page ((delivery_id, at) is unique and indexed),
+    // and how far it is from the door when the address has coordinates, as the fleet embed says it.
+    const moving = data.filter((d) => IN_PROGRESS.has(d.status)).map((d) => d.id)
+    const rows = moving.length
+      ? await db
+          .selectFrom('driver_positions as p')
+          .innerJoin('prescriptions', 'prescriptions.delivery_id', 'p.delivery_id')
+          .select(['p.delivery_id', 'p.lat', 'p.lng', 'p.accuracy_m', 'p.at', 'prescriptions.delivery_address'])
+          .where('p.delivery_id', 'in', moving)
+          .where((eb) =>
+            eb(
+              'p.at',
+              '=',
+              eb.selectFrom('driver_positions as q').select((q) => q.fn.max('q.at').as('at')).whereRef('q.delivery_id', '=', 'p.delivery_id'),
+            ),
+          )
+          .execute()
+      : []
+    const byDelivery = new Map(
+      rows.map((r) => {
+        const at = { lat: Number(r.lat), lng: Number(r.lng) }
+        const door = fromJson<Record<string, unknown> | null>(r.delivery_address)
+        const distance = typeof door?.lat === 'number' && typeof door.lng === 'number' ? distanceM(at, { lat: door.lat, lng: door.lng }) : null
+        return [r.delivery_id, { ...at, accuracy_m: Number(r.accuracy_m), at: r.at, distance_m: distance === null ? null : Math.round(distance) }]
+      }),
+    )
+    for (const d of data) d.last_position = byDelivery.get(d.id) ?? null
+  }
 }
+
+const IN_PROGRESS = new Set(['DISPATCHED', 'PICKED_UP'])
 
 /**
  * Keyset pagination over (attention asc, id desc), the index of migration 0012; the cursor

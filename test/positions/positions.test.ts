@@ -105,6 +105,13 @@ function describePositions(store: StoreUnderTest) {
       expect(newest.body).toMatchObject({ data: [{ ...northOfDoor(2_900), at: at() }] })
       const older = await api.get(`/v1/deliveries/${deliveryId}/locations?order=desc&limit=1&before=${newest.body.next_cursor}`, admin)
       expect(older.body).toMatchObject({ data: [{ ...northOfDoor(3_000), at: at(-2 * SECOND) }], next_cursor: null })
+      // In a list, one query for the page: the newest position and how far it is from the door.
+      const listed = await api.get(`/v1/deliveries?status=PICKED_UP&limit=100&expand=last_position`, admin)
+      expect(listed.status, listed.text).toBe(200)
+      const item = listed.body.data.find((d: { id: string }) => d.id === deliveryId)
+      expect(item.last_position).toEqual({ ...northOfDoor(2_900), accuracy_m: 8, at: at(), distance_m: 2_900 })
+      const ended = await api.get(`/v1/deliveries?status=QUEUED&limit=1&expand=last_position`, admin)
+      for (const d of ended.body.data) expect(d.last_position).toBeNull()
       const sideways = await api.get(`/v1/deliveries/${deliveryId}/locations?order=sideways`, admin)
       expect([sideways.status, sideways.body.code]).toEqual([422, 'validation_failed'])
       for (const token of [secondDriverToken, otherDriverToken]) {

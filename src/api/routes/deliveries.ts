@@ -198,6 +198,19 @@ export const Delivery = z
       .nullable()
       .optional()
       .describe('Lists with `expand=driver` only: the assigned driver by name; null while none is'),
+    last_position: z
+      .object({
+        lat: z.number(),
+        lng: z.number(),
+        accuracy_m: z.number(),
+        at: z.string().describe('When the fix was taken (RFC 3339 UTC)'),
+        distance_m: z.number().int().nullable().describe('Straight-line metres to the delivery address; null when it has no coordinates'),
+      })
+      .nullable()
+      .optional()
+      .describe(
+        'Lists with `expand=last_position` only: where the driver was last seen (the newest of `GET /v1/deliveries/{id}/locations`) while the delivery is DISPATCHED or PICKED_UP; null otherwise, or before any position',
+      ),
   })
   .openapi('Delivery')
 
@@ -358,7 +371,7 @@ export function deliveryRoutes(deliveries: DeliveryService, signatures: Signatur
             )
             .optional()
             .describe(
-              "Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name. One query per expansion for the page.",
+              "Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name, `last_position` where the driver of a delivery in progress was last seen. One query per expansion for the page.",
             ),
         }),
       },
