@@ -1,5 +1,5 @@
 import { api, type Delivery, type Page } from './api'
-import { BREAK_REASONS, dateTime, duration, h, untilEta } from './format'
+import { BREAK_REASONS, dateTime, duration, h, km, untilEta } from './format'
 import { alarmStateWords, openAlarmStates } from './alarms'
 import { onEvent } from './live'
 
@@ -8,7 +8,8 @@ import { onEvent } from './live'
 // cold-chain state and creation date; it reloads itself when an event arrives. Each row leads with
 // what a pharmacist knows a shipment by: its items and patient, when and why it broke, the driver,
 // the ETA while it is on its way, and the cold-chain figures against their limits. The page's
-// prescriptions and drivers come with the page (`expand=prescription,driver`), not a request per row.
+// prescriptions, drivers and where each driver was last seen come with the page
+// (`expand=prescription,driver,last_position`), not a request per row.
 
 type Filters = { status: string; cold_chain_state: string; created_from: string; created_to: string }
 const STATUSES = ['QUEUED', 'DISPATCHED', 'PICKED_UP', 'DELIVERED', 'FAILED', 'RETURNED', 'CANCELLED']
@@ -36,6 +37,13 @@ function whenAndWhy(d: Delivery, now: number): HTMLElement | null {
 }
 
 const ago = (iso: string, now: number) => `${duration(Math.max(0, (now - Date.parse(iso)) / 1000))} ago`
+
+/** Where the driver of a delivery in progress was last seen: "seen 2 min ago, 1.2 km away" (the page links the map). */
+function lastSeen(d: Delivery, now: number): HTMLElement | null {
+  const p = d.last_position
+  if (!p) return null
+  return h('span', { class: 'muted small block last-seen' }, `seen ${ago(p.at, now)}${p.distance_m === null ? '' : `, ${km(p.distance_m)} away`}`)
+}
 
 /** The items (drug name and strength, as the prescription describes them) and the patient reference. */
 function shipment(d: Delivery): HTMLElement {
@@ -99,7 +107,7 @@ function dayAfter(day: string): Date {
 }
 
 function queryOf(f: Filters, cursor: string | null): string {
-  const q = new URLSearchParams({ order: 'attention', limit: String(PAGE), expand: 'prescription,driver' })
+  const q = new URLSearchParams({ order: 'attention', limit: String(PAGE), expand: 'prescription,driver,last_position' })
   if (f.status) q.set('status', f.status)
   if (f.cold_chain_state) q.set('cold_chain_state', f.cold_chain_state)
   // Dates are the pharmacy's calendar days in the browser's zone; the API compares UTC instants.
@@ -231,7 +239,12 @@ export function queuePage(main: HTMLElement, timeZone: string, announce: (text: 
           ),
           shipment(d),
           h('td', { class: 'figures' }, ...coldChainFlags(d)),
-          h('td', {}, d.driver?.name ?? h('span', { class: 'muted' }, d.driver_id ? 'Assigned' : 'Not assigned')),
+          h(
+            'td',
+            { class: 'driver' },
+            d.driver?.name ?? h('span', { class: 'muted' }, d.driver_id ? 'Assigned' : 'Not assigned'),
+            lastSeen(d, now),
+          ),
           // An ETA only while the delivery is on its way: once it ended, there is nothing to expect.
           h(
             'td',
