@@ -1,4 +1,15 @@
-import { api, type Alarm, type Delivery, type Page, type Party, type Pharmacy, type Position, type Prescription, type Tote, type Trace } from './api'
+import {
+  api,
+  type Alarm,
+  type Delivery,
+  type Page,
+  type Party,
+  type Pharmacy,
+  type Position,
+  type Prescription,
+  type Tote,
+  type Trace,
+} from './api'
 import { verifyInBrowser, type Verdict } from './chain'
 
 /** Everything a delivery's page shows, fetched at once; the custody chain verified here, in the browser. */
@@ -40,7 +51,17 @@ export async function loadBundle(id: string): Promise<Bundle> {
       : null,
   ])
   const verdict = await verifyInBrowser(rx, delivery.id, delivery.custody)
-  return { delivery, rx, pharmacy, parties: new Map(parties.data.map((p) => [p.id, p])), trace, verdict, tote, alarms: alarms.data, lastSeen: positions?.data[0] ?? null }
+  return {
+    delivery,
+    rx,
+    pharmacy,
+    parties: new Map(parties.data.map((p) => [p.id, p])),
+    trace,
+    verdict,
+    tote,
+    alarms: alarms.data,
+    lastSeen: positions?.data[0] ?? null,
+  }
 }
 
 /** A party's name and id as the custody chain names it. */

@@ -42,7 +42,11 @@ const ago = (iso: string, now: number) => `${duration(Math.max(0, (now - Date.pa
 function lastSeen(d: Delivery, now: number): HTMLElement | null {
   const p = d.last_position
   if (!p) return null
-  return h('span', { class: 'muted small block last-seen' }, `seen ${ago(p.at, now)}${p.distance_m === null ? '' : `, ${km(p.distance_m)} away`}`)
+  return h(
+    'span',
+    { class: 'muted small block last-seen' },
+    `seen ${ago(p.at, now)}${p.distance_m === null ? '' : `, ${km(p.distance_m)} away`}`,
+  )
 }
 
 /** The items (drug name and strength, as the prescription describes them) and the patient reference. */

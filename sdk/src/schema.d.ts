@@ -2825,6 +2825,16 @@ export interface components {
                 id: string;
                 name: string | null;
             } | null;
+            /** @description Lists with `expand=last_position` only: where the driver was last seen (the newest of `GET /v1/deliveries/{id}/locations`) while the delivery is DISPATCHED or PICKED_UP; null otherwise, or before any position */
+            last_position?: {
+                lat: number;
+                lng: number;
+                accuracy_m: number;
+                /** @description When the fix was taken (RFC 3339 UTC) */
+                at: string;
+                /** @description Straight-line metres to the delivery address; null when it has no coordinates */
+                distance_m: number | null;
+            } | null;
         };
         ColdChain: {
             required: boolean;
@@ -7173,7 +7183,7 @@ export interface operations {
                 created_to?: string;
                 /** @description `id` (oldest first) or `attention` (the pharmacist queue) */
                 order?: "id" | "attention";
-                /** @description Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name. One query per expansion for the page. */
+                /** @description Comma-separated: `prescription` adds each delivery's patient reference, items and deliver_by (needs `prescriptions:read`), `driver` its driver's name, `last_position` where the driver of a delivery in progress was last seen. One query per expansion for the page. */
                 expand?: string;
             };
             header?: never;

@@ -108,7 +108,10 @@ async function expandPage(db: ServiceDeps['db'], data: Delivery[], expand: reado
             eb(
               'p.at',
               '=',
-              eb.selectFrom('driver_positions as q').select((q) => q.fn.max('q.at').as('at')).whereRef('q.delivery_id', '=', 'p.delivery_id'),
+              eb
+                .selectFrom('driver_positions as q')
+                .select((q) => q.fn.max('q.at').as('at'))
+                .whereRef('q.delivery_id', '=', 'p.delivery_id'),
             ),
           )
           .execute()
@@ -117,8 +120,12 @@ async function expandPage(db: ServiceDeps['db'], data: Delivery[], expand: reado
       rows.map((r) => {
         const at = { lat: Number(r.lat), lng: Number(r.lng) }
         const door = fromJson<Record<string, unknown> | null>(r.delivery_address)
-        const distance = typeof door?.lat === 'number' && typeof door.lng === 'number' ? distanceM(at, { lat: door.lat, lng: door.lng }) : null
-        return [r.delivery_id, { ...at, accuracy_m: Number(r.accuracy_m), at: r.at, distance_m: distance === null ? null : Math.round(distance) }]
+        const distance =
+          typeof door?.lat === 'number' && typeof door.lng === 'number' ? distanceM(at, { lat: door.lat, lng: door.lng }) : null
+        return [
+          r.delivery_id,
+          { ...at, accuracy_m: Number(r.accuracy_m), at: r.at, distance_m: distance === null ? null : Math.round(distance) },
+        ]
       }),
     )
     for (const d of data) d.last_position = byDelivery.get(d.id) ?? null

@@ -30,7 +30,9 @@ beforeAll(async () => {
     delivery_address: { line1: '1 Patient Way', ...DOOR },
   })
   moving = rx.delivery_id
-  expect((await api.post(`/v1/deliveries/${moving}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })).status).toBe(200)
+  expect((await api.post(`/v1/deliveries/${moving}/dispatch`, admin, { fleet_id: fleet.fleetId, driver_id: fleet.driverId })).status).toBe(
+    200,
+  )
   const picked = await api.post(`/v1/deliveries/${moving}/pickup`, admin, {
     from: user.id,
     to: fleet.driverId,

@@ -41,10 +41,7 @@ const StoredPosition = z
 const PositionPage = z
   .object({
     data: z.array(StoredPosition),
-    next_cursor: z
-      .string()
-      .nullable()
-      .describe('Pass as `after` for the next page (as `before` with `order=desc`); null at the end'),
+    next_cursor: z.string().nullable().describe('Pass as `after` for the next page (as `before` with `order=desc`); null at the end'),
   })
   .openapi('PositionPage')
 
