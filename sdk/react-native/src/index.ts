@@ -16,6 +16,7 @@ export {
   type Sender,
   type SendOutcome,
   type UploadRef,
+  failReasons,
   uploadRef,
 } from './offline-queue.js'
 export { ProofOfDelivery } from './ProofOfDelivery.js'

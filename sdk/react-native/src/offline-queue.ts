@@ -14,8 +14,9 @@
 
 export type CustodyAction = 'pickup' | 'handoff' | 'deliver' | 'fail' | 'reattempt' | 'return'
 
-/** Why an attempt failed (`fail`'s `reason`). */
-export type FailReason = 'patient_unavailable' | 'address_problem' | 'refused' | 'unsafe' | 'other'
+/** Why an attempt failed: `fail`'s `reason` (its `note` says what happened, in the driver's words). */
+export const failReasons = ['patient_unavailable', 'address_problem', 'refused', 'unsafe', 'other'] as const
+export type FailReason = (typeof failReasons)[number]
 
 /** An image the app's own camera or signature pad produced: a file URI it keeps until sent, or the bytes in base64. */
 export type ImageSource =
