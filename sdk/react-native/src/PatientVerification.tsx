@@ -1,8 +1,9 @@
 import { useState } from 'react'
 import { Pressable, StyleSheet, Text, TextInput, View } from 'react-native'
 
-export type VerificationMethod = 'otp' | 'id_check' | 'signature'
-export type Verification = { method: VerificationMethod; evidence: string }
+import type { Verification, VerificationMethod } from './proof.js'
+
+export type { Verification, VerificationMethod }
 
 const methods: { method: VerificationMethod; label: string; hint: string }[] = [
   { method: 'otp', label: 'One-time code', hint: 'The code the patient received' },

@@ -1,8 +1,15 @@
 import { useState } from 'react'
 import { Pressable, StyleSheet, Switch, Text, TextInput, View } from 'react-native'
 import type { ImageSource } from './offline-queue.js'
-import type { Verification } from './PatientVerification.js'
-import { missingProofs, pinPattern, type DocumentType, type PodRequirements, type Proof, type ProofCapture } from './proof.js'
+import {
+  missingProofs,
+  pinPattern,
+  type DocumentType,
+  type Verification,
+  type PodRequirements,
+  type Proof,
+  type ProofCapture,
+} from './proof.js'
 
 const labels: Record<Proof, string> = {
   signature: 'Signature, with the signer’s name and relationship',

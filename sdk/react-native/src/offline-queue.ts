@@ -191,7 +191,8 @@ export class OfflineQueue {
       let outcome: SendOutcome
       const unresolved = head.action === 'upload' ? [] : [...refsIn(head.body)]
       if (unresolved.length > 0) {
-        // Its upload was refused for good (a resolved one would have been replaced by its id).
+        // Its upload was refused for good (a resolved one would have been replaced by its id): not
+        // sent, and told like a refusal, 424 Failed Dependency (RFC 4918 §11.4).
         outcome = {
           kind: 'rejected',
           status: 424,

@@ -1,6 +1,9 @@
 import type { components } from '@rxtrace/sdk/schema'
 import { uploadRef, type ImageSource, type OfflineQueue, type QueuedAction, type UploadRef } from './offline-queue.js'
-import type { Verification } from './PatientVerification.js'
+
+export type VerificationMethod = 'otp' | 'id_check' | 'signature'
+/** How the patient was verified at the door: `deliver`'s `verification`. */
+export type Verification = { method: VerificationMethod; evidence: string }
 
 /** The proofs a delivery needs: its `pod_requirements`, fixed by the dispatch (null when none). */
 export type PodRequirements = NonNullable<components['schemas']['Delivery']['pod_requirements']>

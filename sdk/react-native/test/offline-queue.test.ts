@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { OfflineQueue, type Connectivity, type QueuedAction, type QueueStorage, type SendOutcome } from '../src/offline-queue.js'
+import { OfflineQueue, type Connectivity, type QueuedItem, type QueueStorage, type SendOutcome } from '../src/offline-queue.js'
 import { signatureDataUrl } from '../src/signature.js'
 
 /** AsyncStorage in memory: what a restarted app finds is what the last one saved. */
@@ -31,11 +31,11 @@ function network(online: boolean): Connectivity & { set(online: boolean): void }
 }
 
 /** An API that records what it was sent; `answer` decides each outcome. */
-function api(answer: (a: QueuedAction, n: number) => SendOutcome = () => ({ kind: 'done' })) {
-  const sent: QueuedAction[] = []
+function api(answer: (a: QueuedItem, n: number) => SendOutcome = () => ({ kind: 'done' })) {
+  const sent: QueuedItem[] = []
   return {
     sent,
-    send: async (a: QueuedAction) => {
+    send: async (a: QueuedItem) => {
       sent.push(structuredClone(a))
       return answer(a, sent.length)
     },
