@@ -37,7 +37,8 @@ const fromBase64 = (base64: string): Uint8Array => {
 
 const readByFetch = async (uri: string): Promise<ImageBody> => {
   const response = await fetch(uri)
-  if (!response.ok) throw new Error(`could not read ${uri}: ${response.status}`)
+  // A local file read through fetch may answer status 0 on some platforms: only an HTTP status says it failed.
+  if (/^https?:/i.test(uri) && !response.ok) throw new Error(`could not read ${uri}: ${response.status}`)
   return response.blob()
 }
 
