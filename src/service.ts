@@ -49,7 +49,7 @@ import { atMost, Periodic } from './wiring/timers.js'
 import { escalateDueAlarms } from './alarms/escalation.js'
 import { driverAuthenticator } from './auth/driver-mqtt.js'
 import { positionsIngest } from './telemetry/positions-ingest.js'
-import { Expirer } from './store/expirer.js'
+import { Expirer } from './timeseries/expirer.js'
 
 export type ServiceOverrides = { clock?: Clock; logger?: Logger; store?: EntityStoreOptions; sink?: ReadingSink }
 

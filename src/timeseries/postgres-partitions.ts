@@ -15,7 +15,7 @@ import type { ExpiryRequest } from './sink.js'
 const NAME = /^readings_p(\d{4})(\d{2})$/
 
 /** The partition holding `ms`'s month, and its bounds. */
-export function monthOf(ms: number): { name: string; fromMs: number; toMs: number } {
+function monthOf(ms: number): { name: string; fromMs: number; toMs: number } {
   const d = new Date(ms)
   const y = d.getUTCFullYear()
   const m = d.getUTCMonth()

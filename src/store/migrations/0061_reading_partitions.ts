@@ -1,5 +1,4 @@
 import { sql, type Kysely } from 'kysely'
-import { monthOf } from '../../timeseries/postgres-partitions.js'
 import type { Dialect } from '../dialect.js'
 
 // Months made for existing readings reach back at most this far (10 years: past the 6-year records
@@ -75,4 +74,15 @@ export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   `,
     )
     .execute(db)
+}
+
+/**
+ * The UTC month holding `ms`, named as the sink names its partitions
+ * (timeseries/postgres-partitions.ts). Kept here, not imported: a migration stays as it shipped.
+ */
+function monthOf(ms: number): { name: string; fromMs: number; toMs: number } {
+  const d = new Date(ms)
+  const y = d.getUTCFullYear()
+  const m = d.getUTCMonth()
+  return { name: `readings_p${y}${String(m + 1).padStart(2, '0')}`, fromMs: Date.UTC(y, m, 1), toMs: Date.UTC(y, m + 1, 1) }
 }

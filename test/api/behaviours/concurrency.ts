@@ -52,7 +52,7 @@ export function describeConcurrency(store: StoreUnderTest) {
         Array.from({ length: 50 }, (_, i) =>
           i % 2
             ? act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: String(i) } })
-            : act(rx.delivery_id, 'fail', { reason: `attempt ${i}` }),
+            : act(rx.delivery_id, 'fail', { reason: 'patient_unavailable', note: `attempt ${i}` }),
         ),
       )
       expect(count(answers, 200)).toBe(1)

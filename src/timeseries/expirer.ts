@@ -2,10 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'kysely'
 import type { Logger } from 'pino'
 import { iso, type Clock } from '../clock.js'
-import type { Dialect } from './dialect.js'
-import { expireRecords } from './record-expiry.js'
-import type { Db } from './schema.js'
-import type { ReadingSink } from '../timeseries/sink.js'
+import type { Dialect } from '../store/dialect.js'
+import { expireRecords } from '../store/record-expiry.js'
+import type { Db } from '../store/schema.js'
+import type { ReadingSink } from './sink.js'
 
 const DAY_MS = 86_400_000
 
