@@ -33,8 +33,9 @@ describe('distance (haversine)', () => {
     )
   })
 
-  it('obeys the triangle inequality', () => {
-    fc.assert(fc.property(point, point, point, (a, b, c) => distanceM(a, c) <= distanceM(a, b) + distanceM(b, c) + 1e-6))
+  it('obeys the triangle inequality, to within a metre', () => {
+    // Near antipodal points asin(√h) with h ≈ 1 keeps about √ε of precision: ~0.1 m on the Earth's radius.
+    fc.assert(fc.property(point, point, point, (a, b, c) => distanceM(a, c) <= distanceM(a, b) + distanceM(b, c) + 1))
   })
 })
 
