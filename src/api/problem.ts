@@ -1,8 +1,10 @@
+import type { IncomingMessage } from 'node:http'
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import { AppError } from '../errors.js'
 import { isDiskFull, isStoreUnavailable } from '../store/errors.js'
 import type { AppEnv } from './env.js'
+import { lingerOnClose } from './lingering-close.js'
 
 const titles: Record<number, string> = {
   400: 'Bad Request',
@@ -32,6 +34,7 @@ export function problemResponse(c: Context<AppEnv>, error: AppError): Response {
   }
   const headers = new Headers(error.headers)
   headers.set('content-type', 'application/problem+json')
+  if (headers.get('connection') === 'close') lingerOnClose((c.env as { incoming?: IncomingMessage } | undefined)?.incoming)
   return new Response(JSON.stringify(body), { status: error.status, headers: mergeHeaders(c, headers) })
 }
 
