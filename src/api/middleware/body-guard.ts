@@ -61,8 +61,7 @@ export function bodySizeLimit(others: readonly OtherBody[] = []): MiddlewareHand
       c.set('streamedBody', true)
       return next()
     }
-    const incoming = nodeRequestOf(c)
-    const bytes = incoming ? await readLimited(incoming, limit) : await readWhatwgBody(c.req.raw, limit)
+    const bytes = await readBodyWithin(c, limit, () => tooLarge(limit))
     if (bytes !== null) cacheBody(c, bytes)
     await next()
   }
@@ -121,25 +120,56 @@ function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
   return env?.incoming
 }
 
-/** Reads the whole body, refusing it as soon as it passes the limit (for bodies sent without a length). */
-function readLimited(incoming: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The whole body, counted as it arrives and refused (`refuse()`) as soon as it passes `limit`,
+ * whatever Content-Length said; null when an in-process request has none. From node's request
+ * behind @hono/node-server, else from the WHATWG body (a Request handed to `app.fetch`).
+ */
+export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: () => AppError): Promise<Buffer | null> {
+  const incoming = nodeRequestOf(c)
+  if (incoming) return readLimited(incoming, Number(c.req.header('content-length')), limit, refuse)
+  const reader = c.req.raw.body?.getReader()
+  if (!reader) return null
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.length
+    if (size > limit) {
+      await reader.cancel()
+      throw refuse()
+    }
+    chunks.push(value)
+  }
+  return Buffer.concat(chunks, size)
+}
+
+function readLimited(incoming: IncomingMessage, declared: number, limit: number, refuse: () => AppError): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // The client may have gone while earlier middleware awaited: node emits no more events then.
     if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
+    if (incoming.readableEnded) return resolve(Buffer.alloc(0))
+    // A declared length (node stops a body at it) is filled in place: no list of chunks, no copy.
+    // Its own memory, not a slice of node's shared pool: whoever takes `.buffer` sees only the body.
+    let buffer = Number.isSafeInteger(declared) && declared > 0 && declared <= limit ? Buffer.allocUnsafeSlow(declared) : null
     const chunks: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
+      if (size + chunk.length > limit || (buffer && size + chunk.length > buffer.length)) {
         cleanup()
-        reject(tooLarge(limit))
+        buffer = null
+        reject(refuse())
         return
       }
-      chunks.push(chunk)
+      if (buffer) chunk.copy(buffer, size)
+      else chunks.push(chunk)
+      size += chunk.length
     }
     const onEnd = () => {
       cleanup()
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+      if (buffer) resolve(buffer.subarray(0, size))
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
     }
     // 'error' (ECONNRESET: aborted) or 'close' before 'end': the client went away mid-body.
     const onGone = () => {
@@ -157,13 +187,6 @@ function readLimited(incoming: IncomingMessage, limit: number): Promise<Buffer> 
     incoming.on('error', onGone)
     incoming.on('close', onGone)
   })
-}
-
-async function readWhatwgBody(request: Request, limit: number): Promise<Buffer | null> {
-  if (request.body === null) return null
-  const bytes = Buffer.from(await request.arrayBuffer())
-  if (bytes.length > limit) throw tooLarge(limit)
-  return bytes
 }
 
 const bodies = new WeakMap<Context<AppEnv>, Buffer>()

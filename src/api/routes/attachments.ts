@@ -1,10 +1,8 @@
-import type { IncomingMessage } from 'node:http'
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { Context } from 'hono'
 import { AppError } from '../../errors.js'
 import { ATTACHMENT_MAX_BYTES, type AttachmentService } from '../../services/attachments.js'
 import type { AppEnv } from '../env.js'
-import type { OtherBody } from '../middleware/body-guard.js'
+import { readBodyWithin, type OtherBody } from '../middleware/body-guard.js'
 import { json, problem, v1Route, z } from '../openapi.js'
 
 /** The body-guard leaves this body unread: the route reads it itself, at most 5 MiB, when its turn comes. */
@@ -88,7 +86,7 @@ export function attachmentRoutes(attachments: AttachmentService) {
           c.req.header('content-type') ?? '',
           (limit) => {
             read = true
-            return readBody(c, limit)
+            return readBodyWithin(c, limit, tooLarge).then((bytes) => bytes ?? Buffer.alloc(0))
           },
         )
         return c.json(attachment, created ? 201 : 200)
@@ -143,70 +141,3 @@ const tooLarge = () =>
     { limit_bytes: ATTACHMENT_MAX_BYTES },
     closeAfterReply,
   )
-const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
-
-/**
- * The body, counted as it arrives and cut off past `limit` whatever Content-Length said (a declared
- * length over it was refused before anything was read, by the body-guard). From node's request
- * behind @hono/node-server, else from the WHATWG body (in-process `app.request`).
- */
-async function readBody(c: Context<AppEnv>, limit: number): Promise<Buffer> {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming
-  if (incoming) return readIncoming(incoming, limit)
-  const reader = c.req.raw.body?.getReader()
-  if (!reader) return Buffer.alloc(0)
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.length
-    if (size > limit) {
-      await reader.cancel()
-      throw tooLarge()
-    }
-    chunks.push(value)
-  }
-  return Buffer.concat(chunks, size)
-}
-
-function readIncoming(incoming: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
-    if (incoming.readableEnded) return resolve(Buffer.alloc(0))
-    const declared = Number(incoming.headers['content-length'])
-    // A declared length (≤ limit, node stops a body at it) is filled in place: no list of chunks, no copy.
-    let buffer = Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? Buffer.allocUnsafe(declared) : null
-    const chunks: Buffer[] = []
-    let size = 0
-    const onData = (chunk: Buffer) => {
-      if (size + chunk.length > limit || (buffer && size + chunk.length > buffer.length)) {
-        cleanup()
-        buffer = null
-        reject(tooLarge())
-        return
-      }
-      if (buffer) chunk.copy(buffer, size)
-      else chunks.push(chunk)
-      size += chunk.length
-    }
-    const onEnd = () => {
-      cleanup()
-      resolve(buffer ? buffer.subarray(0, size) : Buffer.concat(chunks, size))
-    }
-    const onGone = () => {
-      cleanup()
-      reject(clientGone())
-    }
-    const cleanup = () => {
-      incoming.off('data', onData)
-      incoming.off('end', onEnd)
-      incoming.off('error', onGone)
-      incoming.off('close', onGone)
-    }
-    incoming.on('data', onData)
-    incoming.on('end', onEnd)
-    incoming.on('error', onGone)
-    incoming.on('close', onGone)
-  })
-}
