@@ -13,7 +13,7 @@ export const ATTACHMENT_MAX_BYTES = 5 * 1024 * 1024
 const ATTACHMENT_TYPES: readonly ImageType[] = ['image/jpeg', 'image/png']
 /** Images one delivery takes: a photo and a signature per attempt, with room for retakes. */
 const MAX_ATTACHMENTS_PER_DELIVERY = 20
-// Uploads whose bodies this process reads at once; the others wait with their bodies unread in the
+// Uploads this process reads and stores at once; the others wait with their bodies unread in the
 // socket (TCP flow control holds them), so 20 concurrent 5 MiB uploads cost ~2 × 5 MiB, not 100 MiB.
 const UPLOADS_AT_ONCE = 2
 // Rows the bytes are stored in: no statement carries a whole image (PostgreSQL's driver sends a
@@ -46,16 +46,25 @@ export class AttachmentService {
   ): Promise<{ attachment: Attachment; created: boolean }> {
     const claimed = declaredType(declared)
     await this.uploadable(principal, deliveryId)
-    const image = await this.gate.run(async () => {
-      const bytes = await read(ATTACHMENT_MAX_BYTES)
-      try {
-        return stripImageMetadata(bytes)
-      } catch (error) {
-        if (!(error instanceof ImageRefused)) throw error
-        if (bytes.length === 0) throw new AppError('image_refused', 'The body is empty: send the image’s bytes.')
-        throw new AppError('unsupported_media_type', `The body ${error.message}.`)
-      }
-    })
+    // The image is held from its read until it is stored: the whole of that runs inside the gate.
+    return this.gate.run(() => this.readAndStore(principal, deliveryId, claimed, read))
+  }
+
+  private async readAndStore(
+    principal: Principal,
+    deliveryId: string,
+    claimed: ImageType,
+    read: BodyReader,
+  ): Promise<{ attachment: Attachment; created: boolean }> {
+    const bytes = await read(ATTACHMENT_MAX_BYTES)
+    let image: ReturnType<typeof stripImageMetadata>
+    try {
+      image = stripImageMetadata(bytes)
+    } catch (error) {
+      if (!(error instanceof ImageRefused)) throw error
+      if (bytes.length === 0) throw new AppError('image_refused', 'The body is empty: send the image’s bytes.')
+      throw new AppError('unsupported_media_type', `The body ${error.message}.`)
+    }
     if (image.type !== claimed)
       throw new AppError(
         'content_type_mismatch',
