@@ -16,6 +16,11 @@ const world = await startConsoleWorld()
 const browser = await launchChromium()
 try {
   const scene = await seedQueue(world)
+  // The driver's newest position (posted a minute ago), shown beside each delivery they carry.
+  const posted = await world.api.post(`/v1/drivers/${world.fleet.driverId}/locations`, world.admin, {
+    positions: [{ lat: 41.889, lng: -87.6298, accuracy_m: 8, at: new Date(Date.now() - 60_000).toISOString() }],
+  })
+  if (posted.status !== 200) throw new Error(`positions: ${posted.status} ${posted.text}`)
   // The fleet's embedded dashboard, in its own zone, before any decision is taken.
   await world.api.request('PATCH', `/v1/fleets/${world.fleet.fleetId}`, { token: world.admin, body: { timezone: 'America/Chicago' } })
   const embed = await world.api.post(`/v1/fleets/${world.fleet.fleetId}/embed-sessions`, world.admin, { ttl_s: 600 })

@@ -26,6 +26,7 @@ const opt = parseBenchArgs(
     scale: { type: 'string', default: '1' },
     'data-dir': { type: 'string', default: '' },
     'skip-build': { type: 'boolean', default: false },
+    'build-only': { type: 'boolean', default: false },
     'reading-every-s': { type: 'string', default: '30' },
     'live-totes': { type: 'string', default: '500' },
     rate: { type: 'string', default: '2000' },
@@ -38,6 +39,7 @@ const opt = parseBenchArgs(
     scale: '1 = 2,000 pharmacies and 1,000,000 ended deliveries in the year; 0.01 for a quick check',
     'data-dir': 'where the history is built, or was (kept afterwards); default a temporary directory',
     'skip-build': 'measure --data-dir as it is',
+    'build-only': 'build (or finish building) --data-dir and stop: measure it later with --skip-build, on a quiet machine',
     'reading-every-s': 'seconds between readings of a cold-chain delivery in the history',
     'live-totes': 'totes connected for the single-reading phase',
     rate: 'single readings per second over the live totes',
@@ -53,8 +55,8 @@ if (!(scale > 0 && scale <= 1)) {
   process.stderr.write('bench:history: --scale must be in (0, 1]\n')
   process.exit(2)
 }
-if (opt['skip-build'] && !opt['data-dir']) {
-  process.stderr.write('bench:history: --skip-build needs --data-dir\n')
+if ((opt['skip-build'] || opt['build-only']) && !opt['data-dir']) {
+  process.stderr.write('bench:history: --skip-build and --build-only need --data-dir\n')
   process.exit(2)
 }
 
@@ -78,6 +80,11 @@ async function main() {
       : await buildHistory({ dataDir: historyDir, scale, ...common, log: (l) => log(`history ${l}`) })
     if (!history) throw new Error(`${historyDir} holds no history.json: build it first (without --skip-build)`)
     const buildS = round((Date.now() - t0) / 1_000, 0)
+    if (opt['build-only']) {
+      log(`built ${historyDir} in ${buildS} s`)
+      process.stdout.write(`${JSON.stringify({ built: historyDir, build_s: buildS, scale: history.scale }, null, 2)}\n`)
+      return
+    }
     const empty = await buildHistory({
       dataDir: emptyDir,
       scale: history.scale,
