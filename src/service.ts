@@ -59,12 +59,6 @@ const REVOCATION_REFRESH_MS = 30_000
 const MONITOR_TICK_MS = 1_000
 // How often unacknowledged alarms are checked against their escalation time: a second late at most, one indexed query.
 const ALARM_ESCALATION_CHECK_MS = 1_000
-// Positions past their retention are deleted this often, POSITION_PURGE_BATCH at a time (docs/fleet.md).
-const POSITION_PURGE_MS = 60_000
-// Small enough that one delete holds the store for a few milliseconds; a backlog drains over several ticks.
-const POSITION_PURGE_BATCH = 1_000
-// 100 batches a minute: 144 million positions a day, far above what 1,000 drivers post every 5 s (17 million).
-const POSITION_PURGE_BATCHES_PER_TICK = 100
 // Deliveries dispatched elsewhere (or before a restart) are picked up within this long.
 const OPEN_DELIVERIES_REFRESH_MS = 5_000
 // On stop, requests already running get this long to finish before their connections are cut:
@@ -150,24 +144,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     leases,
   })
   const committer = new GroupCommitter(sink, ingestGatherMs(config))
-  const expirer = new Expirer({
-    db,
-    dialect,
-    sink,
-    clock,
-    logger,
-    policy: {
-      recordsDays: config.RETENTION_RECORDS_DAYS,
-      unboundDays: config.RETENTION_UNBOUND_DAYS,
-      attemptsDays: config.RETENTION_ATTEMPTS_DAYS,
-      batch: config.RETENTION_BATCH,
-      pauseMs: config.RETENTION_PAUSE_MS,
-    },
-    metrics: {
-      removed: (table, n) => metrics.expiredRows.inc({ table }, n),
-      passDone: (atMs, seconds) => metrics.expiryPassDone(atMs, seconds),
-    },
-  })
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })
   const follower = new BindingFollower({ db, bindings, committer, monitor, sink, logger })
   // MQTT_URL: an external broker authenticates totes; their accounts reach it through this outbox.
@@ -206,6 +182,28 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       shared?.announceBinding(toteId, deliveryId)
       void follower.follow(toteId, deliveryId)
     },
+  })
+  const expirer = new Expirer({
+    db,
+    dialect,
+    sink,
+    clock,
+    logger,
+    policy: {
+      recordsDays: config.RETENTION_RECORDS_DAYS,
+      unboundDays: config.RETENTION_UNBOUND_DAYS,
+      attemptsDays: config.RETENTION_ATTEMPTS_DAYS,
+      batch: config.RETENTION_BATCH,
+      pauseMs: config.RETENTION_PAUSE_MS,
+    },
+    metrics: {
+      removed: (table, n) => metrics.expiredRows.inc({ table }, n),
+      passDone: (atMs, seconds) => metrics.expiryPassDone(atMs, seconds),
+    },
+    // Positions of deliveries ended more than POSITION_RETENTION_DAYS ago (docs/fleet.md).
+    trims: [
+      { name: 'driver_positions', trim: (limit) => services.positions.purgeEnded(config.POSITION_RETENTION_DAYS * 86_400_000, limit) },
+    ],
   })
   let mqttEndpoints: MqttEndpoints | null = null
   const app = createHttpApp({
@@ -318,19 +316,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       })
       dispatcher.start()
       periodic.every(REVOCATION_REFRESH_MS, () => tokens.refreshRevocations(), 'revocation refresh')
-      periodic.every(
-        POSITION_PURGE_MS,
-        async () => {
-          // Batch after batch until the backlog is gone (or this tick's share of it): each delete is short.
-          for (let i = 0; i < POSITION_PURGE_BATCHES_PER_TICK; i++)
-            if (
-              (await services.positions.purgeEnded(config.POSITION_RETENTION_DAYS * 86_400_000, POSITION_PURGE_BATCH)) <
-              POSITION_PURGE_BATCH
-            )
-              break
-        },
-        'position retention',
-      )
       // Readings, idempotency keys, attempts, sessions past their retention (docs/operations.md, Retention).
       if (config.RETENTION_INTERVAL_S > 0) expirer.start(config.RETENTION_INTERVAL_S * 1_000)
       periodic.every(MONITOR_TICK_MS, () => monitor.tick(), 'cold-chain tick')

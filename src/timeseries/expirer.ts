@@ -29,10 +29,14 @@ export type RetentionMetrics = {
 
 export type PassResult = { removed: number; batches: number; complete: boolean }
 
+/** Another kind of row the expirer trims, after the records: removes at most `limit` rows, answers how many went. */
+export type Trim = { name: string; trim: (limit: number) => Promise<number> }
+
 /**
  * Background expiry (docs/operations.md, Retention): the service's one expirer. A pass first trims
  * the tables that are not records (store/record-expiry.ts: idempotency keys, webhook attempts,
- * sessions, refresh tokens, …, one batch each), then removes, batch by batch,
+ * sessions, refresh tokens, …, one batch each), then the `trims` (drivers' positions) batch by
+ * batch, then removes, batch by batch,
  * the readings bound to no delivery older than RETENTION_UNBOUND_DAYS and the readings of
  * deliveries whose record ended more than RETENTION_RECORDS_DAYS ago; the readings of open
  * deliveries, and of deliveries ended inside their retention, stay whatever their age.
@@ -61,6 +65,8 @@ export class Expirer {
       logger: Logger
       policy: RetentionPolicy
       metrics?: RetentionMetrics
+      /** Trimmed batch by batch in every pass, before the readings (drivers' positions). */
+      trims?: readonly Trim[]
     },
   ) {}
 
@@ -128,6 +134,17 @@ export class Expirer {
     const records = await expireRecords(db, started, policy.attemptsDays, policy.batch)
     for (const [table, n] of Object.entries(records)) metrics?.removed(table, n)
     if (Object.values(records).some((n) => n > 0)) logger.info({ removed: records }, 'expired records past their retention')
+    for (const { name, trim } of this.deps.trims ?? []) {
+      let trimmed = 0
+      for (;;) {
+        const n = await trim(policy.batch)
+        trimmed += n
+        metrics?.removed(name, n)
+        if (n < policy.batch || this.stopping) break
+        if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
+      }
+      if (trimmed > 0) logger.info({ removed: { [name]: trimmed } }, 'expired rows past their retention')
+    }
     let removed = 0
     let batches = 0
     while (sink.expire) {
