@@ -24,12 +24,15 @@ const OPEN_FOR_IMAGES = ['DISPATCHED', 'PICKED_UP', 'FAILED']
 
 export type Attachment = { id: string; sha256: string; content_type: ImageType; size: number; created_at: string }
 
-/** Reads the request's body, refusing it (413) as soon as it passes `limit` bytes. */
-export type BodyReader = (limit: number) => Promise<Buffer>
+/** Reads the request's body into `into` (a view of it is the answer), refusing it (413) as soon as it passes `limit` bytes. */
+export type BodyReader = (limit: number, into: Buffer) => Promise<Buffer>
 
 /** Photos and signature images of a delivery, stored content-addressed in the entity store. */
 export class AttachmentService {
   private readonly gate = new Gate(UPLOADS_AT_ONCE)
+  // One body buffer per slot of the gate, made once and reused: a new 5 MiB buffer per upload is
+  // garbage V8 lets pile up (~64 MB of it) before it collects.
+  private readonly buffers: Buffer[] = []
 
   constructor(private readonly deps: ServiceDeps) {}
 
@@ -56,7 +59,21 @@ export class AttachmentService {
     claimed: ImageType,
     read: BodyReader,
   ): Promise<{ attachment: Attachment; created: boolean }> {
-    const bytes = await read(ATTACHMENT_MAX_BYTES)
+    const buffer = this.buffers.pop() ?? Buffer.allocUnsafeSlow(ATTACHMENT_MAX_BYTES)
+    try {
+      return await this.storeFrom(principal, deliveryId, claimed, await read(ATTACHMENT_MAX_BYTES, buffer))
+    } finally {
+      // Nothing holds a view of it now: the image was stored (copied) or refused.
+      this.buffers.push(buffer)
+    }
+  }
+
+  private async storeFrom(
+    principal: Principal,
+    deliveryId: string,
+    claimed: ImageType,
+    bytes: Buffer,
+  ): Promise<{ attachment: Attachment; created: boolean }> {
     let image: ReturnType<typeof stripImageMetadata>
     try {
       image = stripImageMetadata(bytes)
@@ -191,7 +208,9 @@ async function storeBlob(trx: Executor, sha256: string, type: ImageType, size: n
     .executeTakeFirst()
   if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 0) return
   let seq = 0
-  let chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, size))
+  // One buffer for every chunk: each insert has bound (copied) its bytes once it is awaited.
+  const buffer = Buffer.allocUnsafeSlow(Math.min(CHUNK_BYTES, size))
+  let chunk = buffer
   let filled = 0
   let left = size
   for (const part of parts) {
@@ -204,7 +223,7 @@ async function storeBlob(trx: Executor, sha256: string, type: ImageType, size: n
       if (filled === chunk.length) {
         await trx.insertInto('attachment_chunks').values({ sha256, seq: seq++, bytes: chunk }).execute()
         left -= filled
-        chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, left))
+        chunk = buffer.subarray(0, Math.min(CHUNK_BYTES, left))
         filled = 0
       }
     }

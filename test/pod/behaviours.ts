@@ -227,6 +227,25 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
       expect(atLimit.status).toBe(201)
     })
 
+    it('stores each of several concurrent uploads with its own bytes (the service reuses its read buffers)', async () => {
+      const rx = await pickedUp()
+      const fills = [0x31, 0x42, 0x53, 0x64, 0x75, 0x86]
+      // ~600 KiB each: more than one stored chunk, and more than the two the service reads at once.
+      const images = fills.map((fill) =>
+        Buffer.concat([jpegWithGps().subarray(0, -2), Buffer.alloc(600 * 1024, fill), Buffer.from([0xff, 0xd9])]),
+      )
+      const answers = await Promise.all(images.map((image) => upload(rx.delivery_id, image, 'image/jpeg')))
+      for (const [i, answer] of answers.entries()) {
+        expect(answer.status).toBe(201)
+        const got = await download(rx.delivery_id, answer.body.id, driver)
+        expect(got.bytes.length).toBe(answer.body.size)
+        expect(createHash('sha256').update(got.bytes).digest('hex')).toBe(answer.body.sha256)
+        // Its own scan bytes, whole, and none of another image's.
+        expect(got.bytes.includes(Buffer.alloc(600 * 1024, fills[i]!))).toBe(true)
+        for (const other of fills.filter((f) => f !== fills[i])) expect(got.bytes.includes(Buffer.alloc(64, other))).toBe(false)
+      }
+    })
+
     it('walls: the driver and fleet upload, the pharmacy reads; another tenant sees nothing, another fleet cannot upload', async () => {
       const rx = await pickedUp()
       const mine = await upload(rx.delivery_id, pngWithGps(true), 'image/png')

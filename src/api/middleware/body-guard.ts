@@ -123,11 +123,12 @@ function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
 /**
  * The whole body, counted as it arrives and refused (`refuse()`) as soon as it passes `limit`,
  * whatever Content-Length said; null when an in-process request has none. From node's request
- * behind @hono/node-server, else from the WHATWG body (a Request handed to `app.fetch`).
+ * behind @hono/node-server, else from the WHATWG body (a Request handed to `app.fetch`). With
+ * `into` (at least `limit` bytes), node's request is read into it and the answer is a view of it.
  */
-export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: () => AppError): Promise<Buffer | null> {
+export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: () => AppError, into?: Buffer): Promise<Buffer | null> {
   const incoming = nodeRequestOf(c)
-  if (incoming) return readLimited(incoming, Number(c.req.header('content-length')), limit, refuse)
+  if (incoming) return readLimited(incoming, Number(c.req.header('content-length')), limit, refuse, into)
   const reader = c.req.raw.body?.getReader()
   if (!reader) return null
   const chunks: Uint8Array[] = []
@@ -145,14 +146,16 @@ export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: 
   return Buffer.concat(chunks, size)
 }
 
-function readLimited(incoming: IncomingMessage, declared: number, limit: number, refuse: () => AppError): Promise<Buffer> {
+function readLimited(incoming: IncomingMessage, declared: number, limit: number, refuse: () => AppError, into?: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // The client may have gone while earlier middleware awaited: node emits no more events then.
     if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
     if (incoming.readableEnded) return resolve(Buffer.alloc(0))
     // A declared length (node stops a body at it) is filled in place: no list of chunks, no copy.
     // Its own memory, not a slice of node's shared pool: whoever takes `.buffer` sees only the body.
-    let buffer = Number.isSafeInteger(declared) && declared > 0 && declared <= limit ? Buffer.allocUnsafeSlow(declared) : null
+    let buffer =
+      into?.subarray(0, limit) ??
+      (Number.isSafeInteger(declared) && declared > 0 && declared <= limit ? Buffer.allocUnsafeSlow(declared) : null)
     const chunks: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer) => {

@@ -84,9 +84,9 @@ export function attachmentRoutes(attachments: AttachmentService) {
           c.get('principal'),
           c.req.valid('param').id,
           c.req.header('content-type') ?? '',
-          (limit) => {
+          (limit, into) => {
             read = true
-            return readBodyWithin(c, limit, tooLarge).then((bytes) => bytes ?? Buffer.alloc(0))
+            return readBodyWithin(c, limit, tooLarge, into).then((bytes) => bytes ?? Buffer.alloc(0))
           },
         )
         return c.json(attachment, created ? 201 : 200)
