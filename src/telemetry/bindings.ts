@@ -27,6 +27,10 @@ const CACHE_TTL_MS = 2_000
 // of one read per tote per TTL (1,000 publishing totes were 500 queries/s). Entries unused for a
 // TTL are dropped instead: a silent tote costs nothing.
 const REFRESH_WITH_MS = CACHE_TTL_MS / 2
+// That sweep walks the whole cache, so it runs at most this often: a read per socket read, each
+// walking 20,000 entries, was quadratic (20,000 totes connecting at once stalled ingest for 16 s).
+// Freshness does not depend on it: `cached()` checks every entry's age.
+const SWEEP_EVERY_MS = REFRESH_WITH_MS / 2
 /** Tote ids per `IN (…)` list: well below SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 const TOTES_PER_QUERY = 500
 
@@ -41,6 +45,7 @@ export class ToteBindings {
   /** The read in flight, if any (read()). */
   private reading: Promise<void> | null = null
   private generation = 0
+  private sweptAt = -Infinity
 
   constructor(
     private readonly db: Db,
@@ -93,10 +98,13 @@ export class ToteBindings {
     this.wanted = new Map()
     const now = this.clock.now()
     const ids = [...wanted.keys()]
-    for (const [toteId, entry] of this.cache) {
-      if (wanted.has(toteId) || now - entry.loadedAt < REFRESH_WITH_MS) continue
-      if (now - entry.usedAt < CACHE_TTL_MS) ids.push(toteId)
-      else if (now - entry.loadedAt >= CACHE_TTL_MS) this.cache.delete(toteId)
+    if (now - this.sweptAt >= SWEEP_EVERY_MS) {
+      this.sweptAt = now
+      for (const [toteId, entry] of this.cache) {
+        if (wanted.has(toteId) || now - entry.loadedAt < REFRESH_WITH_MS) continue
+        if (now - entry.usedAt < CACHE_TTL_MS) ids.push(toteId)
+        else if (now - entry.loadedAt >= CACHE_TTL_MS) this.cache.delete(toteId)
+      }
     }
     const generation = this.generation
     try {
