@@ -69,7 +69,12 @@ export function readManifest(dataDir: string): HistoryManifest | null {
 }
 const saveManifest = (dataDir: string, m: HistoryManifest) => writeFileSync(manifestPath(dataDir), JSON.stringify(m, null, 1))
 
-const BUILD_ENV = { ...TEST_ENV, ADMIN_CLIENT_ID: BENCH_ADMIN.id, ADMIN_CLIENT_SECRET: BENCH_ADMIN.secret }
+const BUILD_ENV = {
+  ...TEST_ENV,
+  ...(process.env.BENCH_LOG_LEVEL ? { LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {}),
+  ADMIN_CLIENT_ID: BENCH_ADMIN.id,
+  ADMIN_CLIENT_SECRET: BENCH_ADMIN.secret,
+}
 const ADDRESS = { line1: '1 Main St', city: 'Springfield', region: 'IL', postal_code: '62701', country: 'US' }
 
 type Lifecycle = { name: string; weight: number; coldChain: boolean; steps: ('pickup' | 'deliver' | 'fail' | 'return')[] }
@@ -130,9 +135,14 @@ export async function buildHistory({
       // Template rows are read back from the store, so they are made (again) on every resumed run.
       const raw = sqlite()
       clock.set(nowMs - 400 * DAY_MS) // before the year, so the templates' own rows stay out of it
+      // A tote of their own, new on every run: a resumed build's history already binds the others
+      // later than the templates' time, and a tote is not dispatched before its later trips.
+      const token = await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+      const tote = await api.post<{ id: string }>('/v1/totes', token, { serial: `template-${Date.now()}`, fleet_id: m.fleets[0]!.id })
+      if (tote.status !== 201) throw new Error(`template tote: ${tote.status} ${tote.text}`)
       for (const lifecycle of LIFECYCLES) {
         const marks = rowidMarks(raw)
-        const t = await runLifecycle(api, m, lifecycle, clock)
+        const t = await runLifecycle(api, m, lifecycle, clock, tote.body.id)
         await service.audit.flush()
         templates.push({ ...t, name: lifecycle.name, rows: rowsSince(raw, marks) })
         log(
@@ -209,11 +219,12 @@ async function runLifecycle(
   m: HistoryManifest,
   lifecycle: Lifecycle,
   clock: ReturnType<typeof testClock>,
+  templateToteId: string,
 ): Promise<Omit<Template, 'name' | 'rows'>> {
   const startMs = clock.now()
   const pharmacyId = m.pharmacies[0]!
   const { id: fleetId, driverIds } = m.fleets[0]!
-  const toteId = lifecycle.coldChain ? m.totes[0]![0]! : null
+  const toteId = lifecycle.coldChain ? templateToteId : null
   // A token per call: the lifecycle spans hours of the clock, longer than a token lives.
   const call = async (path: string, body: unknown, headers?: Record<string, string>) => {
     const res = await api.post(path, await api.tokenFor(BENCH_ADMIN.id, BENCH_ADMIN.secret), body, headers)
@@ -231,7 +242,10 @@ async function runLifecycle(
       delivery_address: ADDRESS,
       items: [{ description: 'Insulin glargine 100 units/mL, 3 mL pen', ndc: '0088-2220-33', quantity: 5 }],
     },
-    { 'idempotency-key': `ik_${'0'.repeat(10)}${String(startMs).padStart(16, '0')}`.slice(0, 29) },
+    // Unique to this run (wall time, and the lifecycle): a resumed build makes its templates again.
+    {
+      'idempotency-key': `ik_${'0'.repeat(10)}${String(Date.now() * 10 + LIFECYCLES.indexOf(lifecycle)).padStart(16, '0')}`.slice(0, 29),
+    },
   )
   const id = rx.delivery_id
   clock.advance(60_000)
