@@ -244,7 +244,8 @@ export async function positionsSection(o: PositionsOptions) {
         cpu_us_per_message: cpu === null || !messages ? null : round((cpu * 1e6) / messages, 1),
       },
       targets: {
-        position_puback_p99_under_50ms: (pubacks.p99_ms ?? Infinity) < TARGET.pubackP99Ms && positionErrors === 0 && sent === positionAcks.length,
+        position_puback_p99_under_50ms:
+          (pubacks.p99_ms ?? Infinity) < TARGET.pubackP99Ms && positionErrors === 0 && sent === positionAcks.length,
         eta_changed_p99_under_1s: (etaChanged.p99_ms ?? Infinity) < TARGET.etaChangedP99Ms,
       },
     }
