@@ -150,6 +150,9 @@ export function createPostgresSink({
     async count() {
       return (await watch.query<{ n: number }>(pool, { text: 'select count(*) as n from readings' })).rows[0]!.n
     },
+    async ping() {
+      await watch.query(pool, { text: 'select 1' })
+    },
     async close() {
       if (writing > 0) await new Promise<void>((resolve) => (drained = resolve))
       await pool.end()

@@ -189,6 +189,7 @@ export async function createQuestdbSink({
     bucketed: async (deliveryId, fromMs, toMs, stepMs) => (await caughtUp(), reads.bucketed(deliveryId, fromMs, toMs, stepMs)),
     readingsForTote: async (toteId, fromMs, toMs) => (await caughtUp(), reads.readingsForTote(toteId, fromMs, toMs)),
     count: async () => (await caughtUp(), reads.count()),
+    ping: () => reads.ping(),
     expire: async (request) => (await caughtUp(), expireDays(exec, table, request)),
     async close() {
       while (inFlight.size > 0) await Promise.all(inFlight)
@@ -258,6 +259,9 @@ function createReads(exec: Exec, table: string): Reads {
     async count() {
       const { dataset } = await exec(`SELECT count() FROM ${table}`)
       return Number(dataset[0]?.[0] ?? 0)
+    },
+    async ping() {
+      await exec('SELECT 1')
     },
   }
 }

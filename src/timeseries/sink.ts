@@ -88,8 +88,10 @@ export interface ReadingSink {
   bucketed(deliveryId: string, fromMs: number, toMs: number, stepMs: number): Promise<TemperatureBucket[]>
   /** A tote's readings in ts order, bound or not; rebuilds rule state after a restart. */
   readingsForTote(toteId: string, fromMs: number, toMs: number): Promise<ReadingRow[]>
-  /** Rows stored. */
+  /** Rows stored: reads every partition, so a test's or a benchmark's question, never a probe's. */
   count(): Promise<number>
+  /** Answers when the store can be read (`/readyz`): one trivial statement, whatever its size. */
+  ping(): Promise<void>
   /** Removes one batch of expired readings. An adapter without it keeps every reading. */
   expire?(request: ExpiryRequest): Promise<ExpiryResult>
   /** Waits for writes in progress, then releases the store. */

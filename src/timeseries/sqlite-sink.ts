@@ -253,6 +253,7 @@ export function createSqliteSink({
      WHERE b.delivery_id = ?`,
   )
   const toteKeyOf = db.prepare<[string], { k: number }>('SELECT tote_key AS k FROM totes WHERE tote_id = ?')
+  const one = db.prepare('SELECT 1')
   const bindingOf = db.prepare<[number], { delivery_id: string | null; rx_id: string | null }>(
     'SELECT delivery_id, rx_id FROM bindings WHERE binding_key = ?',
   )
@@ -434,6 +435,9 @@ export function createSqliteSink({
         if (binding === undefined) names.set(r.binding_key, (binding = bindingOf.get(r.binding_key!) ?? { delivery_id: null, rx_id: null }))
         return { tote_id: toteId, ...binding, ...fields(r) }
       })
+    },
+    async ping() {
+      one.get()
     },
     async count() {
       let n = 0

@@ -59,7 +59,8 @@ export function createHttpApp(wiring: HttpAppWiring): OpenAPIHono<AppEnv> {
     buckets,
     readiness: {
       entity_store: () => store.ping(),
-      time_series: async () => void (await sink.count()),
+      // A trivial statement: counting the readings read a year of partitions on every probe.
+      time_series: () => sink.ping(),
       // A SQLite store (entities or readings) lives in DATA_DIR: ready means room to write there.
       // With DATABASE_URL the readings are in PostgreSQL or QuestDB, and nothing is.
       ...(config.DATABASE_URL ? {} : { disk: diskSpaceCheck(config.DATA_DIR, config.DISK_FREE_MIN_MB * 1024 * 1024) }),
