@@ -4,12 +4,13 @@ import type { Principal } from '../../src/auth/scopes.js'
 import { EventFeed } from '../../src/events/event-cursor.js'
 import { listDeliveries } from '../../src/services/delivery-list.js'
 import type { Db } from '../../src/store/schema.js'
+import { openColdChainBindings } from '../../src/telemetry/open-deliveries.js'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
 
 /**
  * Reads that must cost the same with a year of history as with none (bench:history measures
- * them): the pharmacist's attention queue and one delivery's events. Each is read from an index
+ * them): the pharmacist's attention queue, one delivery's events and the open cold-chain deliveries. Each is read from an index
  * in the query's own order, so the first page never sorts or scans every delivery or event ever
  * stored. The plans of the very queries the service runs (captured from its own code) on SQLite
  * and PostgreSQL; PostgreSQL is told to avoid sequential scans and sorts where it can, since on a
@@ -89,6 +90,15 @@ function describePlans(store: StoreUnderTest) {
       const text = await plan(events)
       expect(text).toContain('events_delivery')
       expect(text).not.toMatch(/SCAN events|TEMP B-TREE|Sort|Seq Scan/)
+    })
+
+    it('reads the open cold-chain deliveries from an index of open deliveries only', async () => {
+      const { store: s } = api.service
+      const { db, compiled } = capturing(s.db)
+      await openColdChainBindings(db)
+      const text = await plan(compiled().find((q) => q.sql.includes('bound_to'))!)
+      expect(text).toContain('deliveries_open_cold_chain')
+      expect(text).not.toMatch(/deliveries_tote\b|SCAN deliveries|Seq Scan/)
     })
   })
 }
