@@ -16,6 +16,8 @@
  * (`Object.is`), so every value reads back bit for bit, as the row tables give it.
  */
 
+export type BoundChunkReading = ChunkReading & { binding_key: number | null }
+
 export type ChunkReading = {
   ts: number
   temp_c: number
@@ -78,7 +80,10 @@ export function encodeChunk(readings: readonly ChunkReading[]): Buffer {
 }
 
 /** The chunk's readings, in ts order; `firstTs` and `count` are stored beside the blob. */
-export function decodeChunk(firstTs: number, count: number, data: Uint8Array): ChunkReading[] {
+export function decodeChunk(firstTs: number, count: number, data: Uint8Array): ChunkReading[]
+/** The same, each reading carrying `binding_key`: made with it, not copied afterwards (a trace decodes thousands). */
+export function decodeChunk(firstTs: number, count: number, data: Uint8Array, bindingKey: number | null): BoundChunkReading[]
+export function decodeChunk(firstTs: number, count: number, data: Uint8Array, bindingKey?: number | null): ChunkReading[] {
   const input = new Reader(data)
   const last: (number | null)[] = NUMBERS.map(() => null)
   const lastScaled: number[] = NUMBERS.map(() => 0)
@@ -101,7 +106,7 @@ export function decodeChunk(firstTs: number, count: number, data: Uint8Array): C
       } else if (kind === RAW) last[c] = input.float()
       // SAME: last[c] stays
     }
-    readings[i] = {
+    const reading: ChunkReading & { binding_key?: number | null } = {
       ts,
       temp_c: last[0]!,
       battery: last[1]!,
@@ -112,6 +117,8 @@ export function decodeChunk(firstTs: number, count: number, data: Uint8Array): C
       received_at: receivedAt,
       late: (flags & LATE_BIT) !== 0,
     }
+    if (bindingKey !== undefined) reading.binding_key = bindingKey
+    readings[i] = reading
   }
   return readings
 }

@@ -105,11 +105,7 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
       for (const day of partitions.covering(fromMs, toMs)) {
         if (!partitions.get(day)?.chunks) continue
         for (const chunk of chunksOf(day, toteKey, fromMs, toMs, bindingKey)) {
-          insertRows(
-            day,
-            toteKey,
-            decodeChunk(chunk.first_ts, chunk.n, chunk.data).map((r) => ({ ...r, binding_key: chunk.binding_key })),
-          )
+          insertRows(day, toteKey, decodeChunk(chunk.first_ts, chunk.n, chunk.data, chunk.binding_key))
           partitions.statement(chunkTable(day), 'delete', () => `DELETE FROM ${chunkTable(day)} WHERE rowid = ?`).run(chunk.rowid)
         }
       }
@@ -129,8 +125,8 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
               .all(toteKey, toMs, fromMs) as ChunkRow[])
           : chunksOf(day, toteKey, fromMs, toMs, bindingKey)
       for (const chunk of chunks) {
-        for (const r of decodeChunk(chunk.first_ts, chunk.n, chunk.data)) {
-          if (r.ts >= fromMs && r.ts < toMs) found.push({ ...r, binding_key: chunk.binding_key })
+        for (const r of decodeChunk(chunk.first_ts, chunk.n, chunk.data, chunk.binding_key)) {
+          if (r.ts >= fromMs && r.ts < toMs) found.push(r)
         }
       }
       // Chunks of one tote overlap only when late readings were packed after the others.

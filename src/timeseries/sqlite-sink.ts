@@ -500,13 +500,13 @@ function bucketsOf(readings: readonly StoredReading[], stepMs: number): Temperat
   const close = (b: TemperatureBucket | undefined) => {
     if (b !== undefined) b.avg = (sum + error) / b.n
   }
+  let last: TemperatureBucket | undefined
   for (const r of readings) {
     const x = r.temp_c
     const t = r.ts - (r.ts % stepMs)
-    const last = out.at(-1)
     if (last === undefined || last.t !== t) {
       close(last)
-      out.push({ t, min: x, max: x, avg: x, n: 1 })
+      out.push((last = { t, min: x, max: x, avg: x, n: 1 }))
       sum = x
       error = 0
     } else {
@@ -518,7 +518,7 @@ function bucketsOf(readings: readonly StoredReading[], stepMs: number): Temperat
       sum = s
     }
   }
-  close(out.at(-1))
+  close(last)
   return out
 }
 
