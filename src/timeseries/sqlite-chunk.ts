@@ -1,3 +1,4 @@
+import type { ReadingRow } from './sink.js'
 /**
  * One tote's readings of one binding packed into a blob (a chunk, sqlite-compaction.ts): what
  * time-series engines do with old data. Per reading, in ts order:
@@ -18,17 +19,21 @@
 
 export type BoundChunkReading = ChunkReading & { binding_key: number | null }
 
-export type ChunkReading = {
-  ts: number
-  temp_c: number
-  battery: number | null
-  humidity: number | null
-  lat: number | null
-  lng: number | null
-  seq: number | null
-  received_at: number
-  late: boolean
-}
+/** A reading as a chunk holds it: the sink's row without whose (tote) and which binding it is. */
+export type ChunkReading = Omit<ReadingRow, 'tote_id' | 'delivery_id' | 'rx_id'>
+
+/** The reading's own fields of a stored row (a row table's `late` is 0 or 1), and nothing else. */
+export const chunkReadingOf = (r: Omit<ChunkReading, 'late'> & { late: boolean | number }): ChunkReading => ({
+  ts: r.ts,
+  temp_c: r.temp_c,
+  battery: r.battery,
+  humidity: r.humidity,
+  lat: r.lat,
+  lng: r.lng,
+  seq: r.seq,
+  received_at: r.received_at,
+  late: r.late === true || r.late === 1,
+})
 
 const NUMBERS = ['temp_c', 'battery', 'humidity', 'lat', 'lng', 'seq'] as const
 /** Each column's unit, as a divisor; sensors report within these (simulators/scenarios.ts rounds the same way). */

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { decodeChunk, encodeChunk, type ChunkReading } from './sqlite-chunk.js'
+import { chunkReadingOf, decodeChunk, encodeChunk, type ChunkReading } from './sqlite-chunk.js'
 import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitions.js'
 
 /**
@@ -60,7 +60,7 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
       const b = rows[i]
       if (b !== undefined && b.tote_key === a.tote_key && b.binding_key === a.binding_key) continue
       // rows[start..i) are every row of this tote between their first and last ts: the range delete takes exactly them.
-      const run = rows.slice(start, i).map(toReading)
+      const run = rows.slice(start, i).map(chunkReadingOf)
       pack(day, a.tote_key, a.binding_key, run)
       deleteRange(day).run(a.tote_key, run[0]!.ts, run.at(-1)!.ts)
       start = i
@@ -134,15 +134,3 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
     },
   }
 }
-
-const toReading = (r: Row): ChunkReading => ({
-  ts: r.ts,
-  temp_c: r.temp_c,
-  battery: r.battery,
-  humidity: r.humidity,
-  lat: r.lat,
-  lng: r.lng,
-  seq: r.seq,
-  received_at: r.received_at,
-  late: r.late === 1,
-})

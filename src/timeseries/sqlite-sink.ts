@@ -2,6 +2,7 @@ import { setTimeout as pause } from 'node:timers/promises'
 import type { Statement } from 'better-sqlite3'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
 import { createCompaction, READING_COLUMNS, type StoredReading } from './sqlite-compaction.js'
+import { chunkReadingOf } from './sqlite-chunk.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
 import { createExpiry } from './sqlite-expiry.js'
 import { chunkTable, DAY_MS, dayOf, migrateLegacyReadings, openPartitions, rowTable } from './sqlite-partitions.js'
@@ -395,7 +396,7 @@ export function createSqliteSink({
           tote_id: s.tote_id,
           delivery_id: s.delivery_id,
           rx_id: s.rx_id,
-          ...fields(r),
+          ...chunkReadingOf(r),
         })),
       )
       return parts.length === 1 ? parts[0]! : parts.flat().sort((a, b) => a.ts - b.ts)
@@ -405,7 +406,7 @@ export function createSqliteSink({
       for (const s of spanRanges(deliveryId, fromMs, toMs)) {
         const last = lastOfSpan(s.tote_key, s.from, s.to, s.binding_key)
         if (last && (newest === null || last.ts > newest.ts))
-          newest = { tote_id: s.tote_id, delivery_id: s.delivery_id, rx_id: s.rx_id, ...fields(last) }
+          newest = { tote_id: s.tote_id, delivery_id: s.delivery_id, rx_id: s.rx_id, ...chunkReadingOf(last) }
       }
       return newest
     },
@@ -433,7 +434,7 @@ export function createSqliteSink({
       return readTote(toteKey, bound(fromMs), bound(toMs)).map((r) => {
         let binding = names.get(r.binding_key)
         if (binding === undefined) names.set(r.binding_key, (binding = bindingOf.get(r.binding_key!) ?? { delivery_id: null, rx_id: null }))
-        return { tote_id: toteId, ...binding, ...fields(r) }
+        return { tote_id: toteId, ...binding, ...chunkReadingOf(r) }
       })
     },
     async ping() {
@@ -475,18 +476,6 @@ export function createSqliteSink({
 }
 
 const byToteThenTs = (a: ReadingRow, b: ReadingRow) => (a.tote_id < b.tote_id ? -1 : a.tote_id > b.tote_id ? 1 : a.ts - b.ts)
-
-const fields = (r: StoredReading) => ({
-  ts: r.ts,
-  temp_c: r.temp_c,
-  battery: r.battery,
-  humidity: r.humidity,
-  lat: r.lat,
-  lng: r.lng,
-  seq: r.seq,
-  received_at: r.received_at,
-  late: r.late,
-})
 
 /**
  * Chunked readings (ts order) in steps of `stepMs`, as the row tables' GROUP BY gives them: the
