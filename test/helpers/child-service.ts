@@ -163,6 +163,7 @@ export async function startChildService(options: ChildServiceOptions = {}) {
     return { status: res.status, body: body as T, text }
   }
 
+  const restarts: { dispose(): Promise<void> }[] = []
   const service = {
     dataDir,
     httpPort,
@@ -203,10 +204,16 @@ export async function startChildService(options: ChildServiceOptions = {}) {
     /** A new process on the same DATA_DIR and ports; the previous one must have exited. */
     async restart(env: Record<string, string> = {}) {
       if (proc.exit === null) throw new Error('restart(): the previous process is still running; kill() it first')
-      return startChildService({ ...options, dataDir, httpPort, mqttPort, env: { ...options.env, ...env } })
+      const next = await startChildService({ ...options, dataDir, httpPort, mqttPort, env: { ...options.env, ...env } })
+      restarts.push(next)
+      return next
     },
-    /** Kills the process if it still runs and deletes DATA_DIR. */
+    /**
+     * Kills the process if it still runs and deletes DATA_DIR. Its restarts share that directory,
+     * so they go first: deleting it under a running restart fails with ENOTEMPTY as it writes.
+     */
     async dispose(): Promise<void> {
+      for (const next of restarts.splice(0)) await next.dispose()
       if (proc.exit === null) await service.kill('SIGKILL')
       rmSync(dataDir, { recursive: true, force: true })
       rmSync(proc.logDir, { recursive: true, force: true })
