@@ -21,7 +21,6 @@ import { EventStreams } from './events/event-stream.js'
 import { postgresLimitsOf, type EntityStoreOptions } from './store/database.js'
 import { openDataDir } from './store/data-dir.js'
 import { sealClearSecrets } from './store/sealed-secrets.js'
-import { sealPinsWith } from './services/delivery-pin.js'
 import { loadSecretsKeys } from './store/secrets-key.js'
 import { ToteBindings } from './telemetry/bindings.js'
 import { ColdChainMonitor, createColdChainStore } from './telemetry/cold-chain-monitor.js'
@@ -121,8 +120,6 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
   const people = createPeople({ db, dialect, clock, tokens, audit, scrypt: { ...DEFAULT_SCRYPT, log2N: config.PASSWORD_SCRYPT_LOG2_N } })
 
   const deps: ServiceDeps = { db, dialect, clock, outbox, logger, metrics, secrets }
-  // Delivery PINs are sealed under the same key; the tracking page opens them with the store alone.
-  sealPinsWith(db, secrets)
 
   // On PostgreSQL, N copies of the service may share the store (docs/deployment.md, Several
   // copies on one PostgreSQL): one evaluates each delivery at a time (leases), the others forward

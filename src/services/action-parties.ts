@@ -11,6 +11,7 @@ import { checkDispatch, checkDriver } from './dispatch-checks.js'
 import { checkUserParties } from './user-parties.js'
 import type { SensorWarning } from '../domain/sensor-calibration.js'
 import type { DeliveryEvidence } from '../domain/custody-event.js'
+import type { DeliveryPins } from './delivery-pin.js'
 import { checkedEvidence, requirementsAtDispatch } from './delivery-proof.js'
 
 // Drivers' phones and our clock disagree a little; an occurred_at this far ahead is still "now".
@@ -33,6 +34,7 @@ export type ActionParties = {
  */
 export async function actionParties(
   db: Executor,
+  pins: DeliveryPins,
   principal: Principal,
   delivery: Database['deliveries'],
   chain: CustodyEvent[],
@@ -71,7 +73,7 @@ export async function actionParties(
       return {
         ...parties,
         evidence_hash: jcsHash({ method: input.verification.method, evidence: input.verification.evidence }),
-        evidence: await checkedEvidence(db, delivery, input.proof, occurredAt),
+        evidence: await checkedEvidence(db, pins, delivery, input.proof, occurredAt),
       }
     case 'fail':
       // The reason and note are also in the event's `attempt` member; hashed here as a cancel's reason is.

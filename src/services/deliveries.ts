@@ -24,7 +24,7 @@ import { rateCardInForce } from './rate-cards.js'
 import { signedCustodyEvent } from './custody-signatures.js'
 import { automaticRelease } from './stability-release.js'
 import { clearAlarmsOfDelivery } from '../alarms/alarm-records.js'
-import { issuePin } from './delivery-pin.js'
+import type { DeliveryPins } from './delivery-pin.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
@@ -33,6 +33,7 @@ const MAX_ATTEMPTS = 5
 export class DeliveryService {
   constructor(
     private readonly deps: ServiceDeps,
+    private readonly pins: DeliveryPins,
     /** Told after a dispatch binds a tote or an ending releases it, so telemetry re-reads the binding. */
     private readonly toteBindingChanged: (toteId: string, deliveryId: string) => void = () => {},
     /** Where readings are stored: each custody event of a cold-chain delivery reads its newest one there. */
@@ -169,7 +170,7 @@ export class DeliveryService {
     const head = chain.at(-1)!
     const occurredAt = 'occurred_at' in input ? checkOccurredAt(input.occurred_at, head.occurred_at, now) : iso(now)
     const changes: Partial<Database['deliveries']> = { status: move.status, updated_at: iso(now), version: delivery.version + 1 }
-    const parties = await actionParties(db, principal, delivery, chain, input, occurredAt, changes)
+    const parties = await actionParties(db, this.pins, principal, delivery, chain, input, occurredAt, changes)
     if (move.ends && delivery.tote_id) changes.bound_to = occurredAt
     if (isFirstPricedEnd(move.status, delivery))
       Object.assign(changes, await pricingAtEnd(db, delivery, chain, input, occurredAt, iso(now)))
@@ -229,7 +230,7 @@ export class DeliveryService {
         .where('version', '=', delivery.version)
         .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
-      if (parties.issuePin) await issuePin(trx, id, occurredAt)
+      if (parties.issuePin) await this.pins.issue(trx, id, occurredAt)
       await trx
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))

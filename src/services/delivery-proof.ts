@@ -2,7 +2,7 @@ import type { DeliveryEvidence } from '../domain/custody-event.js'
 import { combineRequirements, unmetProofs, type PodRequirements, type ProofInput, type UnmetProof } from '../domain/proof-of-delivery.js'
 import { AppError } from '../errors.js'
 import { fromJson, type Database, type Executor } from '../store/schema.js'
-import { checkPin } from './delivery-pin.js'
+import type { DeliveryPins } from './delivery-pin.js'
 
 /** docs/api.md, Proof of delivery: the pharmacy's requirements with the prescription's added, fixed at dispatch. */
 export async function requirementsAtDispatch(
@@ -27,6 +27,7 @@ export async function requirementsAtDispatch(
  */
 export async function checkedEvidence(
   db: Executor,
+  pins: DeliveryPins,
   delivery: Pick<Database['deliveries'], 'id' | 'rx_id' | 'pod_requirements'>,
   proof: ProofInput | undefined,
   at: string,
@@ -57,7 +58,7 @@ export async function checkedEvidence(
       unmet.push({ proof: n.proof, pointer: n.pointer, message: `${n.id} is not an image uploaded for this delivery` })
   if (unmet.length) throw unmetError(unmet)
   const pinChecked = Boolean(required?.pin && proof?.pin)
-  if (pinChecked) await checkPin(db, delivery.id, proof!.pin!, at)
+  if (pinChecked) await pins.check(db, delivery.id, proof!.pin!, at)
   if (!proof) return null
   const evidence: DeliveryEvidence = {
     ...(proof.photo ? { photo: { attachment: proof.photo, sha256: sha256Of.get(proof.photo)! } } : {}),

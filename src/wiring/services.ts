@@ -22,7 +22,7 @@ import { ToteService } from '../services/totes.js'
 import { WebhookService } from '../services/webhook-endpoints.js'
 import { lastPosition } from '../services/driver-positions.js'
 import { TrackingService } from '../services/tracking.js'
-import { revealPin } from '../services/delivery-pin.js'
+import { DeliveryPins } from '../services/delivery-pin.js'
 import type { PatientNotices } from '../services/patient-notices.js'
 import type { TrackingTokens } from '../auth/tracking-tokens.js'
 
@@ -57,12 +57,14 @@ export function createServices({
   trackingTokens,
   patientNotices,
 }: ServicesWiring) {
+  // Delivery PINs are sealed under the store's key-encryption key, like its other secrets.
+  const pins = new DeliveryPins(deps.secrets)
   return {
     pharmacies: new PharmacyService(deps, config.WEBHOOK_ALLOW_PRIVATE),
     prescriptions: new PrescriptionService(deps),
     redeliveries: new RedeliveryService(deps, sink),
     assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
-    deliveries: new DeliveryService(deps, toteBindingChanged, sink),
+    deliveries: new DeliveryService(deps, pins, toteBindingChanged, sink),
     attachments: new AttachmentService(deps),
     alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
@@ -74,7 +76,7 @@ export function createServices({
     totes: new ToteService(deps, config.TENANT_MAX_TOTES, accounts ?? undefined),
     events: new EventService(deps, streams, (jti) => tokens.isRevoked(jti)),
     webhooks: new WebhookService(deps, config.WEBHOOK_ALLOW_PRIVATE, config.TENANT_MAX_WEBHOOKS),
-    tracking: new TrackingService(deps, trackingTokens, patientNotices, revealPin),
+    tracking: new TrackingService(deps, trackingTokens, patientNotices, (db, id) => pins.reveal(db, id)),
   }
 }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { revealPin } from '../../src/services/delivery-pin.js'
+import { pinOf } from '../helpers/pins.js'
 import type { TestApi } from '../helpers/service.js'
 import type { StoreUnderTest } from '../helpers/stores.js'
 import { signedInToken } from '../helpers/users.js'
@@ -117,7 +117,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
         id_check: { minimum_age: 21, document_types: ['passport'] },
       })
       // No PIN was required, so none was issued.
-      expect(await revealPin(api.service.db, rx.delivery_id)).toBeNull()
+      expect(await pinOf(api, rx.delivery_id)).toBeNull()
       const cleared = await api.request('PATCH', `/v1/pharmacies/${other.id}`, { token: admin, body: { pod_requirements: null } })
       expect(cleared.body.pod_requirements).toBeNull()
       const bad = await api.post(`/v1/pharmacies`, admin, {
@@ -328,7 +328,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
     it('delivers with every proof: each image’s sha256 and the other proofs enter the custody event’s hash, never the PIN', async () => {
       const rx = await pickedUp()
       const { photo, signature, proof } = await proofFor(rx.delivery_id, GTIN_OF_NDC)
-      const pin = await revealPin(api.service.db, rx.delivery_id)
+      const pin = await pinOf(api, rx.delivery_id)
       expect(pin).toMatch(/^\d{6}$/)
       // The driver's view of the delivery never carries it.
       expect(JSON.stringify((await call('GET', `/v1/deliveries/${rx.delivery_id}`, driver)).body)).not.toContain(`"${pin}"`)
@@ -367,7 +367,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
       const broken = await call('GET', `/v1/deliveries/${rx.delivery_id}/custody/verify`, pharmacyToken)
       expect(broken.body).toMatchObject({ valid: false, first_bad_seq: row.seq })
       // The PIN is no longer shown once the delivery has ended; the images stay with the delivery record.
-      expect(await revealPin(api.service.db, rx.delivery_id)).toBeNull()
+      expect(await pinOf(api, rx.delivery_id)).toBeNull()
       expect((await download(rx.delivery_id, photo.id, pharmacyToken)).status).toBe(200)
       // A delivery without requirements delivers as before, its chain as before (no evidence member).
       const plain = await api.prescription(admin, { pharmacy_id: (await api.pharmacy(admin, { name: 'No proofs' })).id })
@@ -385,7 +385,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
     it('accepts the rx_id or a GS1 (01) element string as the barcode', async () => {
       const rx = await pickedUp()
       const { proof } = await proofFor(rx.delivery_id, `(01)${GTIN_OF_NDC}(21)SERIAL1`)
-      const pin = await revealPin(api.service.db, rx.delivery_id)
+      const pin = await pinOf(api, rx.delivery_id)
       const done = await call('POST', `/v1/deliveries/${rx.delivery_id}/deliver`, driver, {
         verification: { method: 'otp', evidence: 'ok' },
         proof: { ...proof, pin },
@@ -395,7 +395,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
       const second = await proofFor(byRx.delivery_id, byRx.rx_id)
       const ok = await call('POST', `/v1/deliveries/${byRx.delivery_id}/deliver`, driver, {
         verification: { method: 'otp', evidence: 'ok' },
-        proof: { ...second.proof, pin: await revealPin(api.service.db, byRx.delivery_id) },
+        proof: { ...second.proof, pin: await pinOf(api, byRx.delivery_id) },
       })
       expect(ok.status).toBe(200)
     })
@@ -403,7 +403,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
     it('counts wrong PINs: 4 left, …, the fifth locks the delivery (409 pin_locked, even with the right PIN); the driver can still return it', async () => {
       const rx = await pickedUp()
       const { proof } = await proofFor(rx.delivery_id, rx.rx_id)
-      const pin = (await revealPin(api.service.db, rx.delivery_id))!
+      const pin = (await pinOf(api, rx.delivery_id))!
       const wrongPin = pin === '000000' ? '111111' : '000000'
       const deliver = (p: string) =>
         call(
@@ -437,7 +437,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
     it('keeps the PIN sealed: no stored row holds it in clear, nor a hash of a body that carried it', async () => {
       const rx = await pickedUp()
       const { proof } = await proofFor(rx.delivery_id, rx.rx_id)
-      const pin = (await revealPin(api.service.db, rx.delivery_id))!
+      const pin = (await pinOf(api, rx.delivery_id))!
       const body = { verification: { method: 'otp', evidence: 'ok' }, proof: { ...proof, pin } }
       const done = await call('POST', `/v1/deliveries/${rx.delivery_id}/deliver`, driver, body, { 'idempotency-key': 'deliver-with-pin' })
       expect(done.status).toBe(200)

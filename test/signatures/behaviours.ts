@@ -9,7 +9,7 @@ import type { TestApi } from '../helpers/service.js'
 import type { StoreUnderTest } from '../helpers/stores.js'
 import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
 import { signedInPerson } from '../helpers/users.js'
-import { revealPin } from '../../src/services/delivery-pin.js'
+import { pinOf } from '../helpers/pins.js'
 
 /** Everything a test may look in for a password that must not be there: every row of every table. */
 async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
@@ -168,7 +168,7 @@ export function describeSignedDispositions(store: StoreUnderTest) {
         driver_id: fleet.driverId,
       })
       const picked = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: guarded, to: fleet.driverId, signature: 's' })
-      const pin = (await revealPin(api.service.db, rx.delivery_id))!
+      const pin = (await pinOf(api, rx.delivery_id))!
       expect(pin).toMatch(/^\d{6}$/)
       const wrongPin = pin === '999999' ? '888888' : '999999'
       const tries = []

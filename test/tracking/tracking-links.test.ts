@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { revealPin } from '../../src/services/delivery-pin.js'
+import { pinOf } from '../helpers/pins.js'
 import { HOUR, MINUTE, testClock } from '../helpers/clock.js'
 import type { TestApi } from '../helpers/service.js'
 import { startReceiver, statuses, type Receiver } from '../webhooks/receiver.js'
@@ -169,7 +169,7 @@ function describeTracking(store: StoreUnderTest) {
         const withPin = await newDelivery({ pod_requirements: { pin: true } })
         await act(withPin, 'dispatch', { fleet_id: fleet.fleetId, driver_id: fleet.driverId })
         const pinUrl = (await link(withPin)).body.url
-        const pin = (await revealPin(api.service.db, withPin))!
+        const pin = (await pinOf(api, withPin))!
         expect(pin).toMatch(/^\d{4,6}$/)
         expect(visible((await visit(pinUrl)).text)).toContain(pin)
         await act(withPin, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 'sig' })
