@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
-import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { pinOf } from '../helpers/pins.js'
+import { everyStoredRow } from '../helpers/stored-rows.js'
 import type { TestApi } from '../helpers/service.js'
 import type { StoreUnderTest } from '../helpers/stores.js'
 import { signedInToken } from '../helpers/users.js'
@@ -447,7 +447,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
         .where('delivery_id', '=', rx.delivery_id)
         .executeTakeFirstOrThrow()
       expect(stored.pin).toMatch(/^rxs1\./)
-      const rows = await everyStoredRow(api, store.name)
+      const rows = await everyStoredRow(api, store.name, ['attachment_chunks'])
       expect(rows).not.toContain(`"${pin}"`)
       const bodyHash = createHash('sha256')
         .update(`POST /v1/deliveries/${rx.delivery_id}/deliver\n${JSON.stringify(body)}`)
@@ -455,25 +455,6 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
       expect(rows).not.toContain(bodyHash)
     })
   })
-}
-
-/** Every row of every table, as JSON text. */
-async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
-  const db = api.service.db
-  const tables =
-    store === 'postgres'
-      ? (
-          await sql<{
-            name: string
-          }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)
-        ).rows
-      : (await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)).rows
-  const dumps: string[] = []
-  for (const { name } of tables) {
-    if (name === 'attachment_chunks') continue // image bytes
-    dumps.push(JSON.stringify((await sql`select * from ${sql.table(name)}`.execute(db)).rows))
-  }
-  return dumps.join('\n')
 }
 
 /**

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import { Writable } from 'node:stream'
 import pino from 'pino'
-import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loggerOptions } from '../../src/logger.js'
 import { SECOND, testClock } from '../helpers/clock.js'
@@ -10,22 +9,7 @@ import type { StoreUnderTest } from '../helpers/stores.js'
 import { authorizeUrl, browser, pkce } from '../helpers/browser.js'
 import { signedInPerson } from '../helpers/users.js'
 import { pinOf } from '../helpers/pins.js'
-
-/** Everything a test may look in for a password that must not be there: every row of every table. */
-async function everyStoredRow(api: TestApi, store: StoreUnderTest['name']): Promise<string> {
-  const db = api.service.db
-  const tables =
-    store === 'postgres'
-      ? (
-          await sql<{
-            name: string
-          }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db)
-        ).rows
-      : (await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)).rows
-  const dumps: string[] = []
-  for (const { name } of tables) dumps.push(JSON.stringify((await sql`select * from ${sql.table(name)}`.execute(db)).rows))
-  return dumps.join('\n')
-}
+import { everyStoredRow } from '../helpers/stored-rows.js'
 
 /** Signed dispositions (docs/part11.md), the same on every entity store. */
 export function describeSignedDispositions(store: StoreUnderTest) {
