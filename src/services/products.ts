@@ -12,6 +12,7 @@ import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Database, Executor } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
+import { addNextVersion, effectiveFromOf } from './versions.js'
 
 export type Product = {
   id: string
@@ -43,10 +44,6 @@ type VersionRow = Database['product_stability_versions']
 
 /** Every pharmacy's products are registered under this owner key. */
 const EVERY_PHARMACY = '*'
-// Our clock and the caller's disagree a little; an effective_from this far back is still "now".
-const CLOCK_SKEW_MS = 5_000
-// Two PUTs racing for the next version number: the loser re-reads and takes the one after.
-const MAX_ATTEMPTS = 5
 
 /** Products by NDC and their stability versions, added and never edited (docs/stability.md). */
 export class ProductService {
@@ -128,60 +125,53 @@ export class ProductService {
     if (product.pharmacy_id === null && (principal.pharmacyId || principal.fleetId))
       throw new AppError('insufficient_scope', "Only an unrestricted client changes every pharmacy's products.")
     const now = this.deps.clock.now()
-    const effectiveFrom = input.effective_from === undefined ? iso(now) : iso(Date.parse(input.effective_from))
     // Versions in force at past prescriptions stay as they were: a new one starts now or later.
-    if (Date.parse(effectiveFrom) < now - CLOCK_SKEW_MS)
-      throw validationFailed([{ pointer: '/effective_from', message: 'may not be in the past' }])
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.deps.db.transaction().execute(async (trx) => {
-          const last = await trx
-            .selectFrom('product_stability_versions')
-            .select('version')
-            .where('product_id', '=', id)
-            .orderBy('version', 'desc')
-            .limit(1)
-            .executeTakeFirstOrThrow()
-          // Versions are never edited: naming an older one is refused, so a stale editor learns it.
-          if (input.version !== undefined && input.version !== last.version)
-            throw validationFailed([
-              {
-                pointer: '/version',
-                message: `version ${input.version} is not the latest (${last.version}); versions are never edited, a PUT adds the next one`,
-              },
-            ])
-          const version = last.version + 1
-          const signature: StoredSignature | null = signer
-            ? {
-                id: newId('sg'),
-                signer: signer.id,
-                name: signer.name,
-                email: signer.email,
-                meaning: signer.meaning,
-                signed_at: iso(now),
-                record_hash: stabilityRecordHash({ product_id: id, version, stability: input.stability, effective_from: effectiveFrom }),
-                method: signer.method,
-              }
-            : null
-          const row: VersionRow = {
-            product_id: id,
-            version,
-            stability: JSON.stringify(input.stability),
-            effective_from: effectiveFrom,
-            created_at: iso(now),
-            created_by: principal.clientId,
-            signature: signature && JSON.stringify(signature),
-          }
-          await trx.insertInto('product_stability_versions').values(row).execute()
-          const answer = toVersion(row)
-          await record?.(trx, answer)
-          return answer
-        })
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error
-        if (attempt >= MAX_ATTEMPTS) throw new AppError('conflict', 'Another stability version was being added at the same time; retry.')
-      }
-    }
+    const effectiveFrom = effectiveFromOf(input.effective_from, now)
+    return addNextVersion('stability version', () =>
+      this.deps.db.transaction().execute(async (trx) => {
+        const last = await trx
+          .selectFrom('product_stability_versions')
+          .select('version')
+          .where('product_id', '=', id)
+          .orderBy('version', 'desc')
+          .limit(1)
+          .executeTakeFirstOrThrow()
+        // Versions are never edited: naming an older one is refused, so a stale editor learns it.
+        if (input.version !== undefined && input.version !== last.version)
+          throw validationFailed([
+            {
+              pointer: '/version',
+              message: `version ${input.version} is not the latest (${last.version}); versions are never edited, a PUT adds the next one`,
+            },
+          ])
+        const version = last.version + 1
+        const signature: StoredSignature | null = signer
+          ? {
+              id: newId('sg'),
+              signer: signer.id,
+              name: signer.name,
+              email: signer.email,
+              meaning: signer.meaning,
+              signed_at: iso(now),
+              record_hash: stabilityRecordHash({ product_id: id, version, stability: input.stability, effective_from: effectiveFrom }),
+              method: signer.method,
+            }
+          : null
+        const row: VersionRow = {
+          product_id: id,
+          version,
+          stability: JSON.stringify(input.stability),
+          effective_from: effectiveFrom,
+          created_at: iso(now),
+          created_by: principal.clientId,
+          signature: signature && JSON.stringify(signature),
+        }
+        await trx.insertInto('product_stability_versions').values(row).execute()
+        const answer = toVersion(row)
+        await record?.(trx, answer)
+        return answer
+      }),
+    )
   }
 
   /** Whose product a request makes: a pharmacy token its own; an unrestricted client the one named, or every pharmacy's. */

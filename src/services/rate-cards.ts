@@ -1,12 +1,12 @@
 import type { Principal } from '../auth/scopes.js'
 import { iso } from '../clock.js'
-import { AppError, notFound, validationFailed } from '../errors.js'
-import { isUniqueViolation } from '../store/errors.js'
+import { notFound, validationFailed } from '../errors.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Database, Executor } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
 import { fleetMoneyVisibleTo, requireUnrestricted } from './fleet-money.js'
+import { addNextVersion, effectiveFromOf } from './versions.js'
 
 export type RateCard = {
   fleet_id: string
@@ -25,11 +25,6 @@ export type RateCard = {
 export type NewRateCard = Omit<RateCard, 'fleet_id' | 'version' | 'created_at' | 'effective_from'> & { effective_from?: string | undefined }
 
 type Row = Database['rate_cards']
-
-// Our clock and the caller's disagree a little; an effective_from this far back is still "now".
-const CLOCK_SKEW_MS = 5_000
-// Two PUTs racing for the next version number: the loser re-reads and takes the one after.
-const MAX_ATTEMPTS = 5
 
 /** Versioned rate cards: each PUT adds a version, none is ever edited (docs/fleet.md, Rate cards). */
 export class RateCardService {
@@ -54,49 +49,40 @@ export class RateCardService {
     await fleetMoneyVisibleTo(this.deps.db, principal, fleetId)
     requireUnrestricted(principal, "sets a fleet's rate card")
     const now = this.deps.clock.now()
-    const effectiveFrom = input.effective_from === undefined ? iso(now) : iso(Date.parse(input.effective_from))
     // Versions in force at past dispatches stay as they were: a new one starts now or later.
-    if (Date.parse(effectiveFrom) < now - CLOCK_SKEW_MS)
-      throw validationFailed([{ pointer: '/effective_from', message: 'may not be in the past' }])
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.deps.db.transaction().execute(async (trx) => {
-          const last = await trx
-            .selectFrom('rate_cards')
-            .select(['version', 'currency'])
-            .where('fleet_id', '=', fleetId)
-            .orderBy('version', 'desc')
-            .limit(1)
-            .executeTakeFirst()
-          // One currency per fleet, so a period's totals add up in one unit.
-          if (last && last.currency !== input.currency)
-            throw validationFailed([
-              { pointer: '/currency', message: `must stay ${last.currency}, the currency of this fleet's rate cards` },
-            ])
-          const row: Row = {
-            fleet_id: fleetId,
-            version: (last?.version ?? 0) + 1,
-            currency: input.currency,
-            base_fee_cents: input.base_fee_cents,
-            per_km_cents: input.per_km_cents,
-            cold_chain_surcharge_cents: input.cold_chain_surcharge_cents,
-            failed_attempt_fee_cents: input.failed_attempt_fee_cents,
-            after_hours_multiplier_e4: Math.round(input.after_hours_multiplier * 10_000),
-            commission_bps: input.commission_bps,
-            effective_from: effectiveFrom,
-            created_at: iso(now),
-            created_by: principal.clientId,
-          }
-          await trx.insertInto('rate_cards').values(row).execute()
-          const card = toRateCard(row)
-          await record?.(trx, card)
-          return card
-        })
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error
-        if (attempt >= MAX_ATTEMPTS) throw new AppError('conflict', 'Another rate card version was being added at the same time; retry.')
-      }
-    }
+    const effectiveFrom = effectiveFromOf(input.effective_from, now)
+    return addNextVersion('rate card version', () =>
+      this.deps.db.transaction().execute(async (trx) => {
+        const last = await trx
+          .selectFrom('rate_cards')
+          .select(['version', 'currency'])
+          .where('fleet_id', '=', fleetId)
+          .orderBy('version', 'desc')
+          .limit(1)
+          .executeTakeFirst()
+        // One currency per fleet, so a period's totals add up in one unit.
+        if (last && last.currency !== input.currency)
+          throw validationFailed([{ pointer: '/currency', message: `must stay ${last.currency}, the currency of this fleet's rate cards` }])
+        const row: Row = {
+          fleet_id: fleetId,
+          version: (last?.version ?? 0) + 1,
+          currency: input.currency,
+          base_fee_cents: input.base_fee_cents,
+          per_km_cents: input.per_km_cents,
+          cold_chain_surcharge_cents: input.cold_chain_surcharge_cents,
+          failed_attempt_fee_cents: input.failed_attempt_fee_cents,
+          after_hours_multiplier_e4: Math.round(input.after_hours_multiplier * 10_000),
+          commission_bps: input.commission_bps,
+          effective_from: effectiveFrom,
+          created_at: iso(now),
+          created_by: principal.clientId,
+        }
+        await trx.insertInto('rate_cards').values(row).execute()
+        const card = toRateCard(row)
+        await record?.(trx, card)
+        return card
+      }),
+    )
   }
 }
 
