@@ -8,25 +8,8 @@ import { insertRow, insertRows, precompiled } from '../store/precompiled.js'
 import type { Database, Db, Executor } from '../store/schema.js'
 import type { StoredSignature } from '../domain/custody-event.js'
 
-export type AuditEntry = {
-  at: string
-  jti: string | null
-  client_id: string | null
-  sub: string | null
-  method: string
-  path: string
-  status: number
-  request_id: string
-  /** The tenant of the token that made the request, by which restricted tokens read the log; null when unrestricted. */
-  pharmacy_id: string | null
-  fleet_id: string | null
-  /** The operationId the request ran; null when no route matched. */
-  action: string | null
-  /** The delivery the request concerned (its path's, or the one its answer names). */
-  delivery_id: string | null
-  /** On a signature's own record (a product stability version's): the stored signature, as JSON. */
-  signature: string | null
-}
+/** One request's record as written; its position and hash chain are the store's (schema.ts, audit_events). */
+export type AuditEntry = Omit<Database['audit_events'], 'pos' | 'prev_hash' | 'hash'>
 
 /** What a caller hands over; the time is the log's, the optional fields default to null. */
 export type NewAuditEntry = Omit<AuditEntry, 'at' | 'pharmacy_id' | 'fleet_id' | 'action' | 'delivery_id' | 'signature'> &

@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js'
 import { iso } from '../clock.js'
 import { newId } from '../ids.js'
 import { insertRow, insertRows } from '../store/precompiled.js'
-import type { Executor } from '../store/schema.js'
+import type { Database, Executor } from '../store/schema.js'
 import { sql } from 'kysely'
 import { enqueueForEndpoints, enqueueManyForEndpoints } from './fanout.js'
 import { takeSeqs, withoutStored } from './outbox-batch.js'
@@ -171,17 +171,7 @@ async function nextSeq(trx: Executor, deliveryId: string): Promise<number> {
   return row.event_seq
 }
 
-export function envelopeFromRow(row: {
-  id: string
-  type: string
-  created_at: string
-  pharmacy_id: string | null
-  fleet_id: string | null
-  delivery_id: string | null
-  rx_id: string | null
-  seq: number | null
-  data: string
-}): EventEnvelope {
+export function envelopeFromRow(row: Omit<Database['events'], 'pos' | 'dedupe_key'>): EventEnvelope {
   return {
     id: row.id,
     type: row.type,

@@ -184,12 +184,15 @@ export interface Database extends StabilityTables, AlarmTables {
     path: string
     status: number
     request_id: string
-    /** The tenant of the token that made the request; null for unrestricted tokens and records written before 0015. */
+    /**
+     * The tenant of the token that made the request, by which restricted tokens read the log;
+     * null for unrestricted tokens and records written before 0015.
+     */
     pharmacy_id: string | null
     fleet_id: string | null
     /** The operationId the request ran; null for unmatched paths and records written before 0039. */
     action: string | null
-    /** The delivery the request concerned, when it concerned one. */
+    /** The delivery the request concerned (its path's, or the one its answer names). */
     delivery_id: string | null
     /** JSON of the e-signature this record is (a product stability version's, migration 0035); null on request records. */
     signature: string | null
