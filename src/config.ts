@@ -147,6 +147,9 @@ export const configSchema = z
      * docs/fleet.md): long enough to settle a dispute about a delivery, not a record of where people were.
      */
     POSITION_RETENTION_DAYS: z.coerce.number().min(0).max(3_650).default(30),
+    // A proof-of-delivery image must arrive within this many seconds once its turn to be read comes,
+    // so a trickled body cannot hold one of the few upload slots for long (docs/api.md, Proof of delivery).
+    UPLOAD_READ_TIMEOUT_S: z.coerce.number().int().min(1).max(600).default(60),
     /** `/oauth/*` requests per remote address: sustained per second (tokens live 15 min; clients rarely ask). */
     OAUTH_ADDRESS_RPS: z.coerce.number().positive().default(10),
     /** `/oauth/*` requests per remote address: burst size (a deployment's workers starting at once). */

@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'conflict'
   | 'tracking_closed'
   | 'payload_too_large'
+  | 'body_too_slow'
   | 'unsupported_media_type'
   | 'rate_limited'
   | 'limit_exceeded'
@@ -57,6 +58,7 @@ const statusOf: Record<ErrorCode, number> = {
   conflict: 409,
   tracking_closed: 409,
   payload_too_large: 413,
+  body_too_slow: 408,
   unsupported_media_type: 415,
   rate_limited: 429,
   limit_exceeded: 409,

@@ -10402,6 +10402,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `body_too_slow`: the image had not all arrived UPLOAD_READ_TIMEOUT_S (60) seconds after its read began */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_transition`: the delivery is not out (DISPATCHED, PICKED_UP or FAILED); `limit_exceeded`: it has 20 images */
             409: {
                 headers: {

@@ -5,12 +5,13 @@ import type { CustodyEvent } from '../domain/custody.js'
 import { decideHandover } from '../domain/custody-rules.js'
 import { validationFailed } from '../errors.js'
 import { jcsHash, sha256Hex } from '../hashing.js'
-import { toJson, type Database, type Executor } from '../store/schema.js'
+import { fromJson, toJson, type Database, type Executor } from '../store/schema.js'
 import type { ActionInput } from './delivery-shapes.js'
 import { checkDispatch, checkDriver } from './dispatch-checks.js'
 import { checkUserParties } from './user-parties.js'
 import type { SensorWarning } from '../domain/sensor-calibration.js'
 import type { DeliveryEvidence } from '../domain/custody-event.js'
+import type { PodRequirements } from '../domain/proof-of-delivery.js'
 import type { DeliveryPins } from './delivery-pin.js'
 import { checkedEvidence, requirementsAtDispatch } from './delivery-proof.js'
 
@@ -24,7 +25,7 @@ export type ActionParties = {
   evidence_hash: string | null
   /** `deliver` with proofs: what enters the custody event (docs/api.md, Proof of delivery). */
   evidence?: DeliveryEvidence | null
-  /** `dispatch` of a delivery whose requirements name a PIN: one is issued in its transaction. */
+  /** `dispatch` or `reattempt` of a delivery whose requirements name a PIN: one is issued in its transaction. */
   issuePin?: boolean
 }
 
@@ -78,9 +79,14 @@ export async function actionParties(
     case 'fail':
       // The reason and note are also in the event's `attempt` member; hashed here as a cancel's reason is.
       return { ...parties, evidence_hash: jcsHash({ reason: input.reason, note: input.note ?? null }) }
-    case 'reattempt':
+    case 'reattempt': {
       if (input.driver_id) changes.driver_id = input.driver_id
-      return { ...parties, evidence_hash: null }
+      // A new attempt starts afresh: its ETA comes from its own positions (deliveries.ts drops the
+      // last attempt's ETA state), and a required PIN is issued anew with its own tries.
+      changes.live_eta = null
+      const requirements = fromJson<PodRequirements | null>(delivery.pod_requirements ?? null)
+      return { ...parties, evidence_hash: null, issuePin: Boolean(requirements?.pin) }
+    }
     case 'cancel':
       return { ...parties, evidence_hash: evidenceHash(input.reason) }
     case 'disposition': {

@@ -24,8 +24,11 @@ const OPEN_FOR_IMAGES = ['DISPATCHED', 'PICKED_UP', 'FAILED']
 
 export type Attachment = { id: string; sha256: string; content_type: ImageType; size: number; created_at: string }
 
-/** Reads the request's body into `into` (a view of it is the answer), refusing it (413) as soon as it passes `limit` bytes. */
-export type BodyReader = (limit: number, into: Buffer) => Promise<Buffer>
+/**
+ * Reads the request's body into `into` (a view of it is the answer), refusing it (413) as soon as it
+ * passes `limit` bytes, and (408) when it has not all arrived `withinMs` after the read began.
+ */
+export type BodyReader = (limit: number, into: Buffer, withinMs: number) => Promise<Buffer>
 
 /** Photos and signature images of a delivery, stored content-addressed in the entity store. */
 export class AttachmentService {
@@ -34,7 +37,11 @@ export class AttachmentService {
   // garbage V8 lets pile up (~64 MB of it) before it collects.
   private readonly buffers: Buffer[] = []
 
-  constructor(private readonly deps: ServiceDeps) {}
+  constructor(
+    private readonly deps: ServiceDeps,
+    /** UPLOAD_READ_TIMEOUT_S: how long a body may take once read, so a trickle holds a slot no longer. */
+    private readonly readTimeoutMs = 60_000,
+  ) {}
 
   /**
    * check the declared type → authorize → (wait for a slot) read at most 5 MiB → read the type from
@@ -61,7 +68,7 @@ export class AttachmentService {
   ): Promise<{ attachment: Attachment; created: boolean }> {
     const buffer = this.buffers.pop() ?? Buffer.allocUnsafeSlow(ATTACHMENT_MAX_BYTES)
     try {
-      return await this.storeFrom(principal, deliveryId, claimed, await read(ATTACHMENT_MAX_BYTES, buffer))
+      return await this.storeFrom(principal, deliveryId, claimed, await read(ATTACHMENT_MAX_BYTES, buffer, this.readTimeoutMs))
     } finally {
       // Nothing holds a view of it now: the image was stored (copied) or refused.
       this.buffers.push(buffer)

@@ -161,7 +161,8 @@ export class DeliveryService {
         released: disposition?.decision === 'release',
         decided: disposition !== null,
         attempt,
-        maxAttempts: input.action === 'reattempt' ? await maxAttemptsOf(db, delivery.pharmacy_id) : undefined,
+        // Read whenever a reattempt could be asked for, so a refusal's allowed_actions names it only when allowed.
+        maxAttempts: delivery.status === 'FAILED' ? await maxAttemptsOf(db, delivery.pharmacy_id) : undefined,
       },
       input.action,
     )
@@ -231,6 +232,7 @@ export class DeliveryService {
         .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
       if (parties.issuePin) await this.pins.issue(trx, id, occurredAt)
+      if (input.action === 'reattempt') await trx.deleteFrom('delivery_etas').where('delivery_id', '=', id).execute()
       await trx
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))

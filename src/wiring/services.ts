@@ -65,7 +65,7 @@ export function createServices({
     redeliveries: new RedeliveryService(deps, sink),
     assessments: new AssessmentService(deps, sink, stabilityPlanChanged),
     deliveries: new DeliveryService(deps, pins, toteBindingChanged, sink),
-    attachments: new AttachmentService(deps),
+    attachments: new AttachmentService(deps, config.UPLOAD_READ_TIMEOUT_S * 1_000),
     alarms: new AlarmService(deps),
     fleets: new FleetService(deps),
     positions: new DriverPositionService(deps),

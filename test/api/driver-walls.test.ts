@@ -171,6 +171,20 @@ function describeWalls(store: StoreUnderTest) {
       }
       expect((await api.post(`/v1/fleets/${fleet.fleetId}/embed-sessions`, driver, {})).status).toBe(403)
     })
+
+    it('records a failed attempt at the door on its own delivery only; sending it out again is the dispatcher’s', async () => {
+      const ownRun = await dispatchedTo(fleet.driverId)
+      const otherRun = await dispatchedTo(fleet.driver2Id)
+      await act(ownRun, 'pickup', { from: pharmacyId, to: fleet.driverId, signature })
+      await act(otherRun, 'pickup', { from: pharmacyId, to: fleet.driver2Id, signature })
+      const failure = { reason: 'address_problem', note: 'no such flat number' }
+      expect((await api.post(`/v1/deliveries/${otherRun}/fail`, driver, failure)).status).toBe(404)
+      const failed = await api.post(`/v1/deliveries/${ownRun}/fail`, driver, failure)
+      expect(failed.status, failed.text).toBe(200)
+      expect(failed.body).toMatchObject({ status: 'FAILED', attempts: [{ number: 1, reason: 'address_problem' }] })
+      const again = await api.post(`/v1/deliveries/${ownRun}/reattempt`, driver, {})
+      expect([again.status, again.body.code]).toEqual([403, 'insufficient_scope'])
+    })
   })
 }
 

@@ -434,6 +434,37 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
       expect(returned.status, JSON.stringify(returned.body)).toBe(200)
     })
 
+    it('issues a new PIN, with its own tries, for a reattempt: a PIN locked on the first attempt does not lock the second', async () => {
+      const rx = await pickedUp()
+      const { proof } = await proofFor(rx.delivery_id, rx.rx_id)
+      const first = (await pinOf(api, rx.delivery_id))!
+      const deliver = (pin: string) =>
+        call(
+          'POST',
+          `/v1/deliveries/${rx.delivery_id}/deliver`,
+          driver,
+          { verification: { method: 'otp', evidence: 'ok' }, proof: { ...proof, pin } },
+          { 'idempotency-key': `pin-${Math.random()}` },
+        )
+      for (let i = 0; i < 5; i++) await deliver(first === '000000' ? '111111' : '000000')
+      expect((await deliver(first)).body.code).toBe('pin_locked')
+      const failed = await call('POST', `/v1/deliveries/${rx.delivery_id}/fail`, driver, { reason: 'refused', note: 'PIN locked' })
+      expect(failed.status, JSON.stringify(failed.body)).toBe(200)
+      const again = await api.post(`/v1/deliveries/${rx.delivery_id}/reattempt`, admin, {})
+      expect(again.status, again.text).toBe(200)
+      const picked = await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, {
+        from: fleet.driverId,
+        to: fleet.driverId,
+        signature: 's',
+      })
+      expect(picked.status, picked.text).toBe(200)
+      const second = (await pinOf(api, rx.delivery_id))!
+      expect(second).toMatch(/^\d{6}$/)
+      const delivered = await deliver(second)
+      expect(delivered.status, JSON.stringify(delivered.body)).toBe(200)
+      expect(delivered.body.status).toBe('DELIVERED')
+    })
+
     it('keeps the PIN sealed: no stored row holds it in clear, nor a hash of a body that carried it', async () => {
       const rx = await pickedUp()
       const { proof } = await proofFor(rx.delivery_id, rx.rx_id)
@@ -461,7 +492,7 @@ export function describeProofOfDelivery(store: StoreUnderTest) {
  * An upload over a raw socket: the headers, then up to `total` bytes in 64 KiB writes, stopping as
  * soon as the answer arrives. Answers its status, its body and how many body bytes were sent.
  */
-function rawUpload(
+export function rawUpload(
   base: string,
   path: string,
   token: string,

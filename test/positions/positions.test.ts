@@ -170,6 +170,34 @@ function describePositions(store: StoreUnderTest) {
       expect((await listed()).at(-1)).toMatchObject({ type: 'delivery.arriving', fleet_id: fleet.fleetId, pharmacy_id: world.pharmacyId })
     })
 
+    it('starts the ETA afresh on a reattempt: the old one is gone, and arriving is announced again', async () => {
+      const { fleet, admin } = world
+      const { deliveryId, deliverBy } = await world.outFor(fleet.driverId)
+      const send = async (metres: number) => {
+        clock.advance(MINUTE)
+        const res = await post(fleet.driverId, world.driverToken, [here(metres)])
+        expect(res.status, res.text).toBe(200)
+      }
+      const eta = async () => (await api.get(`/v1/deliveries/${deliveryId}`, admin)).body.eta as string
+      await send(2_000)
+      await send(300) // at the door: arriving
+      const failed = await api.post(`/v1/deliveries/${deliveryId}/fail`, world.driverToken, { reason: 'patient_unavailable' })
+      expect(failed.status, failed.text).toBe(200)
+      const again = await api.post(`/v1/deliveries/${deliveryId}/reattempt`, admin, {})
+      expect(again.status, again.text).toBe(200)
+      // Until the new attempt's first position, the delivery shows the promise, not the last attempt's ETA.
+      expect(await eta()).toBe(deliverBy)
+      clock.advance(3 * MINUTE) // out again
+      const picked = await api.post(`/v1/deliveries/${deliveryId}/pickup`, admin, { from: fleet.driverId, to: fleet.driverId, signature })
+      expect(picked.status, picked.text).toBe(200)
+      await send(5_000)
+      expect(await eta()).toBe(at(12 * MINUTE)) // 5 km at 25 km/h
+      await send(200)
+      const types = (await eventsOf(api, deliveryId, ETA_EVENTS)).map((e) => e.type)
+      expect(types.filter((t) => t === 'delivery.arriving')).toHaveLength(2)
+      expect(types.at(-1)).toBe('delivery.arriving')
+    })
+
     it("lets the fleet's router post an ETA that wins for 15 minutes; a pharmacy may not", async () => {
       const { fleet, admin } = world
       const { deliveryId } = await world.outFor(fleet.driverId)

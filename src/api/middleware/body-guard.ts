@@ -17,6 +17,13 @@ const tooLarge = (limit: number) =>
   new AppError('payload_too_large', `The request body is larger than ${limit / 1024} KiB.`, {}, closeAfterReply)
 // Nobody reads this answer, but the request still ends (and is audited) with a status.
 const clientGone = () => new AppError('invalid_json', 'The client closed the connection before its body arrived.', {}, closeAfterReply)
+const tooSlow = (withinMs: number) =>
+  new AppError(
+    'body_too_slow',
+    `The body had not all arrived ${withinMs / 1_000} s after it was first read; send it again.`,
+    {},
+    closeAfterReply,
+  )
 
 /**
  * A route that takes another body than JSON, or a larger one (an operator's statement):
@@ -126,9 +133,15 @@ function nodeRequestOf(c: Context<AppEnv>): IncomingMessage | undefined {
  * behind @hono/node-server, else from the WHATWG body (a Request handed to `app.fetch`). With
  * `into` (at least `limit` bytes), node's request is read into it and the answer is a view of it.
  */
-export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: () => AppError, into?: Buffer): Promise<Buffer | null> {
+export async function readBodyWithin(
+  c: Context<AppEnv>,
+  limit: number,
+  refuse: () => AppError,
+  into?: Buffer,
+  withinMs?: number,
+): Promise<Buffer | null> {
   const incoming = nodeRequestOf(c)
-  if (incoming) return readLimited(incoming, Number(c.req.header('content-length')), limit, refuse, into)
+  if (incoming) return readLimited(incoming, Number(c.req.header('content-length')), limit, refuse, into, withinMs)
   const reader = c.req.raw.body?.getReader()
   if (!reader) return null
   const chunks: Uint8Array[] = []
@@ -146,7 +159,14 @@ export async function readBodyWithin(c: Context<AppEnv>, limit: number, refuse: 
   return Buffer.concat(chunks, size)
 }
 
-function readLimited(incoming: IncomingMessage, declared: number, limit: number, refuse: () => AppError, into?: Buffer): Promise<Buffer> {
+function readLimited(
+  incoming: IncomingMessage,
+  declared: number,
+  limit: number,
+  refuse: () => AppError,
+  into?: Buffer,
+  withinMs?: number,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // The client may have gone while earlier middleware awaited: node emits no more events then.
     if (incoming.destroyed && !incoming.readableEnded) return reject(clientGone())
@@ -179,7 +199,17 @@ function readLimited(incoming: IncomingMessage, declared: number, limit: number,
       cleanup()
       reject(clientGone())
     }
+    // A body trickled in to hold a reader's place: refused once its time is up, the rest unread.
+    const deadline =
+      withinMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            cleanup()
+            buffer = null
+            reject(tooSlow(withinMs))
+          }, withinMs)
     const cleanup = () => {
+      clearTimeout(deadline)
       incoming.off('data', onData)
       incoming.off('end', onEnd)
       incoming.off('error', onGone)

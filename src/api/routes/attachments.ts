@@ -72,6 +72,7 @@ export function attachmentRoutes(attachments: AttachmentService) {
         201: json(Attachment, 'Stored'),
         200: json(Attachment, 'This delivery already had this image'),
         409: problem('`invalid_transition`: the delivery is not out (DISPATCHED, PICKED_UP or FAILED); `limit_exceeded`: it has 20 images'),
+        408: problem('`body_too_slow`: the image had not all arrived UPLOAD_READ_TIMEOUT_S (60) seconds after its read began'),
         413: problem('`payload_too_large`: over 5 MiB, declared or sent'),
         415: problem('`unsupported_media_type`: not sent as image/jpeg or image/png, or its bytes are neither'),
         422: problem('`content_type_mismatch`: the bytes are the other of the two types; `image_refused`: an empty body'),
@@ -84,9 +85,9 @@ export function attachmentRoutes(attachments: AttachmentService) {
           c.get('principal'),
           c.req.valid('param').id,
           c.req.header('content-type') ?? '',
-          (limit, into) => {
+          (limit, into, withinMs) => {
             read = true
-            return readBodyWithin(c, limit, tooLarge, into).then((bytes) => bytes ?? Buffer.alloc(0))
+            return readBodyWithin(c, limit, tooLarge, into, withinMs).then((bytes) => bytes ?? Buffer.alloc(0))
           },
         )
         return c.json(attachment, created ? 201 : 200)

@@ -252,7 +252,7 @@ const bodies = {
 const scopes: Record<keyof typeof bodies, string> = {
   dispatch: 'deliveries:write',
   cancel: 'deliveries:write',
-  fail: 'deliveries:write',
+  fail: 'custody:write',
   reattempt: 'deliveries:write',
   pickup: 'custody:write',
   handoff: 'custody:write',

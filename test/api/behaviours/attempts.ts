@@ -151,6 +151,9 @@ export function describeAttempts(store: StoreUnderTest) {
       // The goods go back; the broken cold chain also awaits a pharmacist's disposition.
       expect(refused.body).toMatchObject({ code: 'invalid_transition', status_now: 'FAILED', allowed_actions: ['return', 'disposition'] })
       expect(refused.body.detail).toMatch(/Attempt 2 of 2.*return/)
+      // Any other refused action names the same way out, never a reattempt the pharmacy does not allow.
+      const other = await call('POST', `/v1/deliveries/${id}/pickup`, { from: pharmacy.id, to: driver2Id, signature })
+      expect(other.body).toMatchObject({ code: 'invalid_transition', allowed_actions: ['return', 'disposition'] })
 
       const returned = await ok(`/v1/deliveries/${id}/return`, { from: driver2Id, to: pharmacy.id, signature })
       expect(returned.status).toBe('RETURNED')
