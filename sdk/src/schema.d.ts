@@ -4397,7 +4397,10 @@ export interface components {
          *             "since": "2026-11-23T17:52:10.000Z",
          *             "status": "PICKED_UP",
          *             "driver_name": "Dana Driver",
-         *             "pharmacy_name": "Main Street Pharmacy"
+         *             "pharmacy_name": "Main Street Pharmacy",
+         *             "items": [
+         *               "Insulin glargine 100 units/mL, 3 mL pen"
+         *             ]
          *           }
          *         ]
          *       },
@@ -4410,6 +4413,9 @@ export interface components {
          *             "driver_id": "dr_01jd0000000000000000000000",
          *             "driver_name": "Dana Driver",
          *             "pharmacy_name": "Main Street Pharmacy",
+         *             "items": [
+         *               "Insulin glargine 100 units/mL, 3 mL pen"
+         *             ],
          *             "tote_id": "tt_01jd0000000000000000000000",
          *             "eta": "2026-11-23T19:00:00.000Z",
          *             "cold_chain": {
@@ -4489,7 +4495,10 @@ export interface components {
          *             "since": "2026-11-23T17:52:10.000Z",
          *             "status": "PICKED_UP",
          *             "driver_name": "Dana Driver",
-         *             "pharmacy_name": "Main Street Pharmacy"
+         *             "pharmacy_name": "Main Street Pharmacy",
+         *             "items": [
+         *               "Insulin glargine 100 units/mL, 3 mL pen"
+         *             ]
          *           }
          *         ]
          *       },
@@ -4502,6 +4511,9 @@ export interface components {
          *             "driver_id": "dr_01jd0000000000000000000000",
          *             "driver_name": "Dana Driver",
          *             "pharmacy_name": "Main Street Pharmacy",
+         *             "items": [
+         *               "Insulin glargine 100 units/mL, 3 mL pen"
+         *             ],
          *             "tote_id": "tt_01jd0000000000000000000000",
          *             "eta": "2026-11-23T19:00:00.000Z",
          *             "cold_chain": {
@@ -4552,6 +4564,8 @@ export interface components {
                     status: "QUEUED" | "DISPATCHED" | "PICKED_UP" | "DELIVERED" | "FAILED" | "RETURNED" | "CANCELLED";
                     driver_name: string | null;
                     pharmacy_name: string;
+                    /** @description What is carried: each item's description as the pharmacy wrote it (its NDC when it has none) */
+                    items: string[];
                 }[];
             };
             /** @description DISPATCHED and PICKED_UP deliveries */
@@ -4565,6 +4579,8 @@ export interface components {
                     driver_id: string | null;
                     driver_name: string | null;
                     pharmacy_name: string;
+                    /** @description What is carried: each item's description as the pharmacy wrote it (its NDC when it has none) */
+                    items: string[];
                     tote_id: string | null;
                     eta: string;
                     cold_chain: {

@@ -66,8 +66,8 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
 <main>
 <p id="stale" hidden></p>
 <section><h2>Deliveries</h2><div class="counts" id="counts"></div></section>
-<section><h2>Open exceptions (<span id="exceptions-count"></span>)</h2><table><thead><tr><th>Exception</th><th>Since</th><th>Pharmacy</th><th>Driver</th><th>Delivery</th></tr></thead><tbody id="exceptions"></tbody></table></section>
-<section><h2>In progress (<span id="progress-count"></span>)</h2><table><thead><tr><th>Cold chain</th><th>Pharmacy</th><th>Driver</th><th>Status</th><th>ETA</th><th>Delivery</th></tr></thead><tbody id="progress"></tbody></table></section>
+<section><h2>Open exceptions (<span id="exceptions-count"></span>)</h2><table><thead><tr><th>Exception</th><th>Since</th><th>Pharmacy</th><th>Driver</th><th>Carrying</th></tr></thead><tbody id="exceptions"></tbody></table></section>
+<section><h2>In progress (<span id="progress-count"></span>)</h2><table><thead><tr><th>Cold chain</th><th>Pharmacy</th><th>Driver</th><th>Status</th><th>ETA</th><th>Carrying</th></tr></thead><tbody id="progress"></tbody></table></section>
 <p><small>Updated <span id="generated"></span> · times in <span id="zone"></span></small></p>
 </main>
 <script type="application/json" id="initial" nonce="${nonce}">${scriptJson(input.view)}</script>
@@ -84,6 +84,8 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
     return td;
   };
   const row = (cells, state) => { const tr = document.createElement('tr'); tr.append(...cells.map(cell)); if (state) tr.className = 'row-' + state; return tr };
+  // What the delivery carries, by name; its id below, small, for a call to the pharmacy.
+  const carrying = (d) => [d.items.length ? d.items.join(', ') : '—', d.delivery_id];
   const badge = (state, text) => { const b = document.createElement('span'); b.className = 'badge st-' + state; b.textContent = text; return b };
   const exceptionBadge = { cold_chain_break: ['broken', '✕ Cold chain broken'], cold_chain_excursion: ['excursion', '⚠ Temperature excursion'], failed: ['failed', '✕ Delivery failed'] };
   const began = { cold_chain_break: 'broken', cold_chain_excursion: 'excursion began', failed: 'failed' };
@@ -125,12 +127,12 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
     $('exceptions-count').textContent = view.open_exceptions.count;
     $('exceptions').replaceChildren(...view.open_exceptions.items.map((e) => {
       const [state, text] = exceptionBadge[e.kind] ?? ['none', e.kind];
-      return row([badge(state, text), [began[e.kind] + ' ' + age(e.since, now) + ' ago', at(e.since)], e.pharmacy_name, e.driver_name, e.delivery_id], state);
+      return row([badge(state, text), [began[e.kind] + ' ' + age(e.since, now) + ' ago', at(e.since)], e.pharmacy_name, e.driver_name, carrying(e)], state);
     }));
     $('progress-count').textContent = view.in_progress.count;
     $('progress').replaceChildren(...view.in_progress.items.map((d) => {
       const [state, text] = d.cold_chain.required ? coldChainBadge[d.cold_chain.state] ?? ['none', d.cold_chain.state] : ['none', 'Not required'];
-      return row([badge(state, text), d.pharmacy_name, driverCell(d, now), statusText[d.status] ?? d.status, [at(d.eta), ahead(d.eta, now)], d.delivery_id], state === 'ok' || state === 'none' ? null : state);
+      return row([badge(state, text), d.pharmacy_name, driverCell(d, now), statusText[d.status] ?? d.status, [at(d.eta), ahead(d.eta, now)], carrying(d)], state === 'ok' || state === 'none' ? null : state);
     }));
     $('generated').textContent = at(view.generated_at);
     $('zone').textContent = view.timezone;

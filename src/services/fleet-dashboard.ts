@@ -25,6 +25,8 @@ type InProgress = {
   driver_id: string | null
   driver_name: string | null
   pharmacy_name: string
+  /** What is carried, as the pharmacy describes each item: how a dispatcher tells deliveries apart. */
+  items: string[]
   tote_id: string | null
   eta: string
   cold_chain: { required: boolean; state: ColdChainStatus; min_c: number | null; max_c: number | null }
@@ -38,6 +40,7 @@ type OpenException = {
   status: DeliveryStatus
   driver_name: string | null
   pharmacy_name: string
+  items: string[]
 }
 
 /** What the embedded page shows: deliveries and exceptions, nothing of the fleet's money. */
@@ -98,7 +101,7 @@ export class FleetDashboardService {
     const open = await withNames()
       .innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
       .selectAll('deliveries')
-      .select(['drivers.name as driver_name', 'pharmacies.name as pharmacy_name', 'prescriptions.delivery_address'])
+      .select(['drivers.name as driver_name', 'pharmacies.name as pharmacy_name', 'prescriptions.delivery_address', 'prescriptions.items'])
       .where('deliveries.status', 'in', ['DISPATCHED', 'PICKED_UP'])
       .orderBy('deliveries.updated_at', 'desc')
       .limit(LIST_LIMIT)
@@ -108,7 +111,9 @@ export class FleetDashboardService {
     const inProgress = open.map((row, i) => inProgressOf(row, positions[i]!))
     // An exception is open while the delivery is: a cold chain in excursion or broken, or a failure not yet returned.
     const failed = await withNames()
+      .innerJoin('prescriptions', 'prescriptions.id', 'deliveries.rx_id')
       .select([
+        'prescriptions.items',
         'deliveries.id',
         'deliveries.status',
         'deliveries.updated_at',
@@ -135,6 +140,7 @@ export class FleetDashboardService {
           status: row.status as DeliveryStatus,
           driver_name: row.driver_name,
           pharmacy_name: row.pharmacy_name,
+          items: itemNames(row.items),
         },
       ]
     })
@@ -147,6 +153,7 @@ export class FleetDashboardService {
         status: 'FAILED',
         driver_name: f.driver_name,
         pharmacy_name: f.pharmacy_name,
+        items: itemNames(f.items),
       })),
     ].sort((a, b) => (a.since < b.since ? 1 : -1))
     return {
@@ -240,8 +247,13 @@ function figuresOf(row: Database['deliveries']): ColdChainFigures {
   return storedFigures(row.cold_chain_required === 1, fromJson<Partial<ColdChainFigures>>(row.cold_chain) ?? {})
 }
 
+/** The items' descriptions (an item without one: its NDC), never their quantities or anything of the patient. */
+function itemNames(items: string | null): string[] {
+  return (fromJson<{ description?: string; ndc?: string }[] | null>(items) ?? []).flatMap((i) => i.description ?? i.ndc ?? [])
+}
+
 function inProgressOf(
-  row: Database['deliveries'] & { driver_name: string | null; pharmacy_name: string },
+  row: Database['deliveries'] & { driver_name: string | null; pharmacy_name: string; items: string | null },
   lastPosition: LastPosition | null,
 ): InProgress {
   const figures = figuresOf(row)
@@ -251,6 +263,7 @@ function inProgressOf(
     driver_id: row.driver_id,
     driver_name: row.driver_name,
     pharmacy_name: row.pharmacy_name,
+    items: itemNames(row.items),
     tote_id: row.tote_id,
     eta: row.live_eta ?? row.eta, // the live ETA once positions or the router gave one (docs/fleet.md)
     cold_chain: {

@@ -79,11 +79,16 @@ function describeDashboard(store: StoreUnderTest) {
         await act(rx.delivery_id, 'pickup', { from: pharmacyId, to: driverId, signature: 'sig' })
         await act(rx.delivery_id, 'deliver', { verification: { method: 'otp', evidence: '1' } })
       }
-      failed = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
+      const amoxicillin = [{ description: 'Amoxicillin 500 mg capsules', quantity: 21 }]
+      failed = (await api.prescription(admin, { pharmacy_id: pharmacyId, items: amoxicillin })).delivery_id
       await act(failed, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
       await act(failed, 'pickup', { from: pharmacyId, to: driverId, signature: 'sig' })
       await act(failed, 'fail', { reason: 'patient_unavailable', note: 'nobody home' })
-      inProgress = (await api.prescription(admin, { pharmacy_id: pharmacyId })).delivery_id
+      const items = [
+        { description: 'Insulin glargine pen', quantity: 5 },
+        { description: 'Pen needles 4 mm', quantity: 100 },
+      ]
+      inProgress = (await api.prescription(admin, { pharmacy_id: pharmacyId, items })).delivery_id
       await act(inProgress, 'dispatch', { fleet_id: fleetId, driver_id: driverId })
     })
     afterAll(async () => {
@@ -95,11 +100,15 @@ function describeDashboard(store: StoreUnderTest) {
       const res = await api.get(`/v1/fleets/${fleetId}/dashboard`, fleetToken)
       expect(res.status, res.text).toBe(200)
       expect(res.body.counts).toMatchObject({ DELIVERED: 2, FAILED: 1, DISPATCHED: 1, PICKED_UP: 0 })
-      expect(res.body.open_exceptions).toMatchObject({ count: 1, items: [{ delivery_id: failed, kind: 'failed' }] })
+      expect(res.body.open_exceptions).toMatchObject({
+        count: 1,
+        items: [{ delivery_id: failed, kind: 'failed', items: ['Amoxicillin 500 mg capsules'] }],
+      })
       expect(res.body.in_progress.count).toBe(1)
       expect(res.body.in_progress.items[0]).toMatchObject({
         delivery_id: inProgress,
         status: 'DISPATCHED',
+        items: ['Insulin glargine pen', 'Pen needles 4 mm'],
         cold_chain: { required: false, state: 'UNMONITORED' },
       })
       expect(res.body.on_time).toEqual({ delivered: 2, on_time: 1, rate: 0.5 })

@@ -42,6 +42,7 @@ describe('the embedded fleet dashboard', () => {
     const text = (await broken.innerText()).replace(/\s+/g, ' ')
     expect(text).toContain('Lakeside Pharmacy')
     expect(text).toContain('Dana Driver')
+    expect(text).toContain('Insulin glargine 100 U/mL pen') // what is carried, by name
     expect(text).toMatch(/broken (\d+ min|\d+ h \d+ min) ago/)
     // Broken about 80 minutes ago (the freeze began 100 minutes into a 3-hour trip): local wall time in Chicago.
     const since = (await world.api.get(`/v1/deliveries/${scene.broken.deliveryId}`, world.admin)).body.cold_chain.broken_at as string

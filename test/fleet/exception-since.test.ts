@@ -64,7 +64,7 @@ describe('open exceptions on the fleet dashboard', () => {
 
     const dashboard = await api.get(`/v1/fleets/${broken.fleetId}/dashboard`, admin)
     expect(dashboard.status, dashboard.text).toBe(200)
-    const names = { driver_name: 'Dana Driver', pharmacy_name: 'Main Street Pharmacy' }
+    const names = { driver_name: 'Dana Driver', pharmacy_name: 'Main Street Pharmacy', items: [] }
     expect(dashboard.body.open_exceptions.items).toEqual([
       { delivery_id: rx.delivery_id, kind: 'failed', since: failedAt, status: 'FAILED', ...names },
       { delivery_id: broken.deliveryId, kind: 'cold_chain_break', since: brokenAt, status: 'PICKED_UP', ...names },

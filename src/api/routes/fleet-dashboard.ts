@@ -27,6 +27,7 @@ const liveExample = {
         status: 'PICKED_UP',
         driver_name: 'Dana Driver',
         pharmacy_name: 'Main Street Pharmacy',
+        items: ['Insulin glargine 100 units/mL, 3 mL pen'],
       },
     ],
   },
@@ -39,6 +40,7 @@ const liveExample = {
         driver_id: 'dr_01jd0000000000000000000000',
         driver_name: 'Dana Driver',
         pharmacy_name: 'Main Street Pharmacy',
+        items: ['Insulin glargine 100 units/mL, 3 mL pen'],
         tote_id: 'tt_01jd0000000000000000000000',
         eta: '2026-11-23T19:00:00.000Z',
         cold_chain: { required: true, state: 'EXCURSION', min_c: 3.1, max_c: 9.2 },
@@ -71,6 +73,9 @@ export const LiveView = z
               status: z.enum(statuses),
               driver_name: z.string().nullable(),
               pharmacy_name: z.string(),
+              items: z
+                .array(z.string())
+                .describe("What is carried: each item's description as the pharmacy wrote it (its NDC when it has none)"),
             }),
           )
           .describe('The newest 100'),
@@ -87,6 +92,9 @@ export const LiveView = z
               driver_id: z.string().nullable(),
               driver_name: z.string().nullable(),
               pharmacy_name: z.string(),
+              items: z
+                .array(z.string())
+                .describe("What is carried: each item's description as the pharmacy wrote it (its NDC when it has none)"),
               tote_id: z.string().nullable(),
               eta: z.string(),
               cold_chain: z.object({
