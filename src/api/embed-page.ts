@@ -90,7 +90,7 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
   const exceptionBadge = { cold_chain_break: ['broken', '✕ Cold chain broken'], cold_chain_excursion: ['excursion', '⚠ Temperature excursion'], failed: ['failed', '✕ Delivery failed'] };
   const began = { cold_chain_break: 'broken', cold_chain_excursion: 'excursion began', failed: 'failed' };
   const coldChainBadge = { BROKEN: ['broken', '✕ Broken'], EXCURSION: ['excursion', '⚠ Excursion'], OK: ['ok', '✓ OK'], UNMONITORED: ['none', 'Not monitored'] };
-  const statusText = { DISPATCHED: 'Dispatched', PICKED_UP: 'Picked up', FAILED: 'Failed' };
+  const statusText = { QUEUED: 'Queued', DISPATCHED: 'Dispatched', PICKED_UP: 'Picked up', DELIVERED: 'Delivered', FAILED: 'Failed', RETURNED: 'Returned', CANCELLED: 'Cancelled' };
   // "12 min ago", against the data's own time (generated_at), so the page and the data agree.
   const span = (ms) => {
     const s = Math.max(0, Math.round(ms / 1000));
@@ -123,7 +123,7 @@ tr.row-excursion td:first-child{box-shadow:inset 4px 0 #b54708}
     const now = Date.parse(view.generated_at);
     const local = new Intl.DateTimeFormat(undefined, { timeZone: view.timezone, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
     const at = (iso) => local.format(new Date(iso));
-    $('counts').replaceChildren(...Object.entries(view.counts).map(([status, n]) => { const s = document.createElement('span'); s.textContent = status + ': ' + n; return s }));
+    $('counts').replaceChildren(...Object.entries(view.counts).map(([status, n]) => { const s = document.createElement('span'); s.textContent = (statusText[status] ?? status) + ': ' + n; return s }));
     $('exceptions-count').textContent = view.open_exceptions.count;
     $('exceptions').replaceChildren(...view.open_exceptions.items.map((e) => {
       const [state, text] = exceptionBadge[e.kind] ?? ['none', e.kind];

@@ -52,6 +52,7 @@ describe('the embedded fleet dashboard', () => {
     expect(text).toContain(chicago)
     expect(text).toMatch(/C[SD]T/)
     expect(await page.locator('#zone').innerText()).toBe('America/Chicago')
+    expect(await page.locator('#counts').innerText()).toMatch(/Picked up: \d+/) // statuses in words, not PICKED_UP
   })
 
   it('colours rows and badges by state, with words and symbols too, at accessible contrast', async () => {
