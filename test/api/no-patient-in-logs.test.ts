@@ -4,6 +4,7 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loggerOptions } from '../../src/logger.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
+import { pinOf } from '../helpers/pins.js'
 import { waitFor } from '../helpers/wait.js'
 import { startReceiver, statuses, type Receiver } from '../webhooks/receiver.js'
 
@@ -79,6 +80,30 @@ describe('log lines across a delivery and its error paths', () => {
     // The service did log this delivery: a line per request, the deliver among them.
     expect(lines.some((l) => l.includes('"route":"/v1/deliveries/:id/deliver"'))).toBe(true)
     expect(leaks()).toEqual([])
+  })
+
+  it('a delivery that requires a PIN logs it nowhere and sends it in no webhook, right or wrong', async () => {
+    const pharmacy = await api.pharmacy(admin, { pod_requirements: { pin: true } })
+    expect((await api.post('/v1/webhooks', admin, { url: receiver.url, events: ['*'], pharmacy_id: pharmacy.id })).status).toBe(201)
+    const { fleetId, driverId } = await api.fleetWithDriver(admin)
+    const id = (await api.prescription(admin, { pharmacy_id: pharmacy.id })).delivery_id
+    const act = (action: string, body: Record<string, unknown>) => api.post(`/v1/deliveries/${id}/${action}`, admin, body)
+    expect((await act('dispatch', { fleet_id: fleetId, driver_id: driverId })).status).toBe(200)
+    expect((await act('pickup', { from: pharmacy.id, to: driverId, signature: 's' })).status).toBe(200)
+    const pin = (await pinOf(api, id))!
+    const wrong = pin === '271828' ? '314159' : '271828'
+    const deliver = (p: string) => act('deliver', { verification: { method: 'otp', evidence: 'ok' }, proof: { pin: p } })
+    expect((await deliver(wrong)).status).toBe(422)
+    expect((await deliver(pin)).status).toBe(200)
+    await waitFor(() => receiver.requests.some((r) => r.body.includes(id) && r.body.includes('delivery.delivered')), 15_000, 'its webhooks')
+    // As a value it would be quoted (JSON) or follow `=` (a query string); long numbers (times) may hold the digits.
+    const shown = (text: string) => [pin, wrong].some((p) => text.includes(`"${p}"`) || text.includes(`=${p}`))
+    expect(
+      lines.some((l) => l.includes(id)),
+      'the delivery was logged',
+    ).toBe(true)
+    expect(lines.filter(shown)).toEqual([])
+    expect(receiver.requests.filter((r) => shown(r.body))).toEqual([])
   })
 
   it('refused requests that carry patient fields log none of them', async () => {
