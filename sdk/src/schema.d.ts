@@ -19386,7 +19386,8 @@ export interface operations {
                      *             "since": "2026-11-29T02:41:38.214Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
-                     *             "pharmacy_name": "Main Street Pharmacy"
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": []
                      *           }
                      *         ]
                      *       },
@@ -19399,6 +19400,7 @@ export interface operations {
                      *             "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": [],
                      *             "tote_id": null,
                      *             "eta": "2026-11-29T02:45:38.376Z",
                      *             "cold_chain": {
@@ -19422,6 +19424,7 @@ export interface operations {
                      *             "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": [],
                      *             "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
                      *             "eta": "2026-11-29T06:41:38.206Z",
                      *             "cold_chain": {
@@ -19803,7 +19806,8 @@ export interface operations {
                      *             "since": "2026-11-29T02:41:38.214Z",
                      *             "status": "DISPATCHED",
                      *             "driver_name": "Dana Driver",
-                     *             "pharmacy_name": "Main Street Pharmacy"
+                     *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": []
                      *           }
                      *         ]
                      *       },
@@ -19816,6 +19820,7 @@ export interface operations {
                      *             "driver_id": "dr_01m8jjvw63zb0gp2898vr38hyc",
                      *             "driver_name": "Sam Second",
                      *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": [],
                      *             "tote_id": null,
                      *             "eta": "2026-11-29T02:45:38.376Z",
                      *             "cold_chain": {
@@ -19839,6 +19844,7 @@ export interface operations {
                      *             "driver_id": "dr_01m8jjvw5y1pcgqgbhkhmtaaa5",
                      *             "driver_name": "Dana Driver",
                      *             "pharmacy_name": "Main Street Pharmacy",
+                     *             "items": [],
                      *             "tote_id": "tt_01m8jjvw6pk3yaqptdt4zzaczc",
                      *             "eta": "2026-11-29T06:41:38.206Z",
                      *             "cold_chain": {
