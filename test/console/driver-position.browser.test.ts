@@ -53,6 +53,8 @@ beforeAll(async () => {
   waiting = (await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })).delivery_id
   ;({ browser, page } = await pharmacistBrowser(world.base))
   page.on('request', (r) => requests.push(new URL(r.url()).pathname + new URL(r.url()).search))
+  // The queue's first page was asked for while signing in, before the listener: load it again, listened to.
+  await page.reload()
 }, 120_000)
 
 afterAll(async () => {
