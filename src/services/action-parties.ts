@@ -81,8 +81,8 @@ export async function actionParties(
       return { ...parties, evidence_hash: jcsHash({ reason: input.reason, note: input.note ?? null }) }
     case 'reattempt': {
       if (input.driver_id) changes.driver_id = input.driver_id
-      // A new attempt starts afresh: its ETA comes from its own positions (deliveries.ts drops the
-      // last attempt's ETA state), and a required PIN is issued anew with its own tries.
+      // A new attempt starts afresh: its ETA comes from its own positions (driver-positions.ts,
+      // forgetEtaState), and a required PIN is issued anew with its own tries.
       changes.live_eta = null
       const requirements = fromJson<PodRequirements | null>(delivery.pod_requirements ?? null)
       return { ...parties, evidence_hash: null, issuePin: Boolean(requirements?.pin) }

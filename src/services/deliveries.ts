@@ -25,6 +25,7 @@ import { signedCustodyEvent } from './custody-signatures.js'
 import { automaticRelease } from './stability-release.js'
 import { clearAlarmsOfDelivery } from '../alarms/alarm-records.js'
 import type { DeliveryPins } from './delivery-pin.js'
+import { forgetEtaState } from './driver-positions.js'
 
 // Optimistic concurrency: a transition that lost a race re-reads and re-decides this many times.
 const MAX_ATTEMPTS = 5
@@ -232,7 +233,7 @@ export class DeliveryService {
         .executeTakeFirst()
       if (Number(updated.numUpdatedRows) === 0) return false
       if (parties.issuePin) await this.pins.issue(trx, id, occurredAt)
-      if (input.action === 'reattempt') await trx.deleteFrom('delivery_etas').where('delivery_id', '=', id).execute()
+      if (input.action === 'reattempt') await forgetEtaState(trx, id)
       await trx
         .insertInto('custody_events')
         .values(appended.map((e) => custodyRow(id, e)))

@@ -327,6 +327,15 @@ const toPosition = (r: { driver_id: string; lat: number; lng: number; accuracy_m
  * tracking page, the fleet embed, the console); null before any. The caller has already decided
  * that its reader may see the delivery.
  */
+/**
+ * A reattempt's new trip: the last attempt's ETA state (its newest position, router ETA,
+ * announcements, arriving) is dropped in the reattempt's transaction, so the next position starts
+ * from the promise again. The delivery's `live_eta` is cleared with the reattempt's own changes.
+ */
+export async function forgetEtaState(trx: Executor, deliveryId: string): Promise<void> {
+  await trx.deleteFrom('delivery_etas').where('delivery_id', '=', deliveryId).execute()
+}
+
 export async function lastPosition(
   db: Executor,
   deliveryId: string,
