@@ -9,9 +9,5 @@ export default defineConfig({
     expect: { poll: { timeout: 10_000 } },
     // Tests bind ephemeral ports and share the local PostgreSQL; two workers match the CI machine.
     maxWorkers: 2,
-    // Each worker loads the service's modules once for all its files instead of once per file:
-    // ~400 s of imports become ~50 s. Tests keep no state in modules (each builds its own
-    // service, store and clock, and restores real timers after fake ones).
-    isolate: false,
   },
 })
