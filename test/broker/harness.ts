@@ -1,6 +1,6 @@
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt'
 import { pino } from 'pino'
-import { afterEach } from 'vitest'
+import { onTestFinished } from 'vitest'
 import { createBroker, PayloadRefusedError, type BrokerDeps, type RxBroker } from '../../broker/index.js'
 import { parseReadings, type ParsedReading } from '../../src/telemetry/parse.js'
 
@@ -11,13 +11,6 @@ export const errors = (tote: string) => `rxtrace/v1/totes/${tote}/errors`
 export const aReading = () => JSON.stringify({ ts: Date.now(), temp_c: 4.5 })
 
 export type Stored = { toteId: string; readings: ParsedReading[]; qos: 0 | 1 }
-
-const brokers: RxBroker[] = []
-const clients: MqttClient[] = []
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.endAsync(true)))
-  await Promise.all(brokers.splice(0).map((b) => b.close()))
-})
 
 /** A broker whose ingest parses and keeps readings in memory, like the real one minus storage. */
 export async function startBroker(over: Partial<BrokerDeps> = {}) {
@@ -35,7 +28,8 @@ export async function startBroker(over: Partial<BrokerDeps> = {}) {
     host: '127.0.0.1',
     ...over,
   })
-  brokers.push(broker)
+  // Registered per call, not at module level: a module is loaded once for every file a worker runs.
+  onTestFinished(() => broker.close())
   return { broker, stored }
 }
 
@@ -50,7 +44,7 @@ export async function connectTote(url: string, tote: string, password = PASSWORD
     connectTimeout: 5_000,
     ...options,
   })
-  clients.push(client)
+  onTestFinished(() => client.endAsync(true))
   return client
 }
 export const tcp = (broker: RxBroker) => `mqtt://127.0.0.1:${broker.tcpPort}`
