@@ -7,8 +7,8 @@ import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitio
  * Expiry on the SQLite readings file (ExpiryRequest, sink.ts), day by day, oldest first, one
  * transaction per day and pass:
  *
- * - A day that ended before both cut-offs and holds no reading of a kept delivery is dropped
- *   whole (its row and chunk tables: DROP TABLE, whatever the number of readings).
+ * - A day that ended before both cut-offs and holds no reading of a kept delivery is emptied,
+ *   at most EMPTYING_ROWS stored rows a batch (a chunk counts as one), and its tables then dropped.
  * - Otherwise, for each binding in the day (found through the chunk table's binding index, or a
  *   scan of a row table not compacted yet) whose readings may go — none (unbound) before
  *   `unboundBeforeMs`; a delivery's not in `keepDeliveries` before `boundBeforeMs` — its chunks
@@ -18,11 +18,24 @@ import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitio
  *   readings (chunks included) in the same kind of transaction, so a pass never sees half of it.
  */
 
+/**
+ * Stored rows a batch empties of a day wholly past retention, at most. Each batch holds every
+ * write for its duration: on a 2-core VM 250 chunk rows take ~1.4 ms, 1,000 ~4 ms, 5,000 ~16 ms
+ * (docs/performance.md, bench:expiry); a day of 10,000 totes (~140,000 chunks) then goes in
+ * ~2 minutes with the default pause.
+ */
+const EMPTYING_ROWS = 250
+
 type ChunkHead = { rowid: number; tote_key: number; first_ts: number; last_ts: number; n: number }
 
 export function createExpiry(db: Database.Database, partitions: Partitions) {
-  const deliveryOf = db.prepare<[number], { delivery_id: string | null }>('SELECT delivery_id FROM bindings WHERE binding_key = ?')
+  const keysOfDelivery = db.prepare<[string], { k: number }>('SELECT binding_key AS k FROM bindings WHERE delivery_id = ?')
   const stmt = (table: string, purpose: string, sql: string) => partitions.statement(table, purpose, () => sql)
+
+  const bindingsOfRows = (day: number): (number | null)[] => {
+    const t = rowTable(day)
+    return (stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]).map(({ b }) => b)
+  }
 
   const bindingsOfDay = (day: number): (number | null)[] => {
     const found = new Set<number | null>()
@@ -31,20 +44,40 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
       const t = chunkTable(day)
       for (const { b } of stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]) found.add(b)
     }
-    if (entry.rows) {
-      const t = rowTable(day)
-      for (const { b } of stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]) found.add(b)
-    }
+    if (entry.rows) for (const b of bindingsOfRows(day)) found.add(b)
     return [...found]
   }
 
-  const countOfDay = (day: number): number => {
+  /**
+   * Empties a day wholly past retention by at most `budget` stored rows (a chunk of up to 128
+   * readings is one row), oldest first, and drops its tables once nothing is left. A DROP TABLE of
+   * a whole day frees every page of it in one statement: hundreds of milliseconds for a day of a
+   * large fleet, during which no write commits (bench:expiry); a batch of rows is a few.
+   */
+  const emptyDay = (day: number, budget: number): { removed: number; full: boolean } => {
     const entry = partitions.get(day)!
-    let n = 0
-    if (entry.rows) n += (stmt(rowTable(day), 'count', `SELECT count(*) AS n FROM ${rowTable(day)}`).get() as { n: number }).n
-    if (entry.chunks)
-      n += (stmt(chunkTable(day), 'count', `SELECT coalesce(sum(n), 0) AS n FROM ${chunkTable(day)}`).get() as { n: number }).n
-    return n
+    let removed = 0
+    let rowsLeft = budget
+    if (entry.chunks) {
+      const t = chunkTable(day)
+      const oldest = stmt(t, 'oldest', `SELECT rowid, n FROM ${t} ORDER BY rowid LIMIT ?`).all(rowsLeft) as { rowid: number; n: number }[]
+      if (oldest.length > 0) stmt(t, 'delete-through', `DELETE FROM ${t} WHERE rowid <= ?`).run(oldest.at(-1)!.rowid)
+      for (const c of oldest) removed += c.n
+      rowsLeft -= oldest.length
+    }
+    if (entry.rows && rowsLeft > 0) {
+      const t = rowTable(day)
+      const gone = stmt(t, 'delete-oldest', `DELETE FROM ${t} WHERE rowid IN (SELECT rowid FROM ${t} ORDER BY rowid LIMIT ?)`).run(
+        rowsLeft,
+      ).changes
+      removed += gone
+      rowsLeft -= gone
+    }
+    if (rowsLeft === 0) return { removed, full: true }
+    // Both tables came up short of the budget: they are empty now, and dropping them costs nothing.
+    partitions.dropRows(day)
+    partitions.dropChunks(day)
+    return { removed, full: false }
   }
 
   /** Removes one binding's readings of the day before `cutoff`, up to about `budget`. */
@@ -89,46 +122,59 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
 
   const isEmpty = (table: string) => stmt(table, 'any', `SELECT 1 FROM ${table} LIMIT 1`).get() === undefined
 
+  /** Whether the day holds a reading bound to one of `keys`: one seek of the binding index a key. */
+  const holdsAny = (day: number, keys: ReadonlySet<number>): boolean => {
+    if (keys.size === 0) return false
+    const entry = partitions.get(day)!
+    if (entry.chunks) {
+      const t = chunkTable(day)
+      const any = stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key = ? LIMIT 1`)
+      for (const k of keys) if (any.get(k) !== undefined) return true
+    }
+    // A past day's row table holds only the late readings the next compaction packs: a scan is short.
+    return entry.rows && bindingsOfRows(day).some((b) => b !== null && keys.has(b))
+  }
+
   /** One day's pass, in one transaction: what it removed, and whether it stopped for the budget. */
-  const expireDay = db.transaction((day: number, request: ExpiryRequest, budget: number): { removed: number; full: boolean } => {
-    const start = day * DAY_MS
-    const end = start + DAY_MS
-    const deliveries = new Map<number, string | null>()
-    const kept = (b: number) => {
-      if (!deliveries.has(b)) deliveries.set(b, deliveryOf.get(b)?.delivery_id ?? null)
-      const d = deliveries.get(b)!
-      return d !== null && request.keepDeliveries.has(d)
-    }
-    // Newer than the bound cut-off only unbound readings can go: one seek of the binding index, no scan.
-    const bindings = start < request.boundBeforeMs ? bindingsOfDay(day) : [null]
-    if (end <= request.unboundBeforeMs && end <= request.boundBeforeMs && !bindings.some((b) => b !== null && kept(b))) {
-      const removed = countOfDay(day)
-      partitions.dropRows(day)
-      partitions.dropChunks(day)
+  const expireDay = db.transaction(
+    (day: number, request: ExpiryRequest, keptKeys: ReadonlySet<number>, budget: number): { removed: number; full: boolean } => {
+      const start = day * DAY_MS
+      const end = start + DAY_MS
+      if (end <= request.unboundBeforeMs && end <= request.boundBeforeMs && !holdsAny(day, keptKeys))
+        return emptyDay(day, Math.min(budget, EMPTYING_ROWS))
+      // Newer than the bound cut-off only unbound readings can go: one seek of the binding index, no scan.
+      const bindings = start < request.boundBeforeMs ? bindingsOfDay(day) : [null]
+      let removed = 0
+      for (const b of bindings) {
+        const cutoff = b === null ? request.unboundBeforeMs : keptKeys.has(b) ? Number.NEGATIVE_INFINITY : request.boundBeforeMs
+        if (cutoff <= start) continue
+        removed += removeBefore(day, b, Math.min(cutoff, end), budget - removed)
+        if (removed >= budget) return { removed, full: true }
+      }
+      if (partitions.get(day)?.rows && isEmpty(rowTable(day))) partitions.dropRows(day)
+      if (partitions.get(day)?.chunks && isEmpty(chunkTable(day))) partitions.dropChunks(day)
       return { removed, full: false }
-    }
-    let removed = 0
-    for (const b of bindings) {
-      const cutoff = b === null ? request.unboundBeforeMs : kept(b) ? Number.NEGATIVE_INFINITY : request.boundBeforeMs
-      if (cutoff <= start) continue
-      removed += removeBefore(day, b, Math.min(cutoff, end), budget - removed)
-      if (removed >= budget) return { removed, full: true }
-    }
-    if (partitions.get(day)?.rows && isEmpty(rowTable(day))) partitions.dropRows(day)
-    if (partitions.get(day)?.chunks && isEmpty(chunkTable(day))) partitions.dropChunks(day)
-    return { removed, full: false }
-  })
+    },
+  )
+
+  /** The binding keys of the deliveries whose readings stay whatever their age, read once a batch. */
+  const keysOf = (deliveries: ReadonlySet<string>): Set<number> => {
+    const keys = new Set<number>()
+    for (const id of deliveries) for (const { k } of keysOfDelivery.all(id)) keys.add(k)
+    return keys
+  }
 
   return {
     /** One batch of at most about `limit` readings (a whole day dropped counts as its readings). */
     expire(request: ExpiryRequest, rolledBack: () => void): ExpiryResult {
       const horizon = Math.max(request.unboundBeforeMs, request.boundBeforeMs)
+      const keptKeys = keysOf(request.keepDeliveries)
       let removed = 0
       for (const day of [...partitions.all()]) {
         if (day * DAY_MS >= horizon) break
         if (removed >= request.limit) return { removed, more: true }
         try {
-          const pass = expireDay(day, request, request.limit - removed)
+          const pass = expireDay(day, request, keptKeys, request.limit - removed)
           removed += pass.removed
           if (pass.full) return { removed, more: true }
         } catch (err) {

@@ -293,4 +293,19 @@ describe('expiry', () => {
     ])
     expect(await s.count()).toBe(7 * 24)
   })
+
+  it('empties a whole day at most `limit` stored rows a batch, and drops its tables once empty', async () => {
+    const path = join(dir, 'drop-in-batches.db')
+    const s = sink(path)
+    await s.write([...month('tt_a'), ...month('tt_b')])
+    await compactAll(s)
+    // limit 1: one chunk (a tote's day of unbound hourly readings) a batch, however many readings it holds.
+    const oneRow = request({ keepDeliveries: new Set(['dl_open']), boundBeforeMs: NOW, limit: 1 })
+    expect(await s.expire!(oneRow)).toEqual({ removed: 24, more: true })
+    expect(tables(path)).toHaveLength(30)
+    expect(await s.count()).toBe(2 * 30 * 24 - 24)
+    expect(await expireAll(s, oneRow)).toBe(2 * 23 * 24 - 24)
+    expect(tables(path)).toHaveLength(7)
+    expect(await s.count()).toBe(2 * 7 * 24)
+  })
 })
