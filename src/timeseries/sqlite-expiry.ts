@@ -165,7 +165,7 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
   }
 
   return {
-    /** One batch of at most about `limit` readings (a whole day dropped counts as its readings). */
+    /** One batch of at most about `limit` readings (a day wholly past retention: at most EMPTYING_ROWS stored rows). */
     expire(request: ExpiryRequest, rolledBack: () => void): ExpiryResult {
       const horizon = Math.max(request.unboundBeforeMs, request.boundBeforeMs)
       const keptKeys = keysOf(request.keepDeliveries)
