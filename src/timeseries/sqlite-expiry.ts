@@ -26,10 +26,16 @@ import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitio
  */
 const EMPTYING_ROWS = 250
 
+/** The binding keys of the kept deliveries, as a set and as the JSON array SQLite's json_each reads. */
+type KeptKeys = { keys: ReadonlySet<number>; json: string }
+
 type ChunkHead = { rowid: number; tote_key: number; first_ts: number; last_ts: number; n: number }
 
 export function createExpiry(db: Database.Database, partitions: Partitions) {
-  const keysOfDelivery = db.prepare<[string], { k: number }>('SELECT binding_key AS k FROM bindings WHERE delivery_id = ?')
+  // One statement for the whole set (a JSON array of ids), each id a seek of bindings_by_delivery.
+  const keysOfDeliveries = db.prepare<[string], { k: number }>(
+    'SELECT binding_key AS k FROM bindings WHERE delivery_id IN (SELECT value FROM json_each(?))',
+  )
   const stmt = (table: string, purpose: string, sql: string) => partitions.statement(table, purpose, () => sql)
 
   const bindingsOfRows = (day: number): (number | null)[] => {
@@ -122,31 +128,35 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
 
   const isEmpty = (table: string) => stmt(table, 'any', `SELECT 1 FROM ${table} LIMIT 1`).get() === undefined
 
-  /** Whether the day holds a reading bound to one of `keys`: one seek of the binding index a key. */
-  const holdsAny = (day: number, keys: ReadonlySet<number>): boolean => {
-    if (keys.size === 0) return false
+  /** Whether the day holds a reading bound to one of `keys` (a JSON array): one seek of the binding index a key. */
+  const holdsAny = (day: number, keys: string): boolean => {
+    if (keys === '[]') return false
     const entry = partitions.get(day)!
     if (entry.chunks) {
       const t = chunkTable(day)
-      const any = stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key = ? LIMIT 1`)
-      for (const k of keys) if (any.get(k) !== undefined) return true
+      const any = stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key IN (SELECT value FROM json_each(?)) LIMIT 1`)
+      if (any.get(keys) !== undefined) return true
     }
     // A past day's row table holds only the late readings the next compaction packs: a scan is short.
-    return entry.rows && bindingsOfRows(day).some((b) => b !== null && keys.has(b))
+    if (!entry.rows) return false
+    const t = rowTable(day)
+    return (
+      stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key IN (SELECT value FROM json_each(?)) LIMIT 1`).get(keys) !== undefined
+    )
   }
 
   /** One day's pass, in one transaction: what it removed, and whether it stopped for the budget. */
   const expireDay = db.transaction(
-    (day: number, request: ExpiryRequest, keptKeys: ReadonlySet<number>, budget: number): { removed: number; full: boolean } => {
+    (day: number, request: ExpiryRequest, keptKeys: () => KeptKeys, budget: number): { removed: number; full: boolean } => {
       const start = day * DAY_MS
       const end = start + DAY_MS
-      if (end <= request.unboundBeforeMs && end <= request.boundBeforeMs && !holdsAny(day, keptKeys))
+      if (end <= request.unboundBeforeMs && end <= request.boundBeforeMs && !holdsAny(day, keptKeys().json))
         return emptyDay(day, Math.min(budget, EMPTYING_ROWS))
       // Newer than the bound cut-off only unbound readings can go: one seek of the binding index, no scan.
       const bindings = start < request.boundBeforeMs ? bindingsOfDay(day) : [null]
       let removed = 0
       for (const b of bindings) {
-        const cutoff = b === null ? request.unboundBeforeMs : keptKeys.has(b) ? Number.NEGATIVE_INFINITY : request.boundBeforeMs
+        const cutoff = b === null ? request.unboundBeforeMs : keptKeys().keys.has(b) ? Number.NEGATIVE_INFINITY : request.boundBeforeMs
         if (cutoff <= start) continue
         removed += removeBefore(day, b, Math.min(cutoff, end), budget - removed)
         if (removed >= budget) return { removed, full: true }
@@ -157,11 +167,18 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
     },
   )
 
-  /** The binding keys of the deliveries whose readings stay whatever their age, read once a batch. */
-  const keysOf = (deliveries: ReadonlySet<string>): Set<number> => {
-    const keys = new Set<number>()
-    for (const id of deliveries) for (const { k } of keysOfDelivery.all(id)) keys.add(k)
-    return keys
+  /**
+   * The binding keys of the deliveries whose readings stay whatever their age: read at most once a
+   * batch, and only by a day that needs them (one wholly past both cut-offs, or one before the
+   * records cut-off); days between the two cut-offs, the usual case, lose only unbound readings.
+   */
+  const keysOf = (deliveries: ReadonlySet<string>): (() => KeptKeys) => {
+    let kept: KeptKeys | null = null
+    return () => {
+      if (kept) return kept
+      const keys = keysOfDeliveries.all(JSON.stringify([...deliveries])).map(({ k }) => k)
+      return (kept = { keys: new Set(keys), json: JSON.stringify(keys) })
+    }
   }
 
   return {

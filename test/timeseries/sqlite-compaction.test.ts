@@ -294,6 +294,31 @@ describe('expiry', () => {
     expect(await s.count()).toBe(7 * 24)
   })
 
+  it('keeps every reading of a kept delivery bound under several prescriptions, in chunks and late rows, whatever the limit', async () => {
+    for (const limit of [1, 249, 250, 251, 5_000]) {
+      const path = join(dir, `kept-${files++}.db`)
+      const s = sink(path)
+      const kept = (tote: number, h: number): [string, string] | [null, null] =>
+        tote === 5 && h >= 3 && h < 6 ? ['dl_k', 'rx_a'] : tote === 7 && h >= 10 && h < 13 ? ['dl_k', 'rx_b'] : [null, null]
+      const day = (d: number, bind = (_t: number, _h: number): [string | null, string | null] => [null, null]) =>
+        Array.from({ length: 300 * 24 }, (_, i) => {
+          const [tote, h] = [Math.floor(i / 24), i % 24]
+          const [delivery, rx] = bind(tote, h)
+          return readingRow({ tote_id: `tt_${tote}`, ts: D0 + d * DAY + h * 3_600_000, delivery_id: delivery, rx_id: rx })
+        })
+      await s.write([...day(0, kept), ...day(1)])
+      await compactAll(s)
+      // A late reading of dl_k under a third prescription lands in a compacted day's row table.
+      await s.write([readingRow({ tote_id: 'tt_x', ts: D0 + DAY + 5, delivery_id: 'dl_k', rx_id: 'rx_c' })])
+      const everything = request({ unboundBeforeMs: NOW, boundBeforeMs: NOW, limit })
+      await expireAll(s, { ...everything, keepDeliveries: new Set(['dl_k']) })
+      expect(await s.readingsForDelivery('dl_k', 0, Infinity)).toHaveLength(7)
+      expect(await s.count()).toBe(7)
+      expect(await expireAll(s, everything)).toBe(7)
+      expect(tables(path)).toEqual([])
+    }
+  })
+
   it('empties a whole day at most `limit` stored rows a batch, and drops its tables once empty', async () => {
     const path = join(dir, 'drop-in-batches.db')
     const s = sink(path)
