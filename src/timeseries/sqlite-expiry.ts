@@ -38,11 +38,6 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
   )
   const stmt = (table: string, purpose: string, sql: string) => partitions.statement(table, purpose, () => sql)
 
-  const bindingsOfRows = (day: number): (number | null)[] => {
-    const t = rowTable(day)
-    return (stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]).map(({ b }) => b)
-  }
-
   const bindingsOfDay = (day: number): (number | null)[] => {
     const found = new Set<number | null>()
     const entry = partitions.get(day)!
@@ -50,7 +45,10 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
       const t = chunkTable(day)
       for (const { b } of stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]) found.add(b)
     }
-    if (entry.rows) for (const b of bindingsOfRows(day)) found.add(b)
+    if (entry.rows) {
+      const t = rowTable(day)
+      for (const { b } of stmt(t, 'bindings', `SELECT DISTINCT binding_key AS b FROM ${t}`).all() as { b: number | null }[]) found.add(b)
+    }
     return [...found]
   }
 
@@ -128,21 +126,17 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
 
   const isEmpty = (table: string) => stmt(table, 'any', `SELECT 1 FROM ${table} LIMIT 1`).get() === undefined
 
-  /** Whether the day holds a reading bound to one of `keys` (a JSON array): one seek of the binding index a key. */
+  /**
+   * Whether the day holds a reading bound to one of `keys` (a JSON array): one seek of the chunks'
+   * binding index a key; a past day's row table holds only the late readings the next compaction
+   * packs, so its scan is short.
+   */
   const holdsAny = (day: number, keys: string): boolean => {
     if (keys === '[]') return false
     const entry = partitions.get(day)!
-    if (entry.chunks) {
-      const t = chunkTable(day)
-      const any = stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key IN (SELECT value FROM json_each(?)) LIMIT 1`)
-      if (any.get(keys) !== undefined) return true
-    }
-    // A past day's row table holds only the late readings the next compaction packs: a scan is short.
-    if (!entry.rows) return false
-    const t = rowTable(day)
-    return (
+    const holds = (t: string) =>
       stmt(t, 'has-binding', `SELECT 1 FROM ${t} WHERE binding_key IN (SELECT value FROM json_each(?)) LIMIT 1`).get(keys) !== undefined
-    )
+    return (entry.chunks && holds(chunkTable(day))) || (entry.rows && holds(rowTable(day)))
   }
 
   /** One day's pass, in one transaction: what it removed, and whether it stopped for the budget. */

@@ -23,7 +23,7 @@ import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { parseBenchArgs } from './lib/args.js'
 import { apiClient } from './lib/ingest-service.js'
 import type { ToteCredentials } from './lib/ingest-protocol.js'
-import { cpuSeconds, round } from './lib/ingest-stats.js'
+import { cpuSeconds, pubackFigures, round } from './lib/ingest-stats.js'
 import { forkPublisher } from './lib/publisher-child.js'
 import { readingBatches } from './lib/reading-load.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './lib/service-process.js'
@@ -107,14 +107,16 @@ async function seed(dataDir: string): Promise<{ totes: ToteCredentials[]; readin
   return { totes, readings }
 }
 
-/** The Prometheus sample `name` (labels included, as printed), or null. */
-async function metric(baseUrl: string, name: string): Promise<number | null> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `))
-  return line ? Number(line.slice(name.length + 1)) : null
+/** The service's Prometheus samples, read once: `name` (labels included, as printed) → value. */
+async function metrics(baseUrl: string): Promise<(name: string) => number | null> {
+  const lines = (await (await fetch(`${baseUrl}/metrics`)).text()).split('\n')
+  return (name) => {
+    const line = lines.find((l) => l.startsWith(`${name} `))
+    return line ? Number(line.slice(name.length + 1)) : null
+  }
 }
 
-const removedReadings = async (baseUrl: string) => (await metric(baseUrl, 'rxtrace_retention_removed_total{table="readings"}')) ?? 0
+const REMOVED_READINGS = 'rxtrace_retention_removed_total{table="readings"}'
 
 /** One run on a copy of the seeded directory: the paced phase, measured from outside, and the pass if there was one. */
 async function run(name: 'baseline' | 'expiry', seeded: string, totes: ToteCredentials[]) {
@@ -137,21 +139,17 @@ async function run(name: 'baseline' | 'expiry', seeded: string, totes: ToteCrede
     await ask({ type: 'run', phase: { name: `${name}-warmup`, durationMs: WARMUP_MS, batch: 1, window: 4, rate } }, 'result')
     const cpu0 = cpuSeconds(service.child.pid!)
     const windowStart = Date.now()
-    const removedBefore = await removedReadings(service.baseUrl)
+    const removedBefore = (await metrics(service.baseUrl))(REMOVED_READINGS) ?? 0
     const { result } = await ask({ type: 'run', phase: { name, durationMs: num('ingest-s') * 1_000, batch: 1, window: 4, rate } }, 'result')
     const windowEnd = Date.now()
     const cpu1 = cpuSeconds(service.child.pid!)
-    const removedInWindow = (await removedReadings(service.baseUrl)) - removedBefore
-    const passEnded = await metric(service.baseUrl, 'rxtrace_retention_last_pass_timestamp_seconds')
-    const passSeconds = await metric(service.baseUrl, 'rxtrace_retention_pass_duration_seconds')
+    const after = await metrics(service.baseUrl)
+    const removedInWindow = (after(REMOVED_READINGS) ?? 0) - removedBefore
+    const passEnded = after('rxtrace_retention_last_pass_timestamp_seconds')
+    const passSeconds = after('rxtrace_retention_pass_duration_seconds')
     await ask({ type: 'disconnect' }, 'disconnected')
     const figures = {
-      readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
-      puback_p50_ms: round(result.latency.p50, 2),
-      puback_p99_ms: round(result.latency.p99, 2),
-      puback_max_ms: round(result.latency.max, 1),
-      errors: result.errors + result.rejected,
-      behind: result.behind,
+      ...pubackFigures(result),
       service_cpu_us_per_reading:
         cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1),
       // What the expirer removed while the window ran, and its last complete pass (seconds from the window's start; null: none yet).

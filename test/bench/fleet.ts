@@ -31,10 +31,10 @@ import { fork } from 'node:child_process'
 import { parseBenchArgs } from './lib/args.js'
 import { forkPublisher } from './lib/publisher-child.js'
 import { clientCredentialsToken } from './lib/api-client.js'
-import type { Phase, PhaseResult } from './lib/ingest-protocol.js'
+import type { Phase } from './lib/ingest-protocol.js'
 import { apiClient, createFixture, freePort, repoRoot, startService, type ServiceChild } from './lib/ingest-service.js'
 import { BENCH_ADMIN, benchServiceEnv } from './lib/service-process.js'
-import { cpuSeconds, percentile, round, rssMb, watchRss } from './lib/ingest-stats.js'
+import { cpuSeconds, percentile, pubackFigures, round, rssMb, watchRss } from './lib/ingest-stats.js'
 import { positionsSection } from './lib/fleet-positions.js'
 
 const opt = parseBenchArgs(
@@ -190,15 +190,6 @@ const latencySummary = (values: number[]) =>
       }
     : { n: 0 }
 
-const puback = (r: PhaseResult) => ({
-  readings_per_s: round(r.ackedReadings / (r.elapsedMs / 1_000), 0),
-  puback_p50_ms: round(r.latency.p50, 2),
-  puback_p99_ms: round(r.latency.p99, 2),
-  puback_max_ms: round(r.latency.max, 1),
-  errors: r.errors + r.rejected,
-  behind: r.behind,
-})
-
 /** Runs a phase and the service CPU it cost. */
 async function measured(publisher: ReturnType<typeof startPublisher>, service: ServiceChild, phase: Phase) {
   const cpu0 = cpuSeconds(service.pid)
@@ -253,7 +244,7 @@ async function exceptionsSection() {
     await publisher.run(phase('warmup', 3_000))
     const baseline = await measured(publisher, service, phase('readings-alone', Number(opt['baseline-s']) * 1_000))
     log(
-      `baseline: ${JSON.stringify(puback(baseline.result))}, service cpu ${baseline.cpu.service_pct}% (${baseline.cpu.us_per_reading} µs/reading)`,
+      `baseline: ${JSON.stringify(pubackFigures(baseline.result))}, service cpu ${baseline.cpu.service_pct}% (${baseline.cpu.us_per_reading} µs/reading)`,
     )
 
     const rssBefore = rssMb(service.pid)
@@ -330,8 +321,10 @@ async function exceptionsSection() {
     log(
       `exceptions: ${run.result.breaks.length} breaks × ${subscribers} streams: ${JSON.stringify(exceptions)}, missed ${missed}, streams ended early ${endedEarly}`,
     )
-    log(`with streams: ${JSON.stringify(puback(run.result))}, service cpu ${run.cpu.service_pct}% (${run.cpu.us_per_reading} µs/reading)`)
-    const withStreams = puback(run.result)
+    log(
+      `with streams: ${JSON.stringify(pubackFigures(run.result))}, service cpu ${run.cpu.service_pct}% (${run.cpu.us_per_reading} µs/reading)`,
+    )
+    const withStreams = pubackFigures(run.result)
     return {
       settings: {
         subscribers,
@@ -353,7 +346,7 @@ async function exceptionsSection() {
       fanout_alone: fanout,
       exception_latency: { ...exceptions, missed },
       readings_alone: {
-        ...puback(baseline.result),
+        ...pubackFigures(baseline.result),
         service_cpu_pct: baseline.cpu.service_pct,
         service_us_per_reading: baseline.cpu.us_per_reading,
       },

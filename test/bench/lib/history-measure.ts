@@ -8,7 +8,7 @@ import { createReadingSink } from '../../../src/timeseries/index.js'
 import { clientCredentialsToken } from './api-client.js'
 import { apiClient } from './ingest-service.js'
 import type { ToteCredentials } from './ingest-protocol.js'
-import { cpuSeconds, round, rssMb } from './ingest-stats.js'
+import { cpuSeconds, pubackFigures, round, rssMb } from './ingest-stats.js'
 import { drive, type LoadRequest } from './load.js'
 import { forkPublisher } from './publisher-child.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './service-process.js'
@@ -191,11 +191,7 @@ async function singles(service: ServiceProcess, api: ReturnType<typeof apiClient
     const usPerReading =
       cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1)
     const figures = {
-      readings_per_s: round(result.ackedReadings / (result.elapsedMs / 1_000), 0),
-      puback_p50_ms: round(result.latency.p50, 2),
-      puback_p99_ms: round(result.latency.p99, 2),
-      errors: result.errors + result.rejected,
-      behind: result.behind,
+      ...pubackFigures(result),
       service_cpu_us_per_reading: usPerReading,
       rss_mb: rssMb(service.child.pid!),
       totes: m.live.length,

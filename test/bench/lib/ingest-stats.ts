@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs'
+import type { PhaseResult } from './ingest-protocol.js'
 
 /** Latencies in ms, appended without reallocating one huge array per sample. */
 export class LatencySamples {
@@ -48,6 +49,16 @@ export const round = (x: number, digits = 1): number => {
   const f = 10 ** digits
   return Math.round(x * f) / f
 }
+
+/** What a publisher phase delivered and how fast it was acknowledged, as the benchmarks print it. */
+export const pubackFigures = (r: PhaseResult) => ({
+  readings_per_s: round(r.ackedReadings / (r.elapsedMs / 1_000), 0),
+  puback_p50_ms: round(r.latency.p50, 2),
+  puback_p99_ms: round(r.latency.p99, 2),
+  puback_max_ms: round(r.latency.max, 1),
+  errors: r.errors + r.rejected,
+  behind: r.behind,
+})
 
 /** Resident set size of a process in MB, from /proc/<pid>/status (Linux). Null once it is gone. */
 export function rssMb(pid: number): number | null {
