@@ -5,7 +5,7 @@ type ClientInternals = {
   connecting: boolean
   connected: boolean
   errored: boolean
-  conn: { write(chunk: Uint8Array): boolean }
+  conn: { write(chunk: Uint8Array): boolean; cork(): void; uncork(): void; writableCorked: number }
   waitForDrain(callback: (error?: Error) => void): void
 }
 
@@ -31,12 +31,25 @@ function pubackOf(messageId: number): Buffer {
  * QoS 0, which aedes does not acknowledge, so nothing is sent twice. What aedes does around the
  * write is kept: no write on a connection that is gone (aedes then reports it), and with the
  * socket's buffer full the tote's next packets wait for it to drain.
+ *
+ * The socket is corked until the end of the tick, as mqtt-packet does: a group commit answers all
+ * its publishes in one tick, and a tote with several of them in that commit (a backlog after a
+ * reconnect, a gateway's burst) gets their PUBACKs in one system call, not one each. On loopback
+ * each write delivers to the reader inside the writer's system call, about a fifth of the
+ * service's CPU per reading under load.
  */
 export function acknowledge(client: Client, packet: PublishPacket, done: (error?: Error | null) => void): void {
   const c = client as unknown as ClientInternals
   if (packet.qos !== 1 || typeof packet.messageId !== 'number' || !(c.connecting || c.connected)) return done(null)
-  const flushed = c.conn.write(pubackOf(packet.messageId))
+  const conn = c.conn
+  if (conn.writableCorked === 0) {
+    conn.cork()
+    process.nextTick(uncork, conn)
+  }
+  const flushed = conn.write(pubackOf(packet.messageId))
   packet.qos = 0
   if (flushed || c.errored) done(null)
   else c.waitForDrain((error) => done(error ?? null))
 }
+
+const uncork = (conn: ClientInternals['conn']) => conn.uncork()
