@@ -38,6 +38,11 @@ type Budget = { tokens: number; updatedMs: number }
 type Outcome = { error: Error | null; holdAckMs: number }
 
 export function createAuthorizePublish({ sessions, logger, metrics, onReadings, onLocation, publishError, isClosing, inFlight }: Deps) {
+  const publishes = {
+    accepted: metrics.readingsPublishes?.labels({ outcome: 'accepted' }),
+    rejected: metrics.readingsPublishes?.labels({ outcome: 'rejected' }),
+    unavailable: metrics.readingsPublishes?.labels({ outcome: 'unavailable' }),
+  }
   const refusalBudgets = new WeakMap<Client, Budget>()
   /** 0 while the tote is within its refusal budget, else how long to hold this acknowledgement. */
   const holdForRefusal = (client: Client): number => {
@@ -94,7 +99,7 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
   }
   const accepted = (entry: Pending) => {
     try {
-      metrics.readingsPublishes?.inc({ outcome: 'accepted' })
+      publishes.accepted?.inc()
       settle(entry, ACCEPTED)
     } catch (failure) {
       logger.error({ err: failure, toteId: entry.toteId }, 'readings publish failed in the broker')
@@ -105,12 +110,12 @@ export function createAuthorizePublish({ sessions, logger, metrics, onReadings, 
     const { toteId } = entry
     try {
       if (!isRefusal(err)) {
-        metrics.readingsPublishes?.inc({ outcome: 'unavailable' })
+        publishes.unavailable?.inc()
         logger.error({ err, toteId }, 'readings not stored; closing connection so the tote re-sends')
         return settle(entry, { error: new Error('readings could not be stored'), holdAckMs: 0 })
       }
       const rejection = rejectionOf(err, Date.now())
-      metrics.readingsPublishes?.inc({ outcome: 'rejected' })
+      publishes.rejected?.inc()
       const holdAckMs = holdForRefusal(entry.client)
       // Within budget each refusal is logged; beyond it only counted, so a flood cannot flood the log.
       if (holdAckMs === 0) logger.info({ toteId, code: rejection.error, reason: rejection.reason }, 'tote payload rejected')

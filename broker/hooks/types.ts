@@ -12,8 +12,11 @@ export type BrokerMetrics = {
   }
   /** Publishes and subscriptions the ACL refused. */
   aclDenied?: { inc(labels: { action: 'publish' | 'subscribe' }): void }
-  /** Readings publishes handed to onReadings, by outcome: stored, refused payload, store unavailable. */
-  readingsPublishes?: { inc(labels: { outcome: 'accepted' | 'rejected' | 'unavailable' }): void }
+  /**
+   * Readings publishes handed to onReadings, by outcome: stored, refused payload, store unavailable.
+   * Counted through `labels()`: its child is looked up once, not per reading.
+   */
+  readingsPublishes?: { labels(labels: { outcome: 'accepted' | 'rejected' | 'unavailable' }): { inc(): void } }
   /** Times a limit was enforced: a packet over the size limit, a session beyond the tote's limit, a message dropped from a full queue. */
   limitsEnforced?: { inc(labels: { limit: 'packet_size' | 'sessions' | 'queue' }): void }
 }
