@@ -115,7 +115,7 @@ if (!['sqlite', 'postgres', 'questdb-standin', 'questdb'].includes(SINK))
 if (SINK === 'questdb' && !process.env.QUESTDB_CONFIG)
   throw new Error('--sink questdb needs QUESTDB_CONFIG (e.g. http::addr=127.0.0.1:9000;)')
 // The issue's targets on a 2-core machine.
-const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.4, rss5000Mb: 500 }
+const TARGET = { singlePerS: 20_000, batchPerS: 100_000, pubackP99Ms: 50, eventP99Ms: 100, pipelineVsCeiling: 0.85, rss5000Mb: 500 }
 // Issue 28: 20,000 totes at a reading a second each, PUBACK p99 < 50 ms, RSS < 1.5 GB, CPU per reading within 1.2× of 5,000 totes'.
 const FLEET_TARGET = { totes: 20_000, pubackP99Ms: 50, rssMb: 1_536, cpuVs5000: 1.2 }
 
@@ -705,7 +705,7 @@ async function main() {
           n: events.latencies.length,
           met: events.latencies.length === BREAKS && eventP99 < TARGET.eventP99Ms,
         },
-        pipeline_at_least_40pct_of_ceiling: {
+        pipeline_at_least_85pct_of_ceiling: {
           ratio: pipelineVsCeiling === null ? null : round(pipelineVsCeiling, 3),
           met: pipelineVsCeiling === null ? null : pipelineVsCeiling >= TARGET.pipelineVsCeiling,
         },
