@@ -1,14 +1,16 @@
 /**
  * `npm run bench:expiry` — does an expiry pass stall ingest? Retention promises PUBACK p99
- * unchanged while a pass runs (docs/operations.md, Retention); this measures it on SQLite.
+ * unchanged while a pass runs (docs/operations.md, Retention); this measures it on SQLite
+ * (`--engine sqlite`, the default) or PostgreSQL (`--engine postgres`, `--database-url`).
  *
- * 1. Seeds a DATA_DIR: the service once, to register `--totes` totes (the live load), then
- *    `--days` whole days of past readings written through the SQLite sink's `write()`
+ * 1. Seeds a store: the service once, to register `--totes` totes (the live load), then
+ *    `--days` whole days of past readings written through the engine's sink `write()`
  *    (test/bench/lib/reading-load.ts: `--slow-totes` once a minute, two in three bound to
- *    deliveries the store does not hold) and compacted, as a running service keeps past days.
- *    The last seeded day ends `--age-days` days ago.
- * 2. Two runs, each on its own copy of that directory, with the same paced single readings
- *    (`--rate` a second over the totes, for `--ingest-s`):
+ *    deliveries the store does not hold), on SQLite compacted, as a running service keeps past
+ *    days. The last seeded day ends `--age-days` days ago.
+ * 2. Two runs, each on its own store (SQLite: a copy of the seeded directory; PostgreSQL: a
+ *    schema seeded the same way for each run, as a schema has no cheap copy), with the same paced
+ *    single readings (`--rate` a second over the totes, for `--ingest-s`):
  *    - `baseline`: retention off (RETENTION_INTERVAL_S=0);
  *    - `expiry`: both retention windows 1 day, so every seeded reading is expired, and the first
  *      pass starting `--pass-at-s` after the service starts, inside the measured window.
@@ -16,9 +18,13 @@
  * expirer removed during the window (from /metrics), the ratio of the p99s and the verdict
  * (within 1.2×, with readings removed during the window). Progress on stderr.
  */
+import { randomBytes } from 'node:crypto'
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import pg from 'pg'
+import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
+import type { ReadingSink } from '../../src/timeseries/sink.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { parseBenchArgs } from './lib/args.js'
 import { apiClient } from './lib/ingest-service.js'
@@ -30,8 +36,10 @@ import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type Servi
 
 const opt = parseBenchArgs(
   'bench:expiry',
-  'PUBACK latency of paced single readings with and without an expiry pass running (SQLite). Prints one JSON object on stdout, progress on stderr.',
+  'PUBACK latency of paced single readings with and without an expiry pass running (SQLite or PostgreSQL). Prints one JSON object on stdout, progress on stderr.',
   {
+    engine: { type: 'string', default: 'sqlite' },
+    'database-url': { type: 'string', default: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     totes: { type: 'string', default: '1000' },
     rate: { type: 'string', default: '10000' },
     'ingest-s': { type: 'string', default: '60' },
@@ -42,6 +50,8 @@ const opt = parseBenchArgs(
     'keep-data': { type: 'boolean', default: false },
   },
   {
+    engine: 'sqlite (the embedded default) or postgres (entities and readings in a fresh schema of --database-url per run)',
+    'database-url': 'the PostgreSQL server of --engine postgres',
     totes: 'connected totes publishing the live load',
     rate: 'single readings per second over them',
     'ingest-s': 'seconds of the measured phase of each run',
@@ -53,19 +63,58 @@ const opt = parseBenchArgs(
   },
 )
 const num = (name: keyof typeof opt) => Number(opt[name])
+const ENGINE = opt.engine
+if (ENGINE !== 'sqlite' && ENGINE !== 'postgres') throw new Error(`--engine must be sqlite or postgres, got ${ENGINE}`)
 const log = (line: string) => process.stderr.write(`[bench:expiry] ${new Date().toISOString().slice(11, 19)} ${line}\n`)
 const DAY_MS = 86_400_000
 const WARMUP_MS = 3_000
 
-/** Starts the service on `dataDir` as `npm start` does, with `env` added. */
-async function start(dataDir: string, env: NodeJS.ProcessEnv = {}): Promise<ServiceProcess> {
-  const port = await freePort()
-  return startServiceProcess({ env: benchServiceEnv(dataDir, port, { MQTT_PORT: '0', ...env }), port })
+/**
+ * Where one run's data lives: a DATA_DIR and, on PostgreSQL, a schema of its own (entities and
+ * readings; the service needs a key-encryption key there).
+ */
+type Store = { dataDir: string; schema: string | null; env: NodeJS.ProcessEnv }
+
+function newStore(name: string): Store {
+  const dataDir = mkdtempSync(join(tmpdir(), `rxtrace-expiry-${name}-`))
+  if (ENGINE === 'sqlite') return { dataDir, schema: null, env: {} }
+  const schema = `rx_expiry_${name}_${randomBytes(4).toString('hex')}`
+  const url = `${opt['database-url']}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
+  return { dataDir, schema, env: { DATABASE_URL: url, SECRETS_KEY: randomBytes(32).toString('base64') } }
 }
 
-/** The seeded directory: `totes` registered, `days` of compacted past readings. */
-async function seed(dataDir: string): Promise<{ totes: ToteCredentials[]; readings: number }> {
-  const service = await start(dataDir)
+async function onAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: opt['database-url'] })
+  await client.connect()
+  try {
+    return await work(client)
+  } finally {
+    await client.end()
+  }
+}
+
+async function removeStore(store: Store): Promise<void> {
+  if (opt['keep-data']) return
+  rmSync(store.dataDir, { recursive: true, force: true })
+  if (store.schema) await onAdmin((c) => c.query(`drop schema if exists "${store.schema}" cascade`))
+}
+
+/** Starts the service on `store` as `npm start` does, with `env` added. */
+async function start(store: Store, env: NodeJS.ProcessEnv = {}): Promise<ServiceProcess> {
+  const port = await freePort()
+  return startServiceProcess({ env: benchServiceEnv(store.dataDir, port, { MQTT_PORT: '0', ...store.env, ...env }), port })
+}
+
+/** The engine's sink over the store's readings, as the service opens it. */
+function sinkOf(store: Store): ReadingSink & { compact?: (o: { nowMs: number; maxReadings: number }) => Promise<{ more: boolean }> } {
+  if (store.schema) return createPostgresSink({ url: opt['database-url'], schema: store.schema })
+  return createSqliteSink({ path: join(store.dataDir, 'readings.db'), compaction: false })
+}
+
+/** The seeded store: `totes` registered, `days` of past readings (compacted on SQLite). */
+async function seed(store: Store): Promise<{ totes: ToteCredentials[]; readings: number }> {
+  if (store.schema) await onAdmin((c) => c.query(`create schema "${store.schema}"`))
+  const service = await start(store)
   const totes: ToteCredentials[] = []
   try {
     const api = apiClient(service.baseUrl)
@@ -85,7 +134,7 @@ async function seed(dataDir: string): Promise<{ totes: ToteCredentials[]; readin
 
   const lastDayEnd = Math.floor(Date.now() / DAY_MS - num('age-days')) * DAY_MS
   const startMs = lastDayEnd - num('days') * DAY_MS
-  const sink = createSqliteSink({ path: join(dataDir, 'readings.db'), compaction: false })
+  const sink = sinkOf(store)
   let readings = 0
   try {
     const t0 = Date.now()
@@ -96,11 +145,8 @@ async function seed(dataDir: string): Promise<{ totes: ToteCredentials[]; readin
     }
     log(`${readings} readings written (${Math.round(readings / ((Date.now() - t0) / 1_000))}/s)`)
     const t1 = Date.now()
-    for (;;) {
-      const pass = await sink.compact({ nowMs: Date.now(), maxReadings: 200_000 })
-      if (!pass.more) break
-    }
-    log(`compacted in ${round((Date.now() - t1) / 1_000, 1)} s`)
+    for (let more = sink.compact !== undefined; more;) more = (await sink.compact!({ nowMs: Date.now(), maxReadings: 200_000 })).more
+    if (sink.compact) log(`compacted in ${round((Date.now() - t1) / 1_000, 1)} s`)
   } finally {
     await sink.close()
   }
@@ -118,15 +164,13 @@ async function metrics(baseUrl: string): Promise<(name: string) => number | null
 
 const REMOVED_READINGS = 'rxtrace_retention_removed_total{table="readings"}'
 
-/** One run on a copy of the seeded directory: the paced phase, measured from outside, and the pass if there was one. */
-async function run(name: 'baseline' | 'expiry', seeded: string, totes: ToteCredentials[]) {
-  const dataDir = mkdtempSync(join(tmpdir(), `rxtrace-expiry-${name}-`))
-  cpSync(seeded, dataDir, { recursive: true })
+/** One run on its own seeded store: the paced phase, measured from outside, and the pass if there was one. */
+async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredentials[]) {
   const retention =
     name === 'baseline'
       ? { RETENTION_INTERVAL_S: '0' }
       : { RETENTION_INTERVAL_S: opt['pass-at-s'], RETENTION_UNBOUND_DAYS: '1', RETENTION_RECORDS_DAYS: '1' }
-  const service = await start(dataDir, retention)
+  const service = await start(store, retention)
   const { child, ask } = forkPublisher()
   try {
     const url = (await (await fetch(`${service.baseUrl}/.well-known/rxtrace.json`)).json()) as { mqtt: { tcp: string } }
@@ -167,17 +211,46 @@ async function run(name: 'baseline' | 'expiry', seeded: string, totes: ToteCrede
   } finally {
     child.kill('SIGTERM')
     await service.stop()
-    if (!opt['keep-data']) rmSync(dataDir, { recursive: true, force: true })
+    await removeStore(store)
+  }
+}
+
+/**
+ * Each run's store, seeded: on SQLite one seed copied for each run (a copy costs seconds, a seed
+ * minutes); on PostgreSQL a schema seeded for each run.
+ */
+async function seededStores(): Promise<{
+  stores: Record<'baseline' | 'expiry', Store>
+  totes: Record<'baseline' | 'expiry', ToteCredentials[]>
+  readings: number
+}> {
+  if (ENGINE === 'postgres') {
+    const baseline = newStore('baseline')
+    const expiry = newStore('expiry')
+    const a = await seed(baseline)
+    const b = await seed(expiry)
+    return { stores: { baseline, expiry }, totes: { baseline: a.totes, expiry: b.totes }, readings: a.readings }
+  }
+  const seeded = newStore('seed')
+  try {
+    const { totes, readings } = await seed(seeded)
+    const copy = (name: string) => {
+      const store = newStore(name)
+      cpSync(seeded.dataDir, store.dataDir, { recursive: true })
+      return store
+    }
+    return { stores: { baseline: copy('baseline'), expiry: copy('expiry') }, totes: { baseline: totes, expiry: totes }, readings }
+  } finally {
+    rmSync(seeded.dataDir, { recursive: true, force: true })
   }
 }
 
 async function main() {
   const loadBefore = round(loadavg()[0]!, 2)
-  const seeded = mkdtempSync(join(tmpdir(), 'rxtrace-expiry-seed-'))
+  const { stores, totes, readings } = await seededStores()
   try {
-    const { totes, readings } = await seed(seeded)
-    const baseline = await run('baseline', seeded, totes)
-    const expiry = await run('expiry', seeded, totes)
+    const baseline = await run('baseline', stores.baseline, totes.baseline)
+    const expiry = await run('expiry', stores.expiry, totes.expiry)
     const ratio = baseline.puback_p99_ms ? round(expiry.puback_p99_ms / baseline.puback_p99_ms, 2) : null
     const removing = (expiry.expiry?.readings_removed_in_window ?? 0) > 0
     const report = {
@@ -191,6 +264,7 @@ async function main() {
           met: removing && ratio !== null && ratio <= 1.2 && expiry.errors === 0 && expiry.behind === 0,
         },
       },
+      engine: ENGINE,
       seeded: { readings, days: num('days'), slow_totes: num('slow-totes'), age_days: num('age-days') },
       baseline,
       expiry,
@@ -198,7 +272,7 @@ async function main() {
     }
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   } finally {
-    if (!opt['keep-data']) rmSync(seeded, { recursive: true, force: true })
+    await Promise.all([removeStore(stores.baseline), removeStore(stores.expiry)])
   }
 }
 
