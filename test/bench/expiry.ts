@@ -47,6 +47,8 @@ const opt = parseBenchArgs(
     days: { type: 'string', default: '1' },
     'age-days': { type: 'string', default: '10' },
     'pass-at-s': { type: 'string', default: '8' },
+    'retention-batch': { type: 'string', default: '' },
+    'retention-pause-ms': { type: 'string', default: '' },
     'keep-data': { type: 'boolean', default: false },
   },
   {
@@ -59,6 +61,8 @@ const opt = parseBenchArgs(
     days: 'whole days of seeded history',
     'age-days': 'how many days ago the last seeded day ended',
     'pass-at-s': 'seconds after the service is ready that the expiry run starts its pass',
+    'retention-batch': "RETENTION_BATCH of the expiry run (default: the service's)",
+    'retention-pause-ms': "RETENTION_PAUSE_MS of the expiry run (default: the service's)",
     'keep-data': 'keep the temporary directories',
   },
 )
@@ -169,7 +173,13 @@ async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredent
   const retention =
     name === 'baseline'
       ? { RETENTION_INTERVAL_S: '0' }
-      : { RETENTION_INTERVAL_S: opt['pass-at-s'], RETENTION_UNBOUND_DAYS: '1', RETENTION_RECORDS_DAYS: '1' }
+      : {
+          RETENTION_INTERVAL_S: opt['pass-at-s'],
+          RETENTION_UNBOUND_DAYS: '1',
+          RETENTION_RECORDS_DAYS: '1',
+          ...(opt['retention-batch'] ? { RETENTION_BATCH: opt['retention-batch'] } : {}),
+          ...(opt['retention-pause-ms'] ? { RETENTION_PAUSE_MS: opt['retention-pause-ms'] } : {}),
+        }
   const service = await start(store, retention)
   const { child, ask } = forkPublisher()
   try {
