@@ -249,6 +249,27 @@ export function describeReadingSinkContract(
       await visible(sink, 5)
     })
 
+    it('removes every expired reading of a pass in small batches, ties at a batch’s edge included, and starts the next pass afresh', async (ctx) => {
+      if (!sink.expire || expiry !== 'rows') return ctx.skip()
+      // Twelve totes' unbound readings at one ts, and three deliveries' readings at one ts each: a
+      // limit of 5 ends batches in the middle of each tie.
+      const tied = Date.UTC(2026, 0, 5)
+      const totes = Array.from({ length: 12 }, (_, i) => `tt_tie_${String(i).padStart(2, '0')}`)
+      await sink.write([
+        ...totes.map((tote_id) => reading({ tote_id, ts: tied, delivery_id: null, rx_id: null })),
+        ...totes.map((tote_id, i) => reading({ tote_id, ts: tied - DAY, delivery_id: `dl_tie_${i % 3}` })),
+      ])
+      await visible(sink, 24)
+      const pass = await expireAll(sink, policy({ limit: 5 }))
+      expect(pass.reduce((n, r) => n + r.removed, 0)).toBe(24)
+      await visible(sink, 0)
+      // Written after the pass, older than anything it removed: the next pass starts from the beginning.
+      await sink.write([reading({ tote_id: totes[0], ts: tied - 2 * DAY, delivery_id: null, rx_id: null })])
+      await visible(sink, 1)
+      expect((await expireAll(sink, policy({ limit: 5 }))).reduce((n, r) => n + r.removed, 0)).toBe(1)
+      await visible(sink, 0)
+    })
+
     it('keeps readings that a backdated binding gave to a delivery, even when they were stored unbound', async (ctx) => {
       if (!sink.expire) return ctx.skip()
       const unbound = { delivery_id: null, rx_id: null }
