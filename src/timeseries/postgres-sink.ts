@@ -219,38 +219,50 @@ async function expireBatch(
   resume: PassCursor,
 ) {
   await client.query('set local jit = off; set local enable_bitmapscan = off; set local enable_sort = off')
-  type Key = { tote_id: string; ts: string; delivery_id: string | null }
-  const remove = async (keys: Key[]) => {
-    if (keys.length === 0) return 0
-    // Deleted in (tote_id, ts) order, the order writes lock rows in (see above).
-    keys.sort((a, b) => (a.tote_id < b.tote_id ? -1 : a.tote_id > b.tote_id ? 1 : Number(a.ts) - Number(b.ts)))
-    const { rowCount } = await client.query(
-      `delete from readings r using unnest($1::text[], $2::bigint[], $3::text[]) as k(tote_id, ts, delivery_id)
-       where r.tote_id = k.tote_id and r.ts = k.ts and r.delivery_id is not distinct from k.delivery_id`,
-      [keys.map((k) => k.tote_id), keys.map((k) => k.ts), keys.map((k) => k.delivery_id)],
-    )
-    return rowCount ?? 0
-  }
   // Two picks, each with an index or a partition range to go by (one OR would scan everything).
-  const { rows: unboundKeys } = await client.query<Key>(
-    `select tote_id, ts, delivery_id from readings
-     where delivery_id is null and ts < $1 and ts >= $2 order by ts limit ${limit}`,
-    [bound(unboundBeforeMs), resume.unboundTs ?? MIN_TS],
-  )
-  if (unboundKeys.length > 0) resume.unboundTs = Number(unboundKeys.at(-1)!.ts)
-  const unbound = await remove(unboundKeys)
-  if (unboundKeys.length >= limit) return { removed: unbound, full: true }
+  const unbound = await pickAndDelete(client, 'delivery_id is null and ts < $1 and ts >= $2', 'ts', limit, [
+    bound(unboundBeforeMs),
+    resume.unboundTs ?? MIN_TS,
+  ])
+  if (unbound.last) resume.unboundTs = Number(unbound.last.ts)
+  if (unbound.picked >= limit) return { removed: unbound.removed, full: true }
   const after = resume.bound ?? { deliveryId: '', ts: MIN_TS }
-  const { rows: boundKeys } = await client.query<Key>(
-    `select tote_id, ts, delivery_id from readings
-     where delivery_id is not null and ts < $1 and not (delivery_id = any($2::text[])) and (delivery_id, ts) >= ($3, $4)
-     order by delivery_id, ts limit ${limit - unboundKeys.length}`,
+  const boundPast = await pickAndDelete(
+    client,
+    'delivery_id is not null and ts < $1 and not (delivery_id = any($2::text[])) and (delivery_id, ts) >= ($3, $4)',
+    'delivery_id, ts',
+    limit - unbound.picked,
     [bound(boundBeforeMs), [...keepDeliveries], after.deliveryId, after.ts],
   )
-  const last = boundKeys.at(-1)
-  if (last) resume.bound = { deliveryId: last.delivery_id!, ts: Number(last.ts) }
-  const boundPast = await remove(boundKeys)
-  return { removed: unbound + boundPast, full: unboundKeys.length + boundKeys.length >= limit }
+  if (boundPast.last) resume.bound = { deliveryId: boundPast.last.delivery_id!, ts: Number(boundPast.last.ts) }
+  return { removed: unbound.removed + boundPast.removed, full: unbound.picked + boundPast.picked >= limit }
+}
+
+/**
+ * Picks at most `limit` keys where `expired` holds, in `order`, and deletes those rows by primary
+ * key, in one statement: the keys stay in the server, and the service gets back one row (how many
+ * were picked and removed, and the last key picked). When the keys came to the service and went
+ * back as arrays, parsing and sending 5,000 of them held its event loop ~10-20 ms a batch, and
+ * PUBACK p99 beside a pass was ~3× the p99 without one (bench:expiry --engine postgres).
+ * Deleted in (tote_id, ts) order, the order writes lock rows in (see above).
+ */
+async function pickAndDelete(client: pg.PoolClient, expired: string, order: string, limit: number, params: unknown[]) {
+  const { rows } = await client.query<{ picked: number; removed: number; delivery_id: string | null; ts: string | null }>(
+    `with picked as materialized (
+       select tote_id, ts, delivery_id from readings where ${expired} order by ${order} limit ${limit}
+     ), gone as (
+       delete from readings r using (select * from picked order by tote_id, ts) k
+       where r.tote_id = k.tote_id and r.ts = k.ts and r.delivery_id is not distinct from k.delivery_id
+       returning 1
+     ), last as (
+       select delivery_id, ts from picked order by ${order.replace(/(\w+)/g, '$1 desc')} limit 1
+     )
+     select (select count(*) from picked)::int as picked, (select count(*) from gone)::int as removed, last.delivery_id, last.ts
+     from (select 1) one left join last on true`,
+    params,
+  )
+  const { picked, removed, delivery_id, ts } = rows[0]!
+  return { picked, removed, last: ts === null ? null : { delivery_id, ts } }
 }
 
 async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

@@ -99,13 +99,17 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
         keepDeliveries: new Set(['dl_kept', 'dl_late']),
         limit: 100,
       })
-      // The batch's delete waits for the binding's row lock; then the binding commits.
+      // The batch's delete (inside its pick statement) waits for the binding's row lock; then the binding commits.
       const binderPid = (await binder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid
       await expect
         .poll(
           async () =>
-            (await db.query(`select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)) and query like 'delete%'`, [binderPid]))
-              .rowCount,
+            (
+              await db.query(
+                `select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)) and query like '%delete from readings%'`,
+                [binderPid],
+              )
+            ).rowCount,
           {
             timeout: 10_000,
           },
