@@ -169,7 +169,7 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     const now = Date.UTC(2026, 2, 15)
     const old = now - 30 * DAY
     const expired = 50_000
-    const batch = 20_000
+    const batch = 1_000 // the most a PostgreSQL batch deletes
     try {
       // One month: a kept delivery's reading in it, so the expirer deletes row by row, in batches.
       await sink.write([r('tt_kept', old, 'dl_kept')])
@@ -190,14 +190,16 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
         },
       )
       const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)))
-      // Killed as soon as the first batch is reported: the second is in flight.
+      // Killed as soon as the first batch is reported: the pass (50 batches) is under way.
       await new Promise<void>((resolve) => child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('batch') && resolve()))
       child.kill('SIGKILL')
       expect(await exited).toBe('SIGKILL')
 
       // Whole batches gone, never part of one; the kept delivery's reading untouched.
       const left = (await sink.count()) - 1
-      expect([expired - batch, expired - 2 * batch]).toContain(left)
+      expect(left).toBeLessThan(expired)
+      expect(left).toBeGreaterThan(0)
+      expect((expired - left) % batch).toBe(0)
       expect(await sink.readingsForDelivery('dl_kept', 0, now)).toHaveLength(1)
       // The killed copy's lock went with its connection: the next pass runs, and finishes the work.
       const expirer = new Expirer({
