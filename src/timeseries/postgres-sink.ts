@@ -202,13 +202,13 @@ const MIN_TS = Number.MIN_SAFE_INTEGER
  *
  * The batch's keys are picked first, bounded by `limit`, in index order from `resume`: unbound
  * rows through their partial index on `ts`, bound ones through the delivery index on
- * `(delivery_id, ts)` (only months past RETENTION_RECORDS_DAYS hold any). Then they are deleted
- * by primary key, one statement per kind, the whole batch one transaction. Why two steps: in one
- * statement (a join of the picked keys to the rows past retention) the planner sizes the join from
- * the statistics of the expired rows, which right after a load are far off (1,141 estimated,
- * 800,000 real), and sorted every expired row to delete 5,000 of them (2.3 s, 47 MB spilled to
- * disk). Here the delete's only condition the planner can go by is the primary key of 5,000 known
- * keys: 5,000 index lookups (docs/performance.md). The batch's transaction sets three planner
+ * `(delivery_id, ts)` (only months past RETENTION_RECORDS_DAYS hold any), and deleted by primary
+ * key in the same statement (pickAndDelete), one per kind, the whole batch one transaction. The
+ * picked keys are a materialized set of at most `limit` rows that the delete joins to the table
+ * by primary key: `limit` index lookups. A delete joined to a condition on the expired rows
+ * instead lets the planner size the join from their statistics, which right after a load are far
+ * off (1,141 estimated, 800,000 real): it sorted every expired row to delete 5,000 of them (2.3 s,
+ * 47 MB spilled to disk; docs/performance.md). The batch's transaction sets three planner
  * settings: JIT off (the delete's estimated cost is over the JIT threshold, and compiling it took
  * ~20 ms of a 45 ms delete), and no bitmap scan or sort, so each pick walks its index in order from
  * the cursor and stops at `limit`. Right after a load the planner expects ~30 expired unbound rows
