@@ -220,7 +220,7 @@ export const configSchema = z
     /** Seconds between two expiry passes (docs/operations.md, Retention); 0 turns background expiry off. */
     RETENTION_INTERVAL_S: z.coerce.number().int().min(0).max(86_400).default(300),
     /** Readings one expiry batch removes at most: small, so a write never waits long behind it. */
-    RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
+    RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(1_000),
     /** Milliseconds an expiry pass rests between two batches, leaving the store to ingest. */
     RETENTION_PAUSE_MS: z.coerce.number().int().min(0).max(60_000).default(200),
     /** Event-time reorder window for telemetry, seconds (rules/README.md). */

@@ -146,8 +146,7 @@ export function createPostgresSink({
       const dropped = await expirePartitions(pool, request)
       if (dropped.removed >= request.limit) return { removed: dropped.removed, more: true }
       try {
-        const limit = Math.min(ROW_DELETE_BATCH, request.limit - dropped.removed)
-        const batch = await inTransaction(pool, (client) => expireBatch(client, request, limit, resume))
+        const batch = await inTransaction(pool, (client) => expireBatch(client, request, request.limit - dropped.removed, resume))
         // A pass ends with a batch that is not full; the next one starts from the beginning.
         if (!batch.full) resume = startOfPass()
         // A row whose binding changed between pick and delete is left to the next pass, but counts as picked here.
@@ -172,14 +171,6 @@ export function createPostgresSink({
 
 // Partitions made ahead of the current month, so a write never lands in the default partition.
 const MONTHS_AHEAD = 3
-/**
- * Rows one batch deletes at most, whatever RETENTION_BATCH asks (fewer if it asks fewer). A
- * 5,000-row delete is a burst of WAL that the inserts' commits flush behind: beside 5,000 single
- * readings/s the PUBACK max rose to 110–186 ms (33–65 ms without a pass); with 1,000 it stayed
- * with the baseline's (bench:expiry --engine postgres, docs/performance.md), still removing
- * ~4,400 readings a second with the default pause, ~26 times what 10,000 totes once a minute add.
- */
-const ROW_DELETE_BATCH = 1_000
 
 /**
  * Where the next batch of a pass picks its keys from: at or after the last key the batch before
@@ -229,7 +220,7 @@ async function expireBatch(
 ) {
   await client.query('set local jit = off; set local enable_bitmapscan = off; set local enable_sort = off')
   // Two picks, each with an index or a partition range to go by (one OR would scan everything).
-  const unbound = await pickAndDelete(client, 'delivery_id is null and ts < $1 and ts >= $2', 'ts', limit, [
+  const unbound = await pickAndDelete(client, 'delivery_id is null and ts < $1 and ts >= $2', ['ts', 'ts desc'], limit, [
     bound(unboundBeforeMs),
     resume.unboundTs ?? MIN_TS,
   ])
@@ -239,7 +230,7 @@ async function expireBatch(
   const boundPast = await pickAndDelete(
     client,
     'delivery_id is not null and ts < $1 and not (delivery_id = any($2::text[])) and (delivery_id, ts) >= ($3, $4)',
-    'delivery_id, ts',
+    ['delivery_id, ts', 'delivery_id desc, ts desc'],
     limit - unbound.picked,
     [bound(boundBeforeMs), [...keepDeliveries], after.deliveryId, after.ts],
   )
@@ -248,14 +239,21 @@ async function expireBatch(
 }
 
 /**
- * Picks at most `limit` keys where `expired` holds, in `order`, and deletes those rows by primary
+ * Picks at most `limit` keys where `expired` holds, in `order` (and its reverse, for the last key
+ * picked), and deletes those rows by primary
  * key, in one statement: the keys stay in the server, and the service gets back one row (how many
  * were picked and removed, and the last key picked). When the keys came to the service and went
  * back as arrays, parsing and sending 5,000 of them held its event loop ~10-20 ms a batch, and
  * PUBACK p99 beside a pass was ~3× the p99 without one (bench:expiry --engine postgres).
  * Deleted in (tote_id, ts) order, the order writes lock rows in (see above).
  */
-async function pickAndDelete(client: pg.PoolClient, expired: string, order: string, limit: number, params: unknown[]) {
+async function pickAndDelete(
+  client: pg.PoolClient,
+  expired: string,
+  [order, reversed]: [string, string],
+  limit: number,
+  params: unknown[],
+) {
   const { rows } = await client.query<{ picked: number; removed: number; delivery_id: string | null; ts: string | null }>(
     `with picked as materialized (
        select tote_id, ts, delivery_id from readings where ${expired} order by ${order} limit ${limit}
@@ -264,7 +262,7 @@ async function pickAndDelete(client: pg.PoolClient, expired: string, order: stri
        where r.tote_id = k.tote_id and r.ts = k.ts and r.delivery_id is not distinct from k.delivery_id
        returning 1
      ), last as (
-       select delivery_id, ts from picked order by ${order.replace(/(\w+)/g, '$1 desc')} limit 1
+       select delivery_id, ts from picked order by ${reversed} limit 1
      )
      select (select count(*) from picked)::int as picked, (select count(*) from gone)::int as removed, last.delivery_id, last.ts
      from (select 1) one left join last on true`,

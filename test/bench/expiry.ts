@@ -22,10 +22,10 @@ import { randomBytes } from 'node:crypto'
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
 import type { ReadingSink } from '../../src/timeseries/sink.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
+import { postgresSchemas } from '../helpers/stores.js'
 import { parseBenchArgs } from './lib/args.js'
 import { apiClient } from './lib/ingest-service.js'
 import type { ToteCredentials } from './lib/ingest-protocol.js'
@@ -79,28 +79,19 @@ const WARMUP_MS = 3_000
  */
 type Store = { dataDir: string; schema: string | null; env: NodeJS.ProcessEnv }
 
-function newStore(name: string): Store {
+/** PostgreSQL: each run's schema, migrated when made (test/helpers/stores.ts) and dropped at the end. */
+const schemas = ENGINE === 'postgres' ? postgresSchemas(opt['database-url']) : null
+
+async function newStore(name: string): Promise<Store> {
   const dataDir = mkdtempSync(join(tmpdir(), `rxtrace-expiry-${name}-`))
-  if (ENGINE === 'sqlite') return { dataDir, schema: null, env: {} }
-  const schema = `rx_expiry_${name}_${randomBytes(4).toString('hex')}`
+  if (!schemas) return { dataDir, schema: null, env: {} }
+  const schema = await schemas.create()
   const url = `${opt['database-url']}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
   return { dataDir, schema, env: { DATABASE_URL: url, SECRETS_KEY: randomBytes(32).toString('base64') } }
 }
 
-async function onAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: opt['database-url'] })
-  await client.connect()
-  try {
-    return await work(client)
-  } finally {
-    await client.end()
-  }
-}
-
-async function removeStore(store: Store): Promise<void> {
-  if (opt['keep-data']) return
-  rmSync(store.dataDir, { recursive: true, force: true })
-  if (store.schema) await onAdmin((c) => c.query(`drop schema if exists "${store.schema}" cascade`))
+function removeStore(store: Store): void {
+  if (!opt['keep-data']) rmSync(store.dataDir, { recursive: true, force: true })
 }
 
 /** Starts the service on `store` as `npm start` does, with `env` added. */
@@ -109,15 +100,8 @@ async function start(store: Store, env: NodeJS.ProcessEnv = {}): Promise<Service
   return startServiceProcess({ env: benchServiceEnv(store.dataDir, port, { MQTT_PORT: '0', ...store.env, ...env }), port })
 }
 
-/** The engine's sink over the store's readings, as the service opens it. */
-function sinkOf(store: Store): ReadingSink & { compact?: (o: { nowMs: number; maxReadings: number }) => Promise<{ more: boolean }> } {
-  if (store.schema) return createPostgresSink({ url: opt['database-url'], schema: store.schema })
-  return createSqliteSink({ path: join(store.dataDir, 'readings.db'), compaction: false })
-}
-
 /** The seeded store: `totes` registered, `days` of past readings (compacted on SQLite). */
 async function seed(store: Store): Promise<{ totes: ToteCredentials[]; readings: number }> {
-  if (store.schema) await onAdmin((c) => c.query(`create schema "${store.schema}"`))
   const service = await start(store)
   const totes: ToteCredentials[] = []
   try {
@@ -138,7 +122,9 @@ async function seed(store: Store): Promise<{ totes: ToteCredentials[]; readings:
 
   const lastDayEnd = Math.floor(Date.now() / DAY_MS - num('age-days')) * DAY_MS
   const startMs = lastDayEnd - num('days') * DAY_MS
-  const sink = sinkOf(store)
+  // The engine's sink over the store's readings, as the service opens it; SQLite's compacts past days.
+  const sqlite = store.schema ? null : createSqliteSink({ path: join(store.dataDir, 'readings.db'), compaction: false })
+  const sink: ReadingSink = sqlite ?? createPostgresSink({ url: opt['database-url'], schema: store.schema! })
   let readings = 0
   try {
     const t0 = Date.now()
@@ -148,9 +134,11 @@ async function seed(store: Store): Promise<{ totes: ToteCredentials[]; readings:
       readings += batch.length
     }
     log(`${readings} readings written (${Math.round(readings / ((Date.now() - t0) / 1_000))}/s)`)
-    const t1 = Date.now()
-    for (let more = sink.compact !== undefined; more;) more = (await sink.compact!({ nowMs: Date.now(), maxReadings: 200_000 })).more
-    if (sink.compact) log(`compacted in ${round((Date.now() - t1) / 1_000, 1)} s`)
+    if (sqlite) {
+      const t1 = Date.now()
+      for (let more = true; more;) more = (await sqlite.compact({ nowMs: Date.now(), maxReadings: 200_000 })).more
+      log(`compacted in ${round((Date.now() - t1) / 1_000, 1)} s`)
+    }
   } finally {
     await sink.close()
   }
@@ -221,7 +209,7 @@ async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredent
   } finally {
     child.kill('SIGTERM')
     await service.stop()
-    await removeStore(store)
+    removeStore(store)
   }
 }
 
@@ -235,21 +223,25 @@ async function seededStores(): Promise<{
   readings: number
 }> {
   if (ENGINE === 'postgres') {
-    const baseline = newStore('baseline')
-    const expiry = newStore('expiry')
+    const baseline = await newStore('baseline')
+    const expiry = await newStore('expiry')
     const a = await seed(baseline)
     const b = await seed(expiry)
     return { stores: { baseline, expiry }, totes: { baseline: a.totes, expiry: b.totes }, readings: a.readings }
   }
-  const seeded = newStore('seed')
+  const seeded = await newStore('seed')
   try {
     const { totes, readings } = await seed(seeded)
-    const copy = (name: string) => {
-      const store = newStore(name)
+    const copy = async (name: string) => {
+      const store = await newStore(name)
       cpSync(seeded.dataDir, store.dataDir, { recursive: true })
       return store
     }
-    return { stores: { baseline: copy('baseline'), expiry: copy('expiry') }, totes: { baseline: totes, expiry: totes }, readings }
+    return {
+      stores: { baseline: await copy('baseline'), expiry: await copy('expiry') },
+      totes: { baseline: totes, expiry: totes },
+      readings,
+    }
   } finally {
     rmSync(seeded.dataDir, { recursive: true, force: true })
   }
@@ -257,8 +249,8 @@ async function seededStores(): Promise<{
 
 async function main() {
   const loadBefore = round(loadavg()[0]!, 2)
-  const { stores, totes, readings } = await seededStores()
   try {
+    const { stores, totes, readings } = await seededStores()
     const baseline = await run('baseline', stores.baseline, totes.baseline)
     const expiry = await run('expiry', stores.expiry, totes.expiry)
     const ratio = baseline.puback_p99_ms ? round(expiry.puback_p99_ms / baseline.puback_p99_ms, 2) : null
@@ -282,7 +274,8 @@ async function main() {
     }
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   } finally {
-    await Promise.all([removeStore(stores.baseline), removeStore(stores.expiry)])
+    // Each run removed its directory; the schemas go here, a failed seed's included.
+    if (!opt['keep-data']) await schemas?.drop()
   }
 }
 

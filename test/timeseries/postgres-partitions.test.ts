@@ -169,7 +169,7 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     const now = Date.UTC(2026, 2, 15)
     const old = now - 30 * DAY
     const expired = 50_000
-    const batch = 1_000 // the most a PostgreSQL batch deletes
+    const batch = 1_000 // RETENTION_BATCH's default
     try {
       // One month: a kept delivery's reading in it, so the expirer deletes row by row, in batches.
       await sink.write([r('tt_kept', old, 'dl_kept')])
