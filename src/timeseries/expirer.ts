@@ -16,7 +16,7 @@ export type RetentionPolicy = {
   unboundDays: number
   /** RETENTION_ATTEMPTS_DAYS: webhook delivery attempts and finished webhook messages. */
   attemptsDays: number
-  /** RETENTION_BATCH: readings one `expire` call removes at most (and rows of each other table per pass). */
+  /** RETENTION_BATCH: readings one `expire` call removes at most (and rows of each other table a batch). */
   batch: number
   /** RETENTION_PAUSE_MS: rest between two batches of one pass. */
   pauseMs: number
@@ -131,8 +131,17 @@ export class Expirer {
   private async batches(): Promise<PassResult> {
     const { db, sink, clock, policy, logger, metrics } = this.deps
     const started = clock.now()
-    const records = await expireRecords(db, started, policy.attemptsDays, policy.batch)
-    for (const [table, n] of Object.entries(records)) metrics?.removed(table, n)
+    // Batch by batch, as the trims and readings below, until no table fills a batch.
+    const records: Record<string, number> = {}
+    for (;;) {
+      const batch = await expireRecords(db, started, policy.attemptsDays, policy.batch)
+      for (const [table, n] of Object.entries(batch)) {
+        metrics?.removed(table, n)
+        records[table] = (records[table] ?? 0) + n
+      }
+      if (Object.values(batch).every((n) => n < policy.batch) || this.stopping) break
+      if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
+    }
     if (Object.values(records).some((n) => n > 0)) logger.info({ removed: records }, 'expired records past their retention')
     for (const { name, trim } of this.deps.trims ?? []) {
       let trimmed = 0

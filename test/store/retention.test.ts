@@ -16,17 +16,17 @@ const DAY = 86_400_000
 const NOW = Date.UTC(2026, 2, 15, 12)
 const RECORDS_DAYS = 2_190
 
-type Engine = { name: string; start(clock: ReturnType<typeof testClock>): Promise<TestApi> }
+type Engine = { name: string; start(clock: ReturnType<typeof testClock>, env?: Record<string, string>): Promise<TestApi> }
 const schemas = postgresSchemas(url ?? 'postgres://unreachable')
 afterAll(() => schemas.drop())
 
-const engines: Engine[] = [{ name: 'SQLite', start: (clock) => startTestService({}, { clock }) }]
+const engines: Engine[] = [{ name: 'SQLite', start: (clock, env = {}) => startTestService(env, { clock }) }]
 if (url)
   engines.push({
     name: 'PostgreSQL',
-    async start(clock) {
+    async start(clock, env = {}) {
       const schema = await schemas.create()
-      return startTestService({}, { clock, store: { kind: 'postgres', url, schema }, sink: createPostgresSink({ url, schema }) })
+      return startTestService(env, { clock, store: { kind: 'postgres', url, schema }, sink: createPostgresSink({ url, schema }) })
     },
   })
 
@@ -216,6 +216,35 @@ for (const engine of engines) {
       expect(Number(auditAfter.n)).toBe(Number(auditBefore.n))
       const metrics = await api.request('GET', '/metrics')
       expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="webhook_attempts"\} 1/)
+    })
+
+    it('expires a backlog of records bigger than RETENTION_BATCH in one pass, batch by batch', async () => {
+      const clock = testClock(NOW)
+      api = await engine.start(clock, { RETENTION_BATCH: '100', RETENTION_PAUSE_MS: '0' })
+      const { db, expirer } = api.service
+      await db
+        .insertInto('idempotency_keys')
+        .values(
+          Array.from({ length: 250 }, (_, i) => ({
+            client_id: 'cl_x',
+            key: `k_old_${i}`,
+            request_hash: 'h',
+            state: 'done',
+            status: 201,
+            body: '{}',
+            headers: '{}',
+            created_at: iso(NOW - 2 * DAY),
+            expires_at: iso(NOW - DAY - i * 1_000),
+          })),
+        )
+        .execute()
+      await expirer.pass()
+      const left = await db
+        .selectFrom('idempotency_keys')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('key', 'like', 'k_old_%')
+        .executeTakeFirstOrThrow()
+      expect(Number(left.n)).toBe(0)
     })
 
     it('accepts a dispatch backdated past RETENTION_UNBOUND_DAYS: the readings still stored become the delivery’s and stay', async () => {
