@@ -9,6 +9,7 @@ import { newId } from '../ids.js'
 import type { ItemStability, ProductStability, StabilityPlan } from '../../rules/index.js'
 import { isUniqueViolation } from '../store/errors.js'
 import { paginate, type Page, type PageRequest } from '../store/pagination.js'
+import { precompiled } from '../store/precompiled.js'
 import type { RecordAnswer } from '../store/record-answer.js'
 import type { Database, Executor } from '../store/schema.js'
 import type { ServiceDeps } from './context.js'
@@ -203,17 +204,21 @@ function ndcOr422(text: string, pointer: string): string {
 }
 
 /** The version in force at `at`: the latest `effective_from` not after it (the higher version on a tie). */
-function stabilityInForce(db: Executor, productId: string, at: string): Promise<VersionRow | undefined> {
-  return db
+async function stabilityInForce(db: Executor, productId: string, at: string): Promise<VersionRow | undefined> {
+  const [version] = await versionInForce(db, productId, at)
+  return version
+}
+
+const versionInForce = precompiled((db, productId: string, at: string) =>
+  db
     .selectFrom('product_stability_versions')
     .selectAll()
     .where('product_id', '=', productId)
     .where('effective_from', '<=', at)
     .orderBy('effective_from', 'desc')
     .orderBy('version', 'desc')
-    .limit(1)
-    .executeTakeFirst()
-}
+    .limit(1),
+)
 
 function toProduct(product: ProductRow, version: VersionRow): Product {
   return {
@@ -261,12 +266,7 @@ export async function stabilityPlanFor(
   for (const item of items) {
     const ndc = item.ndc === undefined ? null : normalizeNdc(item.ndc)
     if (ndc === null) continue
-    const products = await db
-      .selectFrom('products')
-      .select(['id', 'owner_key'])
-      .where('ndc', '=', ndc)
-      .where('owner_key', 'in', [pharmacyId, EVERY_PHARMACY])
-      .execute()
+    const products = await productsOfNdc(db, ndc, pharmacyId, EVERY_PHARMACY)
     const product = products.find((p) => p.owner_key === pharmacyId) ?? products[0]
     if (!product) continue
     const version = await stabilityInForce(db, product.id, createdAt)
@@ -274,8 +274,16 @@ export async function stabilityPlanFor(
     judged.push({ ndc, product_id: product.id, version: version.version, stability: JSON.parse(version.stability) as ProductStability })
   }
   if (judged.length === 0) return null
-  const pharmacy = await db.selectFrom('pharmacies').select('release_policy').where('id', '=', pharmacyId).executeTakeFirst()
+  const [pharmacy] = await releasePolicyOf(db, pharmacyId)
   // Released by budget only when every item has a product: anything else goes to a person as today.
   const auto = pharmacy?.release_policy === 'auto_within_budget' && judged.length === items.length
   return { items: judged, carried: null, legs: [deliveryId], auto }
 }
+
+// On the create path of every cold-chain delivery: compiled once (src/store/precompiled.ts).
+const productsOfNdc = precompiled((db, ndc: string, pharmacyId: string, everyPharmacy: string) =>
+  db.selectFrom('products').select(['id', 'owner_key']).where('ndc', '=', ndc).where('owner_key', 'in', [pharmacyId, everyPharmacy]),
+)
+const releasePolicyOf = precompiled((db, pharmacyId: string) =>
+  db.selectFrom('pharmacies').select('release_policy').where('id', '=', pharmacyId),
+)
