@@ -2,6 +2,7 @@
  * bench:history's measurements of one store (the year of history, or the empty one): the service
  * as its own process on the DATA_DIR, exactly as `npm start` runs it, measured from outside.
  */
+import Database from 'better-sqlite3'
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { createReadingSink } from '../../../src/timeseries/index.js'
@@ -26,18 +27,36 @@ export type MeasureOptions = {
 const DAY_MS = 86_400_000
 
 /** The files of the time-series store: everything in the data dir but the entity store, its key and the manifest. */
-function readingsBytes(dataDir: string): number {
-  let bytes = 0
+/**
+ * The readings storage's bytes on disk (the data directory minus the entity store), and of them
+ * those in use: a SQLite file keeps the size it reached and reuses its free pages for the next
+ * days' rows, so bytes per stored reading counts the pages in use.
+ */
+function readingsBytes(dataDir: string): { file: number; used: number } {
+  let file = 0
+  let free = 0
   const walk = (dir: string, top: boolean) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      if (top && (entry.name.startsWith('rxtrace.db') || entry.name === 'history.json' || entry.name.endsWith('.key'))) continue
+      if (top && (entry.name.startsWith('rxtrace.') || entry.name === 'history.json' || entry.name.endsWith('.key'))) continue
       const path = join(dir, entry.name)
       if (entry.isDirectory()) walk(path, false)
-      else if (entry.isFile()) bytes += statSync(path).size
+      else if (entry.isFile()) {
+        file += statSync(path).size
+        if (entry.name.endsWith('.db')) free += freeBytes(path)
+      }
     }
   }
   walk(dataDir, true)
-  return bytes
+  return { file, used: file - free }
+}
+
+function freeBytes(sqliteFile: string): number {
+  const db = new Database(sqliteFile, { readonly: true })
+  try {
+    return (db.pragma('freelist_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number)
+  } finally {
+    db.close()
+  }
 }
 
 const entityStoreBytes = (dataDir: string) =>
@@ -146,8 +165,9 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
       creates: create,
       ingest: ingest.figures,
       readings_stored: readings,
-      readings_bytes: bytes,
-      bytes_per_reading: readings ? round(bytes / readings, 1) : null,
+      readings_file_bytes: bytes.file,
+      readings_bytes_in_use: bytes.used,
+      bytes_per_reading: readings ? round(bytes.used / readings, 1) : null,
       entity_store_bytes: entityStoreBytes(dataDir),
     }
   } finally {
