@@ -26,11 +26,10 @@ export type MeasureOptions = {
 
 const DAY_MS = 86_400_000
 
-/** The files of the time-series store: everything in the data dir but the entity store, its key and the manifest. */
 /**
- * The readings storage's bytes on disk (the data directory minus the entity store), and of them
- * those in use: a SQLite file keeps the size it reached and reuses its free pages for the next
- * days' rows, so bytes per stored reading counts the pages in use.
+ * The readings storage's bytes on disk (the data directory minus the entity store and its lock,
+ * the key and the manifest), and of them those in use: a SQLite file keeps the size it reached and
+ * reuses its free pages for the next days' rows, so bytes per stored reading counts the pages in use.
  */
 function readingsBytes(dataDir: string): { file: number; used: number } {
   let file = 0
