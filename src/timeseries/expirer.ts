@@ -33,11 +33,10 @@ export type PassResult = { removed: number; batches: number; complete: boolean }
 export type Trim = { name: string; trim: (limit: number) => Promise<number> }
 
 /**
- * Background expiry (docs/operations.md, Retention): the service's one expirer. A pass first trims
- * the tables that are not records (store/record-expiry.ts: idempotency keys, webhook attempts,
- * sessions, refresh tokens, …, one batch each), then the `trims` (drivers' positions) batch by
- * batch, then removes, batch by batch,
- * the readings bound to no delivery older than RETENTION_UNBOUND_DAYS and the readings of
+ * Background expiry (docs/operations.md, Retention): the service's one expirer. A pass goes batch
+ * by batch, until a batch leaves nothing, through the tables that are not records
+ * (store/record-expiry.ts: idempotency keys, webhook attempts, sessions, refresh tokens, …), then
+ * the `trims` (drivers' positions), then the readings bound to no delivery older than RETENTION_UNBOUND_DAYS and the readings of
  * deliveries whose record ended more than RETENTION_RECORDS_DAYS ago; the readings of open
  * deliveries, and of deliveries ended inside their retention, stay whatever their age.
  *
@@ -131,54 +130,65 @@ export class Expirer {
   private async batches(): Promise<PassResult> {
     const { db, sink, clock, policy, logger, metrics } = this.deps
     const started = clock.now()
-    // Batch by batch, as the trims and readings below, until no table fills a batch.
     const records: Record<string, number> = {}
-    for (;;) {
+    await this.batchByBatch(async () => {
       const batch = await expireRecords(db, started, policy.attemptsDays, policy.batch)
       for (const [table, n] of Object.entries(batch)) {
         metrics?.removed(table, n)
         records[table] = (records[table] ?? 0) + n
       }
-      if (Object.values(batch).every((n) => n < policy.batch) || this.stopping) break
-      if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
-    }
+      return Object.values(batch).some((n) => n >= policy.batch)
+    })
     if (Object.values(records).some((n) => n > 0)) logger.info({ removed: records }, 'expired records past their retention')
     for (const { name, trim } of this.deps.trims ?? []) {
       let trimmed = 0
-      for (;;) {
+      await this.batchByBatch(async () => {
         const n = await trim(policy.batch)
         trimmed += n
         metrics?.removed(name, n)
-        if (n < policy.batch || this.stopping) break
-        if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
-      }
+        return n >= policy.batch
+      })
       if (trimmed > 0) logger.info({ removed: { [name]: trimmed } }, 'expired rows past their retention')
     }
     let removed = 0
     let batches = 0
-    while (sink.expire) {
-      const now = clock.now()
-      const boundBeforeMs = now - policy.recordsDays * DAY_MS
-      const request = {
-        unboundBeforeMs: now - policy.unboundDays * DAY_MS,
-        boundBeforeMs,
-        keepDeliveries: await this.keepDeliveries(boundBeforeMs),
-        limit: policy.batch,
-      }
-      const result = await sink.expire(request)
-      batches++
-      removed += result.removed
-      metrics?.removed('readings', result.removed)
-      if (!result.more) break
-      if (this.stopping) {
-        logger.info({ removed, batches }, 'reading expiry stopped mid-pass; the next pass goes on')
-        return { removed, batches, complete: false }
-      }
-      if (policy.pauseMs > 0) await sleep(policy.pauseMs, undefined, { ref: false })
+    const expire = sink.expire?.bind(sink)
+    const stoppedMidPass =
+      expire !== undefined &&
+      (await this.batchByBatch(async () => {
+        const now = clock.now()
+        const boundBeforeMs = now - policy.recordsDays * DAY_MS
+        const result = await expire({
+          unboundBeforeMs: now - policy.unboundDays * DAY_MS,
+          boundBeforeMs,
+          keepDeliveries: await this.keepDeliveries(boundBeforeMs),
+          limit: policy.batch,
+        })
+        batches++
+        removed += result.removed
+        metrics?.removed('readings', result.removed)
+        return result.more
+      }))
+    if (stoppedMidPass) {
+      logger.info({ removed, batches }, 'reading expiry stopped mid-pass; the next pass goes on')
+      return { removed, batches, complete: false }
     }
     const seconds = (clock.now() - started) / 1_000
     metrics?.passDone(clock.now(), seconds)
     if (removed > 0) logger.info({ removed, batches, seconds }, 'expired readings past their retention')
     return { removed, batches, complete: true }
+  }
+
+  /**
+   * Runs `batch` (which answers whether more may be left) until one leaves nothing, resting
+   * RETENTION_PAUSE_MS between two; answers true when the expirer stopped with more left.
+   */
+  private async batchByBatch(batch: () => Promise<boolean>): Promise<boolean> {
+    const { pauseMs } = this.deps.policy
+    for (;;) {
+      if (!(await batch())) return false
+      if (this.stopping) return true
+      if (pauseMs > 0) await sleep(pauseMs, undefined, { ref: false })
+    }
   }
 }
