@@ -266,7 +266,7 @@ export async function stabilityPlanFor(
   for (const item of items) {
     const ndc = item.ndc === undefined ? null : normalizeNdc(item.ndc)
     if (ndc === null) continue
-    const products = await productsOfNdc(db, ndc, pharmacyId, EVERY_PHARMACY)
+    const products = await productsOfNdc(db, ndc, pharmacyId)
     const product = products.find((p) => p.owner_key === pharmacyId) ?? products[0]
     if (!product) continue
     const version = await stabilityInForce(db, product.id, createdAt)
@@ -281,8 +281,8 @@ export async function stabilityPlanFor(
 }
 
 // On the create path of every cold-chain delivery: compiled once (src/store/precompiled.ts).
-const productsOfNdc = precompiled((db, ndc: string, pharmacyId: string, everyPharmacy: string) =>
-  db.selectFrom('products').select(['id', 'owner_key']).where('ndc', '=', ndc).where('owner_key', 'in', [pharmacyId, everyPharmacy]),
+const productsOfNdc = precompiled((db, ndc: string, pharmacyId: string) =>
+  db.selectFrom('products').select(['id', 'owner_key']).where('ndc', '=', ndc).where('owner_key', 'in', [pharmacyId, EVERY_PHARMACY]),
 )
 const releasePolicyOf = precompiled((db, pharmacyId: string) =>
   db.selectFrom('pharmacies').select('release_policy').where('id', '=', pharmacyId),
