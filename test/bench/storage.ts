@@ -14,11 +14,11 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import Database from 'better-sqlite3'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { parseBenchArgs } from './lib/args.js'
 import { round } from './lib/ingest-stats.js'
 import { readingBatches } from './lib/reading-load.js'
+import { sqlitePages } from './lib/sqlite-pages.js'
 
 const opts = parseBenchArgs(
   'bench:storage',
@@ -42,10 +42,7 @@ const log = (line: string): void => void process.stderr.write(`bench:storage ${l
 
 /** The file's size and layout; the WAL is gone once the sink has closed. */
 function measure(path: string, readings: number) {
-  const db = new Database(path, { readonly: true })
-  const pageSize = db.pragma('page_size', { simple: true }) as number
-  const freePages = db.pragma('freelist_count', { simple: true }) as number
-  db.close()
+  const { pageSize, freePages } = sqlitePages(path)
   const bytes = statSync(path).size
   return {
     file_bytes: bytes,

@@ -2,7 +2,6 @@
  * bench:history's measurements of one store (the year of history, or the empty one): the service
  * as its own process on the DATA_DIR, exactly as `npm start` runs it, measured from outside.
  */
-import Database from 'better-sqlite3'
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { createReadingSink } from '../../../src/timeseries/index.js'
@@ -11,6 +10,7 @@ import { apiClient } from './ingest-service.js'
 import type { ToteCredentials } from './ingest-protocol.js'
 import { cpuSeconds, pubackFigures, round, rssMb } from './ingest-stats.js'
 import { drive, type LoadRequest } from './load.js'
+import { sqlitePages } from './sqlite-pages.js'
 import { forkPublisher } from './publisher-child.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './service-process.js'
 import type { HistoryManifest } from './history-build.js'
@@ -41,21 +41,15 @@ function readingsBytes(dataDir: string): { file: number; used: number } {
       if (entry.isDirectory()) walk(path, false)
       else if (entry.isFile()) {
         file += statSync(path).size
-        if (entry.name.endsWith('.db')) free += freeBytes(path)
+        if (entry.name.endsWith('.db')) {
+          const { pageSize, freePages } = sqlitePages(path)
+          free += freePages * pageSize
+        }
       }
     }
   }
   walk(dataDir, true)
   return { file, used: file - free }
-}
-
-function freeBytes(sqliteFile: string): number {
-  const db = new Database(sqliteFile, { readonly: true })
-  try {
-    return (db.pragma('freelist_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number)
-  } finally {
-    db.close()
-  }
 }
 
 const entityStoreBytes = (dataDir: string) =>
