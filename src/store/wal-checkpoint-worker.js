@@ -43,6 +43,8 @@ let timer
 let last
 /** Duration of the last back-to-back pass while catching up; null when not catching up. @type {number | null} */
 let catchingUpMs = null
+/** Whether the writer was last told the WAL is past the mark. */
+let toldBehind = false
 const scheduled = () => {
   const started = performance.now()
   const result = checkpoint()
@@ -50,7 +52,9 @@ const scheduled = () => {
   let next = everyMs
   // Level already (nothing was written since the last pass): the next commit starts the WAL over.
   const level = result && last && result.log === last.log && result.checkpointed === result.log
-  if (levelAtPages > 0 && result && result.log >= levelAtPages && !level) {
+  const behind = Boolean(levelAtPages > 0 && result && result.log >= levelAtPages && !level)
+  if (behind !== toldBehind) tell({ behind: (toldBehind = behind) })
+  if (behind && result) {
     // Catching up shortens each pass (it copies what the writer wrote during the one before),
     // until one is short. Ask for the paused pass then, or when passes stop getting shorter, or
     // when the WAL is far past the mark: waiting longer would only make the paused pass longer.
@@ -71,8 +75,11 @@ port.on('message', (/** @type {ToWalWorker} */ message) => {
   if (message !== 'stop') {
     const result = checkpoint()
     last = result
-    // Level: every frame is in the database file, so the writer's next commit starts the WAL over.
-    tell({ leveled: message.level, level: Boolean(result && result.busy === 0 && result.log === result.checkpointed) })
+    // Level: every frame is in the database file, so the writer's next commit starts the WAL over
+    // (and the writer no longer counts it as behind).
+    const level = Boolean(result && result.busy === 0 && result.log === result.checkpointed)
+    if (level) toldBehind = false
+    tell({ leveled: message.level, level })
     return
   }
   clearTimeout(timer)

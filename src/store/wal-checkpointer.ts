@@ -24,6 +24,13 @@ export type WalCheckpointer = {
    * that pass is done, or after `levelTimeoutMs` whatever happened; never rejects.
    */
   level(): Promise<void>
+  /**
+   * True while the WAL is past `levelAtPages` and not yet leveled, as the worker's last pass
+   * found it: checkpoints are not keeping up with the writer (a slow disk, or a burst). Work that
+   * can wait, such as expiry, waits, so its pages do not push the WAL on to the writer's own
+   * checkpoint, which runs inside a commit (docs/performance.md, bench:expiry).
+   */
+  readonly behind: boolean
   stop(): Promise<void>
 }
 
@@ -43,8 +50,11 @@ export type WalCheckpointerOptions = {
 export type WalWorkerData = { file: string; everyMs: number; levelAtPages: number; shortPassMs: number }
 /** A leveling request (its id), or stop. */
 export type ToWalWorker = { level: number } | 'stop'
-/** `ready`: the WAL is past the mark and a paused pass would be short; or the answer to a leveling request. */
-export type FromWalWorker = 'ready' | { leveled: number; level: boolean }
+/**
+ * `ready`: the WAL is past the mark and a paused pass would be short; `behind`: whether the WAL is
+ * past the mark (told when it changes); or the answer to a leveling request.
+ */
+export type FromWalWorker = 'ready' | { behind: boolean } | { leveled: number; level: boolean }
 
 /**
  * Moves nearly all of SQLite's WAL checkpoint work off the event loop. SQLite's automatic
@@ -87,6 +97,7 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
   })
 
   let levelWanted = false
+  let behind = false
   let requests = 0
   let leveling: { id: number; done: Promise<void>; resolve: () => void; timeout: NodeJS.Timeout } | null = null
   let backoffMs = LEVEL_BACKOFF_MS
@@ -96,20 +107,26 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
     clearTimeout(leveling.timeout)
     leveling.resolve()
     leveling = null
-    if (level) backoffMs = LEVEL_BACKOFF_MS
-    else {
+    if (level) {
+      backoffMs = LEVEL_BACKOFF_MS
+      behind = false // the next commit starts the WAL over
+    } else {
       ignoreReadyUntil = Date.now() + backoffMs
       backoffMs = Math.min(backoffMs * 2, LEVEL_BACKOFF_MAX_MS)
     }
   }
   worker.on('message', (message: FromWalWorker) => {
     if (message === 'ready') levelWanted = leveling === null && Date.now() >= ignoreReadyUntil
+    else if ('behind' in message) behind = message.behind
     else if (message.leveled === leveling?.id) finishLeveling(message.level) // a late answer to a timed-out request is ignored
   })
   worker.unref()
   return {
     get levelWanted() {
       return levelWanted
+    },
+    get behind() {
+      return behind && !gone
     },
     level() {
       levelWanted = false

@@ -349,7 +349,8 @@ export function createSqliteSink({
   const compactDue = async () => {
     while (!closed) {
       if (checkpointer?.levelWanted) await checkpointer.level()
-      if (!pass({ nowMs: now(), maxReadings: COMPACT_BATCH }).more) return
+      // As expiry: it waits while checkpoints are behind ingest's writes.
+      if (!checkpointer?.behind && !pass({ nowMs: now(), maxReadings: COMPACT_BATCH }).more) return
       await pause(COMPACT_PAUSE_MS)
     }
   }
@@ -456,6 +457,9 @@ export function createSqliteSink({
       return n
     },
     async expire(request) {
+      // Nothing is removed while checkpoints are behind: the batch's pages would push the WAL on
+      // towards the writer's own checkpoint, which stalls ingest's commits. The expirer comes back.
+      if (checkpointer?.behind) return { removed: 0, more: true }
       if (checkpointer?.levelWanted) await checkpointer.level()
       return expiry.expire(request, () => {
         partitions.reload()

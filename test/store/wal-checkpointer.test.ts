@@ -92,6 +92,29 @@ describe('WAL checkpointer', () => {
     db.close()
   })
 
+  it('says it is behind while the WAL is past levelAtPages, until a paused pass levels it', async () => {
+    const { file, db, writeTen } = openWriter('behind.db')
+    const checkpointer = startWalCheckpointer(file, { levelAtPages: 50, everyMs: 20, levelTimeoutMs: 10_000 })
+    const until = async (wanted: boolean) => {
+      for (const stop = Date.now() + 10_000; checkpointer.behind !== wanted && Date.now() < stop;) {
+        writeTen() // the writer goes on, so no pass ends level by itself
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+      return checkpointer.behind
+    }
+    expect(checkpointer.behind).toBe(false)
+    for (let i = 0; i < 20; i++) writeTen() // ~60 pages: past the mark
+    expect(await until(true)).toBe(true)
+    await checkpointer.level()
+    expect(checkpointer.behind).toBe(false) // the next commit starts the WAL over
+    writeTen()
+    expect(walOf(file).log).toBeLessThan(50)
+    await new Promise((resolve) => setTimeout(resolve, 100)) // passes that find the WAL short keep it so
+    expect(checkpointer.behind).toBe(false)
+    await checkpointer.stop()
+    db.close()
+  })
+
   it('never leaves a paused writer waiting on a stopped worker', async () => {
     const { file, db } = openWriter('stopped.db')
     // A level() that waited for the worker would wait out this timeout, far past the test's own.
