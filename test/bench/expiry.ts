@@ -17,19 +17,23 @@
  * Prints one JSON object: each run's PUBACK p50 / p99 / max and service CPU per reading, what the
  * expirer removed during the window (from /metrics), the ratio of the p99s and the verdict
  * (within 1.2×, with readings removed during the window). Progress on stderr.
+ *
+ * `--mode sink` (SQLite) runs the two runs against the readings sink alone, in this process
+ * (runSink): the store's own part of a stall, without a broker or a publisher beside it.
  */
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
-import type { ReadingSink } from '../../src/timeseries/sink.js'
+import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { postgresSchemas } from '../helpers/stores.js'
 import { parseBenchArgs } from './lib/args.js'
 import { apiClient } from './lib/ingest-service.js'
 import type { ToteCredentials } from './lib/ingest-protocol.js'
-import { cpuSeconds, pubackFigures, round } from './lib/ingest-stats.js'
+import { cpuSeconds, LatencySamples, percentile, pubackFigures, round } from './lib/ingest-stats.js'
 import { forkPublisher } from './lib/publisher-child.js'
 import { readingBatches } from './lib/reading-load.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './lib/service-process.js'
@@ -39,6 +43,8 @@ const opt = parseBenchArgs(
   'PUBACK latency of paced single readings with and without an expiry pass running (SQLite or PostgreSQL). Prints one JSON object on stdout, progress on stderr.',
   {
     engine: { type: 'string', default: 'sqlite' },
+    mode: { type: 'string', default: 'service' },
+    seeded: { type: 'string', default: '' },
     'database-url': { type: 'string', default: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     totes: { type: 'string', default: '1000' },
     rate: { type: 'string', default: '10000' },
@@ -53,6 +59,7 @@ const opt = parseBenchArgs(
   },
   {
     engine: 'sqlite (the embedded default) or postgres (entities and readings in a fresh schema of --database-url per run)',
+    mode: "service (the service over MQTT) or sink (SQLite only: the readings sink in this process, paced writes as the group committer makes them, and the expirer's batches; what the store alone does)",
     'database-url': 'the PostgreSQL server of --engine postgres',
     totes: 'connected totes publishing the live load',
     rate: 'single readings per second over them',
@@ -64,11 +71,17 @@ const opt = parseBenchArgs(
     'retention-batch': "RETENTION_BATCH of the expiry run (default: the service's)",
     'retention-pause-ms': "RETENTION_PAUSE_MS of the expiry run (default: the service's)",
     'keep-data': 'keep the temporary directories',
+    seeded:
+      'with --mode sink: a DATA_DIR seeded before (the baseline directory --keep-data leaves), copied for each run instead of seeding',
   },
 )
 const num = (name: keyof typeof opt) => Number(opt[name])
 const ENGINE = opt.engine
 if (ENGINE !== 'sqlite' && ENGINE !== 'postgres') throw new Error(`--engine must be sqlite or postgres, got ${ENGINE}`)
+const MODE = opt.mode
+if (MODE !== 'service' && MODE !== 'sink') throw new Error(`--mode must be service or sink, got ${MODE}`)
+if (MODE === 'sink' && ENGINE !== 'sqlite') throw new Error('--mode sink measures the SQLite sink: use it with --engine sqlite')
+if (opt.seeded && MODE !== 'sink') throw new Error('--seeded needs --mode sink (the service mode needs the seed run’s tote credentials)')
 const log = (line: string) => process.stderr.write(`[bench:expiry] ${new Date().toISOString().slice(11, 19)} ${line}\n`)
 const DAY_MS = 86_400_000
 const WARMUP_MS = 3_000
@@ -213,10 +226,112 @@ async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredent
   }
 }
 
+const SINK_GATHER_MS = 2 // the group committer's INGEST_GATHER_MS with the embedded broker
+const DEFAULT_BATCH = 1_000 // RETENTION_BATCH's default
+const DEFAULT_PAUSE_MS = 200 // RETENTION_PAUSE_MS's default
+
+/**
+ * `--mode sink`: the same two runs against the SQLite sink alone, in this process: every
+ * SINK_GATHER_MS one `write()` of that many ms of readings over `--totes` live totes (as the
+ * group committer makes them), each timed from when it was due to when it committed (what a
+ * PUBACK waits for); in the `expiry` run, `expire()` batches as the expirer calls them (no kept
+ * delivery, both cut-offs a day ago), the first `--pass-at-s` after the start. No broker, no
+ * publisher: what the store does, with its WAL checkpointer, beside a pass.
+ */
+async function runSink(name: 'baseline' | 'expiry', store: Store) {
+  const file = join(store.dataDir, 'readings.db')
+  const sink = createSqliteSink({ path: file, compaction: false })
+  const perWrite = Math.max(1, Math.round((num('rate') * SINK_GATHER_MS) / 1_000))
+  const liveTotes = Array.from({ length: num('totes') }, (_, i) => `tt_live${String(i).padStart(22, '0')}`)
+  const latencies = new LatencySamples()
+  let written = 0
+  let stopped = false
+  let walMaxBytes = 0
+  const started = performance.now()
+  const measureFrom = started + WARMUP_MS
+  const ingest = async () => {
+    let due = performance.now()
+    while (!stopped) {
+      due += SINK_GATHER_MS
+      if (due > performance.now()) await sleep(due - performance.now())
+      const now = Date.now()
+      const rows = Array.from({ length: perWrite }, (): ReadingRow => {
+        const seq = written++
+        return { ...LIVE_READING, tote_id: liveTotes[seq % liveTotes.length]!, ts: now, seq, received_at: now }
+      })
+      await sink.write(rows)
+      if (due >= measureFrom) latencies.add(Math.max(0, performance.now() - due)) // a timer may fire a little early
+    }
+  }
+  const pass = { batches: 0, deferred: 0, removed: 0, batch_ms: [] as number[] }
+  const expiring = async () => {
+    await sleep(num('pass-at-s') * 1_000)
+    for (let more = true; more && !stopped;) {
+      const t0 = performance.now()
+      const result = await sink.expire!({
+        unboundBeforeMs: Date.now() - DAY_MS,
+        boundBeforeMs: Date.now() - DAY_MS,
+        keepDeliveries: new Set(),
+        limit: num('retention-batch') || DEFAULT_BATCH,
+      })
+      pass.batch_ms.push(performance.now() - t0)
+      pass.batches++
+      pass.removed += result.removed
+      if (result.removed === 0 && result.more) pass.deferred++
+      more = result.more
+      await sleep(opt['retention-pause-ms'] ? num('retention-pause-ms') : DEFAULT_PAUSE_MS)
+    }
+  }
+  const walWatch = setInterval(() => (walMaxBytes = Math.max(walMaxBytes, statSync(`${file}-wal`).size)), 250)
+  const cpu0 = process.cpuUsage()
+  const jobs = [ingest(), name === 'expiry' ? expiring() : Promise.resolve()]
+  await sleep(WARMUP_MS + num('ingest-s') * 1_000)
+  stopped = true
+  await Promise.all(jobs)
+  const cpu = process.cpuUsage(cpu0)
+  clearInterval(walWatch)
+  await sink.close()
+  removeStore(store)
+  const [p50, p99, max] = latencies.percentiles([50, 99, 100])
+  const figures = {
+    readings_per_s: round(written / ((performance.now() - started) / 1_000), 0),
+    commit_p50_ms: round(p50!, 2),
+    commit_p99_ms: round(p99!, 2),
+    commit_max_ms: round(max!, 1),
+    // This process: the writes, the pass and the WAL checkpointer's thread.
+    cpu_us_per_reading: round((cpu.user + cpu.system) / written, 1),
+    wal_max_mib: round(walMaxBytes / 1_048_576, 0),
+    expiry:
+      name === 'expiry'
+        ? {
+            ...pass,
+            batch_ms: undefined,
+            batch_p50_ms: round(percentile(pass.batch_ms, 50), 1),
+            batch_max_ms: round(Math.max(...pass.batch_ms), 1),
+          }
+        : undefined,
+  }
+  log(`${name}: ${JSON.stringify(figures)}`)
+  return figures
+}
+
+/** What every live reading of `--mode sink` holds besides its tote, time and sequence. */
+const LIVE_READING = { delivery_id: null, rx_id: null, temp_c: 4.2, battery: 0.9, humidity: null, lat: null, lng: null, late: false }
+
 /**
  * Each run's store, seeded: on SQLite one seed copied for each run (a copy costs seconds, a seed
  * minutes); on PostgreSQL a schema seeded for each run.
  */
+/** Readings in a seeded SQLite store, counted as its sink counts them. */
+async function countReadings(dir: string): Promise<number> {
+  const sink = createSqliteSink({ path: join(dir, 'readings.db'), compaction: false })
+  try {
+    return await sink.count()
+  } finally {
+    await sink.close()
+  }
+}
+
 async function seededStores(): Promise<{
   stores: Record<'baseline' | 'expiry', Store>
   totes: Record<'baseline' | 'expiry', ToteCredentials[]>
@@ -229,14 +344,25 @@ async function seededStores(): Promise<{
     const b = await seed(expiry)
     return { stores: { baseline, expiry }, totes: { baseline: a.totes, expiry: b.totes }, readings: a.readings }
   }
+  const copyOf = async (dir: string, name: string) => {
+    const store = await newStore(name)
+    cpSync(dir, store.dataDir, { recursive: true })
+    return store
+  }
+  if (opt.seeded) {
+    // An earlier seed, for --mode sink (which needs no tote's credentials): each run gets a copy.
+    const readings = await countReadings(opt.seeded)
+    log(`${readings} readings in ${opt.seeded}`)
+    return {
+      stores: { baseline: await copyOf(opt.seeded, 'baseline'), expiry: await copyOf(opt.seeded, 'expiry') },
+      totes: { baseline: [], expiry: [] },
+      readings,
+    }
+  }
   const seeded = await newStore('seed')
   try {
     const { totes, readings } = await seed(seeded)
-    const copy = async (name: string) => {
-      const store = await newStore(name)
-      cpSync(seeded.dataDir, store.dataDir, { recursive: true })
-      return store
-    }
+    const copy = (name: string) => copyOf(seeded.dataDir, name)
     return {
       stores: { baseline: await copy('baseline'), expiry: await copy('expiry') },
       totes: { baseline: totes, expiry: totes },
@@ -251,6 +377,30 @@ async function main() {
   const loadBefore = round(loadavg()[0]!, 2)
   try {
     const { stores, totes, readings } = await seededStores()
+    if (MODE === 'sink') {
+      const baseline = await runSink('baseline', stores.baseline)
+      const expiry = await runSink('expiry', stores.expiry)
+      const ratio = round(expiry.commit_p99_ms / baseline.commit_p99_ms, 2)
+      const report = {
+        targets: {
+          commit_p99_unchanged_while_expiry_runs: {
+            baseline_p99_ms: baseline.commit_p99_ms,
+            expiry_p99_ms: expiry.commit_p99_ms,
+            ratio,
+            readings_removed: expiry.expiry?.removed ?? 0,
+            met: (expiry.expiry?.removed ?? 0) > 0 && ratio <= 1.2,
+          },
+        },
+        engine: ENGINE,
+        mode: MODE,
+        seeded: { readings, days: num('days'), slow_totes: num('slow-totes'), age_days: num('age-days') },
+        baseline,
+        expiry,
+        machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? null, node: process.version, loadavg_1m_before: loadBefore },
+      }
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+      return
+    }
     const baseline = await run('baseline', stores.baseline, totes.baseline)
     const expiry = await run('expiry', stores.expiry, totes.expiry)
     const ratio = baseline.puback_p99_ms ? round(expiry.puback_p99_ms / baseline.puback_p99_ms, 2) : null
