@@ -377,6 +377,12 @@ async function main() {
   const loadBefore = round(loadavg()[0]!, 2)
   try {
     const { stores, totes, readings } = await seededStores()
+    // With --seeded the seed's own shape is whatever made that directory.
+    const seeded = opt.seeded
+      ? { readings, from: opt.seeded }
+      : { readings, days: num('days'), slow_totes: num('slow-totes'), age_days: num('age-days') }
+    const machine = { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? null, node: process.version, loadavg_1m_before: loadBefore }
+    const print = (report: object) => process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
     if (MODE === 'sink') {
       const baseline = await runSink('baseline', stores.baseline)
       const expiry = await runSink('expiry', stores.expiry)
@@ -393,12 +399,12 @@ async function main() {
         },
         engine: ENGINE,
         mode: MODE,
-        seeded: { readings, days: num('days'), slow_totes: num('slow-totes'), age_days: num('age-days') },
+        seeded,
         baseline,
         expiry,
-        machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? null, node: process.version, loadavg_1m_before: loadBefore },
+        machine,
       }
-      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+      print(report)
       return
     }
     const baseline = await run('baseline', stores.baseline, totes.baseline)
@@ -417,12 +423,12 @@ async function main() {
         },
       },
       engine: ENGINE,
-      seeded: { readings, days: num('days'), slow_totes: num('slow-totes'), age_days: num('age-days') },
+      seeded,
       baseline,
       expiry,
-      machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? null, node: process.version, loadavg_1m_before: loadBefore },
+      machine,
     }
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+    print(report)
   } finally {
     // Each run removed its directory; the schemas go here, a failed seed's included.
     if (!opt['keep-data']) await schemas?.drop()
