@@ -306,8 +306,8 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
         ? {
             ...pass,
             batch_ms: undefined,
-            batch_p50_ms: round(percentile(pass.batch_ms, 50), 1),
-            batch_max_ms: round(Math.max(...pass.batch_ms), 1),
+            batch_p50_ms: pass.batches ? round(percentile(pass.batch_ms, 50), 1) : null,
+            batch_max_ms: pass.batches ? round(Math.max(...pass.batch_ms), 1) : null,
           }
         : undefined,
   }
@@ -318,10 +318,6 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
 /** What every live reading of `--mode sink` holds besides its tote, time and sequence. */
 const LIVE_READING = { delivery_id: null, rx_id: null, temp_c: 4.2, battery: 0.9, humidity: null, lat: null, lng: null, late: false }
 
-/**
- * Each run's store, seeded: on SQLite one seed copied for each run (a copy costs seconds, a seed
- * minutes); on PostgreSQL a schema seeded for each run.
- */
 /** Readings in a seeded SQLite store, counted as its sink counts them. */
 async function countReadings(dir: string): Promise<number> {
   const sink = createSqliteSink({ path: join(dir, 'readings.db'), compaction: false })
@@ -332,6 +328,10 @@ async function countReadings(dir: string): Promise<number> {
   }
 }
 
+/**
+ * Each run's store, seeded: on SQLite one seed copied for each run (a copy costs seconds, a seed
+ * minutes); on PostgreSQL a schema seeded for each run.
+ */
 async function seededStores(): Promise<{
   stores: Record<'baseline' | 'expiry', Store>
   totes: Record<'baseline' | 'expiry', ToteCredentials[]>
@@ -351,13 +351,10 @@ async function seededStores(): Promise<{
   }
   if (opt.seeded) {
     // An earlier seed, for --mode sink (which needs no tote's credentials): each run gets a copy.
-    const readings = await countReadings(opt.seeded)
+    const stores = { baseline: await copyOf(opt.seeded, 'baseline'), expiry: await copyOf(opt.seeded, 'expiry') }
+    const readings = await countReadings(stores.baseline.dataDir)
     log(`${readings} readings in ${opt.seeded}`)
-    return {
-      stores: { baseline: await copyOf(opt.seeded, 'baseline'), expiry: await copyOf(opt.seeded, 'expiry') },
-      totes: { baseline: [], expiry: [] },
-      readings,
-    }
+    return { stores, totes: { baseline: [], expiry: [] }, readings }
   }
   const seeded = await newStore('seed')
   try {
