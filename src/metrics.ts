@@ -83,6 +83,11 @@ export function createMetrics() {
         this.set(lastPassAt)
       },
     }),
+    expiryDeferred: new Counter({
+      name: 'rxtrace_retention_deferred_batches_total',
+      help: 'Readings expiry batches the store deferred while its WAL checkpoints were behind ingest (SQLite)',
+      registers: [registry],
+    }),
     expiryPassDuration: new Gauge({
       name: 'rxtrace_retention_pass_duration_seconds',
       help: 'How long the last complete expiry pass took',

@@ -195,6 +195,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     },
     metrics: {
       removed: (table, n) => metrics.expiredRows.inc({ table }, n),
+      deferred: () => metrics.expiryDeferred.inc(),
       passDone: (atMs, seconds) => metrics.expiryPassDone(atMs, seconds),
     },
     // Positions of deliveries ended more than POSITION_RETENTION_DAYS ago (docs/fleet.md).

@@ -24,6 +24,8 @@ export type RetentionPolicy = {
 
 export type RetentionMetrics = {
   removed(kind: string, n: number): void
+  /** A readings batch the store deferred (see ExpiryResult). */
+  deferred(): void
   passDone(atMs: number, seconds: number): void
 }
 
@@ -152,6 +154,7 @@ export class Expirer {
     }
     let removed = 0
     let batches = 0
+    let deferred = 0
     const expire = sink.expire?.bind(sink)
     const stoppedMidPass =
       expire !== undefined &&
@@ -167,15 +170,19 @@ export class Expirer {
         batches++
         removed += result.removed
         metrics?.removed('readings', result.removed)
+        if (result.deferred) {
+          deferred++
+          metrics?.deferred()
+        }
         return result.more
       }))
     if (stoppedMidPass) {
-      logger.info({ removed, batches }, 'reading expiry stopped mid-pass; the next pass goes on')
+      logger.info({ removed, batches, deferred }, 'reading expiry stopped mid-pass; the next pass goes on')
       return { removed, batches, complete: false }
     }
     const seconds = (clock.now() - started) / 1_000
     metrics?.passDone(clock.now(), seconds)
-    if (removed > 0) logger.info({ removed, batches, seconds }, 'expired readings past their retention')
+    if (removed > 0) logger.info({ removed, batches, deferred, seconds }, 'expired readings past their retention')
     return { removed, batches, complete: true }
   }
 

@@ -54,7 +54,11 @@ export type ExpiryRequest = {
   limit: number
 }
 
-export type ExpiryResult = { removed: number; more: boolean }
+/**
+ * What one `expire` batch did: readings removed, whether more may be left, and `deferred` when the
+ * store asked to wait and tried nothing (SQLite, while its WAL checkpoints are behind ingest).
+ */
+export type ExpiryResult = { removed: number; more: boolean; deferred?: boolean }
 
 export interface ReadingSink {
   /**

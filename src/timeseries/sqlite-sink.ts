@@ -459,7 +459,7 @@ export function createSqliteSink({
     async expire(request) {
       // Nothing is removed while checkpoints are behind: the batch's pages would push the WAL on
       // towards the writer's own checkpoint, which stalls ingest's commits. The expirer comes back.
-      if (checkpointer?.behind) return { removed: 0, more: true }
+      if (checkpointer?.behind) return { removed: 0, more: true, deferred: true }
       if (checkpointer?.levelWanted) await checkpointer.level()
       return expiry.expire(request, () => {
         partitions.reload()

@@ -218,6 +218,22 @@ for (const engine of engines) {
       expect(metrics.text).toMatch(/rxtrace_retention_removed_total\{table="webhook_attempts"\} 1/)
     })
 
+    it('tries a readings batch the store deferred again after the pause, and counts it in /metrics', async () => {
+      const clock = testClock(NOW)
+      api = await engine.start(clock, { RETENTION_PAUSE_MS: '10' })
+      const { sink, expirer } = api.service
+      if (!sink.expire) return
+      const expire = sink.expire.bind(sink)
+      // As the SQLite sink answers while its WAL checkpoints are behind ingest, twice.
+      let deferrals = 2
+      sink.expire = (request) => (deferrals-- > 0 ? Promise.resolve({ removed: 0, more: true, deferred: true }) : expire(request))
+      await sink.write([readingRow({ tote_id: 'tt_idle', ts: NOW - 8 * DAY, received_at: NOW - 8 * DAY })])
+      expect(await expirer.pass()).toMatchObject({ removed: 1, complete: true })
+      expect(await sink.count()).toBe(0)
+      const metrics = await api.request('GET', '/metrics')
+      expect(metrics.text).toMatch(/rxtrace_retention_deferred_batches_total 2/)
+    })
+
     it('expires a backlog of records bigger than RETENTION_BATCH in one pass, batch by batch', async () => {
       const clock = testClock(NOW)
       api = await engine.start(clock, { RETENTION_BATCH: '100', RETENTION_PAUSE_MS: '0' })
