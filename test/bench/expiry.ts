@@ -277,7 +277,7 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
       pass.batch_ms.push(performance.now() - t0)
       pass.batches++
       pass.removed += result.removed
-      if (result.removed === 0 && result.more) pass.deferred++
+      if (result.deferred) pass.deferred++
       more = result.more
       await sleep(opt['retention-pause-ms'] ? num('retention-pause-ms') : DEFAULT_PAUSE_MS)
     }
