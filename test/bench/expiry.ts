@@ -26,6 +26,7 @@ import { cpSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { ingestGatherMs, loadConfig } from '../../src/config.js'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
 import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
@@ -226,14 +227,10 @@ async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredent
   }
 }
 
-const SINK_GATHER_MS = 2 // the group committer's INGEST_GATHER_MS with the embedded broker
-const DEFAULT_BATCH = 1_000 // RETENTION_BATCH's default
-const DEFAULT_PAUSE_MS = 200 // RETENTION_PAUSE_MS's default
-
 /**
  * `--mode sink`: the same two runs against the SQLite sink alone, in this process: every
- * SINK_GATHER_MS one `write()` of that many ms of readings over `--totes` live totes (as the
- * group committer makes them), each timed from when it was due to when it committed (what a
+ * INGEST_GATHER_MS (the embedded broker's) one `write()` of that many ms of readings over
+ * `--totes` live totes (as the group committer makes them), each timed from when it was due to when it committed (what a
  * PUBACK waits for); in the `expiry` run, `expire()` batches as the expirer calls them (no kept
  * delivery, both cut-offs a day ago), the first `--pass-at-s` after the start. No broker, no
  * publisher: what the store does, with its WAL checkpointer, beside a pass.
@@ -241,7 +238,10 @@ const DEFAULT_PAUSE_MS = 200 // RETENTION_PAUSE_MS's default
 async function runSink(name: 'baseline' | 'expiry', store: Store) {
   const file = join(store.dataDir, 'readings.db')
   const sink = createSqliteSink({ path: file, compaction: false })
-  const perWrite = Math.max(1, Math.round((num('rate') * SINK_GATHER_MS) / 1_000))
+  // The service's own settings: its defaults, or the --retention-* options, validated as it would.
+  const config = loadConfig({ RETENTION_BATCH: opt['retention-batch'], RETENTION_PAUSE_MS: opt['retention-pause-ms'] })
+  const gatherMs = ingestGatherMs(config)
+  const perWrite = Math.max(1, Math.round((num('rate') * gatherMs) / 1_000))
   const liveTotes = Array.from({ length: num('totes') }, (_, i) => `tt_live${String(i).padStart(22, '0')}`)
   const latencies = new LatencySamples()
   let written = 0
@@ -252,7 +252,7 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
   const ingest = async () => {
     let due = performance.now()
     while (!stopped) {
-      due += SINK_GATHER_MS
+      due += gatherMs
       if (due > performance.now()) await sleep(due - performance.now())
       const now = Date.now()
       const rows = Array.from({ length: perWrite }, (): ReadingRow => {
@@ -272,14 +272,14 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
         unboundBeforeMs: Date.now() - DAY_MS,
         boundBeforeMs: Date.now() - DAY_MS,
         keepDeliveries: new Set(),
-        limit: num('retention-batch') || DEFAULT_BATCH,
+        limit: config.RETENTION_BATCH,
       })
       pass.batch_ms.push(performance.now() - t0)
       pass.batches++
       pass.removed += result.removed
       if (result.deferred) pass.deferred++
       more = result.more
-      await sleep(opt['retention-pause-ms'] ? num('retention-pause-ms') : DEFAULT_PAUSE_MS)
+      await sleep(config.RETENTION_PAUSE_MS)
     }
   }
   const walWatch = setInterval(() => (walMaxBytes = Math.max(walMaxBytes, statSync(`${file}-wal`).size)), 250)
