@@ -52,9 +52,9 @@ const scheduled = () => {
   let next = everyMs
   // Level already (nothing was written since the last pass): the next commit starts the WAL over.
   const level = result && last && result.log === last.log && result.checkpointed === result.log
-  const behind = Boolean(levelAtPages > 0 && result && result.log >= levelAtPages && !level)
+  const behind = levelAtPages > 0 && result !== undefined && result.log >= levelAtPages && !level
   if (behind !== toldBehind) tell({ behind: (toldBehind = behind) })
-  if (behind && result) {
+  if (behind) {
     // Catching up shortens each pass (it copies what the writer wrote during the one before),
     // until one is short. Ask for the paused pass then, or when passes stop getting shorter, or
     // when the WAL is far past the mark: waiting longer would only make the paused pass longer.
@@ -75,10 +75,10 @@ port.on('message', (/** @type {ToWalWorker} */ message) => {
   if (message !== 'stop') {
     const result = checkpoint()
     last = result
-    // Level: every frame is in the database file, so the writer's next commit starts the WAL over
-    // (and the writer no longer counts it as behind).
+    // Level: every frame is in the database file, so the writer's next commit starts the WAL over,
+    // and the WAL is no longer behind (told first: the writer reads it once level() resolves).
     const level = Boolean(result && result.busy === 0 && result.log === result.checkpointed)
-    if (level) toldBehind = false
+    if (level && toldBehind) tell({ behind: (toldBehind = false) })
     tell({ leveled: message.level, level })
     return
   }

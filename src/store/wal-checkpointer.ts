@@ -107,10 +107,8 @@ export function startWalCheckpointer(file: string, options: WalCheckpointerOptio
     clearTimeout(leveling.timeout)
     leveling.resolve()
     leveling = null
-    if (level) {
-      backoffMs = LEVEL_BACKOFF_MS
-      behind = false // the next commit starts the WAL over
-    } else {
+    if (level) backoffMs = LEVEL_BACKOFF_MS
+    else {
       ignoreReadyUntil = Date.now() + backoffMs
       backoffMs = Math.min(backoffMs * 2, LEVEL_BACKOFF_MAX_MS)
     }

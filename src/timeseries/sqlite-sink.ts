@@ -343,14 +343,22 @@ export function createSqliteSink({
     partitions.reload() // and any table it created or dropped
   }
 
+  /**
+   * Whether background work (compaction, expiry) may write now: it first lets the worker level the
+   * WAL when it has asked to, then waits while checkpoints are behind ingest, as its pages would
+   * push the WAL on towards the writer's own checkpoint, which stalls ingest's commits.
+   */
+  const maintenanceMayWrite = async (): Promise<boolean> => {
+    if (checkpointer?.levelWanted) await checkpointer.level()
+    return !checkpointer?.behind
+  }
+
   /** Passes until nothing is due, yielding to writes between transactions. */
   let compacting: Promise<void> | null = null
   let closed = false
   const compactDue = async () => {
     while (!closed) {
-      if (checkpointer?.levelWanted) await checkpointer.level()
-      // As expiry: it waits while checkpoints are behind ingest's writes.
-      if (!checkpointer?.behind && !pass({ nowMs: now(), maxReadings: COMPACT_BATCH }).more) return
+      if ((await maintenanceMayWrite()) && !pass({ nowMs: now(), maxReadings: COMPACT_BATCH }).more) return
       await pause(COMPACT_PAUSE_MS)
     }
   }
@@ -457,10 +465,7 @@ export function createSqliteSink({
       return n
     },
     async expire(request) {
-      // Nothing is removed while checkpoints are behind: the batch's pages would push the WAL on
-      // towards the writer's own checkpoint, which stalls ingest's commits. The expirer comes back.
-      if (checkpointer?.behind) return { removed: 0, more: true, deferred: true }
-      if (checkpointer?.levelWanted) await checkpointer.level()
+      if (!(await maintenanceMayWrite())) return { removed: 0, more: true, deferred: true } // the expirer comes back
       return expiry.expire(request, () => {
         partitions.reload()
       })
