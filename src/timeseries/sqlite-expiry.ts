@@ -84,19 +84,48 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
     return { removed, full: false }
   }
 
+  /**
+   * Where the next batch resumes a binding's scan of a day whose binding index is tote-ordered
+   * (sqlite-partitions.ts), by `day:binding`: there the chunks before a cut-off inside the day are
+   * a run per tote, not one range, and a scan from the binding's start would pass the chunks it
+   * keeps again in every batch. Held only while a binding's scan is under way.
+   */
+  const resumeAt = new Map<string, number>()
+
+  /** The binding's chunks of the day that start before `cutoff`, at most `limit`. */
+  const expiringChunks = (day: number, bindingKey: number | null, cutoff: number, limit: number): ChunkHead[] => {
+    const t = chunkTable(day)
+    const columns = `SELECT rowid, tote_key, first_ts, last_ts, n FROM ${t}`
+    if (!partitions.get(day)!.byTote)
+      return stmt(t, 'expiring', `${columns} WHERE binding_key IS ? AND first_ts < ? ORDER BY binding_key, first_ts LIMIT ?`).all(
+        bindingKey,
+        cutoff,
+        limit,
+      ) as ChunkHead[]
+    const fromTote = stmt(
+      t,
+      'expiring-from-tote',
+      `${columns} WHERE binding_key IS ? AND tote_key >= ? AND first_ts < ? ORDER BY binding_key, tote_key, first_ts LIMIT ?`,
+    )
+    const key = `${day}:${bindingKey}`
+    const resume = resumeAt.get(key)
+    resumeAt.delete(key)
+    const heads = fromTote.all(bindingKey, resume ?? Number.MIN_SAFE_INTEGER, cutoff, limit) as ChunkHead[]
+    // Nothing left past the resume point: chunks before it may have come since (late readings packed).
+    if (heads.length === 0 && resume !== undefined) return expiringChunks(day, bindingKey, cutoff, limit)
+    return heads
+  }
+
   /** Removes one binding's readings of the day before `cutoff`, up to about `budget`. */
   const removeBefore = (day: number, bindingKey: number | null, cutoff: number, budget: number): number => {
     const entry = partitions.get(day)!
     let removed = 0
     if (entry.chunks) {
       const t = chunkTable(day)
-      const heads = stmt(
-        t,
-        'expiring',
-        `SELECT rowid, tote_key, first_ts, last_ts, n FROM ${t} WHERE binding_key IS ? AND first_ts < ? ORDER BY binding_key, first_ts LIMIT ?`,
-      ).all(bindingKey, cutoff, budget) as ChunkHead[]
-      for (const c of heads) {
+      let lastTote: number | undefined
+      for (const c of expiringChunks(day, bindingKey, cutoff, budget)) {
         if (removed >= budget) break
+        lastTote = c.tote_key
         if (c.last_ts < cutoff) {
           stmt(t, 'delete', `DELETE FROM ${t} WHERE rowid = ?`).run(c.rowid)
           removed += c.n
@@ -112,6 +141,8 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
         )
         removed += c.n - kept.length
       }
+      // A full batch: the next goes on from the last tote it reached (what it took there is gone).
+      if (entry.byTote && removed >= budget && lastTote !== undefined) resumeAt.set(`${day}:${bindingKey}`, lastTote)
     }
     if (entry.rows && removed < budget) {
       const t = rowTable(day)
@@ -189,10 +220,12 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
           removed += pass.removed
           if (pass.full) return { removed, more: true }
         } catch (err) {
+          resumeAt.clear() // it may point past chunks the rollback kept
           rolledBack()
           throw err
         }
       }
+      resumeAt.clear()
       return { removed, more: false }
     },
   }

@@ -14,6 +14,13 @@ import type Database from 'better-sqlite3'
  *
  * Every reading is in exactly one of the two. Expiry drops a day's tables whole when nothing in
  * them is kept (sqlite-expiry.ts); a query reads only the days its time range covers.
+ *
+ * A chunk table's binding index is (binding_key, tote_key, first_ts): in the order compaction
+ * inserts chunks (tote by tote), so the index entries of consecutive chunks are neighbours and a
+ * batch that packs or empties a run of them rewrites a few index pages. Ordered by first_ts alone
+ * (`_by_binding`, chunk tables made before), the unbound chunks of thousands of totes interleave
+ * and a batch of 250 rewrote ~200 pages. Tables keep the index they were made with; `Day.byTote`
+ * says which.
  */
 
 export const DAY_MS = 86_400_000
@@ -47,9 +54,10 @@ const createChunks = (t: string) => `
     tote_key INTEGER NOT NULL, first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL, binding_key INTEGER,
     n INTEGER NOT NULL, data BLOB NOT NULL);
   CREATE UNIQUE INDEX IF NOT EXISTS ${t}_by_tote ON ${t} (tote_key, first_ts);
-  CREATE INDEX IF NOT EXISTS ${t}_by_binding ON ${t} (binding_key, first_ts);`
+  CREATE INDEX IF NOT EXISTS ${t}_by_binding_tote ON ${t} (binding_key, tote_key, first_ts);`
 
-type Day = { rows: boolean; chunks: boolean }
+/** Which tables the day has; `byTote`: its chunk table's binding index is (binding_key, tote_key, first_ts). */
+type Day = { rows: boolean; chunks: boolean; byTote: boolean }
 
 export type Partitions = ReturnType<typeof openPartitions>
 
@@ -59,13 +67,16 @@ export function openPartitions(db: Database.Database) {
   let sorted: number[] | null = null
   const statements = new Map<string, Database.Statement>()
   for (const { name } of db
-    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_day\\_%' ESCAPE '\\'")
+    .prepare<[], { name: string }>(
+      "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') AND name LIKE '%\\_day\\_%' ESCAPE '\\'",
+    )
     .all()) {
-    const match = /^(readings|chunks)_day_(m?)(\d+)$/.exec(name)
+    const match = /^(readings|chunks)_day_(m?)(\d+)(_by_binding_tote)?$/.exec(name)
     if (!match) continue
     const day = (match[2] === 'm' ? -1 : 1) * Number(match[3])
-    const entry = days.get(day) ?? { rows: false, chunks: false }
-    if (match[1] === 'readings') entry.rows = true
+    const entry = days.get(day) ?? { rows: false, chunks: false, byTote: false }
+    if (match[4]) entry.byTote = true
+    else if (match[1] === 'readings') entry.rows = true
     else entry.chunks = true
     days.set(day, entry)
   }
@@ -75,13 +86,14 @@ export function openPartitions(db: Database.Database) {
     generation++
     for (const key of statements.keys()) if (key.startsWith(`${table}:`)) statements.delete(key)
   }
-  const drop = (day: number, kind: keyof Day) => {
+  const drop = (day: number, kind: 'rows' | 'chunks') => {
     const entry = days.get(day)
     if (!entry?.[kind]) return
     const table = kind === 'rows' ? rowTable(day) : chunkTable(day)
     db.exec(`DROP TABLE ${table}`)
     forget(table)
     entry[kind] = false
+    if (kind === 'chunks') entry.byTote = false
     if (!entry.rows && !entry.chunks) {
       days.delete(day)
       sorted = null
@@ -113,7 +125,7 @@ export function openPartitions(db: Database.Database) {
       db.exec(createRows(rowTable(day)))
       if (entry) entry.rows = true
       else {
-        days.set(day, { rows: true, chunks: false })
+        days.set(day, { rows: true, chunks: false, byTote: false })
         sorted = null
       }
     },
@@ -121,9 +133,9 @@ export function openPartitions(db: Database.Database) {
       const entry = days.get(day)
       if (entry?.chunks) return
       db.exec(createChunks(chunkTable(day)))
-      if (entry) entry.chunks = true
+      if (entry) Object.assign(entry, { chunks: true, byTote: true })
       else {
-        days.set(day, { rows: false, chunks: true })
+        days.set(day, { rows: false, chunks: true, byTote: true })
         sorted = null
       }
     },

@@ -275,6 +275,74 @@ describe('expiry', () => {
     })
   }
 
+  describe('of a day the unbound cut-off falls inside, a few readings a batch', () => {
+    const CUTOFF = D0 + 13 * 3_600_000
+    /** 30 totes every 10 minutes for a day, unbound but tt_01's delivery dl_x from 2 h to 4 h (kept). */
+    const day = (): ReadingRow[] =>
+      Array.from({ length: 30 * 144 }, (_, i) => {
+        const [tote, ts] = [Math.floor(i / 144), D0 + (i % 144) * 10 * MIN]
+        const bound = tote === 1 && ts >= D0 + 2 * 3_600_000 && ts < D0 + 4 * 3_600_000
+        return readingRow({
+          tote_id: `tt_${String(tote).padStart(2, '0')}`,
+          ts,
+          delivery_id: bound ? 'dl_x' : null,
+          rx_id: bound ? 'rx_x' : null,
+        })
+      })
+    const straddling = request({ unboundBeforeMs: CUTOFF, boundBeforeMs: D0, keepDeliveries: new Set(['dl_x']), limit: 50 })
+    const expectOnlyUnboundBeforeCutoffGone = async (s: SqliteReadingSink, late: ReadingRow[] = []) => {
+      const stored = [...day(), ...late]
+      const gone = stored.filter((r) => r.delivery_id === null && r.ts < CUTOFF)
+      expect(await s.count()).toBe(stored.length - gone.length)
+      for (let tote = 0; tote < 30; tote++) {
+        const left = await s.readingsForTote(`tt_${String(tote).padStart(2, '0')}`, 0, Infinity)
+        expect(left.filter((r) => r.delivery_id === null).every((r) => r.ts >= CUTOFF)).toBe(true)
+      }
+      expect(await s.readingsForDelivery('dl_x', 0, Infinity)).toHaveLength(12)
+    }
+    /** The chunk tables as they were made before their binding index was ordered by tote. */
+    const withTimeOrderedBindingIndex = (path: string) => {
+      const db = new Database(path)
+      for (const { name } of db
+        .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE name LIKE 'chunks_day_%' AND type = 'table'")
+        .all())
+        db.exec(`DROP INDEX ${name}_by_binding_tote; CREATE INDEX ${name}_by_binding ON ${name} (binding_key, first_ts)`)
+      db.close()
+    }
+
+    for (const index of ['(binding_key, tote_key, first_ts)', '(binding_key, first_ts)']) {
+      it(`removes exactly the unbound readings before it, batch after batch, with the binding index on ${index}`, async () => {
+        const path = join(dir, `straddle-${files++}.db`)
+        let s = sink(path)
+        await s.write(day())
+        await compactAll(s)
+        if (index === '(binding_key, first_ts)') {
+          await s.close()
+          open.splice(open.indexOf(s), 1)
+          withTimeOrderedBindingIndex(path)
+          s = sink(path)
+        }
+        let batches = 0
+        for (let more = true; more; batches++) more = (await s.expire!(straddling)).more
+        expect(batches).toBeGreaterThan(20)
+        await expectOnlyUnboundBeforeCutoffGone(s)
+      })
+    }
+
+    it('also removes what was packed, mid-pass, behind the tote the last batch stopped at', async () => {
+      const s = sink()
+      await s.write(day())
+      await compactAll(s)
+      for (let i = 0; i < 5; i++) expect((await s.expire!(straddling)).more).toBe(true)
+      // Late readings of the first tote, before the cut-off, packed into a chunk of their own.
+      const late = [readingRow({ tote_id: 'tt_00', ts: D0 + 5 * MIN }), readingRow({ tote_id: 'tt_00', ts: D0 + 6 * MIN })]
+      await s.write(late)
+      await compactAll(s)
+      await expireAll(s, straddling)
+      await expectOnlyUnboundBeforeCutoffGone(s, late)
+    })
+  })
+
   it('drops a whole day when nothing in it is kept', async () => {
     const path = join(dir, 'drop.db')
     const s = sink(path)
