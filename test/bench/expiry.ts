@@ -12,7 +12,9 @@
  *    schema seeded the same way for each run, as a schema has no cheap copy), with the same paced
  *    single readings (`--rate` a second over the totes, for `--ingest-s`):
  *    - `baseline`: retention off (RETENTION_INTERVAL_S=0);
- *    - `expiry`: both retention windows 1 day, so every seeded reading is expired, and the first
+ *    - `expiry`: both retention windows 1 day, so every seeded reading is expired (with
+ *      `--unbound-only` only the unbound window: bound readings stay, as they do for the first
+ *      years of a service's life, and only the unbound ones are removed, chunk by chunk), and the first
  *      pass starting `--pass-at-s` after the service starts, inside the measured window.
  * Prints one JSON object: each run's PUBACK p50 / p99 / max and service CPU per reading, what the
  * expirer removed during the window (from /metrics), the ratio of the p99s and the verdict
@@ -57,6 +59,7 @@ const opt = parseBenchArgs(
     'retention-batch': { type: 'string', default: '' },
     'retention-pause-ms': { type: 'string', default: '' },
     'keep-data': { type: 'boolean', default: false },
+    'unbound-only': { type: 'boolean', default: false },
   },
   {
     engine: 'sqlite (the embedded default) or postgres (entities and readings in a fresh schema of --database-url per run)',
@@ -72,6 +75,7 @@ const opt = parseBenchArgs(
     'retention-batch': "RETENTION_BATCH of the expiry run (default: the service's)",
     'retention-pause-ms': "RETENTION_PAUSE_MS of the expiry run (default: the service's)",
     'keep-data': 'keep the temporary directories',
+    'unbound-only': "the expiry run removes unbound readings only (the records window at the service's default, 6 years)",
     seeded:
       'with --mode sink: a DATA_DIR seeded before (the baseline directory --keep-data leaves), copied for each run instead of seeding',
   },
@@ -178,7 +182,7 @@ async function run(name: 'baseline' | 'expiry', store: Store, totes: ToteCredent
       : {
           RETENTION_INTERVAL_S: opt['pass-at-s'],
           RETENTION_UNBOUND_DAYS: '1',
-          RETENTION_RECORDS_DAYS: '1',
+          ...(opt['unbound-only'] ? {} : { RETENTION_RECORDS_DAYS: '1' }),
           ...(opt['retention-batch'] ? { RETENTION_BATCH: opt['retention-batch'] } : {}),
           ...(opt['retention-pause-ms'] ? { RETENTION_PAUSE_MS: opt['retention-pause-ms'] } : {}),
         }
@@ -270,7 +274,7 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
       const t0 = performance.now()
       const result = await sink.expire!({
         unboundBeforeMs: Date.now() - DAY_MS,
-        boundBeforeMs: Date.now() - DAY_MS,
+        boundBeforeMs: Date.now() - (opt['unbound-only'] ? config.RETENTION_RECORDS_DAYS : 1) * DAY_MS,
         keepDeliveries: new Set(),
         limit: config.RETENTION_BATCH,
       })
