@@ -26,6 +26,13 @@ import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitio
  */
 const EMPTYING_ROWS = 250
 
+/**
+ * Chunk heads read at a time while removing one binding's readings. A batch of 1,000 readings is
+ * a handful of chunks; reading a head per reading of the budget, as before, cost ~1.2 ms of a
+ * ~1.3 ms batch (docs/performance.md, bench:expiry).
+ */
+const HEADS_PER_READ = 32
+
 /** The binding keys of the kept deliveries, as a set and as the JSON array SQLite's json_each reads. */
 type KeptKeys = { keys: ReadonlySet<number>; json: string }
 
@@ -85,10 +92,10 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
   }
 
   /**
-   * Where the next batch resumes a binding's scan of a day whose binding index is tote-ordered
+   * Where the next read of a binding's chunks resumes, on a day whose binding index is tote-ordered
    * (sqlite-partitions.ts), by `day:binding`: there the chunks before a cut-off inside the day are
    * a run per tote, not one range, and a scan from the binding's start would pass the chunks it
-   * keeps again in every batch. Held only while a binding's scan is under way.
+   * keeps again in every read. Held only while a binding's scan is under way, across batches.
    */
   const resumeAt = new Map<string, number>()
 
@@ -116,33 +123,41 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
     return heads
   }
 
+  /** Deletes a chunk that ends before `cutoff`, or rewrites it without its readings before; how many went. */
+  const removeChunkBefore = (t: string, c: ChunkHead, cutoff: number): number => {
+    if (c.last_ts < cutoff) {
+      stmt(t, 'delete', `DELETE FROM ${t} WHERE rowid = ?`).run(c.rowid)
+      return c.n
+    }
+    const { data } = stmt(t, 'data', `SELECT data FROM ${t} WHERE rowid = ?`).get(c.rowid) as { data: Buffer }
+    const kept = decodeChunk(c.first_ts, c.n, data).filter((r) => r.ts >= cutoff)
+    stmt(t, 'rewrite', `UPDATE ${t} SET first_ts = ?, n = ?, data = ? WHERE rowid = ?`).run(
+      kept[0]!.ts,
+      kept.length,
+      encodeChunk(kept),
+      c.rowid,
+    )
+    return c.n - kept.length
+  }
+
   /** Removes one binding's readings of the day before `cutoff`, up to about `budget`. */
   const removeBefore = (day: number, bindingKey: number | null, cutoff: number, budget: number): number => {
     const entry = partitions.get(day)!
     let removed = 0
     if (entry.chunks) {
       const t = chunkTable(day)
-      let lastTote: number | undefined
-      for (const c of expiringChunks(day, bindingKey, cutoff, budget)) {
-        if (removed >= budget) break
-        lastTote = c.tote_key
-        if (c.last_ts < cutoff) {
-          stmt(t, 'delete', `DELETE FROM ${t} WHERE rowid = ?`).run(c.rowid)
-          removed += c.n
-          continue
+      for (let full = true; full && removed < budget;) {
+        const heads = expiringChunks(day, bindingKey, cutoff, HEADS_PER_READ)
+        full = heads.length === HEADS_PER_READ
+        let lastTote: number | undefined
+        for (const c of heads) {
+          if (removed >= budget) break
+          lastTote = c.tote_key
+          removed += removeChunkBefore(t, c, cutoff)
         }
-        const { data } = stmt(t, 'data', `SELECT data FROM ${t} WHERE rowid = ?`).get(c.rowid) as { data: Buffer }
-        const kept = decodeChunk(c.first_ts, c.n, data).filter((r) => r.ts >= cutoff)
-        stmt(t, 'rewrite', `UPDATE ${t} SET first_ts = ?, n = ?, data = ? WHERE rowid = ?`).run(
-          kept[0]!.ts,
-          kept.length,
-          encodeChunk(kept),
-          c.rowid,
-        )
-        removed += c.n - kept.length
+        // More may follow: the next read, or batch, goes on from the last tote reached (what it took there is gone).
+        if (entry.byTote && lastTote !== undefined && (full || removed >= budget)) resumeAt.set(`${day}:${bindingKey}`, lastTote)
       }
-      // A full batch: the next goes on from the last tote it reached (what it took there is gone).
-      if (entry.byTote && removed >= budget && lastTote !== undefined) resumeAt.set(`${day}:${bindingKey}`, lastTote)
     }
     if (entry.rows && removed < budget) {
       const t = rowTable(day)

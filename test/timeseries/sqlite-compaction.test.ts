@@ -277,9 +277,10 @@ describe('expiry', () => {
 
   describe('of a day the unbound cut-off falls inside, a few readings a batch', () => {
     const CUTOFF = D0 + 13 * 3_600_000
-    /** 30 totes every 10 minutes for a day, unbound but tt_01's delivery dl_x from 2 h to 4 h (kept). */
+    const TOTES = 40
+    /** 40 totes every 10 minutes for a day, unbound but tt_01's delivery dl_x from 2 h to 4 h (kept). */
     const day = (): ReadingRow[] =>
-      Array.from({ length: 30 * 144 }, (_, i) => {
+      Array.from({ length: TOTES * 144 }, (_, i) => {
         const [tote, ts] = [Math.floor(i / 144), D0 + (i % 144) * 10 * MIN]
         const bound = tote === 1 && ts >= D0 + 2 * 3_600_000 && ts < D0 + 4 * 3_600_000
         return readingRow({
@@ -294,7 +295,7 @@ describe('expiry', () => {
       const stored = [...day(), ...late]
       const gone = stored.filter((r) => r.delivery_id === null && r.ts < CUTOFF)
       expect(await s.count()).toBe(stored.length - gone.length)
-      for (let tote = 0; tote < 30; tote++) {
+      for (let tote = 0; tote < TOTES; tote++) {
         const left = await s.readingsForTote(`tt_${String(tote).padStart(2, '0')}`, 0, Infinity)
         expect(left.filter((r) => r.delivery_id === null).every((r) => r.ts >= CUTOFF)).toBe(true)
       }
@@ -310,24 +311,25 @@ describe('expiry', () => {
       db.close()
     }
 
-    for (const index of ['(binding_key, tote_key, first_ts)', '(binding_key, first_ts)']) {
-      it(`removes exactly the unbound readings before it, batch after batch, with the binding index on ${index}`, async () => {
-        const path = join(dir, `straddle-${files++}.db`)
-        let s = sink(path)
-        await s.write(day())
-        await compactAll(s)
-        if (index === '(binding_key, first_ts)') {
-          await s.close()
-          open.splice(open.indexOf(s), 1)
-          withTimeOrderedBindingIndex(path)
-          s = sink(path)
-        }
-        let batches = 0
-        for (let more = true; more; batches++) more = (await s.expire!(straddling)).more
-        expect(batches).toBeGreaterThan(20)
-        await expectOnlyUnboundBeforeCutoffGone(s)
-      })
-    }
+    for (const index of ['(binding_key, tote_key, first_ts)', '(binding_key, first_ts)'])
+      for (const limit of [50, 100_000])
+        it(`removes exactly the unbound readings before it, ${limit} a batch, with the binding index on ${index}`, async () => {
+          const path = join(dir, `straddle-${files++}.db`)
+          let s = sink(path)
+          await s.write(day())
+          await compactAll(s)
+          if (index === '(binding_key, first_ts)') {
+            await s.close()
+            open.splice(open.indexOf(s), 1)
+            withTimeOrderedBindingIndex(path)
+            s = sink(path)
+          }
+          let batches = 0
+          for (let more = true; more; batches++) more = (await s.expire!({ ...straddling, limit })).more
+          // 50: a straddling chunk a batch; 100,000: all of them (more than one read's worth) in one.
+          expect(batches).toBe(limit === 50 ? TOTES + 1 : 1)
+          await expectOnlyUnboundBeforeCutoffGone(s)
+        })
 
     it('also removes what was packed, mid-pass, behind the tote the last batch stopped at', async () => {
       const s = sink()
