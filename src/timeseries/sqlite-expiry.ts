@@ -32,6 +32,8 @@ const EMPTYING_ROWS = 250
  * ~1.3 ms batch (docs/performance.md, bench:expiry).
  */
 const HEADS_PER_READ = 32
+/** Below every tote key: a read from the start of a binding's chunks. */
+const FIRST_TOTE = Number.MIN_SAFE_INTEGER
 
 /** The binding keys of the kept deliveries, as a set and as the JSON array SQLite's json_each reads. */
 type KeptKeys = { keys: ReadonlySet<number>; json: string }
@@ -92,35 +94,29 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
   }
 
   /**
-   * Where the next read of a binding's chunks resumes, on a day whose binding index is tote-ordered
+   * Where a batch resumes a binding's sweep of a day whose binding index is tote-ordered
    * (sqlite-partitions.ts), by `day:binding`: there the chunks before a cut-off inside the day are
-   * a run per tote, not one range, and a scan from the binding's start would pass the chunks it
-   * keeps again in every read. Held only while a binding's scan is under way, across batches.
+   * a run per tote, not one range, and a sweep from the binding's start would pass the chunks it
+   * keeps again in every batch. A sweep that began here and reaches the binding's end goes on from
+   * its start, so totes behind this point are read too (the cut-off moves between batches).
    */
   const resumeAt = new Map<string, number>()
 
-  /** The binding's chunks of the day that start before `cutoff`, at most `limit`. */
-  const expiringChunks = (day: number, bindingKey: number | null, cutoff: number, limit: number): ChunkHead[] => {
+  /** Up to HEADS_PER_READ of the binding's chunks that start before `cutoff`, from tote `fromTote` on (tote-ordered index). */
+  const expiringChunks = (day: number, bindingKey: number | null, cutoff: number, fromTote: number): ChunkHead[] => {
     const t = chunkTable(day)
     const columns = `SELECT rowid, tote_key, first_ts, last_ts, n FROM ${t}`
     if (!partitions.get(day)!.byTote)
       return stmt(t, 'expiring', `${columns} WHERE binding_key IS ? AND first_ts < ? ORDER BY binding_key, first_ts LIMIT ?`).all(
         bindingKey,
         cutoff,
-        limit,
+        HEADS_PER_READ,
       ) as ChunkHead[]
-    const fromTote = stmt(
+    return stmt(
       t,
       'expiring-from-tote',
       `${columns} WHERE binding_key IS ? AND tote_key >= ? AND first_ts < ? ORDER BY binding_key, tote_key, first_ts LIMIT ?`,
-    )
-    const key = `${day}:${bindingKey}`
-    const resume = resumeAt.get(key)
-    resumeAt.delete(key)
-    const heads = fromTote.all(bindingKey, resume ?? Number.MIN_SAFE_INTEGER, cutoff, limit) as ChunkHead[]
-    // Nothing left past the resume point: chunks before it may have come since (late readings packed).
-    if (heads.length === 0 && resume !== undefined) return expiringChunks(day, bindingKey, cutoff, limit)
-    return heads
+    ).all(bindingKey, fromTote, cutoff, HEADS_PER_READ) as ChunkHead[]
   }
 
   /** Deletes a chunk that ends before `cutoff`, or rewrites it without its readings before; how many went. */
@@ -146,17 +142,26 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
     let removed = 0
     if (entry.chunks) {
       const t = chunkTable(day)
-      for (let full = true; full && removed < budget;) {
-        const heads = expiringChunks(day, bindingKey, cutoff, HEADS_PER_READ)
-        full = heads.length === HEADS_PER_READ
-        let lastTote: number | undefined
+      const key = `${day}:${bindingKey}`
+      const resume = resumeAt.get(key)
+      resumeAt.delete(key)
+      let from = resume ?? FIRST_TOTE
+      let fromStart = resume === undefined
+      for (;;) {
+        const heads = expiringChunks(day, bindingKey, cutoff, from)
         for (const c of heads) {
           if (removed >= budget) break
-          lastTote = c.tote_key
+          from = c.tote_key // what this batch took of that tote is gone: a read from it finds the rest
           removed += removeChunkBefore(t, c, cutoff)
         }
-        // More may follow: the next read, or batch, goes on from the last tote reached (what it took there is gone).
-        if (entry.byTote && lastTote !== undefined && (full || removed >= budget)) resumeAt.set(`${day}:${bindingKey}`, lastTote)
+        if (removed >= budget) {
+          if (entry.byTote) resumeAt.set(key, from)
+          break
+        }
+        if (heads.length === HEADS_PER_READ) continue
+        if (fromStart) break // the whole binding was read: nothing of it is left before the cut-off
+        from = FIRST_TOTE
+        fromStart = true
       }
     }
     if (entry.rows && removed < budget) {

@@ -331,6 +331,22 @@ describe('expiry', () => {
           await expectOnlyUnboundBeforeCutoffGone(s)
         })
 
+    it('leaves nothing before the cut-off of the last batch of a pass, though the cut-off moved during it', async () => {
+      const s = sink()
+      await s.write(day())
+      await compactAll(s)
+      for (let i = 0; i < 5; i++) expect((await s.expire!(straddling)).more).toBe(true)
+      // The expirer takes `now` for each batch: an hour later the totes done first have more to lose,
+      // and a batch that reaches the last tote with budget left must go back for them.
+      const later = { ...straddling, unboundBeforeMs: CUTOFF + 3_600_000, limit: 100_000 }
+      await expireAll(s, later)
+      for (let tote = 0; tote < TOTES; tote++) {
+        const left = await s.readingsForTote(`tt_${String(tote).padStart(2, '0')}`, 0, Infinity)
+        expect(left.filter((r) => r.delivery_id === null && r.ts < later.unboundBeforeMs)).toEqual([])
+      }
+      expect(await s.readingsForDelivery('dl_x', 0, Infinity)).toHaveLength(12)
+    })
+
     it('also removes what was packed, mid-pass, behind the tote the last batch stopped at', async () => {
       const s = sink()
       await s.write(day())
