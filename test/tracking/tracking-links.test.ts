@@ -292,10 +292,12 @@ function describeTracking(store: StoreUnderTest) {
         expect((await link(deliveryId)).status).toBe(201)
         await act(deliveryId, 'pickup', { from: pharmacyId, to: fleet.driverId, signature: 'sig' })
         await act(deliveryId, 'deliver', { verification: { method: 'otp', evidence: '1' } })
-        // As the pharmacy's messaging provider receives them: signed webhooks, in order per delivery.
+        // As the pharmacy's messaging provider receives them: signed webhooks, in order per delivery,
+        // each counted once by its id. Delivery is at least once: the test clock runs ~100× real
+        // time below, so an attempt still in flight can outlive its lease (judged by that clock) and
+        // be sent again, as after a crash; a receiver drops the copy by id.
         const notices = () =>
-          receiver.requests
-            .map((r) => JSON.parse(r.body))
+          [...new Map(receiver.requests.map((r) => JSON.parse(r.body)).map((e) => [e.id, e])).values()]
             .filter((e) => e.delivery_id === deliveryId)
             .sort((a, b) => a.seq - b.seq)
         // The service's clock stands still between moves: move it on while waiting, so that an
