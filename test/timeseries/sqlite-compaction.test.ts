@@ -7,6 +7,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import type { ExpiryRequest, ReadingRow } from '../../src/timeseries/sink.js'
 import { decodeChunk, encodeChunk, type ChunkReading } from '../../src/timeseries/sqlite-chunk.js'
 import { createSqliteSink, type SqliteReadingSink } from '../../src/timeseries/sqlite-sink.js'
+import { withTimeOrderedBindingIndex } from '../helpers/old-chunk-index.js'
 import { readingRow } from '../helpers/reading-row.js'
 
 const DAY = 86_400_000
@@ -301,16 +302,6 @@ describe('expiry', () => {
       }
       expect(await s.readingsForDelivery('dl_x', 0, Infinity)).toHaveLength(12)
     }
-    /** The chunk tables as they were made before their binding index was ordered by tote. */
-    const withTimeOrderedBindingIndex = (path: string) => {
-      const db = new Database(path)
-      for (const { name } of db
-        .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE name LIKE 'chunks_day_%' AND type = 'table'")
-        .all())
-        db.exec(`DROP INDEX ${name}_by_binding_tote; CREATE INDEX ${name}_by_binding ON ${name} (binding_key, first_ts)`)
-      db.close()
-    }
-
     for (const index of ['(binding_key, tote_key, first_ts)', '(binding_key, first_ts)'])
       for (const limit of [50, 100_000])
         it(`removes exactly the unbound readings before it, ${limit} a batch, with the binding index on ${index}`, async () => {
@@ -321,7 +312,9 @@ describe('expiry', () => {
           if (index === '(binding_key, first_ts)') {
             await s.close()
             open.splice(open.indexOf(s), 1)
-            withTimeOrderedBindingIndex(path)
+            const file = new Database(path)
+            withTimeOrderedBindingIndex(file)
+            file.close()
             s = sink(path)
           }
           let batches = 0

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { chunkTable, openPartitions } from '../../src/timeseries/sqlite-partitions.js'
+import { withTimeOrderedBindingIndex } from '../helpers/old-chunk-index.js'
 
 /** Which of a chunk table's indexes SQLite would pick to find one binding's chunks from a tote on. */
 const planFor = (db: Database.Database, day: number) =>
@@ -28,11 +29,8 @@ describe('day partitions: the chunk tables’ binding index', () => {
 
   it('knows a chunk table made before that index by its old one, and forgets it when the table is dropped', () => {
     const db = new Database(':memory:')
-    const t = chunkTable(20_001)
-    db.exec(`CREATE TABLE ${t} (tote_key INTEGER NOT NULL, first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL,
-      binding_key INTEGER, n INTEGER NOT NULL, data BLOB NOT NULL);
-      CREATE UNIQUE INDEX ${t}_by_tote ON ${t} (tote_key, first_ts);
-      CREATE INDEX ${t}_by_binding ON ${t} (binding_key, first_ts);`)
+    openPartitions(db).ensureChunks(20_001)
+    withTimeOrderedBindingIndex(db)
     const partitions = openPartitions(db)
     expect(partitions.get(20_001)).toEqual({ rows: false, chunks: true, byTote: false })
     partitions.reload()
