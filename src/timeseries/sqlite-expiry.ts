@@ -240,12 +240,11 @@ export function createExpiry(db: Database.Database, partitions: Partitions) {
           removed += pass.removed
           if (pass.full) return { removed, more: true }
         } catch (err) {
-          resumeAt.clear() // it may point past chunks the rollback kept
           rolledBack()
           throw err
         }
       }
-      resumeAt.clear()
+      resumeAt.clear() // a cursor only saves reads: none is needed past a pass (a stale one costs a wrap)
       return { removed, more: false }
     },
   }
