@@ -305,18 +305,19 @@ async function runSink(name: 'baseline' | 'expiry', store: Store) {
     // This process: the writes, the pass and the WAL checkpointer's thread.
     cpu_us_per_reading: round((cpu.user + cpu.system) / written, 1),
     wal_max_mib: round(walMaxBytes / 1_048_576, 0),
-    expiry:
-      name === 'expiry'
-        ? {
-            ...pass,
-            batch_ms: undefined,
-            batch_p50_ms: pass.batches ? round(percentile(pass.batch_ms, 50), 1) : null,
-            batch_max_ms: pass.batches ? round(Math.max(...pass.batch_ms), 1) : null,
-          }
-        : undefined,
+    expiry: name === 'expiry' ? passFigures(pass) : undefined,
   }
   log(`${name}: ${JSON.stringify(figures)}`)
   return figures
+}
+
+/** An expiry run's pass as reported: its counts, and its batches' times as p50 and max. */
+function passFigures({ batch_ms, ...counts }: { batches: number; deferred: number; removed: number; batch_ms: number[] }) {
+  return {
+    ...counts,
+    batch_p50_ms: batch_ms.length ? round(percentile(batch_ms, 50), 1) : null,
+    batch_max_ms: batch_ms.length ? round(Math.max(...batch_ms), 1) : null,
+  }
 }
 
 /** What every live reading of `--mode sink` holds besides its tote, time and sequence. */
