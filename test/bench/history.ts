@@ -17,6 +17,7 @@ import { join } from 'node:path'
 import { parseBenchArgs } from './lib/args.js'
 import { buildHistory, readManifest } from './lib/history-build.js'
 import { measureStore } from './lib/history-measure.js'
+import { dropSchema, type PostgresTarget } from './lib/history-postgres.js'
 import { round } from './lib/ingest-stats.js'
 
 const opt = parseBenchArgs(
@@ -34,6 +35,8 @@ const opt = parseBenchArgs(
     'http-s': { type: 'string', default: '10' },
     connections: { type: 'string', default: '4' },
     'keep-data': { type: 'boolean', default: false },
+    'database-url': { type: 'string', default: '' },
+    schema: { type: 'string', default: 'rx_history' },
   },
   {
     scale: '1 = 2,000 pharmacies and 1,000,000 ended deliveries in the year; 0.01 for a quick check',
@@ -47,6 +50,9 @@ const opt = parseBenchArgs(
     'http-s': 'seconds of each HTTP phase',
     connections: 'connections of each HTTP read phase (creates: the same)',
     'keep-data': 'keep the temporary directories',
+    'database-url':
+      'build and measure on this PostgreSQL server instead of SQLite (entities and readings), e.g. postgres://postgres@127.0.0.1:5432/test',
+    schema: "with --database-url: the history's schema (kept, like --data-dir); the empty store's is this + _empty, made afresh each run",
   },
 )
 const log = (line: string) => process.stderr.write(`[bench:history] ${new Date().toISOString().slice(11, 19)} ${line}\n`)
@@ -73,12 +79,21 @@ async function main() {
   const emptyDir = mkdtempSync(join(tmpdir(), 'rxtrace-history-empty-'))
   mkdirSync(historyDir, { recursive: true })
   const common = { readingEveryS: Number(opt['reading-every-s']), liveTotes: Number(opt['live-totes']) }
+  const url = opt['database-url']
+  const onPostgres = (schema: string): PostgresTarget | undefined => (url ? { url, schema } : undefined)
+  const historyAt = { dataDir: historyDir, postgres: onPostgres(opt.schema) }
+  const emptyAt = { dataDir: emptyDir, postgres: onPostgres(`${opt.schema}_empty`) }
+  if (url) log(`on PostgreSQL ${url}: the history in schema ${opt.schema}, the empty store in ${opt.schema}_empty`)
   try {
     const t0 = Date.now()
     const history = opt['skip-build']
       ? readManifest(historyDir)
-      : await buildHistory({ dataDir: historyDir, scale, ...common, log: (l) => log(`history ${l}`) })
+      : await buildHistory({ ...historyAt, scale, ...common, log: (l) => log(`history ${l}`) })
     if (!history) throw new Error(`${historyDir} holds no history.json: build it first (without --skip-build)`)
+    if (history.schema !== historyAt.postgres?.schema)
+      throw new Error(
+        `${historyDir} holds a build ${history.schema ? `in schema ${history.schema} (give --database-url and --schema)` : 'on SQLite (leave out --database-url)'}`,
+      )
     const buildS = round((Date.now() - t0) / 1_000, 0)
     if (opt['build-only']) {
       log(`built ${historyDir} in ${buildS} s`)
@@ -86,7 +101,7 @@ async function main() {
       return
     }
     const empty = await buildHistory({
-      dataDir: emptyDir,
+      ...emptyAt,
       scale: history.scale,
       ...common,
       liveTotes: history.live.length,
@@ -101,9 +116,9 @@ async function main() {
     }
     // Empty first, then history: both right after their own start, in this one run.
     log('measuring the empty store')
-    const onEmpty = await measureStore(emptyDir, empty, { ...measure, log: (l) => log(`empty ${l}`) })
+    const onEmpty = await measureStore(emptyAt, empty, { ...measure, log: (l) => log(`empty ${l}`) })
     log('measuring the history')
-    const onHistory = await measureStore(historyDir, history, { ...measure, log: (l) => log(`history ${l}`) })
+    const onHistory = await measureStore(historyAt, history, { ...measure, log: (l) => log(`history ${l}`) })
     const ratio = (a: number | null | undefined, b: number | null | undefined) =>
       a == null || b == null || b === 0 ? null : round(a / b, 2)
     const traceRatio = ratio(onHistory.trace_24h.p99_ms, onEmpty.trace_24h.p99_ms)
@@ -164,6 +179,8 @@ async function main() {
         phase_seconds: history.phaseSeconds,
         this_run_build_s: opt['skip-build'] ? 0 : buildS,
         data_dir: historyDir,
+        engine: url ? 'postgres' : 'sqlite',
+        ...(url ? { schema: opt.schema } : {}),
       },
       machine: { cpus: cpus().length, node: process.version, loadavg_1m: round(loadavg()[0]!, 2) },
     }
@@ -171,6 +188,8 @@ async function main() {
   } finally {
     if (!opt['keep-data']) rmSync(emptyDir, { recursive: true, force: true })
     if (!opt['keep-data'] && !opt['data-dir']) rmSync(historyDir, { recursive: true, force: true })
+    if (!opt['keep-data'] && emptyAt.postgres) await dropSchema(emptyAt.postgres)
+    if (!opt['keep-data'] && !opt['data-dir'] && historyAt.postgres) await dropSchema(historyAt.postgres)
   }
 }
 

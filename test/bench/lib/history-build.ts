@@ -14,18 +14,39 @@
  * the transaction that writes them): a build that stops is resumed by running it again.
  */
 import Database from 'better-sqlite3'
+import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfig } from '../../../src/config.js'
 import { buildService } from '../../../src/service.js'
-import { createReadingSink, type ReadingRow } from '../../../src/timeseries/index.js'
+import { createReadingSink, type ReadingRow, type ReadingSink } from '../../../src/timeseries/index.js'
+import { createPostgresSink } from '../../../src/timeseries/postgres-sink.js'
 import { createSqliteSink } from '../../../src/timeseries/sqlite-sink.js'
 import { mulberry32 } from '../../helpers/prng.js'
 import { TEST_ENV, withApi } from '../../helpers/service.js'
 import { testClock } from '../../helpers/clock.js'
 import type { ToteCredentials } from './ingest-protocol.js'
 import { BENCH_ADMIN } from './service-process.js'
-import { rowidMarks, rowsSince, templateCopier, type Template, type Tenancy } from './history-templates.js'
+import {
+  postgresCopyColumns,
+  postgresMarks,
+  postgresPool,
+  postgresRowsSince,
+  prepareSchema,
+  serviceUrl,
+  TableRows,
+  type PostgresTarget,
+} from './history-postgres.js'
+import {
+  NOT_COPIED,
+  rowidMarks,
+  rowsSince,
+  templateCopier,
+  templateCopies,
+  type CapturedRows,
+  type Template,
+  type Tenancy,
+} from './history-templates.js'
 
 const DAY_MS = 86_400_000
 const HOUR_MS = 3_600_000
@@ -48,6 +69,8 @@ const TRACE_STEP_MS = 10_000
 /** What history.json holds: the build's progress and what the measurements need. */
 export type HistoryManifest = {
   scale: number
+  /** On PostgreSQL, the schema the store is in (none: SQLite in the data directory). */
+  schema?: string
   /** The store compared with the history: entities, the measured trace and a day of deliveries. */
   emptyOnly?: boolean
   readingEveryS: number
@@ -72,6 +95,16 @@ export function readManifest(dataDir: string): HistoryManifest | null {
 }
 const saveManifest = (dataDir: string, m: HistoryManifest) => writeFileSync(manifestPath(dataDir), JSON.stringify(m, null, 1))
 
+/**
+ * What the service needs beside DATA_DIR for a store on PostgreSQL: DATABASE_URL in the store's
+ * schema, and a key-encryption key, kept in the data directory with the manifest (made once).
+ */
+export function postgresServiceEnv(dataDir: string, target: PostgresTarget): Record<string, string> {
+  const keyFile = join(dataDir, 'postgres-secrets.key')
+  if (!existsSync(keyFile)) writeFileSync(keyFile, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 })
+  return { DATABASE_URL: serviceUrl(target), SECRETS_KEY_FILE: keyFile }
+}
+
 const BUILD_ENV = {
   ...TEST_ENV,
   ...(process.env.BENCH_LOG_LEVEL ? { LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {}),
@@ -94,6 +127,7 @@ const END_AFTER_MS = 2 * HOUR_MS
 
 export async function buildHistory({
   dataDir,
+  postgres,
   scale,
   readingEveryS,
   liveTotes,
@@ -101,6 +135,8 @@ export async function buildHistory({
   log,
 }: {
   dataDir: string
+  /** The store on PostgreSQL, in this schema (none: SQLite in `dataDir`). A build without a manifest starts the schema afresh. */
+  postgres?: PostgresTarget
   /** 1 = the full chain; 0 = entities and the measured trace only (the empty store). */
   scale: number
   readingEveryS: number
@@ -114,6 +150,9 @@ export async function buildHistory({
     throw new Error(
       `${dataDir} holds a build at --scale ${manifest.scale} --reading-every-s ${manifest.readingEveryS}; use another --data-dir`,
     )
+  if (manifest && manifest.schema !== postgres?.schema)
+    throw new Error(`${dataDir} holds a build ${manifest.schema ? `in schema ${manifest.schema}` : 'on SQLite'}; use another --data-dir`)
+  if (postgres) await prepareSchema(postgres, !manifest)
   const phase = async (name: string, run: () => Promise<void>) => {
     const t0 = Date.now()
     await run()
@@ -123,12 +162,24 @@ export async function buildHistory({
   }
   const nowMs = manifest?.nowMs ?? Date.now()
   const clock = testClock(nowMs)
-  const service = await buildService(loadConfig({ ...BUILD_ENV, DATA_DIR: dataDir }), { clock })
+  const env = postgres ? postgresServiceEnv(dataDir, postgres) : {}
+  const service = await buildService(loadConfig({ ...BUILD_ENV, DATA_DIR: dataDir, ...env }), { clock })
   const api = withApi(service)
-  const sqlite = () => new Database(join(dataDir, 'rxtrace.db'))
+  const engine = postgres ? postgresEngine(postgres) : sqliteEngine(dataDir)
   try {
     if (!manifest) {
-      manifest = { scale, emptyOnly, readingEveryS, nowMs, pharmacies: [], fleets: [], totes: [], live: [], phaseSeconds: {} }
+      manifest = {
+        scale,
+        ...(postgres ? { schema: postgres.schema } : {}),
+        emptyOnly,
+        readingEveryS,
+        nowMs,
+        pharmacies: [],
+        fleets: [],
+        totes: [],
+        live: [],
+        phaseSeconds: {},
+      }
       await phase('entities', () => createEntities(api, manifest!, liveTotes, log))
     }
     const m = manifest
@@ -136,7 +187,6 @@ export async function buildHistory({
     const deliveriesTotal = emptyOnly ? EMPTY_STORE_DELIVERIES : Math.round(FULL.deliveries * scale)
     if (deliveriesTotal > 0 && (!m.deliveries || m.deliveries.done < m.deliveries.total)) {
       // Template rows are read back from the store, so they are made (again) on every resumed run.
-      const raw = sqlite()
       clock.set(nowMs - 400 * DAY_MS) // before the year, so the templates' own rows stay out of it
       // A tote of their own, new on every run: a resumed build's history already binds the others
       // later than the templates' time, and a tote is not dispatched before its later trips.
@@ -144,10 +194,10 @@ export async function buildHistory({
       const tote = await api.post<{ id: string }>('/v1/totes', token, { serial: `template-${Date.now()}`, fleet_id: m.fleets[0]!.id })
       if (tote.status !== 201) throw new Error(`template tote: ${tote.status} ${tote.text}`)
       for (const lifecycle of LIFECYCLES) {
-        const marks = rowidMarks(raw)
+        const rowsOf = await engine.capture()
         const t = await runLifecycle(api, m, lifecycle, clock, tote.body.id)
         await service.audit.flush()
-        templates.push({ ...t, name: lifecycle.name, rows: rowsSince(raw, marks) })
+        templates.push({ ...t, name: lifecycle.name, rows: await rowsOf() })
         log(
           `template ${lifecycle.name}: ${Object.entries(templates.at(-1)!.rows)
             .map(([table, rows]) => `${table} ${rows.length}`)
@@ -155,7 +205,6 @@ export async function buildHistory({
         )
         clock.advance(DAY_MS)
       }
-      raw.close()
       m.templates = LIFECYCLES.map(({ name, weight }) => ({ name, weight }))
       clock.set(nowMs)
     }
@@ -165,17 +214,132 @@ export async function buildHistory({
 
     if (templates.length) {
       m.deliveries ??= { done: 0, total: deliveriesTotal, seconds: 0 }
-      await phase('deliveries', async () => copyDeliveries(sqlite(), m, templates, () => saveManifest(dataDir, m), log))
+      await phase('deliveries', () => copyDeliveries(engine, m, templates, () => saveManifest(dataDir, m), log))
     }
     if (deliveriesTotal > 0 && !m.readings?.complete) {
       m.readings ??= { deliveriesDone: 0, written: 0, seconds: 0, complete: false }
-      await phase('readings', () => writeReadings(dataDir, sqlite(), m, () => saveManifest(dataDir, m), log))
+      await phase('readings', () => writeReadings(engine, m, () => saveManifest(dataDir, m), log))
     }
-    if (!m.compacted) await phase('compaction', () => compactAll(dataDir, m, log))
+    // PostgreSQL keeps readings as rows: nothing to pack.
+    if (!m.compacted && !postgres) await phase('compaction', () => compactAll(dataDir, m, log))
     saveManifest(dataDir, m)
     return m
   } finally {
     await service.stop().catch(() => {})
+    await engine.close()
+  }
+}
+
+/** A cold-chain delivery's binding, whose readings the build writes. */
+type BoundDelivery = { id: string; rx_id: string; tote_id: string; bound_from: string; bound_to: string }
+
+/** Where the build writes, and how: the parts that differ between SQLite and PostgreSQL. */
+type BuildEngine = {
+  /** Marks the store now; the function returned gives the rows written since. */
+  capture(): Promise<() => Promise<CapturedRows>>
+  /** Writes copies of the templates; `write(from, to, copy)` runs copies `from`..`to` and records `to` as done, in one transaction. */
+  copier(templates: Template[], fixed: (t: Template) => Tenancy, nowMs: number): Promise<CopyWriter>
+  /** Ended cold-chain deliveries but `exceptId`, in binding order, from the `offset`-th. */
+  boundDeliveries(exceptId: string, offset: number): Promise<Iterable<BoundDelivery>>
+  sink(): Promise<ReadingSink>
+  close(): Promise<void>
+}
+type CopyWriter = {
+  /** Copies done by earlier runs. */
+  done: number
+  write(
+    from: number,
+    to: number,
+    each: (k: number, copy: (which: number, startMs: number, tenancy: Tenancy) => void) => void,
+  ): Promise<void>
+  close(): Promise<void>
+}
+
+const BOUND_DELIVERIES = `select id, rx_id, tote_id, bound_from, bound_to from deliveries
+  where tote_id is not null and bound_to is not null and id <> $1 order by bound_from, id`
+
+function sqliteEngine(dataDir: string): BuildEngine {
+  const open = () => new Database(join(dataDir, 'rxtrace.db'))
+  const opened: Database.Database[] = []
+  const db = () => {
+    const handle = open()
+    opened.push(handle)
+    return handle
+  }
+  return {
+    async capture() {
+      const raw = db()
+      const marks = rowidMarks(raw)
+      return async () => rowsSince(raw, marks)
+    },
+    async copier(templates, fixed, nowMs) {
+      const raw = db()
+      raw.pragma('journal_mode = WAL')
+      raw.pragma('synchronous = NORMAL')
+      raw.exec('create table if not exists bench_history_progress (k text primary key, v integer not null)')
+      const done = (raw.prepare(`select v from bench_history_progress where k = 'deliveries'`).get() as { v: number } | undefined)?.v ?? 0
+      const progress = raw.prepare(
+        `insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`,
+      )
+      const copiers = templates.map((t) => templateCopier(raw, t, fixed(t), nowMs))
+      const batch = raw.transaction((from: number, to: number, each: Parameters<CopyWriter['write']>[2]) => {
+        for (let k = from; k < to; k++) each(k, (which, startMs, tenancy) => copiers[which]!(startMs, tenancy))
+        progress.run(to)
+      })
+      return { done, write: async (from, to, each) => batch(from, to, each), close: async () => void raw.close() }
+    },
+    async boundDeliveries(exceptId, offset) {
+      return db()
+        .prepare(`${BOUND_DELIVERIES.replace('$1', '?')} limit -1 offset ?`)
+        .iterate(exceptId, offset) as IterableIterator<BoundDelivery>
+    },
+    sink: () => createReadingSink({ dataDir }),
+    async close() {
+      for (const handle of opened.splice(0)) if (handle.open) handle.close()
+    },
+  }
+}
+
+function postgresEngine(target: PostgresTarget): BuildEngine {
+  const pool = postgresPool(target)
+  return {
+    async capture() {
+      const marks = await postgresMarks(pool, NOT_COPIED)
+      return () => postgresRowsSince(pool, marks)
+    },
+    async copier(templates, fixed, nowMs) {
+      await pool.query('create table if not exists bench_history_progress (k text primary key, v bigint not null)')
+      const done = Number((await pool.query(`select v from bench_history_progress where k = 'deliveries'`)).rows[0]?.v ?? 0)
+      const columns = await postgresCopyColumns(pool, [...new Set(templates.flatMap((t) => Object.keys(t.rows)))])
+      const copies = templates.map((t) => templateCopies(t, fixed(t), nowMs, columns))
+      const rows = new TableRows(columns)
+      const client = await pool.connect()
+      return {
+        done,
+        async write(from, to, each) {
+          for (let k = from; k < to; k++) each(k, (which, startMs, tenancy) => copies[which]!(startMs, tenancy, rows.add))
+          await client.query('begin')
+          try {
+            await rows.flush(client)
+            await client.query(
+              `insert into bench_history_progress (k, v) values ('deliveries', $1) on conflict (k) do update set v = excluded.v`,
+              [to],
+            )
+            await client.query('commit')
+          } catch (error) {
+            await client.query('rollback')
+            throw error
+          }
+        },
+        close: async () => client.release(),
+      }
+    },
+    async boundDeliveries(exceptId, offset) {
+      // Half a million small rows: read at once (a cursor would keep a transaction open for the whole phase).
+      return (await pool.query<BoundDelivery>(`${BOUND_DELIVERIES} offset $2`, [exceptId, offset])).rows
+    },
+    sink: async () => createPostgresSink({ url: target.url, schema: target.schema }),
+    close: () => pool.end(),
   }
 }
 
@@ -303,84 +467,73 @@ async function runLifecycle(
 }
 
 /** The year's deliveries: template copies, spread evenly over it with a little jitter, oldest first. */
-function copyDeliveries(db: Database.Database, m: HistoryManifest, templates: Template[], save: () => void, log: (line: string) => void) {
-  db.pragma('journal_mode = WAL')
-  db.pragma('synchronous = NORMAL')
-  db.exec('create table if not exists bench_history_progress (k text primary key, v integer not null)')
-  const stored = (db.prepare(`select v from bench_history_progress where k = 'deliveries'`).get() as { v: number } | undefined)?.v ?? 0
-  const progress = db.prepare(
-    `insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`,
-  )
-  const d = m.deliveries!
-  d.done = stored
-  const pharmacyCount = m.pharmacies.length
+async function copyDeliveries(
+  engine: BuildEngine,
+  m: HistoryManifest,
+  templates: Template[],
+  save: () => void,
+  log: (line: string) => void,
+) {
   const fixed = (t: Template): Tenancy => ({
     pharmacyId: m.pharmacies[0]!,
     fleetId: m.fleets[0]!.id,
     driverIds: m.fleets[0]!.driverIds,
     toteId: t.toteId,
   })
-  const copiers = templates.map((t) => templateCopier(db, t, fixed(t), m.nowMs))
+  const writer = await engine.copier(templates, fixed, m.nowMs)
+  const d = m.deliveries!
+  const stored = writer.done
+  d.done = stored
+  const pharmacyCount = m.pharmacies.length
   const weights = m.templates!.map((t) => t.weight)
   const totalWeight = weights.reduce((a, b) => a + b, 0)
   const days = m.emptyOnly ? 1 : 365
   const yearStart = m.nowMs - (days + 2) * DAY_MS
   const spacing = (days * DAY_MS) / d.total
   const toteTurn = new Map<number, number>()
-  const writeBatch = db.transaction((from: number, to: number) => {
-    for (let k = from; k < to; k++) {
-      const random = mulberry32(k + 1) // the same copy whichever run writes it
-      let pick = random() * totalWeight
-      let which = 0
-      while (pick >= weights[which]!) pick -= weights[which++]!
-      const template = templates[which]!
-      const p = k % pharmacyCount
-      const fleet = m.fleets[Math.floor(p / PHARMACIES_PER_FLEET)]!
-      let toteId: string | null = null
-      if (template.toteId) {
-        const turn = toteTurn.get(p) ?? Math.floor(random() * TOTES_PER_PHARMACY)
-        toteId = m.totes[p]![turn % TOTES_PER_PHARMACY]!
-        toteTurn.set(p, turn + 1)
-      }
-      copiers[which]!(Math.floor(yearStart + k * spacing + random() * spacing), {
-        pharmacyId: m.pharmacies[p]!,
-        fleetId: fleet.id,
-        driverIds: fleet.driverIds,
-        toteId,
-      })
+  const each: Parameters<CopyWriter['write']>[2] = (k, copy) => {
+    const random = mulberry32(k + 1) // the same copy whichever run writes it
+    let pick = random() * totalWeight
+    let which = 0
+    while (pick >= weights[which]!) pick -= weights[which++]!
+    const template = templates[which]!
+    const p = k % pharmacyCount
+    const fleet = m.fleets[Math.floor(p / PHARMACIES_PER_FLEET)]!
+    let toteId: string | null = null
+    if (template.toteId) {
+      const turn = toteTurn.get(p) ?? Math.floor(random() * TOTES_PER_PHARMACY)
+      toteId = m.totes[p]![turn % TOTES_PER_PHARMACY]!
+      toteTurn.set(p, turn + 1)
     }
-    progress.run(to)
-  })
-  const started = Date.now()
-  while (d.done < d.total) {
-    const to = Math.min(d.total, d.done + COPIES_PER_TX)
-    writeBatch(d.done, to)
-    const rate = (to - stored) / Math.max(0.001, (Date.now() - started) / 1_000)
-    d.done = to
-    save()
-    if (to % (COPIES_PER_TX * 10) === 0 || to === d.total)
-      log(`deliveries: ${to} of ${d.total} (${Math.round(rate)}/s, ~${Math.round((d.total - to) / rate)} s left)`)
+    copy(which, Math.floor(yearStart + k * spacing + random() * spacing), {
+      pharmacyId: m.pharmacies[p]!,
+      fleetId: fleet.id,
+      driverIds: fleet.driverIds,
+      toteId,
+    })
   }
-  db.close()
+  const started = Date.now()
+  try {
+    while (d.done < d.total) {
+      const to = Math.min(d.total, d.done + COPIES_PER_TX)
+      await writer.write(d.done, to, each)
+      const rate = (to - stored) / Math.max(0.001, (Date.now() - started) / 1_000)
+      d.done = to
+      save()
+      if (to % (COPIES_PER_TX * 10) === 0 || to === d.total)
+        log(`deliveries: ${to} of ${d.total} (${Math.round(rate)}/s, ~${Math.round((d.total - to) / rate)} s left)`)
+    }
+  } finally {
+    await writer.close()
+  }
 }
 
 /** Readings of every ended cold-chain delivery's binding interval, oldest delivery first. */
-async function writeReadings(dataDir: string, db: Database.Database, m: HistoryManifest, save: () => void, log: (line: string) => void) {
-  const sink = await createReadingSink({ dataDir })
+async function writeReadings(engine: BuildEngine, m: HistoryManifest, save: () => void, log: (line: string) => void) {
+  const sink = await engine.sink()
   const r = m.readings!
   const every = m.readingEveryS * 1_000
-  const deliveries = db
-    .prepare(
-      `select id, rx_id, tote_id, bound_from, bound_to from deliveries
-       where tote_id is not null and bound_to is not null and id <> ? order by bound_from, id limit -1 offset ?`,
-    )
-    .iterate(m.trace?.deliveryId ?? '', r.deliveriesDone) as IterableIterator<{
-    id: string
-    rx_id: string
-    tote_id: string
-    bound_from: string
-    bound_to: string
-  }>
+  const deliveries = await engine.boundDeliveries(m.trace?.deliveryId ?? '', r.deliveriesDone)
   const started = Date.now()
   const writtenBefore = r.written
   let rows: ReadingRow[] = []
@@ -427,7 +580,6 @@ async function writeReadings(dataDir: string, db: Database.Database, m: HistoryM
     r.complete = true
     save()
   } finally {
-    db.close()
     await sink.close()
   }
 }

@@ -5,6 +5,7 @@
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { createReadingSink } from '../../../src/timeseries/index.js'
+import { createPostgresSink } from '../../../src/timeseries/postgres-sink.js'
 import { clientCredentialsToken } from './api-client.js'
 import { apiClient } from './ingest-service.js'
 import type { ToteCredentials } from './ingest-protocol.js'
@@ -13,7 +14,8 @@ import { drive, type LoadRequest } from './load.js'
 import { sqlitePages } from './sqlite-pages.js'
 import { forkPublisher } from './publisher-child.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './service-process.js'
-import type { HistoryManifest } from './history-build.js'
+import { postgresServiceEnv, type HistoryManifest } from './history-build.js'
+import { postgresBytes, type PostgresTarget } from './history-postgres.js'
 
 export type MeasureOptions = {
   /** Paced single readings per second over the live totes. */
@@ -23,6 +25,9 @@ export type MeasureOptions = {
   connections: number
   log: (line: string) => void
 }
+
+/** Where a store is: its data directory and, on PostgreSQL, its schema. */
+export type StoreLocation = { dataDir: string; postgres?: PostgresTarget | undefined }
 
 const DAY_MS = 86_400_000
 
@@ -57,10 +62,11 @@ const entityStoreBytes = (dataDir: string) =>
     .filter((name) => name.startsWith('rxtrace.db'))
     .reduce((sum, name) => sum + statSync(join(dataDir, name)).size, 0)
 
-async function start(dataDir: string): Promise<{ service: ServiceProcess; readyMs: number }> {
+async function start({ dataDir, postgres }: StoreLocation): Promise<{ service: ServiceProcess; readyMs: number }> {
   const port = await freePort()
+  const env = { MQTT_PORT: '0', ...(postgres ? postgresServiceEnv(dataDir, postgres) : {}) }
   const t0 = performance.now()
-  const service = await startServiceProcess({ env: benchServiceEnv(dataDir, port, { MQTT_PORT: '0' }), port })
+  const service = await startServiceProcess({ env: benchServiceEnv(dataDir, port, env), port })
   return { service, readyMs: round(performance.now() - t0, 0) }
 }
 
@@ -73,9 +79,9 @@ async function mqttUrl(baseUrl: string): Promise<string> {
   return tcp
 }
 
-export async function measureStore(dataDir: string, m: HistoryManifest, o: MeasureOptions) {
+export async function measureStore(store: StoreLocation, m: HistoryManifest, o: MeasureOptions) {
   const { log } = o
-  const first = await start(dataDir)
+  const first = await start(store)
   let service = first.service
   log(`service ready in ${first.readyMs} ms`)
   try {
@@ -142,16 +148,13 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
 
     // A restart with the live deliveries still open: the cold start a deployment sees.
     await service.stop()
-    const second = await start(dataDir)
+    const second = await start(store)
     service = second.service
     log(`restarted, ready in ${second.readyMs} ms`)
     await endLiveDeliveries(apiClient(service.baseUrl), ingest.deliveries)
     await service.stop()
 
-    const sink = await createReadingSink({ dataDir })
-    const readings = await sink.count()
-    await sink.close()
-    const bytes = readingsBytes(dataDir)
+    const { readings, bytes, entityBytes } = await sizes(store)
     return {
       cold_start_ms: { first: first.readyMs, with_open_deliveries: second.readyMs },
       ...reads,
@@ -161,11 +164,22 @@ export async function measureStore(dataDir: string, m: HistoryManifest, o: Measu
       readings_file_bytes: bytes.file,
       readings_bytes_in_use: bytes.used,
       bytes_per_reading: readings ? round(bytes.used / readings, 1) : null,
-      entity_store_bytes: entityStoreBytes(dataDir),
+      entity_store_bytes: entityBytes,
     }
   } finally {
     if (service.child.exitCode === null) await service.stop()
   }
+}
+
+/** Readings stored, their bytes on disk and in use, and the entity store's bytes. */
+async function sizes({ dataDir, postgres }: StoreLocation) {
+  const sink = postgres ? createPostgresSink({ url: postgres.url, schema: postgres.schema }) : await createReadingSink({ dataDir })
+  const readings = await sink.count()
+  await sink.close()
+  if (!postgres) return { readings, bytes: readingsBytes(dataDir), entityBytes: entityStoreBytes(dataDir) }
+  // A table's pages in use are its pages: PostgreSQL reuses a table's free space for that table alone.
+  const pg = await postgresBytes(postgres)
+  return { readings, bytes: { file: pg.readings, used: pg.readings }, entityBytes: pg.entities }
 }
 
 /** Service CPU per single reading: live totes with open cold-chain deliveries publishing paced singles over MQTT. */

@@ -35,13 +35,15 @@ export type Tenancy = { pharmacyId: string; fleetId: string; driverIds: string[]
 
 // Tables a lifecycle touches that are not part of a delivery's record: token and throttle
 // bookkeeping, migrations.
-const NOT_COPIED = new Set([
+export const NOT_COPIED: ReadonlySet<string> = new Set([
   'rate_limit_buckets',
   'sign_in_failures',
   'revoked_tokens',
   'signing_keys',
   'kysely_migration',
   'kysely_migration_lock',
+  // PostgreSQL: which copy evaluates an open delivery's readings; released when it ends.
+  'rule_leases',
 ])
 
 /** max(rowid) of every table that has one, before a lifecycle: what it adds comes after. */
@@ -77,36 +79,36 @@ const ISO = /\b(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?Z)\b/g
 const EPOCH_MS_MIN = 1e12
 const EPOCH_MS_MAX = 1e13
 
-/**
- * A writer of copies of `templates` into `db`: one prepared insert per (table, column set), ids
- * and times rewritten per copy. `fixedIds` are the template's own tenancy ids (pharmacy, fleet,
- * drivers, tote), mapped to each copy's `Tenancy`; every other id the template holds is new.
- */
-export function templateCopier(db: Database.Database, template: Template, fixed: Tenancy, nowMs: number) {
-  // An idempotency record lives a day (then the service's purge deletes it): only the last day's copies keep theirs.
-  const nowIso = new Date(nowMs).toISOString()
-  const columnsOf = new Map<string, { name: string; autoincrement: boolean }[]>()
-  for (const table of Object.keys(template.rows)) {
+/** Per table a copy writes, the columns it writes: every column but those the engine assigns itself. */
+export type CopyColumns = Map<string, string[]>
+
+/** SQLite's: an INTEGER PRIMARY KEY is the rowid, left to SQLite so positions (event feed, audit) keep growing. */
+export function sqliteCopyColumns(db: Database.Database, tables: string[]): CopyColumns {
+  const columns: CopyColumns = new Map()
+  for (const table of tables) {
     const info = db.prepare(`pragma table_info("${table}")`).all() as { name: string; type: string; pk: number }[]
     const pkColumns = info.filter((c) => c.pk > 0)
-    columnsOf.set(
+    const rowid = (c: (typeof info)[number]) => pkColumns.length === 1 && c.pk === 1 && c.type.toUpperCase() === 'INTEGER'
+    columns.set(
       table,
-      info.map((c) => ({
-        name: c.name,
-        // An INTEGER PRIMARY KEY is the rowid: left to SQLite, so positions (event feed, audit) keep growing.
-        autoincrement: pkColumns.length === 1 && c.pk === 1 && c.type.toUpperCase() === 'INTEGER',
-      })),
+      info.filter((c) => !rowid(c)).map((c) => c.name),
     )
   }
-  const inserts = new Map<string, Database.Statement>()
-  for (const [table, columns] of columnsOf) {
-    const kept = columns.filter((c) => !c.autoincrement).map((c) => `"${c.name}"`)
-    inserts.set(table, db.prepare(`insert into "${table}" (${kept.join(', ')}) values (${kept.map(() => '?').join(', ')})`))
-  }
+  return columns
+}
+
+/**
+ * Copies of one template: `copy(startMs, tenancy, emit)` gives `emit` each row of the copy
+ * starting at `startMs` for `tenancy`, as the values of `columns`' columns of its table. `fixed`
+ * are the template's own tenancy ids (pharmacy, fleet, drivers, tote), mapped to each copy's
+ * `Tenancy`; every other id the template holds is new.
+ */
+export function templateCopies(template: Template, fixed: Tenancy, nowMs: number, columns: CopyColumns) {
+  // An idempotency record lives a day (then the service's purge deletes it): only the last day's copies keep theirs.
+  const nowIso = new Date(nowMs).toISOString()
   const fixedKeys = [fixed.pharmacyId, fixed.fleetId, ...fixed.driverIds, ...(fixed.toteId ? [fixed.toteId] : [])]
 
-  /** Writes one copy starting at `startMs` for `tenancy`; returns the copy's delivery id. */
-  return function copy(startMs: number, tenancy: Tenancy): void {
+  return function copy(startMs: number, tenancy: Tenancy, emit: (table: string, values: unknown[]) => void): void {
     const shift = startMs - template.startMs
     const ids = new Map<string, string>()
     fixedKeys.forEach((id, i) => {
@@ -132,18 +134,31 @@ export function templateCopier(db: Database.Database, template: Template, fixed:
         .replace(ID, (whole, prefix: string, body: string) => mapId(whole, prefix, body))
         .replace(ISO, (iso: string) => new Date(Date.parse(iso) + shift).toISOString())
     for (const [table, rows] of Object.entries(template.rows)) {
-      const columns = columnsOf.get(table)!.filter((c) => !c.autoincrement)
-      const insert = inserts.get(table)!
+      const names = columns.get(table)!
+      const expiresAt = table === 'idempotency_keys' ? names.indexOf('expires_at') : -1
       for (const row of rows) {
-        const values = columns.map(({ name }) => {
+        const values = names.map((name) => {
           const value = row[name]
           if (typeof value === 'string') return text(value)
           if (typeof value === 'number' && Number.isInteger(value) && value >= EPOCH_MS_MIN && value < EPOCH_MS_MAX) return value + shift
           return value
         })
-        if (table === 'idempotency_keys' && String(values[columns.findIndex((c) => c.name === 'expires_at')]) < nowIso) continue
-        insert.run(values)
+        if (expiresAt >= 0 && String(values[expiresAt]) < nowIso) continue
+        emit(table, values)
       }
     }
   }
+}
+
+/** A writer of copies of `template` into the SQLite `db`: one prepared insert per table. */
+export function templateCopier(db: Database.Database, template: Template, fixed: Tenancy, nowMs: number) {
+  const columns = sqliteCopyColumns(db, Object.keys(template.rows))
+  const inserts = new Map<string, Database.Statement>()
+  for (const [table, names] of columns) {
+    const quoted = names.map((name) => `"${name}"`)
+    inserts.set(table, db.prepare(`insert into "${table}" (${quoted.join(', ')}) values (${quoted.map(() => '?').join(', ')})`))
+  }
+  const copies = templateCopies(template, fixed, nowMs, columns)
+  const emit = (table: string, values: unknown[]) => void inserts.get(table)!.run(values)
+  return (startMs: number, tenancy: Tenancy) => copies(startMs, tenancy, emit)
 }
