@@ -83,7 +83,7 @@ const EPOCH_MS_MAX = 1e13
 export type CopyColumns = Map<string, string[]>
 
 /** SQLite's: an INTEGER PRIMARY KEY is the rowid, left to SQLite so positions (event feed, audit) keep growing. */
-export function sqliteCopyColumns(db: Database.Database, tables: string[]): CopyColumns {
+function sqliteCopyColumns(db: Database.Database, tables: string[]): CopyColumns {
   const columns: CopyColumns = new Map()
   for (const table of tables) {
     const info = db.prepare(`pragma table_info("${table}")`).all() as { name: string; type: string; pk: number }[]
