@@ -84,8 +84,10 @@ export type HistoryManifest = {
   deliveries?: { done: number; total: number; seconds: number }
   readings?: { deliveriesDone: number; written: number; seconds: number; complete: boolean }
   trace?: { deliveryId: string; fromMs: number; toMs: number; readings: number }
-  /** Every day before the build's last is compacted, as a running service keeps it. */
+  /** Every day before the build's last is compacted, as a running service keeps it (SQLite). */
   compacted?: boolean
+  /** Every table vacuumed and analyzed, as autovacuum keeps a year-old database (PostgreSQL). */
+  vacuumed?: boolean
   phaseSeconds: Record<string, number>
 }
 
@@ -220,8 +222,9 @@ export async function buildHistory({
       m.readings ??= { deliveriesDone: 0, written: 0, seconds: 0, complete: false }
       await phase('readings', () => writeReadings(engine, m, () => saveManifest(dataDir, m), log))
     }
-    // PostgreSQL keeps readings as rows: nothing to pack.
-    if (!m.compacted && !postgres) await phase('compaction', () => compactAll(dataDir, m, log))
+    if (postgres) {
+      if (!m.vacuumed) await phase('vacuum', () => vacuumAll(postgres, m, log))
+    } else if (!m.compacted) await phase('compaction', () => compactAll(dataDir, m, log))
     saveManifest(dataDir, m)
     return m
   } finally {
@@ -366,6 +369,27 @@ async function compactAll(dataDir: string, m: HistoryManifest, log: (line: strin
     log(`compaction: ${packed} readings packed`)
   } finally {
     await sink.close()
+  }
+}
+
+/**
+ * 5. vacuum (PostgreSQL): autovacuum would otherwise spend the first minutes of the measurement
+ * vacuuming and analyzing tables that just had millions of rows inserted; a year-old database
+ * has long had that done.
+ */
+async function vacuumAll(target: PostgresTarget, m: HistoryManifest, log: (line: string) => void): Promise<void> {
+  const pool = postgresPool(target, 1)
+  try {
+    const { rows } = await pool.query<{ name: string }>(
+      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = current_schema() and c.relkind in ('r', 'p') and not c.relispartition`,
+    )
+    // The partitioned readings table takes its partitions with it.
+    await pool.query(`vacuum (analyze) ${rows.map((r) => `"${r.name}"`).join(', ')}`)
+    m.vacuumed = true
+    log('vacuum: every table vacuumed and analyzed')
+  } finally {
+    await pool.end()
   }
 }
 
