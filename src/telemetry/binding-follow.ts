@@ -13,7 +13,7 @@ const FOLLOW_BINDING_RETRY_MS = 1_000
 
 export type BindingFollowDeps = {
   db: Db
-  bindings: Pick<ToteBindings, 'forTote'>
+  bindings: Pick<ToteBindings, 'ofDelivery'>
   committer: Pick<GroupCommitter, 'settled'>
   monitor: Pick<ColdChainMonitor, 'hold' | 'release' | 'reattributed' | 'watchOpenDeliveries'>
   sink: Pick<ReadingSink, 'attribute'>
@@ -74,7 +74,7 @@ export class BindingFollower {
     const { monitor, bindings, committer, sink } = this.deps
     monitor.hold(toteId)
     try {
-      const binding = (await bindings.forTote(toteId)).find((b) => b.deliveryId === deliveryId)
+      const binding = await bindings.ofDelivery(deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
         if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)

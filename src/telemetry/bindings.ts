@@ -16,8 +16,9 @@ export type Binding = {
   toMs: number | null
 }
 
-type Entry = { loadedAt: number; usedAt: number; bindings: Binding[] }
-type Waiter = { resolve: (bindings: Binding[]) => void; reject: (error: unknown) => void }
+/** A tote's bindings as read at `loadedAt`: the open one and those that ended after `sinceMs`. */
+type Entry = { loadedAt: number; usedAt: number; sinceMs: number; bindings: Binding[] }
+type Waiter = { oldestTs: number; resolve: (bindings: Binding[]) => void; reject: (error: unknown) => void }
 
 // Another instance may dispatch or end a delivery (PostgreSQL deployments); this bounds how long
 // a cached interval can be stale. Changes made by this process invalidate at once.
@@ -33,6 +34,14 @@ const REFRESH_WITH_MS = CACHE_TTL_MS / 2
 const SWEEP_EVERY_MS = REFRESH_WITH_MS / 2
 /** Tote ids per `IN (…)` list: well below SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 const TOTES_PER_QUERY = 500
+/**
+ * How far back a tote's cached bindings reach: its open binding and those that ended in the last
+ * week. A tote makes trips for years, and every publishing tote's bindings are read again each
+ * TTL: all of them would make ingest dearer with every trip ever made (and PostgreSQL's planner
+ * walked every bound delivery for them: 0.5 s a read on a year of history). A payload with a
+ * reading older than that (a buffer uploaded days late) reads its own tote's bindings back to it.
+ */
+const RECENT_MS = 7 * 86_400_000
 
 /**
  * Which delivery a reading belongs to, by its own timestamp (event time), so an hour of
@@ -52,26 +61,37 @@ export class ToteBindings {
     private readonly clock: Clock,
   ) {}
 
-  /** The tote's bindings when the cached copy is fresh enough; undefined when it must be read (forTote). */
-  cached(toteId: string): Binding[] | undefined {
+  /**
+   * The tote's bindings that may hold a reading at `oldestTs` or later, when the cached copy is
+   * fresh enough and reaches back that far; undefined when they must be read (forTote).
+   */
+  cached(toteId: string, oldestTs = Infinity): Binding[] | undefined {
     const cached = this.cache.get(toteId)
     if (cached === undefined) return undefined
     const now = this.clock.now()
     cached.usedAt = now
-    return now - cached.loadedAt < CACHE_TTL_MS ? cached.bindings : undefined
+    return now - cached.loadedAt < CACHE_TTL_MS && oldestTs >= cached.sinceMs ? cached.bindings : undefined
   }
 
-  async forTote(toteId: string): Promise<Binding[]> {
-    return (
-      this.cached(toteId) ??
-      new Promise<Binding[]>((resolve, reject) => {
-        const waiters = this.wanted.get(toteId)
-        if (waiters) return waiters.push({ resolve, reject })
-        this.wanted.set(toteId, [{ resolve, reject }])
-        // The publishes of one socket read arrive together: gather their totes into one query.
-        if (this.wanted.size === 1 && this.reading === null) queueMicrotask(() => this.read())
-      })
-    )
+  /** The tote's bindings that may hold a reading at `oldestTs` or later (its open one and those that ended after it), oldest first. */
+  async forTote(toteId: string, oldestTs = Infinity): Promise<Binding[]> {
+    const cached = this.cached(toteId, oldestTs)
+    if (cached) return cached
+    // A late upload: this tote's bindings back to its oldest reading, read alone and not cached.
+    if (oldestTs < this.clock.now() - RECENT_MS) return (await this.readSince([toteId], oldestTs)).get(toteId)!
+    return new Promise<Binding[]>((resolve, reject) => {
+      const waiters = this.wanted.get(toteId)
+      if (waiters) return waiters.push({ oldestTs, resolve, reject })
+      this.wanted.set(toteId, [{ oldestTs, resolve, reject }])
+      // The publishes of one socket read arrive together: gather their totes into one query.
+      if (this.wanted.size === 1 && this.reading === null) queueMicrotask(() => this.read())
+    })
+  }
+
+  /** The binding of one delivery to its tote, if it has one (a binding just recorded, however far back it reaches). */
+  async ofDelivery(deliveryId: string): Promise<Binding | undefined> {
+    const row = await this.select().where('id', '=', deliveryId).where('bound_from', 'is not', null).executeTakeFirst()
+    return row && toBinding(row)
   }
 
   /** Called when this process binds or releases a tote. */
@@ -107,49 +127,76 @@ export class ToteBindings {
       }
     }
     const generation = this.generation
+    // The week back from now, and further for a waiter whose payload reaches before it (gathered
+    // just before a week boundary).
+    let sinceMs = now - RECENT_MS
+    for (const waiters of wanted.values()) for (const w of waiters) sinceMs = Math.min(sinceMs, w.oldestTs)
     try {
-      const byTote = new Map<string, Binding[]>(ids.map((id) => [id, []]))
-      for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
-        const rows = await this.db
-          .selectFrom('deliveries')
-          .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
-          .select([
-            'id',
-            'tote_id',
-            'rx_id',
-            'pharmacy_id',
-            'fleet_id',
-            'profile',
-            'cold_chain_required',
-            'bound_from',
-            'bound_to',
-            'delivery_stability.plan',
-          ])
-          .where('tote_id', 'in', ids.slice(i, i + TOTES_PER_QUERY))
-          .where('bound_from', 'is not', null)
-          .orderBy('bound_from')
-          .execute()
-        for (const row of rows) {
-          byTote.get(row.tote_id!)!.push({
-            deliveryId: row.id,
-            rxId: row.rx_id,
-            pharmacyId: row.pharmacy_id,
-            fleetId: row.fleet_id,
-            profile: row.cold_chain_required ? judgedProfile(row.profile!, row.plan) : null,
-            fromMs: Date.parse(row.bound_from!),
-            toMs: row.bound_to ? Date.parse(row.bound_to) : null,
-          })
-        }
-      }
+      const byTote = await this.readSince(ids, sinceMs)
       // An invalidate() during the read: answer with what was read (as a read started just before
       // the change would have), but cache nothing, so the next publish reads the change.
       if (generation === this.generation)
         for (const [toteId, bindings] of byTote)
-          this.cache.set(toteId, { loadedAt: now, usedAt: this.cache.get(toteId)?.usedAt ?? now, bindings })
+          this.cache.set(toteId, { loadedAt: now, usedAt: this.cache.get(toteId)?.usedAt ?? now, sinceMs, bindings })
       for (const [toteId, waiters] of wanted) for (const w of waiters) w.resolve(byTote.get(toteId)!)
     } catch (error) {
       for (const waiters of wanted.values()) for (const w of waiters) w.reject(error)
     }
+  }
+
+  private select() {
+    return this.db
+      .selectFrom('deliveries')
+      .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
+      .select(['id', 'tote_id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'bound_from', 'bound_to'])
+      .select('delivery_stability.plan')
+  }
+
+  /**
+   * Per tote, its open binding and those that ended after `sinceMs`, oldest first: one read a
+   * `TOTES_PER_QUERY` totes, the union of two index ranges per tote (the open binding from an
+   * index of open deliveries, the ended ones from `deliveries_tote_ended`), so that it costs the
+   * bindings returned, not the trips the totes ever made.
+   */
+  private async readSince(ids: readonly string[], sinceMs: number): Promise<Map<string, Binding[]>> {
+    const byTote = new Map<string, Binding[]>(ids.map((id) => [id, []]))
+    const since = new Date(Math.max(0, sinceMs)).toISOString()
+    for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
+      const totes = ids.slice(i, i + TOTES_PER_QUERY)
+      // A tote is set with its binding's start (the dispatch): `bound_from is not null` would only
+      // let SQLite range over every trip of the tote in `deliveries_tote` for it.
+      const open = this.select().where('tote_id', 'in', totes).where('bound_to', 'is', null)
+      const ended = this.select().where('tote_id', 'in', totes).where('bound_to', '>', since)
+      for (const row of await open.unionAll(ended).execute()) byTote.get(row.tote_id!)!.push(toBinding(row))
+    }
+    for (const bindings of byTote.values()) bindings.sort((a, b) => a.fromMs - b.fromMs)
+    return byTote
+  }
+}
+
+/** A binding's row as `ToteBindings` reads it. */
+type BindingRow = {
+  id: string
+  tote_id: string | null
+  rx_id: string
+  pharmacy_id: string
+  fleet_id: string | null
+  profile: string | null
+  cold_chain_required: number
+  bound_from: string | null
+  bound_to: string | null
+  plan: string | null
+}
+
+function toBinding(row: BindingRow): Binding {
+  return {
+    deliveryId: row.id,
+    rxId: row.rx_id,
+    pharmacyId: row.pharmacy_id,
+    fleetId: row.fleet_id,
+    profile: row.cold_chain_required ? judgedProfile(row.profile!, row.plan) : null,
+    fromMs: Date.parse(row.bound_from!),
+    toMs: row.bound_to ? Date.parse(row.bound_to) : null,
   }
 }
 

@@ -45,9 +45,11 @@ export class IngestPipeline {
         return Promise.reject(new ReadingsRejected(parsed.code, parsed.reason))
       }
       // Not async: on the hot path the only promise is the group commit's.
-      const intervals = this.deps.bindings.cached(toteId)
+      let oldestTs = Infinity
+      for (const r of parsed.readings) if (r.ts < oldestTs) oldestTs = r.ts
+      const intervals = this.deps.bindings.cached(toteId, oldestTs)
       if (intervals === undefined)
-        return this.deps.bindings.forTote(toteId).then((loaded) => this.store(toteId, parsed.readings, loaded, now))
+        return this.deps.bindings.forTote(toteId, oldestTs).then((loaded) => this.store(toteId, parsed.readings, loaded, now))
       return this.store(toteId, parsed.readings, intervals, now)
     } catch (error) {
       return Promise.reject(error)

@@ -4,13 +4,15 @@ import type { Principal } from '../../src/auth/scopes.js'
 import { EventFeed } from '../../src/events/event-cursor.js'
 import { listDeliveries } from '../../src/services/delivery-list.js'
 import type { Db } from '../../src/store/schema.js'
+import { ToteBindings } from '../../src/telemetry/bindings.js'
 import { openColdChainBindings } from '../../src/telemetry/open-deliveries.js'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore, type StoreUnderTest } from '../helpers/stores.js'
 
 /**
  * Reads that must cost the same with a year of history as with none (bench:history measures
- * them): the pharmacist's attention queue, one delivery's events and the open cold-chain deliveries. Each is read from an index
+ * them): the pharmacist's attention queue, one delivery's events, the open cold-chain deliveries
+ * and the bindings of publishing totes. Each is read from an index
  * in the query's own order, so the first page never sorts or scans every delivery or event ever
  * stored. The plans of the very queries the service runs (captured from its own code) on SQLite
  * and PostgreSQL; PostgreSQL is told to avoid sequential scans and sorts where it can, since on a
@@ -99,6 +101,16 @@ function describePlans(store: StoreUnderTest) {
       const text = await plan(compiled().find((q) => q.sql.includes('bound_to'))!)
       expect(text).toContain('deliveries_open_cold_chain')
       expect(text).not.toMatch(/deliveries_tote\b|SCAN deliveries|Seq Scan/)
+    })
+
+    it("reads publishing totes' bindings from the open and the recently ended bindings' indexes, not from every trip ever made", async () => {
+      const { store: s } = api.service
+      const { db, compiled } = capturing(s.db)
+      await new ToteBindings(db, { now: () => Date.now() }).forTote('tt_someone')
+      const text = await plan(compiled().find((q) => q.sql.includes('union all'))!)
+      expect(text).toMatch(/deliveries_open_(tote|cold_chain)\b/) // either holds open deliveries only
+      expect(text).toContain('deliveries_tote_ended')
+      expect(text).not.toMatch(/deliveries_bound_from|deliveries_tote\b|SCAN deliveries|Seq Scan/)
     })
   })
 }

@@ -64,6 +64,50 @@ describe('readings through the ingest pipeline', () => {
     expect(again).toEqual(events)
   })
 
+  it("binds a reading uploaded a month late to the trip it was taken on, while the tote's later trips are cached", async () => {
+    const post = async (path: string, body: unknown) => {
+      const res = await api.post(path, admin, body)
+      expect(res.status, res.text).toBe(200)
+    }
+    const day = 24 * 60 * minute
+    const monthAgo = Date.now() - 30 * day
+    clock.set(monthAgo - minute)
+    admin = await api.adminToken()
+    const pharmacy = await api.pharmacy(admin)
+    const { fleetId, driverId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const trip = async (startMs: number, end: boolean) => {
+      clock.set(startMs)
+      admin = await api.adminToken()
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: true, temperature_profile: 'refrigerated' })
+      await post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id })
+      if (end) {
+        await post(`/v1/deliveries/${rx.delivery_id}/pickup`, { from: pharmacy.id, to: driverId, signature: 'signed' })
+        clock.set(startMs + 2 * 60 * minute)
+        admin = await api.adminToken()
+        await post(`/v1/deliveries/${rx.delivery_id}/deliver`, { verification: { method: 'otp', evidence: '482913' } })
+      }
+      return rx.delivery_id
+    }
+    const monthOld = await trip(monthAgo, true)
+    const current = await trip(Date.now() - 30 * minute, false)
+    clock.set(Date.now())
+    admin = await api.adminToken()
+    const handle = async (ts: number[]) => {
+      await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(ts.map((t) => ({ ts: t, temp_c: 5 })))))
+    }
+    // A reading of the current trip caches the tote's bindings of the last week; then a gateway's
+    // buffer from the month-old trip, alone and beside a current reading.
+    await handle([Date.now() - minute])
+    await handle([monthAgo + 30 * minute])
+    await handle([monthAgo + 60 * minute, Date.now()])
+
+    const allTime = [0, Number.MAX_SAFE_INTEGER] as const
+    const tsOf = async (deliveryId: string) => (await api.service.sink.readingsForDelivery(deliveryId, ...allTime)).map((r) => r.ts)
+    expect(await tsOf(monthOld)).toEqual([monthAgo + 30 * minute, monthAgo + 60 * minute])
+    expect(await tsOf(current)).toHaveLength(2)
+  })
+
   it('refuses a bad payload with a reason and stores nothing', async () => {
     const before = await api.service.sink.count()
     await expect(api.service.pipeline.handle('tt_x', Buffer.from('{"ts": "yesterday"'))).rejects.toBeInstanceOf(ReadingsRejected)

@@ -11,12 +11,10 @@ function slowReads() {
   const held: (() => void)[] = []
   let started = 0
   const plugin: KyselyPlugin = {
-    // Counted when built, before the query waits for SQLite's one connection.
-    transformQuery: (args) => {
-      started++
-      return args.node
-    },
+    transformQuery: (args) => args.node,
+    // Counted once per statement run (a union's branches are queries of their own to transformQuery).
     transformResult: async (args): Promise<QueryResult<UnknownRow>> => {
+      started++
       await new Promise<void>((resolve) => held.push(resolve))
       return args.result
     },
