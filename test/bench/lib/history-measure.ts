@@ -5,7 +5,6 @@
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { createReadingSink } from '../../../src/timeseries/index.js'
-import { createPostgresSink } from '../../../src/timeseries/postgres-sink.js'
 import { clientCredentialsToken } from './api-client.js'
 import { apiClient } from './ingest-service.js'
 import type { ToteCredentials } from './ingest-protocol.js'
@@ -15,7 +14,7 @@ import { sqlitePages } from './sqlite-pages.js'
 import { forkPublisher } from './publisher-child.js'
 import { BENCH_ADMIN, benchServiceEnv, freePort, startServiceProcess, type ServiceProcess } from './service-process.js'
 import { postgresServiceEnv, type HistoryManifest } from './history-build.js'
-import { postgresBytes, type PostgresTarget } from './history-postgres.js'
+import { postgresBytes, postgresReadings, type PostgresTarget } from './history-postgres.js'
 
 export type MeasureOptions = {
   /** Paced single readings per second over the live totes. */
@@ -173,13 +172,15 @@ export async function measureStore(store: StoreLocation, m: HistoryManifest, o: 
 
 /** Readings stored, their bytes on disk and in use, and the entity store's bytes. */
 async function sizes({ dataDir, postgres }: StoreLocation) {
-  const sink = postgres ? createPostgresSink({ url: postgres.url, schema: postgres.schema }) : await createReadingSink({ dataDir })
-  const readings = await sink.count()
-  await sink.close()
-  if (!postgres) return { readings, bytes: readingsBytes(dataDir), entityBytes: entityStoreBytes(dataDir) }
+  if (!postgres) {
+    const sink = await createReadingSink({ dataDir })
+    const readings = await sink.count()
+    await sink.close()
+    return { readings, bytes: readingsBytes(dataDir), entityBytes: entityStoreBytes(dataDir) }
+  }
   // A table's pages in use are its pages: PostgreSQL reuses a table's free space for that table alone.
   const pg = await postgresBytes(postgres)
-  return { readings, bytes: { file: pg.readings, used: pg.readings }, entityBytes: pg.entities }
+  return { readings: await postgresReadings(postgres), bytes: { file: pg.readings, used: pg.readings }, entityBytes: pg.entities }
 }
 
 /** Service CPU per single reading: live totes with open cold-chain deliveries publishing paced singles over MQTT. */
