@@ -41,7 +41,7 @@ import { up as readingPartitions } from './0061_reading_partitions.js'
 import { up as recordExpiry } from './0062_record_expiry.js'
 import { up as historyIndexes } from './0064_history_indexes.js'
 import { up as openDeliveriesIndex } from './0065_open_deliveries_index.js'
-import { up as toteBindingsIndex } from './0066_tote_bindings_index.js'
+import { up as bindingIndexes } from './0066_binding_indexes.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -85,7 +85,7 @@ const steps: Record<string, MigrationStep> = {
   '0062_record_expiry': recordExpiry,
   '0064_history_indexes': historyIndexes,
   '0065_open_deliveries_index': openDeliveriesIndex,
-  '0066_tote_bindings_index': toteBindingsIndex,
+  '0066_binding_indexes': bindingIndexes,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */

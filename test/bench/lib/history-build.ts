@@ -490,6 +490,15 @@ async function runLifecycle(
   return { startMs, toteId, bound: toteId ? { fromMs: dispatchedMs - startMs, toMs: endedMs - startMs } : null }
 }
 
+/**
+ * The tote of a pharmacy's trips: its own, except that the live totes (those the measurements
+ * publish with) take the trips of the first pharmacies' totes, so that the totes measured carry a
+ * year of trips like every other.
+ */
+function yearTote(m: HistoryManifest, pharmacy: number, nth: number): string {
+  return m.live[pharmacy * TOTES_PER_PHARMACY + nth]?.id ?? m.totes[pharmacy]![nth]!
+}
+
 /** The year's deliveries: template copies, spread evenly over it with a little jitter, oldest first. */
 async function copyDeliveries(
   engine: BuildEngine,
@@ -526,7 +535,7 @@ async function copyDeliveries(
     let toteId: string | null = null
     if (template.toteId) {
       const turn = toteTurn.get(p) ?? Math.floor(random() * TOTES_PER_PHARMACY)
-      toteId = m.totes[p]![turn % TOTES_PER_PHARMACY]!
+      toteId = yearTote(m, p, turn % TOTES_PER_PHARMACY)
       toteTurn.set(p, turn + 1)
     }
     copy(which, Math.floor(yearStart + k * spacing + random() * spacing), {
