@@ -74,7 +74,7 @@ export class BindingFollower {
     const { monitor, bindings, committer, sink } = this.deps
     monitor.hold(toteId)
     try {
-      const binding = await bindings.ofDelivery(deliveryId)
+      const binding = await bindings.ofDelivery(toteId, deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
         if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)

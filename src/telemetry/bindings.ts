@@ -32,7 +32,7 @@ const REFRESH_WITH_MS = CACHE_TTL_MS / 2
 // walking 20,000 entries, was quadratic (20,000 totes connecting at once stalled ingest for 16 s).
 // Freshness does not depend on it: `cached()` checks every entry's age.
 const SWEEP_EVERY_MS = REFRESH_WITH_MS / 2
-/** Tote ids per `IN (…)` list: well below SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
+/** Tote ids per `IN (…)` list (twice in a read, one per branch): well below SQLite's 32,766 and PostgreSQL's 65,535 parameters. */
 const TOTES_PER_QUERY = 500
 /**
  * How far back a tote's cached bindings reach: its open binding and those that ended in the last
@@ -75,10 +75,10 @@ export class ToteBindings {
 
   /** The tote's bindings that may hold a reading at `oldestTs` or later (its open one and those that ended after it), oldest first. */
   async forTote(toteId: string, oldestTs = Infinity): Promise<Binding[]> {
+    if (Number.isNaN(oldestTs)) throw new RangeError('forTote: oldestTs is not a number')
     const cached = this.cached(toteId, oldestTs)
     if (cached) return cached
-    // A late upload: this tote's bindings back to its oldest reading, read alone and not cached.
-    if (oldestTs < this.clock.now() - RECENT_MS) return (await this.readSince([toteId], oldestTs)).get(toteId)!
+    if (oldestTs < this.clock.now() - RECENT_MS) return this.readLate(toteId, oldestTs)
     return new Promise<Binding[]>((resolve, reject) => {
       const waiters = this.wanted.get(toteId)
       if (waiters) return waiters.push({ oldestTs, resolve, reject })
@@ -88,10 +88,40 @@ export class ToteBindings {
     })
   }
 
-  /** The binding of one delivery to its tote, if it has one (a binding just recorded, however far back it reaches). */
-  async ofDelivery(deliveryId: string): Promise<Binding | undefined> {
-    const row = await this.select().where('id', '=', deliveryId).where('bound_from', 'is not', null).executeTakeFirst()
+  /** The binding of one delivery to this tote, if it has one (a binding just recorded, however far back it reaches). */
+  async ofDelivery(toteId: string, deliveryId: string): Promise<Binding | undefined> {
+    const row = await this.select()
+      .where('id', '=', deliveryId)
+      .where('tote_id', '=', toteId)
+      .where('bound_from', 'is not', null)
+      .executeTakeFirst()
     return row && toBinding(row)
+  }
+
+  /** Late uploads' reads in flight, per tote: publishes of one buffer share one. */
+  private late = new Map<string, { sinceMs: number; read: Promise<Binding[]> }>()
+
+  /**
+   * A late upload (a reading older than the cached week): the tote's bindings back to its oldest
+   * reading, read for this tote alone and cached with that reach until the next refresh, so a
+   * tote whose clock is years off reads them once per refresh, not once per publish.
+   */
+  private readLate(toteId: string, sinceMs: number): Promise<Binding[]> {
+    const inFlight = this.late.get(toteId)
+    if (inFlight && inFlight.sinceMs <= sinceMs) return inFlight.read
+    const generation = this.generation
+    const now = this.clock.now()
+    const read = this.readSince([toteId], sinceMs)
+      .then((byTote) => {
+        const bindings = byTote.get(toteId)!
+        if (generation === this.generation) this.cache.set(toteId, { loadedAt: now, usedAt: now, sinceMs, bindings })
+        return bindings
+      })
+      .finally(() => {
+        if (this.late.get(toteId)?.read === read) this.late.delete(toteId)
+      })
+    this.late.set(toteId, { sinceMs, read })
+    return read
   }
 
   /** Called when this process binds or releases a tote. */
@@ -127,8 +157,8 @@ export class ToteBindings {
       }
     }
     const generation = this.generation
-    // The week back from now, and further for a waiter whose payload reaches before it (gathered
-    // just before a week boundary).
+    // The week back from now, and further for a waiter whose reading was inside the week when it
+    // asked but is not by this read's now.
     let sinceMs = now - RECENT_MS
     for (const waiters of wanted.values()) for (const w of waiters) sinceMs = Math.min(sinceMs, w.oldestTs)
     try {
@@ -160,14 +190,14 @@ export class ToteBindings {
    */
   private async readSince(ids: readonly string[], sinceMs: number): Promise<Map<string, Binding[]>> {
     const byTote = new Map<string, Binding[]>(ids.map((id) => [id, []]))
-    const since = new Date(Math.max(0, sinceMs)).toISOString()
+    const since = new Date(sinceMs).toISOString()
     for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
       const totes = ids.slice(i, i + TOTES_PER_QUERY)
       // A tote is set with its binding's start (the dispatch): `bound_from is not null` would only
       // let SQLite range over every trip of the tote in `deliveries_tote` for it.
       const open = this.select().where('tote_id', 'in', totes).where('bound_to', 'is', null)
       const ended = this.select().where('tote_id', 'in', totes).where('bound_to', '>', since)
-      for (const row of await open.unionAll(ended).execute()) byTote.get(row.tote_id!)!.push(toBinding(row))
+      for (const row of await open.unionAll(ended).execute()) if (row.bound_from !== null) byTote.get(row.tote_id!)!.push(toBinding(row)) // set with the tote at the dispatch
     }
     for (const bindings of byTote.values()) bindings.sort((a, b) => a.fromMs - b.fromMs)
     return byTote
@@ -188,7 +218,7 @@ type BindingRow = {
   plan: string | null
 }
 
-function toBinding(row: BindingRow): Binding {
+export function toBinding(row: BindingRow): Binding {
   return {
     deliveryId: row.id,
     rxId: row.rx_id,

@@ -64,12 +64,15 @@ describe('readings through the ingest pipeline', () => {
     expect(again).toEqual(events)
   })
 
+  const day = 24 * 60 * minute
+  const allTime = [0, Number.MAX_SAFE_INTEGER] as const
+  const tsOf = async (deliveryId: string) => (await api.service.sink.readingsForDelivery(deliveryId, ...allTime)).map((r) => r.ts)
+
   it("binds a reading uploaded a month late to the trip it was taken on, while the tote's later trips are cached", async () => {
     const post = async (path: string, body: unknown) => {
       const res = await api.post(path, admin, body)
       expect(res.status, res.text).toBe(200)
     }
-    const day = 24 * 60 * minute
     const monthAgo = Date.now() - 30 * day
     clock.set(monthAgo - minute)
     admin = await api.adminToken()
@@ -98,14 +101,49 @@ describe('readings through the ingest pipeline', () => {
     }
     // A reading of the current trip caches the tote's bindings of the last week; then a gateway's
     // buffer from the month-old trip, alone and beside a current reading.
-    await handle([Date.now() - minute])
+    const now = Date.now()
+    await handle([now - minute])
     await handle([monthAgo + 30 * minute])
-    await handle([monthAgo + 60 * minute, Date.now()])
+    await handle([monthAgo + 60 * minute, now])
 
-    const allTime = [0, Number.MAX_SAFE_INTEGER] as const
-    const tsOf = async (deliveryId: string) => (await api.service.sink.readingsForDelivery(deliveryId, ...allTime)).map((r) => r.ts)
     expect(await tsOf(monthOld)).toEqual([monthAgo + 30 * minute, monthAgo + 60 * minute])
-    expect(await tsOf(current)).toHaveLength(2)
+    expect(await tsOf(current)).toEqual([now - minute, now])
+  })
+
+  it('takes readings off a delivery whose end is recorded late, backdated by more than a week', async () => {
+    const tenDaysAgo = Date.now() - 10 * day
+    clock.set(tenDaysAgo - minute)
+    admin = await api.adminToken()
+    const pharmacy = await api.pharmacy(admin)
+    const { fleetId, driverId } = await api.fleetWithDriver(admin)
+    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    // Not cold chain: its eight days without readings would break one, which holds the delivery.
+    const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
+    clock.set(tenDaysAgo)
+    expect(
+      (await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id }))
+        .status,
+    ).toBe(200)
+    expect(
+      (await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: pharmacy.id, to: driverId, signature: 'signed' })).status,
+    ).toBe(200)
+    clock.set(Date.now())
+    admin = await api.adminToken()
+    const handle = (ts: number) => api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify([{ ts, temp_c: 5 }])))
+    // Stored while the delivery is open: one from its first hour (a late upload), one of two days ago.
+    await handle(tenDaysAgo + 60 * minute)
+    await handle(Date.now() - 2 * day)
+    expect(await tsOf(rx.delivery_id)).toHaveLength(2)
+
+    // The driver's app records the delivery now, as made eight days ago: the later reading leaves it.
+    const endedAt = new Date(tenDaysAgo + 2 * day).toISOString()
+    const res = await api.post(`/v1/deliveries/${rx.delivery_id}/deliver`, admin, {
+      verification: { method: 'otp', evidence: '482913' },
+      occurred_at: endedAt,
+    })
+    expect(res.status, res.text).toBe(200)
+    await waitFor(async () => (await tsOf(rx.delivery_id)).length === 1)
+    expect(await tsOf(rx.delivery_id)).toEqual([tenDaysAgo + 60 * minute])
   })
 
   it('refuses a bad payload with a reason and stores nothing', async () => {

@@ -1,4 +1,4 @@
-import type { KyselyPlugin, QueryResult, UnknownRow } from 'kysely'
+import { SelectQueryNode, type KyselyPlugin, type QueryResult, type UnknownRow } from 'kysely'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { openEntityStore, type EntityStore } from '../../src/store/database.js'
 import { ToteBindings } from '../../src/telemetry/bindings.js'
@@ -11,10 +11,14 @@ function slowReads() {
   const held: (() => void)[] = []
   let started = 0
   const plugin: KyselyPlugin = {
-    transformQuery: (args) => args.node,
-    // Counted once per statement run (a union's branches are queries of their own to transformQuery).
+    // Counted when built, before the query waits for SQLite's one connection (a read queued behind
+    // a held one never reaches transformResult). The read is a union, whose branches come here
+    // too, as selects without set operations: only the statement itself is counted.
+    transformQuery: (args) => {
+      if (!SelectQueryNode.is(args.node) || args.node.setOperations) started++
+      return args.node
+    },
     transformResult: async (args): Promise<QueryResult<UnknownRow>> => {
-      started++
       await new Promise<void>((resolve) => held.push(resolve))
       return args.result
     },
@@ -60,5 +64,26 @@ describe('ToteBindings', () => {
     reads.release()
     expect(await Promise.all(later)).toEqual([[], [], []])
     expect(reads.waiting()).toBe(0)
+  })
+
+  it("reads a late upload's tote back to its oldest reading once, and caches that reach", async () => {
+    const reads = slowReads()
+    const bindings = new ToteBindings(store.db.withPlugin(reads.plugin), { now: () => Date.now() })
+    const monthAgo = Date.now() - 30 * 86_400_000
+
+    // A gateway's buffer from a month ago, in two publishes: one read for both.
+    const both = [bindings.forTote('tt_a', monthAgo), bindings.forTote('tt_a', monthAgo + 1_000)]
+    await tick()
+    expect(reads.started()).toBe(1)
+    reads.release()
+    expect(await Promise.all(both)).toEqual([[], []])
+
+    // Its next publish is answered from the cache; one reaching further back reads again.
+    expect(bindings.cached('tt_a', monthAgo + 2_000)).toEqual([])
+    const older = bindings.forTote('tt_a', monthAgo - 86_400_000)
+    await tick()
+    expect(reads.started()).toBe(2)
+    reads.release()
+    expect(await older).toEqual([])
   })
 })

@@ -15,7 +15,8 @@ import type { Dialect } from '../dialect.js'
  *   deliveries where there are a few, and walked `deliveries_bound_from` (every bound delivery
  *   ever: 0.3–0.5 s a read on the year) rather than fetch them through 0065's small index. An index
  *   holding every column the read needs is read alone (an index-only scan, cheap whatever the
- *   estimate), so it replaces 0065's there. SQLite's planner already reads 0065's.
+ *   estimate), so it replaces 0065's there; `bound_to`, null in all of it, is there because the
+ *   reads select it. SQLite's planner already reads 0065's.
  */
 export async function up(db: Kysely<any>, dialect: Dialect): Promise<void> {
   await sql`create index deliveries_tote_ended on deliveries (tote_id, bound_to) where bound_to is not null`.execute(db)
