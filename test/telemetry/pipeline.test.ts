@@ -67,18 +67,22 @@ describe('readings through the ingest pipeline', () => {
   const day = 24 * 60 * minute
   const allTime = [0, Number.MAX_SAFE_INTEGER] as const
   const tsOf = async (deliveryId: string) => (await api.service.sink.readingsForDelivery(deliveryId, ...allTime)).map((r) => r.ts)
-
-  it("binds a reading uploaded a month late to the trip it was taken on, while the tote's later trips are cached", async () => {
-    const post = async (path: string, body: unknown) => {
-      const res = await api.post(path, admin, body)
-      expect(res.status, res.text).toBe(200)
-    }
-    const monthAgo = Date.now() - 30 * day
-    clock.set(monthAgo - minute)
+  const post = async (path: string, body: unknown) => {
+    const res = await api.post(path, admin, body)
+    expect(res.status, res.text).toBe(200)
+  }
+  /** A pharmacy, a fleet with a driver and a tote, made at `atMs` on the test's clock. */
+  async function toteMadeAt(atMs: number) {
+    clock.set(atMs)
     admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
     const { fleetId, driverId } = await api.fleetWithDriver(admin)
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    return { pharmacy, fleetId, driverId, tote: await api.tote(admin, { pharmacy_id: pharmacy.id }) }
+  }
+
+  it("binds a reading uploaded a month late to the trip it was taken on, while the tote's later trips are cached", async () => {
+    const monthAgo = Date.now() - 30 * day
+    const { pharmacy, fleetId, driverId, tote } = await toteMadeAt(monthAgo - minute)
     const trip = async (startMs: number, end: boolean) => {
       clock.set(startMs)
       admin = await api.adminToken()
@@ -112,21 +116,12 @@ describe('readings through the ingest pipeline', () => {
 
   it('takes readings off a delivery whose end is recorded late, backdated by more than a week', async () => {
     const tenDaysAgo = Date.now() - 10 * day
-    clock.set(tenDaysAgo - minute)
-    admin = await api.adminToken()
-    const pharmacy = await api.pharmacy(admin)
-    const { fleetId, driverId } = await api.fleetWithDriver(admin)
-    const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+    const { pharmacy, fleetId, driverId, tote } = await toteMadeAt(tenDaysAgo - minute)
     // Not cold chain: its eight days without readings would break one, which holds the delivery.
     const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
     clock.set(tenDaysAgo)
-    expect(
-      (await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, admin, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id }))
-        .status,
-    ).toBe(200)
-    expect(
-      (await api.post(`/v1/deliveries/${rx.delivery_id}/pickup`, admin, { from: pharmacy.id, to: driverId, signature: 'signed' })).status,
-    ).toBe(200)
+    await post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleetId, driver_id: driverId, tote_id: tote.id })
+    await post(`/v1/deliveries/${rx.delivery_id}/pickup`, { from: pharmacy.id, to: driverId, signature: 'signed' })
     clock.set(Date.now())
     admin = await api.adminToken()
     const handle = (ts: number) => api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify([{ ts, temp_c: 5 }])))
@@ -137,11 +132,7 @@ describe('readings through the ingest pipeline', () => {
 
     // The driver's app records the delivery now, as made eight days ago: the later reading leaves it.
     const endedAt = new Date(tenDaysAgo + 2 * day).toISOString()
-    const res = await api.post(`/v1/deliveries/${rx.delivery_id}/deliver`, admin, {
-      verification: { method: 'otp', evidence: '482913' },
-      occurred_at: endedAt,
-    })
-    expect(res.status, res.text).toBe(200)
+    await post(`/v1/deliveries/${rx.delivery_id}/deliver`, { verification: { method: 'otp', evidence: '482913' }, occurred_at: endedAt })
     await waitFor(async () => (await tsOf(rx.delivery_id)).length === 1)
     expect(await tsOf(rx.delivery_id)).toEqual([tenDaysAgo + 60 * minute])
   })
