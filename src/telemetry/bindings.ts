@@ -193,11 +193,14 @@ export class ToteBindings {
     const since = new Date(sinceMs).toISOString()
     for (let i = 0; i < ids.length; i += TOTES_PER_QUERY) {
       const totes = ids.slice(i, i + TOTES_PER_QUERY)
-      // A tote is set with its binding's start (the dispatch): `bound_from is not null` would only
-      // let SQLite range over every trip of the tote in `deliveries_tote` for it.
+      // A tote is set with its binding's start (the dispatch), so the open branch asks nothing of
+      // `bound_from`: `is not null` would only let SQLite range over every trip of the tote in
+      // `deliveries_tote`. A row without a start, should there be one, is skipped here instead.
       const open = this.select().where('tote_id', 'in', totes).where('bound_to', 'is', null)
       const ended = this.select().where('tote_id', 'in', totes).where('bound_to', '>', since)
-      for (const row of await open.unionAll(ended).execute()) if (row.bound_from !== null) byTote.get(row.tote_id!)!.push(toBinding(row)) // set with the tote at the dispatch
+      for (const row of await open.unionAll(ended).execute()) {
+        if (row.bound_from !== null) byTote.get(row.tote_id!)!.push(toBinding(row))
+      }
     }
     for (const bindings of byTote.values()) bindings.sort((a, b) => a.fromMs - b.fromMs)
     return byTote
