@@ -87,13 +87,9 @@ async function main() {
   try {
     const t0 = Date.now()
     const history = opt['skip-build']
-      ? readManifest(historyDir)
+      ? readManifest(historyDir, historyAt.postgres?.schema)
       : await buildHistory({ ...historyAt, scale, ...common, log: (l) => log(`history ${l}`) })
     if (!history) throw new Error(`${historyDir} holds no history.json: build it first (without --skip-build)`)
-    if (history.schema !== historyAt.postgres?.schema)
-      throw new Error(
-        `${historyDir} holds a build ${history.schema ? `in schema ${history.schema} (give --database-url and --schema)` : 'on SQLite (leave out --database-url)'}`,
-      )
     const buildS = round((Date.now() - t0) / 1_000, 0)
     if (opt['build-only']) {
       log(`built ${historyDir} in ${buildS} s`)

@@ -92,8 +92,15 @@ export type HistoryManifest = {
 }
 
 const manifestPath = (dataDir: string) => join(dataDir, 'history.json')
-export function readManifest(dataDir: string): HistoryManifest | null {
-  return existsSync(manifestPath(dataDir)) ? (JSON.parse(readFileSync(manifestPath(dataDir), 'utf8')) as HistoryManifest) : null
+/** The data directory's manifest, if it has one; refused when it was built on another store than `schema` names (none: SQLite). */
+export function readManifest(dataDir: string, schema: string | undefined): HistoryManifest | null {
+  if (!existsSync(manifestPath(dataDir))) return null
+  const m = JSON.parse(readFileSync(manifestPath(dataDir), 'utf8')) as HistoryManifest
+  if (m.schema !== schema)
+    throw new Error(
+      `${dataDir} holds a build ${m.schema ? `in schema ${m.schema} (give --database-url and --schema)` : 'on SQLite (leave out --database-url)'}`,
+    )
+  return m
 }
 const saveManifest = (dataDir: string, m: HistoryManifest) => writeFileSync(manifestPath(dataDir), JSON.stringify(m, null, 1))
 
@@ -147,13 +154,11 @@ export async function buildHistory({
   emptyOnly?: boolean
   log: (line: string) => void
 }): Promise<HistoryManifest> {
-  let manifest = readManifest(dataDir)
+  let manifest = readManifest(dataDir, postgres?.schema)
   if (manifest && (manifest.scale !== scale || manifest.readingEveryS !== readingEveryS))
     throw new Error(
       `${dataDir} holds a build at --scale ${manifest.scale} --reading-every-s ${manifest.readingEveryS}; use another --data-dir`,
     )
-  if (manifest && manifest.schema !== postgres?.schema)
-    throw new Error(`${dataDir} holds a build ${manifest.schema ? `in schema ${manifest.schema}` : 'on SQLite'}; use another --data-dir`)
   if (postgres) await prepareSchema(postgres, !manifest)
   const phase = async (name: string, run: () => Promise<void>) => {
     const t0 = Date.now()
@@ -240,21 +245,19 @@ type BoundDelivery = { id: string; rx_id: string; tote_id: string; bound_from: s
 type BuildEngine = {
   /** Marks the store now; the function returned gives the rows written since. */
   capture(): Promise<() => Promise<CapturedRows>>
-  /** Writes copies of the templates; `write(from, to, copy)` runs copies `from`..`to` and records `to` as done, in one transaction. */
+  /** Writes copies of the templates: `write(copies, done)` writes them and records `done` copies as made, in one transaction. */
   copier(templates: Template[], fixed: (t: Template) => Tenancy, nowMs: number): Promise<CopyWriter>
   /** Ended cold-chain deliveries but `exceptId`, in binding order, from the `offset`-th. */
   boundDeliveries(exceptId: string, offset: number): Promise<Iterable<BoundDelivery>>
   sink(): Promise<ReadingSink>
   close(): Promise<void>
 }
+/** One copy: of the `which`-th template, starting at `startMs`, for `tenancy`. */
+type PlannedCopy = { which: number; startMs: number; tenancy: Tenancy }
 type CopyWriter = {
   /** Copies done by earlier runs. */
   done: number
-  write(
-    from: number,
-    to: number,
-    each: (k: number, copy: (which: number, startMs: number, tenancy: Tenancy) => void) => void,
-  ): Promise<void>
+  write(copies: readonly PlannedCopy[], done: number): Promise<void>
   close(): Promise<void>
 }
 
@@ -262,18 +265,13 @@ const BOUND_DELIVERIES = `select id, rx_id, tote_id, bound_from, bound_to from d
   where tote_id is not null and bound_to is not null and id <> $1 order by bound_from, id`
 
 function sqliteEngine(dataDir: string): BuildEngine {
-  const open = () => new Database(join(dataDir, 'rxtrace.db'))
-  const opened: Database.Database[] = []
-  const db = () => {
-    const handle = open()
-    opened.push(handle)
-    return handle
-  }
+  // One connection of the build's own, beside the in-process service's while the templates are made.
+  let handle: Database.Database | null = null
+  const db = () => (handle ??= new Database(join(dataDir, 'rxtrace.db')))
   return {
     async capture() {
-      const raw = db()
-      const marks = rowidMarks(raw)
-      return async () => rowsSince(raw, marks)
+      const marks = rowidMarks(db())
+      return async () => rowsSince(db(), marks)
     },
     async copier(templates, fixed, nowMs) {
       const raw = db()
@@ -285,11 +283,11 @@ function sqliteEngine(dataDir: string): BuildEngine {
         `insert into bench_history_progress (k, v) values ('deliveries', ?) on conflict (k) do update set v = excluded.v`,
       )
       const copiers = templates.map((t) => templateCopier(raw, t, fixed(t), nowMs))
-      const batch = raw.transaction((from: number, to: number, each: Parameters<CopyWriter['write']>[2]) => {
-        for (let k = from; k < to; k++) each(k, (which, startMs, tenancy) => copiers[which]!(startMs, tenancy))
-        progress.run(to)
+      const batch = raw.transaction((copies: readonly PlannedCopy[], done: number) => {
+        for (const c of copies) copiers[c.which]!(c.startMs, c.tenancy)
+        progress.run(done)
       })
-      return { done, write: async (from, to, each) => batch(from, to, each), close: async () => void raw.close() }
+      return { done, write: async (copies, done) => batch(copies, done), close: async () => {} }
     },
     async boundDeliveries(exceptId, offset) {
       return db()
@@ -298,7 +296,7 @@ function sqliteEngine(dataDir: string): BuildEngine {
     },
     sink: () => createReadingSink({ dataDir }),
     async close() {
-      for (const handle of opened.splice(0)) if (handle.open) handle.close()
+      handle?.close()
     },
   }
 }
@@ -319,14 +317,14 @@ function postgresEngine(target: PostgresTarget): BuildEngine {
       const client = await pool.connect()
       return {
         done,
-        async write(from, to, each) {
-          for (let k = from; k < to; k++) each(k, (which, startMs, tenancy) => copies[which]!(startMs, tenancy, rows.add))
+        async write(planned, done) {
+          for (const c of planned) copies[c.which]!(c.startMs, c.tenancy, rows.add)
           await client.query('begin')
           try {
             await rows.flush(client)
             await client.query(
               `insert into bench_history_progress (k, v) values ('deliveries', $1) on conflict (k) do update set v = excluded.v`,
-              [to],
+              [done],
             )
             await client.query('commit')
           } catch (error) {
@@ -524,7 +522,7 @@ async function copyDeliveries(
   const yearStart = m.nowMs - (days + 2) * DAY_MS
   const spacing = (days * DAY_MS) / d.total
   const toteTurn = new Map<number, number>()
-  const each: Parameters<CopyWriter['write']>[2] = (k, copy) => {
+  const plan = (k: number): PlannedCopy => {
     const random = mulberry32(k + 1) // the same copy whichever run writes it
     let pick = random() * totalWeight
     let which = 0
@@ -538,18 +536,16 @@ async function copyDeliveries(
       toteId = yearTote(m, p, turn % TOTES_PER_PHARMACY)
       toteTurn.set(p, turn + 1)
     }
-    copy(which, Math.floor(yearStart + k * spacing + random() * spacing), {
-      pharmacyId: m.pharmacies[p]!,
-      fleetId: fleet.id,
-      driverIds: fleet.driverIds,
-      toteId,
-    })
+    const startMs = Math.floor(yearStart + k * spacing + random() * spacing)
+    return { which, startMs, tenancy: { pharmacyId: m.pharmacies[p]!, fleetId: fleet.id, driverIds: fleet.driverIds, toteId } }
   }
   const started = Date.now()
   try {
     while (d.done < d.total) {
       const to = Math.min(d.total, d.done + COPIES_PER_TX)
-      await writer.write(d.done, to, each)
+      const copies: PlannedCopy[] = []
+      for (let k = d.done; k < to; k++) copies.push(plan(k))
+      await writer.write(copies, to)
       const rate = (to - stored) / Math.max(0.001, (Date.now() - started) / 1_000)
       d.done = to
       save()

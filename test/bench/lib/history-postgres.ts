@@ -10,6 +10,7 @@
  *   transaction.
  */
 import pg from 'pg'
+import { createPool, DEFAULT_POSTGRES_LIMITS } from '../../../src/store/database.js'
 import type { CapturedRows, CopyColumns } from './history-templates.js'
 
 /** The PostgreSQL server (`--database-url`, no search_path of its own) and the schema a store lives in. */
@@ -18,8 +19,9 @@ export type PostgresTarget = { url: string; schema: string }
 /** DATABASE_URL for the service: the server, with the store's schema as its search_path. */
 export const serviceUrl = (t: PostgresTarget) => `${t.url}?options=${encodeURIComponent(`-c search_path=${t.schema}`)}`
 
+/** A pool in the store's schema, as the service makes its own, without a statement timeout (a year's vacuum and count outlast it). */
 export function postgresPool(t: PostgresTarget, max = 2): pg.Pool {
-  return new pg.Pool({ connectionString: t.url, options: `-c search_path=${t.schema}`, max })
+  return createPool(t.url, t.schema, { ...DEFAULT_POSTGRES_LIMITS, statementTimeoutMs: 0 }, () => {}, max)
 }
 
 /** Makes the schema (the service migrates it on its first start); `fresh` drops an earlier one first. */
@@ -146,7 +148,7 @@ export class TableRows {
   }
 }
 
-/** Readings stored, counted without the service's statement timeout (a year's count takes longer). */
+/** Readings stored, counted on a pool without the sink's statement timeout (a year's count takes longer). */
 export async function postgresReadings(t: PostgresTarget): Promise<number> {
   const pool = postgresPool(t, 1)
   try {
