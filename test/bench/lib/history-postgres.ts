@@ -24,27 +24,24 @@ export function postgresPool(t: PostgresTarget, max = 2): pg.Pool {
   return createPool(t.url, t.schema, { ...DEFAULT_POSTGRES_LIMITS, statementTimeoutMs: 0 }, () => {}, max)
 }
 
-/** Makes the schema (the service migrates it on its first start); `fresh` drops an earlier one first. */
-export async function prepareSchema(t: PostgresTarget, fresh: boolean): Promise<void> {
+/** Runs `statements` on the server, outside any schema. */
+async function onServer(t: PostgresTarget, statements: string[]): Promise<void> {
   const admin = new pg.Client({ connectionString: t.url })
   await admin.connect()
   try {
-    if (fresh) await admin.query(`drop schema if exists "${t.schema}" cascade`)
-    await admin.query(`create schema if not exists "${t.schema}"`)
+    for (const statement of statements) await admin.query(statement)
   } finally {
     await admin.end()
   }
 }
 
-export async function dropSchema(t: PostgresTarget): Promise<void> {
-  const admin = new pg.Client({ connectionString: t.url })
-  await admin.connect()
-  try {
-    await admin.query(`drop schema if exists "${t.schema}" cascade`)
-  } finally {
-    await admin.end()
-  }
-}
+const dropStatement = (t: PostgresTarget) => `drop schema if exists "${t.schema}" cascade`
+
+/** Makes the schema (the service migrates it on its first start); `fresh` drops an earlier one first. */
+export const prepareSchema = (t: PostgresTarget, fresh: boolean) =>
+  onServer(t, [...(fresh ? [dropStatement(t)] : []), `create schema if not exists "${t.schema}"`])
+
+export const dropSchema = (t: PostgresTarget) => onServer(t, [dropStatement(t)])
 
 /** Plain tables of the schema (the readings' partitioned table and its partitions are not a delivery's rows). */
 async function plainTables(pool: pg.Pool, skip: ReadonlySet<string>): Promise<string[]> {
