@@ -1,5 +1,6 @@
 import type SqliteDatabase from 'better-sqlite3'
 import { CompiledQuery, SqliteDialect, type DatabaseConnection, type Driver, type QueryResult } from 'kysely'
+import { SqliteRowReader } from './sqlite-rows.js'
 
 // Distinct SQL texts the service runs are a few hundred; past this, start over rather than grow.
 const STATEMENT_CACHE_LIMIT = 1_000
@@ -24,7 +25,7 @@ const MAX_GROUP_UNITS = 256
  * failed COMMIT, a crash before it), and an answer must never show what was not committed.
  *
  * Statements are prepared once per SQL text: kysely prepares every query anew, and preparing
- * costs more than running our small statements.
+ * costs more than running our small statements. Rows are made into objects by `SqliteRowReader`.
  */
 export class GroupCommitSqliteDialect extends SqliteDialect {
   constructor(private readonly database: SqliteDatabase.Database) {
@@ -58,6 +59,9 @@ class Unit implements DatabaseConnection {
 
 class GroupCommitDriver implements Driver {
   private readonly statements = new Map<string, SqliteDatabase.Statement>()
+  /** Statements that change the schema: after one runs, what a `select *` returns may differ. */
+  private readonly schemaChanges = new WeakSet<SqliteDatabase.Statement>()
+  private readonly rows = new SqliteRowReader()
   private readonly mutex = new FifoMutex()
   private group: Group | null = null
   private flushScheduled = false
@@ -134,9 +138,10 @@ class GroupCommitDriver implements Driver {
   private runStatement<R>(statement: SqliteDatabase.Statement, unit: Unit, query: CompiledQuery): Promise<QueryResult<R>> {
     let result: QueryResult<R>
     try {
-      if (statement.reader) result = { rows: statement.all(query.parameters) as R[] }
+      if (statement.reader) result = { rows: this.rows.all(statement, query.parameters) as R[] }
       else {
         const { changes, lastInsertRowid } = statement.run(query.parameters)
+        if (this.schemaChanges.has(statement)) this.rows.forget()
         result = { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] }
       }
     } catch (error) {
@@ -225,11 +230,14 @@ class GroupCommitDriver implements Driver {
     if (!statement) {
       if (this.statements.size >= STATEMENT_CACHE_LIMIT) this.statements.clear()
       statement = this.database.prepare(text)
+      if (SCHEMA_CHANGE.test(text)) this.schemaChanges.add(statement)
       this.statements.set(text, statement)
     }
     return statement
   }
 }
+
+const SCHEMA_CHANGE = /^\s*(create|alter|drop)\b/i
 
 const transactionLost = () => new Error('SQLite rolled back the transaction')
 
