@@ -89,43 +89,76 @@ export function decodeChunk(firstTs: number, count: number, data: Uint8Array): C
 /** The same, each reading carrying `binding_key`: made with it, not copied afterwards (a trace decodes thousands). */
 export function decodeChunk(firstTs: number, count: number, data: Uint8Array, bindingKey: number | null): BoundChunkReading[]
 export function decodeChunk(firstTs: number, count: number, data: Uint8Array, bindingKey?: number | null): ChunkReading[] {
-  const input = new Reader(data)
-  const last: (number | null)[] = NUMBERS.map(() => null)
-  const lastScaled: number[] = NUMBERS.map(() => 0)
+  const cursor = new ChunkCursor(firstTs, count, data)
+  const last = cursor.values
   const readings: ChunkReading[] = new Array(count)
-  let prevTs = firstTs
-  let prevStep = 0
-  for (let i = 0; i < count; i++) {
-    const flags = input.uint16()
-    const step = prevStep + input.zigzag()
-    const ts = prevTs + step
-    prevStep = step
-    prevTs = ts
-    const receivedAt = ts + input.zigzag()
-    for (let c = 0; c < NUMBERS.length; c++) {
-      const kind = (flags >> (2 * c)) & 3
-      if (kind === ABSENT) last[c] = null
-      else if (kind === SCALED) {
-        lastScaled[c] = lastScaled[c]! + input.zigzag()
-        last[c] = (lastScaled[c]! + 0) / SCALES[c]!
-      } else if (kind === RAW) last[c] = input.float()
-      // SAME: last[c] stays
-    }
+  for (let i = 0; cursor.next(); i++) {
     const reading: ChunkReading & { binding_key?: number | null } = {
-      ts,
+      ts: cursor.ts,
       temp_c: last[0]!,
       battery: last[1]!,
       humidity: last[2]!,
       lat: last[3]!,
       lng: last[4]!,
       seq: last[5]!,
-      received_at: receivedAt,
-      late: (flags & LATE_BIT) !== 0,
+      received_at: cursor.receivedAt,
+      late: (cursor.flags & LATE_BIT) !== 0,
     }
     if (bindingKey !== undefined) reading.binding_key = bindingKey
     readings[i] = reading
   }
   return readings
+}
+
+/**
+ * Only the times and temperatures of the chunk's readings, appended to `ts` and `temps`: what a
+ * trace and a tote's reading times need, without an object per reading.
+ */
+export function decodeTimesAndTemperatures(firstTs: number, count: number, data: Uint8Array, ts: number[], temps: number[]): void {
+  const cursor = new ChunkCursor(firstTs, count, data)
+  while (cursor.next()) {
+    ts.push(cursor.ts)
+    temps.push(cursor.values[0]!)
+  }
+}
+
+/** Steps through a chunk: each `next()` decodes the next reading into the cursor's fields. */
+class ChunkCursor {
+  ts: number
+  receivedAt = 0
+  flags = 0
+  /** The number columns' values (NUMBERS order) of the reading decoded last. */
+  readonly values: (number | null)[] = NUMBERS.map(() => null)
+  private readonly scaled: number[] = NUMBERS.map(() => 0)
+  private readonly input: Reader
+  private step = 0
+  private left: number
+
+  constructor(firstTs: number, count: number, data: Uint8Array) {
+    this.ts = firstTs
+    this.left = count
+    this.input = new Reader(data)
+  }
+
+  next(): boolean {
+    if (this.left === 0) return false
+    this.left--
+    const { input, values, scaled } = this
+    this.flags = input.uint16()
+    this.step += input.zigzag()
+    this.ts += this.step
+    this.receivedAt = this.ts + input.zigzag()
+    for (let c = 0; c < NUMBERS.length; c++) {
+      const kind = (this.flags >> (2 * c)) & 3
+      if (kind === ABSENT) values[c] = null
+      else if (kind === SCALED) {
+        scaled[c] = scaled[c]! + input.zigzag()
+        values[c] = (scaled[c]! + 0) / SCALES[c]!
+      } else if (kind === RAW) values[c] = input.float()
+      // SAME: values[c] stays
+    }
+    return true
+  }
 }
 
 class Writer {

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import { chunkReadingOf, decodeChunk, encodeChunk, type ChunkReading } from './sqlite-chunk.js'
+import { chunkReadingOf, decodeChunk, decodeTimesAndTemperatures, encodeChunk, type ChunkReading } from './sqlite-chunk.js'
 import { chunkTable, DAY_MS, rowTable, type Partitions } from './sqlite-partitions.js'
 
 /**
@@ -79,6 +79,19 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
       )
       .all(toteKey, toMs, fromMs, bindingKey) as ChunkRow[]
 
+  /** A tote's chunks of one day that may hold readings in [fromMs, toMs), of any binding or only `bindingKey`'s. */
+  const chunksInRange = (day: number, toteKey: number, fromMs: number, toMs: number, bindingKey?: number) =>
+    bindingKey === undefined
+      ? (partitions
+          .statement(
+            chunkTable(day),
+            'of-tote',
+            () =>
+              `SELECT first_ts, n, binding_key, data FROM ${chunkTable(day)} WHERE tote_key = ? AND first_ts < ? AND last_ts >= ? ORDER BY first_ts`,
+          )
+          .all(toteKey, toMs, fromMs) as ChunkRow[])
+      : chunksOf(day, toteKey, fromMs, toMs, bindingKey)
+
   return {
     /**
      * One pass over the oldest day that is due. `readings` is how many rows it packed; `more`
@@ -113,17 +126,7 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
     /** A tote's chunked readings of one day in [fromMs, toMs), any binding or only `bindingKey`'s, ts order. */
     readChunks(day: number, toteKey: number, fromMs: number, toMs: number, bindingKey?: number): StoredReading[] {
       const found: StoredReading[] = []
-      const chunks =
-        bindingKey === undefined
-          ? (partitions
-              .statement(
-                chunkTable(day),
-                'of-tote',
-                () =>
-                  `SELECT first_ts, n, binding_key, data FROM ${chunkTable(day)} WHERE tote_key = ? AND first_ts < ? AND last_ts >= ? ORDER BY first_ts`,
-              )
-              .all(toteKey, toMs, fromMs) as ChunkRow[])
-          : chunksOf(day, toteKey, fromMs, toMs, bindingKey)
+      const chunks = chunksInRange(day, toteKey, fromMs, toMs, bindingKey)
       for (const chunk of chunks) {
         for (const r of decodeChunk(chunk.first_ts, chunk.n, chunk.data, chunk.binding_key)) {
           if (r.ts >= fromMs && r.ts < toMs) found.push(r)
@@ -132,5 +135,35 @@ export function createCompaction(db: Database.Database, partitions: Partitions) 
       // Chunks of one tote overlap only when late readings were packed after the others.
       return chunks.length > 1 ? found.sort((a, b) => a.ts - b.ts) : found
     },
+    /** The same readings' times and temperatures only (a trace's buckets, a tote's reading times), in ts order. */
+    readTimesAndTemperatures(day: number, toteKey: number, fromMs: number, toMs: number, bindingKey?: number): TimesAndTemperatures {
+      const ts: number[] = []
+      const temps: number[] = []
+      for (const chunk of chunksInRange(day, toteKey, fromMs, toMs, bindingKey)) {
+        decodeTimesAndTemperatures(chunk.first_ts, chunk.n, chunk.data, ts, temps)
+      }
+      return inOrder(ts, temps, fromMs, toMs)
+    },
   }
+}
+
+/** Readings' times and temperatures as two arrays, the same index in each for one reading. */
+export type TimesAndTemperatures = { ts: number[]; temps: number[] }
+
+/**
+ * The readings of [fromMs, toMs), in ts order. Chunks of one tote overlap only when late readings
+ * were packed after the others: then sorted, readings of the same ts kept in the order read (as
+ * `readChunks` does).
+ */
+function inOrder(ts: number[], temps: number[], fromMs: number, toMs: number): TimesAndTemperatures {
+  let sorted = true
+  let inRange = true
+  for (let i = 0; i < ts.length; i++) {
+    if (i > 0 && ts[i]! < ts[i - 1]!) sorted = false
+    if (ts[i]! < fromMs || ts[i]! >= toMs) inRange = false
+  }
+  if (sorted && inRange) return { ts, temps }
+  const order = [...ts.keys()].filter((i) => ts[i]! >= fromMs && ts[i]! < toMs)
+  if (!sorted) order.sort((a, b) => ts[a]! - ts[b]! || a - b)
+  return { ts: order.map((i) => ts[i]!), temps: order.map((i) => temps[i]!) }
 }

@@ -35,7 +35,7 @@ export function openReadingsReadOnly(path: string) {
               .all(key)
               .map((r) => r.ts),
           )
-        if (entry.chunks) found.push(...compaction.readChunks(day, key, day * DAY_MS, (day + 1) * DAY_MS).map((r) => r.ts))
+        if (entry.chunks) found.push(...compaction.readTimesAndTemperatures(day, key, day * DAY_MS, (day + 1) * DAY_MS).ts)
       }
       return found
     },

@@ -1,7 +1,7 @@
 import { setTimeout as pause } from 'node:timers/promises'
 import type { Statement } from 'better-sqlite3'
 import { assertStep, type ReadingRow, type ReadingSink, type TemperatureBucket } from './sink.js'
-import { createCompaction, READING_COLUMNS, type StoredReading } from './sqlite-compaction.js'
+import { createCompaction, READING_COLUMNS, type StoredReading, type TimesAndTemperatures } from './sqlite-compaction.js'
 import { chunkReadingOf } from './sqlite-chunk.js'
 import { createKeyDictionary } from './sqlite-dictionary.js'
 import { createExpiry } from './sqlite-expiry.js'
@@ -146,7 +146,7 @@ export function createSqliteSink({
     const held = new Map<string, Set<number>>()
     for (const r of rows) {
       if (held.has(r.tote_id)) continue
-      const ts = compaction.readChunks(day, keys.toteKey(r.tote_id), day * DAY_MS, (day + 1) * DAY_MS).map((c) => c.ts)
+      const { ts } = compaction.readTimesAndTemperatures(day, keys.toteKey(r.tote_id), day * DAY_MS, (day + 1) * DAY_MS)
       held.set(r.tote_id, new Set(ts))
     }
     return rows.filter((r) => !held.get(r.tote_id)!.has(r.ts))
@@ -428,11 +428,11 @@ export function createSqliteSink({
           const from = Math.max(s.from, day * DAY_MS)
           const to = Math.min(s.to, (day + 1) * DAY_MS)
           if (entry.rows) parts.push(bucketsOfDay(day, stepMs, s.tote_key, from, to, s.binding_key))
-          if (entry.chunks) parts.push(bucketsOf(compaction.readChunks(day, s.tote_key, from, to, s.binding_key), stepMs))
+          if (entry.chunks) parts.push(bucketsOf(compaction.readTimesAndTemperatures(day, s.tote_key, from, to, s.binding_key), stepMs))
         }
       }
       const nonEmpty = parts.filter((p) => p.length > 0)
-      return nonEmpty.length <= 1 ? (nonEmpty[0] ?? []) : mergeBuckets(nonEmpty.flat())
+      return nonEmpty.length <= 1 ? (nonEmpty[0] ?? []) : mergeBuckets(nonEmpty)
     },
     async readingsForTote(toteId, fromMs, toMs) {
       const toteKey = toteKeyOf.get(toteId)?.k
@@ -491,7 +491,7 @@ const byToteThenTs = (a: ReadingRow, b: ReadingRow) => (a.tote_id < b.tote_id ? 
  * sum compensated as SQLite's avg() does (Kahan-Babuska-Neumaier, SQLite 3.43), so a trace reads
  * the same to the last digit before and after its day is compacted.
  */
-function bucketsOf(readings: readonly StoredReading[], stepMs: number): TemperatureBucket[] {
+function bucketsOf({ ts, temps }: TimesAndTemperatures, stepMs: number): TemperatureBucket[] {
   const out: TemperatureBucket[] = []
   let sum = 0
   let error = 0
@@ -499,9 +499,9 @@ function bucketsOf(readings: readonly StoredReading[], stepMs: number): Temperat
     if (b !== undefined) b.avg = (sum + error) / b.n
   }
   let last: TemperatureBucket | undefined
-  for (const r of readings) {
-    const x = r.temp_c
-    const t = r.ts - (r.ts % stepMs)
+  for (let i = 0; i < ts.length; i++) {
+    const x = temps[i]!
+    const t = ts[i]! - (ts[i]! % stepMs)
     if (last === undefined || last.t !== t) {
       close(last)
       out.push((last = { t, min: x, max: x, avg: x, n: 1 }))
@@ -521,9 +521,11 @@ function bucketsOf(readings: readonly StoredReading[], stepMs: number): Temperat
 }
 
 /** Buckets of one delivery read in parts (more than one tote or day, rows and chunks), merged per step. */
-function mergeBuckets(buckets: TemperatureBucket[]): TemperatureBucket[] {
+function mergeBuckets(parts: TemperatureBucket[][]): TemperatureBucket[] {
+  // Usually the parts are days one after the other, no step in two of them: nothing to merge.
+  if (parts.every((part, i) => i === 0 || part[0]!.t > parts[i - 1]!.at(-1)!.t)) return parts.flat()
   const byStart = new Map<number, TemperatureBucket>()
-  for (const b of buckets) {
+  for (const b of parts.flat()) {
     const seen = byStart.get(b.t)
     if (seen === undefined) byStart.set(b.t, { ...b })
     else {

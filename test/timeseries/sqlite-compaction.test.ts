@@ -151,6 +151,36 @@ describe('compaction of ended days', () => {
     expect(await s.count()).toBe(rows.length + 1)
   })
 
+  it("gives a delivery's trace from chunks, late packs overlapping earlier ones, exactly as from the same readings kept as rows", async () => {
+    const reading = (ts: number, tenths: number, late = false) =>
+      readingRow({ tote_id: 'tt_a', ts, delivery_id: 'dl_1', rx_id: 'rx_1', temp_c: tenths / 10, late })
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(fc.integer({ min: 0, max: 2 * 1440 - 1 }), { minLength: 1, maxLength: 300 }),
+        fc.uniqueArray(fc.integer({ min: 0, max: 2 * 1440 - 1 }), { maxLength: 60 }),
+        fc.integer({ min: 0, max: 2 * DAY }),
+        fc.integer({ min: 1, max: 2 * DAY }),
+        fc.constantFrom(MIN, 7 * MIN, 60 * MIN, 5_000),
+        async (onTime, lateMinutes, from, span, step) => {
+          const first = onTime.map((m) => reading(D0 + m * MIN, (m % 90) - 20))
+          // Late readings fall between the on-time ones (30 s past a minute), packed in chunks of their own.
+          const late = lateMinutes.map((m) => reading(D0 + m * MIN + 30_000, 80 - (m % 70), true))
+          const compacted = sink()
+          const rowsOnly = sink()
+          for (const s of [compacted, rowsOnly]) await s.write(first)
+          await compactAll(compacted)
+          for (const s of [compacted, rowsOnly]) if (late.length) await s.write(late)
+          await compactAll(compacted)
+          const window = [D0 + from, D0 + from + span] as const
+          expect(await compacted.bucketed('dl_1', ...window, step)).toEqual(await rowsOnly.bucketed('dl_1', ...window, step))
+          await Promise.all([compacted, rowsOnly].map((s) => s.close()))
+          open.splice(0)
+        },
+      ),
+      { numRuns: 25 },
+    )
+  })
+
   it('re-binds chunked readings when a binding changes backdated, and packs them again', async () => {
     const s = sink()
     await s.write(twoDays())
