@@ -157,13 +157,15 @@ export type TimesAndTemperatures = { ts: number[]; temps: number[] }
  */
 function inOrder(ts: number[], temps: number[], fromMs: number, toMs: number): TimesAndTemperatures {
   let sorted = true
-  let inRange = true
-  for (let i = 0; i < ts.length; i++) {
-    if (i > 0 && ts[i]! < ts[i - 1]!) sorted = false
-    if (ts[i]! < fromMs || ts[i]! >= toMs) inRange = false
+  for (let i = 1; i < ts.length && sorted; i++) sorted = ts[i]! >= ts[i - 1]!
+  if (sorted) {
+    // The first and last chunks may reach outside the window; what is inside is one run.
+    let from = 0
+    let to = ts.length
+    while (from < to && ts[from]! < fromMs) from++
+    while (to > from && ts[to - 1]! >= toMs) to--
+    return from === 0 && to === ts.length ? { ts, temps } : { ts: ts.slice(from, to), temps: temps.slice(from, to) }
   }
-  if (sorted && inRange) return { ts, temps }
-  const order = [...ts.keys()].filter((i) => ts[i]! >= fromMs && ts[i]! < toMs)
-  if (!sorted) order.sort((a, b) => ts[a]! - ts[b]! || a - b)
+  const order = [...ts.keys()].filter((i) => ts[i]! >= fromMs && ts[i]! < toMs).sort((a, b) => ts[a]! - ts[b]! || a - b)
   return { ts: order.map((i) => ts[i]!), temps: order.map((i) => temps[i]!) }
 }
