@@ -59,14 +59,14 @@ class Unit implements DatabaseConnection {
 
 class GroupCommitDriver implements Driver {
   private readonly statements = new Map<string, SqliteDatabase.Statement>()
-  /** Statements that change the schema: after one runs, what a `select *` returns may differ. */
-  private readonly schemaChanges = new WeakSet<SqliteDatabase.Statement>()
-  private readonly rows = new SqliteRowReader()
+  private readonly rows: SqliteRowReader
   private readonly mutex = new FifoMutex()
   private group: Group | null = null
   private flushScheduled = false
 
-  constructor(private readonly database: SqliteDatabase.Database) {}
+  constructor(private readonly database: SqliteDatabase.Database) {
+    this.rows = new SqliteRowReader(database)
+  }
 
   async init(): Promise<void> {}
 
@@ -141,7 +141,6 @@ class GroupCommitDriver implements Driver {
       if (statement.reader) result = { rows: this.rows.all(statement, query.parameters) as R[] }
       else {
         const { changes, lastInsertRowid } = statement.run(query.parameters)
-        if (this.schemaChanges.has(statement)) this.rows.forget()
         result = { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] }
       }
     } catch (error) {
@@ -230,14 +229,12 @@ class GroupCommitDriver implements Driver {
     if (!statement) {
       if (this.statements.size >= STATEMENT_CACHE_LIMIT) this.statements.clear()
       statement = this.database.prepare(text)
-      if (SCHEMA_CHANGE.test(text)) this.schemaChanges.add(statement)
+      if (statement.reader) statement.raw(true) // rows as arrays, made into objects by `rows`
       this.statements.set(text, statement)
     }
     return statement
   }
 }
-
-const SCHEMA_CHANGE = /^\s*(create|alter|drop)\b/i
 
 const transactionLost = () => new Error('SQLite rolled back the transaction')
 

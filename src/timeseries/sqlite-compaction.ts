@@ -152,8 +152,7 @@ export type TimesAndTemperatures = { ts: number[]; temps: number[] }
 
 /**
  * The readings of [fromMs, toMs), in ts order. Chunks of one tote overlap only when late readings
- * were packed after the others: then sorted, readings of the same ts kept in the order read (as
- * `readChunks` does).
+ * were packed after the others: then sorted (a stable sort, as `readChunks` does).
  */
 function inOrder(ts: number[], temps: number[], fromMs: number, toMs: number): TimesAndTemperatures {
   let sorted = true
@@ -166,6 +165,6 @@ function inOrder(ts: number[], temps: number[], fromMs: number, toMs: number): T
     while (to > from && ts[to - 1]! >= toMs) to--
     return from === 0 && to === ts.length ? { ts, temps } : { ts: ts.slice(from, to), temps: temps.slice(from, to) }
   }
-  const order = [...ts.keys()].filter((i) => ts[i]! >= fromMs && ts[i]! < toMs).sort((a, b) => ts[a]! - ts[b]! || a - b)
+  const order = [...ts.keys()].filter((i) => ts[i]! >= fromMs && ts[i]! < toMs).sort((a, b) => ts[a]! - ts[b]!)
   return { ts: order.map((i) => ts[i]!), temps: order.map((i) => temps[i]!) }
 }

@@ -502,8 +502,9 @@ function bucketsOf({ ts, temps }: TimesAndTemperatures, stepMs: number): Tempera
   for (let i = 0; i < ts.length; i++) {
     const x = temps[i]!
     const at = ts[i]!
-    // Still in the bucket of the reading before (the usual case, the remainder of a time that is
-    // not a small integer being a call into the runtime), or the bucket's start computed.
+    // Usually the reading is in the bucket of the one before, which saves the remainder (of a
+    // number past 32 bits: a call into V8's runtime). Not before 1970: the remainder of a
+    // negative time rounds towards zero, so its bucket does not start at or before it.
     const t = last !== undefined && last.t >= 0 && at >= last.t && at < last.t + stepMs ? last.t : at - (at % stepMs)
     if (last === undefined || last.t !== t) {
       close(last)
@@ -523,7 +524,10 @@ function bucketsOf({ ts, temps }: TimesAndTemperatures, stepMs: number): Tempera
   return out
 }
 
-/** Buckets of one delivery read in parts (more than one tote or day, rows and chunks), merged per step. */
+/**
+ * Buckets of one delivery read in parts (more than one tote or day, rows and chunks), merged per
+ * step. Each part is non-empty and in time order.
+ */
 function mergeBuckets(parts: TemperatureBucket[][]): TemperatureBucket[] {
   // Usually the parts are days one after the other, no step in two of them: nothing to merge.
   const all = ([] as TemperatureBucket[]).concat(...parts) // Array.prototype.flat is several times slower
