@@ -53,6 +53,8 @@ export class ToteBindings {
   private wanted = new Map<string, Waiter[]>()
   /** The read in flight, if any (read()). */
   private reading: Promise<void> | null = null
+  /** Late uploads' reads in flight, per tote: publishes of one buffer share one. */
+  private readonly late = new Map<string, { sinceMs: number; read: Promise<Binding[]> }>()
   private generation = 0
   private sweptAt = -Infinity
 
@@ -90,16 +92,13 @@ export class ToteBindings {
 
   /** The binding of one delivery to this tote, if it has one (a binding just recorded, however far back it reaches). */
   async ofDelivery(toteId: string, deliveryId: string): Promise<Binding | undefined> {
-    const row = await this.select()
+    const row = await selectBindings(this.db)
       .where('id', '=', deliveryId)
       .where('tote_id', '=', toteId)
       .where('bound_from', 'is not', null)
       .executeTakeFirst()
     return row && toBinding(row)
   }
-
-  /** Late uploads' reads in flight, per tote: publishes of one buffer share one. */
-  private late = new Map<string, { sinceMs: number; read: Promise<Binding[]> }>()
 
   /**
    * A late upload (a reading older than the cached week): the tote's bindings back to its oldest
@@ -174,14 +173,6 @@ export class ToteBindings {
     }
   }
 
-  private select() {
-    return this.db
-      .selectFrom('deliveries')
-      .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
-      .select(['id', 'tote_id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'bound_from', 'bound_to'])
-      .select('delivery_stability.plan')
-  }
-
   /**
    * Per tote, its open binding and those that ended after `sinceMs`, oldest first: one read a
    * `TOTES_PER_QUERY` totes, the union of two index ranges per tote (the open binding from an
@@ -196,8 +187,8 @@ export class ToteBindings {
       // A tote is set with its binding's start (the dispatch), so the open branch asks nothing of
       // `bound_from`: `is not null` would only let SQLite range over every trip of the tote in
       // `deliveries_tote`. A row without a start, should there be one, is skipped here instead.
-      const open = this.select().where('tote_id', 'in', totes).where('bound_to', 'is', null)
-      const ended = this.select().where('tote_id', 'in', totes).where('bound_to', '>', since)
+      const open = selectBindings(this.db).where('tote_id', 'in', totes).where('bound_to', 'is', null)
+      const ended = selectBindings(this.db).where('tote_id', 'in', totes).where('bound_to', '>', since)
       for (const row of await open.unionAll(ended).execute()) {
         if (row.bound_from !== null) byTote.get(row.tote_id!)!.push(toBinding(row))
       }
@@ -207,7 +198,16 @@ export class ToteBindings {
   }
 }
 
-/** A binding's row as `ToteBindings` reads it. */
+/** Deliveries' bindings as `toBinding` reads them: every query of bindings starts here. */
+export function selectBindings(db: Db) {
+  return db
+    .selectFrom('deliveries')
+    .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
+    .select(['id', 'tote_id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'bound_from', 'bound_to'])
+    .select('delivery_stability.plan')
+}
+
+/** A binding's row as `selectBindings` reads it. */
 type BindingRow = {
   id: string
   tote_id: string | null

@@ -1,5 +1,5 @@
 import type { Db } from '../store/schema.js'
-import { toBinding, type Binding } from './bindings.js'
+import { selectBindings, toBinding, type Binding } from './bindings.js'
 
 /**
  * Cold-chain deliveries with a tote bound right now: the ones whose sensors must be heard. On
@@ -7,11 +7,7 @@ import { toBinding, type Binding } from './bindings.js'
  * an index-only scan whatever the planner estimates.
  */
 export async function openColdChainBindings(db: Db): Promise<{ toteId: string; binding: Binding }[]> {
-  const rows = await db
-    .selectFrom('deliveries')
-    .leftJoin('delivery_stability', 'delivery_stability.delivery_id', 'deliveries.id')
-    .select(['id', 'rx_id', 'pharmacy_id', 'fleet_id', 'profile', 'cold_chain_required', 'tote_id', 'bound_from', 'bound_to'])
-    .select('delivery_stability.plan')
+  const rows = await selectBindings(db)
     .where('cold_chain_required', '=', 1)
     .where('tote_id', 'is not', null)
     .where('bound_to', 'is', null)
