@@ -1,9 +1,11 @@
 /**
  * JSON from outside (API request bodies, tote payloads) is refused, never repaired: bytes that
  * are not UTF-8 are not replaced by U+FFFD, a document nested deeper than we ever need is not
- * parsed, and a member name that means something to JavaScript objects is not silently dropped.
+ * parsed, a member name that means something to JavaScript objects is not silently dropped, and
+ * a string escaping half of a surrogate pair (`"\ud800"`) is not stored as U+FFFD.
  * One pass over the text bounds the depth before `JSON.parse` sees it; one walk of the parsed
- * value (at most MAX_JSON_DEPTH deep, so the recursion is bounded) looks for reserved names.
+ * value (at most MAX_JSON_DEPTH deep, so the recursion is bounded) looks for reserved names, and
+ * another for lone surrogates when the text escapes a surrogate at all.
  */
 
 /**
@@ -27,6 +29,7 @@ export type JsonRefusal =
   | { ok: false; problem: 'too_deep'; message: string }
   /** `pointer` is an RFC 6901 JSON pointer to the member. */
   | { ok: false; problem: 'reserved_member'; message: string; pointer: string }
+  | { ok: false; problem: 'lone_surrogate'; message: string; pointer: string }
 
 export type StrictJson = { ok: true; value: unknown; text: string } | JsonRefusal
 
@@ -66,7 +69,45 @@ function parseStrictJsonText(text: string): StrictJson {
   if (path !== null) {
     return { ok: false, problem: 'reserved_member', message: `"${path.at(-1)}" is a reserved member name`, pointer: toPointer(path) }
   }
+  // Valid UTF-8 text holds no lone surrogate of its own; only a `\uD800`–`\uDFFF` escape makes one.
+  const lonely = SURROGATE_ESCAPE.test(text) ? loneSurrogatePath(value) : null
+  if (lonely !== null) {
+    const what = lonely.name ? 'member name' : 'string'
+    return {
+      ok: false,
+      problem: 'lone_surrogate',
+      message: `${what} escapes half of a surrogate pair, which is not Unicode text`,
+      pointer: toPointer(lonely.path),
+    }
+  }
   return { ok: true, value, text }
+}
+
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
+// A high surrogate not followed by a low one, or a low one not after a high one.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * The first string or member name holding a lone surrogate (`name`: the member's name itself),
+ * or null. UTF-8 cannot encode one: stored, it would come back as U+FFFD, and RFC 8785 refuses
+ * to canonicalize it for a hash. `value` must be at most MAX_JSON_DEPTH deep.
+ */
+function loneSurrogatePath(value: unknown): { path: (string | number)[]; name: boolean } | null {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? { path: [], name: false } : null
+  if (value === null || typeof value !== 'object') return null
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const inner = loneSurrogatePath(value[i])
+      if (inner !== null) return { ...inner, path: [i, ...inner.path] }
+    }
+    return null
+  }
+  for (const key of Object.keys(value)) {
+    if (LONE_SURROGATE.test(key)) return { path: [key], name: true }
+    const inner = loneSurrogatePath((value as Record<string, unknown>)[key])
+    if (inner !== null) return { ...inner, path: [key, ...inner.path] }
+  }
+  return null
 }
 
 /**

@@ -32,10 +32,15 @@ export function parseReadings(payload: Buffer, nowMs: number): ParseResult {
   if (payload.length > MAX_PAYLOAD_BYTES) {
     return reject('payload_too_large', `payload is ${payload.length} bytes; the limit is ${MAX_PAYLOAD_BYTES}`)
   }
-  // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member.
+  // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member, a lone surrogate.
   const parsed = parseStrictJson(payload)
   if (!parsed.ok) {
-    const what = parsed.problem === 'reserved_member' ? `member ${parsed.pointer} has a reserved name` : parsed.message
+    const what =
+      parsed.problem === 'reserved_member'
+        ? `member ${parsed.pointer} has a reserved name`
+        : parsed.problem === 'lone_surrogate'
+          ? `${parsed.pointer}: ${parsed.message}`
+          : parsed.message
     return reject('invalid_json', `payload ${what}`)
   }
   const json = parsed.value

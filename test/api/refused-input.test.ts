@@ -142,6 +142,31 @@ describe('input that is refused, not rewritten', () => {
     expect(await rowCounts()).toEqual(before)
   })
 
+  it('answers a string escaping half of a surrogate pair with 422 and a pointer, instead of storing U+FFFD', async () => {
+    const before = await rowCounts()
+    const base = `"pharmacy_id":"${pharmacyId}","cold_chain":false`
+    const cases: [string, string][] = [
+      [`{${base},"patient_id":"pt_\\ud800"}`, '/patient_id'],
+      [`{${base},"patient_id":"pt_1","metadata":{"note":"x\\uDC00y"}}`, '/metadata/note'],
+      // A pair written the wrong way round is two lone halves.
+      [`{${base},"patient_id":"pt_1","items":[{"description":"\\udc8a\\ud83d","quantity":1}]}`, '/items/0/description'],
+      [`{${base},"patient_id":"pt_1","metadata":{"\\ud83d":"x"}}`, '/metadata/\ud83d'],
+    ]
+    for (const [body, pointer] of cases) {
+      const res = await send('POST', '/v1/prescriptions', body)
+      expect(res.status, body).toBe(422)
+      expect(res.body.code).toBe('validation_failed')
+      expect(res.body.errors).toEqual([{ pointer, message: expect.stringMatching(/surrogate/) }])
+    }
+    expect(await rowCounts()).toEqual(before)
+    // A whole pair, escaped or not, and an escaped backslash before "ud800" are text, kept as sent.
+    const pill = '\u{1F48A}'
+    const kept = await send('POST', '/v1/prescriptions', `{${base},"patient_id":"pt_\\ud83d\\udc8a${pill}","external_ref":"\\\\ud800"}`)
+    expect(kept.status).toBe(201)
+    const rx = (await api.get(`/v1/prescriptions/${(kept.body as unknown as { rx_id: string }).rx_id}`, admin)).body
+    expect([rx.patient_id, rx.external_ref]).toEqual([`pt_${pill}${pill}`, '\\ud800'])
+  })
+
   it('refuses the same on every route that takes a JSON body, before the route sees it', async () => {
     const routes = await jsonBodyRoutes()
     expect(routes.length).toBeGreaterThan(10)
@@ -154,6 +179,8 @@ describe('input that is refused, not rewritten', () => {
       expect([deep.status, deep.body.code], where).toEqual([400, 'invalid_json'])
       const proto = await send(method, path, '{"__proto__":{"polluted":true}}')
       expect([proto.status, proto.body.errors], where).toEqual([422, [expect.objectContaining({ pointer: '/__proto__' })]])
+      const lone = await send(method, path, '{"name":"\\ud800"}')
+      expect([lone.status, lone.body.errors], where).toEqual([422, [expect.objectContaining({ pointer: '/name' })]])
     }
     expect(await rowCounts()).toEqual(before)
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
@@ -185,7 +212,7 @@ describe('a tote payload that is refused, not rewritten', () => {
   })
   afterAll(() => api.stop())
 
-  it("answers invalid UTF-8, deep nesting and reserved member names on the tote's errors topic, storing nothing", async () => {
+  it("answers invalid UTF-8, deep nesting, reserved member names and lone surrogates on the tote's errors topic, storing nothing", async () => {
     const admin = await api.adminToken()
     const pharmacy = await api.pharmacy(admin)
     const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
@@ -207,11 +234,13 @@ describe('a tote payload that is refused, not rewritten', () => {
     })
     await client.publishAsync(topic, `${reading},"gateway":${nested(40)}}`, { qos: 1 })
     await client.publishAsync(topic, `[${reading}},${reading},"__proto__":{"temp_c":1}}]`, { qos: 1 })
-    await waitFor(() => errors.length === 3)
+    await client.publishAsync(topic, `${reading},"note":"\\udfff"}`, { qos: 1 })
+    await waitFor(() => errors.length === 4)
     expect(errors).toEqual([
       expect.objectContaining({ error: 'invalid_json', reason: expect.stringMatching(/UTF-8/) }),
       expect.objectContaining({ error: 'invalid_json', reason: expect.stringMatching(/deeper than 32/) }),
       expect.objectContaining({ error: 'invalid_json', reason: expect.stringMatching(/\/1\/__proto__/) }),
+      expect.objectContaining({ error: 'invalid_json', reason: expect.stringMatching(/\/note: .*surrogate/) }),
     ])
     expect(await api.service.sink.count()).toBe(before)
     await client.endAsync()

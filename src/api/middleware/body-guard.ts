@@ -96,8 +96,9 @@ function requireJson(others: readonly OtherBody[] = []): MiddlewareHandler<AppEn
  * Parses every JSON body once, here, and refuses what must not be rewritten: bytes that are not
  * UTF-8 (400 `invalid_json`; they would become U+FFFD and be hashed as such), nesting deeper than
  * MAX_JSON_DEPTH (400 `invalid_json`, before parsing), a reserved member name such as
- * `__proto__` anywhere (422 `validation_failed` with its pointer). Validators and handlers get
- * the parsed value and the strictly decoded text from hono's request.
+ * `__proto__` anywhere, or a string escaping half of a surrogate pair (422 `validation_failed`
+ * with its pointer). Validators and handlers get the parsed value and the strictly decoded text
+ * from hono's request.
  */
 function parseJsonBody(): MiddlewareHandler<AppEnv> {
   return async function parseJsonBodyMiddleware(c, next) {
@@ -105,7 +106,8 @@ function parseJsonBody(): MiddlewareHandler<AppEnv> {
     if (bytes === undefined || bytes.length === 0 || !json.test((c.req.header('content-type') ?? '').split(';')[0]!.trim())) return next()
     const parsed = parseStrictJson(bytes)
     if (!parsed.ok) {
-      if (parsed.problem === 'reserved_member') throw validationFailed([{ pointer: parsed.pointer, message: parsed.message }])
+      if (parsed.problem === 'reserved_member' || parsed.problem === 'lone_surrogate')
+        throw validationFailed([{ pointer: parsed.pointer, message: parsed.message }])
       const detail =
         parsed.problem === 'too_deep'
           ? `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`
