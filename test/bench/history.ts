@@ -4,9 +4,10 @@
  * deliveries with what their write path leaves, and each cold-chain delivery's readings through
  * the ReadingSink's batches, about 130 million at --scale 1), builds an empty store beside it
  * (the same pharmacies, fleets, totes and measured 24 h delivery, and one day of deliveries so that
- * every measured page is a full one), then measures
- * both the same way, one after the other in this run (test/bench/lib/history-measure.ts), and
- * prints one JSON object: each figure on both stores and history ÷ empty, with the issue's targets.
+ * every measured page is a full one), then measures both the same way in this run, in turns
+ * (test/bench/lib/history-measure.ts: both services side by side, each phase `--rounds` times on
+ * each, alternating which goes first; a figure is the median of its rounds), and prints one JSON
+ * object: each figure on both stores and history ÷ empty, with the issue's targets.
  *
  * Progress on stderr. Options: see `--help`. `--data-dir D` keeps (or reuses) the history; a
  * build that stopped resumes where it stopped; `--skip-build` measures D as it is.
@@ -16,7 +17,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseBenchArgs } from './lib/args.js'
 import { buildHistory, readManifest } from './lib/history-build.js'
-import { measureStore } from './lib/history-measure.js'
+import { measureStores } from './lib/history-measure.js'
 import { dropSchema, type PostgresTarget } from './lib/history-postgres.js'
 import { round } from './lib/ingest-stats.js'
 
@@ -34,6 +35,7 @@ const opt = parseBenchArgs(
     'ingest-s': { type: 'string', default: '20' },
     'http-s': { type: 'string', default: '10' },
     connections: { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '3' },
     'keep-data': { type: 'boolean', default: false },
     'database-url': { type: 'string', default: '' },
     schema: { type: 'string', default: 'rx_history' },
@@ -49,6 +51,7 @@ const opt = parseBenchArgs(
     'ingest-s': 'seconds of the measured single-reading phase',
     'http-s': 'seconds of each HTTP phase',
     connections: 'connections of each HTTP read phase (creates: the same)',
+    rounds: 'times each phase is measured on each store, in turns; a figure is the median of its rounds',
     'keep-data': 'keep the temporary directories',
     'database-url':
       'build and measure on this PostgreSQL server instead of SQLite (entities and readings), e.g. postgres://postgres@127.0.0.1:5432/test',
@@ -109,12 +112,14 @@ async function main() {
       ingestS: Number(opt['ingest-s']),
       httpS: Number(opt['http-s']),
       connections: Number(opt.connections),
+      rounds: Number(opt.rounds),
     }
-    // Empty first, then history: both right after their own start, in this one run.
-    log('measuring the empty store')
-    const onEmpty = await measureStore(emptyAt, empty, { ...measure, log: (l) => log(`empty ${l}`) })
-    log('measuring the history')
-    const onHistory = await measureStore(historyAt, history, { ...measure, log: (l) => log(`history ${l}`) })
+    log(`measuring both stores, ${measure.rounds} rounds of each phase in turns`)
+    const { empty: onEmpty, history: onHistory } = await measureStores(
+      { location: emptyAt, manifest: empty },
+      { location: historyAt, manifest: history },
+      { ...measure, log },
+    )
     const ratio = (a: number | null | undefined, b: number | null | undefined) =>
       a == null || b == null || b === 0 ? null : round(a / b, 2)
     const traceRatio = ratio(onHistory.trace_24h.p99_ms, onEmpty.trace_24h.p99_ms)

@@ -1,6 +1,6 @@
 /**
- * bench:history's measurements of one store (the year of history, or the empty one): the service
- * as its own process on the DATA_DIR, exactly as `npm start` runs it, measured from outside.
+ * bench:history's measurements of the year of history and the empty store: each service as its
+ * own process on its DATA_DIR, exactly as `npm start` runs it, measured from outside, in turns.
  */
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -78,59 +78,137 @@ async function mqttUrl(baseUrl: string): Promise<string> {
   return tcp
 }
 
-export async function measureStore(store: StoreLocation, m: HistoryManifest, o: MeasureOptions) {
-  const { log } = o
-  const first = await start(store)
-  let service = first.service
-  log(`service ready in ${first.readyMs} ms`)
-  try {
-    const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
-    const auth = { authorization: `Bearer ${token}` }
-    const http = async (name: string, request: LoadRequest, connections = o.connections) => {
-      const cpu0 = cpuSeconds(service.child.pid!)
-      const figures = await drive({ url: service.baseUrl, connections, seconds: o.httpS, request })
-      const cpu1 = cpuSeconds(service.child.pid!)
-      const cpuMsPerReq = cpu0 === null || cpu1 === null || !figures.total ? null : round(((cpu1 - cpu0) * 1_000) / figures.total, 3)
-      log(
-        `${name}: ${figures.rps} rps, p50 ${figures.p50_ms} ms, p99 ${figures.p99_ms} ms, non-2xx ${figures.non2xx}, CPU ${cpuMsPerReq} ms/req`,
-      )
-      if (figures.non2xx || figures.errors) log(`${name}: ${figures.non2xx} non-2xx answers and ${figures.errors} errors`)
-      return {
-        p50_ms: figures.p50_ms,
-        p99_ms: figures.p99_ms,
-        rps: figures.rps,
-        n: figures.total,
-        errors: figures.errors + figures.non2xx,
-        cpu_ms_per_req: cpuMsPerReq,
-      }
-    }
-    const get = (path: string): LoadRequest => ({ method: 'GET', path, headers: auth })
-    const api = apiClient(service.baseUrl)
-    await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+/** One store under measurement: its service running, a token, and what its phases ask for. */
+type Session = {
+  label: string
+  location: StoreLocation
+  manifest: HistoryManifest
+  service: ServiceProcess
+  readyMs: number
+  reads: Record<ReadPhase, { request: LoadRequest; connections: number }>
+  create: LoadRequest
+  publisher: ReturnType<typeof forkPublisher>
+  liveDeliveries: string[]
+}
 
-    // What a pharmacist, an integration and a fleet's accountant read all day.
-    const recent = await api.get<{ data: { id: string }[] }>(`/v1/events?delivery_id=${m.trace!.deliveryId}`)
-    const month = { from: new Date(m.nowMs - 30 * DAY_MS).toISOString(), to: new Date(m.nowMs).toISOString() }
-    const reads = {
-      trace_24h: await http('trace (24 h delivery)', get(`/v1/deliveries/${m.trace!.deliveryId}/temperature`)),
-      attention_queue: await http('attention queue, all pharmacies', get('/v1/deliveries?order=attention&limit=50')),
-      attention_queue_pharmacy: await http(
-        'attention queue, one pharmacy',
-        get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`),
-      ),
-      event_feed_first_page: await http('event feed, first page', get('/v1/events?limit=100')),
-      event_feed_recent_page: await http('event feed, a recent page', get(`/v1/events?limit=100&after=${recent.data[0]!.id}`)),
-      reconciliation_month: await http(
-        "reconciliation, a fleet's month",
-        get(`/v1/fleets/${m.fleets[0]!.id}/reconciliation?from=${encodeURIComponent(month.from)}&to=${encodeURIComponent(month.to)}`),
+const READ_PHASES = [
+  'trace_24h',
+  'attention_queue',
+  'attention_queue_pharmacy',
+  'event_feed_first_page',
+  'event_feed_recent_page',
+  'reconciliation_month',
+] as const
+type ReadPhase = (typeof READ_PHASES)[number]
+
+type HttpFigures = { p50_ms: number; p99_ms: number; rps: number; n: number; errors: number; cpu_ms_per_req: number | null }
+
+/** The median of a phase's rounds, figure by figure, with each figure's rounds beside it. */
+type Median<T> = T & { rounds: { [K in keyof T]: T[K][] } }
+
+function medianOfRounds<T extends object>(rounds: T[]): Median<T> {
+  const median: Record<string, unknown> = {}
+  const each: Record<string, unknown[]> = {}
+  for (const key of Object.keys(rounds[0]!)) {
+    const values = rounds.map((r) => (r as Record<string, unknown>)[key])
+    each[key] = values
+    const numbers = values.filter((v): v is number => typeof v === 'number').sort((a, b) => a - b)
+    const half = Math.floor(numbers.length / 2)
+    median[key] =
+      numbers.length === 0 ? (values[0] ?? null) : round(numbers.length % 2 ? numbers[half]! : (numbers[half - 1]! + numbers[half]!) / 2, 3)
+  }
+  return { ...median, rounds: each } as Median<T>
+}
+
+/**
+ * Measures the empty store and the history in one run, interleaved: both services run side by
+ * side, and each phase is measured `rounds` times on each, alternating which store goes first
+ * (empty, history; history, empty; …). A figure is the median of its rounds. Measured one store
+ * after the other, minutes apart, a ratio also measured whatever the machine's neighbours did
+ * in between (runs of the same code differed by up to 30 % that way on a VM with CPU steal).
+ */
+export async function measureStores(
+  empty: { location: StoreLocation; manifest: HistoryManifest },
+  history: { location: StoreLocation; manifest: HistoryManifest },
+  o: MeasureOptions & { rounds: number },
+) {
+  const sessions: Session[] = []
+  try {
+    // Each cold start is the first thing measured on its store.
+    sessions.push(await open('empty', empty.location, empty.manifest, o))
+    sessions.push(await open('history', history.location, history.manifest, o))
+    const [onEmpty, onHistory] = sessions as [Session, Session]
+    const inTurn = async <T>(measure: (s: Session) => Promise<T>) => {
+      const rounds = new Map<Session, T[]>(sessions.map((s) => [s, []]))
+      for (let round = 0; round < o.rounds; round++) {
+        for (const s of round % 2 === 0 ? [onEmpty, onHistory] : [onHistory, onEmpty]) rounds.get(s)!.push(await measure(s))
+      }
+      return rounds
+    }
+    const reads = {} as Record<ReadPhase, Map<Session, HttpFigures[]>>
+    for (const phase of READ_PHASES)
+      reads[phase] = await inTurn((s) => http(s, phase, s.reads[phase].request, s.reads[phase].connections, o))
+    const creates = await inTurn((s) => http(s, 'creates', s.create, o.connections, o))
+    for (const s of sessions) await openLiveDeliveries(s)
+    const ingest = await inTurn((s) => singles(s, o))
+
+    const results = []
+    for (const s of sessions) {
+      results.push({
+        ...(await close(s, o)),
+        ...(Object.fromEntries(READ_PHASES.map((phase) => [phase, medianOfRounds(reads[phase].get(s)!)])) as Record<
+          ReadPhase,
+          Median<HttpFigures>
+        >),
+        creates: medianOfRounds(creates.get(s)!),
+        ingest: { ...medianOfRounds(ingest.get(s)!), totes: s.manifest.live.length },
+      })
+    }
+    return { empty: results[0]!, history: results[1]! }
+  } finally {
+    for (const s of sessions) {
+      s.publisher.child.kill('SIGTERM')
+      if (s.service.child.exitCode === null) await s.service.stop()
+    }
+  }
+}
+
+/** Starts a store's service (its cold start) and prepares what its phases ask for. */
+async function open(label: string, location: StoreLocation, m: HistoryManifest, o: MeasureOptions): Promise<Session> {
+  const { service, readyMs } = await start(location)
+  o.log(`${label}: service ready in ${readyMs} ms`)
+  const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
+  const auth = { authorization: `Bearer ${token}` }
+  const get = (path: string, connections = o.connections) => ({
+    request: { method: 'GET', path, headers: auth } as LoadRequest,
+    connections,
+  })
+  const api = apiClient(service.baseUrl)
+  await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+  // What a pharmacist, an integration and a fleet's accountant read all day.
+  const recent = await api.get<{ data: { id: string }[] }>(`/v1/events?delivery_id=${m.trace!.deliveryId}`)
+  const month = { from: new Date(m.nowMs - 30 * DAY_MS).toISOString(), to: new Date(m.nowMs).toISOString() }
+  // Creates as bench:api makes them: a fresh Idempotency-Key each.
+  let counter = 0
+  const run = `${process.pid}-${Date.now()}`
+  return {
+    label,
+    location,
+    manifest: m,
+    service,
+    readyMs,
+    reads: {
+      trace_24h: get(`/v1/deliveries/${m.trace!.deliveryId}/temperature`),
+      attention_queue: get('/v1/deliveries?order=attention&limit=50'),
+      attention_queue_pharmacy: get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`),
+      event_feed_first_page: get('/v1/events?limit=100'),
+      event_feed_recent_page: get(`/v1/events?limit=100&after=${recent.data[0]!.id}`),
+      reconciliation_month: get(
+        `/v1/fleets/${m.fleets[0]!.id}/reconciliation?from=${encodeURIComponent(month.from)}&to=${encodeURIComponent(month.to)}`,
         2,
       ),
-    }
-
-    // Creates as bench:api makes them: a fresh Idempotency-Key each.
-    let counter = 0
-    const run = `${process.pid}-${Date.now()}`
-    const create = await http('POST /v1/prescriptions', {
+    },
+    create: {
       method: 'POST',
       path: '/v1/prescriptions',
       headers: { ...auth, 'content-type': 'application/json' },
@@ -141,32 +219,49 @@ export async function measureStore(store: StoreLocation, m: HistoryManifest, o: 
         temperature_profile: 'refrigerated',
       }),
       setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `history-${run}-${++counter}` } }),
-    })
+    },
+    publisher: forkPublisher(),
+    liveDeliveries: [],
+  }
+}
 
-    const ingest = await singles(service, api, m, o)
+/** One HTTP phase on one store: latency from the client, the service's CPU per request from /proc. */
+async function http(s: Session, name: string, request: LoadRequest, connections: number, o: MeasureOptions): Promise<HttpFigures> {
+  const cpu0 = cpuSeconds(s.service.child.pid!)
+  const figures = await drive({ url: s.service.baseUrl, connections, seconds: o.httpS, request })
+  const cpu1 = cpuSeconds(s.service.child.pid!)
+  const cpuMsPerReq = cpu0 === null || cpu1 === null || !figures.total ? null : round(((cpu1 - cpu0) * 1_000) / figures.total, 3)
+  o.log(
+    `${s.label} ${name}: ${figures.rps} rps, p50 ${figures.p50_ms} ms, p99 ${figures.p99_ms} ms, non-2xx ${figures.non2xx}, CPU ${cpuMsPerReq} ms/req`,
+  )
+  if (figures.non2xx || figures.errors) o.log(`${s.label} ${name}: ${figures.non2xx} non-2xx answers and ${figures.errors} errors`)
+  return {
+    p50_ms: figures.p50_ms,
+    p99_ms: figures.p99_ms,
+    rps: figures.rps,
+    n: figures.total,
+    errors: figures.errors + figures.non2xx,
+    cpu_ms_per_req: cpuMsPerReq,
+  }
+}
 
-    // A restart with the live deliveries still open: the cold start a deployment sees.
-    await service.stop()
-    const second = await start(store)
-    service = second.service
-    log(`restarted, ready in ${second.readyMs} ms`)
-    await endLiveDeliveries(apiClient(service.baseUrl), ingest.deliveries)
-    await service.stop()
-
-    const { readings, bytes, entityBytes } = await sizes(store)
-    return {
-      cold_start_ms: { first: first.readyMs, with_open_deliveries: second.readyMs },
-      ...reads,
-      creates: create,
-      ingest: ingest.figures,
-      readings_stored: readings,
-      readings_file_bytes: bytes.file,
-      readings_bytes_in_use: bytes.used,
-      bytes_per_reading: readings ? round(bytes.used / readings, 1) : null,
-      entity_store_bytes: entityBytes,
-    }
-  } finally {
-    if (service.child.exitCode === null) await service.stop()
+/** A restart with the live deliveries still open (the cold start a deployment sees), then their end, the stop and the sizes. */
+async function close(s: Session, o: MeasureOptions) {
+  await s.publisher.ask({ type: 'disconnect' }, 'disconnected').catch(() => undefined)
+  await s.service.stop()
+  const second = await start(s.location)
+  s.service = second.service
+  o.log(`${s.label}: restarted, ready in ${second.readyMs} ms`)
+  await endLiveDeliveries(apiClient(s.service.baseUrl), s.liveDeliveries)
+  await s.service.stop()
+  const { readings, bytes, entityBytes } = await sizes(s.location)
+  return {
+    cold_start_ms: { first: s.readyMs, with_open_deliveries: second.readyMs },
+    readings_stored: readings,
+    readings_file_bytes: bytes.file,
+    readings_bytes_in_use: bytes.used,
+    bytes_per_reading: readings ? round(bytes.used / readings, 1) : null,
+    entity_store_bytes: entityBytes,
   }
 }
 
@@ -183,12 +278,13 @@ async function sizes({ dataDir, postgres }: StoreLocation) {
   return { readings: await postgresReadings(postgres), bytes: { file: pg.readings, used: pg.readings }, entityBytes: pg.entities }
 }
 
-/** Service CPU per single reading: live totes with open cold-chain deliveries publishing paced singles over MQTT. */
-async function singles(service: ServiceProcess, api: ReturnType<typeof apiClient>, m: HistoryManifest, o: MeasureOptions) {
-  const deliveries: string[] = []
-  const pharmacyId = m.pharmacies[0]!
-  const fleet = m.fleets[0]!
-  for (const [i, tote] of m.live.entries()) {
+/** Opens a cold-chain delivery on each live tote and connects the totes (idle until a round publishes). */
+async function openLiveDeliveries(s: Session): Promise<void> {
+  const api = apiClient(s.service.baseUrl)
+  await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+  const pharmacyId = s.manifest.pharmacies[0]!
+  const fleet = s.manifest.fleets[0]!
+  for (const [i, tote] of s.manifest.live.entries()) {
     const rx = await api.post<{ delivery_id: string }>(
       '/v1/prescriptions',
       { patient_id: `pt_live_${i}`, pharmacy_id: pharmacyId, cold_chain: true, temperature_profile: 'refrigerated' },
@@ -196,39 +292,32 @@ async function singles(service: ServiceProcess, api: ReturnType<typeof apiClient
     )
     try {
       await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, { fleet_id: fleet.id, driver_id: fleet.driverIds[0], tote_id: tote.id })
-      deliveries.push(rx.delivery_id)
+      s.liveDeliveries.push(rx.delivery_id)
     } catch (error) {
       // A run that stopped half-way left this tote on an open delivery: its readings are bound to that one.
       if (!String(error).includes(' 409 ')) throw error
     }
   }
-  const { child, ask } = forkPublisher()
-  try {
-    const url = await mqttUrl(service.baseUrl)
-    const totes: ToteCredentials[] = m.live
-    const connected = await ask({ type: 'connect', url, totes, subscribeErrors: true, parallel: 50, wire: 'raw' }, 'connected')
-    if (connected.failed) throw new Error(`${connected.failed} live totes could not connect: ${connected.firstError}`)
-    await ask({ type: 'run', phase: { name: 'warmup', durationMs: 3_000, batch: 1, window: 4, rate: o.rate } }, 'result')
-    const cpu0 = cpuSeconds(service.child.pid!)
-    const { result } = await ask(
-      { type: 'run', phase: { name: 'singles', durationMs: o.ingestS * 1_000, batch: 1, window: 4, rate: o.rate } },
-      'result',
-    )
-    const cpu1 = cpuSeconds(service.child.pid!)
-    await ask({ type: 'disconnect' }, 'disconnected')
-    const usPerReading =
-      cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1)
-    const figures = {
-      ...pubackFigures(result),
-      service_cpu_us_per_reading: usPerReading,
-      rss_mb: rssMb(service.child.pid!),
-      totes: m.live.length,
-    }
-    o.log(`singles: ${JSON.stringify(figures)}`)
-    return { figures, deliveries }
-  } finally {
-    child.kill('SIGTERM')
-  }
+  const url = await mqttUrl(s.service.baseUrl)
+  const totes: ToteCredentials[] = s.manifest.live
+  const connected = await s.publisher.ask({ type: 'connect', url, totes, subscribeErrors: true, parallel: 50, wire: 'raw' }, 'connected')
+  if (connected.failed) throw new Error(`${connected.failed} live totes could not connect: ${connected.firstError}`)
+}
+
+/** One round of service CPU per single reading: the live totes publish paced singles over MQTT. */
+async function singles(s: Session, o: MeasureOptions) {
+  await s.publisher.ask({ type: 'run', phase: { name: 'warmup', durationMs: 3_000, batch: 1, window: 4, rate: o.rate } }, 'result')
+  const cpu0 = cpuSeconds(s.service.child.pid!)
+  const { result } = await s.publisher.ask(
+    { type: 'run', phase: { name: 'singles', durationMs: o.ingestS * 1_000, batch: 1, window: 4, rate: o.rate } },
+    'result',
+  )
+  const cpu1 = cpuSeconds(s.service.child.pid!)
+  const usPerReading =
+    cpu0 === null || cpu1 === null || !result.ackedReadings ? null : round(((cpu1 - cpu0) * 1e6) / result.ackedReadings, 1)
+  const figures = { ...pubackFigures(result), service_cpu_us_per_reading: usPerReading, rss_mb: rssMb(s.service.child.pid!) }
+  o.log(`${s.label} singles: ${JSON.stringify(figures)}`)
+  return figures
 }
 
 /** Ends the live deliveries (pickup, deliver), so a --skip-build run after this one starts from the same store. */
