@@ -64,6 +64,10 @@ if (!(scale > 0 && scale <= 1)) {
   process.stderr.write('bench:history: --scale must be in (0, 1]\n')
   process.exit(2)
 }
+if (!(Number.isInteger(Number(opt.rounds)) && Number(opt.rounds) >= 1)) {
+  process.stderr.write('bench:history: --rounds must be a whole number ≥ 1\n')
+  process.exit(2)
+}
 if ((opt['skip-build'] || opt['build-only']) && !opt['data-dir']) {
   process.stderr.write('bench:history: --skip-build and --build-only need --data-dir\n')
   process.exit(2)

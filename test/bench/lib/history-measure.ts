@@ -87,7 +87,8 @@ type Session = {
   readyMs: number
   reads: Record<ReadPhase, { request: LoadRequest; connections: number }>
   create: LoadRequest
-  publisher: ReturnType<typeof forkPublisher>
+  /** Forked when the readings phase begins, so its start-up is not measured with anything else. */
+  publisher: ReturnType<typeof forkPublisher> | null
   liveDeliveries: string[]
 }
 
@@ -103,7 +104,10 @@ type ReadPhase = (typeof READ_PHASES)[number]
 
 type HttpFigures = { p50_ms: number; p99_ms: number; rps: number; n: number; errors: number; cpu_ms_per_req: number | null }
 
-/** The median of a phase's rounds, figure by figure, with each figure's rounds beside it. */
+// Counted, not measured: a round's errors must show in the figure, so these add up over the rounds.
+const SUMMED = new Set(['n', 'errors', 'behind'])
+
+/** A phase's rounds as one figure each: the median of its rounds (counts summed), with each round's beside it. */
 type Median<T> = T & { rounds: { [K in keyof T]: T[K][] } }
 
 function medianOfRounds<T extends object>(rounds: T[]): Median<T> {
@@ -114,8 +118,9 @@ function medianOfRounds<T extends object>(rounds: T[]): Median<T> {
     each[key] = values
     const numbers = values.filter((v): v is number => typeof v === 'number').sort((a, b) => a - b)
     const half = Math.floor(numbers.length / 2)
-    median[key] =
-      numbers.length === 0 ? (values[0] ?? null) : round(numbers.length % 2 ? numbers[half]! : (numbers[half - 1]! + numbers[half]!) / 2, 3)
+    if (numbers.length === 0) median[key] = values[0] ?? null
+    else if (SUMMED.has(key)) median[key] = numbers.reduce((a, b) => a + b, 0)
+    else median[key] = round(numbers.length % 2 ? numbers[half]! : (numbers[half - 1]! + numbers[half]!) / 2, 3)
   }
   return { ...median, rounds: each } as Median<T>
 }
@@ -134,14 +139,17 @@ export async function measureStores(
 ) {
   const sessions: Session[] = []
   try {
-    // Each cold start is the first thing measured on its store.
+    // Each cold start is the first thing measured on its store (the history's with the empty store's service idle beside it).
     sessions.push(await open('empty', empty.location, empty.manifest, o))
     sessions.push(await open('history', history.location, history.manifest, o))
     const [onEmpty, onHistory] = sessions as [Session, Session]
+    // Which store goes first alternates turn by turn, across phases too: with an odd number of
+    // rounds, neither goes first in more of them overall.
+    let turn = 0
     const inTurn = async <T>(measure: (s: Session) => Promise<T>) => {
       const rounds = new Map<Session, T[]>(sessions.map((s) => [s, []]))
-      for (let round = 0; round < o.rounds; round++) {
-        for (const s of round % 2 === 0 ? [onEmpty, onHistory] : [onHistory, onEmpty]) rounds.get(s)!.push(await measure(s))
+      for (let i = 0; i < o.rounds; i++) {
+        for (const s of turn++ % 2 === 0 ? [onEmpty, onHistory] : [onHistory, onEmpty]) rounds.get(s)!.push(await measure(s))
       }
       return rounds
     }
@@ -152,10 +160,12 @@ export async function measureStores(
     for (const s of sessions) await openLiveDeliveries(s)
     const ingest = await inTurn((s) => singles(s, o))
 
+    // Both stop before either restarts: each restart (the cold start with open deliveries) runs alone.
+    for (const s of sessions) await stop(s)
     const results = []
     for (const s of sessions) {
       results.push({
-        ...(await close(s, o)),
+        ...(await restartAndClose(s, o)),
         ...(Object.fromEntries(READ_PHASES.map((phase) => [phase, medianOfRounds(reads[phase].get(s)!)])) as Record<
           ReadPhase,
           Median<HttpFigures>
@@ -166,62 +176,71 @@ export async function measureStores(
     }
     return { empty: results[0]!, history: results[1]! }
   } finally {
-    for (const s of sessions) {
-      s.publisher.child.kill('SIGTERM')
-      if (s.service.child.exitCode === null) await s.service.stop()
-    }
+    await Promise.allSettled(sessions.map((s) => stop(s)))
   }
 }
 
-/** Starts a store's service (its cold start) and prepares what its phases ask for. */
+/** Stops a session's publisher and service, whichever are still running. */
+async function stop(s: Session): Promise<void> {
+  s.publisher?.child.kill('SIGTERM')
+  if (s.service.child.exitCode === null) await s.service.stop()
+}
+
+/** Starts a store's service (its cold start) and prepares what its phases ask for; stops the service if that fails. */
 async function open(label: string, location: StoreLocation, m: HistoryManifest, o: MeasureOptions): Promise<Session> {
   const { service, readyMs } = await start(location)
   o.log(`${label}: service ready in ${readyMs} ms`)
-  const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
-  const auth = { authorization: `Bearer ${token}` }
-  const get = (path: string, connections = o.connections) => ({
-    request: { method: 'GET', path, headers: auth } as LoadRequest,
-    connections,
-  })
-  const api = apiClient(service.baseUrl)
-  await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
-  // What a pharmacist, an integration and a fleet's accountant read all day.
-  const recent = await api.get<{ data: { id: string }[] }>(`/v1/events?delivery_id=${m.trace!.deliveryId}`)
-  const month = { from: new Date(m.nowMs - 30 * DAY_MS).toISOString(), to: new Date(m.nowMs).toISOString() }
-  // Creates as bench:api makes them: a fresh Idempotency-Key each.
-  let counter = 0
-  const run = `${process.pid}-${Date.now()}`
-  return {
-    label,
-    location,
-    manifest: m,
-    service,
-    readyMs,
-    reads: {
-      trace_24h: get(`/v1/deliveries/${m.trace!.deliveryId}/temperature`),
-      attention_queue: get('/v1/deliveries?order=attention&limit=50'),
-      attention_queue_pharmacy: get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`),
-      event_feed_first_page: get('/v1/events?limit=100'),
-      event_feed_recent_page: get(`/v1/events?limit=100&after=${recent.data[0]!.id}`),
-      reconciliation_month: get(
-        `/v1/fleets/${m.fleets[0]!.id}/reconciliation?from=${encodeURIComponent(month.from)}&to=${encodeURIComponent(month.to)}`,
-        2,
-      ),
-    },
-    create: {
-      method: 'POST',
-      path: '/v1/prescriptions',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        patient_id: 'pt_bench_000042',
-        cold_chain: true,
-        pharmacy_id: m.pharmacies[1],
-        temperature_profile: 'refrigerated',
-      }),
-      setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `history-${run}-${++counter}` } }),
-    },
-    publisher: forkPublisher(),
-    liveDeliveries: [],
+  try {
+    const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
+    const auth = { authorization: `Bearer ${token}` }
+    const get = (path: string, connections = o.connections) => ({
+      request: { method: 'GET', path, headers: auth } as LoadRequest,
+      connections,
+    })
+    const api = apiClient(service.baseUrl)
+    await api.login(BENCH_ADMIN.id, BENCH_ADMIN.secret)
+    // What a pharmacist, an integration and a fleet's accountant read all day.
+    const recent = await api.get<{ data: { id: string }[] }>(`/v1/events?delivery_id=${m.trace!.deliveryId}`)
+    if (!recent.data[0]) throw new Error(`${label}: the measured delivery has no events`)
+    const month = { from: new Date(m.nowMs - 30 * DAY_MS).toISOString(), to: new Date(m.nowMs).toISOString() }
+    // Creates as bench:api makes them: a fresh Idempotency-Key each.
+    let counter = 0
+    const run = `${process.pid}-${Date.now()}`
+    return {
+      label,
+      location,
+      manifest: m,
+      service,
+      readyMs,
+      reads: {
+        trace_24h: get(`/v1/deliveries/${m.trace!.deliveryId}/temperature`),
+        attention_queue: get('/v1/deliveries?order=attention&limit=50'),
+        attention_queue_pharmacy: get(`/v1/deliveries?order=attention&limit=50&pharmacy_id=${m.pharmacies[1]}`),
+        event_feed_first_page: get('/v1/events?limit=100'),
+        event_feed_recent_page: get(`/v1/events?limit=100&after=${recent.data[0].id}`),
+        reconciliation_month: get(
+          `/v1/fleets/${m.fleets[0]!.id}/reconciliation?from=${encodeURIComponent(month.from)}&to=${encodeURIComponent(month.to)}`,
+          2,
+        ),
+      },
+      create: {
+        method: 'POST',
+        path: '/v1/prescriptions',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          patient_id: 'pt_bench_000042',
+          cold_chain: true,
+          pharmacy_id: m.pharmacies[1],
+          temperature_profile: 'refrigerated',
+        }),
+        setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `history-${run}-${++counter}` } }),
+      },
+      publisher: null,
+      liveDeliveries: [],
+    }
+  } catch (error) {
+    await service.stop()
+    throw error
   }
 }
 
@@ -246,9 +265,7 @@ async function http(s: Session, name: string, request: LoadRequest, connections:
 }
 
 /** A restart with the live deliveries still open (the cold start a deployment sees), then their end, the stop and the sizes. */
-async function close(s: Session, o: MeasureOptions) {
-  await s.publisher.ask({ type: 'disconnect' }, 'disconnected').catch(() => undefined)
-  await s.service.stop()
+async function restartAndClose(s: Session, o: MeasureOptions) {
   const second = await start(s.location)
   s.service = second.service
   o.log(`${s.label}: restarted, ready in ${second.readyMs} ms`)
@@ -300,15 +317,17 @@ async function openLiveDeliveries(s: Session): Promise<void> {
   }
   const url = await mqttUrl(s.service.baseUrl)
   const totes: ToteCredentials[] = s.manifest.live
+  s.publisher = forkPublisher()
   const connected = await s.publisher.ask({ type: 'connect', url, totes, subscribeErrors: true, parallel: 50, wire: 'raw' }, 'connected')
   if (connected.failed) throw new Error(`${connected.failed} live totes could not connect: ${connected.firstError}`)
 }
 
 /** One round of service CPU per single reading: the live totes publish paced singles over MQTT. */
 async function singles(s: Session, o: MeasureOptions) {
-  await s.publisher.ask({ type: 'run', phase: { name: 'warmup', durationMs: 3_000, batch: 1, window: 4, rate: o.rate } }, 'result')
+  const publisher = s.publisher!
+  await publisher.ask({ type: 'run', phase: { name: 'warmup', durationMs: 3_000, batch: 1, window: 4, rate: o.rate } }, 'result')
   const cpu0 = cpuSeconds(s.service.child.pid!)
-  const { result } = await s.publisher.ask(
+  const { result } = await publisher.ask(
     { type: 'run', phase: { name: 'singles', durationMs: o.ingestS * 1_000, batch: 1, window: 4, rate: o.rate } },
     'result',
   )
