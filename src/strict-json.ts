@@ -2,10 +2,11 @@
  * JSON from outside (API request bodies, tote payloads) is refused, never repaired: bytes that
  * are not UTF-8 are not replaced by U+FFFD, a document nested deeper than we ever need is not
  * parsed, a member name that means something to JavaScript objects is not silently dropped, and
- * a string escaping half of a surrogate pair (`"\ud800"`) is not stored as U+FFFD.
+ * a string holding half of a surrogate pair or U+0000 (only a `\u` escape can make either) is
+ * neither stored as U+FFFD nor handed to PostgreSQL, which refuses NUL.
  * One pass over the text bounds the depth before `JSON.parse` sees it; one walk of the parsed
  * value (at most MAX_JSON_DEPTH deep, so the recursion is bounded) looks for reserved names, and
- * another for lone surrogates when the text escapes a surrogate at all.
+ * another for lone surrogates and NUL when the text escapes one at all.
  */
 
 /**
@@ -29,7 +30,8 @@ export type JsonRefusal =
   | { ok: false; problem: 'too_deep'; message: string }
   /** `pointer` is an RFC 6901 JSON pointer to the member. */
   | { ok: false; problem: 'reserved_member'; message: string; pointer: string }
-  | { ok: false; problem: 'lone_surrogate'; message: string; pointer: string }
+  /** A lone surrogate or U+0000 in a string or member name. */
+  | { ok: false; problem: 'unstorable_text'; message: string; pointer: string }
 
 export type StrictJson = { ok: true; value: unknown; text: string } | JsonRefusal
 
@@ -69,42 +71,41 @@ function parseStrictJsonText(text: string): StrictJson {
   if (path !== null) {
     return { ok: false, problem: 'reserved_member', message: `"${path.at(-1)}" is a reserved member name`, pointer: toPointer(path) }
   }
-  // Valid UTF-8 text holds no lone surrogate of its own; only a `\uD800`–`\uDFFF` escape makes one.
-  const lonely = SURROGATE_ESCAPE.test(text) ? loneSurrogatePath(value) : null
-  if (lonely !== null) {
-    const what = lonely.name ? 'member name' : 'string'
-    return {
-      ok: false,
-      problem: 'lone_surrogate',
-      message: `${what} escapes half of a surrogate pair, which is not Unicode text`,
-      pointer: toPointer(lonely.path),
-    }
+  // Valid UTF-8 text holds no lone surrogate or NUL of its own; only a `\uD800`–`\uDFFF` or `\u0000` escape makes one.
+  const unstorable = UNSTORABLE_ESCAPE.test(text) ? unstorableTextPath(value) : null
+  if (unstorable !== null) {
+    const what = unstorable.name ? 'holds a member name that' : 'string'
+    const why = unstorable.nul
+      ? 'holds U+0000 (NUL), which no text of ours holds'
+      : 'escapes half of a surrogate pair, which is not Unicode text'
+    return { ok: false, problem: 'unstorable_text', message: `${what} ${why}`, pointer: toPointer(unstorable.path) }
   }
   return { ok: true, value, text }
 }
 
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
-// A high surrogate not followed by a low one, or a low one not after a high one.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const UNSTORABLE_ESCAPE = /\\u(?:[dD][89a-fA-F]|0000)/
+// NUL; a high surrogate not followed by a low one, or a low one not after a high one.
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
- * The first string or member name holding a lone surrogate (`name`: the member's name itself),
- * or null. UTF-8 cannot encode one: stored, it would come back as U+FFFD, and RFC 8785 refuses
- * to canonicalize it for a hash. `value` must be at most MAX_JSON_DEPTH deep.
+ * The first string or member name that no store keeps as sent, or null: a lone surrogate (UTF-8
+ * cannot encode one, so it would come back as U+FFFD, and RFC 8785 refuses to canonicalize it for
+ * a hash) or U+0000 (PostgreSQL refuses it in text). For a member name the path is its object's:
+ * the answer does not echo the name. `value` must be at most MAX_JSON_DEPTH deep.
  */
-function loneSurrogatePath(value: unknown): { path: (string | number)[]; name: boolean } | null {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? { path: [], name: false } : null
+function unstorableTextPath(value: unknown): { path: (string | number)[]; name: boolean; nul: boolean } | null {
+  if (typeof value === 'string') return UNSTORABLE.test(value) ? { path: [], name: false, nul: value.includes('\u0000') } : null
   if (value === null || typeof value !== 'object') return null
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const inner = loneSurrogatePath(value[i])
+      const inner = unstorableTextPath(value[i])
       if (inner !== null) return { ...inner, path: [i, ...inner.path] }
     }
     return null
   }
   for (const key of Object.keys(value)) {
-    if (LONE_SURROGATE.test(key)) return { path: [key], name: true }
-    const inner = loneSurrogatePath((value as Record<string, unknown>)[key])
+    if (UNSTORABLE.test(key)) return { path: [], name: true, nul: key.includes('\u0000') }
+    const inner = unstorableTextPath((value as Record<string, unknown>)[key])
     if (inner !== null) return { ...inner, path: [key, ...inner.path] }
   }
   return null

@@ -18,6 +18,7 @@ import { bodyGuard, bodySizeLimit } from './middleware/body-guard.js'
 import { crashAfterHandler } from './middleware/crash-after-handler.js'
 import { idempotency } from './middleware/idempotency.js'
 import { noStore } from './middleware/no-store.js'
+import { formNulGuard, nulGuard } from './middleware/nul-guard.js'
 import { queryGuard } from './middleware/query-guard.js'
 import { oauthThrottle } from './middleware/oauth-throttle.js'
 import { rateLimit } from './middleware/rate-limit.js'
@@ -71,7 +72,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   // and everything else under them is a tenant's data: nothing here may be kept by a cache.
   app.use('/v1/*', noStore())
   app.use('/oauth/*', noStore({ pragma: true })) // RFC 6749 §5.1
+  app.use('*', nulGuard())
   app.use('/oauth/*', bodySizeLimit()) // the 256 KiB body limit holds for the OAuth forms too
+  app.use('/oauth/*', formNulGuard())
   // docs/security.md, Resource limits: what anyone may call without a token is throttled per caller address.
   app.use(
     '/oauth/*',

@@ -32,13 +32,13 @@ export function parseReadings(payload: Buffer, nowMs: number): ParseResult {
   if (payload.length > MAX_PAYLOAD_BYTES) {
     return reject('payload_too_large', `payload is ${payload.length} bytes; the limit is ${MAX_PAYLOAD_BYTES}`)
   }
-  // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member, a lone surrogate.
+  // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member, a lone surrogate or NUL.
   const parsed = parseStrictJson(payload)
   if (!parsed.ok) {
     const what =
       parsed.problem === 'reserved_member'
         ? `member ${parsed.pointer} has a reserved name`
-        : parsed.problem === 'lone_surrogate'
+        : parsed.problem === 'unstorable_text' && parsed.pointer
           ? `${parsed.pointer}: ${parsed.message}`
           : parsed.message
     return reject('invalid_json', `payload ${what}`)

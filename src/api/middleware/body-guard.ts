@@ -106,7 +106,7 @@ function parseJsonBody(): MiddlewareHandler<AppEnv> {
     if (bytes === undefined || bytes.length === 0 || !json.test((c.req.header('content-type') ?? '').split(';')[0]!.trim())) return next()
     const parsed = parseStrictJson(bytes)
     if (!parsed.ok) {
-      if (parsed.problem === 'reserved_member' || parsed.problem === 'lone_surrogate')
+      if (parsed.problem === 'reserved_member' || parsed.problem === 'unstorable_text')
         throw validationFailed([{ pointer: parsed.pointer, message: parsed.message }])
       const detail =
         parsed.problem === 'too_deep'

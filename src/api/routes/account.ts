@@ -6,6 +6,7 @@ import { passwordProblem } from '../../auth/password-policy.js'
 import type { People } from '../../auth/people.js'
 import type { AppEnv } from '../env.js'
 import { bodySizeLimit } from '../middleware/body-guard.js'
+import { formNulGuard } from '../middleware/nul-guard.js'
 
 /**
  * The single-use password-setup link a new user receives (72 h). The link's token is its own
@@ -13,7 +14,7 @@ import { bodySizeLimit } from '../middleware/body-guard.js'
  */
 export function accountRoutes({ people }: { people: People }) {
   const app = new OpenAPIHono<AppEnv>()
-  app.use('/account/*', bodySizeLimit())
+  app.use('/account/*', bodySizeLimit(), formNulGuard())
 
   const form = (c: Parameters<typeof page>[0], token: string, name: string, error?: string) =>
     page(
