@@ -136,12 +136,15 @@ async function main() {
         trace_24h_p99_within_1_2x_and_under_100_ms: {
           ratio: traceRatio,
           p99_ms: onHistory.trace_24h.p99_ms,
-          met: traceRatio === null ? null : traceRatio <= TARGET.traceRatio && onHistory.trace_24h.p99_ms < TARGET.traceP99Ms,
+          met: traceRatio === null ? null : traceRatio <= TARGET.traceRatio && onHistory.trace_24h.p99_ms! < TARGET.traceP99Ms,
         },
         attention_queue_p99_under_50_ms: {
           p99_ms: onHistory.attention_queue.p99_ms,
           pharmacy_p99_ms: onHistory.attention_queue_pharmacy.p99_ms,
-          met: Math.max(onHistory.attention_queue.p99_ms, onHistory.attention_queue_pharmacy.p99_ms) < TARGET.attentionP99Ms,
+          met:
+            onHistory.attention_queue.p99_ms === null || onHistory.attention_queue_pharmacy.p99_ms === null
+              ? false
+              : Math.max(onHistory.attention_queue.p99_ms, onHistory.attention_queue_pharmacy.p99_ms) < TARGET.attentionP99Ms,
         },
         cold_start_under_10_s: { ms: coldStart, met: coldStart < TARGET.coldStartMs },
         creates_cpu_within_1_1x: { ratio: createsRatio, met: createsRatio === null ? null : createsRatio <= TARGET.createsCpu },

@@ -102,7 +102,8 @@ const READ_PHASES = [
 ] as const
 type ReadPhase = (typeof READ_PHASES)[number]
 
-type HttpFigures = { p50_ms: number; p99_ms: number; rps: number; n: number; errors: number; cpu_ms_per_req: number | null }
+// Latencies are null for a round in which no request completed (a median of them would read 0 ms).
+type HttpFigures = { p50_ms: number | null; p99_ms: number | null; rps: number; n: number; errors: number; cpu_ms_per_req: number | null }
 
 // Counted, not measured: a round's errors must show in the figure, so these add up over the rounds.
 const SUMMED = new Set(['n', 'errors', 'behind'])
@@ -255,8 +256,8 @@ async function http(s: Session, name: string, request: LoadRequest, connections:
   )
   if (figures.non2xx || figures.errors) o.log(`${s.label} ${name}: ${figures.non2xx} non-2xx answers and ${figures.errors} errors`)
   return {
-    p50_ms: figures.p50_ms,
-    p99_ms: figures.p99_ms,
+    p50_ms: figures.total ? figures.p50_ms : null,
+    p99_ms: figures.total ? figures.p99_ms : null,
     rps: figures.rps,
     n: figures.total,
     errors: figures.errors + figures.non2xx,
