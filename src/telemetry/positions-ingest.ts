@@ -2,6 +2,7 @@ import { PayloadRefusedError } from '../../broker/errors.js'
 import type { Clock } from '../clock.js'
 import { MAX_POSITIONS_PER_BATCH, positionProblems, type Position } from '../domain/eta.js'
 import { AppError } from '../errors.js'
+import { parseStrictJson } from '../strict-json.js'
 import type { DriverPositionService } from '../services/driver-positions.js'
 
 /**
@@ -31,12 +32,14 @@ export function positionsIngest({ positions, clock }: { positions: DriverPositio
 
 /** The positions of an MQTT payload, or a `PayloadRefusedError` saying what is wrong with it. */
 function parsePositions(payload: Buffer, nowMs: number): Position[] {
-  let value: unknown
-  try {
-    value = JSON.parse(payload.toString('utf8'))
-  } catch {
-    throw new PayloadRefusedError('invalid_json', 'the payload is not JSON')
+  // Refused, not repaired, as a tote's payload is: invalid UTF-8, nesting deeper than 32, a
+  // `__proto__`-like member, a lone surrogate or NUL (src/strict-json.ts).
+  const parsed = parseStrictJson(payload)
+  if (!parsed.ok) {
+    const where = 'pointer' in parsed && parsed.pointer ? `${parsed.pointer}: ` : ''
+    throw new PayloadRefusedError('invalid_json', `the payload ${where}${parsed.message}`)
   }
+  const value = parsed.value
   const batch = Array.isArray(value) ? value : [value]
   if (batch.length === 0) throw new PayloadRefusedError('invalid_position', 'an empty array holds no position')
   if (batch.length > MAX_POSITIONS_PER_BATCH)

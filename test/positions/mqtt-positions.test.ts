@@ -59,8 +59,12 @@ describe("a driver's positions over MQTT", () => {
     await client.publishAsync(topic(fleet.driverId), JSON.stringify([position(5_900, -2 * SECOND), position(5_800, -SECOND)]), { qos: 1 })
     expect((await api.get(`/v1/deliveries/${deliveryId}/locations`, world.admin)).body.data).toHaveLength(3)
 
-    const bad: [string, string][] = [
+    const bad: [string | Buffer, string][] = [
       ['not json', 'invalid_json'],
+      // Refused as a tote's payload is: not UTF-8, nested deeper than 32, a NUL.
+      [Buffer.concat([Buffer.from('{"note":"'), Buffer.from([0xff]), Buffer.from('"}')]), 'invalid_json'],
+      [`${'['.repeat(40)}${']'.repeat(40)}`, 'invalid_json'],
+      [`{"lat":1,"lon":1,"at":"x","note":"\\u0000"}`, 'invalid_json'],
       [JSON.stringify({ ...position(1_000), lat: 123 }), 'invalid_position'],
       [JSON.stringify(position(1_000, 5 * MINUTE)), 'position_in_future'],
       [JSON.stringify(Array.from({ length: 101 }, () => position(1_000))), 'too_many_positions'],
@@ -68,7 +72,12 @@ describe("a driver's positions over MQTT", () => {
     for (const [payload] of bad) await client.publishAsync(topic(fleet.driverId), payload, { qos: 1 })
     await waitFor(() => errors.length === bad.length, 5_000, 'the refusals')
     expect(errors.map((e) => e.error)).toEqual(bad.map(([, code]) => code))
-    expect(errors[1]!.reason).toContain('/lat must be a number from -90 to 90')
+    expect(errors.slice(1, 4).map((e) => e.reason)).toEqual([
+      expect.stringMatching(/UTF-8/),
+      expect.stringMatching(/deeper than 32/),
+      expect.stringMatching(/\/note: .*U\+0000/),
+    ])
+    expect(errors[4]!.reason).toContain('/lat must be a number from -90 to 90')
     expect((await api.get(`/v1/deliveries/${deliveryId}/locations`, world.admin)).body.data).toHaveLength(3)
     expect(client.connected).toBe(true) // a refused payload leaves the connection open
   })
