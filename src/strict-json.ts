@@ -71,7 +71,8 @@ function parseStrictJsonText(text: string): StrictJson {
   if (path !== null) {
     return { ok: false, problem: 'reserved_member', message: `"${path.at(-1)}" is a reserved member name`, pointer: toPointer(path) }
   }
-  // Valid UTF-8 text holds no lone surrogate or NUL of its own; only a `\uD800`–`\uDFFF` or `\u0000` escape makes one.
+  // JSON text holds a lone surrogate (valid UTF-8 has none) or a NUL (a control character must be
+  // escaped) only as a `\uD800`–`\uDFFF` or `\u0000` escape: without one, there is nothing to walk.
   const unstorable = UNSTORABLE_ESCAPE.test(text) ? unstorableTextPath(value) : null
   if (unstorable !== null) {
     const what = unstorable.name ? 'holds a member name that' : 'string'

@@ -14,7 +14,7 @@ import type { AppEnv } from '../env.js'
 const ENCODED_NUL = /%00/
 const MESSAGE = 'holds U+0000 (NUL), which no id, token or text of ours holds'
 
-/** Refuses a path, query or Basic credentials with a NUL in them; mounted first, for every route. */
+/** Refuses a path, query or Basic credentials with a NUL in them; mounted for every route, before their own middleware. */
 export function nulGuard(): MiddlewareHandler<AppEnv> {
   return async function nulGuardMiddleware(c, next) {
     const pointer = nulInUrl(c.req.url) ?? nulInBasicCredentials(c.req.header('authorization'))
