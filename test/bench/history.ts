@@ -17,7 +17,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseBenchArgs } from './lib/args.js'
 import { buildHistory, readManifest } from './lib/history-build.js'
-import { measureStores } from './lib/history-measure.js'
+import { measureStores, READ_PHASES } from './lib/history-measure.js'
 import { dropSchema, type PostgresTarget } from './lib/history-postgres.js'
 import { round } from './lib/ingest-stats.js'
 
@@ -162,17 +162,7 @@ async function main() {
       },
       // Service CPU per request, history ÷ empty: the figure that stays meaningful when other work shares the machine.
       cpu_ratios: Object.fromEntries(
-        (
-          [
-            'trace_24h',
-            'attention_queue',
-            'attention_queue_pharmacy',
-            'event_feed_first_page',
-            'event_feed_recent_page',
-            'reconciliation_month',
-            'creates',
-          ] as const
-        ).map((k) => [k, ratio(onHistory[k].cpu_ms_per_req, onEmpty[k].cpu_ms_per_req)]),
+        [...READ_PHASES, 'creates' as const].map((k) => [k, ratio(onHistory[k].cpu_ms_per_req, onEmpty[k].cpu_ms_per_req)]),
       ),
       history: onHistory,
       empty: onEmpty,

@@ -92,7 +92,8 @@ type Session = {
   liveDeliveries: string[]
 }
 
-const READ_PHASES = [
+/** The HTTP reads measured on both stores, in this order. */
+export const READ_PHASES = [
   'trace_24h',
   'attention_queue',
   'attention_queue_pharmacy',
