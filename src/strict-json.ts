@@ -48,6 +48,13 @@ function decodeUtf8(bytes: Uint8Array): string | null {
   }
 }
 
+/** A refusal as a reason's text (a tote's or a driver's errors topic): where, if anywhere, then what. */
+export function refusalText(refusal: JsonRefusal): string {
+  if (refusal.problem === 'reserved_member') return `member ${refusal.pointer} has a reserved name`
+  if (refusal.problem === 'unstorable_text' && refusal.pointer) return `${refusal.pointer}: ${refusal.message}`
+  return refusal.message
+}
+
 /** Decodes, bounds, parses and checks a JSON document; the first problem found is the answer. */
 export function parseStrictJson(bytes: Uint8Array): StrictJson {
   const text = decodeUtf8(bytes)
@@ -67,19 +74,26 @@ function parseStrictJsonText(text: string): StrictJson {
     // V8's message quotes the input; the caller's own bytes are not echoed into answers and logs.
     return { ok: false, problem: 'invalid_json', message: 'is not valid JSON' }
   }
-  const path = reservedMemberPath(value)
-  if (path !== null) {
-    return { ok: false, problem: 'reserved_member', message: `"${path.at(-1)}" is a reserved member name`, pointer: toPointer(path) }
+  const reserved = firstRefused(value, (name) => RESERVED_MEMBER_NAMES.has(name))
+  if (reserved !== null) {
+    return {
+      ok: false,
+      problem: 'reserved_member',
+      message: `"${reserved.text}" is a reserved member name`,
+      pointer: toPointer(reserved.path),
+    }
   }
   // JSON text holds a lone surrogate (valid UTF-8 has none) or a NUL (a control character must be
   // escaped) only as a `\uD800`–`\uDFFF` or `\u0000` escape: without one, there is nothing to walk.
-  const unstorable = UNSTORABLE_ESCAPE.test(text) ? unstorableTextPath(value) : null
+  const unstorable = UNSTORABLE_ESCAPE.test(text) ? firstRefused(value, isUnstorable, isUnstorable) : null
   if (unstorable !== null) {
     const what = unstorable.name ? 'holds a member name that' : 'string'
-    const why = unstorable.nul
+    const why = unstorable.text.includes('\u0000')
       ? 'holds U+0000 (NUL), which no text of ours holds'
       : 'escapes half of a surrogate pair, which is not Unicode text'
-    return { ok: false, problem: 'unstorable_text', message: `${what} ${why}`, pointer: toPointer(unstorable.path) }
+    // A member name is pointed at through its object: the answer does not echo it.
+    const path = unstorable.name ? unstorable.path.slice(0, -1) : unstorable.path
+    return { ok: false, problem: 'unstorable_text', message: `${what} ${why}`, pointer: toPointer(path) }
   }
   return { ok: true, value, text }
 }
@@ -89,28 +103,11 @@ const UNSTORABLE_ESCAPE = /\\u(?:[dD][89a-fA-F]|0000)/
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
- * The first string or member name that no store keeps as sent, or null: a lone surrogate (UTF-8
- * cannot encode one, so it would come back as U+FFFD, and RFC 8785 refuses to canonicalize it for
- * a hash) or U+0000 (PostgreSQL refuses it in text). For a member name the path is its object's:
- * the answer does not echo the name. `value` must be at most MAX_JSON_DEPTH deep.
+ * Whether a string or member name is one no store keeps as sent: a lone surrogate (UTF-8 cannot
+ * encode one, so it would come back as U+FFFD, and RFC 8785 refuses to canonicalize it for a
+ * hash) or U+0000 (PostgreSQL refuses it in text).
  */
-function unstorableTextPath(value: unknown): { path: (string | number)[]; name: boolean; nul: boolean } | null {
-  if (typeof value === 'string') return UNSTORABLE.test(value) ? { path: [], name: false, nul: value.includes('\u0000') } : null
-  if (value === null || typeof value !== 'object') return null
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const inner = unstorableTextPath(value[i])
-      if (inner !== null) return { ...inner, path: [i, ...inner.path] }
-    }
-    return null
-  }
-  for (const key of Object.keys(value)) {
-    if (UNSTORABLE.test(key)) return { path: [], name: true, nul: key.includes('\u0000') }
-    const inner = unstorableTextPath((value as Record<string, unknown>)[key])
-    if (inner !== null) return { ...inner, path: [key, ...inner.path] }
-  }
-  return null
-}
+const isUnstorable = (text: string) => UNSTORABLE.test(text)
 
 /**
  * Whether brackets and braces nest deeper than `max`, counted outside strings. Linear, no
@@ -141,21 +138,30 @@ function nestsDeeperThan(text: string, max: number): boolean {
   return false
 }
 
-/** The path to the first reserved member name, or null. `value` must be at most MAX_JSON_DEPTH deep. */
-function reservedMemberPath(value: unknown): (string | number)[] | null {
+/**
+ * The first member name (or, with `refusedString`, string) of `value` in document order that is
+ * refused, with its path (a member name's path ends with the name), or null. `value` must be at
+ * most MAX_JSON_DEPTH deep, which bounds the recursion.
+ */
+function firstRefused(
+  value: unknown,
+  refusedName: (name: string) => boolean,
+  refusedString?: (text: string) => boolean,
+): { path: (string | number)[]; text: string; name: boolean } | null {
+  if (typeof value === 'string') return refusedString?.(value) ? { path: [], text: value, name: false } : null
   if (value === null || typeof value !== 'object') return null
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const inner = reservedMemberPath(value[i])
-      if (inner !== null) return [i, ...inner]
+      const inner = firstRefused(value[i], refusedName, refusedString)
+      if (inner !== null) return { ...inner, path: [i, ...inner.path] }
     }
     return null
   }
   // JSON.parse makes every member an own, enumerable property, `__proto__` included.
   for (const key of Object.keys(value)) {
-    if (RESERVED_MEMBER_NAMES.has(key)) return [key]
-    const inner = reservedMemberPath((value as Record<string, unknown>)[key])
-    if (inner !== null) return [key, ...inner]
+    if (refusedName(key)) return { path: [key], text: key, name: true }
+    const inner = firstRefused((value as Record<string, unknown>)[key], refusedName, refusedString)
+    if (inner !== null) return { ...inner, path: [key, ...inner.path] }
   }
   return null
 }

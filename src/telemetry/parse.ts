@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { parseStrictJson } from '../strict-json.js'
+import { parseStrictJson, refusalText } from '../strict-json.js'
 import { checkReading, MAX_BATCH, prefixed, reject, type ParsedReading, type ParseResult } from './parse-limits.js'
 import { parseSenmlPack, looksLikeSenml } from './parse-senml.js'
 import { parseRfc3339 } from './parse-time.js'
@@ -34,15 +34,7 @@ export function parseReadings(payload: Buffer, nowMs: number): ParseResult {
   }
   // Refused, not repaired: invalid UTF-8, nesting deeper than 32, a `__proto__`-like member, a lone surrogate or NUL.
   const parsed = parseStrictJson(payload)
-  if (!parsed.ok) {
-    const what =
-      parsed.problem === 'reserved_member'
-        ? `member ${parsed.pointer} has a reserved name`
-        : parsed.problem === 'unstorable_text' && parsed.pointer
-          ? `${parsed.pointer}: ${parsed.message}`
-          : parsed.message
-    return reject('invalid_json', `payload ${what}`)
-  }
+  if (!parsed.ok) return reject('invalid_json', `payload ${refusalText(parsed)}`)
   const json = parsed.value
   if (Array.isArray(json)) {
     if (json.length === 0) return reject('empty_batch', 'payload is an empty array; send at least one reading')

@@ -2,7 +2,7 @@ import { PayloadRefusedError } from '../../broker/errors.js'
 import type { Clock } from '../clock.js'
 import { MAX_POSITIONS_PER_BATCH, positionProblems, type Position } from '../domain/eta.js'
 import { AppError } from '../errors.js'
-import { parseStrictJson } from '../strict-json.js'
+import { parseStrictJson, refusalText } from '../strict-json.js'
 import type { DriverPositionService } from '../services/driver-positions.js'
 
 /**
@@ -35,10 +35,7 @@ function parsePositions(payload: Buffer, nowMs: number): Position[] {
   // Refused, not repaired, as a tote's payload is: invalid UTF-8, nesting deeper than 32, a
   // `__proto__`-like member, a lone surrogate or NUL (src/strict-json.ts).
   const parsed = parseStrictJson(payload)
-  if (!parsed.ok) {
-    const where = 'pointer' in parsed && parsed.pointer ? `${parsed.pointer}: ` : ''
-    throw new PayloadRefusedError('invalid_json', `the payload ${where}${parsed.message}`)
-  }
+  if (!parsed.ok) throw new PayloadRefusedError('invalid_json', `the payload ${refusalText(parsed)}`)
   const value = parsed.value
   const batch = Array.isArray(value) ? value : [value]
   if (batch.length === 0) throw new PayloadRefusedError('invalid_position', 'an empty array holds no position')
