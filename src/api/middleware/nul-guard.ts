@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { validationFailed } from '../../errors.js'
 import { toPointer } from '../../strict-json.js'
 import type { AppEnv } from '../env.js'
+import { formDecoded } from './query-guard.js'
 
 /*
  * U+0000 (NUL) is in no id, token, name or text of ours, and PostgreSQL refuses it in a text
@@ -51,13 +52,8 @@ function nulInUrl(url: string): string | null {
   for (const pair of url.slice(query + 1).split('&')) {
     if (!ENCODED_NUL.test(pair)) continue
     const name = pair.split('=')[0]!
-    let decoded = name
-    try {
-      decoded = decodeURIComponent(name.replace(/\+/g, ' ')).replaceAll('\u0000', '\\u0000')
-    } catch {
-      // not UTF-8: the query guard's to say; the name is shown as sent
-    }
-    return `/query${toPointer([decoded])}`
+    // Not UTF-8: the name is shown as sent (the query guard's to refuse); a NUL in it, as `\u0000`.
+    return `/query${toPointer([formDecoded(name)?.replaceAll('\u0000', '\\u0000') ?? name])}`
   }
   return '/query'
 }

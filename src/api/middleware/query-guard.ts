@@ -39,7 +39,7 @@ function queryProblems(query: string): FieldError[] {
 }
 
 /** application/x-www-form-urlencoded decoding (WHATWG URL §5.1), or null for invalid UTF-8 or escapes. */
-function formDecoded(text: string): string | null {
+export function formDecoded(text: string): string | null {
   if (text.indexOf('%') === -1) return text.indexOf('+') === -1 ? text : text.replace(/\+/g, ' ')
   try {
     return decodeURIComponent(text.replace(/\+/g, ' '))
