@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'
 import { DeliveryStates, type Track } from './cold-chain/delivery-states.js'
+import { ArrivingReadings } from './cold-chain/arriving.js'
 import { PendingEvents } from './cold-chain/event-emission.js'
 import { LateRecomputes } from './cold-chain/late-recompute.js'
 import { OpenDeliveryWatch, type OpenDelivery } from './cold-chain/open-watch.js'
@@ -33,6 +34,7 @@ export class ColdChainMonitor {
   private readonly states: DeliveryStates
   private readonly buffers: ToteReorderBuffers
   private readonly held = new ReattributionHold()
+  private readonly arriving = new ArrivingReadings()
   private readonly pending = new PendingEvents()
   private readonly recomputes: LateRecomputes
   private readonly persister: Persister
@@ -93,6 +95,19 @@ export class ColdChainMonitor {
   /** Gives up this copy's leases (a graceful stop, after flush()): the other copies take over at once. */
   releaseLeases(): Promise<void> {
     return this.states.release()
+  }
+
+  /**
+   * A publish of the tote's was received: until readingsArrived(), the tote is not judged silent,
+   * since what it sent is on its way to accept() (a tote that spoke before its limit is not offline).
+   */
+  readingsArriving(toteId: string): void {
+    this.arriving.add(toteId)
+  }
+
+  /** The publish announced by readingsArriving() was accepted, or refused, or failed to commit. */
+  readingsArrived(toteId: string): void {
+    this.arriving.remove(toteId)
   }
 
   /**
@@ -195,7 +210,7 @@ export class ColdChainMonitor {
     watchSilence(
       this.states.all(),
       now,
-      (toteId) => this.buffers.waiting(toteId) > 0 || this.held.isHeld(toteId),
+      (toteId) => this.buffers.waiting(toteId) > 0 || this.held.isHeld(toteId) || this.arriving.has(toteId),
       (track, events) => this.pending.add(track, events),
     )
     void this.persister.request(true)

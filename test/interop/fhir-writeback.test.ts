@@ -227,10 +227,12 @@ for (const store of stores)
       ).toBe(200)
       const start = now - 60 * MINUTE
       const readings = temps.map((temp_c, i) => ({ ts: start + i * MINUTE, temp_c }))
+      // Handed to the pipeline as the clock jumps, with no await between: the tote has spoken
+      // before the service's once-a-second silence check can see an hour without a reading.
       clock.set(now)
-      admin = await api.adminToken()
       await api.service.pipeline.handle(tote.id, Buffer.from(JSON.stringify(readings)))
       await api.service.monitor.flush()
+      admin = await api.adminToken()
       return { receiver, pharmacy, deliveryId: rx.delivery_id, driverId }
     }
 
