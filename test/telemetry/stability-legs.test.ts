@@ -1,6 +1,7 @@
 import mqtt, { type MqttClient } from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, testClock } from '../helpers/clock.js'
+import { publishPaced } from '../helpers/paced-readings.js'
 import type { TestApi } from '../helpers/service.js'
 import { postgresStore, reachablePostgres, sqliteStore } from '../helpers/stores.js'
 import { signedInPerson, signedInToken } from '../helpers/users.js'
@@ -99,7 +100,6 @@ for (const store of stores)
       expect(picked.status, picked.text).toBe(200)
       const firstTs = dispatchedAt + 1_000
       const readings = temps.map((temp_c, i) => ({ ts: firstTs + i * MINUTE, temp_c }))
-      clock.advance(temps.length * MINUTE + MINUTE)
       const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
         username: tote.mqtt.username,
         password: tote.mqtt.password,
@@ -107,8 +107,11 @@ for (const store of stores)
         reconnectPeriod: 0,
       })
       clients.push(client)
+      /** Sends the readings as the clock moves along them, then moves it a minute past the last. */
       const publish = async (list: { ts: number; temp_c: number }[]) => {
-        await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(list), { qos: 1 })
+        const end = clock.now() + list.length * MINUTE + MINUTE
+        await publishPaced(client, tote.id, list, clock)
+        clock.set(end)
         await api.service.monitor.flush()
       }
       await publish(readings)
@@ -117,7 +120,6 @@ for (const store of stores)
         const from = readings.at(-1)!.ts + MINUTE
         const list = next.map((temp_c, i) => ({ ts: from + i * MINUTE, temp_c }))
         readings.push(...list)
-        clock.advance(next.length * MINUTE + MINUTE)
         await publish(list)
       }
       return { firstTs, more }

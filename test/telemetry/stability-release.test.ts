@@ -1,6 +1,7 @@
 import mqtt, { type MqttClient } from 'mqtt'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MINUTE, testClock } from '../helpers/clock.js'
+import { publishPaced } from '../helpers/paced-readings.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
 
 /**
@@ -60,7 +61,7 @@ describe('release by stability budget', () => {
     ).toBe(200)
     const temps = [5, ...Array.from({ length: 41 }, () => 12), 5, ...extra]
     const readings = temps.map((temp_c, i) => ({ ts: dispatchedAt + 1_000 + i * MINUTE, temp_c }))
-    clock.advance(temps.length * MINUTE + MINUTE)
+    const end = clock.now() + temps.length * MINUTE + MINUTE
     const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${mqttPort}`, {
       username: tote.mqtt.username,
       password: tote.mqtt.password,
@@ -68,7 +69,8 @@ describe('release by stability budget', () => {
       reconnectPeriod: 0,
     })
     clients.push(client)
-    await client.publishAsync(`rxtrace/v1/totes/${tote.id}/readings`, JSON.stringify(readings), { qos: 1 })
+    await publishPaced(client, tote.id, readings, clock)
+    clock.set(end)
     await api.service.monitor.flush()
     const deliver = () => api.post(`/v1/deliveries/${id}/deliver`, admin, { verification: { method: 'otp', evidence: '123456' } })
     return { id, deliver, delivery: async () => (await api.get(`/v1/deliveries/${id}`, admin)).body }
