@@ -97,17 +97,14 @@ export class Expirer {
   async keepDeliveries(boundBeforeMs: number): Promise<Set<string>> {
     const cutoff = iso(boundBeforeMs)
     // Open (no end yet), or ended inside the retention and bound from before the cutoff: only those
-    // can have readings older than it. Both halves are served by indexes (migration 0061).
+    // can have readings older than it. Both halves are served by indexes (migration 0061). The
+    // record ends with the binding (`bound_to`, the last end), not at `ended_at`: that is the first
+    // priced end, a failed attempt's when the delivery went out again and was delivered later.
     const rows = await this.deps.db
       .selectFrom('deliveries')
       .select('id')
       .where('tote_id', 'is not', null)
-      .where((eb) =>
-        eb.or([
-          eb('bound_to', 'is', null),
-          eb.and([eb('bound_from', '<', cutoff), eb(sql<string>`coalesce(ended_at, bound_to)`, '>=', cutoff)]),
-        ]),
-      )
+      .where((eb) => eb.or([eb('bound_to', 'is', null), eb.and([eb('bound_from', '<', cutoff), eb('bound_to', '>=', cutoff)])]))
       .execute()
     return new Set(rows.map((r) => r.id))
   }

@@ -71,9 +71,14 @@ for (const engine of engines) {
           delivery('dl_recent', 'tt_2', old, NOW - 100 * DAY), // ended 100 days ago: kept
           delivery('dl_gone', 'tt_3', old - DAY, old), // ended before the cutoff: its readings go
           delivery('dl_new', 'tt_4', NOW - DAY, null), // bound after the cutoff: nothing of it is old
+          // Failed on its first attempt before the cutoff (its priced end, ended_at), delivered on a
+          // reattempt 100 days ago: its record ends then, so its readings are kept.
+          { ...delivery('dl_reattempted', 'tt_6', old, NOW - 100 * DAY), ended_at: iso(old + DAY) },
         ])
         .execute()
-      expect([...(await expirer.keepDeliveries(NOW - RECORDS_DAYS * DAY))].sort()).toEqual(['dl_open', 'dl_recent', 'dl_new'].sort())
+      expect([...(await expirer.keepDeliveries(NOW - RECORDS_DAYS * DAY))].sort()).toEqual(
+        ['dl_open', 'dl_recent', 'dl_new', 'dl_reattempted'].sort(),
+      )
       if (!sink.expire) return // this engine's reading store keeps every reading (no `expire` yet)
 
       const r = (tote: string, ts: number, deliveryId: string | null) =>
@@ -83,12 +88,14 @@ for (const engine of engines) {
         r('tt_2', old + DAY, 'dl_recent'),
         r('tt_3', old - DAY / 2, 'dl_gone'),
         r('tt_4', NOW - DAY / 2, 'dl_new'),
+        r('tt_6', old + DAY / 2, 'dl_reattempted'), // during the failed first attempt
         r('tt_5', NOW - 8 * DAY, null), // an idle tote, past RETENTION_UNBOUND_DAYS: goes
         r('tt_5', NOW - 6 * DAY, null), // inside: stays
       ])
       const pass = await expirer.pass()
       expect(pass).toMatchObject({ removed: 2, complete: true })
-      expect(await sink.count()).toBe(4)
+      expect(await sink.count()).toBe(5)
+      expect(await sink.readingsForDelivery('dl_reattempted', 0, NOW)).toHaveLength(1)
       expect(await sink.readingsForDelivery('dl_open', 0, NOW)).toHaveLength(1)
       expect(await sink.readingsForDelivery('dl_recent', 0, NOW)).toHaveLength(1)
       expect(await sink.readingsForDelivery('dl_gone', 0, NOW)).toHaveLength(0)
