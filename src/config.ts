@@ -265,6 +265,13 @@ export const configSchema = z
         message: `the same port as ${clash.first}=${clash.port}; give each listener its own port`,
       })
   })
+  // Readings a backdated dispatch claims must not be older than the records window while they are
+  // still kept as an idle tote's: else a pass that read which deliveries to keep just before the
+  // dispatch could remove, as past the records window, readings it had just given the delivery.
+  .refine((c) => c.RETENTION_RECORDS_DAYS >= c.RETENTION_UNBOUND_DAYS, {
+    message: 'shorter than RETENTION_UNBOUND_DAYS; a delivery’s readings are kept at least as long as an idle tote’s',
+    path: ['RETENTION_RECORDS_DAYS'],
+  })
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',
     path: ['ADMIN_CLIENT_SECRET'],
@@ -343,7 +350,8 @@ export class ConfigError extends Error {}
 
 /** Parses the environment; the error message is one line naming the offending variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
+  // A blank value is no value: Number(' ') is 0, which would turn expiry off or a limit to zero unseen.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''))
   const result = configSchema.safeParse(present)
   if (result.success) {
     const unused = unusedVariable(present)
