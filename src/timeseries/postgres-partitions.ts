@@ -109,7 +109,8 @@ const addMonths = (ms: number, n: number) => {
  * Drops whole months with nothing to keep: every reading in them is past both windows
  * (the month ends before both cutoffs) and none is a kept delivery's (open, or ended inside its
  * retention: checked through the delivery index). Resolves with an estimate of the rows dropped
- * (the planner's count: counting a month row by row would cost what the drop saves).
+ * (the planner's count: counting a month row by row would cost what the drop saves; a month the
+ * planner has not counted yet is counted).
  *
  * The drop takes PostgreSQL's exclusive lock on `readings` for a moment; `lock_timeout` keeps a
  * write from queueing behind it for long: a drop that does not get the lock at once waits for
@@ -129,8 +130,11 @@ export async function expirePartitions(
     if (kept.rowCount) continue
     const client = await pool.connect()
     try {
+      // The planner's count; a month never analyzed has none (-1), and then it is counted: such a
+      // month is small, or autovacuum would have analyzed it.
       const { rows } = await client.query<{ n: string }>(
-        `select greatest(reltuples, 0)::bigint as n from pg_class where oid = $1::regclass`,
+        `select case when reltuples >= 0 then reltuples::bigint else (select count(*) from ${month.name}) end as n
+         from pg_class where oid = $1::regclass`,
         [month.name],
       )
       await client.query('begin')
