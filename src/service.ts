@@ -193,6 +193,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       batch: config.RETENTION_BATCH,
       pauseMs: config.RETENTION_PAUSE_MS,
     },
+    followPendingBindings: () => follower.followPending(),
     metrics: {
       removed: (table, n) => metrics.expiredRows.inc({ table }, n),
       deferred: () => metrics.expiryDeferred.inc(),

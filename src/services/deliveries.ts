@@ -225,6 +225,8 @@ export class DeliveryService {
         const release = await automaticRelease(trx, id, summary, occurredAt)
         if (release) changes.release = JSON.stringify(release)
       }
+      // The readings follow the binding after this commit; until they have, the change is pending.
+      if (changes.tote_id || changes.bound_to) changes.follow_pending = changes.version!
       const updated = await trx
         .updateTable('deliveries')
         .set(changes)

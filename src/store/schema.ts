@@ -102,6 +102,8 @@ export interface Database extends StabilityTables, AlarmTables {
     disposition: string | null
     bound_from: string | null
     bound_to: string | null
+    /** The version whose binding change the stored readings have not followed yet (migration 0067). */
+    follow_pending?: number | null
     version: number
     event_seq: number
     created_at: string

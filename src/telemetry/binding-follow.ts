@@ -44,15 +44,42 @@ export class BindingFollower {
   /**
    * After a crash between an action's commit and its follow, a failed follow, or readings another
    * instance bound with a stale interval: open deliveries claim their stored readings at start
-   * (one indexed range per delivery on SQLite; two count queries on QuestDB).
+   * (one indexed range per delivery on SQLite; two count queries on QuestDB), and every binding
+   * change still pending is followed.
    */
   async reattributeOpenDeliveries(): Promise<void> {
     for (const { toteId, binding } of await openColdChainBindings(this.deps.db)) await this.deps.sink.attribute(toteId, binding)
+    await this.followPending()
+  }
+
+  /**
+   * Follows every binding change whose readings have not followed it (a crash after its commit,
+   * or a store that failed every retry; migration 0067), ended deliveries' too. Resolves with
+   * whether none is left pending.
+   */
+  async followPending(): Promise<boolean> {
+    const pending = await this.deps.db
+      .selectFrom('deliveries')
+      .select(['id', 'tote_id'])
+      .where('follow_pending', 'is not', null)
+      .where('tote_id', 'is not', null)
+      .execute()
+    let left = 0
+    for (const { id, tote_id } of pending) {
+      try {
+        await this.followOnce(tote_id!, id, false)
+      } catch (err) {
+        left++
+        this.deps.logger.warn({ err, toteId: tote_id, deliveryId: id }, 'applying a pending tote binding change failed; tried again later')
+      }
+    }
+    return left === 0
   }
 
   /**
    * Follows with retries: a failure (a store that is briefly unavailable) is tried again a few
-   * times; after that the next start's reattributeOpenDeliveries catches up. Never rejects.
+   * times; after that followPending catches up (at the next start, and before every expiry
+   * pass). Never rejects.
    */
   async follow(toteId: string, deliveryId: string, recompute = false): Promise<void> {
     for (let attempt = 1; ; attempt++) {
@@ -71,14 +98,24 @@ export class BindingFollower {
   }
 
   private async followOnce(toteId: string, deliveryId: string, recompute: boolean): Promise<void> {
-    const { monitor, bindings, committer, sink } = this.deps
+    const { db, monitor, bindings, committer, sink } = this.deps
     monitor.hold(toteId)
     try {
+      // Read before the binding: a change made after it leaves its own mark, which this one does not clear.
+      const mark = await db.selectFrom('deliveries').select('follow_pending').where('id', '=', deliveryId).executeTakeFirst()
       const binding = await bindings.ofDelivery(toteId, deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
         if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)
       }
+      const pending = mark?.follow_pending
+      if (pending != null)
+        await db
+          .updateTable('deliveries')
+          .set({ follow_pending: null })
+          .where('id', '=', deliveryId)
+          .where('follow_pending', '=', pending)
+          .execute()
     } finally {
       monitor.release(toteId)
       await this.watchOpenDeliveries()

@@ -68,6 +68,12 @@ export class Expirer {
       metrics?: RetentionMetrics
       /** Trimmed batch by batch in every pass, before the readings (drivers' positions). */
       trims?: readonly Trim[]
+      /**
+       * Applies the binding changes the stored readings have not followed yet; false when some are
+       * still pending. The readings wait for a pass where none is: until a change is followed, its
+       * readings are bound as they were before it (telemetry/binding-follow.ts).
+       */
+      followPendingBindings?: () => Promise<boolean>
     },
   ) {}
 
@@ -152,6 +158,10 @@ export class Expirer {
     let removed = 0
     let batches = 0
     let deferred = 0
+    if (this.deps.followPendingBindings && !(await this.deps.followPendingBindings())) {
+      logger.warn('reading expiry waits: a tote binding change is not applied to the stored readings yet')
+      return { removed, batches, complete: false }
+    }
     const expire = sink.expire?.bind(sink)
     const stoppedMidPass =
       expire !== undefined &&

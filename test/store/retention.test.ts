@@ -13,6 +13,7 @@ import { readingRow } from '../helpers/reading-row.js'
 
 const { url } = await reachablePostgres()
 const DAY = 86_400_000
+const HOUR = 3_600_000
 const NOW = Date.UTC(2026, 2, 15, 12)
 const RECORDS_DAYS = 2_190
 
@@ -295,6 +296,43 @@ for (const engine of engines) {
       await vi.waitFor(async () => expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(stored), { timeout: 15_000 })
       await expirer.pass()
       expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(stored)
+    })
+
+    it('applies a binding change its readings could not follow (the store failed every retry) before a pass removes any reading', async () => {
+      const T0 = NOW - 10 * DAY
+      const clock = testClock(T0 - DAY)
+      api = await engine.start(clock)
+      const admin = await api.adminToken()
+      const pharmacy = await api.pharmacy(admin)
+      const { fleetId } = await api.fleetWithDriver(admin)
+      const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
+      const { sink, expirer, db } = api.service
+      if (!sink.expire) return
+      // Two readings while the goods waited in the tote; the dispatch is recorded three days later,
+      // as made before them, while the readings store refuses every change.
+      await sink.write([readingRow({ tote_id: tote.id, ts: T0 + HOUR }), readingRow({ tote_id: tote.id, ts: T0 + 2 * HOUR })])
+      const attribute = vi.spyOn(sink, 'attribute').mockRejectedValue(new Error('store unavailable'))
+      clock.set(T0 + 3 * DAY)
+      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, await api.adminToken(), {
+        fleet_id: fleetId,
+        tote_id: tote.id,
+        occurred_at: iso(T0),
+      })
+      expect(dispatched.status, dispatched.text).toBe(200)
+      await vi.waitFor(() => expect(attribute).toHaveBeenCalledTimes(3), { timeout: 15_000 }) // the follow's retries, all failed
+      const pending = () => db.selectFrom('deliveries').select('follow_pending').where('id', '=', rx.delivery_id).executeTakeFirstOrThrow()
+      expect((await pending()).follow_pending).not.toBeNull()
+
+      // Eight days on the readings are still the idle tote's, past RETENTION_UNBOUND_DAYS: a pass
+      // while the store still refuses removes none of them, and a pass once it answers binds them first.
+      clock.set(T0 + 8 * DAY)
+      expect(await expirer.pass()).toMatchObject({ removed: 0, complete: false })
+      expect(await sink.readingsForTote(tote.id, 0, NOW)).toHaveLength(2)
+      attribute.mockRestore()
+      expect(await expirer.pass()).toMatchObject({ removed: 0, complete: true })
+      expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(2)
+      expect((await pending()).follow_pending).toBeNull()
     })
   })
 }

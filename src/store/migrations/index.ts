@@ -42,6 +42,7 @@ import { up as recordExpiry } from './0062_record_expiry.js'
 import { up as historyIndexes } from './0064_history_indexes.js'
 import { up as openDeliveriesIndex } from './0065_open_deliveries_index.js'
 import { up as bindingIndexes } from './0066_binding_indexes.js'
+import { up as bindingFollowPending } from './0067_binding_follow_pending.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -86,6 +87,7 @@ const steps: Record<string, MigrationStep> = {
   '0064_history_indexes': historyIndexes,
   '0065_open_deliveries_index': openDeliveriesIndex,
   '0066_binding_indexes': bindingIndexes,
+  '0067_binding_follow_pending': bindingFollowPending,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
