@@ -83,6 +83,11 @@ export function createMetrics() {
         this.set(lastPassAt)
       },
     }),
+    followsPending: new Gauge({
+      name: 'rxtrace_binding_follows_pending',
+      help: 'Tote binding changes the stored readings have not followed yet, as the last expiry pass found them (unbound readings wait for them)',
+      registers: [registry],
+    }),
     expiryDeferred: new Counter({
       name: 'rxtrace_retention_deferred_batches_total',
       help: 'Readings expiry batches the store deferred while its WAL checkpoints were behind ingest (SQLite)',

@@ -198,6 +198,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       removed: (table, n) => metrics.expiredRows.inc({ table }, n),
       deferred: () => metrics.expiryDeferred.inc(),
       passDone: (atMs, seconds) => metrics.expiryPassDone(atMs, seconds),
+      followsPending: (n) => metrics.followsPending.set(n),
     },
     // Positions of deliveries ended more than POSITION_RETENTION_DAYS ago (docs/fleet.md).
     trims: [

@@ -226,7 +226,8 @@ export class DeliveryService {
         if (release) changes.release = JSON.stringify(release)
       }
       // The readings follow the binding after this commit; until they have, the change is pending.
-      if (changes.tote_id || changes.bound_to) changes.follow_pending = changes.version!
+      const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
+      if (boundTote) changes.follow_pending = changes.version!
       const updated = await trx
         .updateTable('deliveries')
         .set(changes)
@@ -268,7 +269,6 @@ export class DeliveryService {
           data: eventData,
         })),
       )
-      const boundTote = changes.tote_id ?? (changes.bound_to ? delivery.tote_id : null)
       // The version check above makes this the row and chain as this commit leaves them.
       const answer = toDelivery({ ...delivery, ...changes }, [...chain, ...appended.map((e) => toCustodyEvent(custodyRow(id, e)))])
       await record?.(trx, answer)

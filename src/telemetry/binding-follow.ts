@@ -55,9 +55,9 @@ export class BindingFollower {
   /**
    * Follows every binding change whose readings have not followed it (a crash after its commit,
    * or a store that failed every retry; migration 0067), ended deliveries' too. Resolves with
-   * whether none is left pending.
+   * how many are left pending.
    */
-  async followPending(): Promise<boolean> {
+  async followPending(): Promise<number> {
     const pending = await this.deps.db
       .selectFrom('deliveries')
       .select(['id', 'tote_id'])
@@ -73,7 +73,7 @@ export class BindingFollower {
         this.deps.logger.warn({ err, toteId: tote_id, deliveryId: id }, 'applying a pending tote binding change failed; tried again later')
       }
     }
-    return left === 0
+    return left
   }
 
   /**

@@ -27,6 +27,8 @@ export type RetentionMetrics = {
   /** A readings batch the store deferred (see ExpiryResult). */
   deferred(): void
   passDone(atMs: number, seconds: number): void
+  /** Binding changes still pending after the pass applied what it could. */
+  followsPending(n: number): void
 }
 
 export type PassResult = { removed: number; batches: number; complete: boolean }
@@ -69,11 +71,11 @@ export class Expirer {
       /** Trimmed batch by batch in every pass, before the readings (drivers' positions). */
       trims?: readonly Trim[]
       /**
-       * Applies the binding changes the stored readings have not followed yet; false when some are
-       * still pending. The readings wait for a pass where none is: until a change is followed, its
-       * readings are bound as they were before it (telemetry/binding-follow.ts).
+       * Applies the binding changes the stored readings have not followed yet; answers how many are
+       * still pending. Until a change is followed its readings are bound as before it
+       * (telemetry/binding-follow.ts): a backdated dispatch's are still an idle tote's.
        */
-      followPendingBindings?: () => Promise<boolean>
+      followPendingBindings?: () => Promise<number>
     },
   ) {}
 
@@ -103,7 +105,7 @@ export class Expirer {
   async keepDeliveries(boundBeforeMs: number): Promise<Set<string>> {
     const cutoff = iso(boundBeforeMs)
     // Open (no end yet), or ended inside the retention and bound from before the cutoff: only those
-    // can have readings older than it. Both halves are served by indexes (migration 0061). The
+    // can have readings older than it. Both halves are served by indexes (0065/0066, 0061). The
     // record ends with the binding (`bound_to`, the last end), not at `ended_at`: that is the first
     // priced end, a failed attempt's when the delivery went out again and was delivered later.
     const rows = await this.deps.db
@@ -158,18 +160,20 @@ export class Expirer {
     let removed = 0
     let batches = 0
     let deferred = 0
-    if (this.deps.followPendingBindings && !(await this.deps.followPendingBindings())) {
-      logger.warn('reading expiry waits: a tote binding change is not applied to the stored readings yet')
-      return { removed, batches, complete: false }
-    }
     const expire = sink.expire?.bind(sink)
+    // While a binding change is pending, no reading goes as an idle tote's: some of them are a
+    // delivery's that has not got them yet. Readings past the records window still go; the pass is
+    // not complete, so rxtrace_retention_lag_seconds shows it.
+    const pending = (expire && (await this.deps.followPendingBindings?.())) || 0
+    metrics?.followsPending(pending)
+    if (pending > 0) logger.warn({ pending }, 'idle totes’ readings wait: tote binding changes not applied to the stored readings yet')
     const stoppedMidPass =
       expire !== undefined &&
       (await this.batchByBatch(async () => {
         const now = clock.now()
         const boundBeforeMs = now - policy.recordsDays * DAY_MS
         const result = await expire({
-          unboundBeforeMs: now - policy.unboundDays * DAY_MS,
+          unboundBeforeMs: pending > 0 ? 0 : now - policy.unboundDays * DAY_MS,
           boundBeforeMs,
           keepDeliveries: await this.keepDeliveries(boundBeforeMs),
           limit: policy.batch,
@@ -188,9 +192,9 @@ export class Expirer {
       return { removed, batches, complete: false }
     }
     const seconds = (clock.now() - started) / 1_000
-    metrics?.passDone(clock.now(), seconds)
+    if (pending === 0) metrics?.passDone(clock.now(), seconds)
     if (removed > 0) logger.info({ removed, batches, deferred, seconds }, 'expired readings past their retention')
-    return { removed, batches, complete: true }
+    return { removed, batches, complete: pending === 0 }
   }
 
   /**

@@ -110,7 +110,7 @@ const addMonths = (ms: number, n: number) => {
  * (the month ends before both cutoffs) and none is a kept delivery's (open, or ended inside its
  * retention: checked through the delivery index). Resolves with an estimate of the rows dropped
  * (the planner's count: counting a month row by row would cost what the drop saves; a month the
- * planner has not counted yet is counted).
+ * planner has not counted yet is analyzed first).
  *
  * The drop takes PostgreSQL's exclusive lock on `readings` for a moment; `lock_timeout` keeps a
  * write from queueing behind it for long: a drop that does not get the lock at once waits for
@@ -130,13 +130,18 @@ export async function expirePartitions(
     if (kept.rowCount) continue
     const client = await pool.connect()
     try {
-      // The planner's count; a month never analyzed has none (-1), and then it is counted: such a
-      // month is small, or autovacuum would have analyzed it.
-      const { rows } = await client.query<{ n: string }>(
-        `select case when reltuples >= 0 then reltuples::bigint else (select count(*) from ${month.name}) end as n
-         from pg_class where oid = $1::regclass`,
-        [month.name],
-      )
+      // The planner's count. A month never analyzed has none (-1, or 0 before PostgreSQL 14; after
+      // a pg_upgrade or with autovacuum off, a big one too): ANALYZE samples it first, at a bounded cost.
+      const planned = () =>
+        client.query<{ n: string; counted: boolean }>(
+          `select greatest(reltuples, 0)::bigint as n, reltuples > 0 as counted from pg_class where oid = $1::regclass`,
+          [month.name],
+        )
+      let { rows } = await planned()
+      if (rows[0] && !rows[0].counted) {
+        await client.query(`analyze ${month.name}`)
+        ;({ rows } = await planned())
+      }
       await client.query('begin')
       await client.query(`set local lock_timeout = '100ms'`)
       await client.query(`drop table ${month.name}`)

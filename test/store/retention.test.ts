@@ -327,10 +327,13 @@ for (const engine of engines) {
       // Eight days on the readings are still the idle tote's, past RETENTION_UNBOUND_DAYS: a pass
       // while the store still refuses removes none of them, and a pass once it answers binds them first.
       clock.set(T0 + 8 * DAY)
+      const pendingGauge = async () => /rxtrace_binding_follows_pending (\d+)/.exec((await api!.request('GET', '/metrics')).text)?.[1]
       expect(await expirer.pass()).toMatchObject({ removed: 0, complete: false })
       expect(await sink.readingsForTote(tote.id, 0, NOW)).toHaveLength(2)
+      expect(await pendingGauge()).toBe('1')
       attribute.mockRestore()
       expect(await expirer.pass()).toMatchObject({ removed: 0, complete: true })
+      expect(await pendingGauge()).toBe('0')
       expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(2)
       expect((await pending()).follow_pending).toBeNull()
     })

@@ -3,8 +3,8 @@ import type { Track } from './delivery-states.js'
 
 /**
  * Sensor gaps by the wall clock (rules/silence.ts): open deliveries whose tote has gone quiet.
- * A tote with readings still in its reorder window, or held for a reattribution, is not quiet:
- * its readings are on their way.
+ * A tote with readings still in its reorder window, held for a reattribution, or received and
+ * still being stored (`busy`, ColdChainMonitor) is not quiet: its readings are on their way.
  */
 export function watchSilence(
   tracks: Iterable<Track>,
