@@ -268,9 +268,13 @@ export const configSchema = z
   // Readings a backdated dispatch claims must not be older than the records window while they are
   // still kept as an idle tote's: else a pass that read which deliveries to keep just before the
   // dispatch could remove, as past the records window, readings it had just given the delivery.
-  .refine((c) => c.RETENTION_RECORDS_DAYS >= c.RETENTION_UNBOUND_DAYS, {
-    message: 'shorter than RETENTION_UNBOUND_DAYS; a delivery’s readings are kept at least as long as an idle tote’s',
-    path: ['RETENTION_RECORDS_DAYS'],
+  .superRefine((c, ctx) => {
+    if (c.RETENTION_RECORDS_DAYS < c.RETENTION_UNBOUND_DAYS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['RETENTION_RECORDS_DAYS'],
+        message: `${c.RETENTION_RECORDS_DAYS} day${c.RETENTION_RECORDS_DAYS === 1 ? '' : 's'} is shorter than RETENTION_UNBOUND_DAYS=${c.RETENTION_UNBOUND_DAYS}; a delivery’s readings are kept at least as long as an idle tote’s`,
+      })
   })
   .refine((c) => (c.ADMIN_CLIENT_ID === undefined) === (c.ADMIN_CLIENT_SECRET === undefined), {
     message: 'set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',

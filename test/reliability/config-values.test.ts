@@ -13,8 +13,12 @@ describe('configuration values', () => {
   it('refuses a records window shorter than the idle readings’ one, naming RETENTION_RECORDS_DAYS', () => {
     expect(() => loadConfig({ RETENTION_RECORDS_DAYS: '1' })).toThrow(ConfigError)
     expect(() => loadConfig({ RETENTION_RECORDS_DAYS: '1' })).toThrow(
-      /^invalid configuration: RETENTION_RECORDS_DAYS="1": shorter than RETENTION_UNBOUND_DAYS/,
+      /^invalid configuration: RETENTION_RECORDS_DAYS="1": 1 day is shorter than RETENTION_UNBOUND_DAYS=7;/,
     )
     expect(loadConfig({ RETENTION_RECORDS_DAYS: '1', RETENTION_UNBOUND_DAYS: '1' }).RETENTION_RECORDS_DAYS).toBe(1)
+    // Left at its default (2190) under a longer idle window: the line says which value it took.
+    expect(() => loadConfig({ RETENTION_UNBOUND_DAYS: '3000' })).toThrow(
+      /RETENTION_RECORDS_DAYS="": 2190 days is shorter than RETENTION_UNBOUND_DAYS=3000/,
+    )
   })
 })

@@ -337,5 +337,43 @@ for (const engine of engines) {
       expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(2)
       expect((await pending()).follow_pending).toBeNull()
     })
+
+    it('keeps a later binding change pending when an earlier one’s follow finishes after it', async () => {
+      const clock = testClock(NOW)
+      api = await engine.start(clock)
+      const admin = await api.adminToken()
+      const pharmacy = await api.pharmacy(admin)
+      const { fleetId } = await api.fleetWithDriver(admin)
+      const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
+      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
+      const { sink, db } = api.service
+      // The dispatch's follow is slow; the cancel's finds the store refusing every try.
+      const attribute = sink.attribute.bind(sink)
+      let opened!: () => void
+      const gate = new Promise<void>((resolve) => (opened = resolve))
+      let calls = 0
+      const spy = vi.spyOn(sink, 'attribute').mockImplementation(async (...args) => {
+        if (++calls === 1) return gate.then(() => attribute(...args))
+        throw new Error('store unavailable')
+      })
+      const act = async (action: string, body: Record<string, unknown>) => {
+        const res = await api!.post(`/v1/deliveries/${rx.delivery_id}/${action}`, await api!.adminToken(), body)
+        expect(res.status, res.text).toBe(200)
+        return res
+      }
+      await act('dispatch', { fleet_id: fleetId, tote_id: tote.id })
+      await vi.waitFor(() => expect(calls).toBe(1))
+      await act('cancel', { reason: 'patient_request' })
+      opened()
+      // The cancel's three tries take 3 s; the dispatch's follow, let through before them, is long done.
+      await vi.waitFor(() => expect(calls).toBe(4), { timeout: 15_000 })
+      const row = await db
+        .selectFrom('deliveries')
+        .select(['follow_pending', 'version'])
+        .where('id', '=', rx.delivery_id)
+        .executeTakeFirstOrThrow()
+      expect(row.follow_pending).toBe(row.version) // the cancel's, which no follow has applied
+      spy.mockRestore()
+    })
   })
 }

@@ -1,22 +1,32 @@
+// A publish still unstored after this long is taken as stuck (a store that never answers): it no
+// longer keeps its tote from being judged silent. Real time, not the service clock.
+const STUCK_MS = 30_000
+
 /**
  * Totes with readings received but not yet judged (parsed, being stored, waiting for their group
- * to commit): such a tote is not quiet, so its silence is not judged until they arrive.
+ * to commit): such a tote is not quiet, so its silence is not judged until they arrive, or until
+ * its last publish has been on its way for STUCK_MS.
  */
 export class ArrivingReadings {
-  private readonly counts = new Map<string, number>()
+  private readonly totes = new Map<string, { count: number; lastAt: number }>()
+
+  constructor(private readonly nowMs: () => number = () => performance.now()) {}
 
   add(toteId: string): void {
-    this.counts.set(toteId, (this.counts.get(toteId) ?? 0) + 1)
+    const tote = this.totes.get(toteId)
+    if (tote) {
+      tote.count += 1
+      tote.lastAt = this.nowMs()
+    } else this.totes.set(toteId, { count: 1, lastAt: this.nowMs() })
   }
 
   remove(toteId: string): void {
-    const count = this.counts.get(toteId)
-    if (count === undefined) return
-    if (count > 1) this.counts.set(toteId, count - 1)
-    else this.counts.delete(toteId)
+    const tote = this.totes.get(toteId)
+    if (tote && --tote.count === 0) this.totes.delete(toteId)
   }
 
   has(toteId: string): boolean {
-    return this.counts.has(toteId)
+    const tote = this.totes.get(toteId)
+    return tote !== undefined && this.nowMs() - tote.lastAt < STUCK_MS
   }
 }
