@@ -6,12 +6,15 @@ import type { Service } from './service.js'
 
 // docs/operations.md, Shutdown: a graceful stop completes within 10 s or the process exits anyway.
 const SHUTDOWN_DEADLINE_MS = 10_000
+// Named by a start that fails for a full disk: where space must be freed (SQLite stores only).
+let dataDir: string | undefined
 
 async function main(): Promise<void> {
   // Whatever this process creates is its user's only. The data directory and store files get
   // 0700/0600 explicitly as well (store/private-files.ts); this catches anything written later.
   process.umask(0o077)
   const config = loadConfig()
+  dataDir = config.DATABASE_URL ? undefined : config.DATA_DIR
   // The SQLite stores in DATA_DIR are this process's alone; with DATABASE_URL nothing lives there.
   const dataDirLock = config.DATABASE_URL ? null : holdDataDir(config.DATA_DIR)
   const logger = createLogger(config.LOG_LEVEL, logFormatFor(config.LOG_FORMAT, process.stdout.isTTY === true))
@@ -73,8 +76,18 @@ async function shutdown(service: Service, signal: string): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError || error instanceof StartupError) {
     process.stderr.write(`rxtrace: ${error.message}\n`)
+  } else if (dataDir !== undefined && isDiskFull(error)) {
+    // The SQLite stores could not make the little they need to open (their shared-memory files).
+    process.stderr.write(
+      `rxtrace: failed to start: DATA_DIR=${dataDir}: ${(error as Error).message} (${(error as { code: string }).code}): free some space there and start again\n`,
+    )
   } else {
     process.stderr.write(`rxtrace: failed to start: ${(error as Error).message}\n`)
   }
   process.exit(1)
 })
+
+function isDiskFull(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE' || code === 'ENOSPC'
+}

@@ -192,10 +192,15 @@ export class ClientRegistry {
   /** README, Configuration: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
   async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
     if (pinned) {
-      const existing = await this.find(pinned.clientId)
+      const existing = await this.db
+        .selectFrom('oauth_clients')
+        .select(['secret_hash', 'scope', 'pharmacy_id', 'fleet_id', 'previous_secret_hash'])
+        .where('client_id', '=', pinned.clientId)
+        .executeTakeFirst()
       if (!existing) {
         await this.create({ client_name: 'admin', scope: ADMIN_SCOPE }, pinned)
-      } else {
+      } else if (!isPinnedAdmin(existing, pinned.secret)) {
+        // Only when it differs: a start writes nothing otherwise, so it also starts on a full disk.
         await this.db
           .updateTable('oauth_clients')
           .set({
@@ -253,6 +258,20 @@ export async function ensureConsoleClient(registry: ClientRegistry, db: Db, redi
     .set({ redirect_uris: JSON.stringify(redirectUris), scope: CONSOLE_SCOPE })
     .where('client_id', '=', CONSOLE_CLIENT_ID)
     .execute()
+}
+
+/** The stored client is already the pinned admin: its secret, the admin scope, no tenant, no previous secret. */
+function isPinnedAdmin(
+  row: { secret_hash: string; scope: string; pharmacy_id: string | null; fleet_id: string | null; previous_secret_hash: string | null },
+  secret: string,
+): boolean {
+  return (
+    row.scope === ADMIN_SCOPE &&
+    row.pharmacy_id === null &&
+    row.fleet_id === null &&
+    row.previous_secret_hash === null &&
+    secretMatches(secret, row.secret_hash)
+  )
 }
 
 // A revoked client's secret_hash: not hex, so secretMatches never accepts any secret for it.

@@ -51,8 +51,9 @@ export function holdDataDir(dir: string, now: () => Date = () => new Date()): Da
   const db = new Database(lockFile, { timeout: 0 })
   try {
     db.pragma('locking_mode = EXCLUSIVE')
-    // In EXCLUSIVE locking mode the first write takes the exclusive lock and keeps it until close.
-    db.exec('BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held (since TEXT); DELETE FROM held; INSERT INTO held VALUES (datetime()); COMMIT')
+    // In EXCLUSIVE locking mode the exclusive lock BEGIN EXCLUSIVE takes is kept until close. It
+    // writes nothing (no journal either), so a start on a full disk gets past it.
+    db.exec('BEGIN EXCLUSIVE; COMMIT')
   } catch (error) {
     db.close()
     if ((error as { code?: string }).code !== 'SQLITE_BUSY') throw error
@@ -61,14 +62,23 @@ export function holdDataDir(dir: string, now: () => Date = () => new Date()): Da
     )
   }
   const holder: Holder = { pid: process.pid, host: hostname(), since: now().toISOString() }
-  writeFileSync(holderFile, JSON.stringify(holder))
+  describeHolderIn(holderFile, holder)
   return {
     describe(ports) {
-      writeFileSync(holderFile, JSON.stringify({ ...holder, ports }))
+      describeHolderIn(holderFile, { ...holder, ports })
     },
     release() {
       db.close()
     },
+  }
+}
+
+/** Only for the message of a start that finds the lock taken: a full disk does not stop this one. */
+function describeHolderIn(holderFile: string, holder: Holder): void {
+  try {
+    writeFileSync(holderFile, JSON.stringify(holder))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
   }
 }
 

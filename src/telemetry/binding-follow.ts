@@ -48,7 +48,17 @@ export class BindingFollower {
    * change still pending is followed.
    */
   async reattributeOpenDeliveries(): Promise<void> {
-    for (const { toteId, binding } of await openColdChainBindings(this.deps.db)) await this.deps.sink.attribute(toteId, binding)
+    for (const { toteId, binding } of await openColdChainBindings(this.deps.db)) {
+      try {
+        await this.deps.sink.attribute(toteId, binding)
+      } catch (err) {
+        // A start on a full disk still serves reads; the delivery's readings are claimed by its next binding change.
+        this.deps.logger.warn(
+          { err, toteId, deliveryId: binding.deliveryId },
+          'claiming an open delivery’s stored readings at start failed',
+        )
+      }
+    }
     await this.followPending()
   }
 

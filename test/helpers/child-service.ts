@@ -42,6 +42,8 @@ export type ChildServiceOptions = {
   mqttPort?: number
   /** Extra node flags, e.g. `--cpu-prof` (not allowed in NODE_OPTIONS). */
   nodeArgs?: string[]
+  /** Up once it answers /readyz at all, 503 included (a start on a full disk); by default only at 200. */
+  upWhenNotReady?: boolean
 }
 
 const running = new Set<ChildProcess>()
@@ -142,7 +144,7 @@ export async function startChildService(options: ChildServiceOptions = {}) {
   const env = childEnv(dataDir, httpPort, mqttPort, options.env)
   const proc = spawnService(env, options.nodeArgs)
   const baseUrl = `http://127.0.0.1:${httpPort}`
-  await waitReady(proc, baseUrl)
+  await waitReady(proc, baseUrl, options.upWhenNotReady ? [200, 503] : [200])
 
   async function request<T = any>(
     method: string,
@@ -202,9 +204,9 @@ export async function startChildService(options: ChildServiceOptions = {}) {
       return proc.exited
     },
     /** A new process on the same DATA_DIR and ports; the previous one must have exited. */
-    async restart(env: Record<string, string> = {}) {
+    async restart(env: Record<string, string> = {}, more: Pick<ChildServiceOptions, 'upWhenNotReady'> = {}) {
       if (proc.exit === null) throw new Error('restart(): the previous process is still running; kill() it first')
-      const next = await startChildService({ ...options, dataDir, httpPort, mqttPort, env: { ...options.env, ...env } })
+      const next = await startChildService({ ...options, ...more, dataDir, httpPort, mqttPort, env: { ...options.env, ...env } })
       restarts.push(next)
       return next
     },
@@ -224,7 +226,7 @@ export async function startChildService(options: ChildServiceOptions = {}) {
 
 export type ChildService = Awaited<ReturnType<typeof startChildService>>
 
-async function waitReady(proc: ReturnType<typeof spawnService>, baseUrl: string): Promise<void> {
+async function waitReady(proc: ReturnType<typeof spawnService>, baseUrl: string, up: readonly number[]): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS
   for (;;) {
     if (proc.exit !== null) {
@@ -233,7 +235,7 @@ async function waitReady(proc: ReturnType<typeof spawnService>, baseUrl: string)
     try {
       const res = await fetch(`${baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
       await res.arrayBuffer()
-      if (res.status === 200) return
+      if (up.includes(res.status)) return
     } catch {
       /* not listening yet */
     }
