@@ -1,42 +1,17 @@
-import { execFileSync } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { childEnv, freePort, runUntilExit, startChildService, type ChildService } from '../helpers/child-service.js'
+import { fillUp, smallDisk } from '../helpers/tmpfs.js'
 
-// A real full disk: a 20 MiB tmpfs as DATA_DIR. Mounting needs root (or CAP_SYS_ADMIN).
-const dir = mkdtempSync(join(tmpdir(), 'rxtrace-full-restart-'))
-let mounted = false
-try {
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=20m', 'tmpfs', dir], { stdio: 'pipe' })
-  mounted = true
-} catch (error) {
-  console.warn(`Skipping the full-disk restart test: cannot mount a tmpfs (${String((error as Error).message).split('\n')[0]})`)
-  rmdirSync(dir)
-}
-
-/** Writes zeros into `file` until the filesystem refuses (ENOSPC). */
-function fillUp(file: string): void {
-  const fd = openSync(file, 'w')
-  const chunk = Buffer.alloc(64 * 1024)
-  try {
-    for (;;) writeSync(fd, chunk)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-  } finally {
-    closeSync(fd)
-  }
-}
+// A real full disk: a 20 MiB tmpfs as DATA_DIR.
+const { dir, mounted, unmount } = smallDisk('rxtrace-full-restart-', '20m', 'the full-disk restart test')
 
 describe.skipIf(!mounted)('a restart while the disk under DATA_DIR is full', () => {
   const services: ChildService[] = []
   afterAll(async () => {
     for (const service of services) await service.kill('SIGKILL')
-    if (mounted) {
-      execFileSync('umount', [dir])
-      rmdirSync(dir)
-    }
+    if (mounted) unmount()
   })
 
   it('comes up after a crash, not ready for the disk; after a clean stop it says to free space in DATA_DIR', async () => {

@@ -1,34 +1,12 @@
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, openSync, rmSync, rmdirSync, unlinkSync, writeSync, closeSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { startTestService, type TestApi } from '../helpers/service.js'
+import { fillUp, smallDisk } from '../helpers/tmpfs.js'
 
-// A real full disk: a 4 MiB tmpfs as DATA_DIR. Mounting needs root (or CAP_SYS_ADMIN).
-const dir = mkdtempSync(join(tmpdir(), 'rxtrace-full-disk-'))
-let mounted = false
-try {
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir], { stdio: 'pipe' })
-  mounted = true
-} catch (error) {
-  console.warn(`Skipping the full-disk test: cannot mount a tmpfs (${String((error as Error).message).split('\n')[0]})`)
-  rmdirSync(dir)
-}
-
-/** Writes zeros into `file` until the filesystem refuses (ENOSPC). */
-function fillUp(file: string): void {
-  const fd = openSync(file, 'w')
-  const chunk = Buffer.alloc(64 * 1024)
-  try {
-    for (;;) writeSync(fd, chunk)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-  } finally {
-    closeSync(fd)
-  }
-}
+// A real full disk: a 4 MiB tmpfs as DATA_DIR.
+const { dir, mounted, unmount } = smallDisk('rxtrace-full-disk-', '4m', 'the full-disk test')
 
 describe.skipIf(!mounted)('a full disk under DATA_DIR', () => {
   let api: TestApi
@@ -43,10 +21,7 @@ describe.skipIf(!mounted)('a full disk under DATA_DIR', () => {
   })
   afterAll(async () => {
     await api?.stop()
-    if (mounted) {
-      execFileSync('umount', [dir])
-      rmSync(dir, { recursive: true, force: true })
-    }
+    if (mounted) unmount()
   })
 
   it('makes /readyz answer 503 until space is freed', async () => {

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process'
-import { execFileSync } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, rmSync, rmdirSync, unlinkSync, writeSync } from 'node:fs'
+import { mkdtempSync, rmSync, unlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -8,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import type { ReadingRow } from '../../src/timeseries/sink.js'
 import { createSqliteSink } from '../../src/timeseries/sqlite-sink.js'
 import { readingRow } from '../helpers/reading-row.js'
+import { fillUp, smallDisk } from '../helpers/tmpfs.js'
 
 /**
  * Faults in the readings file's own maintenance (docs/operations.md, Readings storage): a
@@ -136,22 +136,12 @@ describe('SIGKILL in the middle of readings maintenance', () => {
   }
 })
 
-// A real full disk: a tmpfs as the readings file's directory. Mounting needs root (or CAP_SYS_ADMIN).
-const small = mkdtempSync(join(tmpdir(), 'rxtrace-full-compaction-'))
-let mounted = false
-try {
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', small], { stdio: 'pipe' })
-  mounted = true
-} catch (error) {
-  console.warn(`Skipping the full-disk compaction test: cannot mount a tmpfs (${String((error as Error).message).split('\n')[0]})`)
-  rmdirSync(small)
-}
+// A real full disk: a tmpfs as the readings file's directory.
+const disk = smallDisk('rxtrace-full-compaction-', '16m', 'the full-disk compaction test')
+const small = disk.dir
 
-describe.skipIf(!mounted)('a full disk during compaction', () => {
-  afterAll(() => {
-    execFileSync('umount', [small])
-    rmSync(small, { recursive: true, force: true })
-  })
+describe.skipIf(!disk.mounted)('a full disk during compaction', () => {
+  afterAll(() => disk.unmount())
 
   it('fails the pass, leaves the old rows readable, and compacts once space is back', async () => {
     const path = join(small, 'readings.db')
@@ -160,14 +150,7 @@ describe.skipIf(!mounted)('a full disk during compaction', () => {
     await sink.close() // the WAL is checkpointed and removed: compaction must grow it again
     sink = createSqliteSink({ path, compaction: false })
     const filler = join(small, 'filler')
-    const fd = openSync(filler, 'w')
-    try {
-      for (;;) writeSync(fd, Buffer.alloc(64 * 1024))
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-    } finally {
-      closeSync(fd)
-    }
+    fillUp(filler)
     await expect(
       (async () => {
         while ((await sink.compact({ nowMs: LATER, maxReadings: 20_000 })).more);

@@ -298,23 +298,29 @@ for (const engine of engines) {
       expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(stored)
     })
 
-    it('applies a binding change its readings could not follow (the store failed every retry) before a pass removes any reading', async () => {
-      const T0 = NOW - 10 * DAY
-      const clock = testClock(T0 - DAY)
+    /** The service on `clock`, with a fleet, a tote and a queued delivery (not cold chain) of one pharmacy. */
+    async function toteAndDelivery(clock: ReturnType<typeof testClock>) {
       api = await engine.start(clock)
       const admin = await api.adminToken()
       const pharmacy = await api.pharmacy(admin)
       const { fleetId } = await api.fleetWithDriver(admin)
       const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
       const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
-      const { sink, expirer, db } = api.service
+      return { started: api, fleetId, tote, rx }
+    }
+
+    it('applies a binding change its readings could not follow (the store failed every retry) before a pass removes any reading', async () => {
+      const T0 = NOW - 10 * DAY
+      const clock = testClock(T0 - DAY)
+      const { started, fleetId, tote, rx } = await toteAndDelivery(clock)
+      const { sink, expirer, db } = started.service
       if (!sink.expire) return
       // Two readings while the goods waited in the tote; the dispatch is recorded three days later,
       // as made before them, while the readings store refuses every change.
       await sink.write([readingRow({ tote_id: tote.id, ts: T0 + HOUR }), readingRow({ tote_id: tote.id, ts: T0 + 2 * HOUR })])
       const attribute = vi.spyOn(sink, 'attribute').mockRejectedValue(new Error('store unavailable'))
       clock.set(T0 + 3 * DAY)
-      const dispatched = await api.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, await api.adminToken(), {
+      const dispatched = await started.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, await started.adminToken(), {
         fleet_id: fleetId,
         tote_id: tote.id,
         occurred_at: iso(T0),
@@ -327,7 +333,7 @@ for (const engine of engines) {
       // Eight days on the readings are still the idle tote's, past RETENTION_UNBOUND_DAYS: a pass
       // while the store still refuses removes none of them, and a pass once it answers binds them first.
       clock.set(T0 + 8 * DAY)
-      const pendingGauge = async () => /rxtrace_binding_follows_pending (\d+)/.exec((await api!.request('GET', '/metrics')).text)?.[1]
+      const pendingGauge = async () => /rxtrace_binding_follows_pending (\d+)/.exec((await started.request('GET', '/metrics')).text)?.[1]
       expect(await expirer.pass()).toMatchObject({ removed: 0, complete: false })
       expect(await sink.readingsForTote(tote.id, 0, NOW)).toHaveLength(2)
       expect(await pendingGauge()).toBe('1')
@@ -339,14 +345,8 @@ for (const engine of engines) {
     })
 
     it('keeps a later binding change pending when an earlier one’s follow finishes after it', async () => {
-      const clock = testClock(NOW)
-      api = await engine.start(clock)
-      const admin = await api.adminToken()
-      const pharmacy = await api.pharmacy(admin)
-      const { fleetId } = await api.fleetWithDriver(admin)
-      const tote = await api.tote(admin, { pharmacy_id: pharmacy.id })
-      const rx = await api.prescription(admin, { pharmacy_id: pharmacy.id, cold_chain: false })
-      const { sink, db } = api.service
+      const { started, fleetId, tote, rx } = await toteAndDelivery(testClock(NOW))
+      const { sink, db } = started.service
       // The dispatch's follow is slow; the cancel's finds the store refusing every try.
       const attribute = sink.attribute.bind(sink)
       let opened!: () => void
@@ -357,7 +357,7 @@ for (const engine of engines) {
         throw new Error('store unavailable')
       })
       const act = async (action: string, body: Record<string, unknown>) => {
-        const res = await api!.post(`/v1/deliveries/${rx.delivery_id}/${action}`, await api!.adminToken(), body)
+        const res = await started.post(`/v1/deliveries/${rx.delivery_id}/${action}`, await started.adminToken(), body)
         expect(res.status, res.text).toBe(200)
         return res
       }
