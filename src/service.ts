@@ -139,6 +139,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
     logger,
     windowMs: config.REORDER_WINDOW_S * 1_000,
     leases,
+    storingTotes: () => committer.storingTotes(),
   })
   const committer = new GroupCommitter(sink, ingestGatherMs(config))
   const pipeline = new IngestPipeline({ bindings, committer, monitor, clock, metrics, logger })

@@ -5,7 +5,6 @@ import type { Metrics } from '../metrics.js'
 import type { ReadingRow } from '../timeseries/sink.js'
 import type { Binding } from './bindings.js'
 import { DeliveryStates, type Track } from './cold-chain/delivery-states.js'
-import { ArrivingReadings } from './cold-chain/arriving.js'
 import { PendingEvents } from './cold-chain/event-emission.js'
 import { LateRecomputes } from './cold-chain/late-recompute.js'
 import { OpenDeliveryWatch, type OpenDelivery } from './cold-chain/open-watch.js'
@@ -34,7 +33,6 @@ export class ColdChainMonitor {
   private readonly states: DeliveryStates
   private readonly buffers: ToteReorderBuffers
   private readonly held = new ReattributionHold()
-  private readonly arriving = new ArrivingReadings()
   private readonly pending = new PendingEvents()
   private readonly recomputes: LateRecomputes
   private readonly persister: Persister
@@ -51,6 +49,11 @@ export class ColdChainMonitor {
       windowMs: number
       /** Several copies share the store: one evaluates each delivery at a time (telemetry/evaluation-leases.ts). */
       leases?: LeasePort | undefined
+      /**
+       * Totes whose readings were received and are still being stored (GroupCommitter.storingTotes):
+       * not judged silent, since a tote that spoke before its limit is not offline.
+       */
+      storingTotes?: () => ReadonlySet<string>
     },
   ) {
     const { store, leases, logger } = deps
@@ -95,19 +98,6 @@ export class ColdChainMonitor {
   /** Gives up this copy's leases (a graceful stop, after flush()): the other copies take over at once. */
   releaseLeases(): Promise<void> {
     return this.states.release()
-  }
-
-  /**
-   * A publish of the tote's was received: until readingsArrived(), the tote is not judged silent,
-   * since what it sent is on its way to accept() (a tote that spoke before its limit is not offline).
-   */
-  readingsArriving(toteId: string): void {
-    this.arriving.add(toteId)
-  }
-
-  /** The publish announced by readingsArriving() was accepted, or refused, or failed to commit. */
-  readingsArrived(toteId: string): void {
-    this.arriving.remove(toteId)
   }
 
   /**
@@ -207,10 +197,11 @@ export class ColdChainMonitor {
   tick(): void {
     const now = this.deps.clock.now()
     for (const released of this.buffers.releaseSilent(now)) this.evaluateReleased(released)
+    const storing = this.deps.storingTotes?.()
     watchSilence(
       this.states.all(),
       now,
-      (toteId) => this.buffers.waiting(toteId) > 0 || this.held.isHeld(toteId) || this.arriving.has(toteId),
+      (toteId) => this.buffers.waiting(toteId) > 0 || this.held.isHeld(toteId) || storing?.has(toteId) === true,
       (track, events) => this.pending.add(track, events),
     )
     void this.persister.request(true)

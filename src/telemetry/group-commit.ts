@@ -2,6 +2,10 @@ import type { ReadingRow, ReadingSink } from '../timeseries/sink.js'
 
 type Waiter = { resolve: () => void; reject: (error: Error) => void }
 
+// A write on its way this long is taken as stuck (a store that never answers): its rows no longer
+// keep their totes from being judged silent (storingTotes).
+const STUCK_MS = 30_000
+
 /** Told the rows of each committed group, in commit order, before their publishes are acknowledged. */
 export type CommittedListener = (rows: readonly ReadingRow[]) => void
 
@@ -23,6 +27,8 @@ export class GroupCommitter {
   private timer: NodeJS.Timeout | null = null
   /** Groups being written. */
   private inFlight = 0
+  /** Their rows, oldest group first, with when each began. */
+  private readonly writing: { rows: readonly ReadingRow[]; since: number }[] = []
   /** Settles when the newest group made so far has finished (committed or failed), and every one before it. */
   private last: Promise<void> = Promise.resolve()
   private readonly listeners: CommittedListener[] = []
@@ -34,6 +40,7 @@ export class GroupCommitter {
     private readonly maxDelayMs = 2,
     /** A group this big is written at once. */
     private readonly maxRows = 10_000,
+    private readonly nowMs: () => number = () => performance.now(),
   ) {
     this.slots = Math.max(1, sink.concurrentWrites ?? 1)
   }
@@ -54,6 +61,20 @@ export class GroupCommitter {
    */
   onCommitted(listener: CommittedListener): void {
     this.listeners.push(listener)
+  }
+
+  /**
+   * The totes with rows handed to write() and not yet committed and judged (gathered, or in a group
+   * being written): their readings are on their way. None while the oldest write has been on its
+   * way STUCK_MS. Read once a second by the sensor-gap check, never per publish.
+   */
+  storingTotes(): Set<string> {
+    const totes = new Set<string>()
+    const oldest = this.writing[0]
+    if (oldest && this.nowMs() - oldest.since >= STUCK_MS) return totes
+    for (const group of this.writing) for (const row of group.rows) totes.add(row.tote_id)
+    for (const row of this.rows) totes.add(row.tote_id)
+    return totes
   }
 
   /** Resolves once every row handed to write() before this call is committed (or has failed). */
@@ -92,6 +113,7 @@ export class GroupCommitter {
     this.rows = []
     this.waiters = []
     this.inFlight++
+    this.writing.push({ rows, since: this.nowMs() })
     const before = this.last
     const written = this.sink.write(rows).then(
       () => null,
@@ -106,6 +128,7 @@ export class GroupCommitter {
   }
 
   private finish(rows: ReadingRow[], waiters: Waiter[], error: Error | null): void {
+    this.writing.shift() // groups finish in the order they were made: this is the oldest
     if (error !== null) {
       for (const w of waiters) w.reject(error)
       return

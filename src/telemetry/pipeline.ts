@@ -36,16 +36,6 @@ export class IngestPipeline {
 
   /** Resolves once the payload's readings are committed; rejects with ReadingsRejected for a refused payload. */
   handle(toteId: string, payload: Buffer): Promise<void> {
-    const monitor = this.deps.monitor
-    monitor.readingsArriving(toteId)
-    const handled = this.receive(toteId, payload)
-    // The commit's listeners (accept) run before its writers are answered, so this follows them.
-    const arrived = () => monitor.readingsArrived(toteId)
-    handled.then(arrived, arrived)
-    return handled
-  }
-
-  private receive(toteId: string, payload: Buffer): Promise<void> {
     try {
       const now = this.deps.clock.now()
       const parsed = parseReadings(payload, now)

@@ -98,4 +98,38 @@ describe('GroupCommitter', () => {
     await expect(publishes[3]).resolves.toBeUndefined()
     expect(seen).toEqual([[1], [3], [4]])
   })
+
+  it('names the totes whose rows are gathered or being written, until their group is committed or has failed', async () => {
+    const { sink, writes } = controlledSink(2)
+    const committer = new GroupCommitter(sink, 1)
+    const of = (tote: string, ts: number) => readingRow({ tote_id: tote, ts })
+    const a = committer.write([of('tt_a', 1)])
+    expect([...committer.storingTotes()]).toEqual(['tt_a']) // gathered
+    await pastTheWindow(1)
+    const b = committer.write([of('tt_a', 2), of('tt_b', 2)])
+    await pastTheWindow(1)
+    expect([...committer.storingTotes()].sort()).toEqual(['tt_a', 'tt_b']) // both groups being written
+    writes[0]!.finish()
+    await a
+    expect([...committer.storingTotes()].sort()).toEqual(['tt_a', 'tt_b']) // tt_a's second publish is still on its way
+    writes[1]!.finish(new Error('disk full'))
+    await expect(b).rejects.toThrow('disk full')
+    expect(committer.storingTotes().size).toBe(0)
+  })
+
+  it('names none once its oldest write has been on its way 30 s: a stuck store does not hide a gap', async () => {
+    const { sink, writes } = controlledSink()
+    let now = 1_000
+    const committer = new GroupCommitter(sink, 1, 10_000, () => now)
+    const a = committer.write([readingRow({ tote_id: 'tt_a', ts: 1 })])
+    await pastTheWindow(1)
+    now += 29_999
+    expect(committer.storingTotes().has('tt_a')).toBe(true)
+    now += 1
+    expect(committer.storingTotes().has('tt_a')).toBe(false)
+    writes[0]!.finish()
+    await a
+    void committer.write([readingRow({ tote_id: 'tt_a', ts: 2 })]) // a new publish, the store answering again: on its way
+    expect(committer.storingTotes().has('tt_a')).toBe(true)
+  })
 })
