@@ -111,15 +111,13 @@ export class BindingFollower {
     const { db, monitor, bindings, committer, sink } = this.deps
     monitor.hold(toteId)
     try {
-      // Read before the binding: a change made after it leaves its own mark, which this one does not clear.
-      const mark = await db.selectFrom('deliveries').select('follow_pending').where('id', '=', deliveryId).executeTakeFirst()
-      const binding = await bindings.ofDelivery(toteId, deliveryId)
+      // The mark is read with the binding: a change made after this read leaves its own, which this follow does not clear.
+      const { binding, followPending: pending } = await bindings.ofDelivery(toteId, deliveryId)
       if (binding) {
         await committer.settled() // readings bound with the old intervals are stored first
         if ((await sink.attribute(toteId, binding)) || recompute) await monitor.reattributed(deliveryId)
       }
-      const pending = mark?.follow_pending
-      if (pending != null)
+      if (pending !== null)
         await db
           .updateTable('deliveries')
           .set({ follow_pending: null })

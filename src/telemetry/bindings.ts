@@ -90,14 +90,14 @@ export class ToteBindings {
     })
   }
 
-  /** The binding of one delivery to this tote, if it has one (a binding just recorded, however far back it reaches). */
-  async ofDelivery(toteId: string, deliveryId: string): Promise<Binding | undefined> {
-    const row = await selectBindings(this.db)
-      .where('id', '=', deliveryId)
-      .where('tote_id', '=', toteId)
-      .where('bound_from', 'is not', null)
-      .executeTakeFirst()
-    return row && toBinding(row)
+  /**
+   * The binding of one delivery to this tote, if it has one (a binding just recorded, however far
+   * back it reaches), and the binding change its readings have not followed yet (migration 0067).
+   */
+  async ofDelivery(toteId: string, deliveryId: string): Promise<{ binding: Binding | undefined; followPending: number | null }> {
+    const row = await selectBindings(this.db).select('follow_pending').where('id', '=', deliveryId).executeTakeFirst()
+    const bound = row !== undefined && row.tote_id === toteId && row.bound_from !== null
+    return { binding: bound ? toBinding(row) : undefined, followPending: row?.follow_pending ?? null }
   }
 
   /**
