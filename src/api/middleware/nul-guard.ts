@@ -1,8 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import { validationFailed } from '../../errors.js'
-import { toPointer } from '../../strict-json.js'
 import type { AppEnv } from '../env.js'
-import { formDecoded } from './query-guard.js'
+import { queryPointer } from './query-guard.js'
 
 /*
  * U+0000 (NUL) is in no id, token, name or text of ours, and PostgreSQL refuses it in a text
@@ -50,10 +49,7 @@ function nulInUrl(url: string): string | null {
   const query = url.indexOf('?')
   if (query === -1 || ENCODED_NUL.test(url.slice(0, query))) return '/path'
   for (const pair of url.slice(query + 1).split('&')) {
-    if (!ENCODED_NUL.test(pair)) continue
-    const name = pair.split('=')[0]!
-    // Not UTF-8: the name is shown as sent (the query guard's to refuse); a NUL in it, as `\u0000`.
-    return `/query${toPointer([formDecoded(name)?.replaceAll('\u0000', '\\u0000') ?? name])}`
+    if (ENCODED_NUL.test(pair)) return queryPointer(pair.split('=')[0]!)
   }
   return '/query'
 }

@@ -28,7 +28,7 @@ function queryProblems(query: string): FieldError[] {
     const eq = pair.indexOf('=')
     const rawName = eq === -1 ? pair : pair.slice(0, eq)
     const name = formDecoded(rawName)
-    const pointer = `/query${toPointer([name ?? rawName])}`
+    const pointer = queryPointer(rawName, name)
     if (name === null || (eq !== -1 && formDecoded(pair.slice(eq + 1)) === null)) {
       problems.push({ pointer, message: 'is not percent-encoded UTF-8' })
     } else if (RESERVED_MEMBER_NAMES.has(name)) {
@@ -36,6 +36,14 @@ function queryProblems(query: string): FieldError[] {
     }
   }
   return problems
+}
+
+/**
+ * Where a problem with the parameter named `rawName` (as sent; `name` decoded, when the caller has
+ * it) is: `/query/<name>`, decoded; a name that is not UTF-8 as sent, and a NUL in it as `\u0000`.
+ */
+export function queryPointer(rawName: string, name = formDecoded(rawName)): string {
+  return `/query${toPointer([name?.replaceAll('\u0000', '\\u0000') ?? rawName])}`
 }
 
 /** application/x-www-form-urlencoded decoding (WHATWG URL §5.1), or null for invalid UTF-8 or escapes. */
