@@ -83,6 +83,7 @@ export class BindingFollower {
         this.deps.logger.warn({ err, toteId: tote_id, deliveryId: id }, 'applying a pending tote binding change failed; tried again later')
       }
     }
+    if (pending.length > 0) await this.watchAfterFollow()
     return left
   }
 
@@ -93,18 +94,25 @@ export class BindingFollower {
    */
   async follow(toteId: string, deliveryId: string, recompute = false): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.followOnce(toteId, deliveryId, recompute)
-      } catch (err) {
-        const final = attempt >= FOLLOW_BINDING_ATTEMPTS
-        this.deps.logger[final ? 'error' : 'warn'](
-          { err, toteId, deliveryId, attempt },
-          `applying a tote binding change failed${final ? '' : '; retrying'}`,
-        )
-        if (final) return
-        await sleep(FOLLOW_BINDING_RETRY_MS * attempt, undefined, { ref: false }) // never keeps a stopping process up
-      }
+      const failed = await this.followOnce(toteId, deliveryId, recompute).then(
+        () => null,
+        (err: unknown) => ({ err }),
+      )
+      await this.watchAfterFollow()
+      if (failed === null) return
+      const final = attempt >= FOLLOW_BINDING_ATTEMPTS
+      this.deps.logger[final ? 'error' : 'warn'](
+        { err: failed.err, toteId, deliveryId, attempt },
+        `applying a tote binding change failed${final ? '' : '; retrying'}`,
+      )
+      if (final) return
+      await sleep(FOLLOW_BINDING_RETRY_MS * attempt, undefined, { ref: false }) // never keeps a stopping process up
     }
+  }
+
+  /** The monitor hears of the deliveries open now; a failure is logged, and the 5 s refresh reads them again. */
+  private watchAfterFollow(): Promise<void> {
+    return this.watchOpenDeliveries().catch((err: unknown) => this.deps.logger.warn({ err }, 'reading the open deliveries failed'))
   }
 
   private async followOnce(toteId: string, deliveryId: string, recompute: boolean): Promise<void> {
@@ -126,7 +134,6 @@ export class BindingFollower {
           .execute()
     } finally {
       monitor.release(toteId)
-      await this.watchOpenDeliveries()
     }
   }
 }
