@@ -47,7 +47,7 @@ export function queryPointer(rawName: string, name = formDecoded(rawName)): stri
 }
 
 /** application/x-www-form-urlencoded decoding (WHATWG URL §5.1), or null for invalid UTF-8 or escapes. */
-export function formDecoded(text: string): string | null {
+function formDecoded(text: string): string | null {
   if (text.indexOf('%') === -1) return text.indexOf('+') === -1 ? text : text.replace(/\+/g, ' ')
   try {
     return decodeURIComponent(text.replace(/\+/g, ' '))
