@@ -75,10 +75,19 @@ async function main(): Promise<void> {
   const profileDir = join(dataDir, 'profile')
   const port = await freePort()
   const postgres = opts['database-url'] ? await freshSchema(opts['database-url']) : null
-  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: '0', ...(postgres ? { DATABASE_URL: postgres.url } : {}) })
+  // Copies sharing PostgreSQL must share a key for stored secrets; the service refuses to start without one.
+  const store = postgres ? { DATABASE_URL: postgres.url, SECRETS_KEY: randomBytes(32).toString('base64') } : {}
+  const env = benchServiceEnv(dataDir, port, { MQTT_PORT: '0', ...store })
 
   log(`starting the service on port ${port} (DATA_DIR ${dataDir})${opts.profile ? ' under --cpu-prof' : ''}`)
-  const service = await startServiceProcess({ env, port, nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] })
+  const service = await startServiceProcess({
+    env,
+    port,
+    nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+  }).catch(async (error: unknown) => {
+    await postgres?.drop()
+    throw error
+  })
   try {
     const token = await clientCredentialsToken(service.baseUrl, BENCH_ADMIN.id, BENCH_ADMIN.secret)
     const pharmacy = await postJson<{ id: string }>(service.baseUrl, '/v1/pharmacies', token, {
