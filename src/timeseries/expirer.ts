@@ -163,17 +163,30 @@ export class Expirer {
     const expire = sink.expire?.bind(sink)
     // While a binding change is pending, no reading goes as an idle tote's: some of them are a
     // delivery's that has not got them yet. Readings past the records window still go; the pass is
-    // not complete, so rxtrace_retention_lag_seconds shows it.
-    const pending = (expire && (await this.deps.followPendingBindings?.())) || 0
+    // not complete, so rxtrace_retention_lag_seconds shows it. A dispatch made during the pass is
+    // seen by the next batch: the marks are counted again before each (only those bound from
+    // before the idle window: every dispatch is marked until its follow, a moment later, and one
+    // bound from later claims no reading the batch could remove).
+    let pending = (expire && (await this.deps.followPendingBindings?.())) || 0
+    let heldBack = pending > 0
     metrics?.followsPending(pending)
     if (pending > 0) logger.warn({ pending }, 'idle totes’ readings wait: tote binding changes not applied to the stored readings yet')
     const stoppedMidPass =
       expire !== undefined &&
       (await this.batchByBatch(async () => {
         const now = clock.now()
+        const unboundBeforeMs = now - policy.unboundDays * DAY_MS
+        if (batches > 0) {
+          pending = await this.pendingMarks(unboundBeforeMs)
+          if (pending > 0 && !heldBack) {
+            heldBack = true
+            metrics?.followsPending(pending)
+            logger.warn({ pending }, 'idle totes’ readings wait: a tote binding change made during the expiry pass is not applied yet')
+          }
+        }
         const boundBeforeMs = now - policy.recordsDays * DAY_MS
         const result = await expire({
-          unboundBeforeMs: pending > 0 ? 0 : now - policy.unboundDays * DAY_MS,
+          unboundBeforeMs: pending > 0 ? 0 : unboundBeforeMs,
           boundBeforeMs,
           keepDeliveries: await this.keepDeliveries(boundBeforeMs),
           limit: policy.batch,
@@ -192,9 +205,21 @@ export class Expirer {
       return { removed, batches, complete: false }
     }
     const seconds = (clock.now() - started) / 1_000
-    if (pending === 0) metrics?.passDone(clock.now(), seconds)
+    if (!heldBack) metrics?.passDone(clock.now(), seconds)
     if (removed > 0) logger.info({ removed, batches, deferred, seconds }, 'expired readings past their retention')
-    return { removed, batches, complete: pending === 0 }
+    return { removed, batches, complete: !heldBack }
+  }
+
+  /** Binding changes bound from before `boundFromBeforeMs` whose readings have not followed them yet (migration 0067). */
+  private async pendingMarks(boundFromBeforeMs: number): Promise<number> {
+    const [row] = await this.deps.db
+      .selectFrom('deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('follow_pending', 'is not', null)
+      .where('tote_id', 'is not', null)
+      .where('bound_from', '<', iso(boundFromBeforeMs))
+      .execute()
+    return Number(row?.n ?? 0)
   }
 
   /**

@@ -109,51 +109,74 @@ const addMonths = (ms: number, n: number) => {
  * Drops whole months with nothing to keep: every reading in them is past both windows
  * (the month ends before both cutoffs) and none is a kept delivery's (open, or ended inside its
  * retention: checked through the delivery index). Resolves with an estimate of the rows dropped
- * (the planner's count: counting a month row by row would cost what the drop saves; a month the
- * planner has not counted yet is analyzed first).
+ * (the planner's count: counting a month row by row would cost what the drop saves) and whether
+ * a drop gave up waiting for its locks.
  *
- * The drop takes PostgreSQL's exclusive lock on `readings` for a moment; `lock_timeout` keeps a
- * write from queueing behind it for long: a drop that does not get the lock at once waits for
- * the next pass.
+ * A month is decided under its own exclusive lock, in the transaction that drops it: the lock
+ * waits for the writes and reads of that month in flight and holds off new ones, and the month is
+ * then checked again, so a kept delivery's reading stored after the first check (a tote's late
+ * upload, in flight while the pass looked) is never dropped with it. The drop then takes
+ * PostgreSQL's exclusive lock on `readings` for a moment. `lock_timeout` keeps the writes of other
+ * months from queueing behind either lock for long: a month whose locks do not come within it is
+ * left to row deletes, and `lockedOut` tells the caller to try no more drops in this pass (a long
+ * read of the table, a backup, would otherwise stall every write once per batch).
  */
 export async function expirePartitions(
   pool: pg.Pool,
   { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest,
-): Promise<{ removed: number; dropped: string[] }> {
+  { reanalyze }: { reanalyze: boolean },
+): Promise<{ removed: number; dropped: string[]; lockedOut: boolean }> {
   const before = Math.min(unboundBeforeMs, boundBeforeMs)
   const keep = [...keepDeliveries]
+  const holdsKept = async (db: pg.Pool | pg.PoolClient, month: string) =>
+    ((await db.query(`select 1 from ${month} where delivery_id = any($1::text[]) limit 1`, [keep])).rowCount ?? 0) > 0
   let removed = 0
   const dropped: string[] = []
   for (const month of await monthPartitions(pool)) {
     if (month.toMs > before) break
-    const kept = await pool.query(`select 1 from ${month.name} where delivery_id = any($1::text[]) limit 1`, [keep])
-    if (kept.rowCount) continue
+    if (await holdsKept(pool, month.name)) continue
     const client = await pool.connect()
     try {
-      // The planner's count. A month never analyzed has none (-1, or 0 before PostgreSQL 14; after
-      // a pg_upgrade or with autovacuum off, a big one too): ANALYZE samples it first, at a bounded cost.
-      const planned = () =>
-        client.query<{ n: string; counted: boolean }>(
-          `select greatest(reltuples, 0)::bigint as n, reltuples > 0 as counted from pg_class where oid = $1::regclass`,
-          [month.name],
-        )
-      let { rows } = await planned()
-      if (rows[0] && !rows[0].counted) {
-        await client.query(`analyze ${month.name}`)
-        ;({ rows } = await planned())
-      }
       await client.query('begin')
       await client.query(`set local lock_timeout = '100ms'`)
+      await client.query(`lock table ${month.name} in access exclusive mode`)
+      if (await holdsKept(client, month.name)) {
+        await client.query('rollback')
+        continue
+      }
+      const rows = await plannedRows(client, month.name, reanalyze)
       await client.query(`drop table ${month.name}`)
       await client.query('commit')
-      removed += Number(rows[0]?.n ?? 0)
+      removed += rows
       dropped.push(month.name)
     } catch (error) {
       await client.query('rollback').catch(() => {})
-      if ((error as { code?: string }).code !== '55P03') throw error // lock_not_available: next pass
+      if ((error as { code?: string }).code !== '55P03') throw error
+      return { removed, dropped, lockedOut: true } // lock_not_available
     } finally {
       client.release()
     }
   }
-  return { removed, dropped }
+  return { removed, dropped, lockedOut: false }
+}
+
+/**
+ * The planner's count of a month's rows, taken under the month's lock. A month never analyzed has
+ * none (-1, or 0 before PostgreSQL 14; after a pg_upgrade or with autovacuum off, a big one too),
+ * and one changed since its last analyze (late writes, or row deletes of an earlier batch, which
+ * would be counted twice) has a stale one: ANALYZE samples it first, at a bounded cost.
+ */
+async function plannedRows(client: pg.PoolClient, month: string, reanalyze: boolean): Promise<number> {
+  const planned = () =>
+    client.query<{ n: string; stale: boolean }>(
+      `select greatest(c.reltuples, 0)::bigint as n, c.reltuples <= 0 or coalesce(s.n_mod_since_analyze, 0) > 0 as stale
+       from pg_class c left join pg_stat_user_tables s on s.relid = c.oid where c.oid = $1::regclass`,
+      [month],
+    )
+  let { rows } = await planned()
+  if (reanalyze || rows[0]?.stale) {
+    await client.query(`analyze ${month}`)
+    ;({ rows } = await planned())
+  }
+  return Number(rows[0]?.n ?? 0)
 }

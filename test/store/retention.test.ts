@@ -299,8 +299,8 @@ for (const engine of engines) {
     })
 
     /** The service on `clock`, with a fleet, a tote and a queued delivery (not cold chain) of one pharmacy. */
-    async function toteAndDelivery(clock: ReturnType<typeof testClock>) {
-      api = await engine.start(clock)
+    async function toteAndDelivery(clock: ReturnType<typeof testClock>, env: Record<string, string> = {}) {
+      api = await engine.start(clock, env)
       const admin = await api.adminToken()
       const pharmacy = await api.pharmacy(admin)
       const { fleetId } = await api.fleetWithDriver(admin)
@@ -342,6 +342,35 @@ for (const engine of engines) {
       expect(await pendingGauge()).toBe('0')
       expect(await sink.readingsForDelivery(rx.delivery_id, 0, NOW)).toHaveLength(2)
       expect((await pending()).follow_pending).toBeNull()
+    })
+
+    it('removes no idle tote’s reading after a dispatch backdated past RETENTION_UNBOUND_DAYS is recorded in the middle of a pass', async () => {
+      const clock = testClock(NOW - 12 * DAY)
+      const { started, fleetId, tote, rx } = await toteAndDelivery(clock, { RETENTION_BATCH: '100', RETENTION_PAUSE_MS: '0' })
+      const { sink, expirer } = started.service
+      if (!sink.expire) return
+      await sink.write(Array.from({ length: 250 }, (_, i) => readingRow({ tote_id: tote.id, ts: NOW - 10 * DAY + i * 60_000 })))
+      clock.set(NOW)
+      // The readings store refuses the follow, so the dispatch stays pending for the rest of the pass.
+      const attribute = vi.spyOn(sink, 'attribute').mockRejectedValue(new Error('store unavailable'))
+      const expire = sink.expire.bind(sink)
+      let batches = 0
+      sink.expire = async (request) => {
+        const result = await expire(request)
+        if (++batches === 1) {
+          const dispatched = await started.post(`/v1/deliveries/${rx.delivery_id}/dispatch`, await started.adminToken(), {
+            fleet_id: fleetId,
+            tote_id: tote.id,
+            occurred_at: iso(NOW - 11 * DAY), // before every reading, and past the unbound window
+          })
+          expect(dispatched.status, dispatched.text).toBe(200)
+        }
+        return result
+      }
+      // The first batch removed 100 of the idle tote's readings; from the next one on, they are the dispatch's.
+      expect(await expirer.pass()).toMatchObject({ removed: 100, complete: false })
+      expect(await sink.readingsForTote(tote.id, 0, NOW)).toHaveLength(150)
+      attribute.mockRestore()
     })
 
     it('keeps a later binding change pending when an earlier one’s follow finishes after it', async () => {

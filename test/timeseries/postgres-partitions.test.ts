@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import pino from 'pino'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { Expirer } from '../../src/timeseries/expirer.js'
 import { openEntityStore } from '../../src/store/database.js'
 import { up as partitionReadings } from '../../src/store/migrations/0061_reading_partitions.js'
@@ -124,6 +124,95 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       await binder.query('rollback').catch(() => {})
       binder.release()
       await sink.close()
+      await db.end()
+    }
+  })
+
+  it('keeps a month whose kept delivery’s reading was being stored when the month was about to be dropped', async () => {
+    const schema = await schemas.create()
+    const sink = createPostgresSink({ url: url!, schema })
+    const db = pool(schema)
+    const writer = await db.connect()
+    try {
+      const now = Date.UTC(2026, 2, 15)
+      const jan = Date.UTC(2019, 0, 10)
+      await sink.write([r('tt_idle', jan, null)])
+      // A tote back from weeks offline uploads a reading of its open delivery into that old month;
+      // the insert is in flight (not committed) when the pass looks at the month.
+      await writer.query('begin')
+      await writer.query(
+        `insert into readings (tote_id, ts, delivery_id, rx_id, temp_c, received_at, late) values ('tt_open', $1, 'dl_open', 'rx_dl_open', 5, $1, false)`,
+        [jan + DAY],
+      )
+      const pass = sink.expire!({
+        unboundBeforeMs: now - 7 * DAY,
+        boundBeforeMs: now - 2_190 * DAY,
+        keepDeliveries: new Set(['dl_open']),
+        limit: 100,
+      })
+      // The drop waits for the insert's lock on the month; then the insert commits, as a stored reading does.
+      const writerPid = (await writer.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid
+      await expect
+        .poll(async () => (await db.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [writerPid])).rowCount, {
+          timeout: 10_000,
+        })
+        .toBe(1)
+      await writer.query('commit')
+      await pass
+      expect(await sink.readingsForDelivery('dl_open', 0, now)).toHaveLength(1)
+      expect((await monthPartitions(db)).map((m) => m.name)).toContain('readings_p201901')
+    } finally {
+      await writer.query('rollback').catch(() => {})
+      writer.release()
+      await sink.close()
+      await db.end()
+    }
+  })
+
+  it('tries a drop that meets a long read of its month once a pass, deletes the month row by row, and counts each reading once', async () => {
+    const schema = await schemas.create()
+    const sink = createPostgresSink({ url: url!, schema })
+    const store = await openEntityStore({ kind: 'postgres', url: url!, schema })
+    const db = pool(schema)
+    const reader = await db.connect()
+    // Statements that wait for the month's lock: the drop, or the lock taken before it.
+    const lockAttempts: string[] = []
+    const query = pg.Client.prototype.query
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
+      if (typeof args[0] === 'string' && /^(lock|drop) table/.test(args[0])) lockAttempts.push(args[0])
+      return (query as (...a: unknown[]) => unknown).apply(this, args)
+    } as never)
+    try {
+      const now = Date.UTC(2026, 2, 15)
+      await sink.write(Array.from({ length: 50 }, (_, i) => r(`tt_${i % 5}`, Date.UTC(2019, 0, 10) + i * 60_000, null)))
+      // A long read of the month (an export, a backup) holds it for the whole pass.
+      await reader.query('begin')
+      await reader.query('select count(*) from readings_p201901')
+      let removed = 0
+      const expirer = new Expirer({
+        db: store.db,
+        dialect: 'postgres',
+        sink,
+        clock: { now: () => now },
+        logger: pino({ level: 'silent' }),
+        policy: { recordsDays: 2_190, unboundDays: 7, attemptsDays: 30, batch: 10, pauseMs: 0 },
+        metrics: {
+          removed: (table, n) => void (table === 'readings' && (removed += n)),
+          deferred: () => {},
+          passDone: () => {},
+          followsPending: () => {},
+        },
+      })
+      expect(await expirer.pass()).toMatchObject({ removed: 50, complete: true })
+      expect(lockAttempts.filter((text) => text.includes('readings_p201901'))).toHaveLength(1)
+      expect(removed).toBe(50)
+      expect(await sink.count()).toBe(0)
+    } finally {
+      spy.mockRestore()
+      await reader.query('rollback').catch(() => {})
+      reader.release()
+      await sink.close()
+      await store.close()
       await db.end()
     }
   })
