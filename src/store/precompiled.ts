@@ -46,7 +46,14 @@ export function precompiled<A extends unknown[], R>(build: (db: Executor, ...arg
   }
 }
 
-const insertsFor = new WeakMap<object, Map<string, string>>()
+/** An insert's SQL text for one column list and row count. */
+type InsertShape = { columns: readonly string[]; rowCount: number; text: string }
+
+// Dialect → table → the shapes compiled so far. A table is inserted in a few shapes, found by
+// comparing column names: cheaper than joining them into a key on every insert.
+const insertsFor = new WeakMap<object, Map<string, InsertShape[]>>()
+// Past this many shapes of one table, the oldest is forgotten (a shape is recompiled if it comes back).
+const SHAPES_PER_TABLE = 64
 
 /** `insert into <table> (<the row's columns>) values (…)`, compiled once per table and column list. */
 export async function insertRow<T extends keyof Database & string>(
@@ -92,18 +99,24 @@ const definedColumns = (row: object) => Object.keys(row).filter((column) => (row
 
 function insertText(executor: Executor, table: keyof Database & string, columns: string[], rowCount: number): string {
   const dialect = dialectOf(executor)
-  let texts = insertsFor.get(dialect)
-  if (!texts) insertsFor.set(dialect, (texts = new Map()))
-  const key = `${table}(${columns.join(',')})x${rowCount}`
-  let text = texts.get(key)
-  if (text === undefined) {
-    // The SQL kysely's insertInto(table).values(rows) compiles to, a placeholder for every column
-    // of every row; written with sql`` because the values are bound later, not typed here.
-    const names = sql.join(columns.map((column) => sql.ref(column)))
-    const row = sql`(${sql.join(columns.map(() => null))})`
-    const rows = sql.join(Array.from({ length: rowCount }, () => row))
-    text = sql`insert into ${sql.table(table)} (${names}) values ${rows}`.compile(executor).sql
-    texts.set(key, text)
-  }
+  let tables = insertsFor.get(dialect)
+  if (!tables) insertsFor.set(dialect, (tables = new Map()))
+  let shapes = tables.get(table)
+  if (!shapes) tables.set(table, (shapes = []))
+  for (const shape of shapes) if (shape.rowCount === rowCount && sameNames(shape.columns, columns)) return shape.text
+  // The SQL kysely's insertInto(table).values(rows) compiles to, a placeholder for every column
+  // of every row; written with sql`` because the values are bound later, not typed here.
+  const names = sql.join(columns.map((column) => sql.ref(column)))
+  const row = sql`(${sql.join(columns.map(() => null))})`
+  const rows = sql.join(Array.from({ length: rowCount }, () => row))
+  const text = sql`insert into ${sql.table(table)} (${names}) values ${rows}`.compile(executor).sql
+  if (shapes.length >= SHAPES_PER_TABLE) shapes.shift()
+  shapes.push({ columns, rowCount, text })
   return text
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
 }

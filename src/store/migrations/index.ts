@@ -43,6 +43,7 @@ import { up as historyIndexes } from './0064_history_indexes.js'
 import { up as openDeliveriesIndex } from './0065_open_deliveries_index.js'
 import { up as bindingIndexes } from './0066_binding_indexes.js'
 import { up as bindingFollowPending } from './0067_binding_follow_pending.js'
+import { up as fleetIndexesPartial } from './0068_fleet_indexes_partial.js'
 
 /** Applied at start-up in name order. Append new steps; never edit one that has shipped. */
 const steps: Record<string, MigrationStep> = {
@@ -88,6 +89,7 @@ const steps: Record<string, MigrationStep> = {
   '0065_open_deliveries_index': openDeliveriesIndex,
   '0066_binding_indexes': bindingIndexes,
   '0067_binding_follow_pending': bindingFollowPending,
+  '0068_fleet_indexes_partial': fleetIndexesPartial,
 }
 
 /** `schema` (PostgreSQL) is where the store's tables live; the migrator keeps its own tables there too. */
