@@ -164,10 +164,10 @@ export class Expirer {
     // While a binding change is pending, no reading goes as an idle tote's: some of them are a
     // delivery's that has not got them yet. Readings past the records window still go; the pass is
     // not complete, so rxtrace_retention_lag_seconds shows it. A dispatch made during the pass is
-    // seen by the next batch: the marks are counted again before each (only those bound from
-    // before the idle window: every dispatch is marked until its follow, a moment later, and one
-    // bound from later claims no reading the batch could remove).
-    let pending = (expire && (await this.deps.followPendingBindings?.())) || 0
+    // seen by the next batch: until one is found, the marks are counted again before each (only
+    // those bound from before the idle window: every dispatch is marked until its follow, a moment
+    // later, and one bound from later claims no reading the batch could remove).
+    const pending = (expire && (await this.deps.followPendingBindings?.())) || 0
     let heldBack = pending > 0
     metrics?.followsPending(pending)
     if (pending > 0) logger.warn({ pending }, 'idle totes’ readings wait: tote binding changes not applied to the stored readings yet')
@@ -176,17 +176,20 @@ export class Expirer {
       (await this.batchByBatch(async () => {
         const now = clock.now()
         const unboundBeforeMs = now - policy.unboundDays * DAY_MS
-        if (batches > 0) {
-          pending = await this.pendingMarks(unboundBeforeMs)
-          if (pending > 0 && !heldBack) {
+        if (!heldBack && batches > 0) {
+          const marked = await this.pendingMarks(unboundBeforeMs)
+          if (marked > 0) {
             heldBack = true
-            metrics?.followsPending(pending)
-            logger.warn({ pending }, 'idle totes’ readings wait: a tote binding change made during the expiry pass is not applied yet')
+            metrics?.followsPending(marked)
+            logger.warn(
+              { pending: marked },
+              'idle totes’ readings wait: a tote binding change made during the expiry pass is not applied yet',
+            )
           }
         }
         const boundBeforeMs = now - policy.recordsDays * DAY_MS
         const result = await expire({
-          unboundBeforeMs: pending > 0 ? 0 : unboundBeforeMs,
+          unboundBeforeMs: heldBack ? 0 : unboundBeforeMs,
           boundBeforeMs,
           keepDeliveries: await this.keepDeliveries(boundBeforeMs),
           limit: policy.batch,
