@@ -25,6 +25,27 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
   const pool = (schema: string) => new pg.Pool({ connectionString: url!, options: `-c search_path=${schema}`, max: 2 })
   const r = (tote: string, ts: number, deliveryId: string | null): ReadingRow =>
     readingRow({ tote_id: tote, ts, delivery_id: deliveryId, rx_id: deliveryId && `rx_${deliveryId}` })
+  /**
+   * Makes `change` in a transaction of its own and starts `act` while it is open; once a statement
+   * of `act` (one like `statement`) waits for the change's locks, commits the change. Resolves with
+   * what `act` did.
+   */
+  async function racing<T>(db: pg.Pool, change: (holder: pg.PoolClient) => Promise<unknown>, act: () => Promise<T>, statement = '%') {
+    const holder = await db.connect()
+    try {
+      await holder.query('begin')
+      await change(holder)
+      const acting = act()
+      const { pid } = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!
+      const waiting = `select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)) and query like $2`
+      await expect.poll(async () => (await db.query(waiting, [pid, statement])).rowCount, { timeout: 10_000 }).toBe(1)
+      await holder.query('commit')
+      return await acting
+    } finally {
+      await holder.query('rollback').catch(() => {})
+      holder.release()
+    }
+  }
 
   it('reads a delivery’s trace from the partitions of its interval only (EXPLAIN)', async () => {
     const schema = await schemas.create()
@@ -86,43 +107,29 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     const schema = await schemas.create()
     const sink = createPostgresSink({ url: url!, schema })
     const db = pool(schema)
-    const binder = await db.connect()
     try {
       const now = Date.UTC(2026, 2, 15)
       const old = now - 30 * DAY
       // A kept delivery's reading in the month: it is deleted row by row, not dropped.
       await sink.write([r('tt_kept', old, 'dl_kept'), r('tt_a', old + 1, null), r('tt_a', old + 2, null)])
-      // A dispatch backdated over the first reading, not yet committed when the batch picks it.
-      await binder.query('begin')
-      await binder.query(`update readings set delivery_id = 'dl_late', rx_id = 'rx_dl_late' where tote_id = 'tt_a' and ts = $1`, [old + 1])
-      const pass = sink.expire!({
-        unboundBeforeMs: now - 7 * DAY,
-        boundBeforeMs: now - 2_190 * DAY,
-        keepDeliveries: new Set(['dl_kept', 'dl_late']),
-        limit: 100,
-      })
-      // The batch's delete (inside its pick statement) waits for the binding's row lock; then the binding commits.
-      const binderPid = (await binder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid
-      await expect
-        .poll(
-          async () =>
-            (
-              await db.query(
-                `select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)) and query like '%delete from readings%'`,
-                [binderPid],
-              )
-            ).rowCount,
-          {
-            timeout: 10_000,
-          },
-        )
-        .toBe(1)
-      await binder.query('commit')
-      expect(await pass).toEqual({ removed: 1, more: false })
+      // A dispatch backdated over the first reading, not yet committed when the batch picks it: the
+      // batch's delete (inside its pick statement) waits for the binding's row lock; then the binding commits.
+      const pass = await racing(
+        db,
+        (binder) =>
+          binder.query(`update readings set delivery_id = 'dl_late', rx_id = 'rx_dl_late' where tote_id = 'tt_a' and ts = $1`, [old + 1]),
+        () =>
+          sink.expire!({
+            unboundBeforeMs: now - 7 * DAY,
+            boundBeforeMs: now - 2_190 * DAY,
+            keepDeliveries: new Set(['dl_kept', 'dl_late']),
+            limit: 100,
+          }),
+        '%delete from readings%',
+      )
+      expect(pass).toEqual({ removed: 1, more: false })
       expect((await sink.readingsForTote('tt_a', 0, now)).map((x) => [x.ts, x.delivery_id])).toEqual([[old + 1, 'dl_late']])
     } finally {
-      await binder.query('rollback').catch(() => {})
-      binder.release()
       await sink.close()
       await db.end()
     }
@@ -132,38 +139,31 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     const schema = await schemas.create()
     const sink = createPostgresSink({ url: url!, schema })
     const db = pool(schema)
-    const writer = await db.connect()
     try {
       const now = Date.UTC(2026, 2, 15)
       const jan = Date.UTC(2019, 0, 10)
       await sink.write([r('tt_idle', jan, null)])
-      // A tote back from weeks offline uploads a reading of its open delivery into that old month;
-      // the insert is in flight (not committed) when the pass looks at the month.
-      await writer.query('begin')
-      await writer.query(
-        `insert into readings (tote_id, ts, delivery_id, rx_id, temp_c, received_at, late) values ('tt_open', $1, 'dl_open', 'rx_dl_open', 5, $1, false)`,
-        [jan + DAY],
+      // A tote back from weeks offline uploads a reading of its open delivery into that old month:
+      // the insert is in flight (not committed) when the pass looks at the month, and the drop
+      // waits for its lock on the month; then it commits, as a stored reading does.
+      await racing(
+        db,
+        (writer) =>
+          writer.query(
+            `insert into readings (tote_id, ts, delivery_id, rx_id, temp_c, received_at, late) values ('tt_open', $1, 'dl_open', 'rx_dl_open', 5, $1, false)`,
+            [jan + DAY],
+          ),
+        () =>
+          sink.expire!({
+            unboundBeforeMs: now - 7 * DAY,
+            boundBeforeMs: now - 2_190 * DAY,
+            keepDeliveries: new Set(['dl_open']),
+            limit: 100,
+          }),
       )
-      const pass = sink.expire!({
-        unboundBeforeMs: now - 7 * DAY,
-        boundBeforeMs: now - 2_190 * DAY,
-        keepDeliveries: new Set(['dl_open']),
-        limit: 100,
-      })
-      // The drop waits for the insert's lock on the month; then the insert commits, as a stored reading does.
-      const writerPid = (await writer.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid
-      await expect
-        .poll(async () => (await db.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [writerPid])).rowCount, {
-          timeout: 10_000,
-        })
-        .toBe(1)
-      await writer.query('commit')
-      await pass
       expect(await sink.readingsForDelivery('dl_open', 0, now)).toHaveLength(1)
       expect((await monthPartitions(db)).map((m) => m.name)).toContain('readings_p201901')
     } finally {
-      await writer.query('rollback').catch(() => {})
-      writer.release()
       await sink.close()
       await db.end()
     }
