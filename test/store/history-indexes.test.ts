@@ -84,6 +84,15 @@ function describePlans(store: StoreUnderTest) {
       expect(text).not.toMatch(/TEMP B-TREE|Sort|Seq Scan/)
     })
 
+    it("reads a fleet's deliveries from the fleet index, partial since migration 0068 (it holds the rows of a fleet only)", async () => {
+      const { store: s } = api.service
+      const { db, compiled } = capturing(s.db)
+      await listDeliveries({ db, dialect: s.dialect }, { ...admin(null), fleetId: 'fl_none' }, {}, { limit: 50 })
+      const text = await plan(compiled().find((q) => q.sql.includes('"fleet_id" ='))!)
+      expect(text).toContain('deliveries_fleet')
+      expect(text).not.toMatch(/SCAN deliveries|TEMP B-TREE|Sort|Seq Scan/)
+    })
+
     it("reads one delivery's events from an index on the delivery, not by scanning every event", async () => {
       const { store: s } = api.service
       const { db, compiled } = capturing(s.db)
