@@ -195,6 +195,7 @@ export async function buildService(config: Config, overrides: ServiceOverrides =
       pauseMs: config.RETENTION_PAUSE_MS,
     },
     followPendingBindings: () => follower.followPending(),
+    pendingBindingsBoundBefore: (ms) => follower.pendingBoundBefore(ms),
     metrics: {
       removed: (table, n) => metrics.expiredRows.inc({ table }, n),
       deferred: () => metrics.expiryDeferred.inc(),

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
+import { iso } from '../clock.js'
 import type { Db } from '../store/schema.js'
 import type { ReadingSink } from '../timeseries/index.js'
 import type { ToteBindings } from './bindings.js'
@@ -68,12 +69,7 @@ export class BindingFollower {
    * how many are left pending.
    */
   async followPending(): Promise<number> {
-    const pending = await this.deps.db
-      .selectFrom('deliveries')
-      .select(['id', 'tote_id'])
-      .where('follow_pending', 'is not', null)
-      .where('tote_id', 'is not', null)
-      .execute()
+    const pending = await this.marked().select(['id', 'tote_id']).execute()
     let left = 0
     for (const { id, tote_id } of pending) {
       try {
@@ -85,6 +81,24 @@ export class BindingFollower {
     }
     if (pending.length > 0) await this.watchAfterFollow()
     return left
+  }
+
+  /**
+   * How many pending binding changes are bound from before `boundFromBeforeMs`. The expirer asks
+   * with its idle cutoff: only such a dispatch claims readings it could remove as an idle tote's
+   * (every dispatch is marked until its follow, a moment later).
+   */
+  async pendingBoundBefore(boundFromBeforeMs: number): Promise<number> {
+    const [row] = await this.marked()
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('bound_from', '<', iso(boundFromBeforeMs))
+      .execute()
+    return Number(row?.n ?? 0)
+  }
+
+  /** Deliveries with a binding change their readings have not followed yet (migration 0067). */
+  private marked() {
+    return this.deps.db.selectFrom('deliveries').where('follow_pending', 'is not', null).where('tote_id', 'is not', null)
   }
 
   /**

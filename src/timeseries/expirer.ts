@@ -76,6 +76,8 @@ export class Expirer {
        * (telemetry/binding-follow.ts): a backdated dispatch's are still an idle tote's.
        */
       followPendingBindings?: () => Promise<number>
+      /** How many of those are bound from before the given time (BindingFollower.pendingBoundBefore). */
+      pendingBindingsBoundBefore?: (boundFromBeforeMs: number) => Promise<number>
     },
   ) {}
 
@@ -163,10 +165,9 @@ export class Expirer {
     const expire = sink.expire?.bind(sink)
     // While a binding change is pending, no reading goes as an idle tote's: some of them are a
     // delivery's that has not got them yet. Readings past the records window still go; the pass is
-    // not complete, so rxtrace_retention_lag_seconds shows it. A dispatch made during the pass is
-    // seen by the next batch: until one is found, the marks are counted again before each (only
-    // those bound from before the idle window: every dispatch is marked until its follow, a moment
-    // later, and one bound from later claims no reading the batch could remove).
+    // not complete, so rxtrace_retention_lag_seconds shows it. A dispatch backdated past the idle
+    // window during the pass is seen by the next batch: until one is found, they are counted again
+    // before each.
     const pending = (expire && (await this.deps.followPendingBindings?.())) || 0
     let heldBack = pending > 0
     metrics?.followsPending(pending)
@@ -176,8 +177,8 @@ export class Expirer {
       (await this.batchByBatch(async () => {
         const now = clock.now()
         const unboundBeforeMs = now - policy.unboundDays * DAY_MS
-        if (!heldBack && batches > 0) {
-          const marked = await this.pendingMarks(unboundBeforeMs)
+        if (!heldBack && batches > 0 && this.deps.pendingBindingsBoundBefore) {
+          const marked = await this.deps.pendingBindingsBoundBefore(unboundBeforeMs)
           if (marked > 0) {
             heldBack = true
             metrics?.followsPending(marked)
@@ -211,18 +212,6 @@ export class Expirer {
     if (!heldBack) metrics?.passDone(clock.now(), seconds)
     if (removed > 0) logger.info({ removed, batches, deferred, seconds }, 'expired readings past their retention')
     return { removed, batches, complete: !heldBack }
-  }
-
-  /** Binding changes bound from before `boundFromBeforeMs` whose readings have not followed them yet (migration 0067). */
-  private async pendingMarks(boundFromBeforeMs: number): Promise<number> {
-    const [row] = await this.deps.db
-      .selectFrom('deliveries')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('follow_pending', 'is not', null)
-      .where('tote_id', 'is not', null)
-      .where('bound_from', '<', iso(boundFromBeforeMs))
-      .execute()
-    return Number(row?.n ?? 0)
   }
 
   /**
