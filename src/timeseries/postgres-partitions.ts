@@ -124,7 +124,6 @@ const addMonths = (ms: number, n: number) => {
 export async function expirePartitions(
   pool: pg.Pool,
   { unboundBeforeMs, boundBeforeMs, keepDeliveries }: ExpiryRequest,
-  { reanalyze }: { reanalyze: boolean },
 ): Promise<{ removed: number; dropped: string[]; lockedOut: boolean }> {
   const before = Math.min(unboundBeforeMs, boundBeforeMs)
   const keep = [...keepDeliveries]
@@ -144,10 +143,17 @@ export async function expirePartitions(
         await client.query('rollback')
         continue
       }
-      const rows = await plannedRows(client, month.name, reanalyze)
+      // The planner's count, fresh: ANALYZE samples the month (a bounded cost, once per month
+      // dropped). Its stored count may be none yet, or stale after late writes or row deletes of
+      // earlier batches, which would then be counted twice.
+      await client.query(`analyze ${month.name}`)
+      const { rows } = await client.query<{ n: string }>(
+        `select greatest(reltuples, 0)::bigint as n from pg_class where oid = $1::regclass`,
+        [month.name],
+      )
       await client.query(`drop table ${month.name}`)
       await client.query('commit')
-      removed += rows
+      removed += Number(rows[0]?.n ?? 0)
       dropped.push(month.name)
     } catch (error) {
       await client.query('rollback').catch(() => {})
@@ -158,25 +164,4 @@ export async function expirePartitions(
     }
   }
   return { removed, dropped, lockedOut: false }
-}
-
-/**
- * The planner's count of a month's rows, taken under the month's lock. A month never analyzed has
- * none (-1, or 0 before PostgreSQL 14; after a pg_upgrade or with autovacuum off, a big one too),
- * and one changed since its last analyze (late writes, or row deletes of an earlier batch, which
- * would be counted twice) has a stale one: ANALYZE samples it first, at a bounded cost.
- */
-async function plannedRows(client: pg.PoolClient, month: string, reanalyze: boolean): Promise<number> {
-  const planned = () =>
-    client.query<{ n: string; stale: boolean }>(
-      `select greatest(c.reltuples, 0)::bigint as n, c.reltuples <= 0 or coalesce(s.n_mod_since_analyze, 0) > 0 as stale
-       from pg_class c left join pg_stat_user_tables s on s.relid = c.oid where c.oid = $1::regclass`,
-      [month],
-    )
-  let { rows } = await planned()
-  if (reanalyze || rows[0]?.stale) {
-    await client.query(`analyze ${month}`)
-    ;({ rows } = await planned())
-  }
-  return Number(rows[0]?.n ?? 0)
 }

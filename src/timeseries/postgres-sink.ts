@@ -75,13 +75,10 @@ export function createPostgresSink({
   const cover = monthCover(pool, MONTHS_AHEAD)
   // Where the expiry pass in progress picks up (see expireBatch).
   let resume = startOfPass()
-  // In the pass in progress: rows deleted one by one (a month's planner count is stale after
-  // them), and a drop that gave up waiting for its locks (no more drops until the next pass).
-  let rowsDeletedThisPass = false
+  // A drop in the pass in progress gave up waiting for its locks: no more drops until the next pass.
   let dropsLockedOut = false
   const endPass = () => {
     resume = startOfPass()
-    rowsDeletedThisPass = false
     dropsLockedOut = false
   }
 
@@ -152,14 +149,11 @@ export function createPostgresSink({
     async expire(request) {
       // Months ahead are made here too: the expirer runs every few minutes, long before a month starts.
       await ensureMonthlyPartitions(pool, Date.now(), MONTHS_AHEAD)
-      const dropped = dropsLockedOut
-        ? { removed: 0, lockedOut: true }
-        : await expirePartitions(pool, request, { reanalyze: rowsDeletedThisPass })
+      const dropped = dropsLockedOut ? { removed: 0, lockedOut: true } : await expirePartitions(pool, request)
       dropsLockedOut = dropped.lockedOut
       if (dropped.removed >= request.limit) return { removed: dropped.removed, more: true }
       try {
         const batch = await inTransaction(pool, (client) => expireBatch(client, request, request.limit - dropped.removed, resume))
-        if (batch.removed > 0) rowsDeletedThisPass = true
         // A pass ends with a batch that is not full; the next one starts from the beginning.
         if (!batch.full) endPass()
         // A row whose binding changed between pick and delete is left to the next pass, but counts as picked here.
