@@ -4,12 +4,13 @@ import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import pino from 'pino'
 import { afterAll, describe, expect, it, vi } from 'vitest'
-import { Expirer } from '../../src/timeseries/expirer.js'
+import { Expirer, type RetentionMetrics } from '../../src/timeseries/expirer.js'
+import type { Db } from '../../src/store/schema.js'
 import { openEntityStore } from '../../src/store/database.js'
 import { up as partitionReadings } from '../../src/store/migrations/0061_reading_partitions.js'
 import { monthPartitions } from '../../src/timeseries/postgres-partitions.js'
 import { createPostgresSink } from '../../src/timeseries/postgres-sink.js'
-import type { ReadingRow } from '../../src/timeseries/sink.js'
+import type { ReadingRow, ReadingSink } from '../../src/timeseries/sink.js'
 import { readingRow } from '../helpers/reading-row.js'
 import { postgresSchemas, reachablePostgres } from '../helpers/stores.js'
 import { expireAll } from './sink-contract.js'
@@ -25,6 +26,31 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
   const pool = (schema: string) => new pg.Pool({ connectionString: url!, options: `-c search_path=${schema}`, max: 2 })
   const r = (tote: string, ts: number, deliveryId: string | null): ReadingRow =>
     readingRow({ tote_id: tote, ts, delivery_id: deliveryId, rx_id: deliveryId && `rx_${deliveryId}` })
+  /** Runs `body` with a fresh schema's readings sink and a pool of its own on that schema; closes both after. */
+  async function withSink(body: (sink: ReadingSink, db: pg.Pool, schema: string) => Promise<void>) {
+    const schema = await schemas.create()
+    const sink = createPostgresSink({ url: url!, schema })
+    const db = pool(schema)
+    try {
+      await body(sink, db, schema)
+    } finally {
+      await sink.close()
+      await db.end()
+    }
+  }
+
+  /** An expirer of `sink` at `now`: idle readings kept 7 days, records 6 years, batches of `batch`, no pause. */
+  const expirerOn = (db: Db, sink: ReadingSink, now: number, batch: number, metrics?: RetentionMetrics) =>
+    new Expirer({
+      db,
+      dialect: 'postgres',
+      sink,
+      clock: { now: () => now },
+      logger: pino({ level: 'silent' }),
+      policy: { recordsDays: 2_190, unboundDays: 7, attemptsDays: 30, batch, pauseMs: 0 },
+      ...(metrics ? { metrics } : {}),
+    })
+
   /**
    * Makes `change` in a transaction of its own and starts `act` while it is open; once a statement
    * of `act` (one like `statement`) waits for the change's locks, commits the change. Resolves with
@@ -47,11 +73,8 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
     }
   }
 
-  it('reads a delivery’s trace from the partitions of its interval only (EXPLAIN)', async () => {
-    const schema = await schemas.create()
-    const sink = createPostgresSink({ url: url!, schema })
-    const db = pool(schema)
-    try {
+  it('reads a delivery’s trace from the partitions of its interval only (EXPLAIN)', () =>
+    withSink(async (sink, db) => {
       const jan = Date.UTC(2026, 0, 15)
       await sink.write([r('tt_a', jan, 'dl_a'), r('tt_a', jan + 31 * DAY, 'dl_a'), r('tt_a', jan + 59 * DAY, 'dl_a')])
       const { rows } = await db.query<{ 'QUERY PLAN': string }>(
@@ -62,17 +85,10 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       expect(plan).toContain('readings_p202602')
       expect(plan).not.toMatch(/readings_p202601|readings_p202603|readings_default/)
       expect(await sink.readingsForDelivery('dl_a', Date.UTC(2026, 1, 1), Date.UTC(2026, 2, 1))).toHaveLength(1)
-    } finally {
-      await sink.close()
-      await db.end()
-    }
-  })
+    }))
 
-  it('drops a month whole when nothing in it is kept, and deletes row by row in a month holding a kept delivery’s reading', async () => {
-    const schema = await schemas.create()
-    const sink = createPostgresSink({ url: url!, schema })
-    const db = pool(schema)
-    try {
+  it('drops a month whole when nothing in it is kept, and deletes row by row in a month holding a kept delivery’s reading', () =>
+    withSink(async (sink, db) => {
       const now = Date.UTC(2026, 2, 15)
       const jan = Date.UTC(2019, 0, 10)
       const feb = Date.UTC(2019, 1, 10)
@@ -97,17 +113,10 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       expect(names).toContain('readings_p201902')
       expect((await sink.readingsForTote('tt_b', 0, now)).map((x) => [x.ts, x.delivery_id])).toEqual([[feb, 'dl_kept']])
       expect(await sink.count()).toBe(1)
-    } finally {
-      await sink.close()
-      await db.end()
-    }
-  })
+    }))
 
-  it('keeps a reading that was bound to a kept delivery while its batch was deleting it', async () => {
-    const schema = await schemas.create()
-    const sink = createPostgresSink({ url: url!, schema })
-    const db = pool(schema)
-    try {
+  it('keeps a reading that was bound to a kept delivery while its batch was deleting it', () =>
+    withSink(async (sink, db) => {
       const now = Date.UTC(2026, 2, 15)
       const old = now - 30 * DAY
       // A kept delivery's reading in the month: it is deleted row by row, not dropped.
@@ -129,17 +138,10 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       )
       expect(pass).toEqual({ removed: 1, more: false })
       expect((await sink.readingsForTote('tt_a', 0, now)).map((x) => [x.ts, x.delivery_id])).toEqual([[old + 1, 'dl_late']])
-    } finally {
-      await sink.close()
-      await db.end()
-    }
-  })
+    }))
 
-  it('keeps a month whose kept delivery’s reading was being stored when the month was about to be dropped', async () => {
-    const schema = await schemas.create()
-    const sink = createPostgresSink({ url: url!, schema })
-    const db = pool(schema)
-    try {
+  it('keeps a month whose kept delivery’s reading was being stored when the month was about to be dropped', () =>
+    withSink(async (sink, db) => {
       const now = Date.UTC(2026, 2, 15)
       const jan = Date.UTC(2019, 0, 10)
       await sink.write([r('tt_idle', jan, null)])
@@ -163,59 +165,43 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       )
       expect(await sink.readingsForDelivery('dl_open', 0, now)).toHaveLength(1)
       expect((await monthPartitions(db)).map((m) => m.name)).toContain('readings_p201901')
-    } finally {
-      await sink.close()
-      await db.end()
-    }
-  })
+    }))
 
-  it('tries a drop that meets a long read of its month once a pass, deletes the month row by row, and counts each reading once', async () => {
-    const schema = await schemas.create()
-    const sink = createPostgresSink({ url: url!, schema })
-    const store = await openEntityStore({ kind: 'postgres', url: url!, schema })
-    const db = pool(schema)
-    const reader = await db.connect()
-    // Statements that wait for the month's lock: the drop, or the lock taken before it.
-    const lockAttempts: string[] = []
-    const query = pg.Client.prototype.query
-    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
-      if (typeof args[0] === 'string' && /^(lock|drop) table/.test(args[0])) lockAttempts.push(args[0])
-      return (query as (...a: unknown[]) => unknown).apply(this, args)
-    } as never)
-    try {
-      const now = Date.UTC(2026, 2, 15)
-      await sink.write(Array.from({ length: 50 }, (_, i) => r(`tt_${i % 5}`, Date.UTC(2019, 0, 10) + i * 60_000, null)))
-      // A long read of the month (an export, a backup) holds it for the whole pass.
-      await reader.query('begin')
-      await reader.query('select count(*) from readings_p201901')
-      let removed = 0
-      const expirer = new Expirer({
-        db: store.db,
-        dialect: 'postgres',
-        sink,
-        clock: { now: () => now },
-        logger: pino({ level: 'silent' }),
-        policy: { recordsDays: 2_190, unboundDays: 7, attemptsDays: 30, batch: 10, pauseMs: 0 },
-        metrics: {
+  it('tries a drop that meets a long read of its month once a pass, deletes the month row by row, and counts each reading once', () =>
+    withSink(async (sink, db, schema) => {
+      const store = await openEntityStore({ kind: 'postgres', url: url!, schema })
+      const reader = await db.connect()
+      // Statements that wait for the month's lock: the drop, or the lock taken before it.
+      const lockAttempts: string[] = []
+      const query = pg.Client.prototype.query
+      const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
+        if (typeof args[0] === 'string' && /^(lock|drop) table/.test(args[0])) lockAttempts.push(args[0])
+        return (query as (...a: unknown[]) => unknown).apply(this, args)
+      } as never)
+      try {
+        const now = Date.UTC(2026, 2, 15)
+        await sink.write(Array.from({ length: 50 }, (_, i) => r(`tt_${i % 5}`, Date.UTC(2019, 0, 10) + i * 60_000, null)))
+        // A long read of the month (an export, a backup) holds it for the whole pass.
+        await reader.query('begin')
+        await reader.query('select count(*) from readings_p201901')
+        let removed = 0
+        const expirer = expirerOn(store.db, sink, now, 10, {
           removed: (table, n) => void (table === 'readings' && (removed += n)),
           deferred: () => {},
           passDone: () => {},
           followsPending: () => {},
-        },
-      })
-      expect(await expirer.pass()).toMatchObject({ removed: 50, complete: true })
-      expect(lockAttempts.filter((text) => text.includes('readings_p201901'))).toHaveLength(1)
-      expect(removed).toBe(50)
-      expect(await sink.count()).toBe(0)
-    } finally {
-      spy.mockRestore()
-      await reader.query('rollback').catch(() => {})
-      reader.release()
-      await sink.close()
-      await store.close()
-      await db.end()
-    }
-  })
+        })
+        expect(await expirer.pass()).toMatchObject({ removed: 50, complete: true })
+        expect(lockAttempts.filter((text) => text.includes('readings_p201901'))).toHaveLength(1)
+        expect(removed).toBe(50)
+        expect(await sink.count()).toBe(0)
+      } finally {
+        spy.mockRestore()
+        await reader.query('rollback').catch(() => {})
+        reader.release()
+        await store.close()
+      }
+    }))
 
   it('moves the readings of an existing unpartitioned table into month partitions (migration 0061)', async () => {
     const schema = `rx_test_old_${Math.random().toString(16).slice(2, 10)}`
@@ -293,14 +279,7 @@ describe.skipIf(!url && !process.env.CI)('PostgreSQL readings by month', () => {
       expect((expired - left) % batch).toBe(0)
       expect(await sink.readingsForDelivery('dl_kept', 0, now)).toHaveLength(1)
       // The killed copy's lock went with its connection: the next pass runs, and finishes the work.
-      const expirer = new Expirer({
-        db: store.db,
-        dialect: 'postgres',
-        sink,
-        clock: { now: () => now },
-        logger: pino({ level: 'silent' }),
-        policy: { recordsDays: 2_190, unboundDays: 7, attemptsDays: 30, batch, pauseMs: 0 },
-      })
+      const expirer = expirerOn(store.db, sink, now, batch)
       expect(await expirer.pass()).toMatchObject({ removed: left, complete: true })
       expect(await sink.count()).toBe(1)
       await store.close()
