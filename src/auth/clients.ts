@@ -192,11 +192,7 @@ export class ClientRegistry {
   /** README, Configuration: ADMIN_CLIENT_ID/SECRET pin the admin client; otherwise the first start creates one. */
   async ensureAdmin(pinned?: { clientId: string; secret: string }): Promise<{ clientId: string; secret: string } | null> {
     if (pinned) {
-      const existing = await this.db
-        .selectFrom('oauth_clients')
-        .select(['secret_hash', 'scope', 'pharmacy_id', 'fleet_id', 'previous_secret_hash'])
-        .where('client_id', '=', pinned.clientId)
-        .executeTakeFirst()
+      const [existing] = await clientById(this.db, pinned.clientId)
       if (!existing) {
         await this.create({ client_name: 'admin', scope: ADMIN_SCOPE }, pinned)
       } else if (!isPinnedAdmin(existing, pinned.secret)) {
